@@ -1,0 +1,107 @@
+/* base: allocation, logging, small containers, string and file helpers.
+ * Everything above base/ uses these rather than libc directly where a
+ * policy applies (out-of-memory, root prefix, log levels). */
+#ifndef CORRAL_BASE_H
+#define CORRAL_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <corral/error.h>
+
+#define CR_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define CR_UNUSED(x) ((void)(x))
+
+/* ---- allocation: out-of-memory aborts with one message, in one place ---- */
+void *cr_malloc(size_t n);
+void *cr_calloc(size_t nmemb, size_t size);
+void *cr_realloc(void *p, size_t n);
+char *cr_strdup(const char *s);
+char *cr_strndup(const char *s, size_t n);
+char *cr_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define CR_FREE(p)                                                                                 \
+    do {                                                                                           \
+        free(p);                                                                                   \
+        (p) = NULL;                                                                                \
+    } while (0)
+
+/* ---- growable arrays: struct { T *v; size_t n, cap; } ---- */
+#define CR_VEC(T)                                                                                  \
+    struct {                                                                                       \
+        T *v;                                                                                      \
+        size_t n, cap;                                                                             \
+    }
+void cr__vec_grow(void **v, size_t *cap, size_t need, size_t elem);
+/* Appends one zeroed element and returns a pointer to it. */
+#define CR_VEC_PUSH(vec)                                                                           \
+    (cr__vec_grow((void **)&(vec)->v, &(vec)->cap, (vec)->n + 1, sizeof(*(vec)->v)),               \
+     memset(&(vec)->v[(vec)->n], 0, sizeof(*(vec)->v)), &(vec)->v[(vec)->n++])
+#define CR_VEC_FREE(vec)                                                                           \
+    do {                                                                                           \
+        free((vec)->v);                                                                            \
+        (vec)->v = NULL;                                                                           \
+        (vec)->n = (vec)->cap = 0;                                                                 \
+    } while (0)
+
+/* ---- a growable string buffer ---- */
+typedef struct cr_buf {
+    char *s;
+    size_t len, cap;
+} cr_buf_t;
+void cr_buf_printf(cr_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cr_buf_append(cr_buf_t *b, const char *s, size_t n);
+void cr_buf_free(cr_buf_t *b);
+
+/* ---- logging ---- */
+enum { CR_LOG_ERROR = 0, CR_LOG_WARN = 1, CR_LOG_INFO = 2, CR_LOG_DEBUG = 3 };
+/* Sets the level (messages above it are dropped) and the destination
+ * (NULL: stderr). Level can also come from CORRAL_LOG_LEVEL. */
+void cr_log_set_level(int level);
+int cr_log_get_level(void);
+int cr_log_set_file(const char *path);
+void cr_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define cr_error(...) cr_log(CR_LOG_ERROR, __VA_ARGS__)
+#define cr_warn(...) cr_log(CR_LOG_WARN, __VA_ARGS__)
+#define cr_info(...) cr_log(CR_LOG_INFO, __VA_ARGS__)
+#define cr_debug(...) cr_log(CR_LOG_DEBUG, __VA_ARGS__)
+
+/* ---- strings ---- */
+/* Copies at most size-1 bytes and always terminates; returns strlen(src). */
+size_t cr_strlcpy(char *dst, const char *src, size_t size);
+/* Trims ASCII whitespace in place at both ends; returns s. */
+char *cr_strtrim(char *s);
+bool cr_str_has_prefix(const char *s, const char *prefix);
+/* Strict integer parsers: the whole string (after trimming) must be a number. */
+int cr_parse_i64(const char *s, int base, int64_t *out);
+int cr_parse_u64(const char *s, int base, uint64_t *out);
+
+/* ---- files under a root prefix ("/" or a fixture tree) ---- */
+/* Joins root and path into out; path is absolute ("/sys/..."). */
+int cr_path_join(char *out, size_t size, const char *root, const char *path);
+/* Reads a whole (small) file under root into a NUL-terminated, trimmed
+ * buffer. Returns 0, -ENOENT, -EACCES, -E2BIG (larger than size-1), ... */
+int cr_read_file(const char *root, const char *path, char *buf, size_t size);
+/* Reads a whole file of any size; *out is malloc'ed and NUL-terminated. */
+int cr_read_file_alloc(const char *root, const char *path, char **out, size_t *len);
+int cr_read_u64(const char *root, const char *path, int base, uint64_t *out);
+int cr_read_i64(const char *root, const char *path, int base, int64_t *out);
+bool cr_path_exists(const char *root, const char *path);
+bool cr_path_is_dir(const char *root, const char *path);
+/* Resolves a symlink under root and returns its target's last component. */
+int cr_readlink_base(const char *root, const char *path, char *buf, size_t size);
+/* Lists names in a directory under root, sorted, without "." and "..";
+ * *names is a malloc'ed array of malloc'ed strings. */
+int cr_list_dir(const char *root, const char *path, char ***names, size_t *n);
+void cr_free_strv(char **v, size_t n);
+
+/* ---- cpulists ("0-3,8,10-11") ---- */
+/* Parses a Linux cpulist into a bitmap of nbits; returns the count or a
+ * negative error (CR_EPARSE with *errpos set to the bad offset). */
+int cr_cpulist_parse(const char *s, uint64_t *bits, size_t nbits, size_t *errpos);
+/* Formats a bitmap as a cpulist. */
+void cr_cpulist_format(const uint64_t *bits, size_t nbits, cr_buf_t *out);
+
+#endif

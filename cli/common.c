@@ -1,0 +1,42 @@
+/* Helpers shared by the corral commands. */
+#include "cli.h"
+#include <stdio.h>
+
+int cli_discover(const char *spec, const char *root, cr_node_t **out)
+{
+    hw_options_t o = {.root = root, .spec_path = spec};
+    char *msg = NULL;
+    int err = hw_discover(&o, out, &msg);
+    if (err) {
+        fprintf(stderr, "corral: %s\n", msg ? msg : cr_strerror(err));
+        free(msg);
+    }
+    return err;
+}
+
+void cli_print_json(json_t *j)
+{
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (s) {
+        fputs(s, stdout);
+        fputc('\n', stdout);
+        free(s);
+    }
+}
+
+void cli_format_bytes(uint64_t bytes, char *buf, size_t size)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1024 && u + 1 < CR_ARRAY_SIZE(units)) {
+        v /= 1024;
+        u++;
+    }
+    if (bytes == 0)
+        snprintf(buf, size, "-");
+    else if (v == (double)(uint64_t)v)
+        snprintf(buf, size, "%.0f %s", v, units[u]);
+    else
+        snprintf(buf, size, "%.1f %s", v, units[u]);
+}

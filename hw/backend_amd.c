@@ -1,0 +1,32 @@
+/* PLACEHOLDER: the amd backend is being written; this stands in so the tree builds. */
+#include "hw.h"
+
+static const char *const vars[] = {"HIP_VISIBLE_DEVICES", NULL};
+
+static int probe(const cr_hw_env_t *env, cr_node_t *node)
+{
+    CR_UNUSED(env);
+    CR_UNUSED(node);
+    return 0;
+}
+
+static int isolate(const cr_hw_env_t *env, const cr_node_t *node, const int *devs, size_t ndevs,
+                   cr_envlist_t *out)
+{
+    CR_UNUSED(env);
+    CR_UNUSED(node);
+    CR_UNUSED(devs);
+    CR_UNUSED(ndevs);
+    CR_UNUSED(out);
+    return CR_ENOSYS;
+}
+
+const cr_accel_component_t hw_backend_amd = {
+    .abi_version = CR_ACCEL_ABI_VERSION,
+    .name = "amd",
+    .resource = "GPU",
+    .isolation_vars = vars,
+    .priority = 50,
+    .probe = probe,
+    .isolate = isolate,
+};

@@ -1,0 +1,92 @@
+/* hw: discovery of a node's accelerators and host topology (internal API).
+ * Pure library: reads files under a root prefix and the environment through
+ * an injected getter; starts no daemons, opens no sockets. */
+#ifndef CORRAL_HW_H
+#define CORRAL_HW_H
+
+#include <corral/accel.h>
+#include <jansson.h>
+#include "base/base.h"
+
+/* ---- the node description ---- */
+cr_node_t *hw_node_new(void);
+void hw_node_free(cr_node_t *node);
+/* Moves everything src holds into dst, renumbering src's devices after
+ * dst's; src is left empty (free it with hw_node_free). */
+void hw_node_merge(cr_node_t *dst, cr_node_t *src);
+void hw_domain_fini(cr_domain_t *d);
+int hw_device_find(const cr_node_t *node, const char *backend, int vendor_index);
+const cr_link_t *hw_node_find_link(const cr_node_t *node, int a, int b);
+const char *hw_health_name(cr_health_t h);
+int hw_health_parse(const char *s, cr_health_t *out);
+const char *hw_link_kind_name(cr_link_kind_t k);
+int hw_link_kind_parse(const char *s, cr_link_kind_t *out);
+/* Sorts labels by key, for stable output. */
+void hw_node_sort_labels(cr_node_t *node);
+
+/* ---- JSON (the documented schema, docs/node-description.md) ---- */
+json_t *hw_node_to_json(const cr_node_t *node);
+/* Where a JSON document did not match the schema: the path of the value
+ * ("devices[3].memory") and what was expected there. */
+typedef struct hw_json_error {
+    char path[256];
+    char msg[256];
+} hw_json_error_t;
+/* Fills an empty node from JSON. On failure returns CR_ESCHEMA and fills err. */
+int hw_node_from_json(const json_t *j, cr_node_t *node, hw_json_error_t *err);
+
+/* ---- backends ---- */
+extern const cr_accel_component_t hw_backend_nvidia, hw_backend_amd, hw_backend_intel,
+    hw_backend_tpu, hw_backend_neuron, hw_backend_gaudi, hw_backend_sim;
+/* Checks a component against the ABI; returns 0 or CR_EABI / CR_EINVAL
+ * with why in msg. */
+int hw_component_validate(const cr_accel_component_t *c, char *msg, size_t msgsize);
+/* Loads external backends from CORRAL_PLUGIN_PATH (directories or .so
+ * files, ':'-separated), once. Refused ones are logged and skipped. */
+void hw_plugins_load(const cr_hw_env_t *env);
+/* All components, built-in and loaded, by priority (highest first). */
+size_t hw_components(const cr_accel_component_t *const **out);
+const cr_accel_component_t *hw_component_find(const char *name);
+
+/* ---- discovery ---- */
+typedef struct hw_options {
+    const char *root;          /* NULL or "/" for the real machine */
+    const char *(*getenv)(void *ctx, const char *name); /* NULL: getenv(3) */
+    void *getenv_ctx;
+    const char *spec_path;     /* a hardware spec: simulated node, no probing */
+    bool no_host;              /* skip hwloc (tests of one backend) */
+    bool no_plugins;
+} hw_options_t;
+
+/* Discovers this node (or the fixture under root, or the spec). Backend
+ * failures become warnings in node->warnings; only a bad spec or an
+ * unusable root fails the whole call. *errmsg (malloc'ed) says why. */
+int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg);
+/* Environment for a worker given devices devs (node indices). */
+int hw_isolate(const hw_options_t *opts, const cr_node_t *node, const int *devs, size_t ndevs,
+               cr_envlist_t *out, char **errmsg);
+/* Runs one component's probe into a fresh node, in a child process when
+ * the component asks for it; the node comes back whole or not at all. */
+int hw_probe_component(const cr_accel_component_t *c, const cr_hw_env_t *env, cr_node_t **out);
+
+/* ---- host topology through hwloc (hw/host.c) ---- */
+/* Fills CPU, NUMA, memory and NICs, and each device's NUMA node, local
+ * cpus, PCI path and nearest NIC. */
+int hw_host_probe(const cr_hw_env_t *env, cr_node_t *node);
+
+/* ---- topology queries (hw/topo.c) ---- */
+/* How devices a and b are connected: the fastest link kind between them
+ * and its count (NV18: CR_LINK_NVSWITCH, 18). */
+cr_link_kind_t hw_topo_pair(const cr_node_t *node, int a, int b, int *count);
+
+/* "80Gi", "512MiB", "1.5T" or a plain number of bytes. */
+int hw_parse_size(const char *s, uint64_t *out);
+
+/* ---- the spec loader (sim backend, hw/spec.c) ---- */
+/* Loads a YAML or JSON hardware spec into node. On failure returns a
+ * negative code and *errmsg says "FILE:LINE:COL: what was expected". */
+int hw_spec_load(const char *path, cr_node_t *node, char **errmsg);
+int hw_spec_load_buffer(const char *name, const char *data, size_t len, cr_node_t *node,
+                        char **errmsg);
+
+#endif
