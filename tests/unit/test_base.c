@@ -1,0 +1,109 @@
+/* base/: strings, number parsing, cpulists, files under a root, errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include "base/base.h"
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void test_parse_numbers(void **state)
+{
+    int64_t i;
+    uint64_t u;
+    assert_int_equal(cr_parse_i64(" -42 ", 10, &i), 0);
+    assert_int_equal(i, -42);
+    assert_int_equal(cr_parse_i64("12x", 10, &i), CR_EPARSE);
+    assert_int_equal(cr_parse_i64("", 10, &i), CR_EPARSE);
+    assert_int_equal(cr_parse_u64("0x10de", 16, &u), 0);
+    assert_int_equal(u, 0x10de);
+    assert_int_equal(cr_parse_u64("-1", 10, &u), CR_EPARSE);
+    assert_int_equal(cr_parse_u64("99999999999999999999999", 10, &u), CR_ERANGE);
+}
+
+static void test_cpulist(void **state)
+{
+    uint64_t bits[4];
+    size_t pos = 99;
+    assert_int_equal(cr_cpulist_parse("0-3,8,10-11", bits, 256, &pos), 7);
+    assert_true(bits[0] & (1ull << 8));
+    assert_false(bits[0] & (1ull << 9));
+    cr_buf_t b = {0};
+    cr_cpulist_format(bits, 256, &b);
+    assert_string_equal(b.s, "0-3,8,10-11");
+    cr_buf_free(&b);
+    assert_int_equal(cr_cpulist_parse("0-3,x", bits, 256, &pos), CR_EPARSE);
+    assert_int_equal(pos, 4);
+    assert_int_equal(cr_cpulist_parse("5-2", bits, 256, &pos), CR_EPARSE);
+    assert_int_equal(cr_cpulist_parse("300", bits, 256, &pos), CR_ERANGE);
+    assert_int_equal(cr_cpulist_parse("", bits, 256, &pos), 0);
+    assert_int_equal(cr_cpulist_parse("1,1,1", bits, 256, &pos), 1);
+}
+
+static void test_files_under_root(void **state)
+{
+    char dir[] = "/tmp/corral-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[512];
+    snprintf(path, sizeof(path), "%s/sys", dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/sys/value", dir);
+    FILE *fp = fopen(path, "w");
+    fputs("  0x1ae0\n", fp);
+    fclose(fp);
+    char buf[64];
+    assert_int_equal(cr_read_file(dir, "/sys/value", buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "0x1ae0");
+    uint64_t v;
+    assert_int_equal(cr_read_u64(dir, "/sys/value", 16, &v), 0);
+    assert_int_equal(v, 0x1ae0);
+    assert_int_equal(cr_read_file(dir, "/sys/missing", buf, sizeof(buf)), -ENOENT);
+    assert_int_equal(cr_read_file(dir, "/sys/value", buf, 4), CR_E2BIG);
+    assert_true(cr_path_is_dir(dir, "/sys"));
+    assert_false(cr_path_is_dir(dir, "/sys/value"));
+    char **names;
+    size_t n;
+    assert_int_equal(cr_list_dir(dir, "/sys", &names, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(names[0], "value");
+    cr_free_strv(names, n);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/sys", dir);
+    rmdir(path);
+    rmdir(dir);
+}
+
+static void test_errors(void **state)
+{
+    assert_string_equal(cr_strerror(CR_ENOENT), "no such file or directory");
+    assert_string_equal(cr_strerror(CR_EABI), "component ABI version mismatch");
+    assert_string_equal(cr_err_name(CR_EPARSE), "CR_EPARSE");
+    assert_string_equal(cr_strerror(0), "success");
+}
+
+static void test_buf_and_vec(void **state)
+{
+    cr_buf_t b = {0};
+    for (int i = 0; i < 1000; i++)
+        cr_buf_printf(&b, "%d,", i);
+    assert_true(b.len > 3000);
+    assert_int_equal(strncmp(b.s, "0,1,2,", 6), 0);
+    cr_buf_free(&b);
+    CR_VEC(int) v = {0};
+    for (int i = 0; i < 100; i++)
+        *CR_VEC_PUSH(&v) = i;
+    assert_int_equal(v.n, 100);
+    assert_int_equal(v.v[99], 99);
+    CR_VEC_FREE(&v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_cpulist),
+        cmocka_unit_test(test_files_under_root), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_buf_and_vec),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
