@@ -6,6 +6,7 @@
 
 #include "hw/hw.h"
 #include <stdio.h>
+#include <unistd.h>
 
 #define FIXTURE_MAX_VARS 64
 
@@ -43,6 +44,10 @@ static inline void fixture_open(fixture_env_t *f, const char *machine)
     snprintf(f->dir, sizeof(f->dir), "%s/tests/fixtures/hw/%s", CORRAL_SOURCE_DIR, machine);
     snprintf(f->root, sizeof(f->root), "%s/root", f->dir);
     char path[1200], line[4096];
+    /* the host topology of a fixture is hwloc's own XML recording */
+    snprintf(path, sizeof(path), "%s/hwloc.xml", f->dir);
+    if (access(path, R_OK) == 0)
+        fixture_setenv(f, "CORRAL_HWLOC_XML", path);
     snprintf(path, sizeof(path), "%s/env", f->dir);
     FILE *fp = fopen(path, "r");
     if (!fp)
