@@ -226,9 +226,10 @@ int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg)
         if (cs[c] == &hw_backend_sim)
             continue;
         cr_node_t *part = NULL;
-        int err = hw_probe_component(cs[c], &env, &part);
+        char why[512];
+        int err = hw_probe_component(cs[c], &env, &part, why, sizeof(why));
         if (err) {
-            cr_node_warn(node, "backend %s off: %s", cs[c]->name, cr_strerror(err));
+            cr_node_warn(node, "backend %s off: %s", cs[c]->name, why);
             continue;
         }
         hw_node_merge(node, part);

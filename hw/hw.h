@@ -66,8 +66,11 @@ int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg);
 int hw_isolate(const hw_options_t *opts, const cr_node_t *node, const int *devs, size_t ndevs,
                cr_envlist_t *out, char **errmsg);
 /* Runs one component's probe into a fresh node, in a child process when
- * the component asks for it; the node comes back whole or not at all. */
-int hw_probe_component(const cr_accel_component_t *c, const cr_hw_env_t *env, cr_node_t **out);
+ * the component asks for it; the node comes back whole or not at all. On
+ * failure why says what happened ("it crashed during its probe (signal 11:
+ * Segmentation fault)"). */
+int hw_probe_component(const cr_accel_component_t *c, const cr_hw_env_t *env, cr_node_t **out,
+                       char *why, size_t whysize);
 
 /* ---- host topology through hwloc (hw/host.c) ---- */
 /* Fills CPU, NUMA, memory and NICs, and each device's NUMA node, local

@@ -180,11 +180,21 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-/* The child's probe must finish in this time; a hung vendor library is
- * treated like a crashed one. */
+/* The child's probe must finish in this time (CORRAL_PROBE_TIMEOUT_MS
+ * overrides it); a hung vendor library is treated like a crashed one. */
 #define PROBE_TIMEOUT_MS 20000
 
-static int probe_in_child(const cr_accel_component_t *c, const cr_hw_env_t *env, cr_node_t **out)
+static int probe_timeout_ms(const cr_hw_env_t *env)
+{
+    const char *s = cr_hw_getenv(env, "CORRAL_PROBE_TIMEOUT_MS");
+    int64_t v;
+    if (s && cr_parse_i64(s, 10, &v) == 0 && v > 0 && v <= 600000)
+        return (int)v;
+    return PROBE_TIMEOUT_MS;
+}
+
+static int probe_in_child(const cr_accel_component_t *c, const cr_hw_env_t *env, cr_node_t **out,
+                          char *why, size_t whysize)
 {
     int fds[2];
     if (pipe(fds) != 0)
@@ -198,6 +208,11 @@ static int probe_in_child(const cr_accel_component_t *c, const cr_hw_env_t *env,
         return e;
     }
     if (pid == 0) {
+        /* a crash in the vendor library must kill this child plainly, not
+         * run handlers the parent installed (test runners, sanitizers) */
+        static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+        for (size_t i = 0; i < CR_ARRAY_SIZE(crash_signals); i++)
+            signal(crash_signals[i], SIG_DFL);
         close(fds[0]);
         cr_node_t *n = hw_node_new();
         int err = c->probe(env, n);
@@ -213,19 +228,19 @@ static int probe_in_child(const cr_accel_component_t *c, const cr_hw_env_t *env,
         _exit(0);
     }
     close(fds[1]);
+    int timeout = probe_timeout_ms(env);
     cr_buf_t b = {0};
     cr_buf_append(&b, "", 0);
     int err = 0;
     for (;;) {
         struct pollfd p = {.fd = fds[0], .events = POLLIN};
-        int r = poll(&p, 1, PROBE_TIMEOUT_MS);
+        int r = poll(&p, 1, timeout);
         if (r < 0 && errno == EINTR)
             continue;
         if (r == 0) {
             kill(pid, SIGKILL);
             err = CR_ECRASH;
-            cr_warn("backend '%s' probe did not finish in %d ms; killed", c->name,
-                    PROBE_TIMEOUT_MS);
+            snprintf(why, whysize, "its probe did not finish in %d ms and was killed", timeout);
             break;
         }
         char tmp[8192];
@@ -241,22 +256,26 @@ static int probe_in_child(const cr_accel_component_t *c, const cr_hw_env_t *env,
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     if (!err && WIFSIGNALED(status)) {
-        cr_warn("backend '%s' crashed during its probe (signal %d: %s); backend off", c->name,
-                WTERMSIG(status), strsignal(WTERMSIG(status)));
+        snprintf(why, whysize, "it crashed during its probe (signal %d: %s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
         err = CR_ECRASH;
     }
     char *nl = err ? NULL : strchr(b.s, '\n');
     if (!err && !nl) {
-        cr_warn("backend '%s' probe exited without an answer; backend off", c->name);
+        snprintf(why, whysize, "it died during its probe without an answer (exit status %d)",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         err = CR_ECRASH;
     }
     if (!err) {
         *nl = '\0';
         int64_t perr;
-        if (cr_parse_i64(b.s, 10, &perr) != 0)
+        if (cr_parse_i64(b.s, 10, &perr) != 0) {
+            snprintf(why, whysize, "its probe's answer was unreadable");
             err = CR_ECRASH;
-        else if (perr != 0)
+        } else if (perr != 0) {
             err = (int)perr;
+            snprintf(why, whysize, "%s", cr_strerror(err));
+        }
     }
     if (!err) {
         json_error_t je;
@@ -264,7 +283,8 @@ static int probe_in_child(const cr_accel_component_t *c, const cr_hw_env_t *env,
         cr_node_t *n = hw_node_new();
         hw_json_error_t he;
         if (!j || hw_node_from_json(j, n, &he) != 0) {
-            cr_warn("backend '%s' probe answer unreadable; backend off", c->name);
+            snprintf(why, whysize, "its probe's answer was unreadable (%s: %s)", he.path,
+                     he.msg);
             hw_node_free(n);
             err = CR_ECRASH;
         } else {
@@ -276,14 +296,20 @@ static int probe_in_child(const cr_accel_component_t *c, const cr_hw_env_t *env,
     return err;
 }
 
-int hw_probe_component(const cr_accel_component_t *c, const cr_hw_env_t *env, cr_node_t **out)
+int hw_probe_component(const cr_accel_component_t *c, const cr_hw_env_t *env, cr_node_t **out,
+                       char *why, size_t whysize)
 {
     *out = NULL;
+    if (whysize)
+        why[0] = '\0';
     if (c->flags & CR_ACCEL_F_PROBE_ISOLATED)
-        return probe_in_child(c, env, out);
+        return probe_in_child(c, env, out, why, whysize);
     cr_node_t *n = hw_node_new();
     int err = c->probe(env, n);
     if (err) {
+        /* a failing probe may say why in its last warning */
+        snprintf(why, whysize, "%s", n->warnings.n ? n->warnings.v[n->warnings.n - 1]
+                                                     : cr_strerror(err));
         hw_node_free(n);
         return err;
     }

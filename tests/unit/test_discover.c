@@ -1,0 +1,273 @@
+/* hw/registry.c and hw/discover.c: component validation, probes that fail,
+ * crash or hang, merging, derived labels/resources, --check warnings and
+ * isolation errors. Uses made-up components, not the real backends. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include "fixture.h"
+#include <signal.h>
+#include <unistd.h>
+
+static const char *const fake_vars[] = {"FAKE_VISIBLE", NULL};
+
+static int probe_two(const cr_hw_env_t *env, cr_node_t *node)
+{
+    for (int i = 0; i < 2; i++) {
+        cr_device_t *d = cr_node_add_device(node);
+        cr_strlcpy(d->backend, "fake", sizeof(d->backend));
+        cr_strlcpy(d->resource, "FAKE", sizeof(d->resource));
+        cr_strlcpy(d->sku, "F1", sizeof(d->sku));
+        snprintf(d->isolation_id, sizeof(d->isolation_id), "f%d", i);
+        d->memory = 1ull << 30;
+    }
+    cr_node_add_link(node, 0, 1, CR_LINK_NVLINK, 4, 25.0);
+    cr_domain_t *dom = cr_node_add_domain(node, "nvlink-island", "nvlink0");
+    cr_domain_add_member(dom, 0);
+    cr_domain_add_member(dom, 1);
+    cr_node_set_label(node, "fake.io/kind", "two");
+    return 0;
+}
+
+static int probe_crash(const cr_hw_env_t *env, cr_node_t *node)
+{
+    cr_node_add_device(node);
+    raise(SIGSEGV);
+    return 0;
+}
+
+static int probe_hang(const cr_hw_env_t *env, cr_node_t *node)
+{
+    for (;;)
+        pause();
+    return 0;
+}
+
+static int probe_fail(const cr_hw_env_t *env, cr_node_t *node)
+{
+    cr_node_add_device(node);
+    cr_node_warn(node, "fake: /sys/fake/count: expected a number, found 'x'");
+    return CR_EPARSE;
+}
+
+static int isolate_fake(const cr_hw_env_t *env, const cr_node_t *node, const int *devs,
+                        size_t ndevs, cr_envlist_t *out)
+{
+    cr_buf_t b = {0};
+    cr_buf_append(&b, "", 0);
+    for (size_t i = 0; i < ndevs; i++)
+        cr_buf_printf(&b, "%s%s", i ? "," : "", node->devices.v[devs[i]].isolation_id);
+    int err = cr_envlist_set(out, "FAKE_VISIBLE", b.s);
+    cr_buf_free(&b);
+    return err;
+}
+
+#define FAKE(nm, pr, fl)                                                                           \
+    {.abi_version = CR_ACCEL_ABI_VERSION, .name = nm, .resource = "FAKE",                          \
+     .isolation_vars = fake_vars, .priority = 1, .flags = fl, .probe = pr,                         \
+     .isolate = isolate_fake}
+
+static const cr_accel_component_t fake_two = FAKE("fake", probe_two, 0);
+static const cr_accel_component_t fake_two_isolated =
+    FAKE("fake", probe_two, CR_ACCEL_F_PROBE_ISOLATED);
+static const cr_accel_component_t fake_crash =
+    FAKE("crashy", probe_crash, CR_ACCEL_F_PROBE_ISOLATED);
+static const cr_accel_component_t fake_hang = FAKE("hangs", probe_hang, CR_ACCEL_F_PROBE_ISOLATED);
+static const cr_accel_component_t fake_fail = FAKE("fails", probe_fail, 0);
+
+static void test_validate(void **state)
+{
+    char msg[256];
+    assert_int_equal(hw_component_validate(&fake_two, msg, sizeof(msg)), 0);
+    cr_accel_component_t c = fake_two;
+    c.abi_version = 99;
+    assert_int_equal(hw_component_validate(&c, msg, sizeof(msg)), CR_EABI);
+    assert_non_null(strstr(msg, "ABI version 99"));
+    c = fake_two;
+    c.isolate = NULL;
+    assert_int_equal(hw_component_validate(&c, msg, sizeof(msg)), CR_EINVAL);
+    assert_non_null(strstr(msg, "'isolate'"));
+    c = fake_two;
+    c.probe = NULL;
+    assert_int_equal(hw_component_validate(&c, msg, sizeof(msg)), CR_EINVAL);
+    assert_non_null(strstr(msg, "'probe'"));
+    c = fake_two;
+    c.name = "a-name-far-too-long-for-a-backend";
+    assert_int_equal(hw_component_validate(&c, msg, sizeof(msg)), CR_EINVAL);
+    c = fake_two;
+    c.isolation_vars = NULL;
+    assert_int_equal(hw_component_validate(&c, msg, sizeof(msg)), CR_EINVAL);
+}
+
+static void test_builtins_registered(void **state)
+{
+    static const char *names[] = {"nvidia", "amd", "intel", "tpu", "neuron", "gaudi", "sim"};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(names); i++) {
+        const cr_accel_component_t *c = hw_component_find(names[i]);
+        assert_non_null(c);
+        char msg[256];
+        assert_int_equal(hw_component_validate(c, msg, sizeof(msg)), 0);
+    }
+    const cr_accel_component_t *const *cs;
+    size_t n = hw_components(&cs);
+    assert_true(n >= CR_ARRAY_SIZE(names));
+    for (size_t i = 1; i < n; i++)
+        assert_true(cs[i - 1]->priority >= cs[i]->priority);
+}
+
+static void same_two(const cr_node_t *n)
+{
+    assert_int_equal(n->devices.n, 2);
+    assert_string_equal(n->devices.v[1].isolation_id, "f1");
+    assert_int_equal(n->links.n, 1);
+    assert_int_equal(n->links.v[0].count, 4);
+    assert_int_equal(n->domains.n, 1);
+    assert_int_equal(n->domains.v[0].nmembers, 2);
+    assert_string_equal(cr_node_get_label(n, "fake.io/kind"), "two");
+}
+
+static void test_probe_in_process_and_isolated(void **state)
+{
+    cr_hw_env_t env = {.root = "/"};
+    cr_node_t *n = NULL;
+    char why[256];
+    assert_int_equal(hw_probe_component(&fake_two, &env, &n, why, sizeof(why)), 0);
+    same_two(n);
+    hw_node_free(n);
+    /* the isolated probe ships the node back through JSON: same result */
+    assert_int_equal(hw_probe_component(&fake_two_isolated, &env, &n, why, sizeof(why)), 0);
+    same_two(n);
+    hw_node_free(n);
+}
+
+static void test_probe_crash_is_contained(void **state)
+{
+    cr_hw_env_t env = {.root = "/"};
+    cr_node_t *n = (cr_node_t *)0x1;
+    char why[256];
+    assert_int_equal(hw_probe_component(&fake_crash, &env, &n, why, sizeof(why)), CR_ECRASH);
+    assert_null(n);
+    assert_non_null(strstr(why, "crashed"));
+    assert_non_null(strstr(why, "signal 11"));
+}
+
+static const char *short_timeout(void *ctx, const char *name)
+{
+    return strcmp(name, "CORRAL_PROBE_TIMEOUT_MS") == 0 ? "300" : NULL;
+}
+
+static void test_probe_hang_is_killed(void **state)
+{
+    cr_hw_env_t env = {.root = "/", .getenv = short_timeout};
+    cr_node_t *n = NULL;
+    char why[256];
+    assert_int_equal(hw_probe_component(&fake_hang, &env, &n, why, sizeof(why)), CR_ECRASH);
+    assert_null(n);
+    assert_non_null(strstr(why, "did not finish in 300 ms"));
+}
+
+static void test_probe_failure_says_why(void **state)
+{
+    cr_hw_env_t env = {.root = "/"};
+    cr_node_t *n = NULL;
+    char why[256];
+    assert_int_equal(hw_probe_component(&fake_fail, &env, &n, why, sizeof(why)), CR_EPARSE);
+    assert_null(n);
+    assert_non_null(strstr(why, "/sys/fake/count"));
+}
+
+static void test_merge_renumbers(void **state)
+{
+    cr_hw_env_t env = {.root = "/"};
+    cr_node_t *node = hw_node_new(), *a, *b;
+    char why[256];
+    assert_int_equal(hw_probe_component(&fake_two, &env, &a, why, sizeof(why)), 0);
+    assert_int_equal(hw_probe_component(&fake_two, &env, &b, why, sizeof(why)), 0);
+    b->devices.v[1].parent = 0;
+    hw_node_merge(node, a);
+    hw_node_merge(node, b);
+    hw_node_free(a);
+    hw_node_free(b);
+    assert_int_equal(node->devices.n, 4);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(node->devices.v[i].index, i);
+    assert_int_equal(node->devices.v[3].parent, 2);
+    assert_int_equal(node->links.n, 2);
+    assert_int_equal(node->links.v[1].a, 2);
+    assert_int_equal(node->links.v[1].b, 3);
+    assert_int_equal(node->domains.v[1].members[0], 2);
+    assert_int_equal(node->domains.v[1].members[1], 3);
+    assert_non_null(hw_node_find_link(node, 3, 2));
+    assert_null(hw_node_find_link(node, 1, 2));
+    hw_node_free(node);
+}
+
+static void test_links_validated(void **state)
+{
+    cr_node_t *n = hw_node_new();
+    cr_node_add_device(n);
+    cr_node_add_device(n);
+    assert_int_equal(cr_node_add_link(n, 0, 0, CR_LINK_NVLINK, 1, 0), CR_EINVAL);
+    assert_int_equal(cr_node_add_link(n, 0, 2, CR_LINK_NVLINK, 1, 0), CR_EINVAL);
+    assert_int_equal(cr_node_add_link(n, 0, 1, CR_LINK_KIND_COUNT, 1, 0), CR_EINVAL);
+    assert_int_equal(cr_node_add_link(n, 1, 0, CR_LINK_XGMI, 1, 0), 0);
+    assert_int_equal(n->links.v[0].a, 0);
+    hw_node_free(n);
+}
+
+static void test_discover_empty_root(void **state)
+{
+    char dir[] = "/tmp/corral-empty-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    fixture_env_t f = {0};
+    fixture_setenv(&f, "CORRAL_NODE_ID", "n1");
+    hw_options_t o = {.root = dir, .getenv = fixture_getenv, .getenv_ctx = &f, .no_host = true,
+                      .no_plugins = true};
+    cr_node_t *node = NULL;
+    char *msg = NULL;
+    assert_int_equal(hw_discover(&o, &node, &msg), 0);
+    assert_null(msg);
+    assert_int_equal(node->devices.n, 0);
+    assert_string_equal(node->id, "n1");
+    assert_string_equal(cr_node_get_label(node, "corral.io/node-id"), "n1");
+    assert_null(cr_node_get_label(node, "corral.io/accelerator-type"));
+    /* isolation with no device on a node without accelerators sets nothing */
+    cr_envlist_t env = {0};
+    assert_int_equal(hw_isolate(&o, node, NULL, 0, &env, &msg), 0);
+    assert_int_equal(env.vars.n, 0);
+    int bad = 0;
+    assert_int_equal(hw_isolate(&o, node, &bad, 1, &env, &msg), CR_ENODEV);
+    assert_non_null(strstr(msg, "no accelerators"));
+    free(msg);
+    hw_node_free(node);
+    fixture_close(&f);
+    rmdir(dir);
+}
+
+static void test_discover_bad_root(void **state)
+{
+    hw_options_t o = {.root = "/nonexistent/corral-root", .no_host = true, .no_plugins = true};
+    cr_node_t *node = NULL;
+    char *msg = NULL;
+    assert_int_equal(hw_discover(&o, &node, &msg), CR_ENOENT);
+    assert_null(node);
+    assert_non_null(strstr(msg, "CORRAL_SYSFS_ROOT"));
+    free(msg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_builtins_registered),
+        cmocka_unit_test(test_probe_in_process_and_isolated),
+        cmocka_unit_test(test_probe_crash_is_contained),
+        cmocka_unit_test(test_probe_hang_is_killed),
+        cmocka_unit_test(test_probe_failure_says_why),
+        cmocka_unit_test(test_merge_renumbers),
+        cmocka_unit_test(test_links_validated),
+        cmocka_unit_test(test_discover_empty_root),
+        cmocka_unit_test(test_discover_bad_root),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
