@@ -1,0 +1,31 @@
+#!/bin/sh
+# make demo: what corral sees on this machine and on two recorded machines
+# (a DGX H100 class node through the stand-in NVML, and one host of a TPU
+# v6e 4x4 slice). Recorded machines are fixtures, not hardware: corral says
+# where the description comes from.
+set -eu
+src=$(cd "$(dirname "$0")/.." && pwd)
+corral=$src/build/corral
+step() { printf '\n\033[1m== %s\033[0m\n$ %s\n' "$1" "$2"; }
+
+step "this machine" "corral hw"
+"$corral" hw
+step "this machine" "corral topo"
+"$corral" topo
+
+for m in dgx-h100 tpu-v6e-4x4-w0; do
+    (
+        eval "$("$src/scripts/fixture-env.sh" "$m" "$src/build")"
+        step "recorded machine $m (fixture tree tests/fixtures/hw/$m)" "corral hw"
+        "$corral" hw
+        step "recorded machine $m" "corral topo"
+        "$corral" topo
+        step "recorded machine $m: what a worker given devices 0,1 sees" "corral hw --isolate 0,1"
+        "$corral" hw --isolate 0,1
+    )
+done
+
+if [ -f "$src/specs/dgx-h100.yaml" ]; then
+    step "a simulated node from a hardware spec" "corral hw --spec specs/dgx-h100.yaml --check"
+    "$corral" hw --spec "$src/specs/dgx-h100.yaml" --check || true
+fi
