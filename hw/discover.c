@@ -235,6 +235,7 @@ int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg)
         hw_node_merge(node, part);
         hw_node_free(part);
     }
+    hw_platform_probe(&env, node);
     if (!opts->no_host) {
         int err = hw_host_probe(&env, node);
         if (err)

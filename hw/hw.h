@@ -72,6 +72,12 @@ int hw_isolate(const hw_options_t *opts, const cr_node_t *node, const int *devs,
 int hw_probe_component(const cr_accel_component_t *c, const cr_hw_env_t *env, cr_node_t **out,
                        char *why, size_t whysize);
 
+/* ---- where the node runs (hw/platform.c) ---- */
+/* Fills node->platform from DMI strings under env->root and the operator's
+ * CORRAL_PROVIDER/REGION/ZONE/RACK/MARKET/INSTANCE_TYPE/K8S_NODE; keeps
+ * what is already set. */
+void hw_platform_probe(const cr_hw_env_t *env, cr_node_t *node);
+
 /* ---- host topology through hwloc (hw/host.c) ---- */
 /* Fills CPU, NUMA, memory and NICs, and each device's NUMA node, local
  * cpus, PCI path and nearest NIC. */

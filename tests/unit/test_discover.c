@@ -8,6 +8,7 @@
 #include "fixture.h"
 #include <signal.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 static const char *const fake_vars[] = {"FAKE_VISIBLE", NULL};
 
@@ -255,6 +256,56 @@ static void test_discover_bad_root(void **state)
     free(msg);
 }
 
+static void write_file(const char *dir, const char *rel, const char *text)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    for (char *p = path + strlen(dir) + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(path, 0755);
+            *p = '/';
+        }
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static void test_platform(void **state)
+{
+    char dir[] = "/tmp/corral-plat-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_file(dir, "sys/class/dmi/id/sys_vendor", "Amazon EC2\n");
+    write_file(dir, "sys/class/dmi/id/product_name", "trn1.32xlarge\n");
+    fixture_env_t f = {0};
+    fixture_setenv(&f, "CORRAL_ZONE", "us-east-1a");
+    fixture_setenv(&f, "CORRAL_MARKET", "spot");
+    hw_options_t o = {.root = dir, .getenv = fixture_getenv, .getenv_ctx = &f, .no_host = true,
+                      .no_plugins = true};
+    cr_node_t *node = NULL;
+    char *msg = NULL;
+    assert_int_equal(hw_discover(&o, &node, &msg), 0);
+    assert_string_equal(node->platform.provider, "aws");
+    assert_string_equal(node->platform.instance_type, "trn1.32xlarge");
+    assert_string_equal(node->platform.region, "us-east-1");
+    assert_string_equal(cr_node_get_label(node, "corral.io/provider"), "aws");
+    assert_string_equal(cr_node_get_label(node, "corral.io/zone"), "us-east-1a");
+    assert_string_equal(cr_node_get_label(node, "corral.io/market"), "spot");
+    assert_string_equal(cr_node_get_label(node, "corral.io/instance-type"), "trn1.32xlarge");
+    hw_node_free(node);
+    fixture_close(&f);
+    /* a machine that says nothing gets no provider */
+    cr_node_t *bare = hw_node_new();
+    cr_hw_env_t env = {.root = "/nonexistent", .getenv = fixture_getenv, .getenv_ctx = &f};
+    hw_platform_probe(&env, bare);
+    assert_string_equal(bare->platform.provider, "");
+    hw_node_free(bare);
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +319,7 @@ int main(void)
         cmocka_unit_test(test_links_validated),
         cmocka_unit_test(test_discover_empty_root),
         cmocka_unit_test(test_discover_bad_root),
+        cmocka_unit_test(test_platform),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
