@@ -1,0 +1,29 @@
+#!/bin/sh
+# Regenerates tests/fixtures/hw/<machine>/expected.json from what corral
+# discovers on each recorded machine, and specs/<name>.yaml from that.
+# Run after a deliberate change to discovery, then review `git diff`:
+# these files are the golden truth tests/unit/test_fixtures.c checks.
+set -eu
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$src/build}
+corral=$build/corral
+spec_name() {
+    case $1 in
+    pcie-a100) echo pcie-a100-nvlink-pairs ;;
+    *) echo "$1" ;;
+    esac
+}
+for dir in "$src"/tests/fixtures/hw/*/; do
+    m=$(basename "$dir")
+    [ -f "$dir/host.json" ] || continue
+    (
+        eval "$("$src/scripts/fixture-env.sh" "$m" "$build")"
+        "$corral" hw --json >"$dir/expected.json.tmp"
+    )
+    mv "$dir/expected.json.tmp" "$dir/expected.json"
+    if [ "$m" != "dgx-h100-mig" ]; then
+        python3 "$src/scripts/spec-from-node.py" "$dir/expected.json" \
+            --source "tests/fixtures/hw/$m" >"$src/specs/$(spec_name "$m").yaml"
+    fi
+    echo "regenerated $m"
+done
