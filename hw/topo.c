@@ -277,7 +277,7 @@ const char *hw_topo_symbol(cr_link_kind_t kind, int count, char *buf, size_t siz
 
 #define K(kind) (1u << (kind))
 static const hw_topo_legend_t legend[] = {
-    {"X", 0, "the device itself (or another MIG instance of the same GPU)"},
+    {"X", 0, "the device itself"},
     {"NV#", K(CR_LINK_NVLINK) | K(CR_LINK_NVSWITCH),
      "NVLink: # links bonded together, directly or through NVSwitches"},
     {"XGMI", K(CR_LINK_XGMI), "AMD Infinity Fabric (xGMI) link, one hop"},
