@@ -117,6 +117,13 @@ static int device_numa(const cr_node_t *n, size_t i)
     return d->numa >= 0 || !is_instance(n, i) ? d->numa : n->devices.v[d->parent].numa;
 }
 
+/* Backends fill domains directly; a member that is not a device is
+ * skipped rather than trusted. */
+static bool member_ok(const view_t *v, int m)
+{
+    return m >= 0 && (size_t)m < v->node->devices.n;
+}
+
 static const char *numa_cpus(const cr_node_t *n, int numa)
 {
     for (size_t i = 0; i < n->numa.n; i++)
@@ -369,7 +376,8 @@ static void print_domains(const view_t *v)
         any = true;
         printf("  %s %s:", d->kind, d->name[0] ? d->name : "-");
         for (size_t k = 0; k < d->nmembers; k++)
-            printf(" %s", v->names[d->members[k]]);
+            if (member_ok(v, d->members[k]))
+                printf(" %s", v->names[d->members[k]]);
         printf("%s\n", d->nmembers ? "" : " -");
     }
 }
@@ -408,6 +416,8 @@ static void print_mesh(const view_t *v, const cr_domain_t *d)
     }
     size_t w = 1;
     for (size_t k = 0; k < d->nmembers; k++) {
+        if (!member_ok(v, d->members[k]))
+            continue;
         size_t len = strlen(v->names[d->members[k]]);
         w = len > w ? len : w;
     }
@@ -433,6 +443,8 @@ static void print_mesh(const view_t *v, const cr_domain_t *d)
             for (int x = 0; x < dims[0]; x++) {
                 const char *cell = ".";
                 for (size_t k = 0; k < d->nmembers; k++) {
+                    if (!member_ok(v, d->members[k]))
+                        continue;
                     const cr_device_t *c = &n->devices.v[d->members[k]];
                     int cx = c->ncoords > 0 ? c->coords[0] : 0;
                     int cy = c->ncoords > 1 ? c->coords[1] : 0;
@@ -447,6 +459,8 @@ static void print_mesh(const view_t *v, const cr_domain_t *d)
     }
     cr_buf_free(&b);
     for (size_t k = 0; k < d->nmembers; k++) {
+        if (!member_ok(v, d->members[k]))
+            continue;
         const cr_device_t *c = &n->devices.v[d->members[k]];
         bool inside = c->ncoords > 0 && c->ncoords <= 3;
         for (int a = 0; a < c->ncoords && a < 3; a++)
@@ -487,6 +501,8 @@ static void print_slices(const view_t *v)
             printf(" %s%s", d->hosts[h], (int)h == d->worker_id ? " (this host)" : "");
         printf("%s\n  this host's chips:", d->nhosts ? "" : " -");
         for (size_t k = 0; k < d->nmembers; k++) {
+            if (!member_ok(v, d->members[k]))
+                continue;
             char co[48];
             coords_text(&n->devices.v[d->members[k]], co, sizeof(co));
             printf(" %s %s", v->names[d->members[k]], co);
@@ -551,7 +567,9 @@ static json_t *names_of(const view_t *v, const int *idx, size_t n)
 {
     json_t *a = json_array();
     for (size_t k = 0; k < n; k++)
-        json_array_append_new(a, json_string(v->names[idx[k]]));
+        json_array_append_new(a, json_string(idx[k] >= 0 && (size_t)idx[k] < v->m.n
+                                                 ? v->names[idx[k]]
+                                                 : "?"));
     return a;
 }
 
@@ -726,6 +744,8 @@ static json_t *to_json(const view_t *v)
             json_object_set_new(x, "hosts", hosts);
             json_t *chips = json_array();
             for (size_t k = 0; k < d->nmembers; k++) {
+                if (!member_ok(v, d->members[k]))
+                    continue;
                 const cr_device_t *c = &n->devices.v[d->members[k]];
                 json_t *cj = json_object(), *co = json_array();
                 for (int a = 0; a < c->ncoords && a < 3; a++)
@@ -749,9 +769,12 @@ static int load_node_file(const char *path, cr_node_t **out)
     json_error_t jerr;
     json_t *j = json_load_file(path, 0, &jerr);
     if (!j) {
-        fprintf(stderr, "corral topo: %s:%d:%d: %s (expected a node description as "
-                        "`corral hw --json` prints it)\n",
-                path, jerr.line, jerr.column, jerr.text);
+        if (jerr.line < 1) /* not read at all: jansson's text names the file */
+            fprintf(stderr, "corral topo: %s\n", jerr.text);
+        else
+            fprintf(stderr, "corral topo: %s:%d:%d: %s (expected a node description as "
+                            "`corral hw --json` prints it)\n",
+                    path, jerr.line, jerr.column, jerr.text);
         return CR_EPARSE;
     }
     cr_node_t *node = hw_node_new();

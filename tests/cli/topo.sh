@@ -240,6 +240,23 @@ done
 $PY -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["mig_instances"][0]["parent"]=="GPU0"; assert len(j["islands"])==6, j["islands"]' \
     "$tmp/topo_pcie_mix.json" || fail "mix: MIG instances or islands wrong in JSON"
 
+# ---- a slice that does not fit its topology is told, not drawn wrong ----
+$PY - "$DATA/topo_tpu_v6e_w3.json" "$tmp" <<'EOF' || fail "could not write the odd slices"
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["domains"][0]["topology"] = "2x2"      # chips at x, y = 2..3 lie outside
+json.dump(j, open(sys.argv[2] + "/outside.json", "w"))
+j["domains"][0]["topology"] = "4by4"
+json.dump(j, open(sys.argv[2] + "/unparsable.json", "w"))
+EOF
+"$CORRAL" topo --node "$tmp/outside.json" >"$tmp/outside.txt" || fail "outside: exit $?"
+grep -qxF "  TPU3 is not drawn: its coordinates lie outside the 2x2 mesh" "$tmp/outside.txt" ||
+    fail "outside: no note for TPU3"
+grep -q "^  y1  \.     \.$" "$tmp/outside.txt" || fail "outside: the 2x2 mesh is not drawn empty"
+"$CORRAL" topo --node "$tmp/unparsable.json" >"$tmp/unparsable.txt" || fail "unparsable: exit $?"
+grep -qF "mesh not drawn: topology '4by4' is not AxB or AxBxC" "$tmp/unparsable.txt" ||
+    fail "unparsable: no note"
+
 # ---- bad input: one clear message naming the file, exit 1 ----
 expect_bad() { # what file pattern
     "$CORRAL" topo --node "$2" >"$tmp/out" 2>"$tmp/err"
