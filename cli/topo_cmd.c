@@ -40,10 +40,10 @@ typedef char name_t[32];
 typedef struct view {
     const cr_node_t *node;
     hw_topo_matrix_t m;
-    name_t *names;   /* per matrix index: devices, then NICs */
-    int *rows;       /* the matrix indices shown: physical devices, then NICs */
+    name_t *names; /* per matrix index: devices, then NICs */
+    int *rows;     /* the matrix indices shown: physical devices, then NICs */
     size_t nrows, ndevrows;
-    int *island;     /* per device */
+    int *island; /* per device */
     size_t nislands;
 } view_t;
 
@@ -492,7 +492,8 @@ static void print_slices(const view_t *v)
         if (strcmp(d->kind, "tpu-slice") != 0)
             continue;
         printf("\nTPU slice %s:\n\n", d->name[0] ? d->name : "(unnamed)");
-        printf("  accelerator type %s, topology %s", d->accelerator_type[0] ? d->accelerator_type : "?",
+        printf("  accelerator type %s, topology %s",
+               d->accelerator_type[0] ? d->accelerator_type : "?",
                d->topology[0] ? d->topology : "?");
         if (d->worker_id >= 0)
             printf(", worker %d of %d", d->worker_id, d->worker_count);
@@ -544,8 +545,8 @@ static void print_text(const view_t *v)
             cnt += strcmp(prefix_of(&n->devices.v[v->rows[q]]), pre) == 0;
         cr_buf_printf(&b, "%s%zu %s", b.len ? ", " : "", cnt, pre);
     }
-    printf("node %s (%s): %s, %zu NIC%s%s\n", n->id, n->hostname,
-           b.len ? b.s : "no accelerators", n->nics.n, n->nics.n == 1 ? "" : "s",
+    printf("node %s (%s): %s, %zu NIC%s%s\n", n->id, n->hostname, b.len ? b.s : "no accelerators",
+           n->nics.n, n->nics.n == 1 ? "" : "s",
            n->simulated ? "  [simulated: described by a hardware spec, not discovered]" : "");
     cr_buf_free(&b);
     if (v->nrows) {
@@ -567,9 +568,8 @@ static json_t *names_of(const view_t *v, const int *idx, size_t n)
 {
     json_t *a = json_array();
     for (size_t k = 0; k < n; k++)
-        json_array_append_new(a, json_string(idx[k] >= 0 && (size_t)idx[k] < v->m.n
-                                                 ? v->names[idx[k]]
-                                                 : "?"));
+        json_array_append_new(
+            a, json_string(idx[k] >= 0 && (size_t)idx[k] < v->m.n ? v->names[idx[k]] : "?"));
     return a;
 }
 
@@ -609,8 +609,8 @@ static json_t *to_json(const view_t *v)
         json_object_set_new(x, "numa", json_integer(device_numa(n, i)));
         json_object_set_new(x, "cpus", json_string(d->cpus));
         json_object_set_new(x, "island", json_integer(v->island[i]));
-        json_object_set_new(x, "nearest_nic", nic >= 0 ? json_string(v->names[nd + (size_t)nic])
-                                                       : json_null());
+        json_object_set_new(x, "nearest_nic",
+                            nic >= 0 ? json_string(v->names[nd + (size_t)nic]) : json_null());
         json_object_set_new(x, "nearest_nic_relation",
                             nic >= 0 ? json_string(hw_topo_symbol(rel, 0, sym, sizeof(sym)))
                                      : json_null());
@@ -651,12 +651,13 @@ static json_t *to_json(const view_t *v)
     for (size_t r = 0; r < v->nrows; r++) {
         json_t *mr = json_array(), *kr = json_array(), *cr = json_array();
         for (size_t c = 0; c < v->nrows; c++) {
-            const hw_topo_cell_t *cell = hw_topo_cell(&v->m, (size_t)v->rows[r], (size_t)v->rows[c]);
-            json_array_append_new(mr, json_string(hw_topo_symbol(cell->kind, cell->count, sym,
-                                                                 sizeof(sym))));
-            json_array_append_new(kr, json_string(cell->kind == HW_TOPO_SELF
-                                                      ? "self"
-                                                      : hw_link_kind_name(cell->kind)));
+            const hw_topo_cell_t *cell =
+                hw_topo_cell(&v->m, (size_t)v->rows[r], (size_t)v->rows[c]);
+            json_array_append_new(
+                mr, json_string(hw_topo_symbol(cell->kind, cell->count, sym, sizeof(sym))));
+            json_array_append_new(
+                kr,
+                json_string(cell->kind == HW_TOPO_SELF ? "self" : hw_link_kind_name(cell->kind)));
             json_array_append_new(cr, json_integer(cell->count));
         }
         json_array_append_new(matrix, mr);
@@ -715,8 +716,7 @@ static json_t *to_json(const view_t *v)
             int id;
             affinity(v, (size_t)v->rows[r], &cpus, &id);
             if (id == ids[q])
-                json_array_append_new(r < v->ndevrows ? dv : nv,
-                                      json_string(v->names[v->rows[r]]));
+                json_array_append_new(r < v->ndevrows ? dv : nv, json_string(v->names[v->rows[r]]));
         }
         json_object_set_new(x, "devices", dv);
         json_object_set_new(x, "nics", nv);
@@ -772,8 +772,9 @@ static int load_node_file(const char *path, cr_node_t **out)
         if (jerr.line < 1) /* not read at all: jansson's text names the file */
             fprintf(stderr, "corral topo: %s\n", jerr.text);
         else
-            fprintf(stderr, "corral topo: %s:%d:%d: %s (expected a node description as "
-                            "`corral hw --json` prints it)\n",
+            fprintf(stderr,
+                    "corral topo: %s:%d:%d: %s (expected a node description as "
+                    "`corral hw --json` prints it)\n",
                     path, jerr.line, jerr.column, jerr.text);
         return CR_EPARSE;
     }

@@ -48,7 +48,8 @@ static void endpoint_init(endpoint_t *e, const char *path, int numa)
 
 static bool part_eq(const endpoint_t *a, const endpoint_t *b, int i)
 {
-    return a->len[i] == b->len[i] && memcmp(a->path + a->off[i], b->path + b->off[i], a->len[i]) == 0;
+    return a->len[i] == b->len[i] &&
+           memcmp(a->path + a->off[i], b->path + b->off[i], a->len[i]) == 0;
 }
 
 static cr_link_kind_t numa_relation(int a, int b)
@@ -284,11 +285,14 @@ static const hw_topo_legend_t legend[] = {
     {"ICI", K(CR_LINK_ICI), "TPU inter-chip interconnect: neighbours in the slice mesh"},
     {"NL", K(CR_LINK_NEURONLINK), "AWS NeuronLink between Neuron devices"},
     {"ROCE", K(CR_LINK_ROCE), "Gaudi on-chip RoCE ports wired module to module"},
-    {"PIX", K(CR_LINK_PCIE_SWITCH), "PCIe through at most one PCIe switch (or one device's functions)"},
-    {"PXB", K(CR_LINK_PCIE_MULTI), "PCIe through several PCIe switches, without reaching a host bridge"},
+    {"PIX", K(CR_LINK_PCIE_SWITCH),
+     "PCIe through at most one PCIe switch (or one device's functions)"},
+    {"PXB", K(CR_LINK_PCIE_MULTI),
+     "PCIe through several PCIe switches, without reaching a host bridge"},
     {"PHB", K(CR_LINK_PCIE_HOSTBRIDGE), "PCIe through a host bridge (the CPU's PCIe root complex)"},
     {"NODE", K(CR_LINK_NUMA), "PCIe plus the fabric between host bridges of one NUMA node"},
-    {"SYS", K(CR_LINK_CPU), "PCIe plus the CPU interconnect between NUMA nodes (UPI, Infinity Fabric)"},
+    {"SYS", K(CR_LINK_CPU),
+     "PCIe plus the CPU interconnect between NUMA nodes (UPI, Infinity Fabric)"},
 };
 #undef K
 

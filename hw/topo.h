@@ -44,7 +44,7 @@ const char *hw_topo_symbol(cr_link_kind_t kind, int count, char *buf, size_t siz
  * the fabrics, then PCIe from nearest to farthest). kinds is the mask of
  * link kinds (1u << kind) the row explains; 0 for X. */
 typedef struct hw_topo_legend {
-    const char *symbol;     /* "NV#" */
+    const char *symbol; /* "NV#" */
     unsigned kinds;
     const char *text;
 } hw_topo_legend_t;
@@ -61,7 +61,7 @@ typedef struct hw_topo_cell {
  * order (index i), then node->nics (index ndevices + k). */
 typedef struct hw_topo_matrix {
     size_t ndevices, nnics, n;
-    hw_topo_cell_t *cells;  /* n * n, row major, symmetric */
+    hw_topo_cell_t *cells; /* n * n, row major, symmetric */
 } hw_topo_matrix_t;
 
 /* Fills m (the caller's, uninitialized) from node: O(n^2 + links). Free

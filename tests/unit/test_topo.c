@@ -94,16 +94,15 @@ static void test_pcie_paths(void **state)
     /* the path decides over NUMA when both are known */
     assert_int_equal(hw_topo_pcie(sw_a, 0, sw_b, 1), CR_LINK_PCIE_SWITCH);
     /* two functions of one device */
-    assert_int_equal(hw_topo_pcie("hb0/0000:00:01.0/0000:01:00.0", 0,
-                                  "hb0/0000:00:01.0/0000:01:00.1", 0),
-                     CR_LINK_PCIE_SWITCH);
+    assert_int_equal(
+        hw_topo_pcie("hb0/0000:00:01.0/0000:01:00.0", 0, "hb0/0000:00:01.0/0000:01:00.1", 0),
+        CR_LINK_PCIE_SWITCH);
     /* endpoints on the root bus of one host bridge */
     assert_int_equal(hw_topo_pcie("hb0/0000:00:04.0", 0, "hb0/0000:00:05.0", 1),
                      CR_LINK_PCIE_HOSTBRIDGE);
     /* a switch shown as one bridge, two levels deep on one side */
     assert_int_equal(hw_topo_pcie("hb0/rp/sw/a", 0, "hb0/rp/sw/b", 0), CR_LINK_PCIE_SWITCH);
-    assert_int_equal(hw_topo_pcie("hb0/rp/sw/sw2/sw3/a", 0, "hb0/rp/sw/b", 0),
-                     CR_LINK_PCIE_MULTI);
+    assert_int_equal(hw_topo_pcie("hb0/rp/sw/sw2/sw3/a", 0, "hb0/rp/sw/b", 0), CR_LINK_PCIE_MULTI);
     assert_int_equal(hw_topo_pcie("hb0/a", 0, "hb1/b", 0), CR_LINK_NUMA);
     assert_int_equal(hw_topo_pcie("hb0/a", 0, "hb1/b", 1), CR_LINK_CPU);
     assert_int_equal(hw_topo_pcie("hb0/a", -1, "hb1/b", -1), CR_LINK_CPU);
@@ -128,9 +127,9 @@ static void test_pcie_paths(void **state)
 static void test_fast_links(void **state)
 {
     cr_node_t *n = load("topo_pcie_mix.json");
-    assert_pair(n, 2, 3, CR_LINK_NVLINK, 6);    /* NV2 and NV6 listed: NV6 */
-    assert_pair(n, 3, 4, CR_LINK_XGMI, 1);      /* a fabric beats a recorded PIX */
-    assert_pair(n, 4, 5, CR_LINK_ICI, 1);       /* kind order: ICI before ROCE */
+    assert_pair(n, 2, 3, CR_LINK_NVLINK, 6); /* NV2 and NV6 listed: NV6 */
+    assert_pair(n, 3, 4, CR_LINK_XGMI, 1);   /* a fabric beats a recorded PIX */
+    assert_pair(n, 4, 5, CR_LINK_ICI, 1);    /* kind order: ICI before ROCE */
     assert_true(hw_topo_is_fast(CR_LINK_ROCE));
     assert_false(hw_topo_is_fast(CR_LINK_PCIE_SWITCH));
     assert_false(hw_topo_is_fast(HW_TOPO_SELF));
@@ -140,7 +139,7 @@ static void test_fast_links(void **state)
 static void test_mig_and_bad_indices(void **state)
 {
     cr_node_t *n = load("topo_pcie_mix.json");
-    assert_pair(n, 9, 10, HW_TOPO_SELF, 0);     /* two instances of GPU 0 */
+    assert_pair(n, 9, 10, HW_TOPO_SELF, 0); /* two instances of GPU 0 */
     assert_pair(n, 9, 0, HW_TOPO_SELF, 0);
     assert_pair(n, 9, 1, CR_LINK_PCIE_SWITCH, 0);
     assert_pair(n, 10, 2, CR_LINK_PCIE_MULTI, 0);
@@ -161,9 +160,9 @@ static void test_mig_and_bad_indices(void **state)
 /* ---- the matrix agrees with the pair and PCIe functions everywhere ---- */
 
 static const char *const all_nodes[] = {
-    "topo_dgx_h100.json",  "topo_pcie_a100.json",  "topo_mi300x.json", "topo_tpu_v6e_w0.json",
-    "topo_tpu_v6e_w3.json", "topo_tpu_v5p_w1.json", "topo_trn1.json",   "topo_cpu_only.json",
-    "topo_pcie_mix.json",
+    "topo_dgx_h100.json",   "topo_pcie_a100.json",  "topo_mi300x.json",
+    "topo_tpu_v6e_w0.json", "topo_tpu_v6e_w3.json", "topo_tpu_v5p_w1.json",
+    "topo_trn1.json",       "topo_cpu_only.json",   "topo_pcie_mix.json",
 };
 
 static void test_matrix_consistent(void **state)
@@ -190,8 +189,8 @@ static void test_matrix_consistent(void **state)
                                  hw_link_kind_name(c->kind), c->count, hw_link_kind_name(k), cnt);
                 } else if (i >= nd && j >= nd && i != j) {
                     const cr_nic_t *a = &n->nics.v[i - nd], *b = &n->nics.v[j - nd];
-                    assert_int_equal(c->kind, hw_topo_pcie(a->pci_path, a->numa, b->pci_path,
-                                                           b->numa));
+                    assert_int_equal(c->kind,
+                                     hw_topo_pcie(a->pci_path, a->numa, b->pci_path, b->numa));
                 }
             }
         }
@@ -519,14 +518,22 @@ static void test_speed_72(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pcie_relations),  cmocka_unit_test(test_pcie_paths),
-        cmocka_unit_test(test_fast_links),      cmocka_unit_test(test_mig_and_bad_indices),
-        cmocka_unit_test(test_matrix_consistent), cmocka_unit_test(test_dgx_h100),
-        cmocka_unit_test(test_pcie_a100),       cmocka_unit_test(test_mi300x),
-        cmocka_unit_test(test_tpu_hosts),       cmocka_unit_test(test_trn1_torus),
-        cmocka_unit_test(test_nearest_nic_ties), cmocka_unit_test(test_near_numa),
-        cmocka_unit_test(test_islands),         cmocka_unit_test(test_zero_devices),
-        cmocka_unit_test(test_symbols_and_legend), cmocka_unit_test(test_speed_72),
+        cmocka_unit_test(test_pcie_relations),
+        cmocka_unit_test(test_pcie_paths),
+        cmocka_unit_test(test_fast_links),
+        cmocka_unit_test(test_mig_and_bad_indices),
+        cmocka_unit_test(test_matrix_consistent),
+        cmocka_unit_test(test_dgx_h100),
+        cmocka_unit_test(test_pcie_a100),
+        cmocka_unit_test(test_mi300x),
+        cmocka_unit_test(test_tpu_hosts),
+        cmocka_unit_test(test_trn1_torus),
+        cmocka_unit_test(test_nearest_nic_ties),
+        cmocka_unit_test(test_near_numa),
+        cmocka_unit_test(test_islands),
+        cmocka_unit_test(test_zero_devices),
+        cmocka_unit_test(test_symbols_and_legend),
+        cmocka_unit_test(test_speed_72),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
