@@ -329,9 +329,19 @@ size_t hw_topo_near_numa(const cr_node_t *node, int numa, int *out, size_t *nloc
     return n;
 }
 
+/* How many leading parts two known paths share: within one relation, a
+ * NIC that branches off lower in the tree is nearer. */
+static int shared_parts(const endpoint_t *a, const endpoint_t *b)
+{
+    int k = 0;
+    while (k < a->n && k < b->n && part_eq(a, b, k))
+        k++;
+    return k;
+}
+
 int hw_topo_nearest_nic(const cr_node_t *node, int dev, cr_link_kind_t *relation)
 {
-    int best = -1;
+    int best = -1, best_shared = 0;
     cr_link_kind_t best_rel = CR_LINK_CPU;
     if (!node || dev < 0 || (size_t)dev >= node->devices.n)
         goto out;
@@ -342,14 +352,21 @@ int hw_topo_nearest_nic(const cr_node_t *node, int dev, cr_link_kind_t *relation
         endpoint_t en;
         endpoint_init(&en, x->pci_path, x->numa);
         cr_link_kind_t r = relate(&ed, &en);
-        bool win = best < 0 || r < best_rel;
-        if (!win && r == best_rel) {
-            const cr_nic_t *b = &node->nics.v[best];
-            win = (x->rdma && !b->rdma) || (x->rdma == b->rdma && x->speed_mbps > b->speed_mbps);
-        }
-        if (win) {
+        int shared = shared_parts(&ed, &en);
+        /* a key compared field by field: relation, depth, RDMA, speed;
+         * the first NIC listed keeps a full tie */
+        int cmp = best < 0 ? 1 : (r < best_rel) - (r > best_rel);
+        if (!cmp)
+            cmp = (shared > best_shared) - (shared < best_shared);
+        if (!cmp)
+            cmp = (int)x->rdma - (int)node->nics.v[best].rdma;
+        if (!cmp)
+            cmp = (x->speed_mbps > node->nics.v[best].speed_mbps) -
+                  (x->speed_mbps < node->nics.v[best].speed_mbps);
+        if (cmp > 0) {
             best = (int)k;
             best_rel = r;
+            best_shared = shared;
         }
     }
 out:

@@ -80,8 +80,10 @@ static inline const hw_topo_cell_t *hw_topo_cell(const hw_topo_matrix_t *m, size
 size_t hw_topo_near_numa(const cr_node_t *node, int numa, int *out, size_t *nlocal);
 
 /* The NIC nearest device dev: the best PCIe relation (PIX before PXB ...
- * before SYS); ties go to an RDMA-capable NIC, then the faster one, then
- * the lowest index. Returns the index into node->nics, or -1 when dev is
+ * before SYS); within one relation the NIC sharing more of the device's
+ * pci_path (it branches off lower in the tree), then an RDMA-capable NIC,
+ * then the faster one, then the lowest index. hw/host.c fills
+ * cr_device_t.nic by the same order. Returns the index into node->nics, or -1 when dev is
  * not a device or the node has no NIC. relation (optional) gets the
  * relation to it. */
 int hw_topo_nearest_nic(const cr_node_t *node, int dev, cr_link_kind_t *relation);

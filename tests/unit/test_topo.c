@@ -341,6 +341,40 @@ static void test_nearest_nic_ties(void **state)
     hw_node_free(n);
 }
 
+/* Within one relation, the NIC that branches off lower in the PCI tree
+ * wins, before RDMA and speed (as hw/host.c picks cr_device_t.nic). */
+static void test_nearest_nic_depth(void **state)
+{
+    cr_node_t *n = hw_node_new();
+    cr_device_t *d = cr_node_add_device(n);
+    cr_strlcpy(d->pci_path, "hb0/rp/up1/dn1a/upA/dnA0/dev", sizeof(d->pci_path));
+    d->numa = 0;
+    static const struct {
+        const char *path;
+        bool rdma;
+        uint64_t speed;
+    } nics[] = {
+        {"hb0/rp/up1/dn1c/upC/dnC0/nicx", true, 400000},         /* PXB, 3 parts shared */
+        {"hb0/rp/up1/dn1a/upA/dnA2/upD/dnD0/nicy", false, 1000}, /* PXB, 5 parts shared */
+    };
+    for (size_t k = 0; k < CR_ARRAY_SIZE(nics); k++) {
+        cr_nic_t *x = CR_VEC_PUSH(&n->nics);
+        cr_strlcpy(x->pci_path, nics[k].path, sizeof(x->pci_path));
+        x->numa = 0;
+        x->rdma = nics[k].rdma;
+        x->speed_mbps = nics[k].speed;
+    }
+    cr_link_kind_t r;
+    assert_int_equal(hw_topo_nearest_nic(n, 0, &r), 1);
+    assert_int_equal(r, CR_LINK_PCIE_MULTI);
+    /* the relation still comes first: a PIX NIC beats the deeper PXB one */
+    cr_nic_t *x = CR_VEC_PUSH(&n->nics);
+    cr_strlcpy(x->pci_path, "hb0/rp/up1/dn1a/upA/dnA1/nicz", sizeof(x->pci_path));
+    assert_int_equal(hw_topo_nearest_nic(n, 0, &r), 2);
+    assert_int_equal(r, CR_LINK_PCIE_SWITCH);
+    hw_node_free(n);
+}
+
 static void test_near_numa(void **state)
 {
     cr_node_t *n = load("topo_pcie_mix.json");
@@ -518,21 +552,14 @@ static void test_speed_72(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pcie_relations),
-        cmocka_unit_test(test_pcie_paths),
-        cmocka_unit_test(test_fast_links),
-        cmocka_unit_test(test_mig_and_bad_indices),
-        cmocka_unit_test(test_matrix_consistent),
-        cmocka_unit_test(test_dgx_h100),
-        cmocka_unit_test(test_pcie_a100),
-        cmocka_unit_test(test_mi300x),
-        cmocka_unit_test(test_tpu_hosts),
-        cmocka_unit_test(test_trn1_torus),
-        cmocka_unit_test(test_nearest_nic_ties),
-        cmocka_unit_test(test_near_numa),
-        cmocka_unit_test(test_islands),
-        cmocka_unit_test(test_zero_devices),
-        cmocka_unit_test(test_symbols_and_legend),
+        cmocka_unit_test(test_pcie_relations),    cmocka_unit_test(test_pcie_paths),
+        cmocka_unit_test(test_fast_links),        cmocka_unit_test(test_mig_and_bad_indices),
+        cmocka_unit_test(test_matrix_consistent), cmocka_unit_test(test_dgx_h100),
+        cmocka_unit_test(test_pcie_a100),         cmocka_unit_test(test_mi300x),
+        cmocka_unit_test(test_tpu_hosts),         cmocka_unit_test(test_trn1_torus),
+        cmocka_unit_test(test_nearest_nic_ties),  cmocka_unit_test(test_nearest_nic_depth),
+        cmocka_unit_test(test_near_numa),         cmocka_unit_test(test_islands),
+        cmocka_unit_test(test_zero_devices),      cmocka_unit_test(test_symbols_and_legend),
         cmocka_unit_test(test_speed_72),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
