@@ -52,12 +52,19 @@ static bool is_instance(const cr_node_t *n, size_t i)
     return n->devices.v[i].parent >= 0 && (size_t)n->devices.v[i].parent < n->devices.n;
 }
 
+/* A custom resource names its own columns ("widget0") when the name is
+ * short and plain; anything else is "DEV". */
 static const char *prefix_of(const cr_device_t *d)
 {
     for (size_t p = 0; p < CR_ARRAY_SIZE(prefixes); p++)
         if (strcmp(d->resource, prefixes[p].resource) == 0)
             return prefixes[p].prefix;
-    return "DEV";
+    size_t len = strlen(d->resource);
+    bool plain = len >= 1 && len <= 8;
+    for (size_t i = 0; i < len && plain; i++)
+        plain = (d->resource[i] >= 'a' && d->resource[i] <= 'z') ||
+                (d->resource[i] >= 'A' && d->resource[i] <= 'Z') || d->resource[i] == '_';
+    return plain ? d->resource : "DEV";
 }
 
 static void view_init(view_t *v, const cr_node_t *node)
@@ -170,34 +177,40 @@ static void put_line(cr_buf_t *b)
         b->s[0] = '\0';
 }
 
+/* Each column is as wide as its name or widest symbol (at least 4, the
+ * widest fixed symbol), plus two blanks. */
 static void print_matrix(const view_t *v)
 {
-    size_t w = 4, wname = 0, wcpu = strlen("CPU Affinity");
+    size_t wname = 0, wcpu = strlen("CPU Affinity");
+    size_t *w = cr_calloc(v->nrows, sizeof(*w));
     char sym[16];
     for (size_t r = 0; r < v->nrows; r++) {
-        size_t i = (size_t)v->rows[r];
-        wname = strlen(v->names[i]) > wname ? strlen(v->names[i]) : wname;
-        for (size_t c = 0; c < v->nrows; c++) {
-            size_t len = strlen(symbol(v, i, (size_t)v->rows[c], sym, sizeof(sym)));
-            w = len > w ? len : w;
-        }
+        size_t i = (size_t)v->rows[r], len = strlen(v->names[i]);
+        wname = len > wname ? len : wname;
+        w[r] = len > 4 ? len : 4;
         const char *cpus;
         int numa;
         affinity(v, i, &cpus, &numa);
         wcpu = strlen(cpus) > wcpu ? strlen(cpus) : wcpu;
     }
-    w = (wname > w ? wname : w) + 2;
+    for (size_t r = 0; r < v->nrows; r++)
+        for (size_t c = 0; c < v->nrows; c++) {
+            size_t len =
+                strlen(symbol(v, (size_t)v->rows[r], (size_t)v->rows[c], sym, sizeof(sym)));
+            w[c] = len > w[c] ? len : w[c];
+        }
     cr_buf_t b = {0};
     cr_buf_printf(&b, "%-*s", (int)(wname + 2), "");
     for (size_t c = 0; c < v->nrows; c++)
-        cr_buf_printf(&b, "%-*s", (int)w, v->names[v->rows[c]]);
+        cr_buf_printf(&b, "%-*s", (int)(w[c] + 2), v->names[v->rows[c]]);
     cr_buf_printf(&b, "%-*s  NUMA Affinity", (int)wcpu, "CPU Affinity");
     put_line(&b);
     for (size_t r = 0; r < v->nrows; r++) {
         size_t i = (size_t)v->rows[r];
         cr_buf_printf(&b, "%-*s", (int)(wname + 2), v->names[i]);
         for (size_t c = 0; c < v->nrows; c++)
-            cr_buf_printf(&b, "%-*s", (int)w, symbol(v, i, (size_t)v->rows[c], sym, sizeof(sym)));
+            cr_buf_printf(&b, "%-*s", (int)(w[c] + 2),
+                          symbol(v, i, (size_t)v->rows[c], sym, sizeof(sym)));
         const char *cpus;
         int numa;
         affinity(v, i, &cpus, &numa);
@@ -207,6 +220,7 @@ static void print_matrix(const view_t *v)
         put_line(&b);
     }
     cr_buf_free(&b);
+    free(w);
 }
 
 /* Which link kinds the shown matrix uses, as a (1u << kind) mask. */

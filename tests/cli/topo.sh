@@ -162,7 +162,8 @@ expect_text cpu topo_cpu_only.json
 expect_lines() { # name file line...
     local name=$1 file=$2
     shift 2
-    "$CORRAL" topo --node "$DATA/$file" >"$tmp/$name.txt" 2>"$tmp/err" || fail "$name: exit $?"
+    case $file in /*) ;; *) file=$DATA/$file ;; esac
+    "$CORRAL" topo --node "$file" >"$tmp/$name.txt" 2>"$tmp/err" || fail "$name: exit $?"
     for line in "$@"; do
         grep -qxF -- "$line" "$tmp/$name.txt" || fail "$name: no line '$line'"
     done
@@ -256,6 +257,19 @@ grep -q "^  y1  \.     \.$" "$tmp/outside.txt" || fail "outside: the 2x2 mesh is
 "$CORRAL" topo --node "$tmp/unparsable.json" >"$tmp/unparsable.txt" || fail "unparsable: exit $?"
 grep -qF "mesh not drawn: topology '4by4' is not AxB or AxBxC" "$tmp/unparsable.txt" ||
     fail "unparsable: no note"
+
+# ---- column names of other resources ----
+$PY - "$DATA/topo_pcie_a100.json" "$tmp/custom.json" <<'EOF' || fail "could not write custom.json"
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["devices"][2]["resource"] = "fpga-x"   # not plain: DEV
+j["devices"][3]["resource"] = "widget"
+json.dump(j, open(sys.argv[2], "w"))
+EOF
+expect_lines custom "$tmp/custom.json" \
+    "node pcie-a100-01 (pcie-a100-01): 2 GPU, 1 DEV, 1 widget, 1 NIC" \
+    "         GPU0  GPU1  DEV0  widget0  NIC0  CPU Affinity  NUMA Affinity" \
+    "widget0  SYS   SYS   NV12  X        SYS   32-63,96-127  1"
 
 # ---- bad input: one clear message naming the file, exit 1 ----
 expect_bad() { # what file pattern
