@@ -122,6 +122,42 @@ static void test_pcie_paths(void **state)
     cr_buf_free(&deep);
 }
 
+/* Random paths over a small alphabet (so that parts often match): the
+ * relation is symmetric, and NUMA only matters across host bridges or for
+ * unknown paths. A fixed seed keeps the test repeatable. */
+static void test_pcie_random_paths(void **state)
+{
+    uint32_t seed = 12345;
+    int seen[CR_LINK_KIND_COUNT] = {0};
+#define RND() (seed = seed * 1103515245u + 12345u, (seed >> 16) & 0x7fff)
+    static const char *const parts[] = {"hb0", "hb1", "a", "b", "", "/", "0000:00:01.0"};
+    for (int iter = 0; iter < 20000; iter++) {
+        char p[2][64];
+        for (int s = 0; s < 2; s++) {
+            size_t len = 0;
+            int np = (int)(RND() % 7);
+            p[s][0] = '\0';
+            for (int k = 0; k < np; k++)
+                len += (size_t)snprintf(p[s] + len, sizeof(p[s]) - len, "%s%s", k ? "/" : "",
+                                        parts[k == 0 ? RND() % 2 : RND() % CR_ARRAY_SIZE(parts)]);
+        }
+        int na = (int)(RND() % 3) - 1, nb = (int)(RND() % 3) - 1;
+        cr_link_kind_t ab = hw_topo_pcie(p[0], na, p[1], nb);
+        assert_int_equal(ab, hw_topo_pcie(p[1], nb, p[0], na));
+        assert_true(ab >= CR_LINK_PCIE_SWITCH && ab <= CR_LINK_CPU);
+        seen[ab]++;
+        cr_link_kind_t same = hw_topo_pcie(p[0], 0, p[1], 0),
+                       apart = hw_topo_pcie(p[0], 0, p[1], 1);
+        if (same <= CR_LINK_PCIE_HOSTBRIDGE)
+            assert_int_equal(same, apart); /* one host bridge: the path decides */
+        else
+            assert_true(same == CR_LINK_NUMA && apart == CR_LINK_CPU);
+    }
+    for (int k = CR_LINK_PCIE_SWITCH; k <= CR_LINK_CPU; k++) /* every relation was drawn */
+        assert_true(seen[k] > 0);
+#undef RND
+}
+
 /* ---- direct links: the fastest kind, then the most links ---- */
 
 static void test_fast_links(void **state)
@@ -552,14 +588,23 @@ static void test_speed_72(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pcie_relations),    cmocka_unit_test(test_pcie_paths),
-        cmocka_unit_test(test_fast_links),        cmocka_unit_test(test_mig_and_bad_indices),
-        cmocka_unit_test(test_matrix_consistent), cmocka_unit_test(test_dgx_h100),
-        cmocka_unit_test(test_pcie_a100),         cmocka_unit_test(test_mi300x),
-        cmocka_unit_test(test_tpu_hosts),         cmocka_unit_test(test_trn1_torus),
-        cmocka_unit_test(test_nearest_nic_ties),  cmocka_unit_test(test_nearest_nic_depth),
-        cmocka_unit_test(test_near_numa),         cmocka_unit_test(test_islands),
-        cmocka_unit_test(test_zero_devices),      cmocka_unit_test(test_symbols_and_legend),
+        cmocka_unit_test(test_pcie_relations),
+        cmocka_unit_test(test_pcie_paths),
+        cmocka_unit_test(test_pcie_random_paths),
+        cmocka_unit_test(test_fast_links),
+        cmocka_unit_test(test_mig_and_bad_indices),
+        cmocka_unit_test(test_matrix_consistent),
+        cmocka_unit_test(test_dgx_h100),
+        cmocka_unit_test(test_pcie_a100),
+        cmocka_unit_test(test_mi300x),
+        cmocka_unit_test(test_tpu_hosts),
+        cmocka_unit_test(test_trn1_torus),
+        cmocka_unit_test(test_nearest_nic_ties),
+        cmocka_unit_test(test_nearest_nic_depth),
+        cmocka_unit_test(test_near_numa),
+        cmocka_unit_test(test_islands),
+        cmocka_unit_test(test_zero_devices),
+        cmocka_unit_test(test_symbols_and_legend),
         cmocka_unit_test(test_speed_72),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
