@@ -95,7 +95,10 @@ static void view_init(view_t *v, const cr_node_t *node)
         int p = node->devices.v[i].parent, ord = 0;
         for (size_t k = 0; k < i; k++)
             ord += is_instance(node, k) && node->devices.v[k].parent == p;
-        snprintf(v->names[i], sizeof(v->names[i]), "%.20s-mig%d", v->names[p], ord);
+        /* copy the parent's name first: it lives in the same array */
+        char parent[24];
+        cr_strlcpy(parent, v->names[p], sizeof(parent));
+        snprintf(v->names[i], sizeof(v->names[i]), "%.16s-mig%d", parent, ord % 1000);
     }
     for (size_t k = 0; k < node->nics.n; k++) {
         snprintf(v->names[nd + k], sizeof(v->names[nd + k]), "NIC%zu", k);
