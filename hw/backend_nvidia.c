@@ -189,31 +189,38 @@ int hw_nvidia_normalize_busid(const char *in, char *out, size_t outsize)
     return 0;
 }
 
+/* The version is the first token after "Kernel Module" on the NVRM line
+ * that is digits and dots ("550.54.15"); the open module's line puts
+ * "for x86_64" in between. */
 int hw_nvidia_parse_version(const char *text, char *out, size_t outsize)
 {
-    static const char *const marks[] = {"Kernel Module", "Open Kernel Module"};
     const char *line = strstr(text, "NVRM version:");
     if (!line || outsize == 0)
         return CR_EPARSE;
     const char *eol = strchr(line, '\n');
-    for (size_t m = CR_ARRAY_SIZE(marks); m-- > 0;) {
-        const char *k = strstr(line, marks[m]);
-        if (!k || (eol && k > eol))
-            continue;
-        const char *p = k + strlen(marks[m]);
-        while (*p == ' ' || *p == '\t')
+    if (!eol)
+        eol = line + strlen(line);
+    const char *p = strstr(line, "Kernel Module");
+    if (!p || p > eol)
+        return CR_EPARSE;
+    p += strlen("Kernel Module");
+    while (p < eol) {
+        while (p < eol && (*p == ' ' || *p == '\t'))
             p++;
         size_t n = 0;
-        bool digit = false;
-        while ((p[n] >= '0' && p[n] <= '9') || p[n] == '.') {
-            digit |= p[n] != '.';
-            n++;
+        bool dots = false, ok = true;
+        for (; p + n < eol && p[n] != ' ' && p[n] != '\t'; n++) {
+            dots |= p[n] == '.';
+            ok &= (p[n] >= '0' && p[n] <= '9') || (p[n] == '.' && n > 0 && p[n - 1] != '.');
         }
-        if (!digit || n >= outsize || (p[n] && p[n] != ' ' && p[n] != '\t' && p[n] != '\n'))
-            return CR_EPARSE;
-        memcpy(out, p, n);
-        out[n] = '\0';
-        return 0;
+        if (n && ok && dots && p[n - 1] != '.') {
+            if (n >= outsize)
+                return CR_EPARSE;
+            memcpy(out, p, n);
+            out[n] = '\0';
+            return 0;
+        }
+        p += n;
     }
     return CR_EPARSE;
 }
@@ -831,11 +838,10 @@ static void set_isolation_ids(const cr_hw_env_t *env, cr_node_t *node, gpu_t *gp
     free(sorted);
 }
 
-/* NVML's GPU count against the PCI bus's. */
-static void check_count(const cr_hw_env_t *env, cr_node_t *node, const probe_ctx_t *c,
-                        unsigned nvml_count)
+/* The GPUs NVML described against those on the PCI bus. */
+static void check_count(const cr_hw_env_t *env, cr_node_t *node, const probe_ctx_t *c)
 {
-    if (!cr_path_is_dir(env->root, PCI_DEVICES) || c->bus->n == nvml_count)
+    if (!cr_path_is_dir(env->root, PCI_DEVICES) || c->bus->n == c->ngpus)
         return;
     cr_buf_t missing = {0};
     cr_buf_append(&missing, "", 0);
@@ -843,10 +849,10 @@ static void check_count(const cr_hw_env_t *env, cr_node_t *node, const probe_ctx
         if (gpu_by_pci(c, c->bus->v[i].pci) < 0)
             cr_buf_printf(&missing, "%s%s", missing.len ? ", " : "", c->bus->v[i].pci);
     cr_node_warn(node,
-                 "nvidia: NVML reports %u GPUs but the PCI bus has %zu NVIDIA GPUs%s%s%s: a GPU "
+                 "nvidia: NVML describes %zu GPUs but the PCI bus has %zu NVIDIA GPUs%s%s%s: a GPU "
                  "may have fallen off the bus or be bound to another driver, or this container "
                  "was given only some of them",
-                 nvml_count, c->bus->n, missing.len ? " (not seen by NVML: " : "", missing.s,
+                 c->ngpus, c->bus->n, missing.len ? " (not seen by NVML: " : "", missing.s,
                  missing.len ? ")" : "");
     cr_buf_free(&missing);
 }
@@ -889,7 +895,7 @@ static int probe_nvml(const cr_hw_env_t *env, const nvml_t *nv, cr_node_t *node,
     for (size_t i = 0; i < ngpus; i++)
         if (node->devices.v[c.gpus[i].dev].mig_enabled)
             add_mig_instances(&c, &c.gpus[i]);
-    check_count(env, node, &c, count);
+    check_count(env, node, &c);
     for (size_t i = 0; i < c.switches.n; i++)
         free(c.switches.v[i]);
     CR_VEC_FREE(&c.switches);
