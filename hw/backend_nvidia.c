@@ -278,41 +278,54 @@ static bool is_gpu_class(uint64_t cls)
     return false;
 }
 
-/* Reads one hex id file of a PCI device; a malformed one is logged with
- * its path and the device skipped. */
-static bool read_pci_hex(const cr_hw_env_t *env, const char *dev, const char *file,
-                         uint64_t max, uint64_t *out)
+/* The file as a person finds it: under the root prefix. */
+static void shown_path(const cr_hw_env_t *env, const char *path, char *out, size_t size)
 {
-    char path[PATH_MAX];
+    if (cr_path_join(out, size, env->root, path) != 0)
+        cr_strlcpy(out, path, size);
+}
+
+/* Reads one hex id file of a PCI device. A malformed file of an NVIDIA
+ * device is a node warning naming it (node NULL: only logged at debug
+ * level, for files of devices that may not be ours), and the device is
+ * skipped. */
+static bool read_pci_hex(const cr_hw_env_t *env, cr_node_t *node, const char *dev,
+                         const char *file, const char *example, uint64_t max, uint64_t *out)
+{
+    char path[PATH_MAX], shown[PATH_MAX];
     snprintf(path, sizeof(path), PCI_DEVICES "/%s/%s", dev, file);
     int err = cr_read_u64(env->root, path, 16, out);
     if (err == CR_ENOENT)
         return false;
-    if (err || *out > max) {
-        cr_warn("nvidia: %s%s: expected a hex PCI %s such as 0x%0*llx; device skipped",
-                strcmp(env->root, "/") ? env->root : "", path, file, max > 0xffff ? 6 : 4,
-                (unsigned long long)(max > 0xffff ? 0x030200 : NVIDIA_VENDOR));
-        return false;
-    }
-    return true;
+    if (!err && *out <= max)
+        return true;
+    shown_path(env, path, shown, sizeof(shown));
+    if (node)
+        cr_node_warn(node, "nvidia: %s: expected a PCI %s such as %s; device skipped", shown,
+                     file, example);
+    else
+        cr_debug("nvidia: %s: expected a PCI %s such as %s", shown, file, example);
+    return false;
 }
 
-static int read_numa(const cr_hw_env_t *env, const char *pci)
+static int read_numa(const cr_hw_env_t *env, cr_node_t *node, const char *pci)
 {
-    char path[PATH_MAX];
+    char path[PATH_MAX], shown[PATH_MAX];
     int64_t v;
     snprintf(path, sizeof(path), PCI_DEVICES "/%s/numa_node", pci);
     int err = cr_read_i64(env->root, path, 10, &v);
     if (err == CR_ENOENT)
         return -1;
     if (err || v < -1 || v > 4095) {
-        cr_warn("nvidia: %s: expected a NUMA node number or -1; NUMA node unknown", path);
+        shown_path(env, path, shown, sizeof(shown));
+        cr_node_warn(node, "nvidia: %s: expected a NUMA node number or -1; NUMA node unknown",
+                     shown);
         return -1;
     }
     return (int)v;
 }
 
-static void scan_pci(const cr_hw_env_t *env, pci_list_t *out)
+static void scan_pci(const cr_hw_env_t *env, cr_node_t *node, pci_list_t *out)
 {
     char **names;
     size_t n;
@@ -323,16 +336,18 @@ static void scan_pci(const cr_hw_env_t *env, pci_list_t *out)
         char pci[20];
         if (hw_nvidia_normalize_busid(names[i], pci, sizeof(pci)) != 0)
             continue;
-        if (!read_pci_hex(env, names[i], "vendor", 0xffff, &vendor) || vendor != NVIDIA_VENDOR)
+        if (!read_pci_hex(env, NULL, names[i], "vendor", "0x10de", 0xffff, &vendor) ||
+            vendor != NVIDIA_VENDOR)
             continue;
-        if (!read_pci_hex(env, names[i], "class", 0xffffff, &cls) || !is_gpu_class(cls))
+        if (!read_pci_hex(env, node, names[i], "class", "0x030200", 0xffffff, &cls) ||
+            !is_gpu_class(cls))
             continue;
-        if (!read_pci_hex(env, names[i], "device", 0xffff, &device))
+        if (!read_pci_hex(env, node, names[i], "device", "0x2330", 0xffff, &device))
             continue;
         pci_gpu_t *g = CR_VEC_PUSH(out);
         cr_strlcpy(g->pci, pci, sizeof(g->pci));
         g->device = (uint16_t)device;
-        g->numa = read_numa(env, names[i]);
+        g->numa = read_numa(env, node, names[i]);
     }
     cr_free_strv(names, n);
 }
@@ -345,29 +360,35 @@ static const pci_gpu_t *pci_find(const pci_list_t *l, const char *pci)
     return NULL;
 }
 
-static void proc_driver_version(const cr_hw_env_t *env, char *out, size_t size)
+static void proc_driver_version(const cr_hw_env_t *env, cr_node_t *node, char *out, size_t size)
 {
-    char *text = NULL;
+    static const char path[] = "/proc/driver/nvidia/version";
+    char *text = NULL, shown[PATH_MAX];
     size_t len;
-    if (cr_read_file_alloc(env->root, "/proc/driver/nvidia/version", &text, &len) != 0)
+    if (cr_read_file_alloc(env->root, path, &text, &len) != 0)
         return;
-    if (hw_nvidia_parse_version(text, out, size) != 0)
-        cr_warn("nvidia: /proc/driver/nvidia/version: expected a line 'NVRM version: ... "
-                "Kernel Module <version>'; driver version unknown");
+    if (hw_nvidia_parse_version(text, out, size) != 0) {
+        shown_path(env, path, shown, sizeof(shown));
+        cr_node_warn(node, "nvidia: %s: expected a line 'NVRM version: ... Kernel Module "
+                     "<version> ...'; driver version unknown", shown);
+    }
     free(text);
 }
 
-static void proc_information(const cr_hw_env_t *env, const char *pci, hw_nvidia_info_t *info)
+static void proc_information(const cr_hw_env_t *env, cr_node_t *node, const char *pci,
+                             hw_nvidia_info_t *info)
 {
-    char path[PATH_MAX], *text = NULL;
+    char path[PATH_MAX], shown[PATH_MAX], *text = NULL;
     size_t len;
     memset(info, 0, sizeof(*info));
     info->minor = -1;
     snprintf(path, sizeof(path), "/proc/driver/nvidia/gpus/%s/information", pci);
     if (cr_read_file_alloc(env->root, path, &text, &len) != 0)
         return;
-    if (hw_nvidia_parse_information(text, info) != 0)
-        cr_warn("nvidia: %s: expected 'Model:' and 'GPU UUID:' lines; ignored", path);
+    if (hw_nvidia_parse_information(text, info) != 0) {
+        shown_path(env, path, shown, sizeof(shown));
+        cr_node_warn(node, "nvidia: %s: expected 'Model:' and 'GPU UUID:' lines; ignored", shown);
+    }
     free(text);
 }
 
@@ -875,7 +896,7 @@ static int probe_nvml(const cr_hw_env_t *env, const nvml_t *nv, cr_node_t *node,
     probe_ctx_t c = {.env = env, .nv = nv, .node = node, .bus = bus};
     if (!nv->nvmlSystemGetDriverVersion ||
         nv->nvmlSystemGetDriverVersion(c.driver, sizeof(c.driver)) != NVML_SUCCESS)
-        proc_driver_version(env, c.driver, sizeof(c.driver));
+        proc_driver_version(env, node, c.driver, sizeof(c.driver));
     c.driver[sizeof(c.driver) - 1] = '\0';
     c.gpus = cr_calloc(count ? count : 1, sizeof(gpu_t));
     for (unsigned i = 0; i < count; i++) {
@@ -907,12 +928,12 @@ static int probe_nvml(const cr_hw_env_t *env, const nvml_t *nv, cr_node_t *node,
 static void probe_sysfs(const cr_hw_env_t *env, cr_node_t *node, const pci_list_t *bus)
 {
     char driver[64] = "";
-    proc_driver_version(env, driver, sizeof(driver));
+    proc_driver_version(env, node, driver, sizeof(driver));
     const char *by = cr_hw_getenv(env, "CORRAL_CUDA_VISIBLE_BY");
     bool by_index = by && strcmp(by, "index") == 0;
     for (size_t i = 0; i < bus->n; i++) {
         hw_nvidia_info_t info;
-        proc_information(env, bus->v[i].pci, &info);
+        proc_information(env, node, bus->v[i].pci, &info);
         cr_device_t *d = cr_node_add_device(node);
         set_identity(d);
         cr_strlcpy(d->pci, bus->v[i].pci, sizeof(d->pci));
@@ -939,23 +960,24 @@ static void probe_sysfs(const cr_hw_env_t *env, cr_node_t *node, const pci_list_
 static int probe(const cr_hw_env_t *env, cr_node_t *node)
 {
     pci_list_t bus = {0};
-    scan_pci(env, &bus);
+    scan_pci(env, node, &bus);
     const char *path = nvml_path(env);
     nvml_t nv;
     char why[512];
     int err = nvml_open(path, &nv, why, sizeof(why));
     if (err) {
         if (bus.n)
-            cr_node_warn(node, "nvidia: NVML not loadable (%s); %zu GPUs described from sysfs "
-                         "only: memory, NVLink and health unknown", why, bus.n);
+            cr_node_warn(node, "nvidia: NVML not loadable (%s); %zu GPU%s described from sysfs "
+                         "only: memory, NVLink and health unknown", why, bus.n,
+                         bus.n == 1 ? "" : "s");
         else
             cr_debug("nvidia: NVML not loadable (%s) and no NVIDIA GPU on the PCI bus", why);
     } else {
         nvmlReturn_t r = nv.nvmlInit_v2();
         if (r != NVML_SUCCESS) {
             if (bus.n)
-                cr_node_warn(node, "nvidia: nvmlInit failed: %s; %zu GPUs described from sysfs "
-                             "only", nvml_strerror(&nv, r), bus.n);
+                cr_node_warn(node, "nvidia: nvmlInit failed: %s; %zu GPU%s described from "
+                             "sysfs only", nvml_strerror(&nv, r), bus.n, bus.n == 1 ? "" : "s");
             else
                 cr_debug("nvidia: nvmlInit failed: %s", nvml_strerror(&nv, r));
             err = CR_EVENDOR;

@@ -13,6 +13,7 @@
 #include "fixture.h"
 #include "hw/nvml_api.h"
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #define MIB (1ull << 20)
 
@@ -405,6 +406,86 @@ static void test_count_disagreement(void **state)
     fixture_close(&f);
 }
 
+static void put(const char *root, const char *rel, const char *text)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s%s", root, rel);
+    for (char *p = path + strlen(root) + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        mkdir(path, 0755);
+        *p = '/';
+    }
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+/* Malformed files: one warning each naming the file, only that device
+ * (or that fact) lost, and nothing said about devices that are not ours. */
+static void test_malformed_files(void **state)
+{
+    char dir[] = "/tmp/corral-nvbad-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    static const struct {
+        const char *dev, *vendor, *cls, *device, *numa;
+    } rows[] = {
+        {"0000:01:00.0", "0x10de", "0x030200", "0x2330", "zero"},
+        {"0000:02:00.0", "0x10de", "0xZZ", "0x2330", "0"},
+        {"0000:03:00.0", "junk", "0x030200", "0x2330", "0"},
+        {"0000:04:00.0", "0x10de", "0x030200", "0x123456", "0"},
+        {"0000:05:00.0", "0x10de", "0x020000", "0x1021", "0"}, /* not a GPU */
+    };
+    const char *files[] = {"vendor", "class", "device", "numa_node"};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(rows); i++) {
+        const char *vals[] = {rows[i].vendor, rows[i].cls, rows[i].device, rows[i].numa};
+        for (size_t k = 0; k < 4; k++) {
+            char rel[256];
+            snprintf(rel, sizeof(rel), "/sys/bus/pci/devices/%s/%s", rows[i].dev, files[k]);
+            put(dir, rel, vals[k]);
+        }
+    }
+    put(dir, "/proc/driver/nvidia/version", "garbage\n");
+    put(dir, "/proc/driver/nvidia/gpus/0000:01:00.0/information", "nothing useful here\n");
+    fixture_env_t f;
+    fixture_open(&f, "no-such-machine");
+    snprintf(f.root, sizeof(f.root), "%s", dir);
+    fixture_setenv(&f, "CORRAL_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1");
+    cr_node_t *n = discover(&f);
+    print_warnings(n);
+    assert_int_equal(count_backend(n, "nvidia"), 1);
+    const cr_device_t *d = &n->devices.v[0];
+    assert_string_equal(d->pci, "0000:01:00.0");
+    assert_int_equal(d->numa, -1);
+    assert_string_equal(d->sku, "H100");
+    assert_string_equal(d->product, "NVIDIA GPU [10de:2330]");
+    assert_string_equal(d->driver, "");
+    assert_string_equal(d->uuid, "");
+    assert_string_equal(d->isolation_id, "0");
+    static const char *const want[] = {
+        "0000:01:00.0/numa_node: expected a NUMA node number",
+        "0000:02:00.0/class: expected a PCI class such as 0x030200",
+        "0000:04:00.0/device: expected a PCI device such as 0x2330",
+        "/proc/driver/nvidia/version: expected a line",
+        "0000:01:00.0/information: expected 'Model:'",
+    };
+    assert_non_null(find_warning(n, "NVML not loadable (/nonexistent/libnvidia-ml.so.1: "));
+    assert_non_null(find_warning(n, "1 GPU described from sysfs only"));
+    for (size_t i = 0; i < CR_ARRAY_SIZE(want); i++) {
+        const char *w = find_warning(n, want[i]);
+        if (!w)
+            fail_msg("no warning containing '%s'", want[i]);
+        assert_non_null(strstr(w, dir));
+    }
+    assert_null(find_warning(n, "0000:03:00.0"));
+    assert_null(find_warning(n, "0000:05:00.0"));
+    hw_node_free(n);
+    fixture_close(&f);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* ---- a misbehaving NVML ---- */
 
 static void fail_count(json_t *j)
@@ -634,6 +715,7 @@ int main(void)
         cmocka_unit_test(test_isolate_described_node),
         cmocka_unit_test(test_sysfs_fallback),
         cmocka_unit_test(test_count_disagreement),
+        cmocka_unit_test(test_malformed_files),
         cmocka_unit_test(test_nvml_errors),
         cmocka_unit_test(test_nvml_crash),
         cmocka_unit_test(test_health),
