@@ -180,9 +180,16 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-/* The child's probe must finish in this time; a hung vendor library is
- * treated like a crashed one. */
+/* The child's probe must finish in this time (CORRAL_PROBE_TIMEOUT_MS
+ * overrides it); a hung vendor library is treated like a crashed one. */
 #define PROBE_TIMEOUT_MS 20000
+
+static int probe_timeout_ms(const cr_hw_env_t *env)
+{
+    const char *s = cr_hw_getenv(env, "CORRAL_PROBE_TIMEOUT_MS");
+    int64_t v;
+    return s && cr_parse_i64(s, 10, &v) == 0 && v > 0 && v <= 600000 ? (int)v : PROBE_TIMEOUT_MS;
+}
 
 static int probe_in_child(const cr_accel_component_t *c, const cr_hw_env_t *env, cr_node_t **out)
 {
@@ -213,19 +220,19 @@ static int probe_in_child(const cr_accel_component_t *c, const cr_hw_env_t *env,
         _exit(0);
     }
     close(fds[1]);
+    int timeout_ms = probe_timeout_ms(env);
     cr_buf_t b = {0};
     cr_buf_append(&b, "", 0);
     int err = 0;
     for (;;) {
         struct pollfd p = {.fd = fds[0], .events = POLLIN};
-        int r = poll(&p, 1, PROBE_TIMEOUT_MS);
+        int r = poll(&p, 1, timeout_ms);
         if (r < 0 && errno == EINTR)
             continue;
         if (r == 0) {
             kill(pid, SIGKILL);
             err = CR_ECRASH;
-            cr_warn("backend '%s' probe did not finish in %d ms; killed", c->name,
-                    PROBE_TIMEOUT_MS);
+            cr_warn("backend '%s' probe did not finish in %d ms; killed", c->name, timeout_ms);
             break;
         }
         char tmp[8192];
