@@ -563,6 +563,30 @@ static void test_nvml_crash(void **state)
     fixture_close(&f);
 }
 
+static void hang_in_name(json_t *j)
+{
+    json_object_set_new(j, "hang", json_string("nvmlDeviceGetName@2"));
+}
+
+static void test_nvml_hang(void **state)
+{
+    fixture_env_t f;
+    fixture_open(&f, "dgx-h100");
+    fixture_setenv(&f, "CORRAL_PROBE_TIMEOUT_MS", "1000");
+    json_t *j = load_nvml("dgx-h100");
+    hang_in_name(j);
+    char tmp[64];
+    write_tmp(j, tmp, sizeof(tmp));
+    json_decref(j);
+    use_stub(&f, tmp);
+    cr_node_t *n = discover(&f);
+    unlink(tmp);
+    assert_non_null(find_warning(n, "backend nvidia off"));
+    assert_int_equal(count_backend(n, "nvidia"), 0);
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
 /* ---- health and fabric ---- */
 
 static void bad_memory(json_t *j)
@@ -718,6 +742,7 @@ int main(void)
         cmocka_unit_test(test_malformed_files),
         cmocka_unit_test(test_nvml_errors),
         cmocka_unit_test(test_nvml_crash),
+        cmocka_unit_test(test_nvml_hang),
         cmocka_unit_test(test_health),
         cmocka_unit_test(test_fabric_clique),
         cmocka_unit_test(test_telemetry),
