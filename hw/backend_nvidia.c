@@ -620,8 +620,7 @@ static void add_mig_instances(probe_ctx_t *c, const gpu_t *g)
         d.parent = g->dev;
         d.mig_enabled = false;
         d.vendor_index = -1;
-        d.health = CR_HEALTH_OK;
-        d.health_reason[0] = '\0';
+        /* the instance keeps its GPU's health: memory errors reach it too */
         d.compute_units = 0;
         d.memory = 0;
         if (nv->nvmlDeviceGetName(m, d.product, sizeof(d.product)) != NVML_SUCCESS)
@@ -804,6 +803,7 @@ static void add_clique(probe_ctx_t *c)
     if (!nv->nvmlDeviceGetGpuFabricInfo)
         return;
     char first[64] = "";
+    int first_dev = -1;
     cr_domain_t *dom = NULL;
     for (size_t i = 0; i < c->ngpus; i++) {
         nvmlGpuFabricInfo_t fi;
@@ -819,11 +819,12 @@ static void add_clique(probe_ctx_t *c)
                  u[14], u[15], fi.cliqueId);
         if (!first[0]) {
             cr_strlcpy(first, clique, sizeof(first));
+            first_dev = c->gpus[i].dev;
             cr_node_set_label(c->node, "corral.io/nvlink-clique", clique);
             dom = cr_node_add_domain(c->node, "nvlink-clique", clique);
         } else if (strcmp(first, clique) != 0) {
             cr_node_warn(c->node, "nvidia: device %d is in NVLink clique %s, device %d in %s; "
-                         "labelled with the first", c->gpus[i].dev, clique, c->gpus[0].dev, first);
+                         "labelled with the first", c->gpus[i].dev, clique, first_dev, first);
             continue;
         }
         /* dom points into node->domains, which nothing else grows here */

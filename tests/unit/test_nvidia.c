@@ -292,6 +292,28 @@ static void test_mig(void **state)
     fixture_close(&f);
 }
 
+static void ecc_on_gpu0(json_t *j)
+{
+    json_t *d0 = json_array_get(json_object_get(j, "devices"), 0);
+    json_object_set_new(json_object_get(d0, "ecc"), "uncorrected_volatile", json_integer(1));
+}
+
+/* Memory errors on a GPU reach its MIG instances. */
+static void test_mig_unhealthy_parent(void **state)
+{
+    fixture_env_t f;
+    cr_node_t *n = discover_with("dgx-h100", "dgx-h100-mig", ecc_on_gpu0, &f);
+    assert_int_equal(count_backend(n, "nvidia"), 12);
+    for (size_t i = 8; i < 12; i++) {
+        assert_int_equal(n->devices.v[i].parent, 0);
+        assert_int_equal(n->devices.v[i].health, CR_HEALTH_UNHEALTHY);
+        assert_non_null(strstr(n->devices.v[i].health_reason, "uncorrected ECC"));
+    }
+    assert_int_equal(resource(n, "GPU"), 7 * CR_QTY_ONE);
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
 /* ---- isolation ---- */
 
 static void check_isolation(const cr_node_t *n, fixture_env_t *f, const int *devs, size_t nd,
@@ -735,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_dgx_h100),
         cmocka_unit_test(test_pcie_a100),
         cmocka_unit_test(test_mig),
+        cmocka_unit_test(test_mig_unhealthy_parent),
         cmocka_unit_test(test_isolate_by_uuid_and_index),
         cmocka_unit_test(test_isolate_described_node),
         cmocka_unit_test(test_sysfs_fallback),
