@@ -707,20 +707,24 @@ static void probe_nvlink(probe_ctx_t *c)
                 break; /* no NVLink, or past the last link */
             if (r != NVML_SUCCESS || active != NVML_FEATURE_ENABLED)
                 continue;
+            /* The remote's PCI address names a GPU peer or a switch; a
+             * switch whose address NVML does not give is "the unnamed
+             * switch", which joins all such GPUs in one fabric. */
             nvmlPciInfo_t rp;
             memset(&rp, 0, sizeof(rp));
-            char remote[20];
-            if (nv->nvmlDeviceGetNvLinkRemotePciInfo_v2(g->h, l, &rp) != NVML_SUCCESS)
-                continue;
-            rp.busId[sizeof(rp.busId) - 1] = '\0';
-            if (hw_nvidia_normalize_busid(rp.busId, remote, sizeof(remote)) != 0)
-                continue;
-            int peer = gpu_by_pci(c, remote);
-            nvmlIntNvLinkDeviceType_t type =
-                peer >= 0 ? NVML_NVLINK_DEVICE_TYPE_GPU : NVML_NVLINK_DEVICE_TYPE_SWITCH;
-            if (nv->nvmlDeviceGetNvLinkRemoteDeviceType &&
+            char remote[20] = "";
+            if (nv->nvmlDeviceGetNvLinkRemotePciInfo_v2(g->h, l, &rp) == NVML_SUCCESS) {
+                rp.busId[sizeof(rp.busId) - 1] = '\0';
+                if (hw_nvidia_normalize_busid(rp.busId, remote, sizeof(remote)) != 0)
+                    remote[0] = '\0';
+            }
+            int peer = remote[0] ? gpu_by_pci(c, remote) : -1;
+            nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+            if (!nv->nvmlDeviceGetNvLinkRemoteDeviceType ||
                 nv->nvmlDeviceGetNvLinkRemoteDeviceType(g->h, l, &type) != NVML_SUCCESS)
-                type = peer >= 0 ? NVML_NVLINK_DEVICE_TYPE_GPU : NVML_NVLINK_DEVICE_TYPE_SWITCH;
+                type = peer >= 0      ? NVML_NVLINK_DEVICE_TYPE_GPU
+                       : remote[0] ? NVML_NVLINK_DEVICE_TYPE_SWITCH
+                                   : NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
             if (!g->nvlink_version && nv->nvmlDeviceGetNvLinkVersion) {
                 unsigned v = 0;
                 if (nv->nvmlDeviceGetNvLinkVersion(g->h, l, &v) == NVML_SUCCESS)
@@ -729,7 +733,7 @@ static void probe_nvlink(probe_ctx_t *c)
             if (type == NVML_NVLINK_DEVICE_TYPE_GPU && peer >= 0 && (size_t)peer != i) {
                 direct[i * n + (size_t)peer]++;
             } else if (type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
-                int s = switch_id(c, remote);
+                int s = switch_id(c, remote[0] ? remote : "?");
                 g->switch_links++;
                 if (s >= 0)
                     g->switches |= 1ull << s;

@@ -314,6 +314,32 @@ static void test_mig_unhealthy_parent(void **state)
     fixture_close(&f);
 }
 
+static void anonymous_switches(json_t *j)
+{
+    size_t i, k;
+    json_t *d, *l;
+    json_array_foreach(json_object_get(j, "devices"), i, d) {
+        json_array_foreach(json_object_get(d, "nvlinks"), k, l) {
+            json_object_del(l, "pci");
+        }
+    }
+}
+
+/* Switches NVML gives no PCI address for still make one fabric. */
+static void test_switches_without_address(void **state)
+{
+    fixture_env_t f;
+    cr_node_t *n = discover_with("dgx-h100", "dgx-h100", anonymous_switches, &f);
+    assert_int_equal(n->links.n, 28);
+    for (size_t i = 0; i < n->links.n; i++) {
+        assert_int_equal(n->links.v[i].kind, CR_LINK_NVSWITCH);
+        assert_int_equal(n->links.v[i].count, 18);
+    }
+    assert_int_equal(find_domain(n, "nvlink-island", 0)->nmembers, 8);
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
 /* ---- isolation ---- */
 
 static void check_isolation(const cr_node_t *n, fixture_env_t *f, const int *devs, size_t nd,
@@ -758,6 +784,7 @@ int main(void)
         cmocka_unit_test(test_pcie_a100),
         cmocka_unit_test(test_mig),
         cmocka_unit_test(test_mig_unhealthy_parent),
+        cmocka_unit_test(test_switches_without_address),
         cmocka_unit_test(test_isolate_by_uuid_and_index),
         cmocka_unit_test(test_isolate_described_node),
         cmocka_unit_test(test_sysfs_fallback),
