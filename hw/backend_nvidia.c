@@ -289,8 +289,8 @@ static void shown_path(const cr_hw_env_t *env, const char *path, char *out, size
  * device is a node warning naming it (node NULL: only logged at debug
  * level, for files of devices that may not be ours), and the device is
  * skipped. */
-static bool read_pci_hex(const cr_hw_env_t *env, cr_node_t *node, const char *dev,
-                         const char *file, const char *example, uint64_t max, uint64_t *out)
+static bool read_pci_hex(const cr_hw_env_t *env, cr_node_t *node, const char *dev, const char *file,
+                         const char *example, uint64_t max, uint64_t *out)
 {
     char path[PATH_MAX], shown[PATH_MAX];
     snprintf(path, sizeof(path), PCI_DEVICES "/%s/%s", dev, file);
@@ -301,8 +301,8 @@ static bool read_pci_hex(const cr_hw_env_t *env, cr_node_t *node, const char *de
         return true;
     shown_path(env, path, shown, sizeof(shown));
     if (node)
-        cr_node_warn(node, "nvidia: %s: expected a PCI %s such as %s; device skipped", shown,
-                     file, example);
+        cr_node_warn(node, "nvidia: %s: expected a PCI %s such as %s; device skipped", shown, file,
+                     example);
     else
         cr_debug("nvidia: %s: expected a PCI %s such as %s", shown, file, example);
     return false;
@@ -369,8 +369,10 @@ static void proc_driver_version(const cr_hw_env_t *env, cr_node_t *node, char *o
         return;
     if (hw_nvidia_parse_version(text, out, size) != 0) {
         shown_path(env, path, shown, sizeof(shown));
-        cr_node_warn(node, "nvidia: %s: expected a line 'NVRM version: ... Kernel Module "
-                     "<version> ...'; driver version unknown", shown);
+        cr_node_warn(node,
+                     "nvidia: %s: expected a line 'NVRM version: ... Kernel Module "
+                     "<version> ...'; driver version unknown",
+                     shown);
     }
     free(text);
 }
@@ -499,16 +501,15 @@ static void mig_profile(const char *name, const nvmlDeviceAttributes_t *a, bool 
         return;
     }
     if (have_attr)
-        snprintf(out, size, "%ug.%llugb", a->gpuInstanceSliceCount,
-                 (a->memorySizeMB + 512) / 1024);
+        snprintf(out, size, "%ug.%llugb", a->gpuInstanceSliceCount, (a->memorySizeMB + 512) / 1024);
 }
 
 typedef struct gpu {
     nvmlDevice_t h;
-    int dev;                    /* node index */
+    int dev; /* node index */
     char pci[20];
-    int switch_links;           /* active links to NVSwitches */
-    uint64_t switches;          /* bit i: reaches switch i */
+    int switch_links;  /* active links to NVSwitches */
+    uint64_t switches; /* bit i: reaches switch i */
     unsigned nvlink_version;
 } gpu_t;
 
@@ -520,7 +521,7 @@ typedef struct probe_ctx {
     char driver[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
     gpu_t *gpus;
     size_t ngpus;
-    CR_VEC(char *) switches;    /* PCI addresses of NVSwitches seen */
+    CR_VEC(char *) switches; /* PCI addresses of NVSwitches seen */
 } probe_ctx_t;
 
 static void add_gpu(probe_ctx_t *c, unsigned index, nvmlDevice_t h)
@@ -550,8 +551,10 @@ static void add_gpu(probe_ctx_t *c, unsigned index, nvmlDevice_t h)
     if (r == NVML_SUCCESS) {
         pci.busId[sizeof(pci.busId) - 1] = '\0';
         if (hw_nvidia_normalize_busid(pci.busId, d.pci, sizeof(d.pci)) != 0) {
-            cr_node_warn(c->node, "nvidia: GPU %u: NVML gave PCI bus id '%s', expected "
-                         "DDDDDDDD:BB:DD.F; PCI address unknown", index, pci.busId);
+            cr_node_warn(c->node,
+                         "nvidia: GPU %u: NVML gave PCI bus id '%s', expected "
+                         "DDDDDDDD:BB:DD.F; PCI address unknown",
+                         index, pci.busId);
             d.pci[0] = '\0';
         }
         d.pci_vendor = (uint16_t)(pci.pciDeviceId & 0xffff);
@@ -722,7 +725,7 @@ static void probe_nvlink(probe_ctx_t *c)
             nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
             if (!nv->nvmlDeviceGetNvLinkRemoteDeviceType ||
                 nv->nvmlDeviceGetNvLinkRemoteDeviceType(g->h, l, &type) != NVML_SUCCESS)
-                type = peer >= 0      ? NVML_NVLINK_DEVICE_TYPE_GPU
+                type = peer >= 0   ? NVML_NVLINK_DEVICE_TYPE_GPU
                        : remote[0] ? NVML_NVLINK_DEVICE_TYPE_SWITCH
                                    : NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
             if (!g->nvlink_version && nv->nvmlDeviceGetNvLinkVersion) {
@@ -827,8 +830,10 @@ static void add_clique(probe_ctx_t *c)
             cr_node_set_label(c->node, "corral.io/nvlink-clique", clique);
             dom = cr_node_add_domain(c->node, "nvlink-clique", clique);
         } else if (strcmp(first, clique) != 0) {
-            cr_node_warn(c->node, "nvidia: device %d is in NVLink clique %s, device %d in %s; "
-                         "labelled with the first", c->gpus[i].dev, clique, first_dev, first);
+            cr_node_warn(c->node,
+                         "nvidia: device %d is in NVLink clique %s, device %d in %s; "
+                         "labelled with the first",
+                         c->gpus[i].dev, clique, first_dev, first);
             continue;
         }
         /* dom points into node->domains, which nothing else grows here */
@@ -894,8 +899,10 @@ static int probe_nvml(const cr_hw_env_t *env, const nvml_t *nv, cr_node_t *node,
         return CR_EVENDOR;
     }
     if (count > 1024) {
-        cr_node_warn(node, "nvidia: NVML reports %u GPUs, more than the 1024 expected; GPUs "
-                     "described from sysfs", count);
+        cr_node_warn(node,
+                     "nvidia: NVML reports %u GPUs, more than the 1024 expected; GPUs "
+                     "described from sysfs",
+                     count);
         return CR_EVENDOR;
     }
     probe_ctx_t c = {.env = env, .nv = nv, .node = node, .bus = bus};
@@ -972,17 +979,20 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
     int err = nvml_open(path, &nv, why, sizeof(why));
     if (err) {
         if (bus.n)
-            cr_node_warn(node, "nvidia: NVML not loadable (%s); %zu GPU%s described from sysfs "
-                         "only: memory, NVLink and health unknown", why, bus.n,
-                         bus.n == 1 ? "" : "s");
+            cr_node_warn(node,
+                         "nvidia: NVML not loadable (%s); %zu GPU%s described from sysfs "
+                         "only: memory, NVLink and health unknown",
+                         why, bus.n, bus.n == 1 ? "" : "s");
         else
             cr_debug("nvidia: NVML not loadable (%s) and no NVIDIA GPU on the PCI bus", why);
     } else {
         nvmlReturn_t r = nv.nvmlInit_v2();
         if (r != NVML_SUCCESS) {
             if (bus.n)
-                cr_node_warn(node, "nvidia: nvmlInit failed: %s; %zu GPU%s described from "
-                             "sysfs only", nvml_strerror(&nv, r), bus.n, bus.n == 1 ? "" : "s");
+                cr_node_warn(node,
+                             "nvidia: nvmlInit failed: %s; %zu GPU%s described from "
+                             "sysfs only",
+                             nvml_strerror(&nv, r), bus.n, bus.n == 1 ? "" : "s");
             else
                 cr_debug("nvidia: nvmlInit failed: %s", nvml_strerror(&nv, r));
             err = CR_EVENDOR;

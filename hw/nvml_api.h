@@ -46,7 +46,7 @@ enum {
 
 /* ---- handles and small enums ---- */
 typedef struct nvmlDevice_st *nvmlDevice_t;
-typedef int nvmlEnableState_t;          /* 0 disabled, 1 enabled */
+typedef int nvmlEnableState_t; /* 0 disabled, 1 enabled */
 enum { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 };
 enum { NVML_DEVICE_MIG_DISABLE = 0, NVML_DEVICE_MIG_ENABLE = 1 };
 typedef int nvmlMemoryErrorType_t;
@@ -85,7 +85,7 @@ typedef struct nvmlPciInfo_st {
     unsigned int domain;
     unsigned int bus;
     unsigned int device;
-    unsigned int pciDeviceId;       /* device id << 16 | vendor id */
+    unsigned int pciDeviceId; /* device id << 16 | vendor id */
     unsigned int pciSubSystemId;
     char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* "00000000:18:00.0" */
 } nvmlPciInfo_t;
@@ -95,8 +95,8 @@ typedef struct nvmlMemory_st {
 } nvmlMemory_t;
 
 typedef struct nvmlUtilization_st {
-    unsigned int gpu;               /* percent of time a kernel ran */
-    unsigned int memory;            /* percent of time memory was read or written */
+    unsigned int gpu;    /* percent of time a kernel ran */
+    unsigned int memory; /* percent of time memory was read or written */
 } nvmlUtilization_t;
 
 /* nvmlDeviceGetAttributes_v2: documented for MIG device handles. */
@@ -123,6 +123,7 @@ typedef struct nvmlGpuFabricInfo_st {
 /* ---- the functions, as X(return type, name, parameters, required) ----
  * Required ones must resolve or the library is refused; the others are
  * looked up and used when the driver has them. */
+/* clang-format off */
 #define CR_NVML_FUNCS(X)                                                                           \
     X(nvmlReturn_t, nvmlInit_v2, (void), 1)                                                        \
     X(nvmlReturn_t, nvmlShutdown, (void), 1)                                                       \
@@ -167,6 +168,7 @@ typedef struct nvmlGpuFabricInfo_st {
       (nvmlDevice_t dev, nvmlTemperatureSensors_t sensor, unsigned int *celsius), 0)               \
     X(nvmlReturn_t, nvmlDeviceGetHandleByUUID, (const char *uuid, nvmlDevice_t *dev), 0)           \
     X(const char *, nvmlErrorString, (nvmlReturn_t r), 0)
+/* clang-format on */
 
 /* ---- /proc/driver/nvidia text (hw/backend_nvidia.c) ---- */
 /* The driver version from /proc/driver/nvidia/version ("NVRM version:
@@ -177,8 +179,8 @@ int hw_nvidia_parse_version(const char *text, char *out, size_t outsize);
 typedef struct hw_nvidia_info {
     char model[96];
     char uuid[96];
-    char bus[20];                   /* normalized "0000:18:00.0", "" absent */
-    int minor;                      /* /dev/nvidiaN, -1 absent */
+    char bus[20]; /* normalized "0000:18:00.0", "" absent */
+    int minor;    /* /dev/nvidiaN, -1 absent */
 } hw_nvidia_info_t;
 /* Parses "Key: value" lines; unknown keys are ignored. Returns 0 when the
  * text had at least a model or a UUID, else CR_EPARSE. */

@@ -36,7 +36,7 @@ CR_NVML_FUNCS(STUB_DECL)
 
 struct nvmlDevice_st {
     json_t *j;
-    char tag[16];       /* "3" for GPU 3, "3.1" for its MIG instance 1 */
+    char tag[16]; /* "3" for GPU 3, "3.1" for its MIG instance 1 */
     bool mig;
     struct nvmlDevice_st *migs[MAX_MIGS];
     unsigned nmigs;
@@ -115,7 +115,8 @@ static nvmlReturn_t enter(const char *fn, const struct nvmlDevice_st *d)
     json_t *fail = json_object_get(st.root, "fail");
     const char *key;
     json_t *v;
-    json_object_foreach(fail, key, v) {
+    json_object_foreach(fail, key, v)
+    {
         if (names_call(key, fn, d))
             return code_of(v);
     }
@@ -403,7 +404,8 @@ static nvmlReturn_t link_entry(nvmlDevice_t dev, unsigned link, const json_t **o
     size_t i;
     json_t *e;
     *out = NULL;
-    json_array_foreach(links, i, e) {
+    json_array_foreach(links, i, e)
+    {
         unsigned n = (unsigned)num(e, "count", 1);
         if (link < base + n) {
             *out = e;

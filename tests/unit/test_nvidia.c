@@ -217,7 +217,8 @@ static void test_pcie_a100(void **state)
         assert_string_equal(d->pci, pci[i]);
         assert_int_equal(d->numa, numa[i]);
         assert_string_equal(d->sku, "A100-80G");
-        assert_string_equal(d->uuid, jstr(json_array_get(json_object_get(j, "devices"), i), "uuid"));
+        assert_string_equal(d->uuid,
+                            jstr(json_array_get(json_object_get(j, "devices"), i), "uuid"));
         assert_int_equal(d->memory, 81920 * MIB);
         assert_int_equal(d->compute_units, 108);
         assert_string_equal(d->compute_capability, "8.0");
@@ -268,7 +269,8 @@ static void test_mig(void **state)
         assert_true(cr_str_has_prefix(d->uuid, "MIG-"));
         assert_string_equal(d->isolation_id, d->uuid);
         assert_string_equal(d->mig_profile, profiles[k]);
-        assert_int_equal(d->memory, (uint64_t)json_integer_value(json_object_get(jm, "memory_mib")) * MIB);
+        assert_int_equal(d->memory,
+                         (uint64_t)json_integer_value(json_object_get(jm, "memory_mib")) * MIB);
         assert_int_equal(d->compute_units, json_integer_value(json_object_get(jm, "sm_count")));
         assert_string_equal(d->pci, n->devices.v[0].pci);
         assert_string_equal(d->sku, "H100");
@@ -318,8 +320,10 @@ static void anonymous_switches(json_t *j)
 {
     size_t i, k;
     json_t *d, *l;
-    json_array_foreach(json_object_get(j, "devices"), i, d) {
-        json_array_foreach(json_object_get(d, "nvlinks"), k, l) {
+    json_array_foreach(json_object_get(j, "devices"), i, d)
+    {
+        json_array_foreach(json_object_get(d, "nvlinks"), k, l)
+        {
             json_object_del(l, "pci");
         }
     }
@@ -669,7 +673,8 @@ static void add_fabric(json_t *j)
 {
     size_t i;
     json_t *d;
-    json_array_foreach(json_object_get(j, "devices"), i, d) {
+    json_array_foreach(json_object_get(j, "devices"), i, d)
+    {
         json_t *fab = json_object();
         json_object_set_new(fab, "cluster_uuid",
                             json_string("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"));
@@ -702,11 +707,12 @@ static void test_telemetry(void **state)
     json_t *j = load_nvml("dgx-h100");
     cr_hw_env_t env = {.root = f.root, .getenv = fixture_getenv, .getenv_ctx = &f};
     for (int i = 0; i < 8; i += 7) {
-        json_t *t = json_object_get(json_array_get(json_object_get(j, "devices"), (size_t)i),
-                                    "telemetry");
+        json_t *t =
+            json_object_get(json_array_get(json_object_get(j, "devices"), (size_t)i), "telemetry");
         cr_telemetry_t tel;
         assert_int_equal(hw_backend_nvidia.telemetry(&env, n, i, &tel), 0);
-        assert_true(tel.utilization_pct == (double)json_integer_value(json_object_get(t, "gpu_util")));
+        assert_true(tel.utilization_pct ==
+                    (double)json_integer_value(json_object_get(t, "gpu_util")));
         assert_int_equal(tel.memory_used,
                          (uint64_t)json_integer_value(json_object_get(t, "memory_used_mib")) * MIB);
         assert_true(tel.power_w == json_integer_value(json_object_get(t, "power_mw")) / 1000.0);
@@ -738,11 +744,10 @@ static void test_parsers(void **state)
                                              v, sizeof(v)),
                      0);
     assert_string_equal(v, "560.35.03");
-    assert_int_equal(hw_nvidia_parse_version("NVRM version: Kernel Module\n 550.54.15", v,
-                                             sizeof(v)),
-                     CR_EPARSE); /* the version must be on the NVRM line */
-    assert_int_equal(hw_nvidia_parse_version("NVRM version: Kernel Module 1..2 3.\n", v,
-                                             sizeof(v)),
+    assert_int_equal(
+        hw_nvidia_parse_version("NVRM version: Kernel Module\n 550.54.15", v, sizeof(v)),
+        CR_EPARSE); /* the version must be on the NVRM line */
+    assert_int_equal(hw_nvidia_parse_version("NVRM version: Kernel Module 1..2 3.\n", v, sizeof(v)),
                      CR_EPARSE);
     assert_int_equal(hw_nvidia_parse_version("garbage", v, sizeof(v)), CR_EPARSE);
     assert_int_equal(hw_nvidia_parse_version("NVRM version: Kernel Module  x1", v, sizeof(v)),
@@ -770,9 +775,15 @@ static void test_parsers(void **state)
     assert_string_equal(b, "0000:1a:00.0");
     assert_int_equal(hw_nvidia_normalize_busid("3b:00.1", b, sizeof(b)), 0);
     assert_string_equal(b, "0000:3b:00.1");
-    static const char *const bad[] = {"", "1a:00", "0000:1a:00.8", "0000:1a:20.0",
-                                      "000000001:1a:00.0", "0000:1a:00.0x", "g0:00.0",
-                                      "0000:1a:00:0.0", "10000:1a:00.0"};
+    static const char *const bad[] = {"",
+                                      "1a:00",
+                                      "0000:1a:00.8",
+                                      "0000:1a:20.0",
+                                      "000000001:1a:00.0",
+                                      "0000:1a:00.0x",
+                                      "g0:00.0",
+                                      "0000:1a:00:0.0",
+                                      "10000:1a:00.0"};
     for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++)
         assert_int_equal(hw_nvidia_normalize_busid(bad[i], b, sizeof(b)), CR_EPARSE);
 }
