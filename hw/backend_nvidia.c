@@ -984,7 +984,7 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
                          "only: memory, NVLink and health unknown",
                          why, bus.n, bus.n == 1 ? "" : "s");
         else
-            cr_debug("nvidia: NVML not loadable (%s) and no NVIDIA GPU on the PCI bus", why);
+            cr_info("nvidia: NVML not loadable (%s) and no NVIDIA GPU on the PCI bus", why);
     } else {
         nvmlReturn_t r = nv.nvmlInit_v2();
         if (r != NVML_SUCCESS) {
@@ -994,7 +994,7 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
                              "sysfs only",
                              nvml_strerror(&nv, r), bus.n, bus.n == 1 ? "" : "s");
             else
-                cr_debug("nvidia: nvmlInit failed: %s", nvml_strerror(&nv, r));
+                cr_info("nvidia: nvmlInit failed: %s", nvml_strerror(&nv, r));
             err = CR_EVENDOR;
         } else {
             err = probe_nvml(env, &nv, node, &bus);
