@@ -4,6 +4,7 @@
  * is still described. */
 #include "hw.h"
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *default_getenv(void *ctx, const char *name)
@@ -189,7 +190,9 @@ int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg)
     *out = NULL;
     if (errmsg)
         *errmsg = NULL;
-    if (!env.spec_path && !is_real_root(env.root) && !cr_path_is_dir("/", env.root)) {
+    struct stat st;
+    if (!env.spec_path && !is_real_root(env.root) &&
+        (stat(env.root, &st) != 0 || !S_ISDIR(st.st_mode))) {
         if (errmsg)
             *errmsg = cr_asprintf("root %s is not a directory; point CORRAL_SYSFS_ROOT at a "
                                   "recorded machine tree or unset it",

@@ -11,7 +11,7 @@
 #define FIXTURE_MAX_VARS 64
 
 typedef struct fixture_env {
-    char root[1024];  /* tests/fixtures/hw/<machine>/root */
+    char root[1100];  /* tests/fixtures/hw/<machine>/root */
     char dir[1024];   /* tests/fixtures/hw/<machine> */
     int n;
     char *keys[FIXTURE_MAX_VARS], *vals[FIXTURE_MAX_VARS];
