@@ -411,6 +411,73 @@ static void test_bad_root_and_speed(void **state)
     rmdir(dir);
 }
 
+/* Writes text to dir/rel, making the directories on the way. */
+static void put(const char *dir, const char *rel, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    for (char *s = p + strlen(dir) + 1; (s = strchr(s, '/')); s++) {
+        *s = '\0';
+        make_dir(p);
+        *s = '/';
+    }
+    write_file(p, text);
+}
+
+static void remove_tree(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A recorded Linux tree under the root (HWLOC_FSROOT): 1 package, 2 cores
+ * of 2 threads (0,2 and 1,3), one NUMA node of 1 GiB. hwloc's own
+ * HWLOC_FSROOT is put back afterwards. */
+static void test_fsroot(void **state)
+{
+    char dir[] = "/tmp/corral-test-host-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    put(dir, "sys/devices/system/cpu/online", "0-3\n");
+    for (int c = 0; c < 4; c++) {
+        char rel[128];
+        static const char *const files[][2] = {
+            {"physical_package_id", "0\n"}, {"core_siblings", "f\n"}};
+        for (size_t i = 0; i < CR_ARRAY_SIZE(files); i++) {
+            snprintf(rel, sizeof(rel), "sys/devices/system/cpu/cpu%d/topology/%s", c, files[i][0]);
+            put(dir, rel, files[i][1]);
+        }
+        snprintf(rel, sizeof(rel), "sys/devices/system/cpu/cpu%d/topology/core_id", c);
+        put(dir, rel, c % 2 ? "1\n" : "0\n");
+        snprintf(rel, sizeof(rel), "sys/devices/system/cpu/cpu%d/topology/thread_siblings", c);
+        put(dir, rel, c % 2 ? "a\n" : "5\n");
+    }
+    put(dir, "sys/devices/system/node/online", "0\n");
+    put(dir, "sys/devices/system/node/node0/cpumap", "f\n");
+    put(dir, "sys/devices/system/node/node0/meminfo", "Node 0 MemTotal:        1048576 kB\n");
+    const char *before = getenv("HWLOC_FSROOT");
+    char *saved = before ? cr_strdup(before) : NULL;
+    fixture_env_t f = {0};
+    cr_hw_env_t env = {.root = dir, .getenv = fixture_getenv, .getenv_ctx = &f};
+    cr_node_t *n = hw_node_new();
+    assert_int_equal(hw_host_probe(&env, n), 0);
+    assert_int_equal(n->warnings.n, 0);
+    assert_int_equal(n->cpu.sockets, 1);
+    assert_int_equal(n->cpu.cores, 2);
+    assert_int_equal(n->cpu.threads, 4);
+    assert_int_equal(n->numa.n, 1);
+    assert_string_equal(n->numa.v[0].cpus, "0-3");
+    assert_int_equal(n->memory, GiB);
+    const char *after = getenv("HWLOC_FSROOT");
+    if (saved)
+        assert_string_equal(after, saved);
+    else
+        assert_null(after);
+    free(saved);
+    hw_node_free(n);
+    remove_tree(dir);
+}
+
 /* This machine, through hwloc's Linux backend. */
 static void test_this_machine(void **state)
 {
@@ -455,7 +522,7 @@ int main(void)
         cmocka_unit_test(test_numa_authoritative), cmocka_unit_test(test_trn1),
         cmocka_unit_test(test_tpu_and_amd),       cmocka_unit_test(test_cpu_only),
         cmocka_unit_test(test_discover_fixture),  cmocka_unit_test(test_bad_xml),
-        cmocka_unit_test(test_bad_root_and_speed), cmocka_unit_test(test_this_machine),
+        cmocka_unit_test(test_bad_root_and_speed), cmocka_unit_test(test_fsroot),            cmocka_unit_test(test_this_machine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
