@@ -67,6 +67,14 @@ if ((have_lstopo)); then
     awk -v r="$ratio" 'BEGIN { exit !(r > 0.5) }' &&
         note "goal missed on this machine: corral takes $ratio of lstopo's wall time (goal: at most 0.5)"
 fi
+# what both pay whatever they filter: reading each PCI function's config space
+if [ -x "$BUILD/bench/bench_pci_config" ]; then
+    read -r us nfn < <("$BUILD/bench/bench_pci_config" "$REPS")
+    echo "figure pci_config_read_all $(awk -v u="$us" 'BEGIN { printf "%.2f", u / 1000 }') ms"
+    echo "figure pci_functions $nfn count"
+else
+    note "no $BUILD/bench/bench_pci_config: PCI config-space floor not measured"
+fi
 
 # ---- the fixture machines ----
 stub="$BUILD/tests/stubs/libnvml_stub.so"
