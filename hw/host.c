@@ -34,7 +34,7 @@
 typedef struct host_topo {
     char *source;          /* "xml:PATH", "fsroot:ROOT" or "this" */
     hwloc_topology_t topo; /* NULL when it could not be loaded */
-    char *error;           /* why not, naming the file */
+    char *error;           /* why not, naming the file; NULL: nothing to load */
 } host_topo_t;
 
 /* Loaded topologies live as long as the process: discovery may run several
@@ -82,7 +82,8 @@ static void set_filters(hwloc_topology_t t)
     hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
 }
 
-/* Loads one source; on failure returns NULL and *error says why. */
+/* Loads one source; on failure returns NULL and *error says why (left
+ * NULL when the source holds no topology at all). */
 static hwloc_topology_t load(const char *xml, const char *fsroot, char **error)
 {
     hwloc_topology_t t = NULL;
@@ -95,10 +96,11 @@ static hwloc_topology_t load(const char *xml, const char *fsroot, char **error)
         return NULL;
     }
     if (fsroot && !cr_path_is_dir(fsroot, "/sys/devices/system/cpu")) {
-        *error = cr_asprintf("%s/sys/devices/system/cpu is missing: no host topology under this "
-                             "root (record one with hwloc-gather-topology, or set "
-                             "CORRAL_HWLOC_XML)",
-                             fsroot);
+        /* a tree that recorded no host topology (a vendor-only fixture, an
+         * empty machine) is not a fault of the machine: say so quietly */
+        cr_info("%s/sys/devices/system/cpu is missing: no host topology under this root "
+                "(record one with hwloc-gather-topology, or set CORRAL_HWLOC_XML)",
+                fsroot);
         return NULL;
     }
     blacklist_plugins();
@@ -458,7 +460,8 @@ int hw_host_probe(const cr_hw_env_t *env, cr_node_t *node)
 {
     const host_topo_t *h = get_topology(env);
     if (!h->topo) {
-        cr_node_warn(node, "%s", h->error);
+        if (h->error)
+            cr_node_warn(node, "%s", h->error);
         return 0;
     }
     fill_cpu(h->topo, node);
