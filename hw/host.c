@@ -26,7 +26,9 @@
 #include <errno.h>
 #include <hwloc.h>
 #include <pthread.h>
+#include <linux/capability.h>
 #include <stdio.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* ---------------- loading, once per process and source ---------------- */
@@ -82,6 +84,46 @@ static void set_filters(hwloc_topology_t t)
     hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
 }
 
+/* hwloc's Linux backend reads 256 bytes of config space of every PCI
+ * function, for the link speed in the PCIe capability, which corral does
+ * not use; everything it does use (ids, class, header type, bridge bus
+ * numbers) lies in the 64-byte standard header. The kernel hands a reader
+ * without CAP_SYS_ADMIN just that header ("several chips lock up trying to
+ * read undefined config space", pci-sysfs.c), and each config access is a
+ * trap under a hypervisor: 1.7 ms against 0.45 ms per function on the
+ * benchmark machine (docs/benchmarks.md). So while hwloc reads this
+ * machine, CAP_SYS_ADMIN is left out of this thread's effective set, and
+ * put back after: it stays in the permitted set. Nothing changes for a
+ * process that does not hold it. */
+typedef struct caps {
+    struct __user_cap_header_struct h;
+    struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+    bool dropped;
+} caps_t;
+
+static void drop_sys_admin(caps_t *c)
+{
+    c->dropped = false;
+    c->h = (struct __user_cap_header_struct){.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    if (syscall(SYS_capget, &c->h, c->d) != 0)
+        return;
+    unsigned i = CAP_TO_INDEX(CAP_SYS_ADMIN);
+    uint32_t bit = CAP_TO_MASK(CAP_SYS_ADMIN);
+    if (!(c->d[i].effective & bit))
+        return;
+    struct __user_cap_data_struct less[_LINUX_CAPABILITY_U32S_3];
+    memcpy(less, c->d, sizeof(less));
+    less[i].effective &= ~bit;
+    c->dropped = syscall(SYS_capset, &c->h, less) == 0;
+}
+
+static void restore_sys_admin(caps_t *c)
+{
+    if (c->dropped && syscall(SYS_capset, &c->h, c->d) != 0)
+        cr_warn("could not take CAP_SYS_ADMIN back after reading the host topology: %s",
+                strerror(errno));
+}
+
 /* Loads one source; on failure returns NULL and *error says why (left
  * NULL when the source holds no topology at all). */
 static hwloc_topology_t load(const char *xml, const char *fsroot, char **error)
@@ -123,8 +165,12 @@ static hwloc_topology_t load(const char *xml, const char *fsroot, char **error)
         setenv("HWLOC_FSROOT", fsroot, 1);
         set_fsroot = true;
     }
+    caps_t caps = {.dropped = false};
+    if (!xml)
+        drop_sys_admin(&caps);
     int err = hwloc_topology_load(t);
     int saved = errno;
+    restore_sys_admin(&caps);
     if (set_fsroot) {
         if (old_fsroot)
             setenv("HWLOC_FSROOT", old_fsroot, 1);

@@ -11,7 +11,9 @@
 #include "fixture.h"
 #pragma GCC diagnostic pop
 #include <errno.h>
+#include <linux/capability.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 
 #define GiB (1ull << 30)
@@ -479,13 +481,29 @@ static void test_fsroot(void **state)
     remove_tree(dir);
 }
 
+/* This thread's effective capabilities (the host probe leaves CAP_SYS_ADMIN
+ * out while hwloc reads PCI config space, then must put it back). */
+static void effective_caps(uint32_t out[2])
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+    assert_int_equal(syscall(SYS_capget, &h, d), 0);
+    out[0] = d[0].effective;
+    out[1] = d[1].effective;
+}
+
 /* This machine, through hwloc's Linux backend. */
 static void test_this_machine(void **state)
 {
+    uint32_t caps_before[2], caps_after[2];
+    effective_caps(caps_before);
     fixture_env_t f = {0}; /* an empty environment: no CORRAL_HWLOC_XML */
     cr_hw_env_t env = {.root = "/", .getenv = fixture_getenv, .getenv_ctx = &f};
     cr_node_t *n = hw_node_new();
     assert_int_equal(hw_host_probe(&env, n), 0);
+    effective_caps(caps_after);
+    assert_int_equal(caps_after[0], caps_before[0]);
+    assert_int_equal(caps_after[1], caps_before[1]);
     assert_int_equal(n->warnings.n, 0);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
