@@ -166,7 +166,7 @@ static hwloc_topology_t load(const char *xml, const char *fsroot, char **error)
         set_fsroot = true;
     }
     caps_t caps = {.dropped = false};
-    if (!xml)
+    if (!xml && !fsroot)
         drop_sys_admin(&caps);
     int err = hwloc_topology_load(t);
     int saved = errno;

@@ -414,6 +414,17 @@ static void test_bad_root_and_speed(void **state)
     rmdir(dir);
 }
 
+/* This thread's effective capabilities (the host probe leaves CAP_SYS_ADMIN
+ * out while hwloc reads PCI config space, then must put it back). */
+static void effective_caps(uint32_t out[2])
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+    assert_int_equal(syscall(SYS_capget, &h, d), 0);
+    out[0] = d[0].effective;
+    out[1] = d[1].effective;
+}
+
 /* Writes text to dir/rel, making the directories on the way. */
 static void put(const char *dir, const char *rel, const char *text)
 {
@@ -458,6 +469,8 @@ static void test_fsroot(void **state)
     put(dir, "sys/devices/system/node/online", "0\n");
     put(dir, "sys/devices/system/node/node0/cpumap", "f\n");
     put(dir, "sys/devices/system/node/node0/meminfo", "Node 0 MemTotal:        1048576 kB\n");
+    uint32_t caps_before[2], caps_after[2];
+    effective_caps(caps_before);
     const char *before = getenv("HWLOC_FSROOT");
     char *saved = before ? cr_strdup(before) : NULL;
     fixture_env_t f = {0};
@@ -471,6 +484,9 @@ static void test_fsroot(void **state)
     assert_int_equal(n->numa.n, 1);
     assert_string_equal(n->numa.v[0].cpus, "0-3");
     assert_int_equal(n->memory, GiB);
+    effective_caps(caps_after);
+    assert_int_equal(caps_after[0], caps_before[0]);
+    assert_int_equal(caps_after[1], caps_before[1]);
     const char *after = getenv("HWLOC_FSROOT");
     if (saved)
         assert_string_equal(after, saved);
@@ -479,17 +495,6 @@ static void test_fsroot(void **state)
     free(saved);
     hw_node_free(n);
     remove_tree(dir);
-}
-
-/* This thread's effective capabilities (the host probe leaves CAP_SYS_ADMIN
- * out while hwloc reads PCI config space, then must put it back). */
-static void effective_caps(uint32_t out[2])
-{
-    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-    struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
-    assert_int_equal(syscall(SYS_capget, &h, d), 0);
-    out[0] = d[0].effective;
-    out[1] = d[1].effective;
 }
 
 /* This machine, through hwloc's Linux backend. */
