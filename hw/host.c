@@ -53,8 +53,9 @@ static CR_VEC(host_topo_t *) cache; /* entries never move or go away */
  * set it. */
 static void blacklist_plugins(void)
 {
-    setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml,"
-                                      "hwloc_cuda,hwloc_nvml,hwloc_rsmi,hwloc_levelzero",
+    setenv("HWLOC_PLUGINS_BLACKLIST",
+           "hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml,"
+           "hwloc_cuda,hwloc_nvml,hwloc_rsmi,hwloc_levelzero",
            0);
 }
 
@@ -191,8 +192,13 @@ static hwloc_topology_t load(const char *xml, const char *fsroot, char **error)
         goto out_destroy;
     }
     if (hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU) <= 0) {
-        *error = cr_asprintf("%s%s: hwloc found no CPU in it; no host topology",
-                             xml ? "CORRAL_HWLOC_XML=" : "", xml ? xml : fsroot ? fsroot : "/");
+        if (xml)
+            *error = cr_asprintf("CORRAL_HWLOC_XML=%s: hwloc found no CPU in it; no host "
+                                 "topology",
+                                 xml);
+        else
+            *error =
+                cr_asprintf("hwloc found no CPU under %s; no host topology", fsroot ? fsroot : "/");
         goto out_destroy;
     }
     return t;
@@ -271,8 +277,7 @@ static void busid(hwloc_obj_t o, char *buf, size_t size)
 
 static bool is_host_bridge(hwloc_obj_t o)
 {
-    return o->type == HWLOC_OBJ_BRIDGE &&
-           o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+    return o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
 }
 
 /* Position of host bridge hb among all host bridges, in logical order. */

@@ -455,8 +455,8 @@ static void test_fsroot(void **state)
     put(dir, "sys/devices/system/cpu/online", "0-3\n");
     for (int c = 0; c < 4; c++) {
         char rel[128];
-        static const char *const files[][2] = {
-            {"physical_package_id", "0\n"}, {"core_siblings", "f\n"}};
+        static const char *const files[][2] = {{"physical_package_id", "0\n"},
+                                               {"core_siblings", "f\n"}};
         for (size_t i = 0; i < CR_ARRAY_SIZE(files); i++) {
             snprintf(rel, sizeof(rel), "sys/devices/system/cpu/cpu%d/topology/%s", c, files[i][0]);
             put(dir, rel, files[i][1]);
@@ -542,11 +542,12 @@ static void test_this_machine(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dgx_host),          cmocka_unit_test(test_dgx_devices),
+        cmocka_unit_test(test_dgx_host),           cmocka_unit_test(test_dgx_devices),
         cmocka_unit_test(test_numa_authoritative), cmocka_unit_test(test_trn1),
-        cmocka_unit_test(test_tpu_and_amd),       cmocka_unit_test(test_cpu_only),
-        cmocka_unit_test(test_discover_fixture),  cmocka_unit_test(test_bad_xml),
-        cmocka_unit_test(test_bad_root_and_speed), cmocka_unit_test(test_fsroot),            cmocka_unit_test(test_this_machine),
+        cmocka_unit_test(test_tpu_and_amd),        cmocka_unit_test(test_cpu_only),
+        cmocka_unit_test(test_discover_fixture),   cmocka_unit_test(test_bad_xml),
+        cmocka_unit_test(test_bad_root_and_speed), cmocka_unit_test(test_fsroot),
+        cmocka_unit_test(test_this_machine),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
