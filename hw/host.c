@@ -209,7 +209,8 @@ out_destroy:
 }
 
 /* The cached topology for a source, loading it the first time. Returns the
- * entry (topo NULL and error set when it could not be loaded). */
+ * entry: topo NULL when it could not be loaded, with error saying why, or
+ * error NULL when the source holds no topology to load. */
 static const host_topo_t *get_topology(const cr_hw_env_t *env)
 {
     const char *xml = cr_hw_getenv(env, "CORRAL_HWLOC_XML");
