@@ -5,11 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-/* fixture.h's path snprintfs may truncate in theory; GCC says so at -O0 */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "fixture.h"
-#pragma GCC diagnostic pop
 #include <errno.h>
 #include <linux/capability.h>
 #include <sched.h>
