@@ -149,8 +149,8 @@ static int lnc_for(const cr_hw_env_t *env, cr_node_t *node, const char *sku)
         if (cr_parse_i64(v, 10, &x) == 0 && (x == 1 || x == 2))
             lnc = (int)x;
         else
-            cr_node_warn(node, "neuron: NEURON_LOGICAL_NC_CONFIG=%s: expected 1 or 2; using %d",
-                         v, lnc);
+            cr_node_warn(node, "neuron: NEURON_LOGICAL_NC_CONFIG=%s: expected 1 or 2; using %d", v,
+                         lnc);
     }
     return lnc;
 }
@@ -213,7 +213,8 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
     list_neuron_pci(env, &bdfs, &nbdf);
     bool pci_ok = nbdf == n;
     if (nbdf && !pci_ok)
-        cr_node_warn(node, "neuron: %zu Neuron devices in %s%s but %zu Neuron PCI functions in "
+        cr_node_warn(node,
+                     "neuron: %zu Neuron devices in %s%s but %zu Neuron PCI functions in "
                      "%s/sys/bus/pci/devices: expected one per device; PCI addresses left out",
                      n, env->root, NEURON_SYSFS, nbdf, env->root);
 
@@ -228,9 +229,11 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
         if (err == 0)
             err = neuron_parse_core_count(buf, &ncores[i]);
         if (err) {
-            cr_node_warn(node, "neuron: %s%s: expected a NeuronCore count from 1 to %d (%s); "
-                         "device neuron%d left out", env->root, path,
-                         NEURON_MAX_CORES_PER_DEVICE, cr_strerror(err), devs[i].number);
+            cr_node_warn(node,
+                         "neuron: %s%s: expected a NeuronCore count from 1 to %d (%s); "
+                         "device neuron%d left out",
+                         env->root, path, NEURON_MAX_CORES_PER_DEVICE, cr_strerror(err),
+                         devs[i].number);
             ncores[i] = -1;
         } else if (!typical) {
             typical = ncores[i];
@@ -264,9 +267,10 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
             continue; /* an older driver: no link information */
         int nc = err ? err : neuron_parse_connected(buf, nd->conn, NEURON_MAX_DEVICES);
         if (nc < 0) {
-            cr_node_warn(node, "neuron: %s%s: expected device ids separated by \", \" such as "
-                         "\"12, 3, 4, 1\" (%s); NeuronLinks of neuron%d left out", env->root,
-                         path, cr_strerror(nc), nd->number);
+            cr_node_warn(node,
+                         "neuron: %s%s: expected device ids separated by \", \" such as "
+                         "\"12, 3, 4, 1\" (%s); NeuronLinks of neuron%d left out",
+                         env->root, path, cr_strerror(nc), nd->number);
             continue;
         }
         nd->nconn = nc;
@@ -284,9 +288,10 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
                 if (devs[k].number == devs[i].conn[c])
                     peer = &devs[k];
             if (!peer || peer == &devs[i]) {
-                cr_node_warn(node, "neuron: %s%s/neuron%d/connected_devices names device %d, "
-                             "which %s: that link left out", env->root, NEURON_SYSFS,
-                             devs[i].number, devs[i].conn[c],
+                cr_node_warn(node,
+                             "neuron: %s%s/neuron%d/connected_devices names device %d, "
+                             "which %s: that link left out",
+                             env->root, NEURON_SYSFS, devs[i].number, devs[i].conn[c],
                              peer ? "is the device itself" : "does not exist");
                 continue;
             }

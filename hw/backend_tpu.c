@@ -32,12 +32,9 @@
  * TPU_CHIPS_PER_PROCESS_BOUNDS / TPU_PROCESS_BOUNDS names; Ray sets the
  * older TPU_CHIPS_PER_HOST_BOUNDS / TPU_HOST_BOUNDS names, which libtpu
  * still accepts. corral sets both, with the same values. */
-static const char *const vars[] = {"TPU_VISIBLE_CHIPS",
-                                   "TPU_CHIPS_PER_PROCESS_BOUNDS",
-                                   "TPU_PROCESS_BOUNDS",
-                                   "TPU_CHIPS_PER_HOST_BOUNDS",
-                                   "TPU_HOST_BOUNDS",
-                                   NULL};
+static const char *const vars[] = {"TPU_VISIBLE_CHIPS",  "TPU_CHIPS_PER_PROCESS_BOUNDS",
+                                   "TPU_PROCESS_BOUNDS", "TPU_CHIPS_PER_HOST_BOUNDS",
+                                   "TPU_HOST_BOUNDS",    NULL};
 
 /* Bounds per number of chips given, for a worker that has part of a host
  * (Ray's values: one chip 1,1,1; two chips 1,2,1; four of an 8-chip host a
@@ -108,8 +105,8 @@ static int ms_left(const gce_t *g)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    long ms = (g->deadline.tv_sec - now.tv_sec) * 1000L +
-              (g->deadline.tv_nsec - now.tv_nsec) / 1000000L;
+    long ms =
+        (g->deadline.tv_sec - now.tv_sec) * 1000L + (g->deadline.tv_nsec - now.tv_nsec) / 1000000L;
     return ms > 0 ? (int)ms : 0;
 }
 
@@ -311,8 +308,8 @@ static void slice_src_read(const cr_hw_env_t *env, cr_node_t *node, slice_src_t 
 /* ---- the chips of this host ---- */
 
 typedef struct chip {
-    int order;     /* N of /dev/accelN or of /dev/vfio/N: the host's chip order */
-    char pci[20];  /* "" when not known */
+    int order;    /* N of /dev/accelN or of /dev/vfio/N: the host's chip order */
+    char pci[20]; /* "" when not known */
 } chip_t;
 
 typedef CR_VEC(chip_t) chip_vec_t;
@@ -474,15 +471,19 @@ static bool slice_check(const slice_src_t *src, const tpu_gen_t *pci_gen, size_t
         return false; /* not part of a described slice: chips only */
 
     if (topo && tpu_topology_parse(topo, &s->topo) != 0) {
-        cr_node_warn(node, "tpu: %s=%s is not a TPU topology: expected AxB or AxBxC such as 4x4 "
-                     "or 2x2x2; no slice described", src->src[F_TOPOLOGY], topo);
+        cr_node_warn(node,
+                     "tpu: %s=%s is not a TPU topology: expected AxB or AxBxC such as 4x4 "
+                     "or 2x2x2; no slice described",
+                     src->src[F_TOPOLOGY], topo);
         return false;
     }
     if (type) {
         int err = tpu_pod_type_parse(type, &s->pod);
         if (err) {
-            cr_node_warn(node, "tpu: %s=%s is not a TPU pod type: expected <generation>-<count> "
-                         "such as v6e-16 or v5p-16%s; no slice described", src->src[F_TYPE], type,
+            cr_node_warn(node,
+                         "tpu: %s=%s is not a TPU pod type: expected <generation>-<count> "
+                         "such as v6e-16 or v5p-16%s; no slice described",
+                         src->src[F_TYPE], type,
                          err == CR_EINVAL ? " (the count of a v2/v3/v4/v5p/v7x pod type counts "
                                             "TensorCores, 2 per chip, so it is even)"
                                           : "");
@@ -492,8 +493,10 @@ static bool slice_check(const slice_src_t *src, const tpu_gen_t *pci_gen, size_t
     } else {
         /* a topology alone: the generation comes from the chips */
         if (!pci_gen) {
-            cr_node_warn(node, "tpu: %s=%s is set but TPU_ACCELERATOR_TYPE is not and the chips' "
-                         "generation is unknown; no slice described", src->src[F_TOPOLOGY], topo);
+            cr_node_warn(node,
+                         "tpu: %s=%s is set but TPU_ACCELERATOR_TYPE is not and the chips' "
+                         "generation is unknown; no slice described",
+                         src->src[F_TOPOLOGY], topo);
             return false;
         }
         s->gen = pci_gen;
@@ -501,56 +504,68 @@ static bool slice_check(const slice_src_t *src, const tpu_gen_t *pci_gen, size_t
         s->pod.chips = tpu_topology_chips(&s->topo);
     }
     if (pci_gen && pci_gen != s->gen && pci_gen->pci_device != s->gen->pci_device) {
-        cr_node_warn(node, "tpu: %s=%s names a %s slice but this host's chips are %s; no slice "
-                     "described", src->src[F_TYPE], type, s->gen->name, pci_gen->name);
+        cr_node_warn(node,
+                     "tpu: %s=%s names a %s slice but this host's chips are %s; no slice "
+                     "described",
+                     src->src[F_TYPE], type, s->gen->name, pci_gen->name);
         return false;
     }
     tpu_topology_list(s->gen, valid, sizeof(valid));
     if (!topo && tpu_topology_for_chips(s->gen, s->pod.chips, &s->topo) != 0) {
-        cr_node_warn(node, "tpu: %s=%s has %d chips, which no %s slice shape has (valid: %s); no "
-                     "slice described", src->src[F_TYPE], type, s->pod.chips, s->gen->name, valid);
+        cr_node_warn(node,
+                     "tpu: %s=%s has %d chips, which no %s slice shape has (valid: %s); no "
+                     "slice described",
+                     src->src[F_TYPE], type, s->pod.chips, s->gen->name, valid);
         return false;
     }
     tpu_topology_format(&s->topo, s->topo_str, sizeof(s->topo_str));
     if (!tpu_topology_is_valid(s->gen, &s->topo)) {
-        cr_node_warn(node, "tpu: %s=%s is not a valid %s topology: expected one of %s; no slice "
-                     "described", topo ? src->src[F_TOPOLOGY] : "topology", s->topo_str,
-                     s->gen->name, valid);
+        cr_node_warn(node,
+                     "tpu: %s=%s is not a valid %s topology: expected one of %s; no slice "
+                     "described",
+                     topo ? src->src[F_TOPOLOGY] : "topology", s->topo_str, s->gen->name, valid);
         return false;
     }
     if (tpu_topology_chips(&s->topo) != s->pod.chips) {
-        cr_node_warn(node, "tpu: %s=%s has %d chips but %s=%s has %d: expected the same number; "
-                     "no slice described", src->src[F_TOPOLOGY], s->topo_str,
-                     tpu_topology_chips(&s->topo), src->src[F_TYPE], type, s->pod.chips);
+        cr_node_warn(node,
+                     "tpu: %s=%s has %d chips but %s=%s has %d: expected the same number; "
+                     "no slice described",
+                     src->src[F_TOPOLOGY], s->topo_str, tpu_topology_chips(&s->topo),
+                     src->src[F_TYPE], type, s->pod.chips);
         return false;
     }
     tpu_pod_type_format(s->gen, s->pod.chips, s->pod_str, sizeof(s->pod_str));
     tpu_topology_t host;
     if (tpu_host_bounds(s->gen, &s->topo, &host) != 0) {
-        cr_node_warn(node, "tpu: a %s slice of shape %s does not split into hosts; no slice "
-                     "described", s->gen->name, s->topo_str);
+        cr_node_warn(node,
+                     "tpu: a %s slice of shape %s does not split into hosts; no slice "
+                     "described",
+                     s->gen->name, s->topo_str);
         return false;
     }
     s->worker_count = tpu_worker_count(s->gen, &s->topo);
     if ((int)nchips != tpu_topology_chips(&host)) {
-        cr_node_warn(node, "tpu: this host has %zu TPU chips but each host of a %s slice (%s) has "
-                     "%d; no slice described", nchips, s->pod_str, s->topo_str,
-                     tpu_topology_chips(&host));
+        cr_node_warn(node,
+                     "tpu: this host has %zu TPU chips but each host of a %s slice (%s) has "
+                     "%d; no slice described",
+                     nchips, s->pod_str, s->topo_str, tpu_topology_chips(&host));
         return false;
     }
 
     const char *wid = src->val[F_WORKER];
     int64_t w = 0;
     if (!wid && s->worker_count > 1) {
-        cr_node_warn(node, "tpu: TPU_WORKER_ID is not set: expected this host's index (0 to %d) in "
-                     "the %d-host slice %s; no slice described", s->worker_count - 1,
-                     s->worker_count, s->topo_str);
+        cr_node_warn(node,
+                     "tpu: TPU_WORKER_ID is not set: expected this host's index (0 to %d) in "
+                     "the %d-host slice %s; no slice described",
+                     s->worker_count - 1, s->worker_count, s->topo_str);
         return false;
     }
     if (wid && (cr_parse_i64(wid, 10, &w) != 0 || w < 0 || w >= s->worker_count)) {
-        cr_node_warn(node, "tpu: %s=%s: expected an integer from 0 to %d (a %s slice has %d "
-                     "hosts); no slice described", src->src[F_WORKER], wid,
-                     s->worker_count - 1, s->pod_str, s->worker_count);
+        cr_node_warn(node,
+                     "tpu: %s=%s: expected an integer from 0 to %d (a %s slice has %d "
+                     "hosts); no slice described",
+                     src->src[F_WORKER], wid, s->worker_count - 1, s->pod_str, s->worker_count);
         return false;
     }
     s->worker_id = (int)w;
@@ -558,15 +573,18 @@ static bool slice_check(const slice_src_t *src, const tpu_gen_t *pci_gen, size_t
     if (src->val[F_HOSTS]) {
         split_hosts(src->val[F_HOSTS], &s->hosts, &s->nhosts);
         if ((int)s->nhosts != s->worker_count) {
-            cr_node_warn(node, "tpu: %s has %zu host names but a %s slice has %d hosts: expected "
-                         "one name per host; host names left out", src->src[F_HOSTS],
-                         s->nhosts, s->pod_str, s->worker_count);
+            cr_node_warn(node,
+                         "tpu: %s has %zu host names but a %s slice has %d hosts: expected "
+                         "one name per host; host names left out",
+                         src->src[F_HOSTS], s->nhosts, s->pod_str, s->worker_count);
             slice_fini(s);
         }
     }
     if (!src->val[F_NAME] && s->worker_count > 1)
-        cr_node_warn(node, "tpu: TPU_NAME is not set: the %d hosts of this %s slice cannot be "
-                     "told apart from another slice's; set TPU_NAME", s->worker_count, s->pod_str);
+        cr_node_warn(node,
+                     "tpu: TPU_NAME is not set: the %d hosts of this %s slice cannot be "
+                     "told apart from another slice's; set TPU_NAME",
+                     s->worker_count, s->pod_str);
     return true;
 }
 
@@ -593,8 +611,10 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
             cr_read_u64(env->root, path, 16, &vendor);
             snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/device", c->pci);
             if (cr_read_u64(env->root, path, 16, &device) != 0 || device > 0xffff) {
-                cr_node_warn(node, "tpu: %s%s: expected a PCI device id such as 0x006f; the "
-                             "chip's generation comes from the slice instead", env->root, path);
+                cr_node_warn(node,
+                             "tpu: %s%s: expected a PCI device id such as 0x006f; the "
+                             "chip's generation comes from the slice instead",
+                             env->root, path);
                 device = 0;
             }
             snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/numa_node", c->pci);
@@ -648,10 +668,9 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
             for (size_t k = i + 1; k < chips.n; k++)
                 if (tpu_coords_adjacent(node->devices.v[first + i].coords,
                                         node->devices.v[first + k].coords))
-                    cr_node_add_link(node, (int)(first + i), (int)(first + k), CR_LINK_ICI, 1,
-                                     0);
-        cr_domain_t *dom = cr_node_add_domain(node, "tpu-slice", src.val[F_NAME] ? src.val[F_NAME]
-                                                                               : "");
+                    cr_node_add_link(node, (int)(first + i), (int)(first + k), CR_LINK_ICI, 1, 0);
+        cr_domain_t *dom =
+            cr_node_add_domain(node, "tpu-slice", src.val[F_NAME] ? src.val[F_NAME] : "");
         cr_strlcpy(dom->accelerator_type, s.pod_str, sizeof(dom->accelerator_type));
         cr_strlcpy(dom->topology, s.topo_str, sizeof(dom->topology));
         dom->worker_id = s.worker_id;

@@ -12,7 +12,7 @@
 
 #include "base/base.h"
 
-#define NEURON_MAX_DEVICES 64         /* the driver's MAX_NEURON_DEVICE_COUNT */
+#define NEURON_MAX_DEVICES 64 /* the driver's MAX_NEURON_DEVICE_COUNT */
 #define NEURON_MAX_CORES_PER_DEVICE 64
 
 /* core_count: 1..NEURON_MAX_CORES_PER_DEVICE. Returns 0, CR_EPARSE or CR_ERANGE. */

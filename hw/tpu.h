@@ -25,31 +25,31 @@
 #define TPU_MAX_DIMS 3
 
 typedef struct tpu_gen {
-    const char *name;          /* "v6e": how pod types spell it */
-    const char *alias;         /* another spelling ("v5e", "tpu7x"), or NULL */
-    const char *sku;           /* corral's SKU: "TPU-V6E" */
-    uint16_t pci_device;       /* PCI device id under vendor 0x1ae0 */
-    int cores_per_chip;        /* TensorCores per chip */
-    int hbm_gib;               /* HBM per chip */
-    bool pod_counts_cores;     /* the N of "<gen>-N" counts TensorCores, not chips */
-    int ndims;                 /* 2: 2D mesh, 3: 3D torus */
-    int single_host_chips;     /* slices of up to this many chips are one host
-                                  holding them all (v5e, v6e: 8); 0: none */
+    const char *name;              /* "v6e": how pod types spell it */
+    const char *alias;             /* another spelling ("v5e", "tpu7x"), or NULL */
+    const char *sku;               /* corral's SKU: "TPU-V6E" */
+    uint16_t pci_device;           /* PCI device id under vendor 0x1ae0 */
+    int cores_per_chip;            /* TensorCores per chip */
+    int hbm_gib;                   /* HBM per chip */
+    bool pod_counts_cores;         /* the N of "<gen>-N" counts TensorCores, not chips */
+    int ndims;                     /* 2: 2D mesh, 3: 3D torus */
+    int single_host_chips;         /* slices of up to this many chips are one host
+                                      holding them all (v5e, v6e: 8); 0: none */
     const char *const *topologies; /* the valid slice shapes, NULL-terminated,
                                       the usual one for a chip count first */
-    int grid_step;             /* 3D: also valid, every AxBxC with A, B, C */
-    int grid_max[TPU_MAX_DIMS];/*     multiples of grid_step up to grid_max */
+    int grid_step;                 /* 3D: also valid, every AxBxC with A, B, C */
+    int grid_max[TPU_MAX_DIMS];    /*     multiples of grid_step up to grid_max */
 } tpu_gen_t;
 
 typedef struct tpu_topology {
-    int ndims;                 /* 2 or 3 */
-    int dims[TPU_MAX_DIMS];    /* chips along x, y (, z); unused dims are 1 */
+    int ndims;              /* 2 or 3 */
+    int dims[TPU_MAX_DIMS]; /* chips along x, y (, z); unused dims are 1 */
 } tpu_topology_t;
 
 typedef struct tpu_pod_type {
     const tpu_gen_t *gen;
-    int count;                 /* the N as written */
-    int chips;                 /* chips in the slice */
+    int count; /* the N as written */
+    int chips; /* chips in the slice */
 } tpu_pod_type_t;
 
 /* The generation table, in order; *n gets its length. */

@@ -12,6 +12,7 @@
 /* Slice shapes per generation, as Cloud TPU offers them (Ray keeps the
  * same table). Where two shapes have the same chip count, the usual one
  * comes first: it is what a pod type alone implies. */
+/* clang-format off */
 static const char *const topo_v2[] = {"2x2", "4x4", "4x8", "8x8", "8x16", "16x16", NULL};
 static const char *const topo_v3[] = {"2x2",  "4x4",   "4x8",   "8x8",
                                       "8x16", "16x16", "16x32", "32x32", NULL};
@@ -42,6 +43,7 @@ static const tpu_gen_t gens[] = {
      .cores_per_chip = 2, .hbm_gib = 192, .pod_counts_cores = true, .ndims = 3,
      .topologies = topo_v7x},
 };
+/* clang-format on */
 
 /* Chips per host of a multi-host slice. */
 #define TPU_CHIPS_PER_HOST 4

@@ -269,15 +269,15 @@ static void test_bad_slice(void **state)
 {
     const char *m = "tpu-v6e-4x4-w1";
     check_bad(m, "TPU_TOPOLOGY", "3x3", "3x3");
-    check_bad(m, "TPU_TOPOLOGY", "4x8", "4x8"); /* valid, but 32 chips for a v6e-16 */
+    check_bad(m, "TPU_TOPOLOGY", "4x8", "4x8");   /* valid, but 32 chips for a v6e-16 */
     check_bad(m, "TPU_TOPOLOGY", "2x2x4", "v6e"); /* 16 chips, but v6e is 2D */
     check_bad(m, "TPU_TOPOLOGY", "banana", "banana");
     check_bad(m, "TPU_WORKER_ID", "abc", "0 to 3");
     check_bad(m, "TPU_WORKER_ID", "4", "0 to 3");
     check_bad(m, "TPU_WORKER_ID", "-1", "0 to 3");
     check_bad(m, "TPU_ACCELERATOR_TYPE", "v6e-sixteen", "v6e-sixteen");
-    check_bad(m, "TPU_ACCELERATOR_TYPE", "v5p-16", "v5p");    /* not these chips */
-    check_bad(m, "TPU_ACCELERATOR_TYPE", "v6e-8", "has 8");    /* 8 chips vs 4x4 */
+    check_bad(m, "TPU_ACCELERATOR_TYPE", "v5p-16", "v5p");  /* not these chips */
+    check_bad(m, "TPU_ACCELERATOR_TYPE", "v6e-8", "has 8"); /* 8 chips vs 4x4 */
     check_bad("tpu-v5p-2x2x2-w0", "TPU_ACCELERATOR_TYPE", "v5p-15", "TensorCores");
 }
 

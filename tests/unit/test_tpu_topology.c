@@ -25,10 +25,9 @@ static void test_topology_parse(void **state)
     tpu_topology_format(&t, buf, sizeof(buf));
     assert_string_equal(buf, "2x2x4");
 
-    static const char *const bad[] = {"",    "4",     "4x",     "x4",        "0x4",
-                                      "4X4", "04x4",  "-1x4",   "4x4 ",      " 4x4",
-                                      "4x4x4x4", "4,4", "2x2x0", "99999x2", "1024x1024x2",
-                                      "4xx4", "4x-4",  "+4x4"};
+    static const char *const bad[] = {"",      "4",       "4x",          "x4",   "0x4",     "4X4",
+                                      "04x4",  "-1x4",    "4x4 ",        " 4x4", "4x4x4x4", "4,4",
+                                      "2x2x0", "99999x2", "1024x1024x2", "4xx4", "4x-4",    "+4x4"};
     for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++) {
         t.ndims = 99;
         assert_int_equal(tpu_topology_parse(bad[i], &t), CR_EPARSE);
@@ -61,7 +60,7 @@ static void test_valid_topologies(void **state)
     check_valid("v5litepod", "2x2", true);
     check_valid("v5p", "2x2x1", true);
     check_valid("v5p", "2x2x2", true);
-    check_valid("v5p", "4x4x4", true);   /* the grid rule */
+    check_valid("v5p", "4x4x4", true); /* the grid rule */
     check_valid("v5p", "16x16x24", true);
     check_valid("v5p", "4x4x28", false); /* beyond the grid */
     check_valid("v5p", "4x4x6", false);
@@ -196,8 +195,8 @@ static void coords_of(const char *gen, const char *topo, int w, int c, int x, in
     assert_int_equal(tpu_topology_parse(topo, &t), 0);
     assert_int_equal(tpu_chip_coords(tpu_gen_find(gen), &t, w, c, co), 0);
     if (co[0] != x || co[1] != y || co[2] != z)
-        fail_msg("%s %s worker %d chip %d: (%d,%d,%d), expected (%d,%d,%d)", gen, topo, w, c,
-                 co[0], co[1], co[2], x, y, z);
+        fail_msg("%s %s worker %d chip %d: (%d,%d,%d), expected (%d,%d,%d)", gen, topo, w, c, co[0],
+                 co[1], co[2], x, y, z);
 }
 
 static void test_coords(void **state)
