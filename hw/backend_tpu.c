@@ -394,6 +394,22 @@ static void find_vfio_chips(const cr_hw_env_t *env, chip_vec_t *chips)
     cr_free_strv(names, n);
 }
 
+/* A Google PCI function that is a TPU chip rather than, say, the gVNIC:
+ * a processing accelerator (class 0x12) or a TPU device id. */
+static bool is_tpu_function(const cr_hw_env_t *env, const char *bdf)
+{
+    char path[300];
+    uint64_t v;
+    if (!is_google_pci(env, bdf))
+        return false;
+    snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/class", bdf);
+    if (cr_read_u64(env->root, path, 16, &v) == 0 && (v >> 16) == 0x12)
+        return true;
+    snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/device", bdf);
+    return cr_read_u64(env->root, path, 16, &v) == 0 && v <= 0xffff &&
+           tpu_gen_by_pci((uint16_t)v);
+}
+
 /* Chips whose /dev/accelN has no class link: the TPU PCI functions in
  * address order, which is the order the driver numbers them in. */
 static void fill_missing_pci(const cr_hw_env_t *env, chip_t *chips, size_t n)
@@ -407,11 +423,7 @@ static void fill_missing_pci(const cr_hw_env_t *env, chip_t *chips, size_t n)
         return;
     size_t next = 0;
     for (size_t k = 0; k < nn && next < n; k++) {
-        char path[300];
-        uint64_t device;
-        snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/device", names[k]);
-        if (!is_google_pci(env, names[k]) || cr_read_u64(env->root, path, 16, &device) != 0 ||
-            !tpu_gen_by_pci((uint16_t)device))
+        if (!is_tpu_function(env, names[k]))
             continue;
         if (!chips[next].pci[0])
             cr_strlcpy(chips[next].pci, names[k], sizeof(chips[next].pci));

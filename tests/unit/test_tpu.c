@@ -398,6 +398,8 @@ static void make_v4_host(const char *root, bool gce)
         put(root, path, "0x1ae0\n");
         snprintf(path, sizeof(path), "/sys/bus/pci/devices/0000:00:0%d.0/device", 4 + i);
         put(root, path, "0x005e\n");
+        snprintf(path, sizeof(path), "/sys/bus/pci/devices/0000:00:0%d.0/class", 4 + i);
+        put(root, path, "0x120000\n");
         snprintf(path, sizeof(path), "/dev/accel%d", i);
         put(root, path, "");
         snprintf(path, sizeof(path), "/sys/class/accel/accel%d/device", i);
@@ -429,11 +431,15 @@ static void test_odd_dev_entries(void **state)
     assert_int_equal(n->warnings.n, 0);
     hw_node_free(n);
 
-    /* /dev/accelN without class links: the TPU PCI functions in order */
+    /* /dev/accelN without class links: the TPU PCI functions in order,
+     * not the gVNIC */
     remove_tree(dir);
     make_tree(dir);
     strcpy(f.root, dir);
     make_v4_host(dir, false);
+    put(dir, "/sys/bus/pci/devices/0000:00:03.0/vendor", "0x1ae0\n");
+    put(dir, "/sys/bus/pci/devices/0000:00:03.0/device", "0x0042\n");
+    put(dir, "/sys/bus/pci/devices/0000:00:03.0/class", "0x020000\n");
     for (int i = 0; i < 4; i++) {
         char path[128], full[1200];
         snprintf(path, sizeof(path), "/sys/class/accel/accel%d/device", i);
@@ -444,6 +450,28 @@ static void test_odd_dev_entries(void **state)
     assert_int_equal(n->devices.n, 4);
     assert_string_equal(n->devices.v[2].pci, "0000:00:06.0");
     assert_string_equal(n->devices.v[2].sku, "TPU-V4");
+    hw_node_free(n);
+
+    /* an odd PCI device file: one warning naming it, the chip still there;
+     * the slice then names the generation */
+    put(dir, "/sys/bus/pci/devices/0000:00:05.0/device", "0xzz\n");
+    fixture_setenv(&f, "TPU_ACCELERATOR_TYPE", "v4-8");
+    n = discover(&f);
+    assert_int_equal(n->warnings.n, 1);
+    assert_int_equal(warnings_with(n, "0000:00:05.0/device", "PCI device id"), 1);
+    assert_int_equal(n->devices.n, 4);
+    assert_string_equal(n->devices.v[1].sku, "TPU-V4");
+    assert_string_equal(cr_node_get_label(n, "corral.io/tpu-slice-topology"), "2x2x1");
+    hw_node_free(n);
+
+    /* three chips where each host of the slice has four */
+    char full[1200];
+    snprintf(full, sizeof(full), "%s/dev/accel3", dir);
+    unlink(full);
+    n = discover(&f);
+    assert_int_equal(n->devices.n, 3);
+    assert_int_equal(warnings_with(n, "3 TPU chips", "has 4"), 1);
+    assert_null(find_domain(n, "tpu-slice"));
     hw_node_free(n);
     fixture_close(&f);
     remove_tree(dir);
