@@ -406,8 +406,7 @@ static bool is_tpu_function(const cr_hw_env_t *env, const char *bdf)
     if (cr_read_u64(env->root, path, 16, &v) == 0 && (v >> 16) == 0x12)
         return true;
     snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/device", bdf);
-    return cr_read_u64(env->root, path, 16, &v) == 0 && v <= 0xffff &&
-           tpu_gen_by_pci((uint16_t)v);
+    return cr_read_u64(env->root, path, 16, &v) == 0 && v <= 0xffff && tpu_gen_by_pci((uint16_t)v);
 }
 
 /* Chips whose /dev/accelN has no class link: the TPU PCI functions in
