@@ -41,11 +41,12 @@ static const struct pci_row {
     {0x1002, 0x740f, "MI210"},
     {0x1002, 0x738c, "MI100"},
     /* Google TPU */
-    {0x1ae0, 0x0027, "TPU-V3"},
+    {0x1ae0, 0x0027, "TPU-V3"},        /* v2 and v3 share this id */
     {0x1ae0, 0x005e, "TPU-V4"},
     {0x1ae0, 0x0063, "TPU-V5LITEPOD"},
     {0x1ae0, 0x0062, "TPU-V5P"},
     {0x1ae0, 0x006f, "TPU-V6E"},
+    {0x1ae0, 0x0076, "TPU-V7X"},
     /* AWS Neuron */
     {0x1d0f, 0x7064, "Inferentia"},
     {0x1d0f, 0x7164, "Inferentia2"},

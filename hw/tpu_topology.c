@@ -1,0 +1,286 @@
+/* TPU slice geometry (see tpu.h): the generation table, the valid slice
+ * shapes per generation, pod type and topology strings, and the mesh
+ * coordinates of each host's chips. Pure: no I/O, no allocation. */
+#include "tpu.h"
+#include "base/base.h"
+#include <stdio.h>
+#include <strings.h>
+
+#define TPU_MAX_DIM 1024
+#define TPU_MAX_CHIPS (1 << 20)
+
+/* Slice shapes per generation, as Cloud TPU offers them (Ray keeps the
+ * same table). Where two shapes have the same chip count, the usual one
+ * comes first: it is what a pod type alone implies. */
+/* clang-format off */
+static const char *const topo_v2[] = {"2x2", "4x4", "4x8", "8x8", "8x16", "16x16", NULL};
+static const char *const topo_v3[] = {"2x2",  "4x4",   "4x8",   "8x8",
+                                      "8x16", "16x16", "16x32", "32x32", NULL};
+static const char *const topo_3d[] = {"2x2x1", "2x2x2", "2x2x4", "2x4x4", NULL};
+static const char *const topo_v5e_v6e[] = {"1x1", "2x2", "2x4",  "4x4",   "2x8",
+                                           "4x8", "8x8", "8x16", "16x16", NULL};
+static const char *const topo_v7x[] = {"2x2x1", "2x2x2", "2x2x4", "2x4x4",  "4x4x4",
+                                       "4x4x8", "4x8x8", "8x8x8", "8x8x16", "8x16x16", NULL};
+
+static const tpu_gen_t gens[] = {
+    {.name = "v2", .sku = "TPU-V2", .pci_device = 0x0027, .cores_per_chip = 2, .hbm_gib = 8,
+     .pod_counts_cores = true, .ndims = 2, .topologies = topo_v2},
+    {.name = "v3", .sku = "TPU-V3", .pci_device = 0x0027, .cores_per_chip = 2, .hbm_gib = 16,
+     .pod_counts_cores = true, .ndims = 2, .topologies = topo_v3},
+    {.name = "v4", .sku = "TPU-V4", .pci_device = 0x005e, .cores_per_chip = 2, .hbm_gib = 32,
+     .pod_counts_cores = true, .ndims = 3, .topologies = topo_3d, .grid_step = 4,
+     .grid_max = {12, 12, 16}},
+    {.name = "v5litepod", .alias = "v5e", .sku = "TPU-V5LITEPOD", .pci_device = 0x0063,
+     .cores_per_chip = 1, .hbm_gib = 16, .pod_counts_cores = false, .ndims = 2,
+     .single_host_chips = 8, .topologies = topo_v5e_v6e},
+    {.name = "v5p", .sku = "TPU-V5P", .pci_device = 0x0062, .cores_per_chip = 2, .hbm_gib = 95,
+     .pod_counts_cores = true, .ndims = 3, .topologies = topo_3d, .grid_step = 4,
+     .grid_max = {16, 16, 24}},
+    {.name = "v6e", .sku = "TPU-V6E", .pci_device = 0x006f, .cores_per_chip = 1, .hbm_gib = 32,
+     .pod_counts_cores = false, .ndims = 2, .single_host_chips = 8,
+     .topologies = topo_v5e_v6e},
+    {.name = "v7x", .alias = "tpu7x", .sku = "TPU-V7X", .pci_device = 0x0076,
+     .cores_per_chip = 2, .hbm_gib = 192, .pod_counts_cores = true, .ndims = 3,
+     .topologies = topo_v7x},
+};
+/* clang-format on */
+
+/* Chips per host of a multi-host slice. */
+#define TPU_CHIPS_PER_HOST 4
+
+const tpu_gen_t *tpu_gens(size_t *n)
+{
+    *n = CR_ARRAY_SIZE(gens);
+    return gens;
+}
+
+const tpu_gen_t *tpu_gen_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    if (strncasecmp(name, "TPU-", 4) == 0)
+        name += 4;
+    for (size_t i = 0; i < CR_ARRAY_SIZE(gens); i++)
+        if (strcasecmp(name, gens[i].name) == 0 ||
+            (gens[i].alias && strcasecmp(name, gens[i].alias) == 0))
+            return &gens[i];
+    return NULL;
+}
+
+const tpu_gen_t *tpu_gen_by_pci(uint16_t device)
+{
+    const tpu_gen_t *found = NULL;
+    /* the last row wins: v3 over v2 for their shared id */
+    for (size_t i = 0; i < CR_ARRAY_SIZE(gens); i++)
+        if (gens[i].pci_device == device)
+            found = &gens[i];
+    return found;
+}
+
+/* A decimal in [1, max] at *p, moving *p past it; -1 when there is none. */
+static int parse_dim(const char **p, int max)
+{
+    const char *s = *p;
+    long v = 0;
+    if (*s < '0' || *s > '9' || *s == '0')
+        return -1;
+    while (*s >= '0' && *s <= '9') {
+        v = v * 10 + (*s - '0');
+        if (v > max)
+            return -1;
+        s++;
+    }
+    *p = s;
+    return (int)v;
+}
+
+int tpu_topology_parse(const char *s, tpu_topology_t *out)
+{
+    if (!s)
+        return CR_EPARSE;
+    tpu_topology_t t = {.ndims = 0, .dims = {1, 1, 1}};
+    long chips = 1;
+    const char *p = s;
+    for (;;) {
+        if (t.ndims == TPU_MAX_DIMS)
+            return CR_EPARSE;
+        int d = parse_dim(&p, TPU_MAX_DIM);
+        if (d < 0)
+            return CR_EPARSE;
+        t.dims[t.ndims++] = d;
+        chips *= d;
+        if (chips > TPU_MAX_CHIPS)
+            return CR_EPARSE;
+        if (*p == '\0')
+            break;
+        if (*p != 'x')
+            return CR_EPARSE;
+        p++;
+    }
+    if (t.ndims < 2)
+        return CR_EPARSE;
+    *out = t;
+    return 0;
+}
+
+void tpu_topology_format(const tpu_topology_t *t, char *buf, size_t size)
+{
+    if (t->ndims == 3)
+        snprintf(buf, size, "%dx%dx%d", t->dims[0], t->dims[1], t->dims[2]);
+    else
+        snprintf(buf, size, "%dx%d", t->dims[0], t->dims[1]);
+}
+
+int tpu_topology_chips(const tpu_topology_t *t)
+{
+    int n = 1;
+    for (int i = 0; i < t->ndims; i++)
+        n *= t->dims[i];
+    return n;
+}
+
+bool tpu_topology_equal(const tpu_topology_t *a, const tpu_topology_t *b)
+{
+    if (a->ndims != b->ndims)
+        return false;
+    for (int i = 0; i < a->ndims; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+bool tpu_topology_is_valid(const tpu_gen_t *g, const tpu_topology_t *t)
+{
+    if (!g || t->ndims != g->ndims)
+        return false;
+    for (const char *const *s = g->topologies; *s; s++) {
+        tpu_topology_t v;
+        if (tpu_topology_parse(*s, &v) == 0 && tpu_topology_equal(&v, t))
+            return true;
+    }
+    if (g->grid_step <= 0)
+        return false;
+    for (int i = 0; i < t->ndims; i++)
+        if (t->dims[i] % g->grid_step != 0 || t->dims[i] > g->grid_max[i])
+            return false;
+    return true;
+}
+
+void tpu_topology_list(const tpu_gen_t *g, char *buf, size_t size)
+{
+    size_t off = 0;
+    if (size)
+        buf[0] = '\0';
+    for (const char *const *s = g->topologies; *s && off < size; s++) {
+        int n = snprintf(buf + off, size - off, "%s%s", off ? ", " : "", *s);
+        if (n < 0)
+            break;
+        off += (size_t)n;
+    }
+    if (g->grid_step > 0 && off < size)
+        snprintf(buf + off, size - off, ", and AxBxC with each a multiple of %d up to %dx%dx%d",
+                 g->grid_step, g->grid_max[0], g->grid_max[1], g->grid_max[2]);
+}
+
+int tpu_topology_for_chips(const tpu_gen_t *g, int chips, tpu_topology_t *out)
+{
+    for (const char *const *s = g->topologies; *s; s++) {
+        tpu_topology_t v;
+        if (tpu_topology_parse(*s, &v) == 0 && tpu_topology_chips(&v) == chips) {
+            *out = v;
+            return 0;
+        }
+    }
+    return CR_ENOENT;
+}
+
+int tpu_pod_type_parse(const char *s, tpu_pod_type_t *out)
+{
+    if (!s)
+        return CR_EPARSE;
+    const char *dash = strrchr(s, '-');
+    char gen[24];
+    if (!dash || dash == s || (size_t)(dash - s) >= sizeof(gen))
+        return CR_EPARSE;
+    memcpy(gen, s, (size_t)(dash - s));
+    gen[dash - s] = '\0';
+    const char *p = dash + 1;
+    int count = parse_dim(&p, TPU_MAX_CHIPS);
+    if (count < 0 || *p != '\0')
+        return CR_EPARSE;
+    for (const char *c = gen; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))
+            return CR_EPARSE;
+    const tpu_gen_t *g = tpu_gen_find(gen);
+    if (!g)
+        return CR_ENOENT;
+    int per = g->pod_counts_cores ? g->cores_per_chip : 1;
+    if (count % per != 0)
+        return CR_EINVAL;
+    out->gen = g;
+    out->count = count;
+    out->chips = count / per;
+    return 0;
+}
+
+void tpu_pod_type_format(const tpu_gen_t *g, int chips, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s-%d", g->name, g->pod_counts_cores ? chips * g->cores_per_chip : chips);
+}
+
+int tpu_host_bounds(const tpu_gen_t *g, const tpu_topology_t *t, tpu_topology_t *host)
+{
+    int chips = tpu_topology_chips(t);
+    if (chips <= g->single_host_chips) {
+        *host = *t;
+        return 0;
+    }
+    tpu_topology_t h = {.ndims = t->ndims, .dims = {2, 2, 1}};
+    if (chips < TPU_CHIPS_PER_HOST)
+        return CR_EINVAL;
+    for (int i = 0; i < t->ndims; i++)
+        if (t->dims[i] % h.dims[i] != 0)
+            return CR_EINVAL;
+    *host = h;
+    return 0;
+}
+
+int tpu_worker_count(const tpu_gen_t *g, const tpu_topology_t *t)
+{
+    tpu_topology_t h;
+    int err = tpu_host_bounds(g, t, &h);
+    return err ? err : tpu_topology_chips(t) / tpu_topology_chips(&h);
+}
+
+int tpu_chip_coords(const tpu_gen_t *g, const tpu_topology_t *t, int worker, int chip,
+                    int coords[TPU_MAX_DIMS])
+{
+    tpu_topology_t h;
+    int err = tpu_host_bounds(g, t, &h);
+    if (err)
+        return err;
+    int nworkers = tpu_topology_chips(t) / tpu_topology_chips(&h);
+    if (worker < 0 || worker >= nworkers || chip < 0 || chip >= tpu_topology_chips(&h))
+        return CR_EINVAL;
+    /* both the host grid and the chips inside a block go x fastest */
+    int w = worker, c = chip;
+    for (int i = 0; i < TPU_MAX_DIMS; i++) {
+        if (i >= t->ndims) {
+            coords[i] = 0;
+            continue;
+        }
+        int blocks = t->dims[i] / h.dims[i];
+        coords[i] = (w % blocks) * h.dims[i] + c % h.dims[i];
+        w /= blocks;
+        c /= h.dims[i];
+    }
+    return 0;
+}
+
+bool tpu_coords_adjacent(const int a[TPU_MAX_DIMS], const int b[TPU_MAX_DIMS])
+{
+    int dist = 0;
+    for (int i = 0; i < TPU_MAX_DIMS; i++)
+        dist += a[i] > b[i] ? a[i] - b[i] : b[i] - a[i];
+    return dist == 1;
+}

@@ -1,0 +1,265 @@
+/* hw/tpu_topology.c: generations, pod types, topologies, host blocks and
+ * chip coordinates. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include "hw/tpu.h"
+#include "base/base.h"
+#include <stdio.h>
+
+static void test_topology_parse(void **state)
+{
+    tpu_topology_t t;
+    assert_int_equal(tpu_topology_parse("4x4", &t), 0);
+    assert_int_equal(t.ndims, 2);
+    assert_int_equal(t.dims[0], 4);
+    assert_int_equal(t.dims[1], 4);
+    assert_int_equal(t.dims[2], 1);
+    assert_int_equal(tpu_topology_chips(&t), 16);
+    assert_int_equal(tpu_topology_parse("2x2x4", &t), 0);
+    assert_int_equal(t.ndims, 3);
+    assert_int_equal(t.dims[2], 4);
+    assert_int_equal(tpu_topology_chips(&t), 16);
+    char buf[32];
+    tpu_topology_format(&t, buf, sizeof(buf));
+    assert_string_equal(buf, "2x2x4");
+
+    static const char *const bad[] = {"",      "4",       "4x",          "x4",   "0x4",     "4X4",
+                                      "04x4",  "-1x4",    "4x4 ",        " 4x4", "4x4x4x4", "4,4",
+                                      "2x2x0", "99999x2", "1024x1024x2", "4xx4", "4x-4",    "+4x4"};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++) {
+        t.ndims = 99;
+        assert_int_equal(tpu_topology_parse(bad[i], &t), CR_EPARSE);
+        assert_int_equal(t.ndims, 99); /* untouched on failure */
+    }
+    assert_int_equal(tpu_topology_parse(NULL, &t), CR_EPARSE);
+}
+
+static void check_valid(const char *gen, const char *topo, bool want)
+{
+    const tpu_gen_t *g = tpu_gen_find(gen);
+    tpu_topology_t t;
+    assert_non_null(g);
+    assert_int_equal(tpu_topology_parse(topo, &t), 0);
+    if (tpu_topology_is_valid(g, &t) != want)
+        fail_msg("%s %s: expected %s", gen, topo, want ? "valid" : "invalid");
+}
+
+static void test_valid_topologies(void **state)
+{
+    check_valid("v6e", "4x4", true);
+    check_valid("v6e", "1x1", true);
+    check_valid("v6e", "2x4", true);
+    check_valid("v6e", "16x16", true);
+    check_valid("v6e", "3x3", false);
+    check_valid("v6e", "4x2", false);
+    check_valid("v6e", "32x32", false);
+    check_valid("v6e", "2x2x1", false); /* v6e is 2D */
+    check_valid("v5e", "8x16", true);
+    check_valid("v5litepod", "2x2", true);
+    check_valid("v5p", "2x2x1", true);
+    check_valid("v5p", "2x2x2", true);
+    check_valid("v5p", "4x4x4", true); /* the grid rule */
+    check_valid("v5p", "16x16x24", true);
+    check_valid("v5p", "4x4x28", false); /* beyond the grid */
+    check_valid("v5p", "4x4x6", false);
+    check_valid("v5p", "4x4", false);
+    check_valid("v4", "12x12x16", true);
+    check_valid("v4", "16x16x16", false);
+    check_valid("v3", "32x32", true);
+    check_valid("v2", "32x32", false);
+    check_valid("v7x", "8x16x16", true);
+    check_valid("v7x", "4x4x12", false); /* no grid rule for v7x */
+
+    char list[512];
+    tpu_topology_list(tpu_gen_find("v6e"), list, sizeof(list));
+    assert_non_null(strstr(list, "4x4"));
+    assert_non_null(strstr(list, "16x16"));
+    assert_null(strstr(list, "3x3"));
+}
+
+static void check_pod(const char *s, int want_err, const char *gen, int chips)
+{
+    tpu_pod_type_t p = {0};
+    int err = tpu_pod_type_parse(s, &p);
+    if (err != want_err)
+        fail_msg("%s: got %d, expected %d", s, err, want_err);
+    if (want_err)
+        return;
+    assert_string_equal(p.gen->name, gen);
+    if (p.chips != chips)
+        fail_msg("%s: %d chips, expected %d", s, p.chips, chips);
+}
+
+static void test_pod_types(void **state)
+{
+    /* v5e and v6e count chips; v2, v3, v4, v5p, v7x count TensorCores */
+    check_pod("v6e-16", 0, "v6e", 16);
+    check_pod("v6e-1", 0, "v6e", 1);
+    check_pod("v5litepod-8", 0, "v5litepod", 8);
+    check_pod("v5e-4", 0, "v5litepod", 4);
+    check_pod("v5p-16", 0, "v5p", 8);
+    check_pod("v5p-8", 0, "v5p", 4);
+    check_pod("v4-32", 0, "v4", 16);
+    check_pod("v3-8", 0, "v3", 4);
+    check_pod("tpu7x-16", 0, "v7x", 8);
+    check_pod("V6E-16", 0, "v6e", 16);
+    check_pod("v5p-15", CR_EINVAL, NULL, 0);
+    check_pod("v9-8", CR_ENOENT, NULL, 0);
+    check_pod("v6e", CR_EPARSE, NULL, 0);
+    check_pod("v6e-", CR_EPARSE, NULL, 0);
+    check_pod("-16", CR_EPARSE, NULL, 0);
+    check_pod("v6e-16x", CR_EPARSE, NULL, 0);
+    check_pod("v6e-016", CR_EPARSE, NULL, 0);
+    check_pod("v6e-0", CR_EPARSE, NULL, 0);
+    check_pod("v6e--16", CR_EPARSE, NULL, 0);
+    check_pod("v 6e-16", CR_EPARSE, NULL, 0);
+    check_pod("", CR_EPARSE, NULL, 0);
+    check_pod(NULL, CR_EPARSE, NULL, 0);
+
+    char buf[32];
+    tpu_pod_type_format(tpu_gen_find("v5p"), 8, buf, sizeof(buf));
+    assert_string_equal(buf, "v5p-16");
+    tpu_pod_type_format(tpu_gen_find("v6e"), 16, buf, sizeof(buf));
+    assert_string_equal(buf, "v6e-16");
+
+    /* a pod type alone implies the usual shape */
+    tpu_topology_t t;
+    assert_int_equal(tpu_topology_for_chips(tpu_gen_find("v6e"), 16, &t), 0);
+    tpu_topology_format(&t, buf, sizeof(buf));
+    assert_string_equal(buf, "4x4");
+    assert_int_equal(tpu_topology_for_chips(tpu_gen_find("v5p"), 8, &t), 0);
+    tpu_topology_format(&t, buf, sizeof(buf));
+    assert_string_equal(buf, "2x2x2");
+    assert_int_equal(tpu_topology_for_chips(tpu_gen_find("v6e"), 9, &t), CR_ENOENT);
+}
+
+static void test_generations(void **state)
+{
+    assert_string_equal(tpu_gen_by_pci(0x006f)->sku, "TPU-V6E");
+    assert_string_equal(tpu_gen_by_pci(0x0062)->sku, "TPU-V5P");
+    assert_string_equal(tpu_gen_by_pci(0x0063)->sku, "TPU-V5LITEPOD");
+    assert_string_equal(tpu_gen_by_pci(0x005e)->sku, "TPU-V4");
+    assert_string_equal(tpu_gen_by_pci(0x0027)->sku, "TPU-V3");
+    assert_null(tpu_gen_by_pci(0x1234));
+    assert_ptr_equal(tpu_gen_find("TPU-V6E"), tpu_gen_find("v6e"));
+    assert_null(tpu_gen_find("v8"));
+    assert_int_equal(tpu_gen_find("v5p")->cores_per_chip, 2);
+    assert_int_equal(tpu_gen_find("v6e")->cores_per_chip, 1);
+    /* every generation's own table entries are valid shapes of it */
+    size_t n;
+    const tpu_gen_t *gens = tpu_gens(&n);
+    assert_true(n >= 6);
+    for (size_t i = 0; i < n; i++)
+        for (const char *const *s = gens[i].topologies; *s; s++) {
+            tpu_topology_t t;
+            assert_int_equal(tpu_topology_parse(*s, &t), 0);
+            assert_true(tpu_topology_is_valid(&gens[i], &t));
+            assert_int_equal(t.ndims, gens[i].ndims);
+        }
+}
+
+static void test_hosts(void **state)
+{
+    tpu_topology_t t, h;
+    char buf[32];
+    assert_int_equal(tpu_topology_parse("4x4", &t), 0);
+    assert_int_equal(tpu_host_bounds(tpu_gen_find("v6e"), &t, &h), 0);
+    tpu_topology_format(&h, buf, sizeof(buf));
+    assert_string_equal(buf, "2x2");
+    assert_int_equal(tpu_worker_count(tpu_gen_find("v6e"), &t), 4);
+    /* v6e slices up to 8 chips are one host */
+    assert_int_equal(tpu_topology_parse("2x4", &t), 0);
+    assert_int_equal(tpu_worker_count(tpu_gen_find("v6e"), &t), 1);
+    assert_int_equal(tpu_topology_parse("1x1", &t), 0);
+    assert_int_equal(tpu_worker_count(tpu_gen_find("v6e"), &t), 1);
+    assert_int_equal(tpu_topology_parse("2x8", &t), 0);
+    assert_int_equal(tpu_worker_count(tpu_gen_find("v6e"), &t), 4);
+    assert_int_equal(tpu_topology_parse("2x2x2", &t), 0);
+    assert_int_equal(tpu_host_bounds(tpu_gen_find("v5p"), &t, &h), 0);
+    tpu_topology_format(&h, buf, sizeof(buf));
+    assert_string_equal(buf, "2x2x1");
+    assert_int_equal(tpu_worker_count(tpu_gen_find("v5p"), &t), 2);
+    assert_int_equal(tpu_topology_parse("4x4x4", &t), 0);
+    assert_int_equal(tpu_worker_count(tpu_gen_find("v5p"), &t), 16);
+    /* a shape that does not split into 2x2 blocks */
+    assert_int_equal(tpu_topology_parse("3x3", &t), 0);
+    assert_int_equal(tpu_worker_count(tpu_gen_find("v2"), &t), CR_EINVAL);
+}
+
+static void coords_of(const char *gen, const char *topo, int w, int c, int x, int y, int z)
+{
+    tpu_topology_t t;
+    int co[3] = {-1, -1, -1};
+    assert_int_equal(tpu_topology_parse(topo, &t), 0);
+    assert_int_equal(tpu_chip_coords(tpu_gen_find(gen), &t, w, c, co), 0);
+    if (co[0] != x || co[1] != y || co[2] != z)
+        fail_msg("%s %s worker %d chip %d: (%d,%d,%d), expected (%d,%d,%d)", gen, topo, w, c, co[0],
+                 co[1], co[2], x, y, z);
+}
+
+static void test_coords(void **state)
+{
+    /* MACHINES.md: host wK of v6e 4x4 holds x in {2(K%2), +1}, y in {2(K/2), +1} */
+    coords_of("v6e", "4x4", 0, 0, 0, 0, 0);
+    coords_of("v6e", "4x4", 0, 1, 1, 0, 0);
+    coords_of("v6e", "4x4", 0, 2, 0, 1, 0);
+    coords_of("v6e", "4x4", 1, 0, 2, 0, 0);
+    coords_of("v6e", "4x4", 2, 1, 1, 2, 0);
+    coords_of("v6e", "4x4", 3, 3, 3, 3, 0);
+    /* v5p 2x2x2: host wK holds z = K */
+    coords_of("v5p", "2x2x2", 1, 0, 0, 0, 1);
+    coords_of("v5p", "2x2x2", 1, 3, 1, 1, 1);
+    /* a single 8-chip v6e host: x fastest over its 2x4 block */
+    coords_of("v6e", "2x4", 0, 5, 1, 2, 0);
+
+    /* every shape of every generation: each chip of the slice exactly once */
+    size_t n;
+    const tpu_gen_t *gens = tpu_gens(&n);
+    for (size_t i = 0; i < n; i++) {
+        for (const char *const *s = gens[i].topologies; *s; s++) {
+            tpu_topology_t t, h;
+            assert_int_equal(tpu_topology_parse(*s, &t), 0);
+            if (tpu_host_bounds(&gens[i], &t, &h) != 0)
+                continue;
+            int chips = tpu_topology_chips(&t), per = tpu_topology_chips(&h);
+            int workers = tpu_worker_count(&gens[i], &t);
+            assert_int_equal(workers * per, chips);
+            unsigned char *seen = cr_calloc((size_t)chips, 1);
+            for (int w = 0; w < workers; w++)
+                for (int c = 0; c < per; c++) {
+                    int co[3];
+                    assert_int_equal(tpu_chip_coords(&gens[i], &t, w, c, co), 0);
+                    for (int d = 0; d < 3; d++)
+                        assert_true(co[d] >= 0 && co[d] < t.dims[d]);
+                    int lin = co[0] + t.dims[0] * (co[1] + t.dims[1] * co[2]);
+                    assert_int_equal(seen[lin], 0);
+                    seen[lin] = 1;
+                }
+            free(seen);
+        }
+    }
+    tpu_topology_t t;
+    int co[3];
+    assert_int_equal(tpu_topology_parse("4x4", &t), 0);
+    assert_int_equal(tpu_chip_coords(tpu_gen_find("v6e"), &t, 4, 0, co), CR_EINVAL);
+    assert_int_equal(tpu_chip_coords(tpu_gen_find("v6e"), &t, 0, 4, co), CR_EINVAL);
+    assert_int_equal(tpu_chip_coords(tpu_gen_find("v6e"), &t, -1, 0, co), CR_EINVAL);
+
+    int a[3] = {0, 0, 0}, b[3] = {1, 0, 0}, c[3] = {1, 1, 0}, d[3] = {0, 0, 1};
+    assert_true(tpu_coords_adjacent(a, b));
+    assert_true(tpu_coords_adjacent(a, d));
+    assert_false(tpu_coords_adjacent(a, c));
+    assert_false(tpu_coords_adjacent(a, a));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_topology_parse), cmocka_unit_test(test_valid_topologies),
+        cmocka_unit_test(test_pod_types),      cmocka_unit_test(test_generations),
+        cmocka_unit_test(test_hosts),          cmocka_unit_test(test_coords),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
