@@ -5,8 +5,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-/* fixture.h's path joins trip gcc's truncation analysis once inlined here */
-#pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "tests/unit/fixture.h"
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -84,7 +84,7 @@ static void check_pod(const char *s, int want_err, const char *gen, int chips)
     tpu_pod_type_t p = {0};
     int err = tpu_pod_type_parse(s, &p);
     if (err != want_err)
-        fail_msg("%s: got %d, expected %d", s, err, want_err);
+        fail_msg("%s: got %d, expected %d", s ? s : "(null)", err, want_err);
     if (want_err)
         return;
     assert_string_equal(p.gen->name, gen);
