@@ -178,6 +178,9 @@ int cli_hw(int argc, char **argv)
         } else {
             for (size_t i = 0; i < env.vars.n; i++)
                 printf("%s=%s\n", env.vars.v[i].key, env.vars.v[i].value);
+            if (env.vars.n == 0)
+                fprintf(stderr, "corral hw: no variable is needed: the devices given are all "
+                                "the node has, or it has none\n");
         }
         free(msg);
         cr_envlist_free(&env);
