@@ -17,8 +17,9 @@ static const hw_gaudi_type_t types[] = {
 /* HLS-1: 10 x 100GbE per chip, 7 to peers (1 each). HLS-2 (HLS-Gaudi2):
  * 24 x 100GbE, 21 to peers (3 each). HLS-3: 24 x 200GbE, 21 to peers. */
 static const hw_gaudi_fabric_t fabrics[] = {
-    {"GAUDI", 8, 1, 12.5},   {"GAUDI2", 8, 3, 12.5},  {"GAUDI2B", 8, 3, 12.5},
-    {"GAUDI2C", 8, 3, 12.5}, {"GAUDI2D", 8, 3, 12.5}, {"GAUDI3", 8, 3, 25.0},
+    {"GAUDI", 8, 1, 12.5},   {"GAUDI SEC", 8, 1, 12.5}, {"GAUDI2", 8, 3, 12.5},
+    {"GAUDI2B", 8, 3, 12.5}, {"GAUDI2C", 8, 3, 12.5},   {"GAUDI2D", 8, 3, 12.5},
+    {"GAUDI3", 8, 3, 25.0},
 };
 
 static const struct status_row {
