@@ -113,11 +113,12 @@ static void collect(const char *root, card_vec_t *cards)
         card_t c = {0};
         cr_strlcpy(c.name, names[i], sizeof(c.name));
         cr_strlcpy(c.pci, pci, sizeof(c.pci));
-        /* vendor decides whether the card is ours at all: read it first */
+        /* vendor decides whether the card is ours at all: a card whose
+         * vendor cannot be read is nobody's to warn about */
         char vpath[96];
         uint64_t vendor;
         snprintf(vpath, sizeof(vpath), "/sys/bus/pci/devices/%s/vendor", pci);
-        if (cr_read_u64(root, vpath, 16, &vendor) == 0 && vendor != INTEL_PCI_VENDOR)
+        if (cr_read_u64(root, vpath, 16, &vendor) != 0 || vendor != INTEL_PCI_VENDOR)
             continue;
         if (hw_pci_attr_read(root, pci, &c.attr, c.why, sizeof(c.why)) == 0 &&
             (c.attr.class_code >> 16) != PCI_BASE_CLASS_DISPLAY)

@@ -204,6 +204,9 @@ static void test_igpu_and_foreign_cards(void **state)
     add_card(root, "card3", "0000:03:00.0", "0x1a03", "0x2000", "0x030000");
     add_card(root, "card4", "0000:05:00.0", "0x8086", "0x1572", "0x020000"); /* a NIC */
     tree_sh(root, "mkdir sys/class/drm/card0-DP-1");
+    /* a card whose PCI files are missing altogether is nobody's */
+    tree_sh(root, "mkdir -p sys/class/drm/card5 && ln -s ../../../bus/pci/devices/0000:07:00.0 "
+                  "sys/class/drm/card5/device");
     cr_node_t *n = discover(&f, root);
     assert_int_equal(n->devices.n, 2);
     assert_int_equal(n->warnings.n, 0);
