@@ -53,8 +53,7 @@ typedef struct hw_kfd_membank {
 
 /* Parse one properties file into the typed view; CR_EPARSE with why on a
  * malformed file, a missing required key or a value out of range. */
-int hw_kfd_node_parse(const char *text, size_t len, hw_kfd_node_t *out, char *why,
-                      size_t whysize);
+int hw_kfd_node_parse(const char *text, size_t len, hw_kfd_node_t *out, char *why, size_t whysize);
 int hw_kfd_iolink_parse(const char *text, size_t len, hw_kfd_iolink_t *out, char *why,
                         size_t whysize);
 int hw_kfd_membank_parse(const char *text, size_t len, hw_kfd_membank_t *out, char *why,

@@ -280,8 +280,10 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
             bool is_gpu;
             if (!node_kind_known(env->root, ids[i], &is_gpu)) {
                 /* every later GPU's HIP index depends on this node's kind */
-                cr_node_warn(node, "amd: %s; GPUs from KFD node %u on are off because their "
-                             "HIP index is unknown", why, ids[i]);
+                cr_node_warn(node,
+                             "amd: %s; GPUs from KFD node %u on are off because their "
+                             "HIP index is unknown",
+                             why, ids[i]);
                 break;
             }
             if (is_gpu) {
@@ -301,8 +303,7 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
         g->p = p;
         uint64_t memory;
         if (read_memory(env->root, ids[i], &memory, why) != 0 ||
-            read_xgmi(env->root, g, why) != 0 ||
-            add_device(env, node, g, memory, driver, why) != 0)
+            read_xgmi(env->root, g, why) != 0 || add_device(env, node, g, memory, driver, why) != 0)
             cr_node_warn(node, "amd: %s; GPU %d is off", why, g->hip_index);
     }
     add_links(node, &gpus);

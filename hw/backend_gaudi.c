@@ -55,8 +55,8 @@ static bool is_class_entry(const char *name, const char *prefix)
 }
 
 /* Reads one attribute; on failure why is the whole warning. */
-static int read_attr(const char *root, const char *dev, const char *attr, char *buf,
-                     size_t size, const char *expected, char *why)
+static int read_attr(const char *root, const char *dev, const char *attr, char *buf, size_t size,
+                     const char *expected, char *why)
 {
     char path[256];
     snprintf(path, sizeof(path), "%s/%s", dev, attr);
@@ -81,8 +81,8 @@ static int read_module(const char *root, const char *dev, module_t *m, char *why
     if (!err)
         err = read_attr(root, dev, "pci_addr", m->pci, sizeof(m->pci), "a PCI address", why);
     if (!err && !hw_pci_addr_valid(m->pci)) {
-        snprintf(why, WHY_SIZE, "%s/pci_addr: '%s'; expected a PCI address like 0000:19:00.0",
-                 dev, m->pci);
+        snprintf(why, WHY_SIZE, "%s/pci_addr: '%s'; expected a PCI address like 0000:19:00.0", dev,
+                 m->pci);
         err = CR_EPARSE;
     }
     if (!err)
@@ -142,8 +142,10 @@ static size_t collect(const cr_hw_env_t *env, cr_node_t *node, module_vec_t *mod
             int err = read_module(env->root, dev, &m, why);
             for (size_t k = 0; err >= 0 && k < mods->n; k++)
                 if (mods->v[k].id == m.id) {
-                    snprintf(why, WHY_SIZE, "%s/module_id: module %d is also %s's; expected "
-                             "one device per module id", dev, m.id, mods->v[k].pci);
+                    snprintf(why, WHY_SIZE,
+                             "%s/module_id: module %d is also %s's; expected "
+                             "one device per module id",
+                             dev, m.id, mods->v[k].pci);
                     err = CR_EEXIST;
                 }
             if (err < 0) {

@@ -4,23 +4,31 @@
 
 /* One row per board; device types the driver prints for variants of a
  * generation (GAUDI2B, GAUDI2C, ...) share its facts. */
+/* clang-format off */
 static const hw_gaudi_type_t types[] = {
-    {"GAUDI", "HL-205", 32ull << 30, 8},
-    {"GAUDI SEC", "HL-205", 32ull << 30, 8},
-    {"GAUDI2", "HL-225", 96ull << 30, 24},
-    {"GAUDI2B", "HL-225B", 96ull << 30, 24},
-    {"GAUDI2C", "HL-225C", 96ull << 30, 24},
-    {"GAUDI2D", "HL-225D", 96ull << 30, 24},
-    {"GAUDI3", "HL-325L", 128ull << 30, 64},
+    {"GAUDI",     "HL-205",  32ull << 30,  8},
+    {"GAUDI SEC", "HL-205",  32ull << 30,  8},
+    {"GAUDI2",    "HL-225",  96ull << 30,  24},
+    {"GAUDI2B",   "HL-225B", 96ull << 30,  24},
+    {"GAUDI2C",   "HL-225C", 96ull << 30,  24},
+    {"GAUDI2D",   "HL-225D", 96ull << 30,  24},
+    {"GAUDI3",    "HL-325L", 128ull << 30, 64},
 };
+/* clang-format on */
 
 /* HLS-1: 10 x 100GbE per chip, 7 to peers (1 each). HLS-2 (HLS-Gaudi2):
  * 24 x 100GbE, 21 to peers (3 each). HLS-3: 24 x 200GbE, 21 to peers. */
+/* clang-format off */
 static const hw_gaudi_fabric_t fabrics[] = {
-    {"GAUDI", 8, 1, 12.5},   {"GAUDI SEC", 8, 1, 12.5}, {"GAUDI2", 8, 3, 12.5},
-    {"GAUDI2B", 8, 3, 12.5}, {"GAUDI2C", 8, 3, 12.5},   {"GAUDI2D", 8, 3, 12.5},
-    {"GAUDI3", 8, 3, 25.0},
+    {"GAUDI",     8, 1, 12.5},
+    {"GAUDI SEC", 8, 1, 12.5},
+    {"GAUDI2",    8, 3, 12.5},
+    {"GAUDI2B",   8, 3, 12.5},
+    {"GAUDI2C",   8, 3, 12.5},
+    {"GAUDI2D",   8, 3, 12.5},
+    {"GAUDI3",    8, 3, 25.0},
 };
+/* clang-format on */
 
 static const struct status_row {
     const char *status;

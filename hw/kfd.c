@@ -45,8 +45,10 @@ static int parse_line(const char *s, size_t n, unsigned lineno, hw_kfd_props_t *
         i++;
     size_t klen = i - k0;
     if (klen == 0 || klen >= HW_KFD_KEY_MAX || i == n || !is_blank(s[i])) {
-        snprintf(why, whysize, "line %u: expected '<key> <unsigned number>' with a lower-case "
-                 "key of at most %d characters", lineno, HW_KFD_KEY_MAX - 1);
+        snprintf(why, whysize,
+                 "line %u: expected '<key> <unsigned number>' with a lower-case "
+                 "key of at most %d characters",
+                 lineno, HW_KFD_KEY_MAX - 1);
         return CR_EPARSE;
     }
     while (i < n && is_blank(s[i]))
@@ -66,14 +68,13 @@ static int parse_line(const char *s, size_t n, unsigned lineno, hw_kfd_props_t *
     while (i < n && is_blank(s[i]))
         i++;
     if (dlen == 0 || i != n) {
-        snprintf(why, whysize, "line %u: expected an unsigned decimal number after '%.*s'",
-                 lineno, (int)klen, s + k0);
+        snprintf(why, whysize, "line %u: expected an unsigned decimal number after '%.*s'", lineno,
+                 (int)klen, s + k0);
         return CR_EPARSE;
     }
     for (size_t e = 0; e < out->n; e++)
         if (strlen(out->v[e].key) == klen && memcmp(out->v[e].key, s + k0, klen) == 0) {
-            snprintf(why, whysize, "line %u: key '%.*s' appears twice", lineno, (int)klen,
-                     s + k0);
+            snprintf(why, whysize, "line %u: key '%.*s' appears twice", lineno, (int)klen, s + k0);
             return CR_EPARSE;
         }
     if (out->n == HW_KFD_MAX_KEYS) {
@@ -87,8 +88,7 @@ static int parse_line(const char *s, size_t n, unsigned lineno, hw_kfd_props_t *
     return 0;
 }
 
-int hw_kfd_props_parse(const char *text, size_t len, hw_kfd_props_t *out, char *why,
-                       size_t whysize)
+int hw_kfd_props_parse(const char *text, size_t len, hw_kfd_props_t *out, char *why, size_t whysize)
 {
     if (memchr(text, '\0', len)) {
         snprintf(why, whysize, "contains a NUL byte; expected text");
@@ -114,12 +114,13 @@ enum { OPTIONAL = 0, REQUIRED = 1, REQUIRED_GPU = 2 };
 
 typedef struct field {
     const char *key;
-    size_t off;      /* of a uint64_t in the view */
+    size_t off; /* of a uint64_t in the view */
     int need;
     uint64_t min, max;
-    size_t present;  /* offset of a bool set when the key was there, or 0 */
+    size_t present; /* offset of a bool set when the key was there, or 0 */
 } field_t;
 
+/* clang-format off */
 #define NODE_F(k, need, lo, hi) {#k, offsetof(hw_kfd_node_t, k), need, lo, hi, 0}
 static const field_t node_fields[] = {
     NODE_F(cpu_cores_count, OPTIONAL, 0, UINT32_MAX),
@@ -141,10 +142,14 @@ static const field_t node_fields[] = {
 
 #define LINK_F(k, need) {#k, offsetof(hw_kfd_iolink_t, k), need, 0, UINT32_MAX, 0}
 static const field_t iolink_fields[] = {
-    LINK_F(type, REQUIRED),          LINK_F(node_from, REQUIRED),
-    LINK_F(node_to, REQUIRED),       LINK_F(weight, REQUIRED),
-    LINK_F(min_bandwidth, OPTIONAL), LINK_F(max_bandwidth, OPTIONAL),
+    LINK_F(type, REQUIRED),
+    LINK_F(node_from, REQUIRED),
+    LINK_F(node_to, REQUIRED),
+    LINK_F(weight, REQUIRED),
+    LINK_F(min_bandwidth, OPTIONAL),
+    LINK_F(max_bandwidth, OPTIONAL),
 };
+/* clang-format on */
 
 static const field_t membank_fields[] = {
     {"heap_type", offsetof(hw_kfd_membank_t, heap_type), OPTIONAL, 0, UINT32_MAX, 0},
@@ -199,8 +204,7 @@ static bool node_is_gpu(const hw_kfd_props_t *p)
     return hw_kfd_props_get(p, "simd_count", &simd) && simd > 0;
 }
 
-int hw_kfd_node_parse(const char *text, size_t len, hw_kfd_node_t *out, char *why,
-                      size_t whysize)
+int hw_kfd_node_parse(const char *text, size_t len, hw_kfd_node_t *out, char *why, size_t whysize)
 {
     return parse_view(text, len, node_fields, CR_ARRAY_SIZE(node_fields), out, sizeof(*out),
                       node_is_gpu, why, whysize);
@@ -216,6 +220,6 @@ int hw_kfd_iolink_parse(const char *text, size_t len, hw_kfd_iolink_t *out, char
 int hw_kfd_membank_parse(const char *text, size_t len, hw_kfd_membank_t *out, char *why,
                          size_t whysize)
 {
-    return parse_view(text, len, membank_fields, CR_ARRAY_SIZE(membank_fields), out,
-                      sizeof(*out), NULL, why, whysize);
+    return parse_view(text, len, membank_fields, CR_ARRAY_SIZE(membank_fields), out, sizeof(*out),
+                      NULL, why, whysize);
 }

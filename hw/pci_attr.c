@@ -60,8 +60,7 @@ int hw_pci_attr_read(const char *root, const char *addr, hw_pci_attr_t *out, cha
     if (!err && (numa < -1 || numa > 4095))
         err = CR_ERANGE;
     if (err) {
-        snprintf(why, whysize, "%s: %s; expected a NUMA node number or -1", path,
-                 cr_strerror(err));
+        snprintf(why, whysize, "%s: %s; expected a NUMA node number or -1", path, cr_strerror(err));
         return err;
     }
     out->numa = (int)numa;

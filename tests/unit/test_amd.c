@@ -14,9 +14,8 @@
 #include "hw/amd_kfd.h"
 #include <sys/stat.h>
 
-static const char *const pcis[8] = {"0000:05:00.0", "0000:26:00.0", "0000:46:00.0",
-                                    "0000:65:00.0", "0000:85:00.0", "0000:a5:00.0",
-                                    "0000:c5:00.0", "0000:e5:00.0"};
+static const char *const pcis[8] = {"0000:05:00.0", "0000:26:00.0", "0000:46:00.0", "0000:65:00.0",
+                                    "0000:85:00.0", "0000:a5:00.0", "0000:c5:00.0", "0000:e5:00.0"};
 #define KFD "/sys/class/kfd/kfd/topology/nodes"
 
 /* ---- a writable copy of the fixture tree ---- */
@@ -130,8 +129,7 @@ static void test_props_parser(void **state)
     };
     for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++) {
         hw_kfd_props_t q = {0};
-        assert_int_equal(hw_kfd_props_parse(bad[i].text, strlen(bad[i].text), &q, why,
-                                            sizeof(why)),
+        assert_int_equal(hw_kfd_props_parse(bad[i].text, strlen(bad[i].text), &q, why, sizeof(why)),
                          CR_EPARSE);
         if (!strstr(why, bad[i].why))
             fail_msg("case %zu: '%s' lacks '%s'", i, why, bad[i].why);
@@ -164,8 +162,7 @@ static void test_typed_views(void **state)
     assert_int_equal(hw_kfd_iolink_parse("type 11\n", 8, &l, why, sizeof(why)), CR_EPARSE);
     assert_non_null(strstr(why, "node_from"));
     hw_kfd_membank_t b;
-    assert_int_equal(hw_kfd_membank_parse("heap_type 1\n", 12, &b, why, sizeof(why)),
-                     CR_EPARSE);
+    assert_int_equal(hw_kfd_membank_parse("heap_type 1\n", 12, &b, why, sizeof(why)), CR_EPARSE);
     assert_non_null(strstr(why, "size_in_bytes"));
 }
 

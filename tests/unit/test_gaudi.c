@@ -202,8 +202,8 @@ static void test_broken_module_id(void **state)
     cr_node_t *n = discover(&f, root);
     assert_int_equal(n->devices.n, 7);
     assert_int_equal(n->warnings.n, 1);
-    assert_int_equal(count_warnings(n, "/sys/class/accel/accel0/device/module_id",
-                                    "accel0 is off"), 1);
+    assert_int_equal(count_warnings(n, "/sys/class/accel/accel0/device/module_id", "accel0 is off"),
+                     1);
     assert_int_equal(count_warnings(n, "'two'", "module id from 0 to"), 1);
     assert_int_equal(hw_device_find(n, "gaudi", 2), -1);
     assert_int_equal(n->links.n, 21);
@@ -219,7 +219,7 @@ static void test_duplicate_module_and_bad_addr(void **state)
     char root[64];
     fixture_open(&f, "gaudi2-8");
     tree_copy(&f, root, sizeof(root));
-    tree_write(root, PCI "0000:1a:00.0/module_id", "2\n");       /* accel1 claims 2 too */
+    tree_write(root, PCI "0000:1a:00.0/module_id", "2\n");         /* accel1 claims 2 too */
     tree_write(root, PCI "0000:9b:00.0/pci_addr", "0000:9b:00\n"); /* accel4 */
     cr_node_t *n = discover(&f, root);
     assert_int_equal(n->devices.n, 6);

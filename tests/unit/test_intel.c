@@ -106,8 +106,10 @@ static void add_card(const char *root, const char *card, const char *pci, const 
     tree_write(root, rel, device);
     snprintf(rel, sizeof(rel), PCI "%s/class", pci);
     tree_write(root, rel, class_code);
-    snprintf(cmd, sizeof(cmd), "mkdir -p sys/class/drm/%s && ln -s ../../../bus/pci/devices/%s "
-             "sys/class/drm/%s/device", card, pci, card);
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p sys/class/drm/%s && ln -s ../../../bus/pci/devices/%s "
+             "sys/class/drm/%s/device",
+             card, pci, card);
     tree_sh(root, cmd);
 }
 
@@ -139,8 +141,7 @@ static void test_devices(void **state)
         assert_int_equal(d->health, CR_HEALTH_OK);
     }
     assert_true(resource(n, "GPU") == 2 * CR_QTY_ONE);
-    assert_string_equal(cr_node_get_label(n, "corral.io/accelerator-type"),
-                        "Intel-GPU-Max-1100");
+    assert_string_equal(cr_node_get_label(n, "corral.io/accelerator-type"), "Intel-GPU-Max-1100");
     hw_node_free(n);
     fixture_close(&f);
 }
@@ -232,8 +233,8 @@ static void test_broken_files(void **state)
     cr_node_t *n = discover(&f, root);
     assert_int_equal(n->devices.n, 1);
     assert_int_equal(n->warnings.n, 1);
-    assert_int_equal(count_warnings(n, "/sys/class/drm/card0/lmem_total_bytes",
-                                    "expected a size in bytes"), 1);
+    assert_int_equal(
+        count_warnings(n, "/sys/class/drm/card0/lmem_total_bytes", "expected a size in bytes"), 1);
     assert_int_equal(count_warnings(n, "card0 (GPU 0) is off", NULL), 1);
     /* the other card keeps its Level Zero index */
     assert_string_equal(n->devices.v[0].isolation_id, "1");
@@ -253,10 +254,8 @@ static void test_broken_files(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_devices),
-        cmocka_unit_test(test_isolation),
-        cmocka_unit_test(test_xe_tiles),
-        cmocka_unit_test(test_igpu_and_foreign_cards),
+        cmocka_unit_test(test_devices),      cmocka_unit_test(test_isolation),
+        cmocka_unit_test(test_xe_tiles),     cmocka_unit_test(test_igpu_and_foreign_cards),
         cmocka_unit_test(test_broken_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
