@@ -346,6 +346,71 @@ static int isolate(const cr_hw_env_t *env, const cr_node_t *node, const int *dev
     return err;
 }
 
+/* ---- telemetry: what amdgpu publishes on the PCI device ---- */
+
+static double read_scaled(const char *root, const char *path, double scale)
+{
+    int64_t v;
+    if (cr_read_i64(root, path, 10, &v) != 0 || v < 0)
+        return -1;
+    return (double)v / scale;
+}
+
+/* The hottest sensor that matters: hwmon's "junction" (the die, what
+ * MI300 reports), else "edge", else temp1. Millidegrees in the file. */
+static double read_temperature(const char *root, const char *hwmon)
+{
+    static const char *const prefer[] = {"junction", "edge"};
+    char path[256], label[32];
+    for (size_t p = 0; p < CR_ARRAY_SIZE(prefer); p++)
+        for (int t = 1; t <= 4; t++) {
+            snprintf(path, sizeof(path), "%s/temp%d_label", hwmon, t);
+            if (cr_read_file(root, path, label, sizeof(label)) == 0 &&
+                strcmp(label, prefer[p]) == 0) {
+                snprintf(path, sizeof(path), "%s/temp%d_input", hwmon, t);
+                return read_scaled(root, path, 1000.0);
+            }
+        }
+    snprintf(path, sizeof(path), "%s/temp1_input", hwmon);
+    return read_scaled(root, path, 1000.0);
+}
+
+static int telemetry(const cr_hw_env_t *env, const cr_node_t *node, int dev, cr_telemetry_t *out)
+{
+    if (dev < 0 || (size_t)dev >= node->devices.n || !node->devices.v[dev].pci[0])
+        return CR_ENODEV;
+    const cr_device_t *d = &node->devices.v[dev];
+    char dir[96], path[256];
+    out->utilization_pct = out->power_w = out->temperature_c = -1;
+    out->memory_used = 0;
+    out->health = d->health;
+    snprintf(dir, sizeof(dir), "/sys/bus/pci/devices/%s", d->pci);
+    snprintf(path, sizeof(path), "%s/gpu_busy_percent", dir);
+    out->utilization_pct = read_scaled(env->root, path, 1.0);
+    uint64_t used;
+    snprintf(path, sizeof(path), "%s/mem_info_vram_used", dir);
+    if (cr_read_u64(env->root, path, 10, &used) == 0)
+        out->memory_used = used;
+    char **names;
+    size_t n;
+    snprintf(path, sizeof(path), "%s/hwmon", dir);
+    if (cr_list_dir(env->root, path, &names, &n) == 0) {
+        if (n) {
+            char hwmon[192];
+            snprintf(hwmon, sizeof(hwmon), "%s/hwmon/%s", dir, names[0]);
+            out->temperature_c = read_temperature(env->root, hwmon);
+            /* microwatts; older kernels average, newer (MI300) report input */
+            snprintf(path, sizeof(path), "%s/power1_average", hwmon);
+            out->power_w = read_scaled(env->root, path, 1e6);
+            snprintf(path, sizeof(path), "%s/power1_input", hwmon);
+            if (out->power_w < 0)
+                out->power_w = read_scaled(env->root, path, 1e6);
+        }
+        cr_free_strv(names, n);
+    }
+    return 0;
+}
+
 const cr_accel_component_t hw_backend_amd = {
     .abi_version = CR_ACCEL_ABI_VERSION,
     .name = "amd",
@@ -354,4 +419,5 @@ const cr_accel_component_t hw_backend_amd = {
     .priority = 50,
     .probe = probe,
     .isolate = isolate,
+    .telemetry = telemetry,
 };

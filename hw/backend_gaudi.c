@@ -228,6 +228,21 @@ static int isolate(const cr_hw_env_t *env, const cr_node_t *node, const int *dev
     return err;
 }
 
+/* Health as the driver sees it now; the rest is not in sysfs. */
+static int telemetry(const cr_hw_env_t *env, const cr_node_t *node, int dev, cr_telemetry_t *out)
+{
+    if (dev < 0 || (size_t)dev >= node->devices.n || !node->devices.v[dev].pci[0])
+        return CR_ENODEV;
+    char path[96], buf[64], why[128];
+    out->utilization_pct = out->power_w = out->temperature_c = -1;
+    out->memory_used = 0;
+    snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/status", node->devices.v[dev].pci);
+    if (cr_read_file(env->root, path, buf, sizeof(buf)) != 0 ||
+        hw_gaudi_parse_status(buf, &out->health, why, sizeof(why)) != 0)
+        out->health = CR_HEALTH_UNKNOWN;
+    return 0;
+}
+
 const cr_accel_component_t hw_backend_gaudi = {
     .abi_version = CR_ACCEL_ABI_VERSION,
     .name = "gaudi",
@@ -236,4 +251,5 @@ const cr_accel_component_t hw_backend_gaudi = {
     .priority = 50,
     .probe = probe,
     .isolate = isolate,
+    .telemetry = telemetry,
 };

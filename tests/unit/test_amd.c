@@ -367,6 +367,36 @@ static void test_no_kfd(void **state)
     fixture_close(&f);
 }
 
+static void test_telemetry(void **state)
+{
+    fixture_env_t f;
+    fixture_open(&f, "mi300x-8");
+    cr_node_t *n = discover(&f, NULL);
+    const cr_accel_component_t *c = hw_component_find("amd");
+    assert_non_null(c->telemetry);
+    cr_hw_env_t env = {.root = f.root, .getenv = fixture_getenv, .getenv_ctx = &f};
+    cr_telemetry_t t;
+    assert_int_equal(c->telemetry(&env, n, 3, &t), 0);
+    assert_true(t.utilization_pct == 15.0);
+    assert_true(t.memory_used == 4ull << 30);
+    assert_true(t.temperature_c == 43.0); /* junction, not mem */
+    assert_true(t.power_w == 153.0);
+    assert_int_equal(t.health, CR_HEALTH_OK);
+    assert_int_equal(c->telemetry(&env, n, 8, &t), CR_ENODEV);
+    /* nothing published: unknown, not zero */
+    char root[64];
+    tree_copy(&f, root, sizeof(root));
+    tree_sh(root, "rm -r sys/bus/pci/devices/0000:05:00.0/hwmon "
+                  "sys/bus/pci/devices/0000:05:00.0/gpu_busy_percent");
+    env.root = root;
+    assert_int_equal(c->telemetry(&env, n, 0, &t), 0);
+    assert_true(t.utilization_pct == -1 && t.temperature_c == -1 && t.power_w == -1);
+    assert_true(t.memory_used == 1ull << 30);
+    tree_remove(root);
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_broken_bank_and_link),
         cmocka_unit_test(test_numeric_order_and_link_count),
         cmocka_unit_test(test_no_kfd),
+        cmocka_unit_test(test_telemetry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

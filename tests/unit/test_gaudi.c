@@ -250,6 +250,18 @@ static void test_status(void **state)
     assert_int_equal(count_warnings(n, "accel6/device/status", "'on fire'"), 1);
     assert_int_equal(count_warnings(n, "device 3 (Gaudi2) is unhealthy", NULL), 1);
     assert_true(resource(n, "HPU") == 7 * CR_QTY_ONE);
+    /* telemetry reads the status as it is now */
+    const cr_accel_component_t *c = hw_component_find("gaudi");
+    cr_hw_env_t env = {.root = root, .getenv = fixture_getenv, .getenv_ctx = &f};
+    cr_telemetry_t t;
+    assert_int_equal(c->telemetry(&env, n, 3, &t), 0);
+    assert_int_equal(t.health, CR_HEALTH_UNHEALTHY);
+    tree_write(root, PCI "0000:1a:00.0/status", "operational\n");
+    assert_int_equal(c->telemetry(&env, n, 3, &t), 0);
+    assert_int_equal(t.health, CR_HEALTH_OK);
+    assert_true(t.utilization_pct == -1);
+    assert_int_equal(c->telemetry(&env, n, 4, &t), 0);
+    assert_int_equal(t.health, CR_HEALTH_UNKNOWN);
     hw_node_free(n);
     tree_remove(root);
     fixture_close(&f);
