@@ -62,7 +62,7 @@ static int read_attr(const char *root, const char *dev, const char *attr, char *
     snprintf(path, sizeof(path), "%s/%s", dev, attr);
     int err = cr_read_file(root, path, buf, size);
     if (err)
-        snprintf(why, WHY_SIZE, "%s: %s; expected %s", path, cr_strerror(err), expected);
+        say(why, WHY_SIZE, "%s: %s; expected %s", path, cr_strerror(err), expected);
     return err;
 }
 
@@ -73,16 +73,16 @@ static int read_module(const char *root, const char *dev, module_t *m, char *why
     memset(m, 0, sizeof(*m));
     int err = read_attr(root, dev, "device_type", buf, sizeof(buf), "a Gaudi device type", why);
     if (!err && (err = hw_gaudi_parse_device_type(buf, &m->type, inner, sizeof(inner))))
-        snprintf(why, WHY_SIZE, "%s/device_type: '%s' is unknown; %s", dev, buf, inner);
+        say(why, WHY_SIZE, "%s/device_type: '%s' is unknown; %s", dev, buf, inner);
     if (!err)
         err = read_attr(root, dev, "module_id", buf, sizeof(buf), "a module id", why);
     if (!err && (err = hw_gaudi_parse_module_id(buf, &m->id, inner, sizeof(inner))))
-        snprintf(why, WHY_SIZE, "%s/module_id: '%s': %s", dev, buf, inner);
+        say(why, WHY_SIZE, "%s/module_id: '%s': %s", dev, buf, inner);
     if (!err)
         err = read_attr(root, dev, "pci_addr", m->pci, sizeof(m->pci), "a PCI address", why);
     if (!err && !hw_pci_addr_valid(m->pci)) {
-        snprintf(why, WHY_SIZE, "%s/pci_addr: '%s'; expected a PCI address like 0000:19:00.0", dev,
-                 m->pci);
+        say(why, WHY_SIZE, "%s/pci_addr: '%s'; expected a PCI address like 0000:19:00.0", dev,
+            m->pci);
         err = CR_EPARSE;
     }
     if (!err)
@@ -142,10 +142,10 @@ static size_t collect(const cr_hw_env_t *env, cr_node_t *node, module_vec_t *mod
             int err = read_module(env->root, dev, &m, why);
             for (size_t k = 0; err >= 0 && k < mods->n; k++)
                 if (mods->v[k].id == m.id) {
-                    snprintf(why, WHY_SIZE,
-                             "%s/module_id: module %d is also %s's; expected "
-                             "one device per module id",
-                             dev, m.id, mods->v[k].pci);
+                    say(why, WHY_SIZE,
+                        "%s/module_id: module %d is also %s's; expected "
+                        "one device per module id",
+                        dev, m.id, mods->v[k].pci);
                     err = CR_EEXIST;
                 }
             if (err < 0) {
