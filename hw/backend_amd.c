@@ -1,24 +1,414 @@
-/* PLACEHOLDER: the amd backend is being written; this stands in so the tree builds. */
+/* AMD Instinct and Radeon GPUs through the KFD topology in sysfs
+ * (/sys/class/kfd/kfd/topology/nodes/N), the same source ROCr and HIP
+ * enumerate from, so a device's index here is its HIP index: the position
+ * of its node among the KFD nodes that have SIMDs (CPU nodes have none).
+ * xGMI links come from the nodes' io_links, hives from hive_id, memory from
+ * mem_banks, the product name from the DRM render node's PCI device.
+ * Workers are isolated with HIP_VISIBLE_DEVICES (and ROCR_VISIBLE_DEVICES
+ * when CORRAL_AMD_ROCR_VISIBLE=1). */
+#include "amd_kfd.h"
 #include "hw.h"
+#include "pci_attr.h"
+#include <inttypes.h>
+#include <stdio.h>
 
-static const char *const vars[] = {"HIP_VISIBLE_DEVICES", NULL};
+#define KFD_NODES "/sys/class/kfd/kfd/topology/nodes"
+#define WHY_SIZE 320
 
-static int probe(const cr_hw_env_t *env, cr_node_t *node)
+static const char *const vars[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", NULL};
+
+typedef struct gpu {
+    unsigned kfd_node;
+    int hip_index;
+    int dev; /* index in node->devices, -1 while off */
+    hw_kfd_node_t p;
+    CR_VEC(hw_kfd_iolink_t) xgmi;
+} gpu_t;
+
+typedef CR_VEC(gpu_t) gpu_vec_t;
+
+static int cmp_uint(const void *a, const void *b)
 {
-    CR_UNUSED(env);
-    CR_UNUSED(node);
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Node ids in numeric order ("10" after "9"), the order KFD numbers them. */
+static int list_node_ids(const char *root, const char *dir, unsigned **ids, size_t *n)
+{
+    char **names;
+    size_t nn;
+    int err = cr_list_dir(root, dir, &names, &nn);
+    if (err)
+        return err;
+    *ids = cr_calloc(nn ? nn : 1, sizeof(unsigned));
+    *n = 0;
+    for (size_t i = 0; i < nn; i++) {
+        uint64_t v;
+        if (cr_parse_u64(names[i], 10, &v) == 0 && v <= UINT32_MAX)
+            (*ids)[(*n)++] = (unsigned)v;
+    }
+    cr_free_strv(names, nn);
+    qsort(*ids, *n, sizeof(unsigned), cmp_uint);
     return 0;
 }
 
+typedef int (*parse_fn)(const char *text, size_t len, void *out, char *why, size_t whysize);
+
+/* Reads and parses one properties file; on failure why is the whole
+ * warning: the file and what was expected in it. */
+static int read_props(const char *root, const char *path, parse_fn parse, void *out, char *why)
+{
+    char *text = NULL, inner[256];
+    size_t len = 0;
+    int err = cr_read_file_alloc(root, path, &text, &len);
+    if (err) {
+        snprintf(why, WHY_SIZE, "%s: %s; expected KFD '<key> <value>' lines", path,
+                 cr_strerror(err));
+        return err;
+    }
+    err = parse(text, len, out, inner, sizeof(inner));
+    if (err)
+        snprintf(why, WHY_SIZE, "%s: %s", path, inner);
+    free(text);
+    return err;
+}
+
+static int parse_node(const char *t, size_t n, void *o, char *w, size_t ws)
+{
+    return hw_kfd_node_parse(t, n, o, w, ws);
+}
+
+static int parse_link(const char *t, size_t n, void *o, char *w, size_t ws)
+{
+    return hw_kfd_iolink_parse(t, n, o, w, ws);
+}
+
+static int parse_bank(const char *t, size_t n, void *o, char *w, size_t ws)
+{
+    return hw_kfd_membank_parse(t, n, o, w, ws);
+}
+
+/* Sums the node's memory banks. A node without mem_banks has unknown
+ * memory (0); a bank that does not parse turns the device off. */
+static int read_memory(const char *root, unsigned id, uint64_t *total, char *why)
+{
+    char dir[128], path[192];
+    unsigned *banks;
+    size_t nb;
+    *total = 0;
+    snprintf(dir, sizeof(dir), KFD_NODES "/%u/mem_banks", id);
+    if (list_node_ids(root, dir, &banks, &nb) != 0)
+        return 0;
+    int err = 0;
+    for (size_t i = 0; i < nb && !err; i++) {
+        hw_kfd_membank_t b;
+        snprintf(path, sizeof(path), "%s/%u/properties", dir, banks[i]);
+        err = read_props(root, path, parse_bank, &b, why);
+        if (!err)
+            *total += b.size_in_bytes;
+    }
+    free(banks);
+    return err;
+}
+
+static int read_xgmi(const char *root, gpu_t *g, char *why)
+{
+    char dir[128], path[192];
+    unsigned *links;
+    size_t nl;
+    snprintf(dir, sizeof(dir), KFD_NODES "/%u/io_links", g->kfd_node);
+    if (list_node_ids(root, dir, &links, &nl) != 0)
+        return 0;
+    int err = 0;
+    for (size_t i = 0; i < nl && !err; i++) {
+        hw_kfd_iolink_t l;
+        snprintf(path, sizeof(path), "%s/%u/properties", dir, links[i]);
+        err = read_props(root, path, parse_link, &l, why);
+        if (!err && l.type == HW_KFD_IOLINK_XGMI)
+            *CR_VEC_PUSH(&g->xgmi) = l;
+    }
+    free(links);
+    return err;
+}
+
+/* "gfx942" from 90402: major*10000 + minor*100 + stepping, the last two
+ * in hex as LLVM names targets (gfx90a). */
+static void gfx_name(uint64_t v, char *out, size_t size)
+{
+    snprintf(out, size, "gfx%u%x%x", (unsigned)(v / 10000), (unsigned)(v / 100 % 100),
+             (unsigned)(v % 100));
+}
+
+static int add_device(const cr_hw_env_t *env, cr_node_t *node, gpu_t *g, uint64_t memory,
+                      const char *driver, char *why)
+{
+    const hw_kfd_node_t *p = &g->p;
+    char pci[20];
+    snprintf(pci, sizeof(pci), "%04x:%02x:%02x.%x", (unsigned)p->domain,
+             (unsigned)(p->location_id >> 8), (unsigned)(p->location_id >> 3) & 0x1f,
+             (unsigned)p->location_id & 7);
+    hw_pci_attr_t attr = {.numa = -1};
+    char path[160];
+    snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s", pci);
+    if (cr_path_is_dir(env->root, path)) {
+        int err = hw_pci_attr_read(env->root, pci, &attr, why, WHY_SIZE);
+        if (err)
+            return err;
+    }
+    /* the marketing name amdgpu reads from the board's FRU, when it has one */
+    char product[96] = "";
+    if (p->has_drm_render_minor) {
+        snprintf(path, sizeof(path), "/sys/class/drm/renderD%u/device/product_name",
+                 (unsigned)p->drm_render_minor);
+        if (cr_read_file(env->root, path, product, sizeof(product)) != 0)
+            product[0] = '\0';
+    }
+    const char *sku = cr_accel_sku_by_pci((uint16_t)p->vendor_id, (uint16_t)p->device_id);
+    cr_device_t *d = cr_node_add_device(node);
+    g->dev = d->index;
+    cr_strlcpy(d->backend, "amd", sizeof(d->backend));
+    cr_strlcpy(d->vendor, "AMD", sizeof(d->vendor));
+    cr_strlcpy(d->resource, "GPU", sizeof(d->resource));
+    cr_strlcpy(d->sku, sku ? sku : "", sizeof(d->sku));
+    if (product[0]) {
+        cr_strlcpy(d->product, product, sizeof(d->product));
+    } else {
+        char gfx[16];
+        gfx_name(p->gfx_target_version, gfx, sizeof(gfx));
+        snprintf(d->product, sizeof(d->product), "AMD %s", sku ? sku : gfx);
+    }
+    if (p->unique_id)
+        snprintf(d->uuid, sizeof(d->uuid), "GPU-%016" PRIx64, p->unique_id);
+    cr_strlcpy(d->pci, pci, sizeof(d->pci));
+    d->pci_vendor = (uint16_t)p->vendor_id;
+    d->pci_device = (uint16_t)p->device_id;
+    d->numa = attr.numa;
+    d->memory = memory;
+    d->compute_units = (int)(p->simd_count / p->simd_per_cu);
+    snprintf(d->isolation_id, sizeof(d->isolation_id), "%d", g->hip_index);
+    d->vendor_index = g->hip_index;
+    cr_strlcpy(d->driver, driver, sizeof(d->driver));
+    d->health = CR_HEALTH_OK;
+    return 0;
+}
+
+static gpu_t *find_gpu(gpu_vec_t *gpus, uint64_t kfd_node)
+{
+    for (size_t i = 0; i < gpus->n; i++)
+        if (gpus->v[i].kfd_node == kfd_node && gpus->v[i].dev >= 0)
+            return &gpus->v[i];
+    return NULL;
+}
+
+/* One link per pair of GPUs on the fabric. KFD lists each direction on its
+ * own node; min_bandwidth is one link's, max_bandwidth all of the pair's,
+ * so their ratio is the number of links. */
+static void add_links(cr_node_t *node, gpu_vec_t *gpus)
+{
+    for (size_t i = 0; i < gpus->n; i++) {
+        gpu_t *g = &gpus->v[i];
+        if (g->dev < 0)
+            continue;
+        for (size_t k = 0; k < g->xgmi.n; k++) {
+            const hw_kfd_iolink_t *l = &g->xgmi.v[k];
+            gpu_t *h = find_gpu(gpus, l->node_to);
+            if (!h || h == g || hw_node_find_link(node, g->dev, h->dev))
+                continue;
+            uint64_t count = 1;
+            if (l->min_bandwidth && l->max_bandwidth >= l->min_bandwidth)
+                count = (l->max_bandwidth + l->min_bandwidth / 2) / l->min_bandwidth;
+            cr_node_add_link(node, g->dev, h->dev, CR_LINK_XGMI, (int)count,
+                             (double)l->max_bandwidth / 1000.0);
+        }
+    }
+}
+
+static void add_hives(cr_node_t *node, const gpu_vec_t *gpus)
+{
+    for (size_t i = 0; i < gpus->n; i++) {
+        const gpu_t *g = &gpus->v[i];
+        bool first = g->dev >= 0 && g->p.hive_id != 0;
+        for (size_t k = 0; k < i && first; k++)
+            first = !(gpus->v[k].dev >= 0 && gpus->v[k].p.hive_id == g->p.hive_id);
+        if (!first)
+            continue;
+        size_t members = 0;
+        for (size_t k = i; k < gpus->n; k++)
+            members += gpus->v[k].dev >= 0 && gpus->v[k].p.hive_id == g->p.hive_id;
+        if (members < 2)
+            continue;
+        char name[32];
+        snprintf(name, sizeof(name), "hive-%016" PRIx64, g->p.hive_id);
+        cr_domain_t *d = cr_node_add_domain(node, "xgmi-hive", name);
+        for (size_t k = i; k < gpus->n; k++)
+            if (gpus->v[k].dev >= 0 && gpus->v[k].p.hive_id == g->p.hive_id)
+                cr_domain_add_member(d, gpus->v[k].dev);
+    }
+}
+
+/* Whether a node whose properties did not parse is a GPU: its gpu_id is
+ * non-zero. Returns false when even that cannot be told. */
+static bool node_kind_known(const char *root, unsigned id, bool *is_gpu)
+{
+    char path[128];
+    uint64_t gpu_id;
+    snprintf(path, sizeof(path), KFD_NODES "/%u/gpu_id", id);
+    if (cr_read_u64(root, path, 10, &gpu_id) != 0)
+        return false;
+    *is_gpu = gpu_id != 0;
+    return true;
+}
+
+static int probe(const cr_hw_env_t *env, cr_node_t *node)
+{
+    unsigned *ids;
+    size_t nids;
+    if (!cr_path_is_dir(env->root, KFD_NODES) ||
+        list_node_ids(env->root, KFD_NODES, &ids, &nids) != 0)
+        return 0; /* no amdkfd: no AMD GPU */
+    char driver[32] = "";
+    if (cr_read_file(env->root, "/sys/module/amdgpu/version", driver, sizeof(driver)) != 0)
+        driver[0] = '\0';
+    gpu_vec_t gpus = {0};
+    char why[WHY_SIZE], path[128];
+    int hip_index = 0;
+    for (size_t i = 0; i < nids; i++) {
+        hw_kfd_node_t p;
+        snprintf(path, sizeof(path), KFD_NODES "/%u/properties", ids[i]);
+        if (read_props(env->root, path, parse_node, &p, why) != 0) {
+            bool is_gpu;
+            if (!node_kind_known(env->root, ids[i], &is_gpu)) {
+                /* every later GPU's HIP index depends on this node's kind */
+                cr_node_warn(node,
+                             "amd: %s; GPUs from KFD node %u on are off because their "
+                             "HIP index is unknown",
+                             why, ids[i]);
+                break;
+            }
+            if (is_gpu) {
+                cr_node_warn(node, "amd: %s; GPU %d is off", why, hip_index);
+                hip_index++;
+            } else {
+                cr_node_warn(node, "amd: %s; CPU node skipped", why);
+            }
+            continue;
+        }
+        if (p.simd_count == 0)
+            continue;
+        gpu_t *g = CR_VEC_PUSH(&gpus);
+        g->kfd_node = ids[i];
+        g->hip_index = hip_index++;
+        g->dev = -1;
+        g->p = p;
+        uint64_t memory;
+        if (read_memory(env->root, ids[i], &memory, why) != 0 ||
+            read_xgmi(env->root, g, why) != 0 || add_device(env, node, g, memory, driver, why) != 0)
+            cr_node_warn(node, "amd: %s; GPU %d is off", why, g->hip_index);
+    }
+    add_links(node, &gpus);
+    add_hives(node, &gpus);
+    for (size_t i = 0; i < gpus.n; i++)
+        CR_VEC_FREE(&gpus.v[i].xgmi);
+    CR_VEC_FREE(&gpus);
+    free(ids);
+    return 0;
+}
+
+static void join_ids(const cr_node_t *node, const int *devs, size_t ndevs, bool relative,
+                     cr_buf_t *out)
+{
+    cr_buf_append(out, "", 0);
+    for (size_t i = 0; i < ndevs; i++) {
+        if (relative)
+            cr_buf_printf(out, "%s%zu", i ? "," : "", i);
+        else
+            cr_buf_printf(out, "%s%s", i ? "," : "", node->devices.v[devs[i]].isolation_id);
+    }
+}
+
+/* With ROCR_VISIBLE_DEVICES set, ROCr hides the other GPUs first and HIP
+ * then numbers the rest from 0, so HIP_VISIBLE_DEVICES must count within
+ * what ROCr left (the same ids in both would hide devices again). */
 static int isolate(const cr_hw_env_t *env, const cr_node_t *node, const int *devs, size_t ndevs,
                    cr_envlist_t *out)
 {
-    CR_UNUSED(env);
-    CR_UNUSED(node);
-    CR_UNUSED(devs);
-    CR_UNUSED(ndevs);
-    CR_UNUSED(out);
-    return CR_ENOSYS;
+    const char *rocr = cr_hw_getenv(env, "CORRAL_AMD_ROCR_VISIBLE");
+    bool with_rocr = rocr && strcmp(rocr, "1") == 0;
+    cr_buf_t ids = {0}, hip = {0};
+    join_ids(node, devs, ndevs, false, &ids);
+    join_ids(node, devs, ndevs, with_rocr, &hip);
+    int err = cr_envlist_set(out, "HIP_VISIBLE_DEVICES", hip.s);
+    if (!err && with_rocr)
+        err = cr_envlist_set(out, "ROCR_VISIBLE_DEVICES", ids.s);
+    cr_buf_free(&ids);
+    cr_buf_free(&hip);
+    return err;
+}
+
+/* ---- telemetry: what amdgpu publishes on the PCI device ---- */
+
+static double read_scaled(const char *root, const char *path, double scale)
+{
+    int64_t v;
+    if (cr_read_i64(root, path, 10, &v) != 0 || v < 0)
+        return -1;
+    return (double)v / scale;
+}
+
+/* The hottest sensor that matters: hwmon's "junction" (the die, what
+ * MI300 reports), else "edge", else temp1. Millidegrees in the file. */
+static double read_temperature(const char *root, const char *hwmon)
+{
+    static const char *const prefer[] = {"junction", "edge"};
+    char path[256], label[32];
+    for (size_t p = 0; p < CR_ARRAY_SIZE(prefer); p++)
+        for (int t = 1; t <= 4; t++) {
+            snprintf(path, sizeof(path), "%s/temp%d_label", hwmon, t);
+            if (cr_read_file(root, path, label, sizeof(label)) == 0 &&
+                strcmp(label, prefer[p]) == 0) {
+                snprintf(path, sizeof(path), "%s/temp%d_input", hwmon, t);
+                return read_scaled(root, path, 1000.0);
+            }
+        }
+    snprintf(path, sizeof(path), "%s/temp1_input", hwmon);
+    return read_scaled(root, path, 1000.0);
+}
+
+static int telemetry(const cr_hw_env_t *env, const cr_node_t *node, int dev, cr_telemetry_t *out)
+{
+    if (dev < 0 || (size_t)dev >= node->devices.n || !node->devices.v[dev].pci[0])
+        return CR_ENODEV;
+    const cr_device_t *d = &node->devices.v[dev];
+    char dir[96], path[256];
+    out->utilization_pct = out->power_w = out->temperature_c = -1;
+    out->memory_used = 0;
+    out->health = d->health;
+    snprintf(dir, sizeof(dir), "/sys/bus/pci/devices/%s", d->pci);
+    snprintf(path, sizeof(path), "%s/gpu_busy_percent", dir);
+    out->utilization_pct = read_scaled(env->root, path, 1.0);
+    uint64_t used;
+    snprintf(path, sizeof(path), "%s/mem_info_vram_used", dir);
+    if (cr_read_u64(env->root, path, 10, &used) == 0)
+        out->memory_used = used;
+    char **names;
+    size_t n;
+    snprintf(path, sizeof(path), "%s/hwmon", dir);
+    if (cr_list_dir(env->root, path, &names, &n) == 0) {
+        if (n) {
+            char hwmon[192];
+            snprintf(hwmon, sizeof(hwmon), "%s/hwmon/%s", dir, names[0]);
+            out->temperature_c = read_temperature(env->root, hwmon);
+            /* microwatts; older kernels average, newer (MI300) report input */
+            snprintf(path, sizeof(path), "%s/power1_average", hwmon);
+            out->power_w = read_scaled(env->root, path, 1e6);
+            snprintf(path, sizeof(path), "%s/power1_input", hwmon);
+            if (out->power_w < 0)
+                out->power_w = read_scaled(env->root, path, 1e6);
+        }
+        cr_free_strv(names, n);
+    }
+    return 0;
 }
 
 const cr_accel_component_t hw_backend_amd = {
@@ -29,4 +419,5 @@ const cr_accel_component_t hw_backend_amd = {
     .priority = 50,
     .probe = probe,
     .isolate = isolate,
+    .telemetry = telemetry,
 };

@@ -1,0 +1,416 @@
+/* The amd backend against the mi300x-8 fixture (KFD topology, DRM, PCI
+ * files), the KFD properties parser, and copies of the fixture with one
+ * file broken. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+/* fixture.h's snprintf of root into a same-sized buffer trips
+ * -Wformat-truncation with -Werror; it cannot overflow, only cut. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#include "fixture.h"
+#pragma GCC diagnostic pop
+#include "hw/amd_kfd.h"
+#include <sys/stat.h>
+
+static const char *const pcis[8] = {"0000:05:00.0", "0000:26:00.0", "0000:46:00.0", "0000:65:00.0",
+                                    "0000:85:00.0", "0000:a5:00.0", "0000:c5:00.0", "0000:e5:00.0"};
+#define KFD "/sys/class/kfd/kfd/topology/nodes"
+
+/* ---- a writable copy of the fixture tree ---- */
+
+static void tree_copy(const fixture_env_t *f, char *dst, size_t size)
+{
+    snprintf(dst, size, "/tmp/corral-amd-XXXXXX");
+    assert_non_null(mkdtemp(dst));
+    char cmd[2600];
+    snprintf(cmd, sizeof(cmd), "cp -a '%s/.' '%s/'", f->root, dst);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void tree_write(const char *root, const char *rel, const char *text)
+{
+    char path[1024], cmd[1200];
+    snprintf(path, sizeof(path), "%s%s", root, rel);
+    snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
+    assert_int_equal(system(cmd), 0);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+/* Runs a shell command inside root. */
+static void tree_sh(const char *root, const char *cmd)
+{
+    char full[1400];
+    snprintf(full, sizeof(full), "cd '%s' && %s", root, cmd);
+    assert_int_equal(system(full), 0);
+}
+
+static void tree_remove(const char *root)
+{
+    char cmd[1100];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+}
+
+static cr_node_t *discover(fixture_env_t *f, const char *root)
+{
+    hw_options_t o = fixture_options(f);
+    o.no_host = true;
+    if (root)
+        o.root = root;
+    cr_node_t *n = NULL;
+    char *msg = NULL;
+    assert_int_equal(hw_discover(&o, &n, &msg), 0);
+    assert_null(msg);
+    return n;
+}
+
+static size_t count_warnings(const cr_node_t *n, const char *a, const char *b)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n->warnings.n; i++)
+        k += strstr(n->warnings.v[i], a) && (!b || strstr(n->warnings.v[i], b));
+    return k;
+}
+
+static int64_t resource(const cr_node_t *n, const char *name)
+{
+    for (size_t i = 0; i < n->resources.n; i++)
+        if (strcmp(n->resources.v[i].name, name) == 0)
+            return n->resources.v[i].amount;
+    return -1;
+}
+
+static char *isolate(fixture_env_t *f, const cr_node_t *n, const int *devs, size_t ndevs,
+                     const char *var)
+{
+    hw_options_t o = fixture_options(f);
+    cr_envlist_t env = {0};
+    char *msg = NULL;
+    assert_int_equal(hw_isolate(&o, n, devs, ndevs, &env, &msg), 0);
+    const char *v = cr_envlist_get(&env, var);
+    char *copy = v ? cr_strdup(v) : NULL;
+    cr_envlist_free(&env);
+    return copy;
+}
+
+/* ---- the parser ---- */
+
+static void test_props_parser(void **state)
+{
+    hw_kfd_props_t p = {0};
+    char why[256];
+    const char *good = "cpu_cores_count 0\nsimd_count 1216\n\nhive_id 18446744073709551615\n";
+    assert_int_equal(hw_kfd_props_parse(good, strlen(good), &p, why, sizeof(why)), 0);
+    uint64_t v;
+    assert_true(hw_kfd_props_get(&p, "simd_count", &v));
+    assert_int_equal(v, 1216);
+    assert_true(hw_kfd_props_get(&p, "hive_id", &v));
+    assert_true(v == UINT64_MAX);
+    assert_false(hw_kfd_props_get(&p, "simd_per_cu", &v));
+    hw_kfd_props_free(&p);
+
+    static const struct {
+        const char *text;
+        const char *why;
+    } bad[] = {
+        {"simd_count -4\n", "line 1: expected an unsigned decimal"},
+        {"a 1\nsimd_count 0x10\n", "line 2"},
+        {"hive_id 18446744073709551616\n", "does not fit in 64 bits"},
+        {"simd_count\n", "line 1: expected '<key> <unsigned number>'"},
+        {"Simd 1\n", "line 1"},
+        {"simd_count 1 2\n", "line 1"},
+        {"a 1\na 2\n", "key 'a' appears twice"},
+        {"a_key_that_is_far_too_long_to_be_any_kfd_property_name 1\n", "at most 47"},
+    };
+    for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++) {
+        hw_kfd_props_t q = {0};
+        assert_int_equal(hw_kfd_props_parse(bad[i].text, strlen(bad[i].text), &q, why, sizeof(why)),
+                         CR_EPARSE);
+        if (!strstr(why, bad[i].why))
+            fail_msg("case %zu: '%s' lacks '%s'", i, why, bad[i].why);
+        hw_kfd_props_free(&q);
+    }
+    assert_int_equal(hw_kfd_props_parse("a 1\0b 2", 7, &p, why, sizeof(why)), CR_EPARSE);
+    hw_kfd_props_free(&p);
+}
+
+static void test_typed_views(void **state)
+{
+    hw_kfd_node_t n;
+    char why[256];
+    const char *cpu = "cpu_cores_count 192\nsimd_count 0\n";
+    assert_int_equal(hw_kfd_node_parse(cpu, strlen(cpu), &n, why, sizeof(why)), 0);
+    assert_int_equal(n.cpu_cores_count, 192);
+    const char *gpu = "simd_count 1216\nvendor_id 4098\ndevice_id 29857\nlocation_id 1280\n";
+    assert_int_equal(hw_kfd_node_parse(gpu, strlen(gpu), &n, why, sizeof(why)), CR_EPARSE);
+    assert_non_null(strstr(why, "simd_per_cu"));
+    const char *wide = "simd_count 4\nsimd_per_cu 4\nvendor_id 65536\ndevice_id 1\n"
+                       "location_id 1\n";
+    assert_int_equal(hw_kfd_node_parse(wide, strlen(wide), &n, why, sizeof(why)), CR_EPARSE);
+    assert_non_null(strstr(why, "vendor_id 65536"));
+    hw_kfd_iolink_t l;
+    const char *link = "type 11\nnode_from 2\nnode_to 3\nweight 15\nmax_bandwidth 64000\n";
+    assert_int_equal(hw_kfd_iolink_parse(link, strlen(link), &l, why, sizeof(why)), 0);
+    assert_int_equal(l.type, HW_KFD_IOLINK_XGMI);
+    assert_int_equal(l.node_to, 3);
+    assert_int_equal(l.min_bandwidth, 0);
+    assert_int_equal(hw_kfd_iolink_parse("type 11\n", 8, &l, why, sizeof(why)), CR_EPARSE);
+    assert_non_null(strstr(why, "node_from"));
+    hw_kfd_membank_t b;
+    assert_int_equal(hw_kfd_membank_parse("heap_type 1\n", 12, &b, why, sizeof(why)), CR_EPARSE);
+    assert_non_null(strstr(why, "size_in_bytes"));
+}
+
+/* ---- the fixture ---- */
+
+static void test_devices(void **state)
+{
+    fixture_env_t f;
+    fixture_open(&f, "mi300x-8");
+    cr_node_t *n = discover(&f, NULL);
+    assert_int_equal(n->devices.n, 8);
+    assert_int_equal(n->warnings.n, 0);
+    for (int i = 0; i < 8; i++) {
+        const cr_device_t *d = &n->devices.v[i];
+        char id[8];
+        snprintf(id, sizeof(id), "%d", i);
+        assert_int_equal(d->index, i);
+        assert_string_equal(d->backend, "amd");
+        assert_string_equal(d->vendor, "AMD");
+        assert_string_equal(d->resource, "GPU");
+        assert_string_equal(d->sku, "MI300X");
+        assert_string_equal(d->product, "AMD Instinct MI300X");
+        assert_string_equal(d->pci, pcis[i]);
+        assert_int_equal(d->pci_vendor, 0x1002);
+        assert_int_equal(d->pci_device, 0x74a1);
+        assert_int_equal(d->numa, i < 4 ? 0 : 1);
+        assert_true(d->memory == 192ull << 30);
+        assert_int_equal(d->compute_units, 304);
+        assert_string_equal(d->isolation_id, id);
+        assert_int_equal(d->vendor_index, i);
+        assert_string_equal(d->driver, "6.8.5");
+        assert_int_equal(d->health, CR_HEALTH_OK);
+        assert_int_equal(strncmp(d->uuid, "GPU-", 4), 0);
+        assert_int_equal(strlen(d->uuid), 20);
+        for (int k = 0; k < i; k++)
+            assert_string_not_equal(d->uuid, n->devices.v[k].uuid);
+    }
+    assert_string_equal(n->devices.v[0].uuid, "GPU-3f1c00a2e4b75d10");
+    assert_true(resource(n, "GPU") == 8 * CR_QTY_ONE);
+    assert_string_equal(cr_node_get_label(n, "corral.io/accelerator-type"), "MI300X");
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
+static void test_links_and_hive(void **state)
+{
+    fixture_env_t f;
+    fixture_open(&f, "mi300x-8");
+    cr_node_t *n = discover(&f, NULL);
+    assert_int_equal(n->links.n, 28);
+    for (int a = 0; a < 8; a++)
+        for (int b = a + 1; b < 8; b++) {
+            const cr_link_t *l = hw_node_find_link(n, a, b);
+            assert_non_null(l);
+            assert_int_equal(l->kind, CR_LINK_XGMI);
+            assert_int_equal(l->count, 1);
+            assert_true(l->bandwidth_gbps == 64.0);
+        }
+    assert_int_equal(n->domains.n, 1);
+    const cr_domain_t *d = &n->domains.v[0];
+    assert_string_equal(d->kind, "xgmi-hive");
+    assert_string_equal(d->name, "hive-7c8a1f3e5b2d4a61");
+    assert_int_equal(d->nmembers, 8);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(d->members[i], i);
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
+static void test_isolation(void **state)
+{
+    fixture_env_t f;
+    fixture_open(&f, "mi300x-8");
+    cr_node_t *n = discover(&f, NULL);
+    int devs[] = {3, 1};
+    char *v = isolate(&f, n, devs, 2, "HIP_VISIBLE_DEVICES");
+    assert_string_equal(v, "3,1");
+    free(v);
+    assert_null(isolate(&f, n, devs, 2, "ROCR_VISIBLE_DEVICES"));
+    v = isolate(&f, n, NULL, 0, "HIP_VISIBLE_DEVICES");
+    assert_string_equal(v, "");
+    free(v);
+    /* ROCr hides first, then HIP numbers what is left from 0 */
+    fixture_setenv(&f, "CORRAL_AMD_ROCR_VISIBLE", "1");
+    v = isolate(&f, n, devs, 2, "ROCR_VISIBLE_DEVICES");
+    assert_string_equal(v, "3,1");
+    free(v);
+    v = isolate(&f, n, devs, 2, "HIP_VISIBLE_DEVICES");
+    assert_string_equal(v, "0,1");
+    free(v);
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
+/* A GPU whose properties do not parse is off; the GPUs after it keep
+ * their HIP index (its gpu_id still says it is a GPU). */
+static void test_broken_properties(void **state)
+{
+    fixture_env_t f;
+    char root[64];
+    fixture_open(&f, "mi300x-8");
+    tree_copy(&f, root, sizeof(root));
+    tree_write(root, KFD "/4/properties", "simd_count lots\n");
+    cr_node_t *n = discover(&f, root);
+    assert_int_equal(n->devices.n, 7);
+    assert_int_equal(n->warnings.n, 1);
+    assert_int_equal(count_warnings(n, "nodes/4/properties", "GPU 2 is off"), 1);
+    assert_int_equal(count_warnings(n, "expected an unsigned decimal", NULL), 1);
+    assert_string_equal(n->devices.v[2].isolation_id, "3");
+    assert_string_equal(n->devices.v[2].pci, pcis[3]);
+    assert_int_equal(n->links.n, 21);
+    assert_int_equal(n->domains.v[0].nmembers, 7);
+    assert_true(resource(n, "GPU") == 7 * CR_QTY_ONE);
+    hw_node_free(n);
+    tree_remove(root);
+    fixture_close(&f);
+}
+
+/* When not even gpu_id tells whether a node is a GPU, later GPUs' HIP
+ * indices are unknown and they are off too. */
+static void test_unknown_node_kind(void **state)
+{
+    fixture_env_t f;
+    char root[64];
+    fixture_open(&f, "mi300x-8");
+    tree_copy(&f, root, sizeof(root));
+    tree_write(root, KFD "/5/properties", "\x01\x02garbage");
+    tree_sh(root, "rm sys/class/kfd/kfd/topology/nodes/5/gpu_id");
+    cr_node_t *n = discover(&f, root);
+    assert_int_equal(n->devices.n, 3);
+    assert_int_equal(n->warnings.n, 1);
+    assert_int_equal(count_warnings(n, "nodes/5/properties", "HIP index is unknown"), 1);
+    hw_node_free(n);
+    tree_remove(root);
+    fixture_close(&f);
+}
+
+static void test_broken_bank_and_link(void **state)
+{
+    fixture_env_t f;
+    char root[64];
+    fixture_open(&f, "mi300x-8");
+    tree_copy(&f, root, sizeof(root));
+    tree_write(root, KFD "/2/mem_banks/0/properties", "heap_type 1\nsize_in_bytes\n");
+    tree_write(root, KFD "/9/io_links/3/properties", "type 11\nnode_from 9\n");
+    cr_node_t *n = discover(&f, root);
+    assert_int_equal(n->devices.n, 6);
+    assert_int_equal(n->warnings.n, 2);
+    assert_int_equal(count_warnings(n, "nodes/2/mem_banks/0/properties", "GPU 0 is off"), 1);
+    assert_int_equal(count_warnings(n, "nodes/9/io_links/3/properties", "GPU 7 is off"), 1);
+    assert_int_equal(count_warnings(n, "'node_to' is missing", NULL), 1);
+    assert_string_equal(n->devices.v[0].isolation_id, "1");
+    assert_int_equal(n->links.n, 15);
+    hw_node_free(n);
+    tree_remove(root);
+    fixture_close(&f);
+}
+
+/* Node ids sort as numbers: node 10 comes after node 9, and links name
+ * nodes by id. A second link per pair doubles max_bandwidth. */
+static void test_numeric_order_and_link_count(void **state)
+{
+    fixture_env_t f;
+    char root[64];
+    fixture_open(&f, "mi300x-8");
+    tree_copy(&f, root, sizeof(root));
+#define NODES "sys/class/kfd/kfd/topology/nodes"
+    tree_sh(root, "cp -a " NODES "/9 " NODES "/10 && rm -r " NODES "/10/io_links");
+    tree_sh(root, "sed -i 's/^location_id .*/location_id 62976/; s/^hive_id .*/hive_id 0/; "
+                  "s/^unique_id .*/unique_id 7/' " NODES "/10/properties");
+    tree_write(root, KFD "/2/io_links/1/properties",
+               "type 11\nnode_from 2\nnode_to 3\nweight 15\nmin_bandwidth 64000\n"
+               "max_bandwidth 128000\n");
+    cr_node_t *n = discover(&f, root);
+    assert_int_equal(n->devices.n, 9);
+    assert_int_equal(n->warnings.n, 0);
+    assert_string_equal(n->devices.v[8].pci, "0000:f6:00.0");
+    assert_string_equal(n->devices.v[8].isolation_id, "8");
+    assert_string_equal(n->devices.v[0].pci, pcis[0]);
+    assert_null(hw_node_find_link(n, 7, 8));
+    const cr_link_t *l = hw_node_find_link(n, 0, 1);
+    assert_int_equal(l->count, 2);
+    assert_true(l->bandwidth_gbps == 128.0);
+    assert_int_equal(n->domains.n, 1);
+    assert_int_equal(n->domains.v[0].nmembers, 8);
+    hw_node_free(n);
+    tree_remove(root);
+    fixture_close(&f);
+}
+
+static void test_no_kfd(void **state)
+{
+    fixture_env_t f;
+    char root[64] = "/tmp/corral-amd-XXXXXX";
+    fixture_open(&f, "mi300x-8");
+    assert_non_null(mkdtemp(root));
+    cr_node_t *n = discover(&f, root);
+    assert_int_equal(n->devices.n, 0);
+    assert_int_equal(n->warnings.n, 0);
+    hw_node_free(n);
+    tree_remove(root);
+    fixture_close(&f);
+}
+
+static void test_telemetry(void **state)
+{
+    fixture_env_t f;
+    fixture_open(&f, "mi300x-8");
+    cr_node_t *n = discover(&f, NULL);
+    const cr_accel_component_t *c = hw_component_find("amd");
+    assert_non_null(c->telemetry);
+    cr_hw_env_t env = {.root = f.root, .getenv = fixture_getenv, .getenv_ctx = &f};
+    cr_telemetry_t t;
+    assert_int_equal(c->telemetry(&env, n, 3, &t), 0);
+    assert_true(t.utilization_pct == 15.0);
+    assert_true(t.memory_used == 4ull << 30);
+    assert_true(t.temperature_c == 43.0); /* junction, not mem */
+    assert_true(t.power_w == 153.0);
+    assert_int_equal(t.health, CR_HEALTH_OK);
+    assert_int_equal(c->telemetry(&env, n, 8, &t), CR_ENODEV);
+    /* nothing published: unknown, not zero */
+    char root[64];
+    tree_copy(&f, root, sizeof(root));
+    tree_sh(root, "rm -r sys/bus/pci/devices/0000:05:00.0/hwmon "
+                  "sys/bus/pci/devices/0000:05:00.0/gpu_busy_percent");
+    env.root = root;
+    assert_int_equal(c->telemetry(&env, n, 0, &t), 0);
+    assert_true(t.utilization_pct == -1 && t.temperature_c == -1 && t.power_w == -1);
+    assert_true(t.memory_used == 1ull << 30);
+    tree_remove(root);
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_props_parser),
+        cmocka_unit_test(test_typed_views),
+        cmocka_unit_test(test_devices),
+        cmocka_unit_test(test_links_and_hive),
+        cmocka_unit_test(test_isolation),
+        cmocka_unit_test(test_broken_properties),
+        cmocka_unit_test(test_unknown_node_kind),
+        cmocka_unit_test(test_broken_bank_and_link),
+        cmocka_unit_test(test_numeric_order_and_link_count),
+        cmocka_unit_test(test_no_kfd),
+        cmocka_unit_test(test_telemetry),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,331 @@
+/* The gaudi backend against the gaudi2-8 fixture (habanalabs accel sysfs
+ * class), the attribute parsers, and copies of the fixture with one file
+ * broken or one more device. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+/* fixture.h's snprintf of root into a same-sized buffer trips
+ * -Wformat-truncation with -Werror; it cannot overflow, only cut. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#include "fixture.h"
+#pragma GCC diagnostic pop
+#include "hw/gaudi_sysfs.h"
+#include <sys/stat.h>
+
+/* module id -> PCI address and NUMA node, from MACHINES.md */
+static const char *const by_module[8] = {"0000:43:00.0", "0000:44:00.0", "0000:19:00.0",
+                                         "0000:1a:00.0", "0000:c3:00.0", "0000:c4:00.0",
+                                         "0000:9b:00.0", "0000:9c:00.0"};
+#define PCI "/sys/bus/pci/devices/"
+
+/* ---- a writable copy of the fixture tree ---- */
+
+static void tree_copy(const fixture_env_t *f, char *dst, size_t size)
+{
+    snprintf(dst, size, "/tmp/corral-gaudi-XXXXXX");
+    assert_non_null(mkdtemp(dst));
+    char cmd[2600];
+    snprintf(cmd, sizeof(cmd), "cp -a '%s/.' '%s/'", f->root, dst);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void tree_write(const char *root, const char *rel, const char *text)
+{
+    char path[1024], cmd[1200];
+    snprintf(path, sizeof(path), "%s%s", root, rel);
+    snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
+    assert_int_equal(system(cmd), 0);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+/* Runs a shell command inside root. */
+static void tree_sh(const char *root, const char *cmd)
+{
+    char full[1400];
+    snprintf(full, sizeof(full), "cd '%s' && %s", root, cmd);
+    assert_int_equal(system(full), 0);
+}
+
+static void tree_remove(const char *root)
+{
+    char cmd[1100];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+}
+
+static cr_node_t *discover(fixture_env_t *f, const char *root)
+{
+    hw_options_t o = fixture_options(f);
+    o.no_host = true;
+    if (root)
+        o.root = root;
+    cr_node_t *n = NULL;
+    char *msg = NULL;
+    assert_int_equal(hw_discover(&o, &n, &msg), 0);
+    assert_null(msg);
+    return n;
+}
+
+static size_t count_warnings(const cr_node_t *n, const char *a, const char *b)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n->warnings.n; i++)
+        k += strstr(n->warnings.v[i], a) && (!b || strstr(n->warnings.v[i], b));
+    return k;
+}
+
+static int64_t resource(const cr_node_t *n, const char *name)
+{
+    for (size_t i = 0; i < n->resources.n; i++)
+        if (strcmp(n->resources.v[i].name, name) == 0)
+            return n->resources.v[i].amount;
+    return -1;
+}
+
+static char *isolate(fixture_env_t *f, const cr_node_t *n, const int *devs, size_t ndevs,
+                     const char *var)
+{
+    hw_options_t o = fixture_options(f);
+    cr_envlist_t env = {0};
+    char *msg = NULL;
+    assert_int_equal(hw_isolate(&o, n, devs, ndevs, &env, &msg), 0);
+    const char *v = cr_envlist_get(&env, var);
+    char *copy = v ? cr_strdup(v) : NULL;
+    cr_envlist_free(&env);
+    return copy;
+}
+
+static void test_parsers(void **state)
+{
+    char why[128];
+    int id;
+    assert_int_equal(hw_gaudi_parse_module_id("7", &id, why, sizeof(why)), 0);
+    assert_int_equal(id, 7);
+    assert_int_equal(hw_gaudi_parse_module_id("-1", &id, why, sizeof(why)), CR_EPARSE);
+    assert_int_equal(hw_gaudi_parse_module_id("64", &id, why, sizeof(why)), CR_EPARSE);
+    assert_int_equal(hw_gaudi_parse_module_id("2x", &id, why, sizeof(why)), CR_EPARSE);
+    assert_non_null(strstr(why, "module id from 0 to 63"));
+    const hw_gaudi_type_t *t;
+    assert_int_equal(hw_gaudi_parse_device_type("GAUDI2", &t, why, sizeof(why)), 0);
+    assert_string_equal(t->product, "HL-225");
+    assert_true(t->memory == 96ull << 30);
+    assert_int_equal(hw_gaudi_parse_device_type("gaudi2", &t, why, sizeof(why)), CR_EPARSE);
+    assert_null(t);
+    cr_health_t h;
+    assert_int_equal(hw_gaudi_parse_status("operational", &h, why, sizeof(why)), 0);
+    assert_int_equal(h, CR_HEALTH_OK);
+    assert_int_equal(hw_gaudi_parse_status("in reset", &h, why, sizeof(why)), 0);
+    assert_int_equal(h, CR_HEALTH_DEGRADED);
+    assert_int_equal(hw_gaudi_parse_status("needs reset", &h, why, sizeof(why)), 0);
+    assert_int_equal(h, CR_HEALTH_UNHEALTHY);
+    assert_int_equal(hw_gaudi_parse_status("Operational", &h, why, sizeof(why)), CR_EPARSE);
+    assert_int_equal(h, CR_HEALTH_UNKNOWN);
+    const hw_gaudi_fabric_t *fab = hw_gaudi_fabric_find("GAUDI2", 8);
+    assert_non_null(fab);
+    assert_int_equal(fab->ports_per_pair, 3);
+    assert_null(hw_gaudi_fabric_find("GAUDI2", 4));
+}
+
+static void test_devices(void **state)
+{
+    fixture_env_t f;
+    fixture_open(&f, "gaudi2-8");
+    cr_node_t *n = discover(&f, NULL);
+    assert_int_equal(n->devices.n, 8);
+    assert_int_equal(n->warnings.n, 0);
+    for (int i = 0; i < 8; i++) {
+        const cr_device_t *d = &n->devices.v[i];
+        char id[8];
+        snprintf(id, sizeof(id), "%d", i);
+        assert_string_equal(d->backend, "gaudi");
+        assert_string_equal(d->vendor, "Intel");
+        assert_string_equal(d->resource, "HPU");
+        assert_string_equal(d->sku, "Gaudi2");
+        assert_string_equal(d->product, "HL-225");
+        assert_string_equal(d->pci, by_module[i]);
+        assert_int_equal(d->pci_vendor, 0x1da3);
+        assert_int_equal(d->pci_device, 0x1020);
+        assert_int_equal(d->numa, i < 4 ? 0 : 1);
+        assert_true(d->memory == 96ull << 30);
+        assert_int_equal(d->compute_units, 24);
+        assert_string_equal(d->isolation_id, id);
+        assert_int_equal(d->vendor_index, i);
+        assert_int_equal(hw_device_find(n, "gaudi", i), i);
+        assert_string_equal(d->driver, "1.18.0");
+        assert_int_equal(d->health, CR_HEALTH_OK);
+    }
+    assert_true(resource(n, "HPU") == 8 * CR_QTY_ONE);
+    assert_string_equal(cr_node_get_label(n, "corral.io/accelerator-type"), "Gaudi2");
+    assert_int_equal(n->links.n, 28);
+    for (int a = 0; a < 8; a++)
+        for (int b = a + 1; b < 8; b++) {
+            const cr_link_t *l = hw_node_find_link(n, a, b);
+            assert_non_null(l);
+            assert_int_equal(l->kind, CR_LINK_ROCE);
+            assert_int_equal(l->count, 3);
+            assert_true(l->bandwidth_gbps == 37.5);
+        }
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
+static void test_isolation(void **state)
+{
+    fixture_env_t f;
+    fixture_open(&f, "gaudi2-8");
+    cr_node_t *n = discover(&f, NULL);
+    int devs[] = {hw_device_find(n, "gaudi", 5), hw_device_find(n, "gaudi", 0)};
+    char *v = isolate(&f, n, devs, 2, "HABANA_VISIBLE_MODULES");
+    assert_string_equal(v, "5,0");
+    free(v);
+    v = isolate(&f, n, NULL, 0, "HABANA_VISIBLE_MODULES");
+    assert_string_equal(v, "");
+    free(v);
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
+/* A bad module_id turns that device off; the box still has 8 modules, so
+ * the other 7 keep their links. */
+static void test_broken_module_id(void **state)
+{
+    fixture_env_t f;
+    char root[64];
+    fixture_open(&f, "gaudi2-8");
+    tree_copy(&f, root, sizeof(root));
+    tree_write(root, PCI "0000:19:00.0/module_id", "two\n");
+    cr_node_t *n = discover(&f, root);
+    assert_int_equal(n->devices.n, 7);
+    assert_int_equal(n->warnings.n, 1);
+    assert_int_equal(count_warnings(n, "/sys/class/accel/accel0/device/module_id", "accel0 is off"),
+                     1);
+    assert_int_equal(count_warnings(n, "'two'", "module id from 0 to"), 1);
+    assert_int_equal(hw_device_find(n, "gaudi", 2), -1);
+    assert_int_equal(n->links.n, 21);
+    assert_true(resource(n, "HPU") == 7 * CR_QTY_ONE);
+    hw_node_free(n);
+    tree_remove(root);
+    fixture_close(&f);
+}
+
+static void test_duplicate_module_and_bad_addr(void **state)
+{
+    fixture_env_t f;
+    char root[64];
+    fixture_open(&f, "gaudi2-8");
+    tree_copy(&f, root, sizeof(root));
+    tree_write(root, PCI "0000:1a:00.0/module_id", "2\n");         /* accel1 claims 2 too */
+    tree_write(root, PCI "0000:9b:00.0/pci_addr", "0000:9b:00\n"); /* accel4 */
+    cr_node_t *n = discover(&f, root);
+    assert_int_equal(n->devices.n, 6);
+    assert_int_equal(n->warnings.n, 2);
+    assert_int_equal(count_warnings(n, "accel1/device/module_id", "module 2 is also"), 1);
+    assert_int_equal(count_warnings(n, "accel4/device/pci_addr", "expected a PCI address"), 1);
+    assert_string_equal(n->devices.v[hw_device_find(n, "gaudi", 2)].pci, "0000:19:00.0");
+    hw_node_free(n);
+    tree_remove(root);
+    fixture_close(&f);
+}
+
+/* status grades health; an unknown one is a warning, not an exclusion. */
+static void test_status(void **state)
+{
+    fixture_env_t f;
+    char root[64];
+    fixture_open(&f, "gaudi2-8");
+    tree_copy(&f, root, sizeof(root));
+    tree_write(root, PCI "0000:1a:00.0/status", "needs reset\n"); /* module 3 */
+    tree_write(root, PCI "0000:c3:00.0/status", "on fire\n");     /* module 4 */
+    cr_node_t *n = discover(&f, root);
+    assert_int_equal(n->devices.n, 8);
+    const cr_device_t *d3 = &n->devices.v[3], *d4 = &n->devices.v[4];
+    assert_int_equal(d3->health, CR_HEALTH_UNHEALTHY);
+    assert_string_equal(d3->health_reason, "status: needs reset");
+    assert_int_equal(d4->health, CR_HEALTH_UNKNOWN);
+    assert_int_equal(count_warnings(n, "accel6/device/status", "'on fire'"), 1);
+    assert_int_equal(count_warnings(n, "device 3 (Gaudi2) is unhealthy", NULL), 1);
+    assert_true(resource(n, "HPU") == 7 * CR_QTY_ONE);
+    /* telemetry reads the status as it is now */
+    const cr_accel_component_t *c = hw_component_find("gaudi");
+    cr_hw_env_t env = {.root = root, .getenv = fixture_getenv, .getenv_ctx = &f};
+    cr_telemetry_t t;
+    assert_int_equal(c->telemetry(&env, n, 3, &t), 0);
+    assert_int_equal(t.health, CR_HEALTH_UNHEALTHY);
+    tree_write(root, PCI "0000:1a:00.0/status", "operational\n");
+    assert_int_equal(c->telemetry(&env, n, 3, &t), 0);
+    assert_int_equal(t.health, CR_HEALTH_OK);
+    assert_true(t.utilization_pct == -1);
+    assert_int_equal(c->telemetry(&env, n, 4, &t), 0);
+    assert_int_equal(t.health, CR_HEALTH_UNKNOWN);
+    hw_node_free(n);
+    tree_remove(root);
+    fixture_close(&f);
+}
+
+/* Other accel drivers' devices are not ours; the older habanalabs class
+ * names the same devices, which count once. */
+static void test_other_accel_and_legacy_class(void **state)
+{
+    fixture_env_t f;
+    char root[64];
+    fixture_open(&f, "gaudi2-8");
+    tree_copy(&f, root, sizeof(root));
+    tree_write(root, PCI "0000:00:0b.0/vendor", "0x8086\n"); /* an NPU */
+    tree_write(root, PCI "0000:00:0b.0/device", "0x7d1d\n");
+    tree_write(root, PCI "0000:00:0b.0/class", "0x120000\n");
+    tree_sh(root, "mkdir sys/class/accel/accel8 && ln -s ../../../bus/pci/devices/0000:00:0b.0 "
+                  "sys/class/accel/accel8/device");
+    tree_sh(root, "mkdir -p sys/class/habanalabs && for i in 0 1 2 3 4 5 6 7; do "
+                  "mkdir sys/class/habanalabs/hl$i && cp -P sys/class/accel/accel$i/device "
+                  "sys/class/habanalabs/hl$i/device; done");
+    cr_node_t *n = discover(&f, root);
+    assert_int_equal(n->devices.n, 8);
+    assert_int_equal(n->warnings.n, 0);
+    assert_int_equal(n->links.n, 28);
+    /* only the legacy class */
+    tree_sh(root, "rm -r sys/class/accel");
+    hw_node_free(n);
+    n = discover(&f, root);
+    assert_int_equal(n->devices.n, 8);
+    assert_string_equal(n->devices.v[0].pci, by_module[0]);
+    hw_node_free(n);
+    tree_remove(root);
+    fixture_close(&f);
+}
+
+/* The all-to-all fabric is a fact about 8-module boxes only. */
+static void test_half_box_has_no_fabric(void **state)
+{
+    fixture_env_t f;
+    char root[64];
+    fixture_open(&f, "gaudi2-8");
+    tree_copy(&f, root, sizeof(root));
+    tree_sh(root, "rm -r sys/class/accel/accel4 sys/class/accel/accel5 sys/class/accel/accel6 "
+                  "sys/class/accel/accel7");
+    cr_node_t *n = discover(&f, root);
+    assert_int_equal(n->devices.n, 4);
+    assert_int_equal(n->links.n, 0);
+    hw_node_free(n);
+    tree_remove(root);
+    fixture_close(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parsers),
+        cmocka_unit_test(test_devices),
+        cmocka_unit_test(test_isolation),
+        cmocka_unit_test(test_broken_module_id),
+        cmocka_unit_test(test_duplicate_module_and_bad_addr),
+        cmocka_unit_test(test_status),
+        cmocka_unit_test(test_other_accel_and_legacy_class),
+        cmocka_unit_test(test_half_box_has_no_fabric),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
