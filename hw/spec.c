@@ -415,8 +415,11 @@ static int on_scalar(builder_t *b, struct fy_event *ev, pos_t at)
         s = "";
         len = 0;
     }
-    bool plain = fy_token_scalar_style(ev->scalar.value) == FYSS_PLAIN &&
-                 !tag_forces_string(ev->scalar.tag);
+    enum fy_scalar_style style = fy_token_scalar_style(ev->scalar.value);
+    bool plain = style == FYSS_PLAIN && !tag_forces_string(ev->scalar.tag);
+    /* libfyaml marks a quoted scalar after its opening quote: show the quote */
+    if ((style == FYSS_SINGLE_QUOTED || style == FYSS_DOUBLE_QUOTED) && at.col > 1)
+        at.col--;
     frame_t *f = top(b);
     if (f && f->map && !f->key) {
         if (!at.line)
@@ -444,6 +447,9 @@ static int on_alias(builder_t *b, struct fy_event *ev, pos_t at)
     const char *s = fy_token_get_text(ev->alias.anchor, &len);
     if (!s)
         return fail_at(b, at, "an alias without a name");
+    /* libfyaml marks an alias after its '*': show the '*' */
+    if (at.col > 1)
+        at.col--;
     frame_t *f = top(b);
     if (f && f->map && !f->key)
         return fail_at(b, at, "an alias (*%.*s) cannot be a key", (int)len, s);
