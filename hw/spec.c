@@ -476,6 +476,58 @@ static bool has_suffix(const char *s, const char *suffix)
     return a >= n && strcmp(s + a - n, suffix) == 0;
 }
 
+/* Length of the UTF-8 sequence at s (at most n bytes), 0 when invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    static const struct {
+        unsigned char lead_lo, lead_hi; /* first byte range */
+        unsigned char next_lo, next_hi; /* second byte range */
+        size_t len;
+    } forms[] = {
+        /* the well-formed sequences of Unicode 3.9, table 3-7 */
+        {0x00, 0x7f, 0, 0, 1},       {0xc2, 0xdf, 0x80, 0xbf, 2}, {0xe0, 0xe0, 0xa0, 0xbf, 3},
+        {0xe1, 0xec, 0x80, 0xbf, 3}, {0xed, 0xed, 0x80, 0x9f, 3}, {0xee, 0xef, 0x80, 0xbf, 3},
+        {0xf0, 0xf0, 0x90, 0xbf, 4}, {0xf1, 0xf3, 0x80, 0xbf, 4}, {0xf4, 0xf4, 0x80, 0x8f, 4},
+    };
+    for (size_t f = 0; f < CR_ARRAY_SIZE(forms); f++) {
+        if (s[0] < forms[f].lead_lo || s[0] > forms[f].lead_hi)
+            continue;
+        size_t len = forms[f].len;
+        if (len > n)
+            return 0;
+        if (len > 1 && (s[1] < forms[f].next_lo || s[1] > forms[f].next_hi))
+            return 0;
+        for (size_t k = 2; k < len; k++)
+            if (s[k] < 0x80 || s[k] > 0xbf)
+                return 0;
+        return len;
+    }
+    return 0;
+}
+
+/* A spec is UTF-8 text. Checked before parsing: libfyaml 0.7.12 can loop
+ * forever on some invalid sequences (found by fuzz_spec: "% b\xed"). */
+static int check_utf8(builder_t *b, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)b->data;
+    pos_t at = {1, 1};
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_len(s + i, len - i);
+        if (!k)
+            return fail_at(b, at, "not UTF-8 text (byte 0x%02x); a spec is a YAML or JSON text "
+                                  "file",
+                           s[i]);
+        if (s[i] == '\n') {
+            at.line++;
+            at.col = 1;
+        } else {
+            at.col++;
+        }
+        i += k;
+    }
+    return 0;
+}
+
 /* Runs the parser over the whole input into b->root. */
 static int parse(builder_t *b, size_t len)
 {
@@ -656,7 +708,7 @@ int hw_spec_load_buffer(const char *name, const char *data, size_t len, cr_node_
         err = CR_E2BIG;
         goto out;
     }
-    if ((err = parse(&b, len)))
+    if ((err = check_utf8(&b, len)) || (err = parse(&b, len)))
         goto out;
     if (!b.root || json_is_null(b.root)) {
         err = fail_at(&b, b.proot.at, "the spec is empty; expected a mapping of node fields "

@@ -241,6 +241,15 @@ static void test_buffer_errors(void **state)
     free(m);
     hw_node_free(n);
     free(data);
+    /* not UTF-8: refused before libfyaml sees it (0.7.12 looped forever on
+     * this one, found by fuzz_spec) */
+    m = load_buf_err("x.yaml", "% b\xed");
+    assert_string_equal(m, "x.yaml:1:4: not UTF-8 text (byte 0xed); a spec is a YAML or JSON "
+                           "text file");
+    free(m);
+    m = load_buf_err("x.yaml", "id: n\nhostname: \xc3\xa9\xc0\x80\n");
+    assert_true(cr_str_has_prefix(m, "x.yaml:2:12: not UTF-8 text (byte 0xc0)"));
+    free(m);
     /* the error pointer may be NULL */
     n = hw_node_new();
     assert_int_equal(hw_spec_load_buffer("x.yaml", "- 1", 3, n, NULL), CR_EPARSE);
