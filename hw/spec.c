@@ -186,7 +186,7 @@ static json_t *scalar_to_json(const char *s, size_t len, bool plain)
     static const char *const trues[] = {"true", "True", "TRUE", NULL};
     static const char *const falses[] = {"false", "False", "FALSE", NULL};
     char tmp[80];
-    if (!plain || len >= sizeof(tmp) || memchr(s, '\0', len))
+    if (!plain || len >= sizeof(tmp))
         return json_stringn(s, len);
     memcpy(tmp, s, len);
     tmp[len] = '\0';
@@ -426,6 +426,9 @@ static int on_scalar(builder_t *b, struct fy_event *ev, pos_t at)
             at = f->pn->at;
         return take_key(b, f, s, len, at);
     }
+    if (memchr(s, '\0', len))
+        return fail_at(b, at.line ? at : (f ? f->key_at : at),
+                       "a value must not contain a NUL character");
     json_t *v = scalar_to_json(s, len, plain);
     if (!v)
         return fail_at(b, at.line ? at : (f ? f->key_at : at), "text is not valid UTF-8");
@@ -505,8 +508,9 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return 0;
 }
 
-/* A spec is UTF-8 text. Checked before parsing: libfyaml 0.7.12 can loop
- * forever on some invalid sequences (found by fuzz_spec: "% b\xed"). */
+/* A spec is UTF-8 text without control characters. Checked before
+ * parsing: libfyaml 0.7.12 can loop forever on some invalid sequences
+ * (found by fuzz_spec: "% b\xed"). */
 static int check_utf8(builder_t *b, size_t len)
 {
     const unsigned char *s = (const unsigned char *)b->data;
@@ -516,6 +520,12 @@ static int check_utf8(builder_t *b, size_t len)
         if (!k)
             return fail_at(b, at, "not UTF-8 text (byte 0x%02x); a spec is a YAML or JSON text "
                                   "file",
+                           s[i]);
+        /* YAML's printable set; libfyaml 0.7.12 also leaks formatting a
+         * scalar that holds a NUL (found by fuzz_spec) */
+        if ((s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' && s[i] != '\r') || s[i] == 0x7f)
+            return fail_at(b, at, "control character 0x%02x; a spec may hold tabs and line "
+                                  "breaks, but no other control characters",
                            s[i]);
         if (s[i] == '\n') {
             at.line++;

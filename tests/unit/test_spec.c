@@ -250,6 +250,13 @@ static void test_buffer_errors(void **state)
     m = load_buf_err("x.yaml", "id: n\nhostname: \xc3\xa9\xc0\x80\n");
     assert_true(cr_str_has_prefix(m, "x.yaml:2:12: not UTF-8 text (byte 0xc0)"));
     free(m);
+    m = load_buf_err("x.yaml", "id: n\x01\n");
+    assert_string_equal(m, "x.yaml:1:6: control character 0x01; a spec may hold tabs and line "
+                           "breaks, but no other control characters");
+    free(m);
+    m = load_buf_err("x.yaml", "id: \"a\\0b\"\n");
+    assert_string_equal(m, "x.yaml:1:5: a value must not contain a NUL character");
+    free(m);
     /* the error pointer may be NULL */
     n = hw_node_new();
     assert_int_equal(hw_spec_load_buffer("x.yaml", "- 1", 3, n, NULL), CR_EPARSE);
