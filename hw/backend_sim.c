@@ -22,8 +22,8 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
     if (err) {
         /* hw_discover shows the last warning as the reason: the whole
          * message, not cut to cr_node_warn's line length */
-        *CR_VEC_PUSH(&node->warnings) = msg ? msg : cr_asprintf("%s: %s", env->spec_path,
-                                                               cr_strerror(err));
+        *CR_VEC_PUSH(&node->warnings) =
+            msg ? msg : cr_asprintf("%s: %s", env->spec_path, cr_strerror(err));
         return err;
     }
     /* a spec may leave out what the backend would say itself */

@@ -226,8 +226,7 @@ static bool tag_forces_string(struct fy_token *tag)
     const char *t = fy_token_get_text(tag, &len);
     if (!t)
         return false;
-    return (len == 1 && t[0] == '!') ||
-           (len == 21 && memcmp(t, "tag:yaml.org,2002:str", 21) == 0);
+    return (len == 1 && t[0] == '!') || (len == 21 && memcmp(t, "tag:yaml.org,2002:str", 21) == 0);
 }
 
 /* ---- building the tree ---- */
@@ -259,8 +258,9 @@ static int take_key(builder_t *b, frame_t *f, const char *s, size_t len, pos_t a
     json_decref(probe);
     if (strcmp(key, "<<") != 0 && json_object_get(f->val, key)) {
         const pnode_t *first = find_kid(f->pn, key);
-        int e = fail_at(b, at, "duplicate key '%s' (first written at line %d, column %d); a key "
-                               "may appear once in a mapping",
+        int e = fail_at(b, at,
+                        "duplicate key '%s' (first written at line %d, column %d); a key "
+                        "may appear once in a mapping",
                         key, first ? first->key.line : 0, first ? first->key.col : 0);
         free(key);
         return e;
@@ -570,13 +570,15 @@ static int check_utf8(builder_t *b, size_t len)
     for (size_t i = 0; i < len;) {
         size_t k = utf8_len(s + i, len - i);
         if (!k)
-            return fail_at(b, at, "not UTF-8 text (byte 0x%02x); a spec is a YAML or JSON text "
-                                  "file",
+            return fail_at(b, at,
+                           "not UTF-8 text (byte 0x%02x); a spec is a YAML or JSON text "
+                           "file",
                            s[i]);
         /* YAML's printable set: no C0 controls but tab and line breaks */
         if ((s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' && s[i] != '\r') || s[i] == 0x7f)
-            return fail_at(b, at, "control character 0x%02x; a spec may hold tabs and line "
-                                  "breaks, but no other control characters",
+            return fail_at(b, at,
+                           "control character 0x%02x; a spec may hold tabs and line "
+                           "breaks, but no other control characters",
                            s[i]);
         if (s[i] == '\n') {
             at.line++;
@@ -764,21 +766,23 @@ int hw_spec_load_buffer(const char *name, const char *data, size_t len, cr_node_
     if (errmsg)
         *errmsg = NULL;
     if (len > SPEC_MAX_BYTES) {
-        b.err = cr_asprintf("%s: %zu bytes is too large for a hardware spec (at most %u MiB)",
-                            name, len, SPEC_MAX_BYTES >> 20);
+        b.err = cr_asprintf("%s: %zu bytes is too large for a hardware spec (at most %u MiB)", name,
+                            len, SPEC_MAX_BYTES >> 20);
         err = CR_E2BIG;
         goto out;
     }
     if ((err = check_utf8(&b, len)) || (err = parse(&b, len)))
         goto out;
     if (!b.root || json_is_null(b.root)) {
-        err = fail_at(&b, b.proot.at, "the spec is empty; expected a mapping of node fields "
-                                      "such as id, hostname, cpu, memory and devices");
+        err = fail_at(&b, b.proot.at,
+                      "the spec is empty; expected a mapping of node fields "
+                      "such as id, hostname, cpu, memory and devices");
         goto out;
     }
     if (!json_is_object(b.root)) {
-        err = fail_at(&b, b.proot.at, "a hardware spec must be a mapping of node fields (id, "
-                                      "hostname, cpu, memory, devices, ...), found %s",
+        err = fail_at(&b, b.proot.at,
+                      "a hardware spec must be a mapping of node fields (id, "
+                      "hostname, cpu, memory, devices, ...), found %s",
                       kind_name(b.root));
         goto out;
     }

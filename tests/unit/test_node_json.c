@@ -234,8 +234,7 @@ static void test_schema_errors(void **state)
 
     j = rich_json();
     json_object_set_new(dev(j, 1), "numa", json_string("zero"));
-    expect_error("string for int", j, "devices[1].numa",
-                 "expected a whole number, found a string");
+    expect_error("string for int", j, "devices[1].numa", "expected a whole number, found a string");
     json_decref(j);
 
     j = rich_json();
@@ -288,16 +287,16 @@ static void test_schema_errors(void **state)
     json_decref(j);
 
     j = rich_json();
-    json_array_append_new(json_object_get(json_array_get(json_object_get(j, "domains"), 0),
-                                          "members"),
-                          json_integer(9));
+    json_array_append_new(
+        json_object_get(json_array_get(json_object_get(j, "domains"), 0), "members"),
+        json_integer(9));
     expect_error("domain member", j, "domains[0].members[2]", "expected a device index below 4");
     json_decref(j);
 
     j = rich_json();
-    json_array_append_new(json_object_get(json_array_get(json_object_get(j, "domains"), 0),
-                                          "hosts"),
-                          json_integer(9));
+    json_array_append_new(
+        json_object_get(json_array_get(json_object_get(j, "domains"), 0), "hosts"),
+        json_integer(9));
     expect_error("domain host", j, "domains[0].hosts[2]", "expected a string, found a number");
     json_decref(j);
 

@@ -84,8 +84,9 @@ static void test_validate_variants(void **state)
         const char *msg;
     } cases[] = {
         {GOOD, 0, ""},
-        {BADABI, CR_EABI, "ABI version 2, but this corral speaks version 1; rebuild it against "
-                          "this corral's <corral/accel.h>"},
+        {BADABI, CR_EABI,
+         "ABI version 2, but this corral speaks version 1; rebuild it against "
+         "this corral's <corral/accel.h>"},
         {NOISOLATE, CR_EINVAL, "required member 'isolate' is missing"},
     };
     for (size_t i = 0; i < CR_ARRAY_SIZE(cases); i++) {
@@ -125,16 +126,24 @@ typedef struct loader_case {
 } loader_case_t;
 
 /* Codes the child exits with: 0 all good, else which check failed. */
-enum { CHILD_OK = 0, CHILD_NO_GOOD = 10, CHILD_BAD_LOADED, CHILD_DISCOVER, CHILD_DEVICES,
-       CHILD_ISOLATE, CHILD_TELEMETRY, CHILD_GOOD_LOADED };
+enum {
+    CHILD_OK = 0,
+    CHILD_NO_GOOD = 10,
+    CHILD_BAD_LOADED,
+    CHILD_DISCOVER,
+    CHILD_DEVICES,
+    CHILD_ISOLATE,
+    CHILD_TELEMETRY,
+    CHILD_GOOD_LOADED
+};
 
 static int child_full(const loader_case_t *lc)
 {
     fixture_env_t f;
     memset(&f, 0, sizeof(f));
     fixture_setenv(&f, "CORRAL_PLUGIN_PATH", lc->plugin_path);
-    hw_options_t o = {.root = lc->root, .getenv = fixture_getenv, .getenv_ctx = &f,
-                      .no_host = true};
+    hw_options_t o = {
+        .root = lc->root, .getenv = fixture_getenv, .getenv_ctx = &f, .no_host = true};
     cr_node_t *n = NULL;
     char *msg = NULL;
     if (hw_discover(&o, &n, &msg) != 0)
@@ -155,12 +164,12 @@ static int child_full(const loader_case_t *lc)
     bool warned = false, res = false;
     for (size_t i = 0; i < n->warnings.n; i++)
         warned |= strstr(n->warnings.v[i], "/sys/class/example_npu/npu3/memory: expected a number "
-                                            "of bytes, found 'lots'") != NULL;
+                                           "of bytes, found 'lots'") != NULL;
     for (size_t i = 0; i < n->resources.n; i++)
         res |= strcmp(n->resources.v[i].name, "NPU") == 0 &&
                n->resources.v[i].amount == 3 * CR_QTY_ONE;
-    if (!warned || !res || strcmp(cr_node_get_label(n, "corral.io/accelerator-type") ?: "",
-                                  "EXAMPLE-N1") != 0)
+    if (!warned || !res ||
+        strcmp(cr_node_get_label(n, "corral.io/accelerator-type") ?: "", "EXAMPLE-N1") != 0)
         return CHILD_DEVICES;
     int devs[] = {2, 0};
     cr_envlist_t env = {0};

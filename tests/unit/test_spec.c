@@ -101,10 +101,10 @@ static void test_sizes(void **state)
         const char *text;
         uint64_t bytes;
     } cases[] = {
-        {"memory: 80Gi", 80ull << 30},         {"memory: 512MiB", 512ull << 20},
-        {"memory: 1.5Ti", 3ull << 39},         {"memory: 2T", 2000000000000ull},
-        {"memory: 1024", 1024},                {"memory: \"4096\"", 4096},
-        {"memory: 0x100000", 1048576},         {"memory: 64 GiB", 64ull << 30},
+        {"memory: 80Gi", 80ull << 30}, {"memory: 512MiB", 512ull << 20},
+        {"memory: 1.5Ti", 3ull << 39}, {"memory: 2T", 2000000000000ull},
+        {"memory: 1024", 1024},        {"memory: \"4096\"", 4096},
+        {"memory: 0x100000", 1048576}, {"memory: 64 GiB", 64ull << 30},
     };
     for (size_t i = 0; i < CR_ARRAY_SIZE(cases); i++) {
         cr_node_t *n = load_buf_ok(cases[i].text);
