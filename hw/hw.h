@@ -30,7 +30,7 @@ json_t *hw_node_to_json(const cr_node_t *node);
  * ("devices[3].memory") and what was expected there. */
 typedef struct hw_json_error {
     char path[256];
-    char msg[256];
+    char msg[512];
 } hw_json_error_t;
 /* Fills an empty node from JSON. On failure returns CR_ESCHEMA and fills err. */
 int hw_node_from_json(const json_t *j, cr_node_t *node, hw_json_error_t *err);

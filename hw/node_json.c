@@ -444,6 +444,14 @@ static int qty_from_json(pctx_t *c, const json_t *j, int64_t *out)
 {
     if (!json_is_number(j))
         return fail(c, "expected a number, found %s", json_kind(j));
+    /* whole numbers exactly: a node's memory in bytes is past 2^53 / 10000 */
+    if (json_is_integer(j)) {
+        json_int_t w = json_integer_value(j);
+        if (w < 0 || w > INT64_MAX / CR_QTY_ONE)
+            return fail(c, "expected a quantity between 0 and %lld", INT64_MAX / CR_QTY_ONE);
+        *out = (int64_t)w * CR_QTY_ONE;
+        return 0;
+    }
     double v = json_number_value(j);
     if (!isfinite(v) || v < 0 || v > 1e12)
         return fail(c, "expected a quantity between 0 and 1e12");

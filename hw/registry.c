@@ -133,8 +133,13 @@ void hw_plugins_load(const cr_hw_env_t *env)
         }
         char **names;
         size_t n;
-        if (cr_list_dir("/", tok, &names, &n) != 0)
+        /* a relative entry is relative to the working directory */
+        int lerr = cr_list_dir(tok[0] == '/' ? "/" : ".", tok, &names, &n);
+        if (lerr != 0) {
+            cr_warn("CORRAL_PLUGIN_PATH entry %s cannot be listed: %s; skipped", tok,
+                    cr_strerror(lerr));
             continue;
+        }
         for (size_t i = 0; i < n; i++) {
             if (!ends_with(names[i], ".so"))
                 continue;
