@@ -22,8 +22,8 @@ for dir in "$src"/tests/fixtures/hw/*/; do
     )
     mv "$dir/expected.json.tmp" "$dir/expected.json"
     if [ "$m" != "dgx-h100-mig" ]; then
-        python3 "$src/scripts/spec-from-node.py" "$dir/expected.json" \
-            --source "tests/fixtures/hw/$m" >"$src/specs/$(spec_name "$m").yaml"
+        (cd "$src" && python3 scripts/spec-from-node.py "tests/fixtures/hw/$m/expected.json" \
+            -o "specs/$(spec_name "$m").yaml")
     fi
     echo "regenerated $m"
 done
