@@ -4,6 +4,7 @@
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 10
 CMAKE_FLAGS ?=
+MAKEFLAGS += --no-print-directory
 
 .PHONY: all deps build check test asan fuzz fuzz-long demo bench clean format
 

@@ -75,14 +75,22 @@ static void print_node(const cr_node_t *n)
     }
     for (size_t i = 0; i < n->nics.n; i++) {
         const cr_nic_t *x = &n->nics.v[i];
-        printf("  nic %s: pci %s, numa %d, %llu Mb/s%s%s\n", x->name, x->pci[0] ? x->pci : "-",
-               x->numa, (unsigned long long)x->speed_mbps, x->rdma ? ", RDMA " : "",
-               x->rdma ? x->rdma_device : "");
+        char speed[32];
+        if (x->speed_mbps)
+            snprintf(speed, sizeof(speed), "%llu Mb/s", (unsigned long long)x->speed_mbps);
+        else
+            snprintf(speed, sizeof(speed), "speed unknown");
+        printf("  nic %s: pci %s, numa %d, %s%s%s\n", x->name, x->pci[0] ? x->pci : "-", x->numa,
+               speed, x->rdma ? ", RDMA " : "", x->rdma ? x->rdma_device : "");
     }
     printf("resources:");
     for (size_t i = 0; i < n->resources.n; i++) {
         const cr_resource_t *r = &n->resources.v[i];
-        if (r->amount % CR_QTY_ONE == 0)
+        if (strcmp(r->name, "memory") == 0) {
+            char mem2[32];
+            cli_format_bytes((uint64_t)(r->amount / CR_QTY_ONE), mem2, sizeof(mem2));
+            printf(" memory=%s", mem2);
+        } else if (r->amount % CR_QTY_ONE == 0)
             printf(" %s=%lld", r->name, (long long)(r->amount / CR_QTY_ONE));
         else
             printf(" %s=%.4g", r->name, (double)r->amount / CR_QTY_ONE);

@@ -359,6 +359,21 @@ static void fill_numa(hwloc_topology_t t, cr_node_t *node)
     node->memory = total;
 }
 
+/* Memory that the kernel did not attach to a NUMA node (hot-added on some
+ * VMs) is missing from hwloc's sum; /proc/meminfo's MemTotal counts it.
+ * The larger of the two is the node's memory. */
+static void fill_memtotal(const cr_hw_env_t *env, cr_node_t *node)
+{
+    char *text = NULL;
+    if (cr_read_file_alloc(env->root, "/proc/meminfo", &text, NULL) != 0)
+        return;
+    const char *p = strstr(text, "MemTotal:");
+    unsigned long long kb;
+    if (p && sscanf(p, "MemTotal: %llu kB", &kb) == 1 && kb * 1024 > node->memory)
+        node->memory = kb * 1024;
+    free(text);
+}
+
 /* Link speed in Mb/s from root/sys/class/net/<name>/speed; 0 when unknown.
  * A link that is down reads as -1 or fails with EINVAL: unknown, not
  * suspicious. Anything else that is not a number is. */
@@ -518,6 +533,7 @@ int hw_host_probe(const cr_hw_env_t *env, cr_node_t *node)
     }
     fill_cpu(h->topo, node);
     fill_numa(h->topo, node);
+    fill_memtotal(env, node);
     fill_nics(env, h->topo, node);
     annotate_devices(h->topo, node);
     add_numa_domains(node);

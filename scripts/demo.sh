@@ -25,7 +25,8 @@ for m in dgx-h100 tpu-v6e-4x4-w0; do
     )
 done
 
-if [ -f "$src/specs/dgx-h100.yaml" ]; then
-    step "a simulated node from a hardware spec" "corral hw --spec specs/dgx-h100.yaml --check"
-    "$corral" hw --spec "$src/specs/dgx-h100.yaml" --check || true
-fi
+step "a simulated node from a hardware spec (what daemons and tests use)" \
+    "corral hw --spec specs/mi300x-8.yaml"
+"$corral" hw --spec "$src/specs/mi300x-8.yaml"
+step "a simulated node: what a worker given GPUs 4-7 sees" "corral hw --spec specs/mi300x-8.yaml --isolate 4-7"
+"$corral" hw --spec "$src/specs/mi300x-8.yaml" --isolate 4-7

@@ -42,7 +42,7 @@ if "$CORRAL" hw --spec "$SPECS/good.yaml" >"$TMP/out" 2>"$TMP/err"; then
     grep -q "^node sim-h100-01 (sim-h100-01.example)  \[simulated" "$TMP/out" ||
         fail "good.yaml: no simulated node line: $(head -2 "$TMP/out")"
     grep -qx "  corral.io/simulated=true" "$TMP/out" || fail "good.yaml: no simulated label"
-    grep -q "^resources: CPU=224 memory=2199023255552 GPU=2 widget=0.5$" "$TMP/out" ||
+    grep -q "^resources: CPU=224 memory=2 TiB GPU=2 widget=0.5$" "$TMP/out" ||
         fail "good.yaml: resources: $(grep resources "$TMP/out")"
 else
     fail "good.yaml: exit status $?: $(cat "$TMP/err")"
