@@ -94,7 +94,7 @@ static const char *const migrations[] = {
     "  generation INTEGER NOT NULL);"
     "INSERT INTO head VALUES (1, 0);"
     "CREATE TABLE nodes ("
-    "  id TEXT PRIMARY KEY,"
+    "  id TEXT PRIMARY KEY NOT NULL,"
     "  incarnation INTEGER NOT NULL,"
     "  address TEXT,"
     "  state TEXT NOT NULL CHECK (state IN ('ALIVE','SUSPECT','DEAD')),"
