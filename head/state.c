@@ -285,7 +285,7 @@ struct cr_state {
 
 /* ---- errors: SQLite's codes, ours, and what to do ---- */
 #define HINT_DAMAGED                                                                               \
-    "the file is damaged or is not a database: move it aside to start with an empty state "      \
+    "the file is damaged or is not a database: move it aside to start with an empty state "        \
     "(the jobs recorded in it are then forgotten), or restore a copy"
 
 static const struct sqlite_err {
@@ -334,7 +334,8 @@ static void doom(cr_state_t *st, int err)
 }
 
 /* A failure that is not SQLite's (no such row, bad argument). */
-static int failf(cr_state_t *st, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int failf(cr_state_t *st, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int failf(cr_state_t *st, int err, const char *fmt, ...)
 {
     int off = snprintf(st->errmsg, sizeof(st->errmsg), "state database %s: ", st->path);
@@ -355,13 +356,16 @@ static int cantopen(cr_state_t *st, const char *what)
     const char *dir = dirname(copy);
     int err;
     if (access(dir, F_OK) != 0)
-        err = failf(st, CR_ENOENT, "%s: directory %s does not exist: create it or use another "
-                    "CORRAL_HOME", what, dir);
+        err = failf(st, CR_ENOENT,
+                    "%s: directory %s does not exist: create it or use another "
+                    "CORRAL_HOME",
+                    what, dir);
     else if (access(dir, W_OK) != 0 || e == EACCES || e == EPERM || e == EROFS)
-        err = failf(st, CR_EACCES, "%s: %s: directory %s is not writable by this user (corrald "
+        err = failf(st, CR_EACCES,
+                    "%s: %s: directory %s is not writable by this user (corrald "
                     "needs to create the database and its -wal and -shm files there): fix its "
-                    "permissions or use another CORRAL_HOME", what,
-                    e ? strerror(e) : "cannot open", dir);
+                    "permissions or use another CORRAL_HOME",
+                    what, e ? strerror(e) : "cannot open", dir);
     else
         err = failf(st, CR_EIO, "%s: cannot open it: %s; check the file and its directory", what,
                     e ? strerror(e) : sqlite3_errmsg(st->db));
@@ -556,8 +560,7 @@ static int col_enum(cr_state_t *st, sqlite3_stmt *s, int i, const char *const *n
     *out = v;
     return 0;
 }
-#define COL_ENUM(st, s, i, table, out)                                                             \
-    col_enum(st, s, i, table, CR_ARRAY_SIZE(table), (int *)(out))
+#define COL_ENUM(st, s, i, table, out) col_enum(st, s, i, table, CR_ARRAY_SIZE(table), (int *)(out))
 
 /* ---- open and close ---- */
 static int exec_sql(cr_state_t *st, const char *sql, const char *what)
@@ -603,21 +606,25 @@ static int migrate(cr_state_t *st)
                          "reading the schema", &others)))
         goto out_rollback;
     if (!have && others) {
-        err = failf(st, CR_ESCHEMA, "it is not a corral state database (it has tables but no "
+        err = failf(st, CR_ESCHEMA,
+                    "it is not a corral state database (it has tables but no "
                     "schema_version): point corral at another file or move this one aside");
         goto out_rollback;
     }
-    if (!have && (err = exec_sql(st, "CREATE TABLE schema_version (version INTEGER NOT NULL);"
-                                     "INSERT INTO schema_version VALUES (0)",
+    if (!have && (err = exec_sql(st,
+                                 "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+                                 "INSERT INTO schema_version VALUES (0)",
                                  "creating the schema")))
         goto out_rollback;
     if ((err = query_int(st, "SELECT max(version) FROM schema_version", "reading the schema",
                          &version)))
         goto out_rollback;
     if (version > CR_STATE_SCHEMA_VERSION) {
-        err = failf(st, CR_ESCHEMA, "it has schema version %lld, newer than this corral's %d "
+        err = failf(st, CR_ESCHEMA,
+                    "it has schema version %lld, newer than this corral's %d "
                     "(it was written by a later corral): run that corral, or move the file aside "
-                    "to start with an empty state", (long long)version, CR_STATE_SCHEMA_VERSION);
+                    "to start with an empty state",
+                    (long long)version, CR_STATE_SCHEMA_VERSION);
         goto out_rollback;
     }
     for (int64_t v = version < 0 ? 0 : version; v < CR_STATE_SCHEMA_VERSION; v++) {
@@ -629,9 +636,10 @@ static int migrate(cr_state_t *st)
     char sql[96];
     snprintf(sql, sizeof(sql), "UPDATE schema_version SET version = %d", CR_STATE_SCHEMA_VERSION);
     if ((err = exec_sql(st, sql, "recording the schema version")) ||
-        (err = exec_sql(st, "UPDATE head SET generation = generation + 1", "recording this open")) ||
-        (err = query_int(st, "SELECT generation FROM head", "recording this open",
-                         &st->generation)))
+        (err =
+             exec_sql(st, "UPDATE head SET generation = generation + 1", "recording this open")) ||
+        (err =
+             query_int(st, "SELECT generation FROM head", "recording this open", &st->generation)))
         goto out_rollback;
     return exec_sql(st, "COMMIT", "committing the schema");
 out_rollback:
@@ -661,7 +669,8 @@ int cr_state_open(const char *path, cr_state_t **out, char *err, size_t errlen)
     /* SQLite quietly opens a file it cannot write read-only; a head that
      * cannot record what it acknowledges must not start */
     if (sqlite3_db_readonly(st->db, "main") == 1) {
-        e = failf(st, CR_EACCES, "opening it: the file is read-only for this user: make it "
+        e = failf(st, CR_EACCES,
+                  "opening it: the file is read-only for this user: make it "
                   "writable (chmod u+w, or run corrald as its owner) or use another CORRAL_HOME");
         goto out_close;
     }
@@ -1043,8 +1052,8 @@ static void bind_worker(sqlite3_stmt *s, const cr_state_worker_t *w, int64_t now
     sqlite3_bind_int64(s, 14, now_ms);
 }
 
-static int worker_write(cr_state_t *st, enum stmt_id id, const cr_state_worker_t *w,
-                        int64_t now_ms, bool must_change, const char *verb)
+static int worker_write(cr_state_t *st, enum stmt_id id, const cr_state_worker_t *w, int64_t now_ms,
+                        bool must_change, const char *verb)
 {
     sqlite3_stmt *s;
     int err = writable(st);
@@ -1052,8 +1061,7 @@ static int worker_write(cr_state_t *st, enum stmt_id id, const cr_state_worker_t
         return err;
     bind_worker(s, w, now_ms);
     char what[96];
-    snprintf(what, sizeof(what), "worker %d of job %lld: %s", w->index, (long long)w->job_id,
-             verb);
+    snprintf(what, sizeof(what), "worker %d of job %lld: %s", w->index, (long long)w->job_id, verb);
     return run(st, s, must_change, what);
 }
 
@@ -1133,8 +1141,7 @@ int cr_state_worker_list(cr_state_t *st, int64_t job_id, const char *node_id,
         sqlite3_bind_int64(s, 1, job_id);
     else if (node_id)
         bind_text(s, 1, node_id);
-    return query(st, s, "listing workers", worker_row, worker_fini, sizeof(**out), (void **)out,
-                 n);
+    return query(st, s, "listing workers", worker_row, worker_fini, sizeof(**out), (void **)out, n);
 }
 
 void cr_state_worker_free(cr_state_worker_t *w)
@@ -1162,11 +1169,11 @@ int cr_state_pg_create(cr_state_t *st, const cr_state_pg_t *pg, int64_t now_ms, 
     if (err)
         return err;
     for (size_t i = 0; i < pg->n_bundles; i++)
-        if (pg->bundles[i].index != (int)i)
-        {
-            err = failf(st, CR_EINVAL, "creating a placement group: bundle %zu has index %d "
-                        "(indexes must be 0..%zu in order)", i, pg->bundles[i].index,
-                        pg->n_bundles - 1);
+        if (pg->bundles[i].index != (int)i) {
+            err = failf(st, CR_EINVAL,
+                        "creating a placement group: bundle %zu has index %d "
+                        "(indexes must be 0..%zu in order)",
+                        i, pg->bundles[i].index, pg->n_bundles - 1);
             doom(st, err);
             return err;
         }

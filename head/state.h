@@ -63,12 +63,7 @@ typedef enum {
 } cr_worker_state_t;
 /* PREPARED: reserved on every agent, not yet committed (two-phase). */
 typedef enum { CR_PG_PENDING, CR_PG_PREPARED, CR_PG_CREATED, CR_PG_REMOVED } cr_pg_state_t;
-typedef enum {
-    CR_PG_PACK,
-    CR_PG_SPREAD,
-    CR_PG_STRICT_PACK,
-    CR_PG_STRICT_SPREAD
-} cr_pg_strategy_t;
+typedef enum { CR_PG_PACK, CR_PG_SPREAD, CR_PG_STRICT_PACK, CR_PG_STRICT_SPREAD } cr_pg_strategy_t;
 
 /* Names ("ALIVE", "RUNNING", "gang", "STRICT_PACK"...) and back; the
  * parsers return CR_EINVAL for an unknown name. */
@@ -84,9 +79,9 @@ bool cr_job_state_is_final(cr_job_state_t s);
 
 /* ---- records ---- */
 typedef struct cr_state_node {
-    char *id;      /* the agent's node id */
+    char *id;            /* the agent's node id */
     int64_t incarnation; /* grows each time the node (re)joins */
-    char *address; /* host:port of its agent */
+    char *address;       /* host:port of its agent */
     cr_node_state_t state;
     char *desc_json; /* its node description (hw/node_json.c) */
     int64_t last_heartbeat_ms;
@@ -106,10 +101,10 @@ typedef struct cr_state_job {
 
 typedef struct cr_state_worker {
     int64_t job_id;
-    int index;        /* in the gang, 0..n-1 */
-    char *node_id;    /* NULL until placed */
-    char *devices;    /* the assigned device ids, e.g. "0,1"; may be NULL */
-    int pid, pgid;    /* 0 when not started */
+    int index;     /* in the gang, 0..n-1 */
+    char *node_id; /* NULL until placed */
+    char *devices; /* the assigned device ids, e.g. "0,1"; may be NULL */
+    int pid, pgid; /* 0 when not started */
     /* The process's start time (field 22 of /proc/PID/stat, clock ticks
      * since boot): with the pid it tells the worker from a later process
      * that reuses the pid when a restarted daemon re-adopts workers. */
@@ -142,7 +137,7 @@ typedef struct cr_state_pg {
 typedef struct cr_state_event {
     int64_t id; /* increases with every append, never reused */
     int64_t time_ms;
-    char *kind; /* "placed", "started", "exited", "infeasible", ... */
+    char *kind;            /* "placed", "started", "exited", "infeasible", ... */
     int64_t job_id, pg_id; /* 0 when none */
     char *node_id;         /* NULL when none */
     char *message;

@@ -81,8 +81,8 @@ static int64_t new_job(cr_state_t *st, const char *name, int64_t now)
 
 static void new_worker(cr_state_t *st, int64_t job, int index, const char *node, int64_t now)
 {
-    cr_state_worker_t w = {.job_id = job, .index = index, .node_id = (char *)node,
-                           .state = CR_WORKER_PENDING};
+    cr_state_worker_t w = {
+        .job_id = job, .index = index, .node_id = (char *)node, .state = CR_WORKER_PENDING};
     assert_int_equal(cr_state_worker_create(st, &w, now), 0);
 }
 
@@ -145,8 +145,11 @@ static void test_nodes(void **state)
     tdir_t t;
     tdir_make(&t);
     cr_state_t *st = open_ok(t.db);
-    cr_state_node_t n = {.id = "node-b", .incarnation = 1, .address = "127.0.0.1:7000",
-                         .state = CR_NODE_ALIVE, .desc_json = "{\"gpus\":8}",
+    cr_state_node_t n = {.id = "node-b",
+                         .incarnation = 1,
+                         .address = "127.0.0.1:7000",
+                         .state = CR_NODE_ALIVE,
+                         .desc_json = "{\"gpus\":8}",
                          .last_heartbeat_ms = 100};
     assert_int_equal(cr_state_node_put(st, &n, 100), 0);
     n.id = "node-a";
@@ -206,9 +209,8 @@ static void test_jobs(void **state)
     int64_t a = new_job(st, "train", 1000);
     int64_t b = new_job(st, NULL, 1001);
     assert_true(b > a);
-    assert_int_equal(cr_state_job_set_state(st, a, CR_JOB_FAILED, "worker 1 exited with code 3",
-                                            1100),
-                     0);
+    assert_int_equal(
+        cr_state_job_set_state(st, a, CR_JOB_FAILED, "worker 1 exited with code 3", 1100), 0);
     assert_int_equal(cr_state_job_set_restarts(st, a, 2, 1101), 0);
 
     cr_state_job_t j;
@@ -242,8 +244,8 @@ static void test_jobs(void **state)
     cr_state_job_list_free(v, n);
 
     /* bad values never reach the file */
-    cr_state_job_t bad = {.spec_json = "{}", .state = CR_JOB_PENDING,
-                          .restart_policy = (cr_restart_policy_t)9};
+    cr_state_job_t bad = {
+        .spec_json = "{}", .state = CR_JOB_PENDING, .restart_policy = (cr_restart_policy_t)9};
     int64_t id;
     assert_int_equal(cr_state_job_create(st, &bad, 1, &id), CR_EINVAL);
     bad.restart_policy = CR_RESTART_NONE;
@@ -288,10 +290,19 @@ static void test_workers(void **state)
     w.index = -1;
     assert_int_equal(cr_state_worker_create(st, &w, 1), CR_EINVAL);
 
-    cr_state_worker_t u = {.job_id = a, .index = 1, .node_id = "n3", .devices = "2,3",
-                           .pid = 4321, .pgid = 4321, .start_time = 123456789,
-                           .state = CR_WORKER_EXITED, .exit_code = 0, .exit_signal = 9,
-                           .restarts = 1, .stdout_path = "/tmp/o", .stderr_path = "/tmp/e"};
+    cr_state_worker_t u = {.job_id = a,
+                           .index = 1,
+                           .node_id = "n3",
+                           .devices = "2,3",
+                           .pid = 4321,
+                           .pgid = 4321,
+                           .start_time = 123456789,
+                           .state = CR_WORKER_EXITED,
+                           .exit_code = 0,
+                           .exit_signal = 9,
+                           .restarts = 1,
+                           .stdout_path = "/tmp/o",
+                           .stderr_path = "/tmp/e"};
     assert_int_equal(cr_state_worker_update(st, &u, 50), 0);
     assert_int_equal(cr_state_worker_set_state(st, a, 0, CR_WORKER_RUNNING, 60), 0);
     u.index = 7;
@@ -348,8 +359,11 @@ static void test_pgs(void **state)
     cr_state_bundle_t b[3] = {{.index = 0, .resources_json = "{\"GPU\":4}"},
                               {.index = 1, .resources_json = "{\"GPU\":4}"},
                               {.index = 2, .resources_json = "{\"CPU\":1}", .node_id = "n9"}};
-    cr_state_pg_t pg = {.name = "slice", .strategy = CR_PG_STRICT_SPREAD, .state = CR_PG_PENDING,
-                        .bundles = b, .n_bundles = 3};
+    cr_state_pg_t pg = {.name = "slice",
+                        .strategy = CR_PG_STRICT_SPREAD,
+                        .state = CR_PG_PENDING,
+                        .bundles = b,
+                        .n_bundles = 3};
     int64_t id = 0, id2 = 0;
     assert_int_equal(cr_state_pg_create(st, &pg, 500, &id), 0);
     assert_true(id > 0);
@@ -422,9 +436,12 @@ static void test_events(void **state)
     int64_t job = new_job(st, "j", 1);
     int64_t ids[5];
     for (int i = 0; i < 5; i++) {
-        cr_state_event_t e = {.time_ms = 100 + i, .kind = i % 2 ? "started" : "placed",
-                              .job_id = i < 3 ? job : 0, .node_id = i == 4 ? "n1" : NULL,
-                              .pg_id = i == 2 ? 77 : 0, .message = i == 3 ? NULL : "hello"};
+        cr_state_event_t e = {.time_ms = 100 + i,
+                              .kind = i % 2 ? "started" : "placed",
+                              .job_id = i < 3 ? job : 0,
+                              .node_id = i == 4 ? "n1" : NULL,
+                              .pg_id = i == 2 ? 77 : 0,
+                              .message = i == 3 ? NULL : "hello"};
         assert_int_equal(cr_state_event_append(st, &e, &ids[i]), 0);
         if (i)
             assert_true(ids[i] > ids[i - 1]);
@@ -599,13 +616,18 @@ static void __attribute__((noreturn)) crash_child(const char *path, int fd)
     if (cr_state_open(path, &st, err, sizeof(err)) != 0)
         _exit(3);
     for (int64_t i = 0;; i++) {
-        cr_state_job_t j = {.name = "crash", .spec_json = "{\"workers\":2}",
-                            .state = CR_JOB_PENDING, .restart_policy = CR_RESTART_WORKER};
+        cr_state_job_t j = {.name = "crash",
+                            .spec_json = "{\"workers\":2}",
+                            .state = CR_JOB_PENDING,
+                            .restart_policy = CR_RESTART_WORKER};
         int64_t id;
         if (cr_state_begin(st) || cr_state_job_create(st, &j, i, &id))
             _exit(4);
         for (int k = 0; k < CRASH_WORKERS; k++) {
-            cr_state_worker_t w = {.job_id = id, .index = k, .node_id = "n1", .pid = 1000 + k,
+            cr_state_worker_t w = {.job_id = id,
+                                   .index = k,
+                                   .node_id = "n1",
+                                   .pid = 1000 + k,
                                    .state = CR_WORKER_RUNNING};
             if (cr_state_worker_create(st, &w, i))
                 _exit(5);
@@ -812,8 +834,8 @@ static void test_disk_full(void **state)
     assert_int_equal(cr_state_begin(st), 0);
     rc = 0;
     for (int i = 0; i < 200 && rc == 0; i++)
-        rc = cr_state_event_append(st, &(cr_state_event_t){.time_ms = i, .kind = "k",
-                                                            .message = big}, NULL);
+        rc = cr_state_event_append(
+            st, &(cr_state_event_t){.time_ms = i, .kind = "k", .message = big}, NULL);
     assert_int_equal(rc, CR_ENOSPC);
     assert_int_equal(cr_state_job_create(st, &j, 1, &id), CR_ENOSPC);
     assert_int_equal(cr_state_commit(st), CR_ENOSPC);
@@ -896,10 +918,10 @@ static void test_corrupt_file(void **state)
     text[sizeof(text) - 1] = '\0';
     assert_int_equal(cr_state_begin(st), 0);
     for (int i = 0; i < 200; i++)
-        assert_int_equal(cr_state_event_append(st, &(cr_state_event_t){.time_ms = i, .kind = "k",
-                                                                        .message = text},
-                                               NULL),
-                         0);
+        assert_int_equal(
+            cr_state_event_append(
+                st, &(cr_state_event_t){.time_ms = i, .kind = "k", .message = text}, NULL),
+            0);
     assert_int_equal(cr_state_commit(st), 0);
     int64_t root = sql_int(st, "SELECT rootpage FROM sqlite_master WHERE name = 'events'");
     int64_t psize = sql_int(st, "PRAGMA page_size");

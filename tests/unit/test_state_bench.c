@@ -49,14 +49,16 @@ static void setup(cr_state_t *st, long jobs)
     if ((rc = cr_state_begin(st)))
         die(st, rc);
     for (long i = 0; i < jobs; i++) {
-        cr_state_job_t j = {.name = "bench", .spec_json = "{\"workers\":8,\"command\":[\"true\"]}",
-                            .state = CR_JOB_PENDING, .restart_policy = CR_RESTART_GANG};
+        cr_state_job_t j = {.name = "bench",
+                            .spec_json = "{\"workers\":8,\"command\":[\"true\"]}",
+                            .state = CR_JOB_PENDING,
+                            .restart_policy = CR_RESTART_GANG};
         int64_t id;
         if ((rc = cr_state_job_create(st, &j, 0, &id)))
             die(st, rc);
         for (int k = 0; k < GANG; k++) {
-            cr_state_worker_t w = {.job_id = id, .index = k, .node_id = "node-0",
-                                   .state = CR_WORKER_PENDING};
+            cr_state_worker_t w = {
+                .job_id = id, .index = k, .node_id = "node-0", .state = CR_WORKER_PENDING};
             if ((rc = cr_state_worker_create(st, &w, 0)))
                 die(st, rc);
         }
@@ -87,8 +89,11 @@ static void transitions(cr_state_t *st, long jobs, long n)
 static void events(cr_state_t *st, long n)
 {
     for (long i = 0; i < n; i++) {
-        cr_state_event_t e = {.time_ms = i, .kind = "started", .job_id = i % 100 + 1,
-                              .node_id = "node-0", .message = "worker 3 started, pid 12345"};
+        cr_state_event_t e = {.time_ms = i,
+                              .kind = "started",
+                              .job_id = i % 100 + 1,
+                              .node_id = "node-0",
+                              .message = "worker 3 started, pid 12345"};
         int rc = cr_state_event_append(st, &e, NULL);
         if (rc)
             die(st, rc);
