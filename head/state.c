@@ -463,7 +463,7 @@ static int prepare_w(cr_state_t *st, enum stmt_id id, sqlite3_stmt **out)
 
 static int exec_stmt(cr_state_t *st, enum stmt_id id, const char *what)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = prepare_w(st, id, &s);
     return err ? err : run(st, s, false, what);
 }
@@ -482,7 +482,7 @@ static int unit_end(cr_state_t *st, int err)
     if (err && !sqlite3_get_autocommit(st->db)) {
         /* SQLite may already have rolled everything back (disk full, I/O
          * error): then there is no savepoint left to go back to */
-        sqlite3_stmt *s;
+        sqlite3_stmt *s = NULL;
         if (prepare(st, S_ROLLBACK_TO, &s) == 0) {
             sqlite3_step(s);
             finish(s);
@@ -571,7 +571,7 @@ static int exec_sql(cr_state_t *st, const char *sql, const char *what)
 
 static int query_int(cr_state_t *st, const char *sql, const char *what, int64_t *out)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
     if (rc != SQLITE_OK)
         return fail(st, rc, "%s", what);
@@ -678,7 +678,7 @@ int cr_state_open(const char *path, cr_state_t **out, char *err, size_t errlen)
      * sqlite3 tool holding a lock for a moment */
     sqlite3_busy_timeout(st->db, 5000);
     /* the first statement reads the file: a damaged one shows up here */
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode = WAL", -1, &s, NULL);
     if (rc == SQLITE_OK) {
         rc = sqlite3_step(s);
@@ -741,7 +741,7 @@ struct sqlite3 *cr__state_db(cr_state_t *st)
 
 int cr_state_check(cr_state_t *st)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int rc = sqlite3_prepare_v2(st->db, "PRAGMA integrity_check(1)", -1, &s, NULL);
     if (rc != SQLITE_OK)
         return fail(st, rc, "checking it");
@@ -774,7 +774,7 @@ int cr_state_begin(cr_state_t *st)
 static void rollback_raw(cr_state_t *st)
 {
     if (!sqlite3_get_autocommit(st->db)) {
-        sqlite3_stmt *s;
+        sqlite3_stmt *s = NULL;
         if (prepare(st, S_ROLLBACK, &s) == 0) {
             sqlite3_step(s);
             finish(s);
@@ -808,7 +808,7 @@ void cr_state_rollback(cr_state_t *st)
 /* ---- nodes ---- */
 int cr_state_node_put(cr_state_t *st, const cr_state_node_t *n, int64_t now_ms)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, S_NODE_PUT, &s)))
         return err;
@@ -824,7 +824,7 @@ int cr_state_node_put(cr_state_t *st, const cr_state_node_t *n, int64_t now_ms)
 
 int cr_state_node_set_state(cr_state_t *st, const char *id, cr_node_state_t state, int64_t now_ms)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, S_NODE_SET_STATE, &s)))
         return err;
@@ -838,7 +838,7 @@ int cr_state_node_set_state(cr_state_t *st, const char *id, cr_node_state_t stat
 
 int cr_state_node_heartbeat(cr_state_t *st, const char *id, int64_t time_ms)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, S_NODE_HEARTBEAT, &s)))
         return err;
@@ -868,7 +868,7 @@ static void node_fini(void *rec)
 
 int cr_state_node_get(cr_state_t *st, const char *id, cr_state_node_t *out)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = prepare(st, S_NODE_GET, &s);
     if (err)
         return err;
@@ -880,7 +880,7 @@ int cr_state_node_get(cr_state_t *st, const char *id, cr_state_node_t *out)
 
 int cr_state_node_list(cr_state_t *st, cr_state_node_t **out, size_t *n)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = prepare(st, S_NODE_LIST, &s);
     return err ? err
                : query(st, s, "listing nodes", node_row, node_fini, sizeof(**out), (void **)out, n);
@@ -888,7 +888,7 @@ int cr_state_node_list(cr_state_t *st, cr_state_node_t **out, size_t *n)
 
 int cr_state_node_delete(cr_state_t *st, const char *id)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, S_NODE_DELETE, &s)))
         return err;
@@ -917,7 +917,7 @@ void cr_state_node_list_free(cr_state_node_t *v, size_t n)
 /* ---- jobs ---- */
 int cr_state_job_create(cr_state_t *st, const cr_state_job_t *job, int64_t now_ms, int64_t *id)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, S_JOB_INSERT, &s)))
         return err;
@@ -938,7 +938,7 @@ int cr_state_job_create(cr_state_t *st, const cr_state_job_t *job, int64_t now_m
 int cr_state_job_set_state(cr_state_t *st, int64_t id, cr_job_state_t state, const char *reason,
                            int64_t now_ms)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, S_JOB_SET_STATE, &s)))
         return err;
@@ -953,7 +953,7 @@ int cr_state_job_set_state(cr_state_t *st, int64_t id, cr_job_state_t state, con
 
 int cr_state_job_set_restarts(cr_state_t *st, int64_t id, int restarts, int64_t now_ms)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, S_JOB_SET_RESTARTS, &s)))
         return err;
@@ -987,7 +987,7 @@ static void job_fini(void *rec)
 
 int cr_state_job_get(cr_state_t *st, int64_t id, cr_state_job_t *out)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = prepare(st, S_JOB_GET, &s);
     if (err)
         return err;
@@ -999,7 +999,7 @@ int cr_state_job_get(cr_state_t *st, int64_t id, cr_state_job_t *out)
 
 int cr_state_job_list(cr_state_t *st, bool only_active, cr_state_job_t **out, size_t *n)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = prepare(st, only_active ? S_JOB_LIST_ACTIVE : S_JOB_LIST, &s);
     return err ? err
                : query(st, s, "listing jobs", job_row, job_fini, sizeof(**out), (void **)out, n);
@@ -1007,7 +1007,7 @@ int cr_state_job_list(cr_state_t *st, bool only_active, cr_state_job_t **out, si
 
 int cr_state_job_delete(cr_state_t *st, int64_t id)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, S_JOB_DELETE, &s)))
         return err;
@@ -1055,7 +1055,7 @@ static void bind_worker(sqlite3_stmt *s, const cr_state_worker_t *w, int64_t now
 static int worker_write(cr_state_t *st, enum stmt_id id, const cr_state_worker_t *w, int64_t now_ms,
                         bool must_change, const char *verb)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, id, &s)))
         return err;
@@ -1078,7 +1078,7 @@ int cr_state_worker_update(cr_state_t *st, const cr_state_worker_t *w, int64_t n
 int cr_state_worker_set_state(cr_state_t *st, int64_t job_id, int index, cr_worker_state_t state,
                               int64_t now_ms)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, S_WORKER_SET_STATE, &s)))
         return err;
@@ -1118,7 +1118,7 @@ static void worker_fini(void *rec)
 
 int cr_state_worker_get(cr_state_t *st, int64_t job_id, int index, cr_state_worker_t *out)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = prepare(st, S_WORKER_GET, &s);
     if (err)
         return err;
@@ -1132,7 +1132,7 @@ int cr_state_worker_get(cr_state_t *st, int64_t job_id, int index, cr_state_work
 int cr_state_worker_list(cr_state_t *st, int64_t job_id, const char *node_id,
                          cr_state_worker_t **out, size_t *n)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     enum stmt_id id = job_id ? S_WORKER_LIST_JOB : node_id ? S_WORKER_LIST_NODE : S_WORKER_LIST_ALL;
     int err = prepare(st, id, &s);
     if (err)
@@ -1164,7 +1164,7 @@ void cr_state_worker_list_free(cr_state_worker_t *v, size_t n)
 /* ---- placement groups ---- */
 int cr_state_pg_create(cr_state_t *st, const cr_state_pg_t *pg, int64_t now_ms, int64_t *id)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err)
         return err;
@@ -1210,7 +1210,7 @@ out_end:
 
 int cr_state_pg_set_state(cr_state_t *st, int64_t id, cr_pg_state_t state, int64_t now_ms)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, S_PG_SET_STATE, &s)))
         return err;
@@ -1225,7 +1225,7 @@ int cr_state_pg_set_state(cr_state_t *st, int64_t id, cr_pg_state_t state, int64
 int cr_state_pg_set_bundle(cr_state_t *st, int64_t id, int index, const char *node_id,
                            const char *devices, int64_t now_ms)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = unit_begin(st)))
         return err;
@@ -1284,7 +1284,7 @@ static void pg_fini(void *rec)
 static int pg_bundles(cr_state_t *st, cr_state_pg_t *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        sqlite3_stmt *s;
+        sqlite3_stmt *s = NULL;
         int err = prepare(st, S_BUNDLE_LIST, &s);
         if (err)
             return err;
@@ -1299,7 +1299,7 @@ static int pg_bundles(cr_state_t *st, cr_state_pg_t *v, size_t n)
 static int pg_get(cr_state_t *st, enum stmt_id id, int64_t pg_id, const char *name,
                   cr_state_pg_t *out)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = prepare(st, id, &s);
     if (err)
         return err;
@@ -1332,7 +1332,7 @@ int cr_state_pg_get_by_name(cr_state_t *st, const char *name, cr_state_pg_t *out
 
 int cr_state_pg_list(cr_state_t *st, cr_state_pg_t **out, size_t *n)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = prepare(st, S_PG_LIST, &s);
     if (err || (err = query(st, s, "listing placement groups", pg_row, pg_fini, sizeof(**out),
                             (void **)out, n)))
@@ -1347,7 +1347,7 @@ int cr_state_pg_list(cr_state_t *st, cr_state_pg_t **out, size_t *n)
 
 int cr_state_pg_delete(cr_state_t *st, int64_t id)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, S_PG_DELETE, &s)))
         return err;
@@ -1378,7 +1378,7 @@ void cr_state_pg_list_free(cr_state_pg_t *v, size_t n)
 /* ---- events ---- */
 int cr_state_event_append(cr_state_t *st, const cr_state_event_t *ev, int64_t *id)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, S_EVENT_INSERT, &s)))
         return err;
@@ -1419,7 +1419,7 @@ static void event_fini(void *rec)
 int cr_state_event_list(cr_state_t *st, int64_t after_id, size_t limit, cr_state_event_t **out,
                         size_t *n)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = prepare(st, S_EVENT_LIST, &s);
     if (err)
         return err;
@@ -1430,7 +1430,7 @@ int cr_state_event_list(cr_state_t *st, int64_t after_id, size_t limit, cr_state
 
 int cr_state_event_trim(cr_state_t *st, int64_t up_to_id)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int err = writable(st);
     if (err || (err = prepare_w(st, S_EVENT_TRIM, &s)))
         return err;
