@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* ---- names ---- */
@@ -384,6 +385,10 @@ static int fail(cr_state_t *st, int rc, const char *fmt, ...)
     va_end(ap);
     if (st->db && (rc & 0xff) == SQLITE_CANTOPEN)
         return cantopen(st, what);
+    /* a full disk met while growing the -shm file or syncing is an I/O
+     * error to SQLite, but the operator's fix is the same */
+    if (st->db && (rc & 0xff) == SQLITE_IOERR && sqlite3_system_errno(st->db) == ENOSPC)
+        rc = SQLITE_FULL;
     const struct sqlite_err *e = sqlite_err_of(rc);
     int err = e ? e->err : CR_EIO;
     return failf(st, err, "%s: %s (%s)", what, st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc),
@@ -648,6 +653,27 @@ out_rollback:
     return err;
 }
 
+/* Rewriting a page in place needs no new space, so a successful write at
+ * open does not prove there is room for the next job: the free space is
+ * checked too, so that a full disk stops the head at start. */
+static int check_free_space(cr_state_t *st)
+{
+    char *copy = cr_strdup(st->path);
+    const char *dir = dirname(copy);
+    struct statvfs sv;
+    int err = 0;
+    if (statvfs(dir, &sv) == 0 &&
+        (uint64_t)sv.f_bavail * sv.f_frsize < (uint64_t)CR_STATE_MIN_FREE_BYTES)
+        err = failf(st, CR_ENOSPC,
+                    "opening it: only %llu KiB free on the file system of %s, "
+                    "less than the %d KiB the head needs to record its state: the disk is full: "
+                    "free space there or use another CORRAL_HOME",
+                    (unsigned long long)sv.f_bavail * sv.f_frsize / 1024, dir,
+                    CR_STATE_MIN_FREE_BYTES / 1024);
+    free(copy);
+    return err;
+}
+
 int cr_state_open(const char *path, cr_state_t **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -674,6 +700,8 @@ int cr_state_open(const char *path, cr_state_t **out, char *err, size_t errlen)
                   "writable (chmod u+w, or run corrald as its owner) or use another CORRAL_HOME");
         goto out_close;
     }
+    if ((e = check_free_space(st)))
+        goto out_close;
     /* the head is its only writer; the wait covers a reader such as the
      * sqlite3 tool holding a lock for a moment */
     sqlite3_busy_timeout(st->db, 5000);

@@ -34,6 +34,8 @@
 /* The schema version this code writes; older databases are migrated at
  * open, newer ones refused. */
 #define CR_STATE_SCHEMA_VERSION 1
+/* cr_state_open refuses a file system with less free space than this. */
+#define CR_STATE_MIN_FREE_BYTES (1024 * 1024)
 /* Enough for any message of cr_state_open's err buffer. */
 #define CR_STATE_ERRMSG_MAX 512
 
@@ -147,7 +149,8 @@ typedef struct cr_state_event {
 
 /* Opens (creating it if needed) the database at path: WAL journal,
  * synchronous=NORMAL, a busy timeout, foreign keys on; migrates an older
- * schema; refuses a newer one; bumps the open generation. On failure
+ * schema; refuses a newer one; bumps the open generation. A full disk
+ * (less than CR_STATE_MIN_FREE_BYTES free) is refused here, at start. On failure
  * *out is NULL and err (if not NULL) holds the message.
  *
  * Why synchronous=NORMAL is enough: in WAL mode a commit is a write() of

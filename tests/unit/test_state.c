@@ -12,6 +12,8 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -854,6 +856,83 @@ static void test_disk_full(void **state)
     tdir_remove(&t);
 }
 
+/* A real full file system: a small tmpfs in a private mount namespace
+ * (root only; skipped otherwise). The disk fills while jobs are written;
+ * the next open says so at once. Runs in a child so the mount never leaks; exit 0 is a pass, 77
+ * a skip, anything else a failure described on stderr. */
+#define CHILD_CHECK(cond)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #cond);                      \
+            _exit(1);                                                                              \
+        }                                                                                          \
+    } while (0)
+
+static void __attribute__((noreturn)) real_disk_full_child(const char *dir)
+{
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", dir, "tmpfs", 0, "size=2m") != 0)
+        _exit(77);
+    char path[128], err[CR_STATE_ERRMSG_MAX];
+    snprintf(path, sizeof(path), "%s/state.db", dir);
+    cr_state_t *st;
+    CHILD_CHECK(cr_state_open(path, &st, err, sizeof(err)) == 0);
+    char big[4000];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    cr_state_job_t j = {.name = "big", .spec_json = big, .state = CR_JOB_PENDING};
+    int64_t id;
+    int rc = 0, acked = 0;
+    for (int i = 0; i < 3000 && rc == 0; i++)
+        if ((rc = cr_state_job_create(st, &j, i, &id)) == 0)
+            acked++;
+    if (rc != CR_ENOSPC)
+        fprintf(stderr, "got %s: %s\n", cr_err_name(rc), cr_state_errmsg(st));
+    CHILD_CHECK(rc == CR_ENOSPC);
+    CHILD_CHECK(strstr(cr_state_errmsg(st), "disk is full") != NULL);
+    CHILD_CHECK(acked > 10);
+    cr_state_close(st);
+    rc = cr_state_open(path, &st, err, sizeof(err));
+    if (rc != CR_ENOSPC)
+        fprintf(stderr, "open on a full disk: %s: %s\n", cr_err_name(rc), err);
+    CHILD_CHECK(rc == CR_ENOSPC);
+    CHILD_CHECK(st == NULL);
+    CHILD_CHECK(strstr(err, path) != NULL);
+    CHILD_CHECK(strstr(err, "disk is full") != NULL);
+    /* space back (a 4 MiB file system now): everything acknowledged is
+     * there and the file is sound */
+    CHILD_CHECK(mount("tmpfs", dir, "tmpfs", MS_REMOUNT, "size=4m") == 0);
+    CHILD_CHECK(cr_state_open(path, &st, err, sizeof(err)) == 0);
+    CHILD_CHECK(cr_state_check(st) == 0);
+    cr_state_job_t *v;
+    size_t n;
+    CHILD_CHECK(cr_state_job_list(st, false, &v, &n) == 0);
+    CHILD_CHECK(n == (size_t)acked);
+    cr_state_job_list_free(v, n);
+    cr_state_close(st);
+    umount(dir);
+    _exit(0);
+}
+
+static void test_real_disk_full(void **state)
+{
+    if (geteuid() != 0)
+        skip();
+    tdir_t t;
+    tdir_make(&t);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        real_disk_full_child(t.dir);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    tdir_remove(&t);
+    if (WEXITSTATUS(status) == 77)
+        skip();
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void test_newer_schema_refused(void **state)
 {
     tdir_t t;
@@ -961,6 +1040,7 @@ int main(void)
         cmocka_unit_test(test_unwritable_directory),
         cmocka_unit_test(test_readonly_file),
         cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_real_disk_full),
         cmocka_unit_test(test_newer_schema_refused),
         cmocka_unit_test(test_foreign_database_refused),
         cmocka_unit_test(test_corrupt_file),
