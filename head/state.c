@@ -315,6 +315,11 @@ static const struct sqlite_err {
     {SQLITE_TOOBIG, CR_E2BIG, "a value is too large"},
     {SQLITE_IOERR, CR_EIO, "an I/O error: check the disk and the kernel log"},
     {SQLITE_MISUSE, CR_EINVAL, "a bug in corral: please report it"},
+    /* in a file this code made, a plain SQL error means its tables are
+     * not the ones the schema version promises */
+    {SQLITE_ERROR, CR_ESCHEMA,
+     "its tables do not match its schema version (was it edited by hand?): move it aside to "
+     "start with an empty state"},
 };
 
 static const struct sqlite_err *sqlite_err_of(int rc)

@@ -933,6 +933,34 @@ static void test_real_disk_full(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* Another process holding the write lock: the call waits for the busy
+ * timeout, then says who to suspect; nothing half-done is left. */
+static void test_locked_by_another_process(void **state)
+{
+    tdir_t t;
+    tdir_make(&t);
+    cr_state_t *st = open_ok(t.db);
+    int64_t job = new_job(st, "j", 1);
+    sqlite3_busy_timeout(cr__state_db(st), 50); /* not 5 s in a test */
+    sqlite3 *other;
+    assert_int_equal(sqlite3_open(t.db, &other), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", 0, 0, 0), SQLITE_OK);
+    assert_int_equal(cr_state_job_set_state(st, job, CR_JOB_RUNNING, NULL, 2), CR_EAGAIN);
+    assert_non_null(strstr(cr_state_errmsg(st), "another process holds it locked"));
+    assert_int_equal(cr_state_begin(st), CR_EAGAIN);
+    assert_int_equal(sqlite3_exec(other, "COMMIT", 0, 0, 0), SQLITE_OK);
+    sqlite3_close(other);
+    cr_state_job_t j;
+    assert_int_equal(cr_state_job_get(st, job, &j), 0);
+    assert_int_equal(j.state, CR_JOB_PENDING);
+    cr_state_job_free(&j);
+    assert_int_equal(cr_state_begin(st), 0);
+    assert_int_equal(cr_state_job_set_state(st, job, CR_JOB_RUNNING, NULL, 3), 0);
+    assert_int_equal(cr_state_commit(st), 0);
+    cr_state_close(st);
+    tdir_remove(&t);
+}
+
 static void test_newer_schema_refused(void **state)
 {
     tdir_t t;
@@ -952,6 +980,49 @@ static void test_newer_schema_refused(void **state)
     sqlite3_close(db);
     st = open_ok(t.db);
     assert_int_equal(cr_state_generation(st), 2);
+    cr_state_close(st);
+    tdir_remove(&t);
+}
+
+/* A migration that fails half-way leaves the file as it was: still at
+ * its old version, none of the new tables. */
+static void test_failed_migration_changes_nothing(void **state)
+{
+    tdir_t t;
+    tdir_make(&t);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(t.db, &db), SQLITE_OK);
+    /* version 0, and a table in the way of step 1 (after its first tables) */
+    assert_int_equal(sqlite3_exec(db,
+                                  "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+                                  "INSERT INTO schema_version VALUES (0);"
+                                  "CREATE TABLE workers (x INTEGER)",
+                                  0, 0, 0),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    char msg[CR_STATE_ERRMSG_MAX];
+    cr_state_t *st;
+    assert_int_equal(cr_state_open(t.db, &st, msg, sizeof(msg)), CR_ESCHEMA);
+    assert_non_null(strstr(msg, "migrating the schema to version 1"));
+    assert_non_null(strstr(msg, "workers"));
+    assert_int_equal(sqlite3_open(t.db, &db), SQLITE_OK);
+    sqlite3_stmt *s;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT (SELECT version FROM schema_version), "
+                                        "(SELECT count(*) FROM sqlite_master WHERE name IN "
+                                        "('jobs', 'nodes', 'head'))",
+                                        -1, &s, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(s, 0), 0);
+    assert_int_equal(sqlite3_column_int(s, 1), 0);
+    sqlite3_finalize(s);
+    /* without the obstacle, the same file migrates */
+    assert_int_equal(sqlite3_exec(db, "DROP TABLE workers", 0, 0, 0), SQLITE_OK);
+    sqlite3_close(db);
+    st = open_ok(t.db);
+    assert_int_equal(sql_int(st, "SELECT version FROM schema_version"), CR_STATE_SCHEMA_VERSION);
+    new_job(st, "after", 1);
     cr_state_close(st);
     tdir_remove(&t);
 }
@@ -1041,8 +1112,10 @@ int main(void)
         cmocka_unit_test(test_readonly_file),
         cmocka_unit_test(test_disk_full),
         cmocka_unit_test(test_real_disk_full),
+        cmocka_unit_test(test_locked_by_another_process),
         cmocka_unit_test(test_newer_schema_refused),
         cmocka_unit_test(test_foreign_database_refused),
+        cmocka_unit_test(test_failed_migration_changes_nothing),
         cmocka_unit_test(test_corrupt_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
