@@ -163,7 +163,8 @@ typedef struct cr_state_event {
  * agents re-report their workers when the head comes back. */
 int cr_state_open(const char *path, cr_state_t **out, char *err, size_t errlen);
 /* Closes the database (rolling back an unfinished transaction); NULL is a
- * no-op. */
+ * no-op. Nothing to report: everything committed is already in the WAL,
+ * and a final checkpoint that fails (full disk) is redone at the next open. */
 void cr_state_close(cr_state_t *st);
 /* The message of the last failure on this handle ("" if none). Valid
  * until the next call on the handle. */
