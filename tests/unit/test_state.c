@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include "base/base.h"
 #include "head/state.h"
 #include <fcntl.h>
@@ -138,6 +139,38 @@ static void test_names(void **state)
     assert_int_equal(cr_pg_strategy_parse(NULL, &ps), CR_EINVAL);
     assert_true(cr_job_state_is_final(CR_JOB_STOPPED));
     assert_false(cr_job_state_is_final(CR_JOB_RUNNING));
+}
+
+/* The head forks workers: none of them may inherit the database's file
+ * descriptors (the file, -wal, -shm). */
+static void test_fds_close_on_exec(void **state)
+{
+    tdir_t t;
+    tdir_make(&t);
+    cr_state_t *st = open_ok(t.db);
+    new_job(st, "j", 1); /* the -wal and -shm files are open now */
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    struct dirent *e;
+    int seen = 0;
+    while ((e = readdir(d))) {
+        char link[300], target[256];
+        snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(link, target, sizeof(target) - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        if (!cr_str_has_prefix(target, t.dir))
+            continue;
+        seen++;
+        int flags = fcntl(atoi(e->d_name), F_GETFD);
+        if (flags < 0 || !(flags & FD_CLOEXEC))
+            fail_msg("%s is open without FD_CLOEXEC", target);
+    }
+    closedir(d);
+    assert_true(seen >= 2); /* state.db and state.db-wal at least */
+    cr_state_close(st);
+    tdir_remove(&t);
 }
 
 /* ---- nodes ---- */
@@ -1100,6 +1133,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_open_settings_generation),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_fds_close_on_exec),
         cmocka_unit_test(test_nodes),
         cmocka_unit_test(test_jobs),
         cmocka_unit_test(test_workers),
