@@ -8,6 +8,9 @@
 #                (9 UPDATEs and a COMMIT), TRANSITIONS of them (default 10000)
 #   events:      one event appended per transaction, EVENTS of them
 #                (default 20000)
+#   heartbeats:  NODES nodes (default 10000) have their heartbeat time
+#                recorded in one transaction per round, HB_ROUNDS rounds
+#                (default 10): how a head persists membership once a period
 #
 # Prints `figure NAME VALUE UNIT` and `ratio NAME VALUE` lines on stdout
 # (ratio: corral's time per operation over the peer's; below 1 means corral
@@ -26,6 +29,8 @@ DRIVER="${STATE_BENCH:-$BUILD/tests/unit/test_state_bench}"
 REPS="${REPS:-5}"
 TRANSITIONS="${TRANSITIONS:-10000}"
 EVENTS="${EVENTS:-20000}"
+NODES="${NODES:-10000}"
+HB_ROUNDS="${HB_ROUNDS:-10}"
 JOBS=100
 GANG=8
 SQLITE3="${SQLITE3:-sqlite3}"
@@ -39,6 +44,7 @@ trap 'rm -rf "$WORK"' EXIT
 
 # the starting database: JOBS jobs of GANG workers, written by corral
 "$DRIVER" setup "$WORK/template.db" "$JOBS"
+"$DRIVER" nodes "$WORK/template.db" "$NODES"
 
 # the peer's script: the statements head/state.c runs, as text; the
 # transition i moves job i % JOBS + 1 through PLACING/RUNNING and its
@@ -61,6 +67,15 @@ awk -v n="$EVENTS" -v pragmas="$PRAGMAS" 'BEGIN {
     for (i = 0; i < n; i++)
         printf "INSERT INTO events (time_ms, kind, job_id, node_id, pg_id, message) VALUES (%d, '\''started'\'', %d, '\''node-0'\'', NULL, '\''worker 3 started, pid 12345'\'');\n", i, i % 100 + 1
 }' >"$WORK/events.sql"
+awk -v n="$NODES" -v rounds="$HB_ROUNDS" -v pragmas="$PRAGMAS" 'BEGIN {
+    print pragmas
+    for (r = 0; r < rounds; r++) {
+        print "BEGIN IMMEDIATE;"
+        for (i = 0; i < n; i++)
+            printf "UPDATE nodes SET last_heartbeat_ms = %d WHERE id = '\''node-%05d'\'';\n", r + 1, i
+        print "COMMIT;"
+    }
+}' >"$WORK/heartbeats.sql"
 
 LAST_US=0
 time_us() { # CMD... (stdin from $IN)
@@ -75,16 +90,20 @@ fresh() { rm -f "$WORK/$1" "$WORK/$1-wal" "$WORK/$1-shm"; cp "$WORK/template.db"
 end_state() { # the rows both sides wrote, as one text
     "$SQLITE3" "$1" "SELECT group_concat(id || state || updated_ms) FROM jobs;
         SELECT group_concat(job_id || idx || state || updated_ms) FROM workers;
-        SELECT count(*), sum(time_ms), sum(job_id) FROM events;"
+        SELECT count(*), sum(time_ms), sum(job_id) FROM events;
+        SELECT count(*), sum(last_heartbeat_ms) FROM nodes;"
 }
 
 IN=/dev/null
-for kind in transitions events; do
-    n=$TRANSITIONS; [ "$kind" = events ] && n=$EVENTS
+for kind in transitions events heartbeats; do
+    args=("$TRANSITIONS") n=$TRANSITIONS name=state_transitions unit=tx/s
+    [ "$kind" = events ] && { args=("$EVENTS") n=$EVENTS name=state_event_appends unit=events/s; }
+    [ "$kind" = heartbeats ] && { args=("$NODES" "$HB_ROUNDS") n=$((NODES * HB_ROUNDS))
+        name=state_node_heartbeats_batched unit=updates/s; }
     c=() p=()
     for ((r = 0; r < REPS; r++)); do
         fresh corral.db
-        IN=/dev/null time_us "$DRIVER" "$kind" "$WORK/corral.db" "$n"; c+=("$LAST_US")
+        IN=/dev/null time_us "$DRIVER" "$kind" "$WORK/corral.db" "${args[@]}"; c+=("$LAST_US")
         if ((have_peer)); then
             fresh peer.db
             IN="$WORK/$kind.sql" time_us "$SQLITE3" "$WORK/peer.db"; p+=("$LAST_US")
@@ -95,8 +114,6 @@ for kind in transitions events; do
         exit 1
     fi
     cu=$(median "${c[@]}")
-    name=state_transitions; unit=tx/s
-    [ "$kind" = events ] && { name=state_event_appends; unit=events/s; }
     echo "figure ${name}_corral $(awk -v n="$n" -v u="$cu" 'BEGIN { printf "%.0f", n / (u / 1e6) }') $unit"
     if ((have_peer)); then
         pu=$(median "${p[@]}")

@@ -6,6 +6,9 @@
  *   test_state_bench transitions PATH N    N small transactions: one job
  *                                          and its GANG workers change state
  *   test_state_bench events PATH N         N event appends, one per commit
+ *   test_state_bench nodes PATH N          N nodes node-00000.. (setup)
+ *   test_state_bench heartbeats PATH N R   R transactions, each recording a
+ *                                          heartbeat of all N nodes
  *
  * bench/state/run.sh times these from outside and the sqlite3 tool doing
  * the same statements (see docs/state.md). */
@@ -100,6 +103,48 @@ static void events(cr_state_t *st, long n)
     }
 }
 
+static void nodes(cr_state_t *st, long n)
+{
+    char desc[512];
+    memset(desc, 'd', sizeof(desc) - 1);
+    desc[sizeof(desc) - 1] = '\0';
+    int rc;
+    if ((rc = cr_state_begin(st)))
+        die(st, rc);
+    for (long i = 0; i < n; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "node-%05ld", i);
+        cr_state_node_t nd = {.id = id,
+                              .incarnation = 1,
+                              .address = "127.0.0.1:7000",
+                              .state = CR_NODE_ALIVE,
+                              .desc_json = desc};
+        if ((rc = cr_state_node_put(st, &nd, 0)))
+            die(st, rc);
+    }
+    if ((rc = cr_state_commit(st)))
+        die(st, rc);
+}
+
+/* Round r records time r + 1 for every node, in one transaction: how a
+ * head would persist membership once per heartbeat period. */
+static void heartbeats(cr_state_t *st, long n, long rounds)
+{
+    int rc;
+    for (long r = 0; r < rounds; r++) {
+        if ((rc = cr_state_begin(st)))
+            die(st, rc);
+        for (long i = 0; i < n; i++) {
+            char id[32];
+            snprintf(id, sizeof(id), "node-%05ld", i);
+            if ((rc = cr_state_node_heartbeat(st, id, r + 1)))
+                die(st, rc);
+        }
+        if ((rc = cr_state_commit(st)))
+            die(st, rc);
+    }
+}
+
 static void test_workload(void **state)
 {
     char dir[] = "/tmp/corral-state-bench-XXXXXX";
@@ -111,6 +156,8 @@ static void test_workload(void **state)
     setup(st, jobs);
     transitions(st, jobs, n);
     events(st, 40);
+    nodes(st, 30);
+    heartbeats(st, 30, 3);
     /* transitions 0..12 over 5 jobs: job k last moved at the largest i
      * with i % 5 == k - 1 */
     for (long k = 1; k <= jobs; k++) {
@@ -139,6 +186,14 @@ static void test_workload(void **state)
     assert_int_equal(ne, 40);
     assert_int_equal(ev[39].time_ms, 39);
     cr_state_event_list_free(ev, ne);
+    cr_state_node_t *nv;
+    size_t nn;
+    assert_int_equal(cr_state_node_list(st, &nv, &nn), 0);
+    assert_int_equal(nn, 30);
+    assert_string_equal(nv[29].id, "node-00029");
+    for (size_t i = 0; i < nn; i++)
+        assert_int_equal(nv[i].last_heartbeat_ms, 3);
+    cr_state_node_list_free(nv, nn);
     cr_state_close(st);
     char cmd[160];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
@@ -151,8 +206,9 @@ int main(int argc, char **argv)
         const struct CMUnitTest tests[] = {cmocka_unit_test(test_workload)};
         return cmocka_run_group_tests(tests, NULL, NULL);
     }
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s setup|transitions|events PATH N\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s setup|transitions|events|nodes PATH N | heartbeats PATH N R\n",
+                argv[0]);
         return 2;
     }
     long n = atol(argv[3]);
@@ -174,6 +230,10 @@ int main(int argc, char **argv)
         transitions(st, jobs, n);
     } else if (strcmp(argv[1], "events") == 0) {
         events(st, n);
+    } else if (strcmp(argv[1], "nodes") == 0) {
+        nodes(st, n);
+    } else if (strcmp(argv[1], "heartbeats") == 0 && argc == 5) {
+        heartbeats(st, n, atol(argv[4]));
     } else {
         fprintf(stderr, "unknown mode %s\n", argv[1]);
         return 2;
