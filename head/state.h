@@ -17,7 +17,8 @@
  * - Strings passed in are copied; the caller keeps them. Records filled
  *   by get/list hold malloc'ed strings owned by the caller, released with
  *   the matching _free function (which frees the members, not the
- *   struct, for a single record; the array too for a list).
+ *   struct, for a single record; the array too for a list). A get or
+ *   list that fails leaves nothing to free.
  * - Outside cr_state_begin/commit every write is its own transaction.
  *   Between them, the writes commit together or not at all: after the
  *   first failing write the transaction is doomed, later writes are
