@@ -17,6 +17,7 @@
     X(EXIST, -EEXIST, "already exists")                                                            \
     X(AGAIN, -EAGAIN, "try again later")                                                           \
     X(2BIG, -E2BIG, "too large")                                                                  \
+    X(NOSPC, -ENOSPC, "no space left on device")                                                   \
     X(PARSE, -3000, "malformed input")                                                             \
     X(ABI, -3001, "component ABI version mismatch")                                                \
     X(NOLIB, -3002, "vendor library not available")                                                \
