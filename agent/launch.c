@@ -31,12 +31,12 @@ struct cr_worker {
     void *arg;
     int pid;
     worker_state_t state;
-    bool stopping;      /* SIGTERM sent: deadline is when SIGKILL follows */
-    bool leader_gone;   /* reaped; a stopping group may still be draining */
+    bool stopping;    /* SIGTERM sent: deadline is when SIGKILL follows */
+    bool leader_gone; /* reaped; a stopping group may still be draining */
     bool released;
     bool in_cb;
-    int nopen;          /* handles not yet closed */
-    uint64_t deadline;  /* loop time, ms */
+    int nopen;         /* handles not yet closed */
+    uint64_t deadline; /* loop time, ms */
     cr_worker_exit_t exit;
     char *cpus;
     char *warning;
@@ -198,10 +198,10 @@ static void strv_free(char **v)
 /* ---- CPU binding ---- */
 
 typedef struct binding {
-    cpu_set_t *have;   /* the loop thread's own set: restored after the spawn */
+    cpu_set_t *have; /* the loop thread's own set: restored after the spawn */
     cpu_set_t *want;
     size_t size;
-    bool apply;        /* want differs from have */
+    bool apply; /* want differs from have */
 } binding_t;
 
 static void bits_to_set(const uint64_t *bits, cpu_set_t *set, size_t size)
@@ -297,8 +297,7 @@ static void binding_fini(binding_t *b)
 
 /* ---- log files ---- */
 
-static int open_log(const char *dir, const char *id, const char *ext, char **path,
-                    char **errmsg)
+static int open_log(const char *dir, const char *id, const char *ext, char **path, char **errmsg)
 {
     *path = cr_asprintf("%s/%s.%s", dir, id, ext);
     int fd = open(*path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -422,8 +421,7 @@ static int check_spec(const cr_worker_spec_t *s, char **errmsg)
     }
     for (size_t i = 0; i < s->ndevs; i++)
         if (s->devs[i] < 0 || (size_t)s->devs[i] >= s->node->devices.n) {
-            *errmsg = cr_asprintf("device %d does not exist on node %s", s->devs[i],
-                                  s->node->id);
+            *errmsg = cr_asprintf("device %d does not exist on node %s", s->devs[i], s->node->id);
             return CR_ENODEV;
         }
     /* a missing directory would otherwise surface as the child's chdir
@@ -439,8 +437,8 @@ static int check_spec(const cr_worker_spec_t *s, char **errmsg)
     return 0;
 }
 
-int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exit_cb cb,
-                    void *arg, cr_worker_t **out, char **errmsg)
+int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exit_cb cb, void *arg,
+                    cr_worker_t **out, char **errmsg)
 {
     char *why = NULL;
     int outfd = -1, errfd = -1;
@@ -465,8 +463,8 @@ int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exi
     }
     plan_binding(spec, w, &bind);
 
-    uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE}, {.flags = UV_IGNORE},
-                                     {.flags = UV_IGNORE}};
+    uv_stdio_container_t stdio[3] = {
+        {.flags = UV_IGNORE}, {.flags = UV_IGNORE}, {.flags = UV_IGNORE}};
     if (spec->log_dir) {
         stdio[1] = (uv_stdio_container_t){.flags = UV_INHERIT_FD, .data.fd = outfd};
         stdio[2] = (uv_stdio_container_t){.flags = UV_INHERIT_FD, .data.fd = errfd};
@@ -489,8 +487,8 @@ int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exi
      * and its own back right after. Two system calls, no helper process
      * (taskset would cost an exec per worker). */
     if (bind.apply && sched_setaffinity(0, bind.size, bind.want) != 0) {
-        w->warning = cr_asprintf("not bound to CPUs %s: sched_setaffinity: %s", w->cpus,
-                                 strerror(errno));
+        w->warning =
+            cr_asprintf("not bound to CPUs %s: sched_setaffinity: %s", w->cpus, strerror(errno));
         w->cpus[0] = '\0';
         bind.apply = false;
     }

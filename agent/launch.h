@@ -36,27 +36,27 @@ int cr_bind_mode_parse(const char *s, cr_bind_mode_t *out);
 const char *cr_bind_mode_name(cr_bind_mode_t mode);
 
 typedef struct cr_worker_spec {
-    const char *const *argv;     /* NULL-terminated; argv[0] searched in the job's PATH */
-    const char *cwd;             /* NULL: the agent's working directory */
-    const cr_envlist_t *env;     /* the job's environment, NULL for none */
-    bool inherit_env;            /* start from the agent's environment, job's on top */
-    const cr_node_t *node;       /* this node, for isolation, CPUs and NICs */
-    const hw_options_t *hw;      /* how hw_isolate reads the world; NULL: defaults */
-    const int *devs;             /* the devices given (indices into node->devices) */
+    const char *const *argv; /* NULL-terminated; argv[0] searched in the job's PATH */
+    const char *cwd;         /* NULL: the agent's working directory */
+    const cr_envlist_t *env; /* the job's environment, NULL for none */
+    bool inherit_env;        /* start from the agent's environment, job's on top */
+    const cr_node_t *node;   /* this node, for isolation, CPUs and NICs */
+    const hw_options_t *hw;  /* how hw_isolate reads the world; NULL: defaults */
+    const int *devs;         /* the devices given (indices into node->devices) */
     size_t ndevs;
-    const char *job_id;          /* CORRAL_JOB_ID */
-    const char *worker_id;       /* CORRAL_WORKER_ID and the log file names: a plain name */
-    int worker_index;            /* CORRAL_WORKER_INDEX */
-    const char *agent_socket;    /* CORRAL_AGENT_SOCKET, NULL: not set */
-    const char *log_dir;         /* an existing directory; NULL: output to /dev/null */
+    const char *job_id;       /* CORRAL_JOB_ID */
+    const char *worker_id;    /* CORRAL_WORKER_ID and the log file names: a plain name */
+    int worker_index;         /* CORRAL_WORKER_INDEX */
+    const char *agent_socket; /* CORRAL_AGENT_SOCKET, NULL: not set */
+    const char *log_dir;      /* an existing directory; NULL: output to /dev/null */
     cr_bind_mode_t bind;
 } cr_worker_spec_t;
 
 typedef struct cr_worker_exit {
-    int64_t code;                /* exit status when signal is 0 */
-    int signal;                  /* the signal that ended the leader, 0 none */
-    bool stopped;                /* cr_worker_stop was called before it ended */
-    bool killed;                 /* the grace period ran out: the group got SIGKILL */
+    int64_t code; /* exit status when signal is 0 */
+    int signal;   /* the signal that ended the leader, 0 none */
+    bool stopped; /* cr_worker_stop was called before it ended */
+    bool killed;  /* the grace period ran out: the group got SIGKILL */
 } cr_worker_exit_t;
 
 /* Called once per worker, when its leader has exited and, for a stop, the
@@ -78,8 +78,8 @@ typedef void (*cr_worker_exit_cb)(cr_worker_t *w, const cr_worker_exit_t *exit, 
  * (run the loop so that the handles it opened close). A CPU binding that
  * cannot be honoured here is not an error: the worker runs unbound and
  * cr_worker_warning says why. */
-int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exit_cb cb,
-                    void *arg, cr_worker_t **out, char **errmsg);
+int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exit_cb cb, void *arg,
+                    cr_worker_t **out, char **errmsg);
 
 /* SIGTERM to the worker's process group, then SIGKILL to the group after
  * grace_ms (0: at once) unless the group is gone by then. Stopping a worker
@@ -91,7 +91,7 @@ int cr_worker_stop(cr_worker_t *w, uint64_t grace_ms);
  * group) and its exit callback is not called. */
 void cr_worker_release(cr_worker_t *w);
 
-int cr_worker_pid(const cr_worker_t *w);      /* also its process group id */
+int cr_worker_pid(const cr_worker_t *w);         /* also its process group id */
 bool cr_worker_is_running(const cr_worker_t *w); /* until the exit callback */
 /* The cpulist it was bound to, "" when unbound. */
 const char *cr_worker_cpus(const cr_worker_t *w);

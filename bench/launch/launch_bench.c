@@ -55,8 +55,7 @@ static int wait_ready(int fd, int n)
 /* The floor: posix_spawn of n workers; with setsid, each in a session of
  * its own as corral's are (on kernels with sched_autogroup_enabled a new
  * session also makes a new scheduler group, which has a cost). */
-static int run_floor(const char *ready, const char *fifo, int fd, int n, bool setsid,
-                     double *ms)
+static int run_floor(const char *ready, const char *fifo, int fd, int n, bool setsid, double *ms)
 {
     pid_t pid[MAX_WORKERS];
     char *argv[] = {(char *)ready, (char *)fifo, NULL};
@@ -104,8 +103,8 @@ static void on_exit_cb(cr_worker_t *w, const cr_worker_exit_t *e, void *arg)
     cr_worker_release(w);
 }
 
-static int run_corral(uv_loop_t *loop, const cr_node_t *node, const char *ready,
-                      const char *fifo, const char *logdir, int fd, int n, double *ms)
+static int run_corral(uv_loop_t *loop, const cr_node_t *node, const char *ready, const char *fifo,
+                      const char *logdir, int fd, int n, double *ms)
 {
     static const int devs[MAX_WORKERS] = {0, 1, 2, 3, 4, 5, 6, 7};
     const char *argv[] = {ready, fifo, NULL};
@@ -164,7 +163,8 @@ int main(int argc, char **argv)
     }
     const char *ready = argv[1];
     int runs = argc > 3 ? atoi(argv[3]) : 50, n = argc > 4 ? atoi(argv[4]) : 8;
-    if (runs < 1 || n < 1 || n > MAX_WORKERS || (argc > 5 && cr_bind_mode_parse(argv[5], &bind_mode)))
+    if (runs < 1 || n < 1 || n > MAX_WORKERS ||
+        (argc > 5 && cr_bind_mode_parse(argv[5], &bind_mode)))
         return 2;
     cr_log_set_level(CR_LOG_ERROR);
     json_error_t jerr;

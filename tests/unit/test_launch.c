@@ -385,10 +385,8 @@ static void test_env_multi_device(void **state)
     cr_envlist_t seen = {0};
     read_env_log(cr_worker_stdout_path(w[0]), &seen);
     const cr_device_t *d = node->devices.v;
-    char *ids = cr_asprintf("%s,%s,%s", d[3].isolation_id, d[1].isolation_id,
-                            d[2].isolation_id);
-    char *sorted = cr_asprintf("%s,%s,%s", d[1].isolation_id, d[2].isolation_id,
-                               d[3].isolation_id);
+    char *ids = cr_asprintf("%s,%s,%s", d[3].isolation_id, d[1].isolation_id, d[2].isolation_id);
+    char *sorted = cr_asprintf("%s,%s,%s", d[1].isolation_id, d[2].isolation_id, d[3].isolation_id);
     const char *cvd = cr_envlist_get(&seen, "CUDA_VISIBLE_DEVICES");
     assert_non_null(cvd);
     assert_true(strcmp(cvd, ids) == 0 || strcmp(cvd, sorted) == 0);
@@ -434,8 +432,8 @@ static void test_tpu_env(void **state)
         size_t n;
         const char *chips, *per_process;
     } rows[] = {
-        {{0}, 1, "0", "1,1,1"},         {{1}, 1, "1", "1,1,1"}, {{2}, 1, "2", "1,1,1"},
-        {{3}, 1, "3", "1,1,1"},         {{2, 3}, 2, "2,3", "1,2,1"},
+        {{0}, 1, "0", "1,1,1"}, {{1}, 1, "1", "1,1,1"},      {{2}, 1, "2", "1,1,1"},
+        {{3}, 1, "3", "1,1,1"}, {{2, 3}, 2, "2,3", "1,2,1"},
     };
     enum { N = CR_ARRAY_SIZE(rows) };
     rec_t rec[N] = {0};
@@ -606,8 +604,7 @@ static void test_stop_group_drains(void **state)
     uv_loop_t loop;
     uv_loop_init(&loop);
     const char *argv[] = {"/bin/sh", "-c",
-                          "(trap '' TERM; exec sleep 30) & echo $! > gc.pid; exec sleep 30",
-                          NULL};
+                          "(trap '' TERM; exec sleep 30) & echo $! > gc.pid; exec sleep 30", NULL};
     rec_t rec = {0};
     cr_worker_t *w;
     cr_worker_spec_t s = base_spec(argv, dir, "d");
