@@ -5,8 +5,11 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -24,7 +27,14 @@ typedef enum worker_state {
 } worker_state_t;
 
 struct cr_worker {
-    uv_process_t proc;
+    /* how the leader's exit is seen: a pidfd polled on the loop, or, on
+     * kernels before 5.3, SIGCHLD */
+    union {
+        uv_poll_t poll;
+        uv_signal_t sigchld;
+    } watch;
+    bool use_signal;
+    int pidfd;
     uv_timer_t timer;
     uv_loop_t *loop;
     cr_worker_exit_cb cb;
@@ -316,6 +326,8 @@ static void on_close(uv_handle_t *h)
     cr_worker_t *w = h->data;
     if (--w->nopen > 0)
         return;
+    if (w->pidfd >= 0)
+        close(w->pidfd);
     free(w->cpus);
     free(w->warning);
     free(w->out_path);
@@ -325,7 +337,7 @@ static void on_close(uv_handle_t *h)
 
 static void close_worker(cr_worker_t *w)
 {
-    uv_close((uv_handle_t *)&w->proc, on_close);
+    uv_close((uv_handle_t *)&w->watch, on_close);
     uv_close((uv_handle_t *)&w->timer, on_close);
 }
 
@@ -387,11 +399,10 @@ static void on_timer(uv_timer_t *t)
     kill_group(w);
 }
 
-static void on_leader_exit(uv_process_t *p, int64_t status, int sig)
+static void on_leader_exit(cr_worker_t *w, int status)
 {
-    cr_worker_t *w = p->data;
-    w->exit.code = status;
-    w->exit.signal = sig;
+    w->exit.code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+    w->exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     w->leader_gone = true;
     if (!w->stopping) {
         /* whatever the leader left in its group goes with it: nothing may
@@ -401,6 +412,118 @@ static void on_leader_exit(uv_process_t *p, int64_t status, int sig)
         return;
     }
     drain_group(w);
+}
+
+/* The leader may have exited: reap it (only it: other children of the
+ * agent belong to others) and go on from there. */
+static void reap(cr_worker_t *w)
+{
+    int status = 0;
+    pid_t r;
+    do
+        r = waitpid(w->pid, &status, WNOHANG);
+    while (r < 0 && errno == EINTR);
+    if (r == 0 || w->leader_gone)
+        return; /* still running (another child's SIGCHLD) */
+    if (w->use_signal)
+        uv_signal_stop(&w->watch.sigchld);
+    else
+        uv_poll_stop(&w->watch.poll);
+    if (r < 0) /* someone else reaped it: how it ended is lost */
+        status = 0xff00;
+    on_leader_exit(w, status);
+}
+
+static void on_pidfd(uv_poll_t *h, int status, int events)
+{
+    reap(h->data);
+}
+
+static void on_sigchld(uv_signal_t *h, int signum)
+{
+    reap(h->data);
+}
+
+static bool have_pidfd(void)
+{
+    static int known = -1; /* a property of the kernel: probed once */
+    if (getenv("CORRAL_TEST_NO_PIDFD"))
+        return false; /* the tests' way to the SIGCHLD path */
+    if (known < 0) {
+        int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+        known = fd >= 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    return known;
+}
+
+/* The job's PATH decides which program argv[0] names, as execvp would in
+ * the worker (posix_spawnp would search the agent's PATH instead). */
+static int resolve(const char *file, const cr_envlist_t *env, char **out)
+{
+    if (strchr(file, '/')) {
+        *out = cr_strdup(file);
+        return 0;
+    }
+    const char *path = cr_envlist_get(env, "PATH");
+    if (!path)
+        path = "/bin:/usr/bin"; /* glibc's default */
+    int err = -ENOENT;
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        char *cand = cr_asprintf("%.*s/%s", (int)n, n ? path : ".", file);
+        struct stat st;
+        if (access(cand, X_OK) == 0 && stat(cand, &st) == 0 && S_ISREG(st.st_mode)) {
+            *out = cand;
+            return 0;
+        }
+        if (errno == EACCES)
+            err = -EACCES;
+        free(cand);
+        path += n + (path[n] == ':');
+    }
+    return err;
+}
+
+/* posix_spawn (glibc: clone(CLONE_VM|CLONE_VFORK), no page tables copied
+ * however large the agent grows) in a new session, with default signal
+ * dispositions and an empty mask, stdin from /dev/null, the logs as stdout
+ * and stderr. An exec failure comes back as its errno, the failed child
+ * already reaped. */
+static int spawn(const cr_worker_spec_t *s, char **envp, const cr_envlist_t *env, int outfd,
+                 int errfd, pid_t *pid)
+{
+    char *file = NULL;
+    int err = resolve(s->argv[0], env, &file);
+    if (err)
+        return err;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&at);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (outfd >= 0) {
+        posix_spawn_file_actions_adddup2(&fa, outfd, 1);
+        posix_spawn_file_actions_adddup2(&fa, errfd, 2);
+    } else {
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    }
+    if (s->cwd)
+        posix_spawn_file_actions_addchdir_np(&fa, s->cwd);
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    posix_spawnattr_setsigdefault(&at, &all);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF |
+                                      POSIX_SPAWN_SETSIGMASK);
+    err = -posix_spawn(pid, file, &fa, &at, (char *const *)s->argv, envp);
+    posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
+    free(file);
+    return err;
 }
 
 static int check_spec(const cr_worker_spec_t *s, char **errmsg)
@@ -463,49 +586,60 @@ int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exi
     }
     plan_binding(spec, w, &bind);
 
-    uv_stdio_container_t stdio[3] = {
-        {.flags = UV_IGNORE}, {.flags = UV_IGNORE}, {.flags = UV_IGNORE}};
-    if (spec->log_dir) {
-        stdio[1] = (uv_stdio_container_t){.flags = UV_INHERIT_FD, .data.fd = outfd};
-        stdio[2] = (uv_stdio_container_t){.flags = UV_INHERIT_FD, .data.fd = errfd};
-    }
-    uv_process_options_t o = {
-        .exit_cb = on_leader_exit,
-        .file = spec->argv[0],
-        .args = (char **)spec->argv,
-        .env = envp,
-        .cwd = spec->cwd,
-        .flags = UV_PROCESS_DETACHED, /* setsid(): its own session and process group */
-        .stdio_count = 3,
-        .stdio = stdio,
-    };
-    /* CPU binding before the worker's first instruction: libuv has no
-     * affinity option, and setting it after the spawn races with the
-     * worker's start (its first threads would already be placed). libuv
-     * forks from the calling thread and affinity survives fork and exec, so
-     * the loop thread takes the worker's set for the length of the spawn
-     * and its own back right after. Two system calls, no helper process
-     * (taskset would cost an exec per worker). */
+    /* CPU binding before the worker's first instruction: posix_spawn has
+     * no affinity attribute, and setting it after the spawn races with the
+     * worker's start (its first threads would already be placed). The
+     * child is cloned from the calling thread and affinity survives clone
+     * and exec, so the loop thread takes the worker's set for the length
+     * of the spawn and its own back right after. Two system calls, no
+     * helper process (taskset would cost an exec per worker). */
     if (bind.apply && sched_setaffinity(0, bind.size, bind.want) != 0) {
         w->warning =
             cr_asprintf("not bound to CPUs %s: sched_setaffinity: %s", w->cpus, strerror(errno));
         w->cpus[0] = '\0';
         bind.apply = false;
     }
-    w->proc.data = w;
-    err = uv_spawn(loop, &w->proc, &o);
+    w->pidfd = -1;
+    w->use_signal = !have_pidfd();
+    w->watch.poll.data = w;
+    if (w->use_signal) { /* watching before the child exists: no SIGCHLD is missed */
+        uv_signal_init(loop, &w->watch.sigchld);
+        w->watch.sigchld.data = w;
+        uv_signal_start(&w->watch.sigchld, on_sigchld, SIGCHLD);
+    }
+    pid_t pid = 0;
+    err = spawn(spec, envp, &env, outfd, errfd, &pid);
     if (bind.apply && sched_setaffinity(0, bind.size, bind.have) != 0)
         cr_warn("could not give the agent's loop thread its CPUs back: %s", strerror(errno));
     if (err) {
         why = cr_asprintf("exec failed: %s", strerror(-err));
         if (errfd >= 0)
             dprintf(errfd, "corral: %s: %s\n", spec->argv[0], why);
+        if (!w->use_signal)
+            goto out_free_worker;
         w->nopen = 1;
-        uv_close((uv_handle_t *)&w->proc, on_close);
+        uv_close((uv_handle_t *)&w->watch, on_close);
         w = NULL;
         goto out_close_logs;
     }
-    w->pid = w->proc.pid;
+    w->pid = pid;
+    if (!w->use_signal) {
+        /* the child is ours and not yet reaped, so the pid cannot have
+         * been reused */
+        w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (w->pidfd < 0) {
+            err = -errno;
+            cr_error("pidfd_open(%d): %s: stopping worker %s", (int)pid, strerror(errno),
+                     spec->worker_id);
+            kill(-pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            why = cr_asprintf("cannot watch the worker: pidfd_open: %s", strerror(-err));
+            goto out_free_worker;
+        }
+        uv_poll_init(loop, &w->watch.poll, w->pidfd);
+        w->watch.poll.data = w;
+        uv_poll_start(&w->watch.poll, UV_READABLE, on_pidfd);
+    }
     uv_timer_init(loop, &w->timer);
     w->timer.data = w;
     w->nopen = 2;
@@ -571,8 +705,8 @@ void cr_worker_release(cr_worker_t *w)
     if (w->state != W_EXITED) {
         kill(-w->pid, SIGKILL);
         if (w->leader_gone)
-            finish(w); /* a draining stop: nothing more will come from libuv */
-        return;        /* else on_leader_exit finishes, silently */
+            finish(w); /* a draining stop: the leader is reaped already */
+        return;        /* else reaping it finishes, silently */
     }
     if (!w->in_cb)
         close_worker(w);
