@@ -510,6 +510,9 @@ static int spawn(const cr_worker_spec_t *s, char **envp, const cr_envlist_t *env
         posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
         posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     }
+    /* nothing else of the agent's (sockets, the database, pidfds), even
+     * from a library that forgot O_CLOEXEC */
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     if (s->cwd)
         posix_spawn_file_actions_addchdir_np(&fa, s->cwd);
     sigset_t all, none;

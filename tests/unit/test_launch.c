@@ -7,6 +7,7 @@
 #include <cmocka.h>
 #include "agent/launch.h"
 #include <dirent.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -868,6 +869,26 @@ static void test_logs(void **state)
     assert_string_equal(err, "err\nerr\n");
     free(out);
     free(err);
+    /* a worker sees no descriptor of the agent's beyond 0, 1 and 2, even
+     * one without O_CLOEXEC, while another worker is watched (a pidfd) */
+    int stray = open("/dev/null", O_RDONLY);
+    assert_true(stray > 2);
+    const char *sleeper[] = {"sleep", "30", NULL};
+    const char *lsfd[] = {"/bin/ls", "/proc/self/fd", NULL};
+    rec_t srec = {0}, lrec = {0};
+    cr_worker_t *sw, *lw;
+    cr_worker_spec_t ss = base_spec(sleeper, dir, "sleeper");
+    cr_worker_spec_t ls = base_spec(lsfd, dir, "fds");
+    assert_int_equal(cr_worker_start(&loop, &ss, on_exit_rec, &srec, &sw, NULL), 0);
+    assert_int_equal(cr_worker_start(&loop, &ls, on_exit_rec, &lrec, &lw, NULL), 0);
+    assert_true(run_until(&loop, one_exited, &lrec, 3000));
+    char *fds = slurp(cr_worker_stdout_path(lw));
+    assert_non_null(fds);
+    assert_string_equal(fds, "0\n1\n2\n3\n"); /* 3: ls reading the directory */
+    free(fds);
+    close(stray);
+    cr_worker_release(lw);
+    cr_worker_release(sw);
     /* no log directory: output goes nowhere, the worker still runs */
     rec_t rec = {0};
     cr_worker_t *w;
