@@ -14,7 +14,7 @@
 set -euo pipefail
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${CORRAL_BUILD_DIR:-$SRC/build}"
-RUNS="${RUNS:-50}"
+RUNS="${RUNS:-100}"
 WORKERS="${WORKERS:-8}"
 DRIVER="$BUILD/bench/bench_launch"
 READY="$BUILD/bench/bench_launch_ready"
