@@ -71,6 +71,10 @@ typedef void (*cr_worker_exit_cb)(cr_worker_t *w, const cr_worker_exit_t *exit, 
  * CORRAL_NODE_ID, CORRAL_JOB_ID, CORRAL_WORKER_ID, CORRAL_WORKER_INDEX,
  * CORRAL_ACCELERATOR_IDS and CORRAL_AGENT_SOCKET.
  *
+ * The worker gets stdin from /dev/null, no other descriptor of the agent's
+ * and default signal dispositions; argv[0] is searched in the PATH of the
+ * environment above.
+ *
  * Returns 0 with *out set once the command has been executed, or a
  * negative code with *errmsg (malloc'ed, may be NULL on success) saying
  * why: "exec failed: No such file or directory" for a command that does
