@@ -36,7 +36,7 @@ int cr_bind_mode_parse(const char *s, cr_bind_mode_t *out);
 const char *cr_bind_mode_name(cr_bind_mode_t mode);
 
 typedef struct cr_worker_spec {
-    const char *const *argv; /* NULL-terminated; argv[0] searched in the job's PATH */
+    const char *const *argv; /* NULL-terminated; argv[0] searched in the worker's PATH */
     const char *cwd;         /* NULL: the agent's working directory */
     const cr_envlist_t *env; /* the job's environment, NULL for none */
     bool inherit_env;        /* start from the agent's environment, job's on top */
