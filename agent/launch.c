@@ -405,9 +405,6 @@ static void on_leader_exit(cr_worker_t *w, int status)
     w->exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     w->leader_gone = true;
     if (!w->stopping) {
-        /* whatever the leader left in its group goes with it: nothing may
-         * keep a device once the worker is reported gone */
-        kill(-w->pid, SIGKILL);
         finish(w);
         return;
     }
@@ -420,11 +417,20 @@ static void reap(cr_worker_t *w)
 {
     int status = 0;
     pid_t r;
+    siginfo_t si = {0};
+    if (w->leader_gone || (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                           si.si_pid == 0))
+        return; /* still running (another child's SIGCHLD) */
+    /* whatever the leader left in its group goes with it (nothing may keep
+     * a device once the worker is reported gone), killed while the
+     * unreaped leader still holds the group's id */
+    if (!w->stopping)
+        kill(-w->pid, SIGKILL);
     do
         r = waitpid(w->pid, &status, WNOHANG);
     while (r < 0 && errno == EINTR);
-    if (r == 0 || w->leader_gone)
-        return; /* still running (another child's SIGCHLD) */
+    if (r == 0)
+        return;
     if (w->use_signal)
         uv_signal_stop(&w->watch.sigchld);
     else
