@@ -472,6 +472,57 @@ static void test_tpu_env(void **state)
     hw_node_free(node);
 }
 
+/* A node of several vendors: the worker sees the devices it was given of
+ * each, and none of a vendor it was given nothing of. */
+static void test_env_mixed_vendors(void **state)
+{
+    static const char desc[] =
+        "{\"schema\": \"corral.node/v1\", \"id\": \"sim-mixed\", \"hostname\": \"sim-mixed\", "
+        "\"devices\": ["
+        "{\"index\": 0, \"backend\": \"nvidia\", \"resource\": \"GPU\", \"vendor_index\": 0, "
+        "\"isolation_id\": \"GPU-aa\"},"
+        "{\"index\": 1, \"backend\": \"nvidia\", \"resource\": \"GPU\", \"vendor_index\": 1, "
+        "\"isolation_id\": \"GPU-bb\"},"
+        "{\"index\": 2, \"backend\": \"gaudi\", \"resource\": \"HPU\", \"vendor_index\": 0, "
+        "\"isolation_id\": \"5\"},"
+        "{\"index\": 3, \"backend\": \"neuron\", \"resource\": \"neuron_cores\", "
+        "\"vendor_index\": 0, \"isolation_id\": \"0-1\", \"cores\": 2}]}";
+    json_error_t jerr;
+    json_t *j = json_loads(desc, 0, &jerr);
+    assert_non_null(j);
+    cr_node_t *node = hw_node_new();
+    hw_json_error_t herr;
+    assert_int_equal(hw_node_from_json(j, node, &herr), 0);
+    json_decref(j);
+    char *dir = make_tmpdir();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    const char *argv[] = {"/usr/bin/env", NULL};
+    int devs[] = {1, 2};
+    rec_t rec = {0};
+    cr_worker_t *w;
+    cr_worker_spec_t s = base_spec(argv, dir, "m");
+    s.node = node;
+    s.devs = devs;
+    s.ndevs = 2;
+    char *why = NULL;
+    if (cr_worker_start(&loop, &s, on_exit_rec, &rec, &w, &why))
+        fail_msg("%s", why);
+    assert_true(run_until(&loop, one_exited, &rec, 3000));
+    cr_envlist_t seen = {0};
+    read_env_log(cr_worker_stdout_path(w), &seen);
+    assert_env(&seen, "CUDA_VISIBLE_DEVICES", "GPU-bb");
+    assert_env(&seen, "HABANA_VISIBLE_MODULES", "5");
+    assert_env(&seen, "NEURON_RT_VISIBLE_CORES", "");
+    assert_env(&seen, "CORRAL_ACCELERATOR_IDS", "GPU-bb,5");
+    assert_env(&seen, "CORRAL_NODE_ID", "sim-mixed");
+    cr_envlist_free(&seen);
+    cr_worker_release(w);
+    loop_finish(&loop);
+    remove_tmpdir(dir);
+    hw_node_free(node);
+}
+
 /* ---- CPU binding ---- */
 
 static void test_affinity(void **state)
@@ -908,6 +959,7 @@ int main(void)
         cmocka_unit_test(test_gang_env_dgx),
         cmocka_unit_test(test_env_multi_device),
         cmocka_unit_test(test_tpu_env),
+        cmocka_unit_test(test_env_mixed_vendors),
         cmocka_unit_test(test_affinity),
         cmocka_unit_test(test_bind_mode_names),
         cmocka_unit_test(test_stop_ignores_term),
