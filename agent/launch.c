@@ -1,0 +1,752 @@
+/* agent/launch: starting, watching and stopping workers on the agent's
+ * libuv loop (see launch.h for the contract). */
+#include "agent/launch.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* CPUs a binding can name: the cpulist parser's bitmap and the cpu_set_t
+ * handed to the kernel are both this size. */
+#define MAX_CPUS 4096
+/* How often a stopping worker's group is looked at once its leader is gone
+ * (members that are not our children cannot be waited for). */
+#define GROUP_POLL_MS 10
+
+typedef enum worker_state {
+    W_RUNNING = 0,
+    W_EXITED,
+} worker_state_t;
+
+struct cr_worker {
+    /* how the leader's exit is seen: a pidfd polled on the loop, or, on
+     * kernels before 5.3, SIGCHLD */
+    union {
+        uv_poll_t poll;
+        uv_signal_t sigchld;
+    } watch;
+    bool use_signal;
+    int pidfd;
+    uv_timer_t timer;
+    uv_loop_t *loop;
+    cr_worker_exit_cb cb;
+    void *arg;
+    int pid;
+    worker_state_t state;
+    bool stopping;    /* SIGTERM sent: deadline is when SIGKILL follows */
+    bool leader_gone; /* reaped; a stopping group may still be draining */
+    bool released;
+    bool in_cb;
+    int nopen;         /* handles not yet closed */
+    uint64_t deadline; /* loop time, ms */
+    cr_worker_exit_t exit;
+    char *cpus;
+    char *warning;
+    char *out_path, *err_path;
+};
+
+static const struct {
+    const char *name;
+    cr_bind_mode_t mode;
+} bind_names[] = {
+    {"closest", CR_BIND_CLOSEST},
+    {"none", CR_BIND_NONE},
+};
+
+int cr_bind_mode_parse(const char *s, cr_bind_mode_t *out)
+{
+    for (size_t i = 0; s && i < CR_ARRAY_SIZE(bind_names); i++)
+        if (strcmp(s, bind_names[i].name) == 0) {
+            *out = bind_names[i].mode;
+            return 0;
+        }
+    return CR_EINVAL;
+}
+
+const char *cr_bind_mode_name(cr_bind_mode_t mode)
+{
+    for (size_t i = 0; i < CR_ARRAY_SIZE(bind_names); i++)
+        if (bind_names[i].mode == mode)
+            return bind_names[i].name;
+    return "?";
+}
+
+/* ---- the environment ---- */
+
+static bool env_has(const cr_envlist_t *env, const char *key)
+{
+    return env && cr_envlist_get(env, key) != NULL;
+}
+
+static void env_merge(cr_envlist_t *dst, const cr_envlist_t *src)
+{
+    for (size_t i = 0; src && i < src->vars.n; i++)
+        cr_envlist_set(dst, src->vars.v[i].key, src->vars.v[i].value);
+}
+
+static const cr_nic_t *find_nic(const cr_node_t *node, const char *name)
+{
+    for (size_t i = 0; i < node->nics.n; i++)
+        if (strcmp(node->nics.v[i].name, name) == 0)
+            return &node->nics.v[i];
+    return NULL;
+}
+
+/* NCCL_SOCKET_IFNAME as exact names ("=ib0,ib1": a leading '=' makes NCCL
+ * match whole names, not prefixes) and UCX_NET_DEVICES (an RDMA NIC by its
+ * HCA and port, mlx5_0:1, else the netdev), for the distinct NICs nearest
+ * the worker's devices, in the order of its devices. */
+static void set_nic_vars(const cr_worker_spec_t *s, cr_envlist_t *env)
+{
+    cr_buf_t ifn = {0}, ucx = {0};
+    const char *seen[64];
+    size_t nseen = 0;
+    for (size_t i = 0; i < s->ndevs && nseen < CR_ARRAY_SIZE(seen); i++) {
+        const char *nic = s->node->devices.v[s->devs[i]].nic;
+        bool dup = !nic[0];
+        for (size_t k = 0; k < nseen && !dup; k++)
+            dup = strcmp(seen[k], nic) == 0;
+        if (dup)
+            continue;
+        seen[nseen++] = nic;
+        const cr_nic_t *n = find_nic(s->node, nic);
+        cr_buf_printf(&ifn, "%s%s", ifn.len ? "," : "=", nic);
+        if (n && n->rdma && n->rdma_device[0])
+            cr_buf_printf(&ucx, "%s%s:1", ucx.len ? "," : "", n->rdma_device);
+        else
+            cr_buf_printf(&ucx, "%s%s", ucx.len ? "," : "", nic);
+    }
+    if (nseen && !env_has(env, "NCCL_SOCKET_IFNAME"))
+        cr_envlist_set(env, "NCCL_SOCKET_IFNAME", ifn.s);
+    if (nseen && !env_has(env, "UCX_NET_DEVICES"))
+        cr_envlist_set(env, "UCX_NET_DEVICES", ucx.s);
+    cr_buf_free(&ifn);
+    cr_buf_free(&ucx);
+}
+
+/* What a worker calls its devices: the ids the isolation variables use. */
+static void accelerator_ids(const cr_worker_spec_t *s, cr_buf_t *out)
+{
+    cr_buf_append(out, "", 0);
+    for (size_t i = 0; i < s->ndevs; i++) {
+        const cr_device_t *d = &s->node->devices.v[s->devs[i]];
+        const char *sep = i ? "," : "";
+        if (d->isolation_id[0])
+            cr_buf_printf(out, "%s%s", sep, d->isolation_id);
+        else if (d->vendor_index >= 0)
+            cr_buf_printf(out, "%s%d", sep, d->vendor_index);
+        else
+            cr_buf_printf(out, "%s%d", sep, d->index);
+    }
+}
+
+static int build_env(const cr_worker_spec_t *s, cr_envlist_t *env, char **errmsg)
+{
+    if (s->inherit_env)
+        for (char **e = environ; *e; e++) {
+            const char *eq = strchr(*e, '=');
+            if (!eq || eq == *e)
+                continue;
+            char *key = cr_strndup(*e, (size_t)(eq - *e));
+            cr_envlist_set(env, key, eq + 1);
+            free(key);
+        }
+    env_merge(env, s->env);
+    if (s->node) {
+        set_nic_vars(s, env);
+        cr_envlist_t iso = {0};
+        hw_options_t dflt = {0};
+        char *why = NULL;
+        int err = hw_isolate(s->hw ? s->hw : &dflt, s->node, s->devs, s->ndevs, &iso, &why);
+        if (err) {
+            *errmsg = cr_asprintf("isolating its devices: %s", why ? why : cr_strerror(err));
+            free(why);
+            cr_envlist_free(&iso);
+            return err;
+        }
+        env_merge(env, &iso);
+        cr_envlist_free(&iso);
+        cr_envlist_set(env, "CORRAL_NODE_ID", s->node->id);
+    }
+    char index[24];
+    snprintf(index, sizeof(index), "%d", s->worker_index);
+    cr_buf_t ids = {0};
+    accelerator_ids(s, &ids);
+    cr_envlist_set(env, "CORRAL_JOB_ID", s->job_id);
+    cr_envlist_set(env, "CORRAL_WORKER_ID", s->worker_id);
+    cr_envlist_set(env, "CORRAL_WORKER_INDEX", index);
+    cr_envlist_set(env, "CORRAL_ACCELERATOR_IDS", ids.s);
+    if (s->agent_socket)
+        cr_envlist_set(env, "CORRAL_AGENT_SOCKET", s->agent_socket);
+    cr_buf_free(&ids);
+    return 0;
+}
+
+static char **env_flatten(const cr_envlist_t *env)
+{
+    char **v = cr_calloc(env->vars.n + 1, sizeof(char *));
+    for (size_t i = 0; i < env->vars.n; i++)
+        v[i] = cr_asprintf("%s=%s", env->vars.v[i].key, env->vars.v[i].value);
+    return v;
+}
+
+static void strv_free(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* ---- CPU binding ---- */
+
+typedef struct binding {
+    cpu_set_t *have; /* the loop thread's own set: restored after the spawn */
+    cpu_set_t *want;
+    size_t size;
+    bool apply; /* want differs from have */
+} binding_t;
+
+static void bits_to_set(const uint64_t *bits, cpu_set_t *set, size_t size)
+{
+    CPU_ZERO_S(size, set);
+    for (size_t c = 0; c < MAX_CPUS; c++)
+        if (bits[c / 64] & (1ull << (c % 64)))
+            CPU_SET_S(c, size, set);
+}
+
+static void set_to_bits(const cpu_set_t *set, size_t size, uint64_t *bits)
+{
+    memset(bits, 0, MAX_CPUS / 8);
+    for (size_t c = 0; c < MAX_CPUS; c++)
+        if (CPU_ISSET_S(c, size, set))
+            bits[c / 64] |= 1ull << (c % 64);
+}
+
+static char *format_bits(const uint64_t *bits)
+{
+    cr_buf_t b = {0};
+    cr_buf_append(&b, "", 0);
+    cr_cpulist_format(bits, MAX_CPUS, &b);
+    return b.s;
+}
+
+/* Decides the worker's CPUs: the union of its devices' local cpulists,
+ * intersected with what the agent's thread may use (sched_getaffinity
+ * already leaves out offline CPUs and those outside our cpuset). A
+ * described node's CPUs may not exist here (a simulated DGX on a 2-core
+ * machine): then the worker runs unbound and w->warning says why. */
+static void plan_binding(const cr_worker_spec_t *s, cr_worker_t *w, binding_t *b)
+{
+    uint64_t want[MAX_CPUS / 64] = {0}, have[MAX_CPUS / 64], tmp[MAX_CPUS / 64];
+    b->size = CPU_ALLOC_SIZE(MAX_CPUS);
+    b->have = CPU_ALLOC(MAX_CPUS);
+    b->want = CPU_ALLOC(MAX_CPUS);
+    b->apply = false;
+    w->cpus = cr_strdup("");
+    if (!b->have || !b->want || s->bind == CR_BIND_NONE || !s->node || !s->ndevs)
+        return;
+    if (sched_getaffinity(0, b->size, b->have) != 0) {
+        w->warning = cr_asprintf("not bound to CPUs: sched_getaffinity: %s", strerror(errno));
+        return;
+    }
+    size_t known = 0;
+    for (size_t i = 0; i < s->ndevs; i++) {
+        const cr_device_t *d = &s->node->devices.v[s->devs[i]];
+        size_t pos = 0;
+        if (!d->cpus[0])
+            continue;
+        if (cr_cpulist_parse(d->cpus, tmp, MAX_CPUS, &pos) < 0) {
+            cr_warn("worker %s: device %d has a bad cpulist '%s' (offset %zu): expected "
+                    "e.g. 0-55,112-167; its CPUs are left out",
+                    s->worker_id, d->index, d->cpus, pos);
+            continue;
+        }
+        for (size_t k = 0; k < MAX_CPUS / 64; k++)
+            want[k] |= tmp[k];
+        known++;
+    }
+    if (!known)
+        return; /* nothing says where its devices are: nothing to bind to */
+    set_to_bits(b->have, b->size, have);
+    bool any = false, all = true;
+    for (size_t k = 0; k < MAX_CPUS / 64; k++) {
+        tmp[k] = want[k] & have[k];
+        any |= tmp[k] != 0;
+        all &= tmp[k] == have[k];
+    }
+    if (!any) {
+        char *wl = format_bits(want), *hl = format_bits(have);
+        w->warning = cr_asprintf("not bound to CPUs: none of the CPUs local to its devices (%s) "
+                                 "are online for this agent (it may use %s)",
+                                 wl, hl);
+        free(wl);
+        free(hl);
+        return;
+    }
+    free(w->cpus);
+    w->cpus = format_bits(tmp);
+    bits_to_set(tmp, b->want, b->size);
+    b->apply = !all; /* the agent's own set already is the answer */
+}
+
+static void binding_fini(binding_t *b)
+{
+    if (b->have)
+        CPU_FREE(b->have);
+    if (b->want)
+        CPU_FREE(b->want);
+}
+
+/* ---- log files ---- */
+
+static int open_log(const char *dir, const char *id, const char *ext, char **path, char **errmsg)
+{
+    *path = cr_asprintf("%s/%s.%s", dir, id, ext);
+    int fd = open(*path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int err = -errno;
+        *errmsg = cr_asprintf("log file %s: %s", *path, strerror(errno));
+        return err;
+    }
+    return fd;
+}
+
+/* ---- lifetime ---- */
+
+static void on_close(uv_handle_t *h)
+{
+    cr_worker_t *w = h->data;
+    if (--w->nopen > 0)
+        return;
+    if (w->pidfd >= 0)
+        close(w->pidfd);
+    free(w->cpus);
+    free(w->warning);
+    free(w->out_path);
+    free(w->err_path);
+    free(w);
+}
+
+static void close_worker(cr_worker_t *w)
+{
+    uv_close((uv_handle_t *)&w->watch, on_close);
+    uv_close((uv_handle_t *)&w->timer, on_close);
+}
+
+static void finish(cr_worker_t *w)
+{
+    w->state = W_EXITED;
+    uv_timer_stop(&w->timer);
+    if (!w->released && w->cb) {
+        w->in_cb = true;
+        w->cb(w, &w->exit, w->arg);
+        w->in_cb = false;
+    }
+    if (w->released)
+        close_worker(w);
+}
+
+/* True while any process of the group exists (zombies count: they cannot
+ * be told apart without reading /proc, and the grace period bounds it). */
+static bool group_alive(int pgid)
+{
+    return kill(-pgid, 0) == 0 || errno == EPERM;
+}
+
+static void kill_group(cr_worker_t *w)
+{
+    kill(-w->pid, SIGKILL);
+    w->exit.killed = true;
+}
+
+static void on_timer(uv_timer_t *t);
+
+/* A stopping worker whose leader is gone: done when the group is empty or
+ * the grace period is over (then what is left gets SIGKILL). */
+static void drain_group(cr_worker_t *w)
+{
+    if (!group_alive(w->pid)) {
+        finish(w);
+        return;
+    }
+    uint64_t now = uv_now(w->loop);
+    if (now >= w->deadline) {
+        kill_group(w);
+        finish(w);
+        return;
+    }
+    uint64_t wait = w->deadline - now;
+    uv_timer_start(&w->timer, on_timer, wait < GROUP_POLL_MS ? wait : GROUP_POLL_MS, 0);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    cr_worker_t *w = t->data;
+    if (w->leader_gone) {
+        drain_group(w);
+        return;
+    }
+    /* grace over and the leader still runs: its exit comes through
+     * on_leader_exit once the kernel has delivered SIGKILL */
+    kill_group(w);
+}
+
+static void on_leader_exit(cr_worker_t *w, int status)
+{
+    w->exit.code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+    w->exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    w->leader_gone = true;
+    if (!w->stopping) {
+        finish(w);
+        return;
+    }
+    drain_group(w);
+}
+
+/* The leader may have exited: reap it (only it: other children of the
+ * agent belong to others) and go on from there. */
+static void reap(cr_worker_t *w)
+{
+    int status = 0;
+    pid_t r;
+    siginfo_t si = {0};
+    if (w->leader_gone || (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                           si.si_pid == 0))
+        return; /* still running (another child's SIGCHLD) */
+    /* whatever the leader left in its group goes with it (nothing may keep
+     * a device once the worker is reported gone), killed while the
+     * unreaped leader still holds the group's id */
+    if (!w->stopping)
+        kill(-w->pid, SIGKILL);
+    do
+        r = waitpid(w->pid, &status, WNOHANG);
+    while (r < 0 && errno == EINTR);
+    if (r == 0)
+        return;
+    if (w->use_signal)
+        uv_signal_stop(&w->watch.sigchld);
+    else
+        uv_poll_stop(&w->watch.poll);
+    if (r < 0) /* someone else reaped it: how it ended is lost */
+        status = 0xff00;
+    on_leader_exit(w, status);
+}
+
+static void on_pidfd(uv_poll_t *h, int status, int events)
+{
+    reap(h->data);
+}
+
+static void on_sigchld(uv_signal_t *h, int signum)
+{
+    reap(h->data);
+}
+
+static bool have_pidfd(void)
+{
+    static int known = -1; /* a property of the kernel: probed once */
+    if (getenv("CORRAL_TEST_NO_PIDFD"))
+        return false; /* the tests' way to the SIGCHLD path */
+    if (known < 0) {
+        int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+        known = fd >= 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    return known;
+}
+
+/* The job's PATH decides which program argv[0] names, as execvp would in
+ * the worker (posix_spawnp would search the agent's PATH instead). */
+static int resolve(const char *file, const cr_envlist_t *env, char **out)
+{
+    if (strchr(file, '/')) {
+        *out = cr_strdup(file);
+        return 0;
+    }
+    const char *path = cr_envlist_get(env, "PATH");
+    if (!path)
+        path = "/bin:/usr/bin"; /* glibc's default */
+    int err = -ENOENT;
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        char *cand = cr_asprintf("%.*s/%s", (int)n, n ? path : ".", file);
+        struct stat st;
+        if (access(cand, X_OK) == 0 && stat(cand, &st) == 0 && S_ISREG(st.st_mode)) {
+            *out = cand;
+            return 0;
+        }
+        if (errno == EACCES)
+            err = -EACCES;
+        free(cand);
+        path += n + (path[n] == ':');
+    }
+    return err;
+}
+
+/* posix_spawn (glibc: clone(CLONE_VM|CLONE_VFORK), no page tables copied
+ * however large the agent grows) in a new session, with default signal
+ * dispositions and an empty mask, stdin from /dev/null, the logs as stdout
+ * and stderr. An exec failure comes back as its errno, the failed child
+ * already reaped. */
+static int spawn(const cr_worker_spec_t *s, char **envp, const cr_envlist_t *env, int outfd,
+                 int errfd, pid_t *pid)
+{
+    char *file = NULL;
+    int err = resolve(s->argv[0], env, &file);
+    if (err)
+        return err;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&at);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (outfd >= 0) {
+        posix_spawn_file_actions_adddup2(&fa, outfd, 1);
+        posix_spawn_file_actions_adddup2(&fa, errfd, 2);
+    } else {
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    }
+    /* nothing else of the agent's (sockets, the database, pidfds), even
+     * from a library that forgot O_CLOEXEC */
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    if (s->cwd)
+        posix_spawn_file_actions_addchdir_np(&fa, s->cwd);
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    posix_spawnattr_setsigdefault(&at, &all);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setflags(&at,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    err = -posix_spawn(pid, file, &fa, &at, (char *const *)s->argv, envp);
+    posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
+    free(file);
+    return err;
+}
+
+static int check_spec(const cr_worker_spec_t *s, char **errmsg)
+{
+    if (!s->argv || !s->argv[0] || !s->argv[0][0]) {
+        *errmsg = cr_strdup("no command given");
+        return CR_EINVAL;
+    }
+    if (!s->job_id || !s->worker_id || !s->worker_id[0] || strchr(s->worker_id, '/') ||
+        strcmp(s->worker_id, ".") == 0 || strcmp(s->worker_id, "..") == 0) {
+        *errmsg = cr_asprintf("bad worker id '%s': expected a plain name such as w0",
+                              s->worker_id ? s->worker_id : "(none)");
+        return CR_EINVAL;
+    }
+    if (s->ndevs && !s->node) {
+        *errmsg = cr_strdup("devices given without the node they belong to");
+        return CR_EINVAL;
+    }
+    for (size_t i = 0; i < s->ndevs; i++)
+        if (s->devs[i] < 0 || (size_t)s->devs[i] >= s->node->devices.n) {
+            *errmsg = cr_asprintf("device %d does not exist on node %s", s->devs[i], s->node->id);
+            return CR_ENODEV;
+        }
+    /* a missing directory would otherwise surface as the child's chdir
+     * failing, reported like a missing command */
+    if (s->cwd) {
+        struct stat st;
+        int err = stat(s->cwd, &st) != 0 ? -errno : !S_ISDIR(st.st_mode) ? -ENOTDIR : 0;
+        if (err) {
+            *errmsg = cr_asprintf("working directory %s: %s", s->cwd, strerror(-err));
+            return err;
+        }
+    }
+    return 0;
+}
+
+int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exit_cb cb, void *arg,
+                    cr_worker_t **out, char **errmsg)
+{
+    char *why = NULL;
+    int outfd = -1, errfd = -1;
+    cr_envlist_t env = {0};
+    char **envp = NULL;
+    binding_t bind = {0};
+    int err = check_spec(spec, &why);
+    if (err)
+        goto out_msg;
+    cr_worker_t *w = cr_calloc(1, sizeof(*w));
+    w->loop = loop;
+    w->cb = cb;
+    w->arg = arg;
+    if ((err = build_env(spec, &env, &why)))
+        goto out_free_worker;
+    envp = env_flatten(&env);
+    if (spec->log_dir) {
+        if ((outfd = err = open_log(spec->log_dir, spec->worker_id, "out", &w->out_path, &why)) < 0)
+            goto out_free_worker;
+        if ((errfd = err = open_log(spec->log_dir, spec->worker_id, "err", &w->err_path, &why)) < 0)
+            goto out_free_worker;
+    }
+    plan_binding(spec, w, &bind);
+
+    /* CPU binding before the worker's first instruction: posix_spawn has
+     * no affinity attribute, and setting it after the spawn races with the
+     * worker's start (its first threads would already be placed). The
+     * child is cloned from the calling thread and affinity survives clone
+     * and exec, so the loop thread takes the worker's set for the length
+     * of the spawn and its own back right after. Two system calls, no
+     * helper process (taskset would cost an exec per worker). */
+    if (bind.apply && sched_setaffinity(0, bind.size, bind.want) != 0) {
+        w->warning =
+            cr_asprintf("not bound to CPUs %s: sched_setaffinity: %s", w->cpus, strerror(errno));
+        w->cpus[0] = '\0';
+        bind.apply = false;
+    }
+    w->pidfd = -1;
+    w->use_signal = !have_pidfd();
+    w->watch.poll.data = w;
+    if (w->use_signal) { /* watching before the child exists: no SIGCHLD is missed */
+        uv_signal_init(loop, &w->watch.sigchld);
+        w->watch.sigchld.data = w;
+        uv_signal_start(&w->watch.sigchld, on_sigchld, SIGCHLD);
+    }
+    pid_t pid = 0;
+    err = spawn(spec, envp, &env, outfd, errfd, &pid);
+    if (bind.apply && sched_setaffinity(0, bind.size, bind.have) != 0)
+        cr_warn("could not give the agent's loop thread its CPUs back: %s", strerror(errno));
+    if (err) {
+        why = cr_asprintf("exec failed: %s", strerror(-err));
+        if (errfd >= 0)
+            dprintf(errfd, "corral: %s: %s\n", spec->argv[0], why);
+        if (!w->use_signal)
+            goto out_free_worker;
+        w->nopen = 1;
+        uv_close((uv_handle_t *)&w->watch, on_close);
+        w = NULL;
+        goto out_close_logs;
+    }
+    w->pid = pid;
+    if (!w->use_signal) {
+        /* the child is ours and not yet reaped, so the pid cannot have
+         * been reused */
+        w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (w->pidfd < 0) {
+            err = -errno;
+            cr_error("pidfd_open(%d): %s: stopping worker %s", (int)pid, strerror(errno),
+                     spec->worker_id);
+            kill(-pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            why = cr_asprintf("cannot watch the worker: pidfd_open: %s", strerror(-err));
+            goto out_free_worker;
+        }
+        uv_poll_init(loop, &w->watch.poll, w->pidfd);
+        w->watch.poll.data = w;
+        uv_poll_start(&w->watch.poll, UV_READABLE, on_pidfd);
+    }
+    uv_timer_init(loop, &w->timer);
+    w->timer.data = w;
+    w->nopen = 2;
+    if (w->warning)
+        cr_warn("worker %s of job %s: %s", spec->worker_id, spec->job_id, w->warning);
+    *out = w;
+    goto out_close_logs;
+
+out_free_worker:
+    free(w->cpus);
+    free(w->warning);
+    free(w->out_path);
+    free(w->err_path);
+    free(w);
+out_close_logs:
+    if (outfd >= 0)
+        close(outfd);
+    if (errfd >= 0)
+        close(errfd);
+    binding_fini(&bind);
+    strv_free(envp);
+    cr_envlist_free(&env);
+out_msg:
+    if (errmsg)
+        *errmsg = why;
+    else
+        free(why);
+    return err < 0 ? err : 0;
+}
+
+int cr_worker_stop(cr_worker_t *w, uint64_t grace_ms)
+{
+    if (w->state == W_EXITED)
+        return 0;
+    uv_update_time(w->loop);
+    uint64_t deadline = uv_now(w->loop) + grace_ms;
+    if (w->stopping && deadline >= w->deadline)
+        return 0;
+    if (!w->stopping) {
+        w->stopping = true;
+        w->exit.stopped = true;
+        kill(-w->pid, SIGTERM);
+        kill(-w->pid, SIGCONT); /* a stopped process would never see SIGTERM */
+    }
+    w->deadline = deadline;
+    if (w->leader_gone) {
+        drain_group(w);
+        return 0;
+    }
+    if (grace_ms == 0) {
+        kill_group(w);
+        return 0;
+    }
+    uv_timer_start(&w->timer, on_timer, grace_ms, 0);
+    return 0;
+}
+
+void cr_worker_release(cr_worker_t *w)
+{
+    if (!w || w->released)
+        return;
+    w->released = true;
+    if (w->state != W_EXITED) {
+        kill(-w->pid, SIGKILL);
+        if (w->leader_gone)
+            finish(w); /* a draining stop: the leader is reaped already */
+        return;        /* else reaping it finishes, silently */
+    }
+    if (!w->in_cb)
+        close_worker(w);
+}
+
+int cr_worker_pid(const cr_worker_t *w)
+{
+    return w->pid;
+}
+
+bool cr_worker_is_running(const cr_worker_t *w)
+{
+    return w->state == W_RUNNING;
+}
+
+const char *cr_worker_cpus(const cr_worker_t *w)
+{
+    return w->cpus;
+}
+
+const char *cr_worker_warning(const cr_worker_t *w)
+{
+    return w->warning;
+}
+
+const char *cr_worker_stdout_path(const cr_worker_t *w)
+{
+    return w->out_path;
+}
+
+const char *cr_worker_stderr_path(const cr_worker_t *w)
+{
+    return w->err_path;
+}
