@@ -5,95 +5,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-/* fixture.h's snprintf of root into a same-sized buffer trips
- * -Wformat-truncation with -Werror; it cannot overflow, only cut. */
-#include "fixture.h"
+#include "fixture_tree.h"
 #include "hw/amd_kfd.h"
 #include <sys/stat.h>
 
 static const char *const pcis[8] = {"0000:05:00.0", "0000:26:00.0", "0000:46:00.0", "0000:65:00.0",
                                     "0000:85:00.0", "0000:a5:00.0", "0000:c5:00.0", "0000:e5:00.0"};
 #define KFD "/sys/class/kfd/kfd/topology/nodes"
-
-/* ---- a writable copy of the fixture tree ---- */
-
-static void tree_copy(const fixture_env_t *f, char *dst, size_t size)
-{
-    snprintf(dst, size, "/tmp/corral-amd-XXXXXX");
-    assert_non_null(mkdtemp(dst));
-    char cmd[2600];
-    snprintf(cmd, sizeof(cmd), "cp -a '%s/.' '%s/'", f->root, dst);
-    assert_int_equal(system(cmd), 0);
-}
-
-static void tree_write(const char *root, const char *rel, const char *text)
-{
-    char path[1024], cmd[1200];
-    snprintf(path, sizeof(path), "%s%s", root, rel);
-    snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
-    assert_int_equal(system(cmd), 0);
-    FILE *fp = fopen(path, "w");
-    assert_non_null(fp);
-    fputs(text, fp);
-    fclose(fp);
-}
-
-/* Runs a shell command inside root. */
-static void tree_sh(const char *root, const char *cmd)
-{
-    char full[1400];
-    snprintf(full, sizeof(full), "cd '%s' && %s", root, cmd);
-    assert_int_equal(system(full), 0);
-}
-
-static void tree_remove(const char *root)
-{
-    char cmd[1100];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    assert_int_equal(system(cmd), 0);
-}
-
-static cr_node_t *discover(fixture_env_t *f, const char *root)
-{
-    hw_options_t o = fixture_options(f);
-    o.no_host = true;
-    if (root)
-        o.root = root;
-    cr_node_t *n = NULL;
-    char *msg = NULL;
-    assert_int_equal(hw_discover(&o, &n, &msg), 0);
-    assert_null(msg);
-    return n;
-}
-
-static size_t count_warnings(const cr_node_t *n, const char *a, const char *b)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n->warnings.n; i++)
-        k += strstr(n->warnings.v[i], a) && (!b || strstr(n->warnings.v[i], b));
-    return k;
-}
-
-static int64_t resource(const cr_node_t *n, const char *name)
-{
-    for (size_t i = 0; i < n->resources.n; i++)
-        if (strcmp(n->resources.v[i].name, name) == 0)
-            return n->resources.v[i].amount;
-    return -1;
-}
-
-static char *isolate(fixture_env_t *f, const cr_node_t *n, const int *devs, size_t ndevs,
-                     const char *var)
-{
-    hw_options_t o = fixture_options(f);
-    cr_envlist_t env = {0};
-    char *msg = NULL;
-    assert_int_equal(hw_isolate(&o, n, devs, ndevs, &env, &msg), 0);
-    const char *v = cr_envlist_get(&env, var);
-    char *copy = v ? cr_strdup(v) : NULL;
-    cr_envlist_free(&env);
-    return copy;
-}
 
 /* ---- the parser ---- */
 
@@ -169,7 +87,7 @@ static void test_devices(void **state)
 {
     fixture_env_t f;
     fixture_open(&f, "mi300x-8");
-    cr_node_t *n = discover(&f, NULL);
+    cr_node_t *n = fixture_discover(&f, NULL);
     assert_int_equal(n->devices.n, 8);
     assert_int_equal(n->warnings.n, 0);
     for (int i = 0; i < 8; i++) {
@@ -198,7 +116,7 @@ static void test_devices(void **state)
             assert_string_not_equal(d->uuid, n->devices.v[k].uuid);
     }
     assert_string_equal(n->devices.v[0].uuid, "GPU-3f1c00a2e4b75d10");
-    assert_true(resource(n, "GPU") == 8 * CR_QTY_ONE);
+    assert_true(fixture_resource(n, "GPU") == 8 * CR_QTY_ONE);
     assert_string_equal(cr_node_get_label(n, "corral.io/accelerator-type"), "MI300X");
     hw_node_free(n);
     fixture_close(&f);
@@ -208,7 +126,7 @@ static void test_links_and_hive(void **state)
 {
     fixture_env_t f;
     fixture_open(&f, "mi300x-8");
-    cr_node_t *n = discover(&f, NULL);
+    cr_node_t *n = fixture_discover(&f, NULL);
     assert_int_equal(n->links.n, 28);
     for (int a = 0; a < 8; a++)
         for (int b = a + 1; b < 8; b++) {
@@ -233,21 +151,21 @@ static void test_isolation(void **state)
 {
     fixture_env_t f;
     fixture_open(&f, "mi300x-8");
-    cr_node_t *n = discover(&f, NULL);
+    cr_node_t *n = fixture_discover(&f, NULL);
     int devs[] = {3, 1};
-    char *v = isolate(&f, n, devs, 2, "HIP_VISIBLE_DEVICES");
+    char *v = fixture_isolate(&f, n, devs, 2, "HIP_VISIBLE_DEVICES");
     assert_string_equal(v, "3,1");
     free(v);
-    assert_null(isolate(&f, n, devs, 2, "ROCR_VISIBLE_DEVICES"));
-    v = isolate(&f, n, NULL, 0, "HIP_VISIBLE_DEVICES");
+    assert_null(fixture_isolate(&f, n, devs, 2, "ROCR_VISIBLE_DEVICES"));
+    v = fixture_isolate(&f, n, NULL, 0, "HIP_VISIBLE_DEVICES");
     assert_string_equal(v, "");
     free(v);
     /* ROCr hides first, then HIP numbers what is left from 0 */
     fixture_setenv(&f, "CORRAL_AMD_ROCR_VISIBLE", "1");
-    v = isolate(&f, n, devs, 2, "ROCR_VISIBLE_DEVICES");
+    v = fixture_isolate(&f, n, devs, 2, "ROCR_VISIBLE_DEVICES");
     assert_string_equal(v, "3,1");
     free(v);
-    v = isolate(&f, n, devs, 2, "HIP_VISIBLE_DEVICES");
+    v = fixture_isolate(&f, n, devs, 2, "HIP_VISIBLE_DEVICES");
     assert_string_equal(v, "0,1");
     free(v);
     hw_node_free(n);
@@ -261,20 +179,20 @@ static void test_broken_properties(void **state)
     fixture_env_t f;
     char root[64];
     fixture_open(&f, "mi300x-8");
-    tree_copy(&f, root, sizeof(root));
-    tree_write(root, KFD "/4/properties", "simd_count lots\n");
-    cr_node_t *n = discover(&f, root);
+    fixture_tree_copy(&f, root, sizeof(root));
+    fixture_tree_write(root, KFD "/4/properties", "simd_count lots\n");
+    cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 7);
     assert_int_equal(n->warnings.n, 1);
-    assert_int_equal(count_warnings(n, "nodes/4/properties", "GPU 2 is off"), 1);
-    assert_int_equal(count_warnings(n, "expected an unsigned decimal", NULL), 1);
+    assert_int_equal(fixture_count_warnings(n, "nodes/4/properties", "GPU 2 is off"), 1);
+    assert_int_equal(fixture_count_warnings(n, "expected an unsigned decimal", NULL), 1);
     assert_string_equal(n->devices.v[2].isolation_id, "3");
     assert_string_equal(n->devices.v[2].pci, pcis[3]);
     assert_int_equal(n->links.n, 21);
     assert_int_equal(n->domains.v[0].nmembers, 7);
-    assert_true(resource(n, "GPU") == 7 * CR_QTY_ONE);
+    assert_true(fixture_resource(n, "GPU") == 7 * CR_QTY_ONE);
     hw_node_free(n);
-    tree_remove(root);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 
@@ -285,15 +203,15 @@ static void test_unknown_node_kind(void **state)
     fixture_env_t f;
     char root[64];
     fixture_open(&f, "mi300x-8");
-    tree_copy(&f, root, sizeof(root));
-    tree_write(root, KFD "/5/properties", "\x01\x02garbage");
-    tree_sh(root, "rm sys/class/kfd/kfd/topology/nodes/5/gpu_id");
-    cr_node_t *n = discover(&f, root);
+    fixture_tree_copy(&f, root, sizeof(root));
+    fixture_tree_write(root, KFD "/5/properties", "\x01\x02garbage");
+    fixture_tree_sh(root, "rm sys/class/kfd/kfd/topology/nodes/5/gpu_id");
+    cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 3);
     assert_int_equal(n->warnings.n, 1);
-    assert_int_equal(count_warnings(n, "nodes/5/properties", "HIP index is unknown"), 1);
+    assert_int_equal(fixture_count_warnings(n, "nodes/5/properties", "HIP index is unknown"), 1);
     hw_node_free(n);
-    tree_remove(root);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 
@@ -302,19 +220,19 @@ static void test_broken_bank_and_link(void **state)
     fixture_env_t f;
     char root[64];
     fixture_open(&f, "mi300x-8");
-    tree_copy(&f, root, sizeof(root));
-    tree_write(root, KFD "/2/mem_banks/0/properties", "heap_type 1\nsize_in_bytes\n");
-    tree_write(root, KFD "/9/io_links/3/properties", "type 11\nnode_from 9\n");
-    cr_node_t *n = discover(&f, root);
+    fixture_tree_copy(&f, root, sizeof(root));
+    fixture_tree_write(root, KFD "/2/mem_banks/0/properties", "heap_type 1\nsize_in_bytes\n");
+    fixture_tree_write(root, KFD "/9/io_links/3/properties", "type 11\nnode_from 9\n");
+    cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 6);
     assert_int_equal(n->warnings.n, 2);
-    assert_int_equal(count_warnings(n, "nodes/2/mem_banks/0/properties", "GPU 0 is off"), 1);
-    assert_int_equal(count_warnings(n, "nodes/9/io_links/3/properties", "GPU 7 is off"), 1);
-    assert_int_equal(count_warnings(n, "'node_to' is missing", NULL), 1);
+    assert_int_equal(fixture_count_warnings(n, "nodes/2/mem_banks/0/properties", "GPU 0 is off"), 1);
+    assert_int_equal(fixture_count_warnings(n, "nodes/9/io_links/3/properties", "GPU 7 is off"), 1);
+    assert_int_equal(fixture_count_warnings(n, "'node_to' is missing", NULL), 1);
     assert_string_equal(n->devices.v[0].isolation_id, "1");
     assert_int_equal(n->links.n, 15);
     hw_node_free(n);
-    tree_remove(root);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 
@@ -325,15 +243,15 @@ static void test_numeric_order_and_link_count(void **state)
     fixture_env_t f;
     char root[64];
     fixture_open(&f, "mi300x-8");
-    tree_copy(&f, root, sizeof(root));
+    fixture_tree_copy(&f, root, sizeof(root));
 #define NODES "sys/class/kfd/kfd/topology/nodes"
-    tree_sh(root, "cp -a " NODES "/9 " NODES "/10 && rm -r " NODES "/10/io_links");
-    tree_sh(root, "sed -i 's/^location_id .*/location_id 62976/; s/^hive_id .*/hive_id 0/; "
+    fixture_tree_sh(root, "cp -a " NODES "/9 " NODES "/10 && rm -r " NODES "/10/io_links");
+    fixture_tree_sh(root, "sed -i 's/^location_id .*/location_id 62976/; s/^hive_id .*/hive_id 0/; "
                   "s/^unique_id .*/unique_id 7/' " NODES "/10/properties");
-    tree_write(root, KFD "/2/io_links/1/properties",
+    fixture_tree_write(root, KFD "/2/io_links/1/properties",
                "type 11\nnode_from 2\nnode_to 3\nweight 15\nmin_bandwidth 64000\n"
                "max_bandwidth 128000\n");
-    cr_node_t *n = discover(&f, root);
+    cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 9);
     assert_int_equal(n->warnings.n, 0);
     assert_string_equal(n->devices.v[8].pci, "0000:f6:00.0");
@@ -346,7 +264,7 @@ static void test_numeric_order_and_link_count(void **state)
     assert_int_equal(n->domains.n, 1);
     assert_int_equal(n->domains.v[0].nmembers, 8);
     hw_node_free(n);
-    tree_remove(root);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 
@@ -356,11 +274,11 @@ static void test_no_kfd(void **state)
     char root[64] = "/tmp/corral-amd-XXXXXX";
     fixture_open(&f, "mi300x-8");
     assert_non_null(mkdtemp(root));
-    cr_node_t *n = discover(&f, root);
+    cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 0);
     assert_int_equal(n->warnings.n, 0);
     hw_node_free(n);
-    tree_remove(root);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 
@@ -368,7 +286,7 @@ static void test_telemetry(void **state)
 {
     fixture_env_t f;
     fixture_open(&f, "mi300x-8");
-    cr_node_t *n = discover(&f, NULL);
+    cr_node_t *n = fixture_discover(&f, NULL);
     const cr_accel_component_t *c = hw_component_find("amd");
     assert_non_null(c->telemetry);
     cr_hw_env_t env = {.root = f.root, .getenv = fixture_getenv, .getenv_ctx = &f};
@@ -382,14 +300,14 @@ static void test_telemetry(void **state)
     assert_int_equal(c->telemetry(&env, n, 8, &t), CR_ENODEV);
     /* nothing published: unknown, not zero */
     char root[64];
-    tree_copy(&f, root, sizeof(root));
-    tree_sh(root, "rm -r sys/bus/pci/devices/0000:05:00.0/hwmon "
+    fixture_tree_copy(&f, root, sizeof(root));
+    fixture_tree_sh(root, "rm -r sys/bus/pci/devices/0000:05:00.0/hwmon "
                   "sys/bus/pci/devices/0000:05:00.0/gpu_busy_percent");
     env.root = root;
     assert_int_equal(c->telemetry(&env, n, 0, &t), 0);
     assert_true(t.utilization_pct == -1 && t.temperature_c == -1 && t.power_w == -1);
     assert_true(t.memory_used == 1ull << 30);
-    tree_remove(root);
+    fixture_tree_remove(root);
     hw_node_free(n);
     fixture_close(&f);
 }

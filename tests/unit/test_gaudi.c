@@ -5,9 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-/* fixture.h's snprintf of root into a same-sized buffer trips
- * -Wformat-truncation with -Werror; it cannot overflow, only cut. */
-#include "fixture.h"
+#include "fixture_tree.h"
 #include "hw/gaudi_sysfs.h"
 #include <sys/stat.h>
 
@@ -16,86 +14,6 @@ static const char *const by_module[8] = {"0000:43:00.0", "0000:44:00.0", "0000:1
                                          "0000:1a:00.0", "0000:c3:00.0", "0000:c4:00.0",
                                          "0000:9b:00.0", "0000:9c:00.0"};
 #define PCI "/sys/bus/pci/devices/"
-
-/* ---- a writable copy of the fixture tree ---- */
-
-static void tree_copy(const fixture_env_t *f, char *dst, size_t size)
-{
-    snprintf(dst, size, "/tmp/corral-gaudi-XXXXXX");
-    assert_non_null(mkdtemp(dst));
-    char cmd[2600];
-    snprintf(cmd, sizeof(cmd), "cp -a '%s/.' '%s/'", f->root, dst);
-    assert_int_equal(system(cmd), 0);
-}
-
-static void tree_write(const char *root, const char *rel, const char *text)
-{
-    char path[1024], cmd[1200];
-    snprintf(path, sizeof(path), "%s%s", root, rel);
-    snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
-    assert_int_equal(system(cmd), 0);
-    FILE *fp = fopen(path, "w");
-    assert_non_null(fp);
-    fputs(text, fp);
-    fclose(fp);
-}
-
-/* Runs a shell command inside root. */
-static void tree_sh(const char *root, const char *cmd)
-{
-    char full[1400];
-    snprintf(full, sizeof(full), "cd '%s' && %s", root, cmd);
-    assert_int_equal(system(full), 0);
-}
-
-static void tree_remove(const char *root)
-{
-    char cmd[1100];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    assert_int_equal(system(cmd), 0);
-}
-
-static cr_node_t *discover(fixture_env_t *f, const char *root)
-{
-    hw_options_t o = fixture_options(f);
-    o.no_host = true;
-    if (root)
-        o.root = root;
-    cr_node_t *n = NULL;
-    char *msg = NULL;
-    assert_int_equal(hw_discover(&o, &n, &msg), 0);
-    assert_null(msg);
-    return n;
-}
-
-static size_t count_warnings(const cr_node_t *n, const char *a, const char *b)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n->warnings.n; i++)
-        k += strstr(n->warnings.v[i], a) && (!b || strstr(n->warnings.v[i], b));
-    return k;
-}
-
-static int64_t resource(const cr_node_t *n, const char *name)
-{
-    for (size_t i = 0; i < n->resources.n; i++)
-        if (strcmp(n->resources.v[i].name, name) == 0)
-            return n->resources.v[i].amount;
-    return -1;
-}
-
-static char *isolate(fixture_env_t *f, const cr_node_t *n, const int *devs, size_t ndevs,
-                     const char *var)
-{
-    hw_options_t o = fixture_options(f);
-    cr_envlist_t env = {0};
-    char *msg = NULL;
-    assert_int_equal(hw_isolate(&o, n, devs, ndevs, &env, &msg), 0);
-    const char *v = cr_envlist_get(&env, var);
-    char *copy = v ? cr_strdup(v) : NULL;
-    cr_envlist_free(&env);
-    return copy;
-}
 
 static void test_parsers(void **state)
 {
@@ -132,7 +50,7 @@ static void test_devices(void **state)
 {
     fixture_env_t f;
     fixture_open(&f, "gaudi2-8");
-    cr_node_t *n = discover(&f, NULL);
+    cr_node_t *n = fixture_discover(&f, NULL);
     assert_int_equal(n->devices.n, 8);
     assert_int_equal(n->warnings.n, 0);
     for (int i = 0; i < 8; i++) {
@@ -156,7 +74,7 @@ static void test_devices(void **state)
         assert_string_equal(d->driver, "1.18.0");
         assert_int_equal(d->health, CR_HEALTH_OK);
     }
-    assert_true(resource(n, "HPU") == 8 * CR_QTY_ONE);
+    assert_true(fixture_resource(n, "HPU") == 8 * CR_QTY_ONE);
     assert_string_equal(cr_node_get_label(n, "corral.io/accelerator-type"), "Gaudi2");
     assert_int_equal(n->links.n, 28);
     for (int a = 0; a < 8; a++)
@@ -175,12 +93,12 @@ static void test_isolation(void **state)
 {
     fixture_env_t f;
     fixture_open(&f, "gaudi2-8");
-    cr_node_t *n = discover(&f, NULL);
+    cr_node_t *n = fixture_discover(&f, NULL);
     int devs[] = {hw_device_find(n, "gaudi", 5), hw_device_find(n, "gaudi", 0)};
-    char *v = isolate(&f, n, devs, 2, "HABANA_VISIBLE_MODULES");
+    char *v = fixture_isolate(&f, n, devs, 2, "HABANA_VISIBLE_MODULES");
     assert_string_equal(v, "5,0");
     free(v);
-    v = isolate(&f, n, NULL, 0, "HABANA_VISIBLE_MODULES");
+    v = fixture_isolate(&f, n, NULL, 0, "HABANA_VISIBLE_MODULES");
     assert_string_equal(v, "");
     free(v);
     hw_node_free(n);
@@ -194,19 +112,19 @@ static void test_broken_module_id(void **state)
     fixture_env_t f;
     char root[64];
     fixture_open(&f, "gaudi2-8");
-    tree_copy(&f, root, sizeof(root));
-    tree_write(root, PCI "0000:19:00.0/module_id", "two\n");
-    cr_node_t *n = discover(&f, root);
+    fixture_tree_copy(&f, root, sizeof(root));
+    fixture_tree_write(root, PCI "0000:19:00.0/module_id", "two\n");
+    cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 7);
     assert_int_equal(n->warnings.n, 1);
-    assert_int_equal(count_warnings(n, "/sys/class/accel/accel0/device/module_id", "accel0 is off"),
+    assert_int_equal(fixture_count_warnings(n, "/sys/class/accel/accel0/device/module_id", "accel0 is off"),
                      1);
-    assert_int_equal(count_warnings(n, "'two'", "module id from 0 to"), 1);
+    assert_int_equal(fixture_count_warnings(n, "'two'", "module id from 0 to"), 1);
     assert_int_equal(hw_device_find(n, "gaudi", 2), -1);
     assert_int_equal(n->links.n, 21);
-    assert_true(resource(n, "HPU") == 7 * CR_QTY_ONE);
+    assert_true(fixture_resource(n, "HPU") == 7 * CR_QTY_ONE);
     hw_node_free(n);
-    tree_remove(root);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 
@@ -215,17 +133,17 @@ static void test_duplicate_module_and_bad_addr(void **state)
     fixture_env_t f;
     char root[64];
     fixture_open(&f, "gaudi2-8");
-    tree_copy(&f, root, sizeof(root));
-    tree_write(root, PCI "0000:1a:00.0/module_id", "2\n");         /* accel1 claims 2 too */
-    tree_write(root, PCI "0000:9b:00.0/pci_addr", "0000:9b:00\n"); /* accel4 */
-    cr_node_t *n = discover(&f, root);
+    fixture_tree_copy(&f, root, sizeof(root));
+    fixture_tree_write(root, PCI "0000:1a:00.0/module_id", "2\n");         /* accel1 claims 2 too */
+    fixture_tree_write(root, PCI "0000:9b:00.0/pci_addr", "0000:9b:00\n"); /* accel4 */
+    cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 6);
     assert_int_equal(n->warnings.n, 2);
-    assert_int_equal(count_warnings(n, "accel1/device/module_id", "module 2 is also"), 1);
-    assert_int_equal(count_warnings(n, "accel4/device/pci_addr", "expected a PCI address"), 1);
+    assert_int_equal(fixture_count_warnings(n, "accel1/device/module_id", "module 2 is also"), 1);
+    assert_int_equal(fixture_count_warnings(n, "accel4/device/pci_addr", "expected a PCI address"), 1);
     assert_string_equal(n->devices.v[hw_device_find(n, "gaudi", 2)].pci, "0000:19:00.0");
     hw_node_free(n);
-    tree_remove(root);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 
@@ -235,32 +153,32 @@ static void test_status(void **state)
     fixture_env_t f;
     char root[64];
     fixture_open(&f, "gaudi2-8");
-    tree_copy(&f, root, sizeof(root));
-    tree_write(root, PCI "0000:1a:00.0/status", "needs reset\n"); /* module 3 */
-    tree_write(root, PCI "0000:c3:00.0/status", "on fire\n");     /* module 4 */
-    cr_node_t *n = discover(&f, root);
+    fixture_tree_copy(&f, root, sizeof(root));
+    fixture_tree_write(root, PCI "0000:1a:00.0/status", "needs reset\n"); /* module 3 */
+    fixture_tree_write(root, PCI "0000:c3:00.0/status", "on fire\n");     /* module 4 */
+    cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 8);
     const cr_device_t *d3 = &n->devices.v[3], *d4 = &n->devices.v[4];
     assert_int_equal(d3->health, CR_HEALTH_UNHEALTHY);
     assert_string_equal(d3->health_reason, "status: needs reset");
     assert_int_equal(d4->health, CR_HEALTH_UNKNOWN);
-    assert_int_equal(count_warnings(n, "accel6/device/status", "'on fire'"), 1);
-    assert_int_equal(count_warnings(n, "device 3 (Gaudi2) is unhealthy", NULL), 1);
-    assert_true(resource(n, "HPU") == 7 * CR_QTY_ONE);
+    assert_int_equal(fixture_count_warnings(n, "accel6/device/status", "'on fire'"), 1);
+    assert_int_equal(fixture_count_warnings(n, "device 3 (Gaudi2) is unhealthy", NULL), 1);
+    assert_true(fixture_resource(n, "HPU") == 7 * CR_QTY_ONE);
     /* telemetry reads the status as it is now */
     const cr_accel_component_t *c = hw_component_find("gaudi");
     cr_hw_env_t env = {.root = root, .getenv = fixture_getenv, .getenv_ctx = &f};
     cr_telemetry_t t;
     assert_int_equal(c->telemetry(&env, n, 3, &t), 0);
     assert_int_equal(t.health, CR_HEALTH_UNHEALTHY);
-    tree_write(root, PCI "0000:1a:00.0/status", "operational\n");
+    fixture_tree_write(root, PCI "0000:1a:00.0/status", "operational\n");
     assert_int_equal(c->telemetry(&env, n, 3, &t), 0);
     assert_int_equal(t.health, CR_HEALTH_OK);
     assert_true(t.utilization_pct == -1);
     assert_int_equal(c->telemetry(&env, n, 4, &t), 0);
     assert_int_equal(t.health, CR_HEALTH_UNKNOWN);
     hw_node_free(n);
-    tree_remove(root);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 
@@ -271,27 +189,27 @@ static void test_other_accel_and_legacy_class(void **state)
     fixture_env_t f;
     char root[64];
     fixture_open(&f, "gaudi2-8");
-    tree_copy(&f, root, sizeof(root));
-    tree_write(root, PCI "0000:00:0b.0/vendor", "0x8086\n"); /* an NPU */
-    tree_write(root, PCI "0000:00:0b.0/device", "0x7d1d\n");
-    tree_write(root, PCI "0000:00:0b.0/class", "0x120000\n");
-    tree_sh(root, "mkdir sys/class/accel/accel8 && ln -s ../../../bus/pci/devices/0000:00:0b.0 "
+    fixture_tree_copy(&f, root, sizeof(root));
+    fixture_tree_write(root, PCI "0000:00:0b.0/vendor", "0x8086\n"); /* an NPU */
+    fixture_tree_write(root, PCI "0000:00:0b.0/device", "0x7d1d\n");
+    fixture_tree_write(root, PCI "0000:00:0b.0/class", "0x120000\n");
+    fixture_tree_sh(root, "mkdir sys/class/accel/accel8 && ln -s ../../../bus/pci/devices/0000:00:0b.0 "
                   "sys/class/accel/accel8/device");
-    tree_sh(root, "mkdir -p sys/class/habanalabs && for i in 0 1 2 3 4 5 6 7; do "
+    fixture_tree_sh(root, "mkdir -p sys/class/habanalabs && for i in 0 1 2 3 4 5 6 7; do "
                   "mkdir sys/class/habanalabs/hl$i && cp -P sys/class/accel/accel$i/device "
                   "sys/class/habanalabs/hl$i/device; done");
-    cr_node_t *n = discover(&f, root);
+    cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 8);
     assert_int_equal(n->warnings.n, 0);
     assert_int_equal(n->links.n, 28);
     /* only the legacy class */
-    tree_sh(root, "rm -r sys/class/accel");
+    fixture_tree_sh(root, "rm -r sys/class/accel");
     hw_node_free(n);
-    n = discover(&f, root);
+    n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 8);
     assert_string_equal(n->devices.v[0].pci, by_module[0]);
     hw_node_free(n);
-    tree_remove(root);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 
@@ -301,14 +219,14 @@ static void test_half_box_has_no_fabric(void **state)
     fixture_env_t f;
     char root[64];
     fixture_open(&f, "gaudi2-8");
-    tree_copy(&f, root, sizeof(root));
-    tree_sh(root, "rm -r sys/class/accel/accel4 sys/class/accel/accel5 sys/class/accel/accel6 "
+    fixture_tree_copy(&f, root, sizeof(root));
+    fixture_tree_sh(root, "rm -r sys/class/accel/accel4 sys/class/accel/accel5 sys/class/accel/accel6 "
                   "sys/class/accel/accel7");
-    cr_node_t *n = discover(&f, root);
+    cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 4);
     assert_int_equal(n->links.n, 0);
     hw_node_free(n);
-    tree_remove(root);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 

@@ -5,92 +5,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-/* fixture.h's snprintf of root into a same-sized buffer trips
- * -Wformat-truncation with -Werror; it cannot overflow, only cut. */
-#include "fixture.h"
+#include "fixture_tree.h"
 #include <sys/stat.h>
 
 #define PCI "/sys/bus/pci/devices/"
-
-/* ---- a writable copy of the fixture tree ---- */
-
-static void tree_copy(const fixture_env_t *f, char *dst, size_t size)
-{
-    snprintf(dst, size, "/tmp/corral-intel-XXXXXX");
-    assert_non_null(mkdtemp(dst));
-    char cmd[2600];
-    snprintf(cmd, sizeof(cmd), "cp -a '%s/.' '%s/'", f->root, dst);
-    assert_int_equal(system(cmd), 0);
-}
-
-static void tree_write(const char *root, const char *rel, const char *text)
-{
-    char path[1024], cmd[1200];
-    snprintf(path, sizeof(path), "%s%s", root, rel);
-    snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\"", path);
-    assert_int_equal(system(cmd), 0);
-    FILE *fp = fopen(path, "w");
-    assert_non_null(fp);
-    fputs(text, fp);
-    fclose(fp);
-}
-
-/* Runs a shell command inside root. */
-static void tree_sh(const char *root, const char *cmd)
-{
-    char full[1400];
-    snprintf(full, sizeof(full), "cd '%s' && %s", root, cmd);
-    assert_int_equal(system(full), 0);
-}
-
-static void tree_remove(const char *root)
-{
-    char cmd[1100];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    assert_int_equal(system(cmd), 0);
-}
-
-static cr_node_t *discover(fixture_env_t *f, const char *root)
-{
-    hw_options_t o = fixture_options(f);
-    o.no_host = true;
-    if (root)
-        o.root = root;
-    cr_node_t *n = NULL;
-    char *msg = NULL;
-    assert_int_equal(hw_discover(&o, &n, &msg), 0);
-    assert_null(msg);
-    return n;
-}
-
-static size_t count_warnings(const cr_node_t *n, const char *a, const char *b)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n->warnings.n; i++)
-        k += strstr(n->warnings.v[i], a) && (!b || strstr(n->warnings.v[i], b));
-    return k;
-}
-
-static int64_t resource(const cr_node_t *n, const char *name)
-{
-    for (size_t i = 0; i < n->resources.n; i++)
-        if (strcmp(n->resources.v[i].name, name) == 0)
-            return n->resources.v[i].amount;
-    return -1;
-}
-
-static char *isolate(fixture_env_t *f, const cr_node_t *n, const int *devs, size_t ndevs,
-                     const char *var)
-{
-    hw_options_t o = fixture_options(f);
-    cr_envlist_t env = {0};
-    char *msg = NULL;
-    assert_int_equal(hw_isolate(&o, n, devs, ndevs, &env, &msg), 0);
-    const char *v = cr_envlist_get(&env, var);
-    char *copy = v ? cr_strdup(v) : NULL;
-    cr_envlist_free(&env);
-    return copy;
-}
 
 /* Adds a PCI function and a DRM card pointing at it. */
 static void add_card(const char *root, const char *card, const char *pci, const char *vendor,
@@ -98,16 +16,16 @@ static void add_card(const char *root, const char *card, const char *pci, const 
 {
     char rel[256], cmd[512];
     snprintf(rel, sizeof(rel), PCI "%s/vendor", pci);
-    tree_write(root, rel, vendor);
+    fixture_tree_write(root, rel, vendor);
     snprintf(rel, sizeof(rel), PCI "%s/device", pci);
-    tree_write(root, rel, device);
+    fixture_tree_write(root, rel, device);
     snprintf(rel, sizeof(rel), PCI "%s/class", pci);
-    tree_write(root, rel, class_code);
+    fixture_tree_write(root, rel, class_code);
     snprintf(cmd, sizeof(cmd),
              "mkdir -p sys/class/drm/%s && ln -s ../../../bus/pci/devices/%s "
              "sys/class/drm/%s/device",
              card, pci, card);
-    tree_sh(root, cmd);
+    fixture_tree_sh(root, cmd);
 }
 
 static void test_devices(void **state)
@@ -115,7 +33,7 @@ static void test_devices(void **state)
     static const char *const pcis[2] = {"0000:29:00.0", "0000:9a:00.0"};
     fixture_env_t f;
     fixture_open(&f, "intel-max-1100-2");
-    cr_node_t *n = discover(&f, NULL);
+    cr_node_t *n = fixture_discover(&f, NULL);
     assert_int_equal(n->devices.n, 2);
     assert_int_equal(n->warnings.n, 0);
     for (int i = 0; i < 2; i++) {
@@ -137,7 +55,7 @@ static void test_devices(void **state)
         assert_int_equal(d->vendor_index, i);
         assert_int_equal(d->health, CR_HEALTH_OK);
     }
-    assert_true(resource(n, "GPU") == 2 * CR_QTY_ONE);
+    assert_true(fixture_resource(n, "GPU") == 2 * CR_QTY_ONE);
     assert_string_equal(cr_node_get_label(n, "corral.io/accelerator-type"), "Intel-GPU-Max-1100");
     hw_node_free(n);
     fixture_close(&f);
@@ -147,22 +65,22 @@ static void test_isolation(void **state)
 {
     fixture_env_t f;
     fixture_open(&f, "intel-max-1100-2");
-    cr_node_t *n = discover(&f, NULL);
+    cr_node_t *n = fixture_discover(&f, NULL);
     int devs[] = {1};
-    char *v = isolate(&f, n, devs, 1, "ZE_AFFINITY_MASK");
+    char *v = fixture_isolate(&f, n, devs, 1, "ZE_AFFINITY_MASK");
     assert_string_equal(v, "1");
     free(v);
-    v = isolate(&f, n, devs, 1, "ZE_ENABLE_PCI_ID_DEVICE_ORDER");
+    v = fixture_isolate(&f, n, devs, 1, "ZE_ENABLE_PCI_ID_DEVICE_ORDER");
     assert_string_equal(v, "1");
     free(v);
-    v = isolate(&f, n, devs, 1, "ZE_FLAT_DEVICE_HIERARCHY");
+    v = fixture_isolate(&f, n, devs, 1, "ZE_FLAT_DEVICE_HIERARCHY");
     assert_string_equal(v, "COMPOSITE");
     free(v);
     int both[] = {1, 0};
-    v = isolate(&f, n, both, 2, "ZE_AFFINITY_MASK");
+    v = fixture_isolate(&f, n, both, 2, "ZE_AFFINITY_MASK");
     assert_string_equal(v, "1,0");
     free(v);
-    v = isolate(&f, n, NULL, 0, "ZE_AFFINITY_MASK");
+    v = fixture_isolate(&f, n, NULL, 0, "ZE_AFFINITY_MASK");
     assert_string_equal(v, "");
     free(v);
     hw_node_free(n);
@@ -176,17 +94,17 @@ static void test_xe_tiles(void **state)
     fixture_env_t f;
     char root[64];
     fixture_open(&f, "intel-max-1100-2");
-    tree_copy(&f, root, sizeof(root));
-    tree_sh(root, "rm sys/class/drm/card*/lmem_total_bytes");
-    tree_write(root, PCI "0000:29:00.0/tile0/physical_vram_size_bytes", "25769803776\n");
-    tree_write(root, PCI "0000:29:00.0/tile1/physical_vram_size_bytes", "25769803776\n");
-    cr_node_t *n = discover(&f, root);
+    fixture_tree_copy(&f, root, sizeof(root));
+    fixture_tree_sh(root, "rm sys/class/drm/card*/lmem_total_bytes");
+    fixture_tree_write(root, PCI "0000:29:00.0/tile0/physical_vram_size_bytes", "25769803776\n");
+    fixture_tree_write(root, PCI "0000:29:00.0/tile1/physical_vram_size_bytes", "25769803776\n");
+    cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 2);
     assert_int_equal(n->warnings.n, 0);
     assert_true(n->devices.v[0].memory == 48ull << 30);
     assert_true(n->devices.v[1].memory == 0); /* nothing published: unknown */
     hw_node_free(n);
-    tree_remove(root);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 
@@ -197,26 +115,26 @@ static void test_igpu_and_foreign_cards(void **state)
     fixture_env_t f;
     char root[64];
     fixture_open(&f, "intel-max-1100-2");
-    tree_copy(&f, root, sizeof(root));
+    fixture_tree_copy(&f, root, sizeof(root));
     add_card(root, "card2", "0000:00:02.0", "0x8086", "0x4680", "0x030000");
     add_card(root, "card3", "0000:03:00.0", "0x1a03", "0x2000", "0x030000");
     add_card(root, "card4", "0000:05:00.0", "0x8086", "0x1572", "0x020000"); /* a NIC */
-    tree_sh(root, "mkdir sys/class/drm/card0-DP-1");
+    fixture_tree_sh(root, "mkdir sys/class/drm/card0-DP-1");
     /* a card whose PCI files are missing altogether is nobody's */
-    tree_sh(root, "mkdir -p sys/class/drm/card5 && ln -s ../../../bus/pci/devices/0000:07:00.0 "
+    fixture_tree_sh(root, "mkdir -p sys/class/drm/card5 && ln -s ../../../bus/pci/devices/0000:07:00.0 "
                   "sys/class/drm/card5/device");
-    cr_node_t *n = discover(&f, root);
+    cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 2);
     assert_int_equal(n->warnings.n, 0);
     assert_string_equal(n->devices.v[0].pci, "0000:29:00.0");
     assert_string_equal(n->devices.v[0].isolation_id, "1");
     assert_string_equal(n->devices.v[1].isolation_id, "2");
     int devs[] = {0};
-    char *v = isolate(&f, n, devs, 1, "ZE_AFFINITY_MASK");
+    char *v = fixture_isolate(&f, n, devs, 1, "ZE_AFFINITY_MASK");
     assert_string_equal(v, "1");
     free(v);
     hw_node_free(n);
-    tree_remove(root);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 
@@ -225,26 +143,26 @@ static void test_broken_files(void **state)
     fixture_env_t f;
     char root[64];
     fixture_open(&f, "intel-max-1100-2");
-    tree_copy(&f, root, sizeof(root));
-    tree_write(root, "/sys/class/drm/card0/lmem_total_bytes", "lots\n");
-    cr_node_t *n = discover(&f, root);
+    fixture_tree_copy(&f, root, sizeof(root));
+    fixture_tree_write(root, "/sys/class/drm/card0/lmem_total_bytes", "lots\n");
+    cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 1);
     assert_int_equal(n->warnings.n, 1);
     assert_int_equal(
-        count_warnings(n, "/sys/class/drm/card0/lmem_total_bytes", "expected a size in bytes"), 1);
-    assert_int_equal(count_warnings(n, "card0 (GPU 0) is off", NULL), 1);
+        fixture_count_warnings(n, "/sys/class/drm/card0/lmem_total_bytes", "expected a size in bytes"), 1);
+    assert_int_equal(fixture_count_warnings(n, "card0 (GPU 0) is off", NULL), 1);
     /* the other card keeps its Level Zero index */
     assert_string_equal(n->devices.v[0].isolation_id, "1");
     hw_node_free(n);
-    tree_write(root, "/sys/class/drm/card0/lmem_total_bytes", "51539607552\n");
-    tree_write(root, PCI "0000:9a:00.0/class", "display\n");
-    n = discover(&f, root);
+    fixture_tree_write(root, "/sys/class/drm/card0/lmem_total_bytes", "51539607552\n");
+    fixture_tree_write(root, PCI "0000:9a:00.0/class", "display\n");
+    n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 1);
     assert_int_equal(n->warnings.n, 1);
-    assert_int_equal(count_warnings(n, PCI "0000:9a:00.0/class", "expected a 24-bit hex"), 1);
+    assert_int_equal(fixture_count_warnings(n, PCI "0000:9a:00.0/class", "expected a 24-bit hex"), 1);
     assert_string_equal(n->devices.v[0].pci, "0000:29:00.0");
     hw_node_free(n);
-    tree_remove(root);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 

@@ -7,7 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-#include "fixture.h"
+#include "fixture_tree.h"
 #include "hw/nvml_api.h"
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -113,13 +113,6 @@ static void print_warnings(const cr_node_t *n)
         print_message("warning: %s\n", n->warnings.v[i]);
 }
 
-static int64_t resource(const cr_node_t *n, const char *name)
-{
-    for (size_t i = 0; i < n->resources.n; i++)
-        if (strcmp(n->resources.v[i].name, name) == 0)
-            return n->resources.v[i].amount;
-    return -1;
-}
 
 static const cr_domain_t *find_domain(const cr_node_t *n, const char *kind, size_t nth)
 {
@@ -191,7 +184,7 @@ static void test_dgx_h100(void **state)
     assert_int_equal(isl->nmembers, 8);
     assert_null(find_domain(n, "nvlink-island", 1));
     assert_null(cr_node_get_label(n, "corral.io/nvlink-clique"));
-    assert_int_equal(resource(n, "GPU"), 8 * CR_QTY_ONE);
+    assert_int_equal(fixture_resource(n, "GPU"), 8 * CR_QTY_ONE);
     assert_string_equal(cr_node_get_label(n, "corral.io/accelerator-type"), "H100");
     json_decref(j);
     hw_node_free(n);
@@ -274,7 +267,7 @@ static void test_mig(void **state)
         assert_false(d->mig_enabled);
     }
     /* the GPU in MIG mode is not schedulable itself; its 4 instances are */
-    assert_int_equal(resource(n, "GPU"), (7 + 4) * CR_QTY_ONE);
+    assert_int_equal(fixture_resource(n, "GPU"), (7 + 4) * CR_QTY_ONE);
     assert_non_null(find_warning(n, "MIG mode on"));
     /* isolating a MIG instance names it by its MIG UUID */
     hw_options_t o = fixture_options(&f);
@@ -308,7 +301,7 @@ static void test_mig_unhealthy_parent(void **state)
         assert_int_equal(n->devices.v[i].health, CR_HEALTH_UNHEALTHY);
         assert_non_null(strstr(n->devices.v[i].health_reason, "uncorrected ECC"));
     }
-    assert_int_equal(resource(n, "GPU"), 7 * CR_QTY_ONE);
+    assert_int_equal(fixture_resource(n, "GPU"), 7 * CR_QTY_ONE);
     hw_node_free(n);
     fixture_close(&f);
 }
@@ -589,7 +582,7 @@ static void test_nvml_errors(void **state)
     assert_non_null(find_warning(n, "NVML GPU 6: GPU is lost; left out"));
     assert_non_null(find_warning(n, "not seen by NVML: 0000:ba:00.0"));
     assert_int_equal(n->devices.v[6].vendor_index, 7);
-    assert_int_equal(resource(n, "GPU"), 6 * CR_QTY_ONE);
+    assert_int_equal(fixture_resource(n, "GPU"), 6 * CR_QTY_ONE);
     hw_node_free(n);
     fixture_close(&f);
 }
@@ -661,7 +654,7 @@ static void test_health(void **state)
     assert_int_equal(n->devices.v[7].health, CR_HEALTH_DEGRADED);
     assert_non_null(strstr(n->devices.v[7].health_reason, "retired memory pages"));
     assert_non_null(find_warning(n, "device 5 (H100) is unhealthy"));
-    assert_int_equal(resource(n, "GPU"), 7 * CR_QTY_ONE);
+    assert_int_equal(fixture_resource(n, "GPU"), 7 * CR_QTY_ONE);
     hw_node_free(n);
     fixture_close(&f);
 }

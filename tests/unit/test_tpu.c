@@ -5,7 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-#include "tests/unit/fixture.h"
+#include "tests/unit/fixture_tree.h"
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -51,13 +51,6 @@ static size_t warnings_with(const cr_node_t *n, const char *a, const char *b)
     return k;
 }
 
-static int64_t resource(const cr_node_t *n, const char *name)
-{
-    for (size_t i = 0; i < n->resources.n; i++)
-        if (strcmp(n->resources.v[i].name, name) == 0)
-            return n->resources.v[i].amount;
-    return -1;
-}
 
 static const char *const tpu_pci[] = {"0000:00:04.0", "0000:00:05.0", "0000:00:06.0",
                                       "0000:00:07.0"};
@@ -121,7 +114,7 @@ static void test_v6e_hosts(void **state)
         assert_string_equal(cr_node_get_label(n, "corral.io/tpu-slice-topology"), "4x4");
         assert_string_equal(cr_node_get_label(n, "corral.io/tpu-slice-pod-type"), "v6e-16");
         assert_string_equal(cr_node_get_label(n, "corral.io/accelerator-type"), "TPU-V6E");
-        assert_int_equal(resource(n, "TPU"), 4 * CR_QTY_ONE);
+        assert_int_equal(fixture_resource(n, "TPU"), 4 * CR_QTY_ONE);
         hw_node_free(n);
         fixture_close(&f);
     }
