@@ -100,11 +100,11 @@ static int add_slice(sched_cluster_t *c, const cr_domain_t *d, int nidx, char *m
         sched_tpu_topo_t topo;
         sched_err_t err;
         if (sched_parse_tpu_topology(d->topology, &topo, &err)) {
-            snprintf(msg, msz, "TPU slice %s: topology '%s': %s", d->name, d->topology, err.msg);
+            sched__fmt(msg, msz, "TPU slice %s: topology '%s': %s", d->name, d->topology, err.msg);
             return CR_EINVAL;
         }
         if (d->worker_count <= 0 || d->worker_count > topo.chips) {
-            snprintf(msg, msz, "TPU slice %s: worker count %d does not fit topology %s",
+            sched__fmt(msg, msz, "TPU slice %s: worker count %d does not fit topology %s",
                      d->name, d->worker_count, d->topology);
             return CR_EINVAL;
         }
@@ -118,12 +118,12 @@ static int add_slice(sched_cluster_t *c, const cr_domain_t *d, int nidx, char *m
             s->worker_node[k] = -1;
     }
     if (d->worker_id < 0 || d->worker_id >= s->nworkers) {
-        snprintf(msg, msz, "TPU slice %s: worker id %d outside 0..%d", d->name, d->worker_id,
+        sched__fmt(msg, msz, "TPU slice %s: worker id %d outside 0..%d", d->name, d->worker_id,
                  s->nworkers - 1);
         return CR_EINVAL;
     }
     if (s->worker_node[d->worker_id] >= 0) {
-        snprintf(msg, msz, "TPU slice %s: two hosts claim worker %d", d->name, d->worker_id);
+        sched__fmt(msg, msz, "TPU slice %s: two hosts claim worker %d", d->name, d->worker_id);
         return CR_EINVAL;
     }
     s->worker_node[d->worker_id] = nidx;
@@ -135,31 +135,31 @@ static int add_slice(sched_cluster_t *c, const cr_domain_t *d, int nidx, char *m
 int sched_cluster_add(sched_cluster_t *c, const cr_node_t *node, char *msg, size_t msgsize)
 {
     if (c->final) {
-        snprintf(msg, msgsize, "the cluster view is finalized");
+        sched__fmt(msg, msgsize, "the cluster view is finalized");
         return CR_EINVAL;
     }
     const char *id = node->id[0] ? node->id : node->hostname;
     if (!id[0]) {
-        snprintf(msg, msgsize, "node without id or hostname");
+        sched__fmt(msg, msgsize, "node without id or hostname");
         return CR_EINVAL;
     }
     int name = intern_label(c, id);
     for (size_t i = 0; i < c->nodes.n; i++)
         if (c->nodes.v[i].name == name) {
-            snprintf(msg, msgsize, "node %s added twice", id);
+            sched__fmt(msg, msgsize, "node %s added twice", id);
             return CR_EEXIST;
         }
     int64_t total[SCHED_MAX_RES] = {0};
     for (size_t i = 0; i < node->resources.n; i++) {
         const cr_resource_t *r = &node->resources.v[i];
         if (r->amount < 0) {
-            snprintf(msg, msgsize, "node %s: negative amount of %s", id, r->name);
+            sched__fmt(msg, msgsize, "node %s: negative amount of %s", id, r->name);
             return CR_EINVAL;
         }
         int rid = sched_syms_find(&c->res, r->name, strlen(r->name));
         if (rid < 0) {
             if (c->res.n >= SCHED_MAX_RES) {
-                snprintf(msg, msgsize, "node %s: more than %d resource names", id, SCHED_MAX_RES);
+                sched__fmt(msg, msgsize, "node %s: more than %d resource names", id, SCHED_MAX_RES);
                 return CR_EINVAL;
             }
             rid = sched_syms_intern(&c->res, r->name, strlen(r->name));
@@ -227,7 +227,7 @@ int sched_cluster_add(sched_cluster_t *c, const cr_node_t *node, char *msg, size
             if (rc)
                 goto fail;
             char wid[16];
-            snprintf(wid, sizeof(wid), "%d", d->worker_id);
+            sched__fmt(wid, sizeof(wid), "%d", d->worker_id);
             add_label(c, n, "corral.io/tpu-slice-name", d->name);
             add_label(c, n, "corral.io/tpu-worker-id", wid);
             add_label(c, n, "corral.io/tpu-topology", d->topology);
@@ -500,13 +500,13 @@ int sched_cluster_check(const sched_cluster_t *c, char *msg, size_t msgsize)
         for (int r = 0; r < c->nres; r++) {
             size_t i = (size_t)r * nn + n;
             if (c->avail[i] < 0 || c->avail[i] > c->total[i]) {
-                snprintf(msg, msgsize, "node %s: %s avail %lld outside 0..%lld",
+                sched__fmt(msg, msgsize, "node %s: %s avail %lld outside 0..%lld",
                          sched_node_name(c, (int)n), c->res.str[r], (long long)c->avail[i],
                          (long long)c->total[i]);
                 goto out;
             }
             if (c->alive[n] && c->avail[i] + used[i] != c->total[i]) {
-                snprintf(msg, msgsize, "node %s: %s avail %lld + used %lld != total %lld",
+                sched__fmt(msg, msgsize, "node %s: %s avail %lld + used %lld != total %lld",
                          sched_node_name(c, (int)n), c->res.str[r], (long long)c->avail[i],
                          (long long)used[i], (long long)c->total[i]);
                 goto out;
@@ -517,7 +517,7 @@ int sched_cluster_check(const sched_cluster_t *c, char *msg, size_t msgsize)
                     if (sn->unitmask[r] >> b & 1)
                         s += c->devfree[sn->dev_off + b];
                 if (s != c->avail[i]) {
-                    snprintf(msg, msgsize, "node %s: %s device free sum %lld != avail %lld",
+                    sched__fmt(msg, msgsize, "node %s: %s device free sum %lld != avail %lld",
                              sched_node_name(c, (int)n), c->res.str[r], (long long)s,
                              (long long)c->avail[i]);
                     goto out;
@@ -527,7 +527,7 @@ int sched_cluster_check(const sched_cluster_t *c, char *msg, size_t msgsize)
         for (int b = 0; b < sn->ndev; b++) {
             int32_t f = c->devfree[sn->dev_off + b];
             if (f < 0 || f > CR_QTY_ONE || ((c->freemask[n] >> b & 1) != (f == CR_QTY_ONE))) {
-                snprintf(msg, msgsize, "node %s: device %d free %d, mask disagrees",
+                sched__fmt(msg, msgsize, "node %s: device %d free %d, mask disagrees",
                          sched_node_name(c, (int)n), b, f);
                 goto out;
             }

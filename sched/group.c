@@ -202,7 +202,7 @@ static bool ever_fits(gctx_t *g, char *why, size_t size)
             }
         cr_buf_t b = {0};
         sched_format_resources(&c->res, &sum, &b);
-        snprintf(why, size, "STRICT_PACK needs one node with %s", b.s);
+        sched__fmt(why, size, "STRICT_PACK needs one node with %s", b.s);
         cr_buf_free(&b);
         return false;
     }
@@ -225,12 +225,12 @@ static bool ever_fits(gctx_t *g, char *why, size_t size)
         if (!any) {
             char e[200];
             sched__explain(c, &req->bundles[b], false, false, e, sizeof(e));
-            snprintf(why, size, "bundle %u: %s", b, e);
+            sched__fmt(why, size, "bundle %u: %s", b, e);
             return false;
         }
     }
     if (req->strategy == SCHED_STRICT_SPREAD && distinct < req->nbundles) {
-        snprintf(why, size, "STRICT_SPREAD needs %u distinct nodes; only %zu can take a bundle",
+        sched__fmt(why, size, "STRICT_SPREAD needs %u distinct nodes; only %zu can take a bundle",
                  req->nbundles, distinct);
         return false;
     }
@@ -263,13 +263,13 @@ static int place_domains(gctx_t *g, sched_result_t *out)
     const sched_lindex_t *first = sched__lindex_key(c, req->domain_key, &nd);
     const char *key = sched_syms_name(&c->labels, req->domain_key);
     if (!first) {
-        snprintf(out->reason, sizeof(out->reason), "no node has the label %s", key);
+        sched__fmt(out->reason, sizeof(out->reason), "no node has the label %s", key);
         out->status = SCHED_INFEASIBLE;
         return 0;
     }
     sched_resreq_t sum;
     if (!aggregate(req, &sum)) {
-        snprintf(out->reason, sizeof(out->reason), "the group names too many resources");
+        sched__fmt(out->reason, sizeof(out->reason), "the group names too many resources");
         out->status = SCHED_INFEASIBLE;
         return 0;
     }
@@ -347,19 +347,19 @@ static int place_domains(gctx_t *g, sched_result_t *out)
     char want[80], have[80];
     char v[48];
     sched_format_qty(sum.id[key_k], sum.qty[key_k], v, sizeof(v));
-    snprintf(want, sizeof(want), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
+    sched__fmt(want, sizeof(want), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
     if (!never) {
         sched_format_qty(sum.id[key_k], best_total, v, sizeof(v));
-        snprintf(have, sizeof(have), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
-        snprintf(out->reason, sizeof(out->reason),
+        sched__fmt(have, sizeof(have), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
+        sched__fmt(out->reason, sizeof(out->reason),
                  "no %s domain is large enough for %s: the largest, %s, has %s in total", key,
                  want, sched_syms_name(&c->labels, first[best_total_d].val), have);
         out->status = SCHED_INFEASIBLE;
         return 0;
     }
     sched_format_qty(sum.id[key_k], best_free, v, sizeof(v));
-    snprintf(have, sizeof(have), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
-    snprintf(out->reason, sizeof(out->reason),
+    sched__fmt(have, sizeof(have), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
+    sched__fmt(out->reason, sizeof(out->reason),
              "no %s domain has room for the group (%s) now: the closest, %s, has %s free", key,
              want, sched_syms_name(&c->labels, first[best_free_d].val), have);
     out->status = SCHED_RETRY;
@@ -384,7 +384,7 @@ int sched__place_group(sched_cluster_t *c, const sched_config_t *cfg, const sche
     }
     char why[200];
     if (!ever_fits(&g, why, sizeof(why))) {
-        snprintf(out->reason, sizeof(out->reason), "%s group of %u bundles: %s",
+        sched__fmt(out->reason, sizeof(out->reason), "%s group of %u bundles: %s",
                  strategy_name[req->strategy], req->nbundles, why);
         out->status = SCHED_INFEASIBLE;
         goto out;
@@ -397,7 +397,7 @@ int sched__place_group(sched_cluster_t *c, const sched_config_t *cfg, const sche
     } else {
         sched__explain(c, &req->bundles[g.failed], true, use_hold, why, sizeof(why));
     }
-    snprintf(out->reason, sizeof(out->reason), "%s group of %u bundles, bundle %u: %s",
+    sched__fmt(out->reason, sizeof(out->reason), "%s group of %u bundles, bundle %u: %s",
              strategy_name[req->strategy], req->nbundles, g.failed, why);
     out->status = SCHED_RETRY;
 out:
@@ -421,9 +421,9 @@ static bool same_topo(const sched_tpu_topo_t *a, const sched_tpu_topo_t *b)
 static void topo_str(const sched_tpu_topo_t *t, char *buf, size_t size)
 {
     if (t->ndims == 3)
-        snprintf(buf, size, "%dx%dx%d", t->dims[0], t->dims[1], t->dims[2]);
+        sched__fmt(buf, size, "%dx%dx%d", t->dims[0], t->dims[1], t->dims[2]);
     else
-        snprintf(buf, size, "%dx%d", t->dims[0], t->dims[1]);
+        sched__fmt(buf, size, "%dx%d", t->dims[0], t->dims[1]);
 }
 
 int sched__place_tpu(sched_cluster_t *c, const sched_config_t *cfg, const sched_request_t *req,
@@ -437,13 +437,13 @@ int sched__place_tpu(sched_cluster_t *c, const sched_config_t *cfg, const sched_
     char topo[32], gen[48] = "";
     topo_str(&req->tpu.topo, topo, sizeof(topo));
     if (req->tpu.gen >= 0)
-        snprintf(gen, sizeof(gen), " (%s)", sched_syms_name(&c->labels, req->tpu.gen));
+        sched__fmt(gen, sizeof(gen), " (%s)", sched_syms_name(&c->labels, req->tpu.gen));
     int k = 0;
     while (k < q.n && q.id[k] != SCHED_R_TPU)
         k++;
     if (k == q.n) {
         if (q.n == SCHED_REQ_MAX) {
-            snprintf(out->reason, sizeof(out->reason), "too many resources per host");
+            sched__fmt(out->reason, sizeof(out->reason), "too many resources per host");
             out->status = SCHED_INFEASIBLE;
             return CR_EINVAL;
         }
@@ -487,19 +487,19 @@ int sched__place_tpu(sched_cluster_t *c, const sched_config_t *cfg, const sched_
         }
         out->status = total < nslices ? SCHED_INFEASIBLE : SCHED_RETRY;
         if (total == 0)
-            snprintf(out->reason, sizeof(out->reason),
+            sched__fmt(out->reason, sizeof(out->reason),
                      "no slice of topology %s%s with %d hosts of %d chips in the cluster", topo,
                      gen, hosts, req->tpu.chips_per_host);
         else if (total < nslices)
-            snprintf(out->reason, sizeof(out->reason),
+            sched__fmt(out->reason, sizeof(out->reason),
                      "%d slices of topology %s%s wanted; the cluster has %d", nslices, topo, gen,
                      total);
         else if (nslices == 1)
-            snprintf(out->reason, sizeof(out->reason),
+            sched__fmt(out->reason, sizeof(out->reason),
                      "no free slice of topology %s%s: slice %s has %d of %d hosts free", topo,
                      gen, sched_syms_name(&c->labels, c->slices.v[best].name), bestfree, hosts);
         else
-            snprintf(out->reason, sizeof(out->reason),
+            sched__fmt(out->reason, sizeof(out->reason),
                      "%d of %d slices of topology %s%s free; the next best, %s, has %d of %d "
                      "hosts free",
                      nchosen, nslices, topo, gen,
@@ -522,7 +522,7 @@ undo:
     while (done > 0)
         sched__give(c, &al[--done]);
     sched__placement_drop(c, p);
-    snprintf(out->reason, sizeof(out->reason), "internal: a free slice's chips did not line up");
+    sched__fmt(out->reason, sizeof(out->reason), "internal: a free slice's chips did not line up");
     out->status = SCHED_RETRY;
 out:
     free(chosen);

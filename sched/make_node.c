@@ -10,14 +10,14 @@ int sched_make_node(const sched_node_spec_t *sp, cr_node_t *node, char *msg, siz
     cr_strlcpy(node->hostname, sp->name, sizeof(node->hostname));
     node->simulated = true;
     if (sp->ndev < 0 || sp->ndev > SCHED_MAX_DEV) {
-        snprintf(msg, msgsize, "devices must be 0..%d", SCHED_MAX_DEV);
+        sched__fmt(msg, msgsize, "devices must be 0..%d", SCHED_MAX_DEV);
         return CR_EINVAL;
     }
     if (sp->cpus > 0)
         cr_node_add_resource(node, "CPU", (int64_t)sp->cpus * CR_QTY_ONE);
     if (sp->memory > 0) {
         if (sp->memory > (uint64_t)(INT64_MAX / CR_QTY_ONE)) {
-            snprintf(msg, msgsize, "memory too large");
+            sched__fmt(msg, msgsize, "memory too large");
             return CR_EINVAL;
         }
         cr_node_add_resource(node, "memory", (int64_t)sp->memory * CR_QTY_ONE);
@@ -29,19 +29,19 @@ int sched_make_node(const sched_node_spec_t *sp, cr_node_t *node, char *msg, siz
     if (sp->slice) {
         sched_err_t err;
         if (!sp->topology || sched_parse_tpu_topology(sp->topology, &topo, &err)) {
-            snprintf(msg, msgsize, "slice %s: bad topology '%s'", sp->slice,
+            sched__fmt(msg, msgsize, "slice %s: bad topology '%s'", sp->slice,
                      sp->topology ? sp->topology : "");
             return CR_EINVAL;
         }
         if (!tpu || !sched_tpu_submesh(sp->ndev, &bx, &by) || topo.dims[0] % bx ||
             topo.dims[1] % by) {
-            snprintf(msg, msgsize, "slice %s: %d chips per host do not tile %s", sp->slice,
+            sched__fmt(msg, msgsize, "slice %s: %d chips per host do not tile %s", sp->slice,
                      sp->ndev, sp->topology);
             return CR_EINVAL;
         }
         if (sp->worker_count != topo.chips / sp->ndev || sp->worker_id < 0 ||
             sp->worker_id >= sp->worker_count) {
-            snprintf(msg, msgsize, "slice %s: worker %d of %d does not fit %s with %d chips a "
+            sched__fmt(msg, msgsize, "slice %s: worker %d of %d does not fit %s with %d chips a "
                      "host", sp->slice, sp->worker_id, sp->worker_count, sp->topology, sp->ndev);
             return CR_EINVAL;
         }
@@ -57,7 +57,7 @@ int sched_make_node(const sched_node_spec_t *sp, cr_node_t *node, char *msg, siz
         d->numa = i * numa / sp->ndev;
         d->vendor_index = i;
         d->health = CR_HEALTH_OK;
-        snprintf(d->isolation_id, sizeof(d->isolation_id), "%d", i);
+        sched__fmt(d->isolation_id, sizeof(d->isolation_id), "%d", i);
         if (tpu) {
             d->ncoords = 3;
             d->coords[0] = x0 + i % bx;
@@ -71,7 +71,7 @@ int sched_make_node(const sched_node_spec_t *sp, cr_node_t *node, char *msg, siz
     if (sp->island > 0) {
         for (int s = 0, k = 0; s < sp->ndev; s += sp->island, k++) {
             char name[32];
-            snprintf(name, sizeof(name), "island%d", k);
+            sched__fmt(name, sizeof(name), "island%d", k);
             cr_domain_t *d = cr_node_add_domain(node, "nvlink-island", name);
             for (int i = s; i < s + sp->island && i < sp->ndev; i++)
                 cr_domain_add_member(d, i);
@@ -94,7 +94,7 @@ int sched_make_node(const sched_node_spec_t *sp, cr_node_t *node, char *msg, siz
         for (char *kv = strtok_r(dup, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
             char *eq = strchr(kv, '=');
             if (!eq || eq == kv) {
-                snprintf(msg, msgsize, "label '%s' is not key=value", kv);
+                sched__fmt(msg, msgsize, "label '%s' is not key=value", kv);
                 free(dup);
                 return CR_EINVAL;
             }

@@ -4,6 +4,14 @@
 #include "sched_int.h"
 #include <stdio.h>
 
+void sched__fmt(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+}
+
 /* ---- feasibility ---- */
 
 uint32_t sched__reqmask(const sched_resreq_t *q)
@@ -407,10 +415,10 @@ size_t sched__sample_limit(const sched_cluster_t *c, const sched_config_t *cfg)
         return (size_t)cfg->max_scored;
     /* Like Kubernetes' percentageOfNodesToScore: in a big cluster, score a
      * rotating sample of feasible nodes rather than all of them. */
-    if (c->nnodes <= 1000)
+    if (c->nnodes <= 200)
         return c->nnodes;
-    size_t s = c->nnodes / 20;
-    return s < 200 ? 200 : s;
+    size_t s = c->nnodes / 100;
+    return s < 100 ? 100 : s;
 }
 
 int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
@@ -427,7 +435,9 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
         list = within;
     uint32_t rm = sched__reqmask(&b->req);
     size_t limit = sched__sample_limit(c, cfg), found = 0;
-    size_t start = list ? 0 : c->cursor % (c->nnodes ? c->nnodes : 1);
+    /* hybrid starts at the node it chose last (packing sticks), spread
+     * just after it (ties rotate) */
+    size_t start = list || !cnt ? 0 : (c->cursor + (mode == SCORE_SPREAD)) % cnt;
     *ever = 0;
     for (size_t i = 0; i < cnt; i++) {
         size_t j = start + i;
@@ -474,7 +484,7 @@ static void fmt_q(const sched_cluster_t *c, int r, int64_t q, char *buf, size_t 
 {
     char v[48];
     sched_format_qty(r, q, v, sizeof(v));
-    snprintf(buf, size, "%s=%s", sched_syms_name(&c->res, r), v);
+    sched__fmt(buf, size, "%s=%s", sched_syms_name(&c->res, r), v);
 }
 
 /* Why no node can take bundle b (ever, or now), for a person. */
@@ -484,7 +494,7 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
     for (int k = 0; k < b->req.n; k++) {
         int r = b->req.id[k];
         if (r >= c->nres || c->sumtotal[r] == 0) {
-            snprintf(out, size, "no node offers %s", sched_syms_name(&c->res, r));
+            sched__fmt(out, size, "no node offers %s", sched_syms_name(&c->res, r));
             return;
         }
     }
@@ -533,9 +543,9 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
         sched_format_selector(&c->labels, &b->sel, &sel);
     if (!match) {
         if (b->sel.n)
-            snprintf(out, size, "no alive node matches selector %s", sel.s);
+            sched__fmt(out, size, "no alive node matches selector %s", sel.s);
         else
-            snprintf(out, size, "no alive node");
+            sched__fmt(out, size, "no alive node");
         goto out;
     }
     char want[80], have[80];
@@ -545,20 +555,20 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
                 continue;
             fmt_q(c, b->req.id[k], b->req.qty[k], want, sizeof(want));
             fmt_q(c, b->req.id[k], maxtot[k], have, sizeof(have));
-            snprintf(out, size, "no node%s%s has %s in total: the largest, %s, has %s",
+            sched__fmt(out, size, "no node%s%s has %s in total: the largest, %s, has %s",
                      b->sel.n ? " matching " : "", b->sel.n ? sel.s : "", want,
                      sched_node_name(c, maxnode[k]), have);
             goto out;
         }
         cr_buf_t all = {0};
         sched_format_resources(&c->res, &b->req, &all);
-        snprintf(out, size, "no single node%s%s has all of %s", b->sel.n ? " matching " : "",
+        sched__fmt(out, size, "no single node%s%s has all of %s", b->sel.n ? " matching " : "",
                  b->sel.n ? sel.s : "", all.s);
         cr_buf_free(&all);
         goto out;
     }
     if (closest < 0) {
-        snprintf(out, size, "no node can take it now");
+        sched__fmt(out, size, "no node can take it now");
         goto out;
     }
     int r = b->req.id[closest_k];
@@ -566,13 +576,13 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
     fmt_q(c, r, b->req.qty[closest_k], want, sizeof(want));
     fmt_q(c, r, a, have, sizeof(have));
     if (use_hold && HELD(c, r, closest) > 0 && a >= b->req.qty[closest_k])
-        snprintf(out, size, "%s wanted; the closest node, %s, has %s free but held for a "
+        sched__fmt(out, size, "%s wanted; the closest node, %s, has %s free but held for a "
                             "waiting gang", want, sched_node_name(c, closest), have);
     else if (a >= b->req.qty[closest_k])
-        snprintf(out, size, "%s wanted; the closest node, %s, has %s free but not on whole "
+        sched__fmt(out, size, "%s wanted; the closest node, %s, has %s free but not on whole "
                             "devices", want, sched_node_name(c, closest), have);
     else
-        snprintf(out, size, "no node has %s free now: the closest, %s, has %s free", want,
+        sched__fmt(out, size, "no node has %s free now: the closest, %s, has %s free", want,
                  sched_node_name(c, closest), have);
 out:
     cr_buf_free(&sel);
@@ -594,14 +604,14 @@ int sched__schedule_one(sched_cluster_t *c, const sched_config_t *cfg, const sch
     if (req->policy == SCHED_NODE_AFFINITY) {
         int a = req->affinity_node;
         if (a < 0 || (size_t)a >= c->nnodes) {
-            snprintf(out->reason, sizeof(out->reason), "node affinity: no node %d", a);
+            sched__fmt(out->reason, sizeof(out->reason), "node affinity: no node %d", a);
             if (!req->affinity_soft)
                 return result(out, SCHED_INFEASIBLE);
         } else if (!sched__fits_ever(c, a, &b->req) ||
                    (b->sel.n && !sched_selector_match(c, &b->sel, a))) {
             if (!req->affinity_soft) {
                 if (!c->alive[a])
-                    snprintf(out->reason, sizeof(out->reason), "node affinity: node %s is lost",
+                    sched__fmt(out->reason, sizeof(out->reason), "node affinity: node %s is lost",
                              sched_node_name(c, a));
                 else {
                     char why[200];
@@ -614,7 +624,7 @@ int sched__schedule_one(sched_cluster_t *c, const sched_config_t *cfg, const sch
                                             .vals = {c->nodes.v[a].name}};
                     one.sel = s;
                     sched__explain(c, &one, false, use_hold, why, sizeof(why));
-                    snprintf(out->reason, sizeof(out->reason), "node affinity to %s: %s",
+                    sched__fmt(out->reason, sizeof(out->reason), "node affinity to %s: %s",
                              sched_node_name(c, a), why);
                 }
                 return result(out, SCHED_INFEASIBLE);
@@ -629,7 +639,7 @@ int sched__schedule_one(sched_cluster_t *c, const sched_config_t *cfg, const sch
                 .key = sched_syms_find(&c->labels, "corral.io/node-id", 17),
                 .op = SCHED_OP_EQ, .nvals = 1, .vals = {c->nodes.v[a].name}};
             sched__explain(c, &one, true, use_hold, why, sizeof(why));
-            snprintf(out->reason, sizeof(out->reason), "node affinity to %s: %s",
+            sched__fmt(out->reason, sizeof(out->reason), "node affinity to %s: %s",
                      sched_node_name(c, a), why);
             return result(out, SCHED_RETRY);
         }
@@ -643,7 +653,7 @@ int sched__schedule_one(sched_cluster_t *c, const sched_config_t *cfg, const sch
     }
     sched_alloc_t al;
     if (sched__take(c, n, &b->req, &al)) {
-        snprintf(out->reason, sizeof(out->reason), "internal: node %s passed the check but "
+        sched__fmt(out->reason, sizeof(out->reason), "internal: node %s passed the check but "
                  "its devices did not", sched_node_name(c, n));
         return result(out, SCHED_RETRY);
     }
@@ -658,56 +668,56 @@ int sched__schedule_one(sched_cluster_t *c, const sched_config_t *cfg, const sch
 int sched__validate(const sched_cluster_t *c, const sched_request_t *req, char *msg, size_t size)
 {
     if (!c->final) {
-        snprintf(msg, size, "the cluster view is not finalized");
+        sched__fmt(msg, size, "the cluster view is not finalized");
         return CR_EINVAL;
     }
     if (req->tpu.on) {
         if (req->tpu.nslices < 1 || req->tpu.nslices > 4096) {
-            snprintf(msg, size, "a TPU slice group needs 1 to 4096 slices");
+            sched__fmt(msg, size, "a TPU slice group needs 1 to 4096 slices");
             return CR_EINVAL;
         }
         if (req->tpu.chips_per_host <= 0 ||
             sched_check_unit_qty(SCHED_R_TPU, (int64_t)req->tpu.chips_per_host * CR_QTY_ONE,
                                  msg, size)) {
-            snprintf(msg, size, "chips per host must be 1, 2, 4 or 8");
+            sched__fmt(msg, size, "chips per host must be 1, 2, 4 or 8");
             return CR_EINVAL;
         }
         if (req->tpu.topo.chips <= 0 || req->tpu.topo.chips % req->tpu.chips_per_host) {
-            snprintf(msg, size, "topology of %d chips is not a whole number of %d-chip hosts",
+            sched__fmt(msg, size, "topology of %d chips is not a whole number of %d-chip hosts",
                      req->tpu.topo.chips, req->tpu.chips_per_host);
             return CR_EINVAL;
         }
         return 0;
     }
     if (req->nbundles == 0 || !req->bundles) {
-        snprintf(msg, size, "a request needs at least one bundle");
+        sched__fmt(msg, size, "a request needs at least one bundle");
         return CR_EINVAL;
     }
     if (req->nbundles > SCHED_MAX_BUNDLES) {
-        snprintf(msg, size, "more than %d bundles", SCHED_MAX_BUNDLES);
+        sched__fmt(msg, size, "more than %d bundles", SCHED_MAX_BUNDLES);
         return CR_EINVAL;
     }
     for (uint32_t i = 0; i < req->nbundles; i++) {
         const sched_resreq_t *q = &req->bundles[i].req;
         if (q->n > SCHED_REQ_MAX) {
-            snprintf(msg, size, "bundle %u: too many resources", i);
+            sched__fmt(msg, size, "bundle %u: too many resources", i);
             return CR_EINVAL;
         }
         for (int k = 0; k < q->n; k++) {
             if (q->qty[k] <= 0 || q->id[k] >= SCHED_MAX_RES) {
-                snprintf(msg, size, "bundle %u: quantity of %s must be positive", i,
+                sched__fmt(msg, size, "bundle %u: quantity of %s must be positive", i,
                          sched_syms_name(&c->res, q->id[k]));
                 return CR_EINVAL;
             }
             for (int j = 0; j < k; j++)
                 if (q->id[j] == q->id[k]) {
-                    snprintf(msg, size, "bundle %u: %s given twice", i,
+                    sched__fmt(msg, size, "bundle %u: %s given twice", i,
                              sched_syms_name(&c->res, q->id[k]));
                     return CR_EINVAL;
                 }
             char why[128];
             if (sched_check_unit_qty(q->id[k], q->qty[k], why, sizeof(why))) {
-                snprintf(msg, size, "bundle %u: %s", i, why);
+                sched__fmt(msg, size, "bundle %u: %s", i, why);
                 return CR_EINVAL;
             }
         }

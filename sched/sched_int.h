@@ -8,6 +8,9 @@
 #define TOT(c, r, n) ((c)->total[(size_t)(r) * (c)->nnodes + (size_t)(n)])
 #define HELD(c, r, n) ((c)->held[(size_t)(r) * (c)->nnodes + (size_t)(n)])
 
+/* snprintf into a reason: truncation is fine for words meant for people. */
+void sched__fmt(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 enum { SCORE_HYBRID, SCORE_SPREAD, SCORE_PACK };
 
 uint32_t sched__reqmask(const sched_resreq_t *q);
