@@ -315,25 +315,27 @@ int sched_cluster_finalize(sched_cluster_t *c)
     size_t nn = c->nodes.n;
     c->final = true;
     c->nnodes = nn;
-    c->nres = SCHED_MAX_RES;
-    size_t cells = (size_t)SCHED_MAX_RES * (nn ? nn : 1);
+    /* rows only for the resources some node has */
+    int maxr = 0;
+    for (size_t n = 0; n < nn; n++)
+        for (int r = 0; r < SCHED_MAX_RES; r++)
+            if (c->init_total.v[n * SCHED_MAX_RES + r] > 0 && r + 1 > maxr)
+                maxr = r + 1;
+    c->nres = maxr;
+    size_t cells = (size_t)(maxr ? maxr : 1) * (nn ? nn : 1);
     /* SoA: the scan over nodes for one resource reads one contiguous row */
     c->total = cr_calloc(cells, sizeof(int64_t));
     c->avail = cr_calloc(cells, sizeof(int64_t));
     c->held = cr_calloc(cells, sizeof(int64_t));
     c->sumavail = cr_calloc(SCHED_MAX_RES, sizeof(int64_t));
     c->sumtotal = cr_calloc(SCHED_MAX_RES, sizeof(int64_t));
-    int maxr = 0;
     for (size_t n = 0; n < nn; n++)
-        for (int r = 0; r < SCHED_MAX_RES; r++) {
+        for (int r = 0; r < maxr; r++) {
             int64_t t = c->init_total.v[n * SCHED_MAX_RES + r];
             c->total[(size_t)r * nn + n] = c->avail[(size_t)r * nn + n] = t;
             c->sumavail[r] += t;
             c->sumtotal[r] += t;
-            if (t > 0 && r + 1 > maxr)
-                maxr = r + 1;
         }
-    c->nres = maxr;
     CR_VEC_FREE(&c->init_total);
     c->devfree = cr_malloc((c->dev.n ? c->dev.n : 1) * sizeof(int32_t));
     for (size_t d = 0; d < c->dev.n; d++)
@@ -537,4 +539,30 @@ int sched_cluster_check(const sched_cluster_t *c, char *msg, size_t msgsize)
 out:
     free(used);
     return rc;
+}
+
+static size_t syms_memory(const sched_syms_t *s)
+{
+    size_t b = s->cap * (sizeof(char *) + sizeof(uint32_t)) + s->nslots * sizeof(int32_t);
+    for (size_t i = 0; i < s->n; i++)
+        b += strlen(s->str[i]) + 1;
+    return b;
+}
+
+size_t sched_cluster_memory(const sched_cluster_t *c)
+{
+    size_t nn = c->nnodes ? c->nnodes : 1;
+    size_t b = sizeof(*c) + syms_memory(&c->res) + syms_memory(&c->labels);
+    b += c->nodes.cap * sizeof(sched_node_t) + c->lab.cap * sizeof(sched_label_t) +
+         c->dev.cap * sizeof(sched_dev_t) + c->groups.cap * sizeof(uint64_t);
+    for (size_t i = 0; i < c->slices.n; i++)
+        b += sizeof(sched_slice_t) + (size_t)c->slices.v[i].nworkers * sizeof(int32_t);
+    b += 3 * (size_t)(c->nres ? c->nres : 1) * nn * sizeof(int64_t); /* total, avail, held */
+    b += c->nlindex * sizeof(sched_lindex_t) + c->lab.n * sizeof(int32_t);
+    b += c->dev.n * sizeof(int32_t) + nn * (sizeof(uint64_t) + 1 + 2 * sizeof(int32_t) + 1);
+    b += c->placements.cap * sizeof(sched_placement_t) + c->free_slots.cap * sizeof(uint32_t);
+    for (size_t i = 0; i < c->placements.n; i++)
+        if (c->placements.v[i].nallocs > 1)
+            b += c->placements.v[i].nallocs * sizeof(sched_alloc_t);
+    return b;
 }

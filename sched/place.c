@@ -648,7 +648,8 @@ int sched__schedule_one(sched_cluster_t *c, const sched_config_t *cfg, const sch
         n = sched__pick(c, cfg, rng, b, req->policy == SCHED_SPREAD ? SCORE_SPREAD : SCORE_HYBRID,
                         use_hold, NULL, NULL, 0, &ever);
     if (n < 0) {
-        sched__explain(c, b, ever > 0, use_hold, out->reason, sizeof(out->reason));
+        if (ever == 0 || !cfg || !cfg->quiet)
+            sched__explain(c, b, ever > 0, use_hold, out->reason, sizeof(out->reason));
         return result(out, ever > 0 ? SCHED_RETRY : SCHED_INFEASIBLE);
     }
     sched_alloc_t al;

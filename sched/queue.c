@@ -127,14 +127,72 @@ static void hold_start(sched_cluster_t *c, const sched_config_t *cfg, sched_qent
     e->holding = true;
 }
 
+/* A request's shape: requests of one shape fail alike within a pass,
+ * since a pass only takes resources. */
+static uint64_t shape_hash(const sched_request_t *r)
+{
+    uint64_t h = 1469598103934665603ull;
+#define MIX(x) (h = (h ^ (uint64_t)(x)) * 1099511628211ull)
+    MIX(r->nbundles);
+    MIX(r->policy);
+    MIX(r->affinity_node);
+    MIX(r->affinity_soft);
+    MIX(r->strategy);
+    MIX(r->domain_key);
+    MIX(r->tpu.on);
+    if (r->tpu.on) {
+        MIX(r->tpu.gen);
+        MIX(r->tpu.topo.chips);
+        for (int i = 0; i < r->tpu.topo.ndims; i++)
+            MIX(r->tpu.topo.dims[i]);
+        MIX(r->tpu.chips_per_host);
+        MIX(r->tpu.nslices);
+        for (int k = 0; k < r->tpu.extra.n; k++) {
+            MIX(r->tpu.extra.id[k]);
+            MIX(r->tpu.extra.qty[k]);
+        }
+    }
+    for (uint32_t b = 0; b < r->nbundles; b++) {
+        const sched_bundle_t *bd = &r->bundles[b];
+        for (int k = 0; k < bd->req.n; k++) {
+            MIX(bd->req.id[k]);
+            MIX(bd->req.qty[k]);
+        }
+        for (int t = 0; t < bd->sel.n; t++) {
+            MIX(bd->sel.t[t].key);
+            MIX(bd->sel.t[t].op);
+            for (int v = 0; v < bd->sel.t[t].nvals; v++)
+                MIX(bd->sel.t[t].vals[v]);
+        }
+    }
+#undef MIX
+    return h;
+}
+
 size_t sched_queue_run(sched_queue_t *q, sched_cluster_t *c, const sched_config_t *cfg,
                        sched_rng_t *rng, int64_t now, sched_queue_cb cb, void *ctx)
 {
     qsort(q->q.v, q->q.n, sizeof(sched_qentry_t), cmp_entry);
     size_t placed = 0, w = 0;
+    uint64_t failed[32];
+    int nfailed = 0;
     for (size_t i = 0; i < q->q.n; i++) {
         sched_qentry_t *e = &q->q.v[i];
         sched_result_t res;
+        uint64_t shape = 0;
+        if (!e->holding) {
+            shape = shape_hash(&e->req);
+            bool skip = false;
+            for (int k = 0; k < nfailed && !skip; k++)
+                skip = failed[k] == shape;
+            if (skip && !(is_gang(&e->req) && now - e->enqueued >= q->hold_after)) {
+                q->q.v[w++] = *e;
+                continue;
+            }
+        }
+        if (q->on_decision)
+            q->on_decision(q->on_decision_ctx);
+        q->decisions++;
         /* a holding gang may use what is held for it, and only that */
         if (e->nhold)
             hold_apply(c, e, -1);
@@ -145,6 +203,8 @@ size_t sched_queue_run(sched_queue_t *q, sched_cluster_t *c, const sched_config_
             now - e->enqueued >= q->hold_after)
             hold_start(c, cfg, e);
         if (res.status == SCHED_RETRY) {
+            if (!e->holding && nfailed < (int)CR_ARRAY_SIZE(failed))
+                failed[nfailed++] = shape;
             q->q.v[w++] = *e;
             continue;
         }
@@ -154,5 +214,7 @@ size_t sched_queue_run(sched_queue_t *q, sched_cluster_t *c, const sched_config_
         entry_fini(q, c, e);
     }
     q->q.n = w;
+    if (q->on_decision)
+        q->on_decision(q->on_decision_ctx);
     return placed;
 }

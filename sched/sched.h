@@ -288,6 +288,7 @@ typedef struct sched_config {
     int top_k;               /* hybrid: random pick among the k best (>= 1) */
     int spread_threshold_pct;/* hybrid: pack until a node is this used (50) */
     int max_scored;          /* feasible nodes scored per decision, 0: auto */
+    bool quiet;              /* RETRY results carry no reason (saves a scan) */
 } sched_config_t;
 
 typedef struct sched_result {
@@ -326,6 +327,11 @@ typedef struct sched_queue {
     CR_VEC(sched_qentry_t) q;
     uint64_t seq;
     int64_t hold_after;      /* a gang waiting this long gets capacity held */
+    /* Optional: called before each decision and once after the last, so
+     * that a caller can time decisions (the library reads no clock). */
+    void (*on_decision)(void *ctx);
+    void *on_decision_ctx;
+    uint64_t decisions;      /* scheduling calls made */
 } sched_queue_t;
 
 typedef void (*sched_queue_cb)(void *ctx, uint64_t key, const sched_result_t *res);
@@ -339,6 +345,35 @@ int sched_queue_push(sched_queue_t *q, uint64_t key, int priority, int64_t now,
 size_t sched_queue_run(sched_queue_t *q, sched_cluster_t *c, const sched_config_t *cfg,
                        sched_rng_t *rng, int64_t now, sched_queue_cb cb, void *ctx);
 size_t sched_queue_len(const sched_queue_t *q);
+
+/* Bytes the cluster view holds (its arrays and tables). */
+size_t sched_cluster_memory(const sched_cluster_t *c);
+
+/* ---- cluster and trace files (corral sim) ---- */
+/* A stream of like requests in a trace: count arrivals, `every` apart. */
+typedef struct sched_stream {
+    double at, every;
+    uint32_t count;
+    double dur_min, dur_max; /* uniform between, in seconds */
+    int priority;
+    sched_request_t req;     /* bundles owned */
+} sched_stream_t;
+
+typedef struct sched_trace {
+    CR_VEC(sched_stream_t) streams;
+    uint64_t seed;
+    double hold_after;       /* seconds */
+} sched_trace_t;
+
+/* Loads a cluster file (YAML or JSON: templates, counts, TPU slices) into
+ * a new finalized cluster. On failure *errmsg (malloc'ed) says
+ * "FILE: WHERE: what was expected". data may be NULL (read path). */
+int sched_cluster_load(const char *path, const char *data, size_t len, sched_cluster_t **out,
+                       char **errmsg);
+/* Loads a trace against cluster c (names are interned there). */
+int sched_trace_load(const char *path, const char *data, size_t len, sched_cluster_t *c,
+                     sched_trace_t *out, char **errmsg);
+void sched_trace_fini(sched_trace_t *t);
 
 /* ---- synthetic nodes (tests, corral sim) ---- */
 typedef struct sched_node_spec {
