@@ -349,6 +349,14 @@ size_t sched_queue_len(const sched_queue_t *q);
 /* Bytes the cluster view holds (its arrays and tables). */
 size_t sched_cluster_memory(const sched_cluster_t *c);
 
+/* Fragmentation: of the fully free devices (unit resources) on alive
+ * nodes, how many sit on nodes where none of the pending requests could
+ * go now. Sets *free_devices to the number of fully free devices. */
+size_t sched_fragmentation(const sched_cluster_t *c, const sched_request_t *const *pending,
+                           size_t npending, size_t *free_devices);
+/* Share of a resource in use on alive nodes, in permille (0 if none). */
+int sched_used_permille(const sched_cluster_t *c, int rid);
+
 /* ---- cluster and trace files (corral sim) ---- */
 /* A stream of like requests in a trace: count arrivals, `every` apart. */
 typedef struct sched_stream {
