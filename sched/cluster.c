@@ -327,8 +327,8 @@ int sched_cluster_finalize(sched_cluster_t *c)
     c->total = cr_calloc(cells, sizeof(int64_t));
     c->avail = cr_calloc(cells, sizeof(int64_t));
     c->held = cr_calloc(cells, sizeof(int64_t));
-    c->sumavail = cr_calloc(SCHED_MAX_RES, sizeof(int64_t));
-    c->sumtotal = cr_calloc(SCHED_MAX_RES, sizeof(int64_t));
+    c->sumavail = cr_calloc(SCHED_MAX_RES, sizeof(sched_sum_t));
+    c->sumtotal = cr_calloc(SCHED_MAX_RES, sizeof(sched_sum_t));
     for (size_t n = 0; n < nn; n++)
         for (int r = 0; r < maxr; r++) {
             int64_t t = c->init_total.v[n * SCHED_MAX_RES + r];

@@ -25,8 +25,8 @@ static int64_t scarcity(const sched_cluster_t *c, const sched_resreq_t *q)
     int64_t w = 0;
     for (int k = 0; k < q->n; k++) {
         int r = q->id[k];
-        int64_t t = r < c->nres ? c->sumtotal[r] : 0;
-        int64_t v = t > 0 ? q->qty[k] * 1000000 / t : INT64_MAX / 2;
+        sched_sum_t t = r < c->nres ? c->sumtotal[r] : 0;
+        int64_t v = t > 0 ? (int64_t)((sched_sum_t)q->qty[k] * 1000000 / t) : INT64_MAX / 2;
         if (v > w)
             w = v;
     }
@@ -69,6 +69,8 @@ static bool aggregate(const sched_request_t *req, sched_resreq_t *sum)
                     return false;
                 sum->id[sum->n++] = q->id[k];
             }
+            if (q->qty[k] > INT64_MAX - sum->qty[j])
+                return false;
             sum->qty[j] += q->qty[k];
         }
     }
@@ -100,19 +102,29 @@ static bool place_strict_pack(gctx_t *g)
     if (!aggregate(g->req, &sum))
         return false;
     size_t cnt = g->within ? g->nwithin : c->nnodes;
+    /* one selector for all bundles (the usual case): the sampled pick */
+    bool same_sel = true;
+    for (uint32_t i = 1; i < g->req->nbundles && same_sel; i++)
+        same_sel = memcmp(&g->req->bundles[i].sel, &g->req->bundles[0].sel,
+                          sizeof(sched_selector_t)) == 0;
+    sched_bundle_t agg = {.req = sum, .sel = g->req->bundles[0].sel};
     for (int attempt = 0; attempt < 4; attempt++) {
-        int best = -1, bests = -1;
-        for (size_t i = 0; i < cnt; i++) {
-            int n = g->within ? g->within[i] : (int)i;
-            if (!c->alive[n] || c->mark[n] || !sched__fits_now(c, n, &sum, g->use_hold) ||
-                !all_selectors(c, g->req, n))
-                continue;
-            int s = sched__score(c, g->cfg, SCORE_HYBRID, n, &sum);
-            if (s > bests) {
-                bests = s;
-                best = n;
+        int best = -1, bests = -1, ever;
+        if (same_sel)
+            best = sched__pick(c, g->cfg, NULL, &agg, SCORE_HYBRID, g->use_hold, c->mark,
+                               g->within, g->nwithin, &ever);
+        else
+            for (size_t i = 0; i < cnt; i++) {
+                int n = g->within ? g->within[i] : (int)i;
+                if (!c->alive[n] || c->mark[n] || !sched__fits_now(c, n, &sum, g->use_hold) ||
+                    !all_selectors(c, g->req, n))
+                    continue;
+                int sc = sched__score(c, g->cfg, SCORE_HYBRID, n, &sum);
+                if (sc > bests) {
+                    bests = sc;
+                    best = n;
+                }
             }
-        }
         if (best < 0)
             break;
         uint32_t placed = 0;
@@ -177,9 +189,11 @@ static bool place_in(gctx_t *g)
     if (g->req->strategy == SCHED_STRICT_PACK || g->req->strategy == SCHED_PACK) {
         ok = place_strict_pack(g);
         /* clear the nodes strict pack skipped */
-        size_t cnt = g->within ? g->nwithin : g->c->nnodes;
-        for (size_t i = 0; i < cnt; i++)
-            g->c->mark[g->within ? g->within[i] : (int)i] = 0;
+        if (!g->within)
+            memset(g->c->mark, 0, g->c->nnodes);
+        else
+            for (size_t i = 0; i < g->nwithin; i++)
+                g->c->mark[g->within[i]] = 0;
         if (ok || g->req->strategy == SCHED_STRICT_PACK)
             return ok;
     }
@@ -252,7 +266,7 @@ static int group_result(gctx_t *g, sched_result_t *out)
 /* The domains of a key: each value's nodes, in the label index. */
 typedef struct dom {
     uint32_t ix;             /* lindex entry */
-    int64_t leftover;
+    sched_sum_t leftover;
 } dom_t;
 
 static int place_domains(gctx_t *g, sched_result_t *out)
@@ -269,7 +283,7 @@ static int place_domains(gctx_t *g, sched_result_t *out)
     }
     sched_resreq_t sum;
     if (!aggregate(req, &sum)) {
-        sched__fmt(out->reason, sizeof(out->reason), "the group names too many resources");
+        sched__fmt(out->reason, sizeof(out->reason), "the group names more than 8 resources, or its total is too large");
         out->status = SCHED_INFEASIBLE;
         return 0;
     }
@@ -278,8 +292,8 @@ static int place_domains(gctx_t *g, sched_result_t *out)
     int64_t keyw = -1;
     for (int k = 0; k < sum.n; k++) {
         int r = sum.id[k];
-        int64_t t = r < c->nres ? c->sumtotal[r] : 0;
-        int64_t w = t > 0 ? sum.qty[k] * 1000000 / t : INT64_MAX;
+        sched_sum_t t = r < c->nres ? c->sumtotal[r] : 0;
+        int64_t w = t > 0 ? (int64_t)((sched_sum_t)sum.qty[k] * 1000000 / t) : INT64_MAX;
         if (w > keyw) {
             keyw = w;
             key_k = k;
@@ -287,11 +301,11 @@ static int place_domains(gctx_t *g, sched_result_t *out)
     }
     dom_t *doms = cr_malloc(nd * sizeof(dom_t));
     size_t nok = 0, never = 0;
-    int64_t best_total = -1, best_free = -1;
+    sched_sum_t best_total = -1, best_free = -1;
     size_t best_total_d = 0, best_free_d = 0;
     for (size_t d = 0; d < nd; d++) {
         const sched_lindex_t *e = first + d;
-        int64_t tot[SCHED_REQ_MAX] = {0}, av[SCHED_REQ_MAX] = {0};
+        sched_sum_t tot[SCHED_REQ_MAX] = {0}, av[SCHED_REQ_MAX] = {0};
         for (uint32_t i = 0; i < e->n; i++) {
             int n = c->lindex_nodes[e->off + i];
             if (!c->alive[n])
@@ -349,7 +363,8 @@ static int place_domains(gctx_t *g, sched_result_t *out)
     sched_format_qty(sum.id[key_k], sum.qty[key_k], v, sizeof(v));
     sched__fmt(want, sizeof(want), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
     if (!never) {
-        sched_format_qty(sum.id[key_k], best_total, v, sizeof(v));
+        sched_format_qty(sum.id[key_k], best_total > INT64_MAX ? INT64_MAX : (int64_t)best_total,
+                         v, sizeof(v));
         sched__fmt(have, sizeof(have), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
         sched__fmt(out->reason, sizeof(out->reason),
                  "no %s domain is large enough for %s: the largest, %s, has %s in total", key,
@@ -357,7 +372,8 @@ static int place_domains(gctx_t *g, sched_result_t *out)
         out->status = SCHED_INFEASIBLE;
         return 0;
     }
-    sched_format_qty(sum.id[key_k], best_free, v, sizeof(v));
+    sched_format_qty(sum.id[key_k], best_free > INT64_MAX ? INT64_MAX : (int64_t)best_free, v,
+                     sizeof(v));
     sched__fmt(have, sizeof(have), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
     sched__fmt(out->reason, sizeof(out->reason),
              "no %s domain has room for the group (%s) now: the closest, %s, has %s free", key,

@@ -89,7 +89,7 @@ static int parse_qty_at(const char *s, size_t len, int base, int64_t *out, sched
         if (i >= len || !isdigit((unsigned char)s[i]))
             return fail(err, base + (int)i, "expected a digit after '.'");
         for (; i < len && isdigit((unsigned char)s[i]); i++, nd++) {
-            if (nd == 4) {
+            if (nd >= 4) {
                 if (s[i] != '0')
                     return fail(err, base + (int)i,
                                 "more than 4 decimal places (the resolution is 0.0001)");

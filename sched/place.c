@@ -77,7 +77,7 @@ int sched__util_after(const sched_cluster_t *c, int n, const sched_resreq_t *q)
     for (int k = 0; k < q->n; k++) {
         int r = q->id[k];
         int64_t t = TOT(c, r, n);
-        int v = (int)((t - AV(c, r, n) + q->qty[k]) * 1000 / t);
+        int v = (int)((sched_sum_t)(t - AV(c, r, n) + q->qty[k]) * 1000 / t);
         if (v > u)
             u = v;
     }
@@ -525,7 +525,7 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
             for (int k = 0; k < b->req.n; k++) {
                 int r = b->req.id[k];
                 int64_t a = AV(c, r, n) - (use_hold ? HELD(c, r, n) : 0);
-                int64_t v = (a < 0 ? 0 : a) * 1000 / b->req.qty[k];
+                int64_t v = (int64_t)((sched_sum_t)(a < 0 ? 0 : a) * 1000 / b->req.qty[k]);
                 if (v < ratio) {
                     ratio = v;
                     worst = k;

@@ -86,7 +86,7 @@ static void hold_start(sched_cluster_t *c, const sched_config_t *cfg, sched_qent
     int64_t *av = cr_malloc((cells ? cells : 1) * sizeof(int64_t));
     int32_t *df = cr_malloc((c->dev.n ? c->dev.n : 1) * sizeof(int32_t));
     uint64_t *fm = cr_malloc((c->nnodes ? c->nnodes : 1) * sizeof(uint64_t));
-    int64_t sa[SCHED_MAX_RES];
+    sched_sum_t sa[SCHED_MAX_RES];
     memcpy(av, c->avail, cells * sizeof(int64_t));
     memcpy(df, c->devfree, c->dev.n * sizeof(int32_t));
     memcpy(fm, c->freemask, c->nnodes * sizeof(uint64_t));

@@ -22,6 +22,8 @@
 #define SCHED_SEL_VALS 8     /* values in one in/notin term */
 #define SCHED_MAX_BUNDLES 4096
 
+__extension__ typedef __int128 sched_sum_t;
+
 /* ---- errors with a position (parsers) ---- */
 typedef struct sched_err {
     int pos;                 /* byte offset of the bad character, -1 none */
@@ -201,8 +203,10 @@ typedef struct sched_cluster {
     int32_t *devfree;        /* per device, fixed point, 0..CR_QTY_ONE */
     uint64_t *freemask;      /* per node: devices fully free */
     uint8_t *alive;
-    int64_t *sumavail;       /* cluster-wide avail per resource (alive nodes) */
-    int64_t *sumtotal;       /* cluster-wide total per resource (alive nodes) */
+    /* cluster-wide sums per resource over alive nodes: memory in fixed
+     * point over 10,000 nodes does not fit 64 bits */
+    sched_sum_t *sumavail;
+    sched_sum_t *sumtotal;
     CR_VEC(sched_placement_t) placements;  /* slot = id & 0xffffffff */
     CR_VEC(uint32_t) free_slots;
     uint64_t next_id;

@@ -46,4 +46,8 @@ int sched__place_group(sched_cluster_t *c, const sched_config_t *cfg, const sche
 int sched__place_tpu(sched_cluster_t *c, const sched_config_t *cfg, const sched_request_t *req,
                      sched_rng_t *rng, bool use_hold, sched_result_t *out);
 
+/* sched_cluster_load with a cap on the node count (fuzzing). */
+int sched__cluster_load(const char *path, const char *data, size_t len, size_t max_nodes,
+                        sched_cluster_t **out, char **errmsg);
+
 #endif

@@ -7,6 +7,7 @@
 #include <libfyaml.h>
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #define MAX_NODES 1000000
 #define MAX_ARRIVALS 10000000u
@@ -14,24 +15,23 @@
 typedef struct fctx {
     const char *path;
     char **errmsg;
+    size_t max_nodes;
+    char *own;               /* the file's text: the document points into it */
 } fctx_t;
 
-static int ferr(fctx_t *f, struct fy_node *n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int ferr(fctx_t *f, struct fy_node *n, const char *fmt, ...)
+/* off: a byte offset inside the scalar to add to its column (a resource
+ * string's bad character), or 0. */
+static int vferr(fctx_t *f, struct fy_node *n, int off, const char *fmt, va_list ap)
 {
     char what[256];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
     char *where = n ? fy_node_get_path(n) : NULL;
     int line = 0, col = 0;
     struct fy_token *t = n ? fy_node_get_scalar_token(n) : NULL;
     const struct fy_mark *m = t ? fy_token_start_mark(t) : NULL;
     if (m) {
         line = m->line + 1;
-        col = m->column + 1;
+        col = m->column + 1 + off;
     }
     free(*f->errmsg);
     if (line)
@@ -42,33 +42,164 @@ static int ferr(fctx_t *f, struct fy_node *n, const char *fmt, ...)
     return CR_ESCHEMA;
 }
 
+static int ferr(fctx_t *f, struct fy_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int ferr(fctx_t *f, struct fy_node *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vferr(f, n, 0, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int ferr_at(fctx_t *f, struct fy_node *n, int off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int ferr_at(fctx_t *f, struct fy_node *n, int off, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vferr(f, n, off, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* libfyaml reports a syntax error as "SOURCE:LINE:COL: error: MSG" through
+ * the diagnostic output; keep the first one. */
+typedef struct diagcap {
+    char first[256];
+} diagcap_t;
+
+static void diag_out(struct fy_diag *diag, void *user, const char *buf, size_t len)
+{
+    diagcap_t *d = user;
+    CR_UNUSED(diag);
+    if (d->first[0] || !memmem(buf, len, ": error: ", 9))
+        return;
+    if (len >= sizeof(d->first))
+        len = sizeof(d->first) - 1;
+    memcpy(d->first, buf, len);
+    d->first[len] = '\0';
+}
+
+/* The offset of the first byte that is not UTF-8 text (or a NUL), or -1.
+ * libfyaml 0.7.12 loops forever on some invalid UTF-8 (a '%' directive
+ * followed by a truncated sequence), so nothing else reaches it. */
+static long bad_utf8(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        unsigned char ch = s[i];
+        size_t n = ch < 0x80 ? 1 : (ch & 0xe0) == 0xc0 ? 2 : (ch & 0xf0) == 0xe0 ? 3
+                             : (ch & 0xf8) == 0xf0 ? 4 : 0;
+        if (!ch || !n || i + n > len || (n == 2 && ch < 0xc2) || (n == 4 && ch > 0xf4))
+            return (long)i;
+        for (size_t k = 1; k < n; k++)
+            if ((s[i + k] & 0xc0) != 0x80)
+                return (long)i;
+        if ((n == 3 && ch == 0xe0 && s[i + 1] < 0xa0) || (n == 4 && ch == 0xf0 && s[i + 1] < 0x90)
+            || (n == 3 && ch == 0xed && s[i + 1] >= 0xa0) ||
+            (n == 4 && ch == 0xf4 && s[i + 1] >= 0x90))
+            return (long)i;
+        i += n;
+    }
+    return -1;
+}
+
+static char *read_all(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return NULL;
+    cr_buf_t b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0 && b.len < (64u << 20))
+        cr_buf_append(&b, chunk, n);
+    fclose(fp);
+    if (!b.s)
+        cr_buf_append(&b, "", 0);
+    *len = b.len;
+    return b.s;
+}
+
 static struct fy_document *load_doc(fctx_t *f, const char *data, size_t len)
 {
+    char *own = NULL;
+    if (!data) {
+        data = own = read_all(f->path, &len);
+        if (!data) {
+            free(*f->errmsg);
+            *f->errmsg = cr_asprintf("%s: cannot read the file", f->path);
+            return NULL;
+        }
+    }
+    long bad = bad_utf8((const unsigned char *)data, len);
+    if (bad >= 0) {
+        int line = 1, col = 1;
+        for (long i = 0; i < bad; i++, col++)
+            if (data[i] == '\n')
+                line++, col = 0;
+        free(*f->errmsg);
+        *f->errmsg = cr_asprintf("%s:%d:%d: not UTF-8 text (byte 0x%02x)", f->path, line, col,
+                                 (unsigned char)data[bad]);
+        free(own);
+        return NULL;
+    }
+    diagcap_t cap = {{0}};
     struct fy_diag_cfg dcfg;
     fy_diag_cfg_default(&dcfg);
     dcfg.fp = NULL;
-    dcfg.output_fn = NULL;
+    dcfg.output_fn = diag_out;
+    dcfg.user = &cap;
     dcfg.colorize = false;
+    dcfg.show_source = false;
+    dcfg.show_position = true;
+    dcfg.show_type = false;
+    dcfg.show_module = false;
     struct fy_diag *diag = fy_diag_create(&dcfg);
-    struct fy_parse_cfg cfg = {.flags = FYPCF_QUIET | FYPCF_COLLECT_DIAG, .diag = diag};
-    struct fy_document *d = data ? fy_document_build_from_string(&cfg, data, len)
-                                 : fy_document_build_from_file(&cfg, f->path);
+    struct fy_parse_cfg cfg = {.flags = FYPCF_QUIET, .diag = diag};
+    struct fy_document *d = fy_document_build_from_string(&cfg, data, len);
     if (!d || !fy_document_root(d)) {
-        void *it = NULL;
-        struct fy_diag_error *e = diag ? fy_diag_errors_iterate(diag, &it) : NULL;
         free(*f->errmsg);
-        if (e)
-            *f->errmsg = cr_asprintf("%s:%d:%d: %s", f->path, e->line + 1, e->column + 1, e->msg);
+        char *e = strstr(cap.first, ": error: ");
+        int line = 0, col = 0;
+        if (e) {
+            /* walk back over ":LINE:COL" */
+            *e = '\0';
+            char *c2 = strrchr(cap.first, ':');
+            if (c2) {
+                col = atoi(c2 + 1);
+                *c2 = '\0';
+                char *c1 = strrchr(cap.first, ':');
+                line = c1 ? atoi(c1 + 1) : 0;
+            }
+            char *nl = strchr(e + 9, '\n');
+            if (nl)
+                *nl = '\0';
+        }
+        if (e && line > 0)
+            *f->errmsg = cr_asprintf("%s:%d:%d: %s", f->path, line, col, e + 9);
         else
-            *f->errmsg = cr_asprintf("%s: cannot read or parse the file (or it is empty)",
-                                     f->path);
+            *f->errmsg = cr_asprintf("%s: empty, or not YAML or JSON", f->path);
         if (d)
             fy_document_destroy(d);
         d = NULL;
     }
     if (diag)
         fy_diag_destroy(diag);
+    if (d)
+        f->own = own;
+    else
+        free(own);
     return d;
+}
+
+static void doc_free(fctx_t *f, struct fy_document *d)
+{
+    if (d)
+        fy_document_destroy(d);
+    CR_FREE(f->own);
 }
 
 /* A scalar as a NUL-terminated string in buf. */
@@ -291,9 +422,9 @@ static int load_group(fctx_t *f, sched_cluster_t *c, struct fy_node *g, struct f
         if (strcmp(k, "template") == 0)
             continue;
         if (strcmp(k, "count") == 0)
-            rc = get_int(f, v, 1, MAX_NODES, &count);
+            rc = get_int(f, v, 1, (int64_t)f->max_nodes, &count);
         else if (strcmp(k, "slices") == 0)
-            rc = get_int(f, v, 1, MAX_NODES, &slices);
+            rc = get_int(f, v, 1, (int64_t)f->max_nodes, &slices);
         else if (strcmp(k, "name") == 0)
             rc = scalar(f, v, name, sizeof(name));
         else if (strcmp(k, "topology") == 0)
@@ -315,8 +446,8 @@ static int load_group(fctx_t *f, sched_cluster_t *c, struct fy_node *g, struct f
     if (!slices) {
         if (topo[0])
             return ferr(f, g, "topology given without slices");
-        if (c->nodes.n + (size_t)count > MAX_NODES)
-            return ferr(f, g, "more than %d nodes", MAX_NODES);
+        if (c->nodes.n + (size_t)count > f->max_nodes)
+            return ferr(f, g, "more than %zu nodes", f->max_nodes);
         for (int64_t i = 0; i < count; i++) {
             char nm[128];
             if ((rc = expand(f, g, name, i, 0, 0, nm, sizeof(nm))) ||
@@ -333,8 +464,8 @@ static int load_group(fctx_t *f, sched_cluster_t *c, struct fy_node *g, struct f
         return ferr(f, g, "topology %s (%d chips) is not a whole number of %lld-chip hosts", topo,
                     t.chips, (long long)s.devices);
     int hosts = t.chips / (int)s.devices;
-    if (c->nodes.n + (size_t)(slices * hosts) > MAX_NODES)
-        return ferr(f, g, "more than %d nodes", MAX_NODES);
+    if (c->nodes.n + (size_t)slices * (size_t)hosts > f->max_nodes)
+        return ferr(f, g, "more than %zu nodes", f->max_nodes);
     if (!slice_name[0])
         snprintf(slice_name, sizeof(slice_name), "g%zu-s{s}", gi);
     for (int64_t sl = 0, i = 0; sl < slices; sl++) {
@@ -354,7 +485,13 @@ static int load_group(fctx_t *f, sched_cluster_t *c, struct fy_node *g, struct f
 int sched_cluster_load(const char *path, const char *data, size_t len, sched_cluster_t **out,
                        char **errmsg)
 {
-    fctx_t f = {path, errmsg};
+    return sched__cluster_load(path, data, len, MAX_NODES, out, errmsg);
+}
+
+int sched__cluster_load(const char *path, const char *data, size_t len, size_t max_nodes,
+                        sched_cluster_t **out, char **errmsg)
+{
+    fctx_t f = {path, errmsg, max_nodes, NULL};
     *errmsg = NULL;
     *out = NULL;
     struct fy_document *d = load_doc(&f, data, len);
@@ -395,12 +532,12 @@ int sched_cluster_load(const char *path, const char *data, size_t len, sched_clu
                 goto fail;
             }
     sched_cluster_finalize(c);
-    fy_document_destroy(d);
+    doc_free(&f, d);
     *out = c;
     return 0;
 fail:
     sched_cluster_free(c);
-    fy_document_destroy(d);
+    doc_free(&f, d);
     return rc;
 }
 
@@ -416,7 +553,7 @@ static int get_resources(fctx_t *f, sched_cluster_t *c, struct fy_node *v, sched
         return rc;
     sched_err_t e;
     if (sched_parse_resources(&c->res, buf, q, &e))
-        return ferr(f, v, "resources '%s': %s at byte %d", buf, e.msg, e.pos);
+        return ferr_at(f, v, e.pos > 0 ? e.pos : 0, "resources '%s': %s", buf, e.msg);
     return 0;
 }
 
@@ -428,7 +565,7 @@ static int get_selector(fctx_t *f, sched_cluster_t *c, struct fy_node *v, sched_
         return rc;
     sched_err_t e;
     if (sched_parse_selector(&c->labels, buf, s, &e))
-        return ferr(f, v, "selector '%s': %s at byte %d", buf, e.msg, e.pos);
+        return ferr_at(f, v, e.pos > 0 ? e.pos : 0, "selector '%s': %s", buf, e.msg);
     return 0;
 }
 
@@ -650,7 +787,7 @@ void sched_trace_fini(sched_trace_t *t)
 int sched_trace_load(const char *path, const char *data, size_t len, sched_cluster_t *c,
                      sched_trace_t *out, char **errmsg)
 {
-    fctx_t f = {path, errmsg};
+    fctx_t f = {path, errmsg, MAX_NODES, NULL};
     *errmsg = NULL;
     memset(out, 0, sizeof(*out));
     out->seed = 1;
@@ -705,10 +842,10 @@ int sched_trace_load(const char *path, const char *data, size_t len, sched_clust
             goto fail;
         }
     }
-    fy_document_destroy(d);
+    doc_free(&f, d);
     return 0;
 fail:
     sched_trace_fini(out);
-    fy_document_destroy(d);
+    doc_free(&f, d);
     return rc;
 }

@@ -48,6 +48,9 @@ static void test_qty(void **state)
     assert_int_equal(q, 5000);
     assert_int_equal(sched_parse_qty("0.0001", 6, &q, &e), 0);
     assert_int_equal(q, 1);
+    const char *zeros = "0.5000000000000000000000000000000000000000";
+    assert_int_equal(sched_parse_qty(zeros, strlen(zeros), &q, &e), 0); /* found by fuzzing */
+    assert_int_equal(q, 5000);
     assert_int_equal(sched_parse_qty("1.50000", 7, &q, &e), 0);
     assert_int_equal(q, 15000);
     assert_int_equal(sched_parse_qty("64Gi", 4, &q, &e), 0);
