@@ -40,6 +40,7 @@ void sched_cluster_free(sched_cluster_t *c)
     free(c->alive);
     free(c->sumavail);
     free(c->sumtotal);
+    free(c->maxtotal);
     free(c->scratch);
     free(c->scratch2);
     free(c->mark);
@@ -329,12 +330,15 @@ int sched_cluster_finalize(sched_cluster_t *c)
     c->held = cr_calloc(cells, sizeof(int64_t));
     c->sumavail = cr_calloc(SCHED_MAX_RES, sizeof(sched_sum_t));
     c->sumtotal = cr_calloc(SCHED_MAX_RES, sizeof(sched_sum_t));
+    c->maxtotal = cr_calloc(SCHED_MAX_RES, sizeof(int64_t));
     for (size_t n = 0; n < nn; n++)
         for (int r = 0; r < maxr; r++) {
             int64_t t = c->init_total.v[n * SCHED_MAX_RES + r];
             c->total[(size_t)r * nn + n] = c->avail[(size_t)r * nn + n] = t;
             c->sumavail[r] += t;
             c->sumtotal[r] += t;
+            if (t > c->maxtotal[r])
+                c->maxtotal[r] = t;
         }
     CR_VEC_FREE(&c->init_total);
     c->devfree = cr_malloc((c->dev.n ? c->dev.n : 1) * sizeof(int32_t));

@@ -313,6 +313,12 @@ static void node_reset(sched_cluster_t *c, int n, bool alive)
         c->freemask[n] |= 1ull << b;
     }
     c->alive[n] = alive;
+    for (int r = 0; r < c->nres; r++) {
+        c->maxtotal[r] = 0;
+        for (size_t m = 0; m < c->nnodes; m++)
+            if (c->alive[m] && TOT(c, r, m) > c->maxtotal[r])
+                c->maxtotal[r] = TOT(c, r, m);
+    }
 }
 
 size_t sched_node_lost(sched_cluster_t *c, int node, uint64_t *ids, size_t max)
@@ -644,9 +650,23 @@ int sched__schedule_one(sched_cluster_t *c, const sched_config_t *cfg, const sch
             return result(out, SCHED_RETRY);
         }
     }
-    if (n < 0)
+    if (n < 0) {
+        /* cheap answers first: no alive node is big enough, or the whole
+         * cluster has too little free */
+        bool now_short = false;
+        for (int k = 0; k < b->req.n; k++) {
+            int r = b->req.id[k];
+            if (r >= c->nres || c->maxtotal[r] < b->req.qty[k]) {
+                sched__explain(c, b, false, use_hold, out->reason, sizeof(out->reason));
+                return result(out, SCHED_INFEASIBLE);
+            }
+            now_short |= c->sumavail[r] < b->req.qty[k];
+        }
+        if (now_short && !b->sel.n && cfg && cfg->quiet)
+            return result(out, SCHED_RETRY);
         n = sched__pick(c, cfg, rng, b, req->policy == SCHED_SPREAD ? SCORE_SPREAD : SCORE_HYBRID,
                         use_hold, NULL, NULL, 0, &ever);
+    }
     if (n < 0) {
         if (ever == 0 || !cfg || !cfg->quiet)
             sched__explain(c, b, ever > 0, use_hold, out->reason, sizeof(out->reason));

@@ -207,6 +207,7 @@ typedef struct sched_cluster {
      * point over 10,000 nodes does not fit 64 bits */
     sched_sum_t *sumavail;
     sched_sum_t *sumtotal;
+    int64_t *maxtotal;       /* per resource: the largest alive node's total */
     CR_VEC(sched_placement_t) placements;  /* slot = id & 0xffffffff */
     CR_VEC(uint32_t) free_slots;
     uint64_t next_id;

@@ -246,6 +246,32 @@ static void test_tpu_slices(void **state)
     sched_cluster_free(c);
 }
 
+/* Bundles go scarcest resource first: the GPU bundle, listed second, is
+ * placed before the CPU bundle could take the only GPU node's CPUs. */
+static void test_scarcest_first(void **state)
+{
+    sched_cluster_t *c = sched_cluster_new();
+    add(c, (sched_node_spec_t){.name = "gpu", .cpus = 8, .resource = "GPU", .ndev = 1});
+    add(c, (sched_node_spec_t){.name = "cpu", .cpus = 8});
+    sched_cluster_finalize(c);
+    sched_bundle_t b[2];
+    memset(b, 0, sizeof(b));
+    sched_err_t e;
+    assert_int_equal(sched_parse_resources(&c->res, "CPU=8", &b[0].req, &e), 0);
+    assert_int_equal(sched_parse_resources(&c->res, "GPU=1,CPU=1", &b[1].req, &e), 0);
+    for (int st = SCHED_PACK; st <= SCHED_SPREAD_PG; st++) {
+        sched_request_t r = {.nbundles = 2, .bundles = b, .strategy = (sched_strategy_t)st,
+                             .domain_key = -1};
+        sched_result_t out;
+        sched_schedule(c, NULL, &r, NULL, &out);
+        assert_int_equal(out.status, SCHED_OK);
+        assert_string_equal(sched_node_name(c, node_of(c, &out, 0)), "cpu");
+        assert_string_equal(sched_node_name(c, node_of(c, &out, 1)), "gpu");
+        assert_int_equal(sched_release(c, out.placement), 0);
+    }
+    sched_cluster_free(c);
+}
+
 static void test_zero_bundles(void **state)
 {
     sched_cluster_t *c = sched_cluster_new();
@@ -322,6 +348,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_strategies),   cmocka_unit_test(test_domains),
         cmocka_unit_test(test_tpu_slices),   cmocka_unit_test(test_zero_bundles),
+        cmocka_unit_test(test_scarcest_first),
         cmocka_unit_test(test_property_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
