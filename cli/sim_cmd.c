@@ -498,7 +498,7 @@ static int bench(const char *cluster)
     int nbusy = 0;
     for (size_t s = 0; s < c->slices.n && nbusy < 64; s += 4) {
         sched_result_t out;
-        r_one.affinity_node = c->slices.v[s].worker_node[1];
+        r_one.affinity_node = c->slices.v[s].worker_node[c->slices.v[s].nworkers > 1];
         sched_schedule(c, &cfg, &r_one, &rng, &out);
         if (out.status == SCHED_OK)
             busy[nbusy++] = out.placement;

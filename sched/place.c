@@ -266,6 +266,19 @@ sched_placement_t *sched__placement_new(sched_cluster_t *c, uint32_t nallocs)
     return p;
 }
 
+size_t sched_alloc_devices(const sched_cluster_t *c, const sched_alloc_t *a, int *out, size_t max)
+{
+    const sched_node_t *sn = &c->nodes.v[a->node];
+    uint64_t all = 0;
+    for (int k = 0; k < a->req.n; k++)
+        all |= a->mask[k];
+    size_t n = 0;
+    for (; all; all &= all - 1, n++)
+        if (n < max)
+            out[n] = c->dev.v[sn->dev_off + __builtin_ctzll(all)].hw_index;
+    return n;
+}
+
 const sched_placement_t *sched_placement_get(const sched_cluster_t *c, uint64_t id)
 {
     uint32_t slot = (uint32_t)(id & 0xffffffffu);

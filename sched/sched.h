@@ -309,6 +309,10 @@ int sched_schedule(sched_cluster_t *c, const sched_config_t *cfg, const sched_re
 /* Returns exactly what placement id took. CR_ENOENT when unknown. */
 int sched_release(sched_cluster_t *c, uint64_t id);
 const sched_placement_t *sched_placement_get(const sched_cluster_t *c, uint64_t id);
+/* The devices an allocation took, as indices into its node description's
+ * devices (what hw_isolate takes), in ascending order. Returns the count
+ * (which may exceed max; only max are written). */
+size_t sched_alloc_devices(const sched_cluster_t *c, const sched_alloc_t *a, int *out, size_t max);
 /* Marks node dead; its placements are removed, their ids written to ids
  * (up to max) and the count returned. Other nodes of those placements
  * get their share back. */

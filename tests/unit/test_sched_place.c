@@ -86,6 +86,33 @@ static void test_islands_then_numa(void **state)
     sched_cluster_free(c);
 }
 
+/* Device ids are the node description's: a MIG parent and an unhealthy GPU
+ * are skipped, and the ids still name the right devices. */
+static void test_device_ids(void **state)
+{
+    sched_cluster_t *c = sched_cluster_new();
+    cr_node_t *n = hw_node_new();
+    cr_strlcpy(n->id, "mig", sizeof(n->id));
+    for (int i = 0; i < 4; i++) {
+        cr_device_t *d = cr_node_add_device(n);
+        cr_strlcpy(d->resource, "GPU", sizeof(d->resource));
+        d->health = i == 1 ? CR_HEALTH_UNHEALTHY : CR_HEALTH_OK;
+    }
+    n->devices.v[0].mig_enabled = true;
+    n->devices.v[3].parent = 0; /* device 3 is a MIG instance of device 0 */
+    cr_node_add_resource(n, "GPU", 2 * CR_QTY_ONE); /* 2 and 3 */
+    char msg[160];
+    assert_int_equal(sched_cluster_add(c, n, msg, sizeof(msg)), 0);
+    hw_node_free(n);
+    sched_cluster_finalize(c);
+    sched_result_t r = one(c, SCHED_HYBRID, "GPU=2", NULL);
+    int ids[8];
+    assert_int_equal(sched_alloc_devices(c, alloc_of(c, &r), ids, 8), 2);
+    assert_int_equal(ids[0], 2);
+    assert_int_equal(ids[1], 3);
+    sched_cluster_free(c);
+}
+
 static void test_fractions_pack(void **state)
 {
     sched_cluster_t *c = sched_cluster_new();
@@ -351,6 +378,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_islands_then_numa), cmocka_unit_test(test_fractions_pack),
+        cmocka_unit_test(test_device_ids),
         cmocka_unit_test(test_tpu_submesh),       cmocka_unit_test(test_hybrid_spread),
         cmocka_unit_test(test_affinity_and_selectors), cmocka_unit_test(test_node_loss),
         cmocka_unit_test(test_bad_requests),      cmocka_unit_test(test_property_random),
