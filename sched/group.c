@@ -266,7 +266,7 @@ static int group_result(gctx_t *g, sched_result_t *out)
 /* The domains of a key: each value's nodes, in the label index. */
 typedef struct dom {
     uint32_t ix;             /* lindex entry */
-    sched_sum_t leftover;
+    int64_t leftover;
 } dom_t;
 
 static int place_domains(gctx_t *g, sched_result_t *out)
@@ -301,11 +301,14 @@ static int place_domains(gctx_t *g, sched_result_t *out)
     }
     dom_t *doms = cr_malloc(nd * sizeof(dom_t));
     size_t nok = 0, never = 0;
-    sched_sum_t best_total = -1, best_free = -1;
+    int64_t best_total = -1, best_free = -1;
     size_t best_total_d = 0, best_free_d = 0;
     for (size_t d = 0; d < nd; d++) {
         const sched_lindex_t *e = first + d;
-        sched_sum_t tot[SCHED_REQ_MAX] = {0}, av[SCHED_REQ_MAX] = {0};
+        /* 64-bit sums that saturate: only the ranking uses them */
+        int64_t tot[SCHED_REQ_MAX], av[SCHED_REQ_MAX];
+        for (int k = 0; k < sum.n; k++)
+            tot[k] = av[k] = 0;
         for (uint32_t i = 0; i < e->n; i++) {
             int n = c->lindex_nodes[e->off + i];
             if (!c->alive[n])
@@ -314,9 +317,11 @@ static int place_domains(gctx_t *g, sched_result_t *out)
                 int r = sum.id[k];
                 if (r >= c->nres)
                     continue;
-                tot[k] += TOT(c, r, n);
+                if (__builtin_add_overflow(tot[k], TOT(c, r, n), &tot[k]))
+                    tot[k] = INT64_MAX;
                 int64_t a = AV(c, r, n) - (g->use_hold ? HELD(c, r, n) : 0);
-                av[k] += a > 0 ? a : 0;
+                if (a > 0 && __builtin_add_overflow(av[k], a, &av[k]))
+                    av[k] = INT64_MAX;
             }
         }
         bool ever = true, now = true;
@@ -363,8 +368,7 @@ static int place_domains(gctx_t *g, sched_result_t *out)
     sched_format_qty(sum.id[key_k], sum.qty[key_k], v, sizeof(v));
     sched__fmt(want, sizeof(want), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
     if (!never) {
-        sched_format_qty(sum.id[key_k], best_total > INT64_MAX ? INT64_MAX : (int64_t)best_total,
-                         v, sizeof(v));
+        sched_format_qty(sum.id[key_k], best_total, v, sizeof(v));
         sched__fmt(have, sizeof(have), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
         sched__fmt(out->reason, sizeof(out->reason),
                  "no %s domain is large enough for %s: the largest, %s, has %s in total", key,
@@ -372,8 +376,7 @@ static int place_domains(gctx_t *g, sched_result_t *out)
         out->status = SCHED_INFEASIBLE;
         return 0;
     }
-    sched_format_qty(sum.id[key_k], best_free > INT64_MAX ? INT64_MAX : (int64_t)best_free, v,
-                     sizeof(v));
+    sched_format_qty(sum.id[key_k], best_free, v, sizeof(v));
     sched__fmt(have, sizeof(have), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
     sched__fmt(out->reason, sizeof(out->reason),
              "no %s domain has room for the group (%s) now: the closest, %s, has %s free", key,
@@ -471,11 +474,18 @@ int sched__place_tpu(sched_cluster_t *c, const sched_config_t *cfg, const sched_
     const char *genname = req->tpu.gen >= 0 ? sched_syms_name(&c->labels, req->tpu.gen) : NULL;
     int32_t *chosen = cr_malloc((size_t)nslices * sizeof(int32_t));
     int nchosen = 0, nmatch = 0, best = -1, bestfree = -1, rc = 0;
+    int32_t last_type = -1;
+    bool last_ok = false;
     for (size_t s = 0; s < c->slices.n && nchosen < nslices; s++) {
         const sched_slice_t *sl = &c->slices.v[s];
         if (!same_topo(&sl->topo, &req->tpu.topo) || sl->nworkers != hosts)
             continue;
-        if (genname && !cr_str_has_prefix(sched_syms_name(&c->labels, sl->accel_type), genname))
+        if (genname && sl->accel_type != last_type) {
+            /* slices share a few accelerator types: compare strings once */
+            last_type = sl->accel_type;
+            last_ok = cr_str_has_prefix(sched_syms_name(&c->labels, sl->accel_type), genname);
+        }
+        if (genname && !last_ok)
             continue;
         nmatch++;
         int nfree = 0;
