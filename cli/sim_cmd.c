@@ -413,10 +413,24 @@ static int time_group(sched_cluster_t *c, const sched_request_t *req, int reps, 
     return ok == reps ? 0 : -1;
 }
 
+/* Resident memory in bytes, from /proc/self/statm (0 unknown). */
+static double rss_bytes(void)
+{
+    long pages = 0, res = 0;
+    FILE *fp = fopen("/proc/self/statm", "r");
+    if (!fp)
+        return 0;
+    if (fscanf(fp, "%ld %ld", &pages, &res) != 2)
+        res = 0;
+    fclose(fp);
+    return (double)res * 4096.0;
+}
+
 static int bench(const char *cluster)
 {
     char *err = NULL;
     sched_cluster_t *c = NULL;
+    double rss0 = rss_bytes();
     double t0 = now_s();
     if (sched_cluster_load(cluster, NULL, 0, &c, &err)) {
         fprintf(stderr, "corral sim: %s\n", err);
@@ -426,6 +440,9 @@ static int bench(const char *cluster)
     printf("# cluster %s: %zu nodes, loaded in %.2f s\n", cluster, c->nnodes, now_s() - t0);
     double mem = (double)sched_cluster_memory(c) / (double)c->nnodes;
     figure("sched_memory_per_node", mem, "bytes");
+    /* an upper bound: also what the YAML parser left in malloc's free lists */
+    if (rss0 > 0)
+        figure("sched_rss_growth_per_node", (rss_bytes() - rss0) / (double)c->nnodes, "bytes");
 
     /* single-bundle decisions at steady state: about 60% of GPUs in use,
      * each decision followed (past that point) by one release */
