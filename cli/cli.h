@@ -8,6 +8,7 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
 int cli_hw(int argc, char **argv);
 int cli_topo(int argc, char **argv);
+int cli_sim(int argc, char **argv);
 
 /* Discovers the node the way every command does: --spec FILE, or
  * --root DIR / CORRAL_SYSFS_ROOT, or this machine. Prints why on failure. */

@@ -9,6 +9,7 @@ static const struct {
 } commands[] = {
     {"hw", cli_hw, "this node's accelerators, host topology and labels"},
     {"topo", cli_topo, "the device-to-device connection matrix and domains"},
+    {"sim", cli_sim, "the scheduler on a simulated cluster and workload"},
 };
 
 static void usage(FILE *fp)

@@ -1,0 +1,783 @@
+/* Placement of one bundle: the feasibility check, the device-set choice
+ * inside a node, the single-bundle policies, release and node loss.
+ * Nothing here allocates on the single-bundle path. */
+#include "sched_int.h"
+#include <stdio.h>
+
+void sched__fmt(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- feasibility ---- */
+
+uint32_t sched__reqmask(const sched_resreq_t *q)
+{
+    uint32_t m = 0;
+    for (int k = 0; k < q->n; k++)
+        m |= 1u << q->id[k];
+    return m;
+}
+
+static int held_whole(const sched_cluster_t *c, int n, int r)
+{
+    int64_t h = HELD(c, r, n);
+    return (int)((h + CR_QTY_ONE - 1) / CR_QTY_ONE);
+}
+
+bool sched__fits_now(const sched_cluster_t *c, int n, const sched_resreq_t *q, bool use_hold)
+{
+    const sched_node_t *sn = &c->nodes.v[n];
+    for (int k = 0; k < q->n; k++) {
+        int r = q->id[k];
+        int64_t qty = q->qty[k];
+        if (r >= c->nres)
+            return false;
+        int64_t a = AV(c, r, n) - (use_hold ? HELD(c, r, n) : 0);
+        if (a < qty)
+            return false;
+        if (r >= SCHED_R_PREDEFINED || !sn->unitmask[r])
+            continue;
+        uint64_t m = sn->unitmask[r];
+        int wf = __builtin_popcountll(c->freemask[n] & m) - (use_hold ? held_whole(c, n, r) : 0);
+        if (qty >= CR_QTY_ONE) {
+            if (wf < qty / CR_QTY_ONE)
+                return false;
+            continue;
+        }
+        if (wf >= 1)
+            continue;
+        bool ok = false;
+        for (uint64_t s = m & ~c->freemask[n]; s && !ok; s &= s - 1)
+            ok = c->devfree[sn->dev_off + __builtin_ctzll(s)] >= qty;
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+bool sched__fits_ever(const sched_cluster_t *c, int n, const sched_resreq_t *q)
+{
+    if (!c->alive[n])
+        return false;
+    for (int k = 0; k < q->n; k++)
+        if (q->id[k] >= c->nres || TOT(c, q->id[k], n) < q->qty[k])
+            return false;
+    return true;
+}
+
+/* Utilization of the node's most used requested resource after placing q,
+ * in permille. */
+int sched__util_after(const sched_cluster_t *c, int n, const sched_resreq_t *q)
+{
+    int u = 0;
+    for (int k = 0; k < q->n; k++) {
+        int r = q->id[k];
+        int64_t t = TOT(c, r, n);
+        int v = (int)((sched_sum_t)(t - AV(c, r, n) + q->qty[k]) * 1000 / t);
+        if (v > u)
+            u = v;
+    }
+    return u;
+}
+
+/* ---- device-set choice ---- */
+
+static uint64_t lowest_k(uint64_t m, int k)
+{
+    uint64_t out = 0;
+    for (; k > 0 && m; k--) {
+        out |= m & -m;
+        m &= m - 1;
+    }
+    return out;
+}
+
+static int dev_at(const sched_cluster_t *c, const sched_node_t *sn, uint64_t m, int x, int y,
+                  int z)
+{
+    for (; m; m &= m - 1) {
+        int b = __builtin_ctzll(m);
+        const sched_dev_t *d = &c->dev.v[sn->dev_off + b];
+        if (d->x == x && d->y == y && d->z == z)
+            return b;
+    }
+    return -1;
+}
+
+/* A free axis-aligned box of k chips (1, 1x2, 2x2, 2x4), lowest origin first. */
+static uint64_t tpu_box(const sched_cluster_t *c, const sched_node_t *sn, uint64_t free, int k)
+{
+    int dx, dy;
+    if (!sched_tpu_submesh(k, &dx, &dy))
+        return 0;
+    for (uint64_t o = free; o; o &= o - 1) {
+        const sched_dev_t *d = &c->dev.v[sn->dev_off + __builtin_ctzll(o)];
+        if (d->x < 0)
+            return 0;
+        for (int orient = 0; orient < 2; orient++) {
+            int ax = orient ? dy : dx, ay = orient ? dx : dy;
+            uint64_t box = 0;
+            for (int i = 0; i < ax && box != ~0ull; i++)
+                for (int j = 0; j < ay; j++) {
+                    int b = dev_at(c, sn, free, d->x + i, d->y + j, d->z);
+                    if (b < 0) {
+                        box = ~0ull;
+                        break;
+                    }
+                    box |= 1ull << b;
+                }
+            if (box != ~0ull)
+                return box;
+        }
+    }
+    return 0;
+}
+
+/* Best fit among groups: the group with the fewest free devices that still
+ * holds k, so that bigger groups stay whole. */
+static uint64_t best_group(const uint64_t *groups, int ng, uint64_t pool, int k)
+{
+    uint64_t best = pool;
+    int bestn = 65;
+    for (int g = 0; g < ng; g++) {
+        uint64_t f = groups[g] & pool;
+        int pc = __builtin_popcountll(f);
+        if (pc >= k && pc < bestn) {
+            bestn = pc;
+            best = f;
+        }
+    }
+    return best;
+}
+
+uint64_t sched__choose_whole(const sched_cluster_t *c, int n, int r, int k)
+{
+    const sched_node_t *sn = &c->nodes.v[n];
+    uint64_t free = c->freemask[n] & sn->unitmask[r];
+    if (__builtin_popcountll(free) < k)
+        return 0;
+    if (r == SCHED_R_TPU && k > 1) {
+        uint64_t box = tpu_box(c, sn, free, k);
+        if (box)
+            return box;
+    }
+    const uint64_t *g = &c->groups.v[sn->group_off];
+    uint64_t pool = best_group(g, sn->nisland, free, k);
+    pool = best_group(g + sn->nisland, sn->nnuma, pool, k);
+    return lowest_k(pool, k);
+}
+
+/* A fraction goes onto the shared device it fits best, before a free
+ * device is split. */
+int sched__choose_frac(const sched_cluster_t *c, int n, int r, int64_t qty)
+{
+    const sched_node_t *sn = &c->nodes.v[n];
+    uint64_t m = sn->unitmask[r];
+    int best = -1;
+    int32_t bestf = CR_QTY_ONE + 1;
+    for (uint64_t s = m & ~c->freemask[n]; s; s &= s - 1) {
+        int b = __builtin_ctzll(s);
+        int32_t f = c->devfree[sn->dev_off + b];
+        if (f >= qty && f < bestf) {
+            bestf = f;
+            best = b;
+        }
+    }
+    if (best >= 0)
+        return best;
+    uint64_t free = c->freemask[n] & m;
+    return free ? __builtin_ctzll(free) : -1;
+}
+
+/* ---- taking and giving back ---- */
+
+int sched__take(sched_cluster_t *c, int n, const sched_resreq_t *q, sched_alloc_t *al)
+{
+    const sched_node_t *sn = &c->nodes.v[n];
+    memset(al, 0, sizeof(*al));
+    al->node = n;
+    al->req = *q;
+    /* choose every device set first: different resources never share devices */
+    for (int k = 0; k < q->n; k++) {
+        int r = q->id[k];
+        if (r >= SCHED_R_PREDEFINED || !sn->unitmask[r])
+            continue;
+        if (q->qty[k] >= CR_QTY_ONE) {
+            al->mask[k] = sched__choose_whole(c, n, r, (int)(q->qty[k] / CR_QTY_ONE));
+            if (!al->mask[k])
+                return CR_EAGAIN;
+        } else {
+            int b = sched__choose_frac(c, n, r, q->qty[k]);
+            if (b < 0)
+                return CR_EAGAIN;
+            al->mask[k] = 1ull << b;
+        }
+    }
+    for (int k = 0; k < q->n; k++) {
+        int r = q->id[k];
+        AV(c, r, n) -= q->qty[k];
+        c->sumavail[r] -= q->qty[k];
+        for (uint64_t s = al->mask[k]; s; s &= s - 1) {
+            int b = __builtin_ctzll(s);
+            c->devfree[sn->dev_off + b] -= q->qty[k] >= CR_QTY_ONE ? CR_QTY_ONE : (int32_t)q->qty[k];
+            c->freemask[n] &= ~(1ull << b);
+        }
+    }
+    return 0;
+}
+
+void sched__give(sched_cluster_t *c, const sched_alloc_t *al)
+{
+    int n = al->node;
+    if (!c->alive[n])
+        return; /* a lost node was reset when it was lost */
+    const sched_node_t *sn = &c->nodes.v[n];
+    for (int k = 0; k < al->req.n; k++) {
+        int r = al->req.id[k];
+        AV(c, r, n) += al->req.qty[k];
+        c->sumavail[r] += al->req.qty[k];
+        for (uint64_t s = al->mask[k]; s; s &= s - 1) {
+            int b = __builtin_ctzll(s);
+            int32_t *f = &c->devfree[sn->dev_off + b];
+            *f += al->req.qty[k] >= CR_QTY_ONE ? CR_QTY_ONE : (int32_t)al->req.qty[k];
+            if (*f == CR_QTY_ONE)
+                c->freemask[n] |= 1ull << b;
+        }
+    }
+}
+
+sched_placement_t *sched__placement_new(sched_cluster_t *c, uint32_t nallocs)
+{
+    uint32_t slot;
+    if (c->free_slots.n)
+        slot = c->free_slots.v[--c->free_slots.n];
+    else {
+        CR_VEC_PUSH(&c->placements);
+        slot = (uint32_t)(c->placements.n - 1);
+    }
+    sched_placement_t *p = &c->placements.v[slot];
+    p->id = (c->next_id++ << 32) | slot;
+    p->nallocs = nallocs;
+    p->allocs = nallocs > 1 ? cr_malloc(nallocs * sizeof(sched_alloc_t)) : NULL;
+    return p;
+}
+
+size_t sched_alloc_devices(const sched_cluster_t *c, const sched_alloc_t *a, int *out, size_t max)
+{
+    const sched_node_t *sn = &c->nodes.v[a->node];
+    uint64_t all = 0;
+    for (int k = 0; k < a->req.n; k++)
+        all |= a->mask[k];
+    size_t n = 0;
+    for (; all; all &= all - 1, n++)
+        if (n < max)
+            out[n] = c->dev.v[sn->dev_off + __builtin_ctzll(all)].hw_index;
+    return n;
+}
+
+const sched_placement_t *sched_placement_get(const sched_cluster_t *c, uint64_t id)
+{
+    uint32_t slot = (uint32_t)(id & 0xffffffffu);
+    if (!id || slot >= c->placements.n || c->placements.v[slot].id != id)
+        return NULL;
+    return &c->placements.v[slot];
+}
+
+void sched__placement_drop(sched_cluster_t *c, sched_placement_t *p)
+{
+    CR_FREE(p->allocs);
+    p->id = 0;
+    p->nallocs = 0;
+    *CR_VEC_PUSH(&c->free_slots) = (uint32_t)(p - c->placements.v);
+}
+
+int sched_release(sched_cluster_t *c, uint64_t id)
+{
+    sched_placement_t *p = (sched_placement_t *)sched_placement_get(c, id);
+    if (!p)
+        return CR_ENOENT;
+    for (uint32_t a = 0; a < p->nallocs; a++)
+        sched__give(c, sched__alloc(p, a));
+    sched__placement_drop(c, p);
+    return 0;
+}
+
+static void node_reset(sched_cluster_t *c, int n, bool alive)
+{
+    const sched_node_t *sn = &c->nodes.v[n];
+    for (int r = 0; r < c->nres; r++) {
+        if (c->alive[n]) {
+            c->sumavail[r] -= AV(c, r, n);
+            c->sumtotal[r] -= TOT(c, r, n);
+        }
+        AV(c, r, n) = TOT(c, r, n);
+        if (alive) {
+            c->sumavail[r] += TOT(c, r, n);
+            c->sumtotal[r] += TOT(c, r, n);
+        }
+    }
+    c->freemask[n] = 0;
+    for (int b = 0; b < sn->ndev; b++) {
+        c->devfree[sn->dev_off + b] = CR_QTY_ONE;
+        c->freemask[n] |= 1ull << b;
+    }
+    c->alive[n] = alive;
+    for (int r = 0; r < c->nres; r++) {
+        c->maxtotal[r] = 0;
+        for (size_t m = 0; m < c->nnodes; m++)
+            if (c->alive[m] && TOT(c, r, m) > c->maxtotal[r])
+                c->maxtotal[r] = TOT(c, r, m);
+    }
+}
+
+size_t sched_node_lost(sched_cluster_t *c, int node, uint64_t *ids, size_t max)
+{
+    if (node < 0 || (size_t)node >= c->nnodes || !c->alive[node])
+        return 0;
+    node_reset(c, node, false);
+    size_t cnt = 0;
+    for (size_t i = 0; i < c->placements.n; i++) {
+        sched_placement_t *p = &c->placements.v[i];
+        if (!p->id)
+            continue;
+        bool on = false;
+        for (uint32_t a = 0; a < p->nallocs && !on; a++)
+            on = sched__alloc(p, a)->node == node;
+        if (!on)
+            continue;
+        if (cnt < max)
+            ids[cnt] = p->id;
+        cnt++;
+        for (uint32_t a = 0; a < p->nallocs; a++)
+            sched__give(c, sched__alloc(p, a));
+        sched__placement_drop(c, p);
+    }
+    return cnt;
+}
+
+int sched_node_restore(sched_cluster_t *c, int node)
+{
+    if (node < 0 || (size_t)node >= c->nnodes)
+        return CR_EINVAL;
+    if (c->alive[node])
+        return 0;
+    node_reset(c, node, true);
+    return 0;
+}
+
+/* ---- candidates ---- */
+
+/* The nodes a selector can match, from the label index: the smallest list
+ * of an `=` or `in` term. Returns the count, with *list NULL meaning every
+ * node. */
+size_t sched__candidates(sched_cluster_t *c, const sched_selector_t *sel, int32_t *buf,
+                         const int32_t **list)
+{
+    *list = NULL;
+    size_t best = c->nnodes;
+    int bt = -1;
+    for (int i = 0; i < sel->n; i++) {
+        const sched_term_t *t = &sel->t[i];
+        if (t->op != SCHED_OP_EQ && t->op != SCHED_OP_IN)
+            continue;
+        size_t cnt = 0;
+        for (int k = 0; k < t->nvals; k++) {
+            const sched_lindex_t *e = sched__lindex_find(c, t->key, t->vals[k]);
+            cnt += e ? e->n : 0;
+        }
+        if (cnt < best || bt < 0) {
+            best = cnt;
+            bt = i;
+        }
+    }
+    if (bt < 0)
+        return c->nnodes;
+    const sched_term_t *t = &sel->t[bt];
+    if (t->nvals == 1) {
+        const sched_lindex_t *e = sched__lindex_find(c, t->key, t->vals[0]);
+        *list = e ? &c->lindex_nodes[e->off] : buf;
+        return e ? e->n : 0;
+    }
+    size_t cnt = 0;
+    for (int k = 0; k < t->nvals; k++) {
+        const sched_lindex_t *e = sched__lindex_find(c, t->key, t->vals[k]);
+        if (e) {
+            memcpy(buf + cnt, &c->lindex_nodes[e->off], e->n * sizeof(int32_t));
+            cnt += e->n;
+        }
+    }
+    *list = buf;
+    return cnt;
+}
+
+/* ---- single-bundle policies ---- */
+
+int sched__score(const sched_cluster_t *c, const sched_config_t *cfg, int mode, int n,
+                 const sched_resreq_t *q)
+{
+    int u = sched__util_after(c, n, q);
+    int thr = (cfg && cfg->spread_threshold_pct > 0 ? cfg->spread_threshold_pct : 50) * 10;
+    switch (mode) {
+    case SCORE_HYBRID: return u <= thr ? 1000 + u : 1000 - u;
+    case SCORE_SPREAD: return 1000 - u;
+    default: return 1000 + u; /* SCORE_PACK: most used first */
+    }
+}
+
+size_t sched__sample_limit(const sched_cluster_t *c, const sched_config_t *cfg)
+{
+    if (cfg && cfg->max_scored > 0)
+        return (size_t)cfg->max_scored;
+    /* Like Kubernetes' percentageOfNodesToScore: in a big cluster, score a
+     * rotating sample of feasible nodes rather than all of them. */
+    if (c->nnodes <= 200)
+        return c->nnodes;
+    size_t s = c->nnodes / 100;
+    return s < 100 ? 100 : s;
+}
+
+int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
+                const sched_bundle_t *b, int mode, bool use_hold, const uint8_t *exclude,
+                const int32_t *within, size_t nwithin, int *ever)
+{
+    int topk = cfg && cfg->top_k > 1 ? cfg->top_k : 1;
+    if (topk > 16)
+        topk = 16;
+    int kn[16], ks[16], nk = 0;
+    const int32_t *list;
+    size_t cnt = within ? nwithin : sched__candidates(c, &b->sel, c->scratch2, &list);
+    if (within)
+        list = within;
+    uint32_t rm = sched__reqmask(&b->req);
+    size_t limit = sched__sample_limit(c, cfg), found = 0;
+    /* hybrid starts at the node it chose last (packing sticks), spread
+     * just after it (ties rotate) */
+    size_t start = list || !cnt ? 0 : (c->cursor + (mode == SCORE_SPREAD)) % cnt;
+    *ever = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        size_t j = start + i;
+        if (j >= cnt)
+            j -= cnt;
+        int n = list ? list[j] : (int)j;
+        const sched_node_t *sn = &c->nodes.v[n];
+        if ((rm & ~sn->resmask) || !c->alive[n] || (exclude && exclude[n]))
+            continue;
+        if (b->sel.n && !sched_selector_match(c, &b->sel, n))
+            continue;
+        if (!sched__fits_ever(c, n, &b->req))
+            continue;
+        (*ever)++;
+        if (!sched__fits_now(c, n, &b->req, use_hold))
+            continue;
+        int s = sched__score(c, cfg, mode, n, &b->req);
+        int pos = nk;
+        while (pos > 0 && ks[pos - 1] < s)
+            pos--;
+        if (pos < topk) {
+            int last = nk < topk ? nk : topk - 1;
+            for (int q = last; q > pos; q--) {
+                kn[q] = kn[q - 1];
+                ks[q] = ks[q - 1];
+            }
+            kn[pos] = n;
+            ks[pos] = s;
+            if (nk < topk)
+                nk++;
+        }
+        if (++found >= limit)
+            break;
+    }
+    if (!nk)
+        return -1;
+    int pick = nk > 1 && rng ? (int)(sched_rng_next(rng) % (uint64_t)nk) : 0;
+    return kn[pick];
+}
+
+/* ---- explanations ---- */
+
+static void fmt_q(const sched_cluster_t *c, int r, int64_t q, char *buf, size_t size)
+{
+    char v[48];
+    sched_format_qty(r, q, v, sizeof(v));
+    sched__fmt(buf, size, "%s=%s", sched_syms_name(&c->res, r), v);
+}
+
+/* Why no node can take bundle b (ever, or now), for a person. */
+void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool use_hold,
+                    char *out, size_t size)
+{
+    for (int k = 0; k < b->req.n; k++) {
+        int r = b->req.id[k];
+        if (r >= c->nres || c->sumtotal[r] == 0) {
+            sched__fmt(out, size, "no node offers %s", sched_syms_name(&c->res, r));
+            return;
+        }
+    }
+    size_t match = 0;
+    int closest = -1, closest_k = 0;
+    int64_t best_ratio = -1;
+    int64_t maxtot[SCHED_REQ_MAX];
+    int maxnode[SCHED_REQ_MAX];
+    for (int k = 0; k < SCHED_REQ_MAX; k++) {
+        maxtot[k] = -1;
+        maxnode[k] = -1;
+    }
+    for (size_t n = 0; n < c->nnodes; n++) {
+        if (!c->alive[n] || (b->sel.n && !sched_selector_match(c, &b->sel, (int)n)))
+            continue;
+        match++;
+        for (int k = 0; k < b->req.n; k++) {
+            int64_t t = b->req.id[k] < c->nres ? TOT(c, b->req.id[k], n) : 0;
+            if (t > maxtot[k]) {
+                maxtot[k] = t;
+                maxnode[k] = (int)n;
+            }
+        }
+        if (now && sched__fits_ever(c, (int)n, &b->req)) {
+            /* closeness: the worst requested resource's free share */
+            int64_t ratio = INT64_MAX;
+            int worst = 0;
+            for (int k = 0; k < b->req.n; k++) {
+                int r = b->req.id[k];
+                int64_t a = AV(c, r, n) - (use_hold ? HELD(c, r, n) : 0);
+                int64_t v = (int64_t)((sched_sum_t)(a < 0 ? 0 : a) * 1000 / b->req.qty[k]);
+                if (v < ratio) {
+                    ratio = v;
+                    worst = k;
+                }
+            }
+            if (ratio > best_ratio) {
+                best_ratio = ratio;
+                closest = (int)n;
+                closest_k = worst;
+            }
+        }
+    }
+    cr_buf_t sel = {0};
+    if (b->sel.n)
+        sched_format_selector(&c->labels, &b->sel, &sel);
+    if (!match) {
+        if (b->sel.n)
+            sched__fmt(out, size, "no alive node matches selector %s", sel.s);
+        else
+            sched__fmt(out, size, "no alive node");
+        goto out;
+    }
+    char want[80], have[80];
+    if (!now) {
+        for (int k = 0; k < b->req.n; k++) {
+            if (maxtot[k] >= b->req.qty[k])
+                continue;
+            fmt_q(c, b->req.id[k], b->req.qty[k], want, sizeof(want));
+            fmt_q(c, b->req.id[k], maxtot[k], have, sizeof(have));
+            sched__fmt(out, size, "no node%s%s has %s in total: the largest, %s, has %s",
+                     b->sel.n ? " matching " : "", b->sel.n ? sel.s : "", want,
+                     sched_node_name(c, maxnode[k]), have);
+            goto out;
+        }
+        cr_buf_t all = {0};
+        sched_format_resources(&c->res, &b->req, &all);
+        sched__fmt(out, size, "no single node%s%s has all of %s", b->sel.n ? " matching " : "",
+                 b->sel.n ? sel.s : "", all.s);
+        cr_buf_free(&all);
+        goto out;
+    }
+    if (closest < 0) {
+        sched__fmt(out, size, "no node can take it now");
+        goto out;
+    }
+    int r = b->req.id[closest_k];
+    int64_t a = AV(c, r, closest);
+    fmt_q(c, r, b->req.qty[closest_k], want, sizeof(want));
+    fmt_q(c, r, a, have, sizeof(have));
+    if (use_hold && HELD(c, r, closest) > 0 && a >= b->req.qty[closest_k])
+        sched__fmt(out, size, "%s wanted; the closest node, %s, has %s free but held for a "
+                            "waiting gang", want, sched_node_name(c, closest), have);
+    else if (a >= b->req.qty[closest_k])
+        sched__fmt(out, size, "%s wanted; the closest node, %s, has %s free but not on whole "
+                            "devices", want, sched_node_name(c, closest), have);
+    else
+        sched__fmt(out, size, "no node has %s free now: the closest, %s, has %s free", want,
+                 sched_node_name(c, closest), have);
+out:
+    cr_buf_free(&sel);
+}
+
+/* ---- the entry point ---- */
+
+static int result(sched_result_t *out, sched_status_t st)
+{
+    out->status = st;
+    return 0;
+}
+
+int sched__schedule_one(sched_cluster_t *c, const sched_config_t *cfg, const sched_request_t *req,
+                        sched_rng_t *rng, bool use_hold, sched_result_t *out)
+{
+    const sched_bundle_t *b = &req->bundles[0];
+    int ever = 0, n = -1;
+    if (req->policy == SCHED_NODE_AFFINITY) {
+        int a = req->affinity_node;
+        if (a < 0 || (size_t)a >= c->nnodes) {
+            sched__fmt(out->reason, sizeof(out->reason), "node affinity: no node %d", a);
+            if (!req->affinity_soft)
+                return result(out, SCHED_INFEASIBLE);
+        } else if (!sched__fits_ever(c, a, &b->req) ||
+                   (b->sel.n && !sched_selector_match(c, &b->sel, a))) {
+            if (!req->affinity_soft) {
+                if (!c->alive[a])
+                    sched__fmt(out->reason, sizeof(out->reason), "node affinity: node %s is lost",
+                             sched_node_name(c, a));
+                else {
+                    char why[200];
+                    sched_bundle_t one = *b;
+                    sched_selector_t s;
+                    s.n = 1;
+                    s.t[0] = (sched_term_t){.key = sched_syms_find(&c->labels, "corral.io/node-id",
+                                                                   17),
+                                            .op = SCHED_OP_EQ, .nvals = 1,
+                                            .vals = {c->nodes.v[a].name}};
+                    one.sel = s;
+                    sched__explain(c, &one, false, use_hold, why, sizeof(why));
+                    sched__fmt(out->reason, sizeof(out->reason), "node affinity to %s: %s",
+                             sched_node_name(c, a), why);
+                }
+                return result(out, SCHED_INFEASIBLE);
+            }
+        } else if (sched__fits_now(c, a, &b->req, use_hold)) {
+            n = a;
+        } else if (!req->affinity_soft) {
+            char why[200];
+            sched_bundle_t one = *b;
+            one.sel.n = 1;
+            one.sel.t[0] = (sched_term_t){
+                .key = sched_syms_find(&c->labels, "corral.io/node-id", 17),
+                .op = SCHED_OP_EQ, .nvals = 1, .vals = {c->nodes.v[a].name}};
+            sched__explain(c, &one, true, use_hold, why, sizeof(why));
+            sched__fmt(out->reason, sizeof(out->reason), "node affinity to %s: %s",
+                     sched_node_name(c, a), why);
+            return result(out, SCHED_RETRY);
+        }
+    }
+    if (n < 0) {
+        /* cheap answers first: no alive node is big enough, or the whole
+         * cluster has too little free */
+        bool now_short = false;
+        for (int k = 0; k < b->req.n; k++) {
+            int r = b->req.id[k];
+            if (r >= c->nres || c->maxtotal[r] < b->req.qty[k]) {
+                sched__explain(c, b, false, use_hold, out->reason, sizeof(out->reason));
+                return result(out, SCHED_INFEASIBLE);
+            }
+            now_short |= c->sumavail[r] < b->req.qty[k];
+        }
+        if (now_short && !b->sel.n && cfg && cfg->quiet)
+            return result(out, SCHED_RETRY);
+        n = sched__pick(c, cfg, rng, b, req->policy == SCHED_SPREAD ? SCORE_SPREAD : SCORE_HYBRID,
+                        use_hold, NULL, NULL, 0, &ever);
+    }
+    if (n < 0) {
+        if (ever == 0 || !cfg || !cfg->quiet)
+            sched__explain(c, b, ever > 0, use_hold, out->reason, sizeof(out->reason));
+        return result(out, ever > 0 ? SCHED_RETRY : SCHED_INFEASIBLE);
+    }
+    sched_alloc_t al;
+    if (sched__take(c, n, &b->req, &al)) {
+        sched__fmt(out->reason, sizeof(out->reason), "internal: node %s passed the check but "
+                 "its devices did not", sched_node_name(c, n));
+        return result(out, SCHED_RETRY);
+    }
+    sched_placement_t *p = sched__placement_new(c, 1);
+    p->one = al;
+    c->cursor = (uint32_t)n;
+    out->placement = p->id;
+    out->reason[0] = '\0';
+    return result(out, SCHED_OK);
+}
+
+int sched__validate(const sched_cluster_t *c, const sched_request_t *req, char *msg, size_t size)
+{
+    if (!c->final) {
+        sched__fmt(msg, size, "the cluster view is not finalized");
+        return CR_EINVAL;
+    }
+    if (req->tpu.on) {
+        if (req->tpu.nslices < 1 || req->tpu.nslices > 4096) {
+            sched__fmt(msg, size, "a TPU slice group needs 1 to 4096 slices");
+            return CR_EINVAL;
+        }
+        if (req->tpu.chips_per_host <= 0 ||
+            sched_check_unit_qty(SCHED_R_TPU, (int64_t)req->tpu.chips_per_host * CR_QTY_ONE,
+                                 msg, size)) {
+            sched__fmt(msg, size, "chips per host must be 1, 2, 4 or 8");
+            return CR_EINVAL;
+        }
+        if (req->tpu.topo.chips <= 0 || req->tpu.topo.chips % req->tpu.chips_per_host) {
+            sched__fmt(msg, size, "topology of %d chips is not a whole number of %d-chip hosts",
+                     req->tpu.topo.chips, req->tpu.chips_per_host);
+            return CR_EINVAL;
+        }
+        return 0;
+    }
+    if (req->nbundles == 0 || !req->bundles) {
+        sched__fmt(msg, size, "a request needs at least one bundle");
+        return CR_EINVAL;
+    }
+    if (req->nbundles > SCHED_MAX_BUNDLES) {
+        sched__fmt(msg, size, "more than %d bundles", SCHED_MAX_BUNDLES);
+        return CR_EINVAL;
+    }
+    for (uint32_t i = 0; i < req->nbundles; i++) {
+        const sched_resreq_t *q = &req->bundles[i].req;
+        if (q->n > SCHED_REQ_MAX) {
+            sched__fmt(msg, size, "bundle %u: too many resources", i);
+            return CR_EINVAL;
+        }
+        for (int k = 0; k < q->n; k++) {
+            if (q->qty[k] <= 0 || q->id[k] >= SCHED_MAX_RES) {
+                sched__fmt(msg, size, "bundle %u: quantity of %s must be positive", i,
+                         sched_syms_name(&c->res, q->id[k]));
+                return CR_EINVAL;
+            }
+            for (int j = 0; j < k; j++)
+                if (q->id[j] == q->id[k]) {
+                    sched__fmt(msg, size, "bundle %u: %s given twice", i,
+                             sched_syms_name(&c->res, q->id[k]));
+                    return CR_EINVAL;
+                }
+            char why[128];
+            if (sched_check_unit_qty(q->id[k], q->qty[k], why, sizeof(why))) {
+                sched__fmt(msg, size, "bundle %u: %s", i, why);
+                return CR_EINVAL;
+            }
+        }
+    }
+    return 0;
+}
+
+int sched_schedule(sched_cluster_t *c, const sched_config_t *cfg, const sched_request_t *req,
+                   sched_rng_t *rng, sched_result_t *out)
+{
+    return sched__schedule(c, cfg, req, rng, true, out);
+}
+
+int sched__schedule(sched_cluster_t *c, const sched_config_t *cfg, const sched_request_t *req,
+                    sched_rng_t *rng, bool use_hold, sched_result_t *out)
+{
+    out->placement = 0;
+    out->reason[0] = '\0';
+    int rc = sched__validate(c, req, out->reason, sizeof(out->reason));
+    if (rc) {
+        out->status = SCHED_INFEASIBLE;
+        return rc;
+    }
+    if (req->tpu.on)
+        return sched__place_tpu(c, cfg, req, rng, use_hold, out);
+    if (req->nbundles == 1 && req->domain_key < 0)
+        return sched__schedule_one(c, cfg, req, rng, use_hold, out);
+    return sched__place_group(c, cfg, req, rng, use_hold, out);
+}

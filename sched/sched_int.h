@@ -1,0 +1,53 @@
+/* sched: what the module's files share and nobody else needs. */
+#ifndef CORRAL_SCHED_INT_H
+#define CORRAL_SCHED_INT_H
+
+#include "sched.h"
+
+#define AV(c, r, n) ((c)->avail[(size_t)(r) * (c)->nnodes + (size_t)(n)])
+#define TOT(c, r, n) ((c)->total[(size_t)(r) * (c)->nnodes + (size_t)(n)])
+#define HELD(c, r, n) ((c)->held[(size_t)(r) * (c)->nnodes + (size_t)(n)])
+
+/* snprintf into a reason: truncation is fine for words meant for people. */
+void sched__fmt(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+enum { SCORE_HYBRID, SCORE_SPREAD, SCORE_PACK };
+
+uint32_t sched__reqmask(const sched_resreq_t *q);
+bool sched__fits_now(const sched_cluster_t *c, int n, const sched_resreq_t *q, bool use_hold);
+bool sched__fits_ever(const sched_cluster_t *c, int n, const sched_resreq_t *q);
+int sched__util_after(const sched_cluster_t *c, int n, const sched_resreq_t *q);
+uint64_t sched__choose_whole(const sched_cluster_t *c, int n, int r, int k);
+int sched__choose_frac(const sched_cluster_t *c, int n, int r, int64_t qty);
+int sched__take(sched_cluster_t *c, int n, const sched_resreq_t *q, sched_alloc_t *al);
+void sched__give(sched_cluster_t *c, const sched_alloc_t *al);
+sched_placement_t *sched__placement_new(sched_cluster_t *c, uint32_t nallocs);
+/* Frees the slot without giving anything back. */
+void sched__placement_drop(sched_cluster_t *c, sched_placement_t *p);
+size_t sched__candidates(sched_cluster_t *c, const sched_selector_t *sel, int32_t *buf,
+                         const int32_t **list);
+int sched__score(const sched_cluster_t *c, const sched_config_t *cfg, int mode, int n,
+                 const sched_resreq_t *q);
+size_t sched__sample_limit(const sched_cluster_t *c, const sched_config_t *cfg);
+/* The best node for bundle b (-1 none); *ever counts nodes that could
+ * ever take it. exclude: nodes to skip (may be NULL). */
+int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
+                const sched_bundle_t *b, int mode, bool use_hold, const uint8_t *exclude,
+                const int32_t *within, size_t nwithin, int *ever);
+void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool use_hold,
+                    char *out, size_t size);
+int sched__validate(const sched_cluster_t *c, const sched_request_t *req, char *msg, size_t size);
+int sched__schedule(sched_cluster_t *c, const sched_config_t *cfg, const sched_request_t *req,
+                    sched_rng_t *rng, bool use_hold, sched_result_t *out);
+int sched__schedule_one(sched_cluster_t *c, const sched_config_t *cfg, const sched_request_t *req,
+                        sched_rng_t *rng, bool use_hold, sched_result_t *out);
+int sched__place_group(sched_cluster_t *c, const sched_config_t *cfg, const sched_request_t *req,
+                       sched_rng_t *rng, bool use_hold, sched_result_t *out);
+int sched__place_tpu(sched_cluster_t *c, const sched_config_t *cfg, const sched_request_t *req,
+                     sched_rng_t *rng, bool use_hold, sched_result_t *out);
+
+/* sched_cluster_load with a cap on the node count (fuzzing). */
+int sched__cluster_load(const char *path, const char *data, size_t len, size_t max_nodes,
+                        sched_cluster_t **out, char **errmsg);
+
+#endif
