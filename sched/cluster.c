@@ -230,10 +230,12 @@ int sched_cluster_add(sched_cluster_t *c, const cr_node_t *node, char *msg, size
             char wid[16];
             sched__fmt(wid, sizeof(wid), "%d", d->worker_id);
             add_label(c, n, "corral.io/tpu-slice-name", d->name);
-            add_label(c, n, "corral.io/tpu-worker-id", wid);
-            add_label(c, n, "corral.io/tpu-topology", d->topology);
+            /* the same labels the tpu backend sets on discovered hosts,
+             * so that simulated and discovered nodes select alike */
+            add_label(c, n, "corral.io/tpu-slice-worker-id", wid);
+            add_label(c, n, "corral.io/tpu-slice-topology", d->topology);
             if (d->accelerator_type[0])
-                add_label(c, n, "corral.io/tpu-accelerator-type", d->accelerator_type);
+                add_label(c, n, "corral.io/tpu-slice-pod-type", d->accelerator_type);
             continue;
         }
         if (strcmp(d->kind, "nvlink-clique") == 0 || strcmp(d->kind, "rack") == 0) {

@@ -206,7 +206,7 @@ static void test_tpu_slices(void **state)
     sched_bundle_t one = {0};
     sched_err_t e;
     sched_parse_resources(&c->res, "TPU=1", &one.req, &e);
-    sched_parse_selector(&c->labels, "corral.io/tpu-slice-name=s2,corral.io/tpu-worker-id=2",
+    sched_parse_selector(&c->labels, "corral.io/tpu-slice-name=s2,corral.io/tpu-slice-worker-id=2",
                          &one.sel, &e);
     sched_request_t rq = {.nbundles = 1, .bundles = &one, .domain_key = -1};
     sched_result_t o1;
