@@ -15,7 +15,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static const char *role_name(Corral__Role r)
+const char *cr_role_name(Corral__Role r)
 {
     static const char *names[] = {"unspecified", "client", "agent", "head"};
     return (unsigned)r < CR_ARRAY_SIZE(names) ? names[r] : "unknown";
@@ -117,6 +117,7 @@ static int server_hello(cr_hs_t *hs, const Corral__Envelope *in)
                       "expected hello as the first message, got %s", cr_msg_name(in->body_case));
     const Corral__Hello *h = in->hello;
     set_peer_name(hs, h->name);
+    hs->role = h->role; /* as claimed, for the logs; trusted only once proven */
     if (h->protocol_version != CR_PROTOCOL_VERSION)
         return refuse(hs, CR_EABI, CORRAL__REFUSE_REASON__REFUSE_VERSION,
                       "protocol version %u, this server speaks %u; run the same corral release "
@@ -127,8 +128,7 @@ static int server_hello(cr_hs_t *hs, const Corral__Envelope *in)
                       "hello nonce of %zu bytes, expected %d", h->nonce.len, CR_NONCE_LEN);
     if ((unsigned)h->role >= 32 || !(hs->accept_roles & (1u << h->role)))
         return refuse(hs, CR_EACCES, CORRAL__REFUSE_REASON__REFUSE_ROLE,
-                      "this server does not take %s connections", role_name(h->role));
-    hs->role = h->role;
+                      "this server does not take %s connections", cr_role_name(h->role));
     memcpy(hs->peer_nonce, h->nonce.data, CR_NONCE_LEN);
 
     out_reset(hs, CORRAL__ENVELOPE__BODY_CHALLENGE);

@@ -118,6 +118,9 @@ int cr_msg_pack(const Corral__Envelope *e, size_t max, uint8_t **out, size_t *le
 
 /* -------------------------------------------------------------- handshake */
 
+/* "client", "agent", "head". */
+const char *cr_role_name(Corral__Role r);
+
 typedef enum cr_hs_state {
     CR_HS_CLIENT_HELLO,     /* client: about to send Hello */
     CR_HS_CLIENT_CHALLENGE, /* client: waiting for Challenge */
