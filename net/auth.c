@@ -138,7 +138,7 @@ int cr_token_read(const char *path, uint8_t token[CR_TOKEN_LEN])
     for (size_t i = 0; ok && i < CR_TOKEN_LEN; i++) {
         int hi = hexval(text[2 * i]), lo = hexval(text[2 * i + 1]);
         ok = hi >= 0 && lo >= 0;
-        token[i] = (uint8_t)(hi << 4 | (lo & 15));
+        token[i] = ok ? (uint8_t)(hi << 4 | lo) : 0;
     }
     if (!ok) {
         cr_warn("token file %s is malformed: expected %d hex digits and a newline; copy it "

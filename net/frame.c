@@ -77,6 +77,10 @@ int cr_frame_dec_feed(cr_frame_dec_t *d, const uint8_t *data, size_t n, size_t *
         d->have = 0;
     }
     size_t avail = n - pos;
+    if (avail == 0) {
+        *used = pos;
+        return 0;
+    }
     /* the whole payload is in this chunk: hand it out without copying */
     if (d->have == 0 && avail >= d->len) {
         *frame = data + pos;
