@@ -93,6 +93,12 @@ static int walk(check_ctx_t *c, const ProtobufCMessage *m)
         if (q->amount < 0)
             return fail(c, "%s: negative amount %lld", q->name, (long long)q->amount);
     }
+    /* unknown fields are kept for newer peers' additions, but field
+     * number 0 does not exist: protobuf-c reads it from an overlong tag
+     * and then cannot read back what it packs (found by fuzz_net_msg) */
+    for (unsigned i = 0; i < m->n_unknown_fields; i++)
+        if (m->unknown_fields[i].tag == 0)
+            return fail(c, "a field numbered 0");
     for (unsigned i = 0; i < d->n_fields; i++) {
         const ProtobufCFieldDescriptor *f = &d->fields[i];
         if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&

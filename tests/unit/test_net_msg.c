@@ -183,6 +183,10 @@ static void test_validation_rules(void **state)
     assert_null(cr_msg_unpack((const uint8_t *)"\xff\xff\xff", 3, why, sizeof(why)));
     assert_non_null(strstr(why, "not a protobuf Envelope"));
 
+    /* an overlong tag reading as field 0 (found by fuzz_net_msg) */
+    assert_null(cr_msg_unpack((const uint8_t *)"\x5a\x00\x80\x00\x3f", 5, why, sizeof(why)));
+    assert_string_equal(why, "a field numbered 0");
+
     /* who sends what */
     assert_int_equal(cr_msg_senders(CORRAL__ENVELOPE__BODY_HEARTBEAT), CR_FROM_AGENT);
     assert_int_equal(cr_msg_senders(CORRAL__ENVELOPE__BODY_JOB_SUBMIT), CR_FROM_CLIENT);
