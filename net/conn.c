@@ -104,11 +104,11 @@ cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_c
     n->name = cr_strdup(cfg->name ? cfg->name : "");
     n->max_frame = cfg->max_frame ? cfg->max_frame : CR_FRAME_MAX_DEFAULT;
     n->max_queue = cfg->max_write_queue ? cfg->max_write_queue : DEFAULT_MAX_QUEUE;
-    n->hs_timeout_ms = cfg->handshake_timeout_ms ? cfg->handshake_timeout_ms
-                                                 : DEFAULT_HS_TIMEOUT_MS;
-    n->accept_roles = cfg->accept_roles ? cfg->accept_roles
-                                        : (1u << CORRAL__ROLE__ROLE_CLIENT) |
-                                              (1u << CORRAL__ROLE__ROLE_AGENT);
+    n->hs_timeout_ms =
+        cfg->handshake_timeout_ms ? cfg->handshake_timeout_ms : DEFAULT_HS_TIMEOUT_MS;
+    n->accept_roles = cfg->accept_roles
+                          ? cfg->accept_roles
+                          : (1u << CORRAL__ROLE__ROLE_CLIENT) | (1u << CORRAL__ROLE__ROLE_AGENT);
     n->cb = *cb;
     n->data = data;
     return n;
@@ -298,9 +298,9 @@ static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
     if (!c->ready) {
         handshake_step(c, e);
     } else {
-        unsigned from = !c->server                                ? CR_FROM_HEAD
+        unsigned from = !c->server                               ? CR_FROM_HEAD
                         : c->hs.role == CORRAL__ROLE__ROLE_AGENT ? CR_FROM_AGENT
-                                                                  : CR_FROM_CLIENT;
+                                                                 : CR_FROM_CLIENT;
         if (is_handshake_body(e->body_case) || !(cr_msg_senders(e->body_case) & from)) {
             cr_warn("%s: sent %s, which this side does not take from it; closing the "
                     "connection",
@@ -541,8 +541,8 @@ int cr_net_listen_tcp(cr_net_t *n, const char *host, int port, int *bound)
         host = "127.0.0.1";
     struct sockaddr_storage ss;
     if (port < 0 || port > 65535 || parse_ip(host, port, &ss) < 0) {
-        cr_warn("cannot listen on %s:%d: expected a numeric IP address and a port 0-65535",
-                host, port);
+        cr_warn("cannot listen on %s:%d: expected a numeric IP address and a port 0-65535", host,
+                port);
         return CR_EINVAL;
     }
     cr_listener_t *l = listener_new(n, false);

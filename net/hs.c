@@ -40,8 +40,8 @@ void cr_hs_init_client(cr_hs_t *hs, const uint8_t token[CR_TOKEN_LEN],
 }
 
 void cr_hs_init_server(cr_hs_t *hs, const uint8_t token[CR_TOKEN_LEN],
-                       const uint8_t nonce[CR_NONCE_LEN], uint32_t accept_roles,
-                       const char *name, uint64_t max_frame)
+                       const uint8_t nonce[CR_NONCE_LEN], uint32_t accept_roles, const char *name,
+                       uint64_t max_frame)
 {
     base_init(hs, token, nonce, name);
     hs->state = CR_HS_SERVER_HELLO;
@@ -216,8 +216,9 @@ static int client_welcome(cr_hs_t *hs, const Corral__Envelope *in)
     const Corral__Welcome *w = in->welcome;
     if (!cr_auth_check(hs->token, hs->nonce, CORRAL__ROLE__ROLE_HEAD, CR_PROTOCOL_VERSION,
                        w->proof.data, w->proof.len))
-        return failf(hs, CR_EACCES, "the server could not prove it holds the cluster token; "
-                                    "check the address and the token file");
+        return failf(hs, CR_EACCES,
+                     "the server could not prove it holds the cluster token; "
+                     "check the address and the token file");
     set_peer_name(hs, w->name);
     hs->max_frame = w->max_frame;
     hs->state = CR_HS_DONE;

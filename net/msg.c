@@ -8,9 +8,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#define MAX_LIST 100000      /* elements in one repeated field */
+#define MAX_LIST 100000       /* elements in one repeated field */
 #define MAX_STRING (4u << 20) /* bytes in one string (node JSON is the big one) */
-#define MAX_WORKERS 100000   /* in one job */
+#define MAX_WORKERS 100000    /* in one job */
 
 typedef struct check_ctx {
     char *why;
@@ -148,8 +148,8 @@ static int check_worker_spec(check_ctx_t *c, const Corral__WorkerSpec *w, const 
         return fail(c, "%s.argv[0] is empty", where);
     for (size_t i = 0; i < w->n_env; i++)
         if (empty(w->env[i]->key) || strchr(w->env[i]->key, '='))
-            return fail(c, "%s.env[%zu]: a variable name must be non-empty and without '='",
-                        where, i);
+            return fail(c, "%s.env[%zu]: a variable name must be non-empty and without '='", where,
+                        i);
     return 0;
 }
 

@@ -33,15 +33,15 @@
 /* ------------------------------------------------------------ frame codec */
 
 typedef struct cr_frame_dec {
-    size_t max;             /* largest payload accepted */
+    size_t max; /* largest payload accepted */
     uint8_t hdr[CR_FRAME_HDR];
-    size_t hdr_have;        /* header bytes seen of the current frame */
-    size_t len;             /* payload length of the current frame */
-    uint8_t *buf;           /* payload being assembled */
+    size_t hdr_have; /* header bytes seen of the current frame */
+    size_t len;      /* payload length of the current frame */
+    uint8_t *buf;    /* payload being assembled */
     size_t have, cap;
-    bool shrink;            /* free buf at the next feed (it was big) */
-    int err;                /* sticky: once failed, every feed fails */
-    uint64_t bad_len;       /* the length that made it fail */
+    bool shrink;      /* free buf at the next feed (it was big) */
+    int err;          /* sticky: once failed, every feed fails */
+    uint64_t bad_len; /* the length that made it fail */
 } cr_frame_dec_t;
 
 /* max 0 means CR_FRAME_MAX_DEFAULT. */
@@ -139,8 +139,8 @@ enum { CR_HS_MORE = 0, CR_HS_OK = 1 };
  * tests and fuzzers are deterministic. */
 typedef struct cr_hs {
     cr_hs_state_t state;
-    Corral__Role role;      /* client: ours; server: the peer's, once known */
-    uint32_t accept_roles;  /* server: bit (1 << role) per role it takes */
+    Corral__Role role;     /* client: ours; server: the peer's, once known */
+    uint32_t accept_roles; /* server: bit (1 << role) per role it takes */
     uint8_t token[CR_TOKEN_LEN];
     uint8_t nonce[CR_NONCE_LEN];      /* ours */
     uint8_t peer_nonce[CR_NONCE_LEN]; /* theirs */
@@ -165,8 +165,8 @@ void cr_hs_init_client(cr_hs_t *hs, const uint8_t token[CR_TOKEN_LEN],
                        const uint8_t nonce[CR_NONCE_LEN], Corral__Role role, const char *name);
 /* accept_roles: bits (1u << CORRAL__ROLE__ROLE_CLIENT) etc. */
 void cr_hs_init_server(cr_hs_t *hs, const uint8_t token[CR_TOKEN_LEN],
-                       const uint8_t nonce[CR_NONCE_LEN], uint32_t accept_roles,
-                       const char *name, uint64_t max_frame);
+                       const uint8_t nonce[CR_NONCE_LEN], uint32_t accept_roles, const char *name,
+                       uint64_t max_frame);
 
 /* Client: prepares Hello in hs->out (has_out set). */
 void cr_hs_start(cr_hs_t *hs);

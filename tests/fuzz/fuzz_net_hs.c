@@ -64,9 +64,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cr_hs_t *hs = cr_malloc(sizeof(*hs));
     if (server)
         cr_hs_init_server(hs, token, nonce,
-                          (ctl & 2) ? 1u << CORRAL__ROLE__ROLE_AGENT
-                                    : 1u << CORRAL__ROLE__ROLE_CLIENT |
-                                          1u << CORRAL__ROLE__ROLE_AGENT,
+                          (ctl & 2)
+                              ? 1u << CORRAL__ROLE__ROLE_AGENT
+                              : 1u << CORRAL__ROLE__ROLE_CLIENT | 1u << CORRAL__ROLE__ROLE_AGENT,
                           "head", 0);
     else {
         cr_hs_init_client(hs, token, nonce,

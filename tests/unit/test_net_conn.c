@@ -137,8 +137,7 @@ static void cl_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
         snprintf(s->text, sizeof(s->text), "%s/%llu", e->registered->node_id,
                  (unsigned long long)e->registered->incarnation);
     else if (e->body_case == CORRAL__ENVELOPE__BODY_HEARTBEAT_ACK)
-        snprintf(s->text, sizeof(s->text), "ack %llu",
-                 (unsigned long long)e->heartbeat_ack->seq);
+        snprintf(s->text, sizeof(s->text), "ack %llu", (unsigned long long)e->heartbeat_ack->seq);
     else if (e->body_case == CORRAL__ENVELOPE__BODY_ERROR)
         snprintf(s->text, sizeof(s->text), "%d %s", e->error->code, e->error->message);
 }
@@ -630,8 +629,7 @@ static void test_errors_and_limits(void **state)
                      CR_EINVAL);
     assert_int_equal(cr_net_connect(W->client, "127.0.0.1:0", CORRAL__ROLE__ROLE_CLIENT, NULL),
                      CR_EINVAL);
-    assert_int_equal(cr_net_connect(W->client, sockpath, CORRAL__ROLE__ROLE_HEAD, NULL),
-                     CR_EINVAL);
+    assert_int_equal(cr_net_connect(W->client, sockpath, CORRAL__ROLE__ROLE_HEAD, NULL), CR_EINVAL);
     assert_int_equal(cr_net_listen_tcp(W->server, "not-an-ip", 0, NULL), CR_EINVAL);
 
     /* nobody listening: on_close says so */
@@ -680,8 +678,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_version, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_garbage_closes_only_that_connection, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_garbage_closes_only_that_connection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_silent_peer_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_and_limits, setup, teardown),
     };

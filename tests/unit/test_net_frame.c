@@ -152,9 +152,8 @@ static void test_limits(void **state)
     /* the default limit is 16 MiB; "GET " as a length is far above it */
     cr_frame_dec_init(&d, 0);
     assert_int_equal(d.max, 16u << 20);
-    assert_int_equal(cr_frame_dec_feed(&d, (const uint8_t *)"GET / HTTP/1.1\r\n", 16, &used, &f,
-                                       &fl),
-                     CR_E2BIG);
+    assert_int_equal(
+        cr_frame_dec_feed(&d, (const uint8_t *)"GET / HTTP/1.1\r\n", 16, &used, &f, &fl), CR_E2BIG);
     cr_frame_dec_fini(&d);
 
     /* the encoder refuses what the decoder would */
