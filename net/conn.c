@@ -14,6 +14,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -196,7 +197,12 @@ static int send_env(cr_conn_t *c, const Corral__Envelope *e)
     if (c->closing)
         return -ENOTCONN;
     write_req_t *w = cr_malloc(sizeof(*w));
-    int err = cr_msg_pack(e, c->net->max_frame, &w->bytes, &w->len);
+    /* a server announces its limit; sending above it would only get us
+     * closed, so it fails here instead */
+    size_t max = c->net->max_frame;
+    if (!c->server && c->hs.max_frame && c->hs.max_frame < max)
+        max = (size_t)c->hs.max_frame;
+    int err = cr_msg_pack(e, max, &w->bytes, &w->len);
     if (err) {
         free(w);
         return err;
@@ -211,10 +217,12 @@ static int send_env(cr_conn_t *c, const Corral__Envelope *e)
         return err;
     }
     c->queued += w->len;
-    if (c->queued > c->net->max_queue) {
+    /* what the kernel took does not count, only what libuv still holds */
+    size_t held = uv_stream_get_write_queue_size(&c->u.s);
+    if (held > c->net->max_queue) {
         cr_warn("%s: %zu bytes wait to be written, above the limit of %zu; the peer reads too "
                 "slowly, closing the connection",
-                c->peer, c->queued, c->net->max_queue);
+                c->peer, held, c->net->max_queue);
         cr_conn_close(c, -ENOBUFS);
         return -ENOBUFS;
     }
@@ -387,14 +395,16 @@ static cr_conn_t *conn_new(cr_net_t *n, bool is_unix, bool server)
     return c;
 }
 
-/* Starts reading and the handshake deadline. */
+/* The handshake deadline: from accept on a server, from the connect call
+ * on a client (a peer that never answers the SYN counts too). */
+static void start_deadline(cr_conn_t *c)
+{
+    uv_timer_start(&c->timer, handshake_expired, c->net->hs_timeout_ms, 0);
+}
+
 static int conn_start(cr_conn_t *c)
 {
-    int err = uv_read_start(&c->u.s, alloc_cb, read_cb);
-    if (err)
-        return err;
-    uv_timer_start(&c->timer, handshake_expired, c->net->hs_timeout_ms, 0);
-    return 0;
+    return uv_read_start(&c->u.s, alloc_cb, read_cb);
 }
 
 /* ---------------------------------------------------------------- servers */
@@ -420,6 +430,21 @@ static void describe_tcp_peer(cr_conn_t *c)
              ss.ss_family == AF_INET6 ? "]" : "", port);
 }
 
+/* A Unix peer by socket and the process behind it, which the kernel vouches
+ * for: "unix:/run/corral/head.sock#3 (pid 4242, uid 1000)". */
+static void describe_unix_peer(cr_conn_t *c, const cr_listener_t *l)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    uv_os_fd_t fd;
+    if (uv_fileno(&c->u.h, &fd) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+        snprintf(c->peer, sizeof(c->peer), "unix:%s#%u (pid %ld, uid %ld)", l->unix_path,
+                 l->accepted, (long)cred.pid, (long)cred.uid);
+    else
+        snprintf(c->peer, sizeof(c->peer), "unix:%s#%u", l->unix_path, l->accepted);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     cr_listener_t *l = server->data;
@@ -439,7 +464,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     l->accepted++;
     if (l->is_unix)
-        snprintf(c->peer, sizeof(c->peer), "unix:%s#%u", l->unix_path, l->accepted);
+        describe_unix_peer(c, l);
     else
         describe_tcp_peer(c);
     uint8_t nonce[CR_NONCE_LEN];
@@ -449,8 +474,11 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     cr_hs_init_server(&c->hs, n->token, nonce, n->accept_roles, n->name, n->max_frame);
-    if ((err = conn_start(c)) < 0)
+    if ((err = conn_start(c)) < 0) {
         cr_conn_close(c, err);
+        return;
+    }
+    start_deadline(c);
 }
 
 static cr_listener_t *listener_new(cr_net_t *n, bool is_unix)
@@ -647,6 +675,7 @@ int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_
             return err;
         }
     }
+    start_deadline(c);
     if (out)
         *out = c;
     return 0;

@@ -190,6 +190,16 @@ static bool log_has(const char *what)
     return has;
 }
 
+/* Whether the log names raw peer n of the Unix listener, with this
+ * process's pid and uid from the kernel, next to what it did wrong. */
+static bool peer_logged(int n, const char *what)
+{
+    char want[1024];
+    snprintf(want, sizeof(want), "%s#%d (pid %ld, uid %ld): %s", sockpath, n, (long)getpid(),
+             (long)getuid(), what);
+    return log_has(want);
+}
+
 static void net_done(void *data)
 {
     W->nets_done++;
@@ -522,21 +532,21 @@ static void test_garbage_closes_only_that_connection(void **state)
     int fd = raw_connect();
     raw_write(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27);
     raw_expect_eof(fd);
-    assert_true(log_has("#2: bad frame: frame of 1195725856 bytes exceeds the limit"));
+    assert_true(peer_logged(2, "bad frame: frame of 1195725856 bytes exceeds the limit"));
     check_alive(good, 2);
 
     /* 2. a frame whose payload is not an Envelope, before the handshake */
     fd = raw_connect();
     raw_write(fd, "\x00\x00\x00\x03\xff\xff\xff", 7);
     raw_expect_eof(fd);
-    assert_true(log_has("#3: malformed message: not a protobuf Envelope"));
+    assert_true(peer_logged(3, "malformed message: not a protobuf Envelope"));
     check_alive(good, 3);
 
     /* 3. a zero-length frame */
     fd = raw_connect();
     raw_write(fd, "\x00\x00\x00\x00", 4);
     raw_expect_eof(fd);
-    assert_true(log_has("#4: bad frame: frame length 0"));
+    assert_true(peer_logged(4, "bad frame: frame length 0"));
 
     /* 4. after a correct handshake: a frame that does not decode */
     fd = raw_connect();
@@ -545,7 +555,7 @@ static void test_garbage_closes_only_that_connection(void **state)
     raw_write(fd, "\x00\x00\x00\x02\x0a\xff", 6);
     raw_expect_eof(fd);
     cr_frame_dec_fini(&d);
-    assert_true(log_has("#5: malformed message"));
+    assert_true(peer_logged(5, "malformed message"));
     check_alive(good, 4);
 
     /* 5. after the handshake: a message a client may not send */
@@ -560,7 +570,7 @@ static void test_garbage_closes_only_that_connection(void **state)
     raw_send(fd, &e);
     raw_expect_eof(fd);
     cr_frame_dec_fini(&d);
-    assert_true(log_has("#6: sent commit, which this side does not take from it"));
+    assert_true(peer_logged(6, "sent commit, which this side does not take from it"));
 
     /* 6. after the handshake: a valid envelope that fails validation,
      * preceded by a good one in the same write */
@@ -580,7 +590,7 @@ static void test_garbage_closes_only_that_connection(void **state)
     cr_frame_dec_fini(&d);
     assert_int_equal(W->sv.msgs, msgs + 1);
     assert_int_equal(W->sv.body, CORRAL__ENVELOPE__BODY_HEARTBEAT);
-    assert_true(log_has("#7: malformed message: register: node_json is empty"));
+    assert_true(peer_logged(7, "malformed message: register: node_json is empty"));
 
     /* 7. a second hello after the handshake */
     fd = raw_connect();
@@ -597,7 +607,7 @@ static void test_garbage_closes_only_that_connection(void **state)
     raw_send(fd, &e);
     raw_expect_eof(fd);
     cr_frame_dec_fini(&d);
-    assert_true(log_has("#8: sent hello, which this side does not take from it"));
+    assert_true(peer_logged(8, "sent hello, which this side does not take from it"));
 
     /* the four that finished the handshake were announced, and closed
      * as malformed; the three that did not never reached the application */
