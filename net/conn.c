@@ -189,6 +189,8 @@ static void write_done(uv_write_t *req, int status)
     }
     if (c->linger && c->queued == 0)
         cr_conn_close(c, c->close_err);
+    else if (c->queued == 0 && c->ready && !c->closing && c->net->cb.on_drain)
+        c->net->cb.on_drain(c, c->net->data);
 }
 
 /* Queues one envelope, handshake or not. */
@@ -229,10 +231,29 @@ static int send_env(cr_conn_t *c, const Corral__Envelope *e)
     return 0;
 }
 
+static unsigned role_bit(Corral__Role r)
+{
+    return r == CORRAL__ROLE__ROLE_AGENT ? CR_FROM_AGENT : CR_FROM_CLIENT;
+}
+
+static bool is_handshake_body(Corral__Envelope__BodyCase b)
+{
+    return b >= CORRAL__ENVELOPE__BODY_HELLO && b <= CORRAL__ENVELOPE__BODY_REFUSED;
+}
+
 int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e)
 {
     if (!c->ready || c->closing)
         return -ENOTCONN;
+    /* the peer would close us for it: better to say so here, to the code
+     * that built the message */
+    char why[300] = "";
+    if (cr_msg_validate(e, why, sizeof(why)) < 0 || is_handshake_body(e->body_case) ||
+        !(cr_msg_senders(e->body_case) & (c->server ? CR_FROM_HEAD : role_bit(c->hs.role)))) {
+        cr_warn("%s: not sending an invalid %s: %s", c->peer, cr_msg_name(e->body_case),
+                why[0] ? why : "not ours to send");
+        return CR_EINVAL;
+    }
     return send_env(c, e);
 }
 
@@ -261,11 +282,6 @@ static void close_after_send(cr_conn_t *c, int err)
 }
 
 /* ------------------------------------------------------------------ reads */
-
-static bool is_handshake_body(Corral__Envelope__BodyCase b)
-{
-    return b >= CORRAL__ENVELOPE__BODY_HELLO && b <= CORRAL__ENVELOPE__BODY_REFUSED;
-}
 
 static void handshake_step(cr_conn_t *c, const Corral__Envelope *e)
 {
@@ -306,9 +322,7 @@ static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
     if (!c->ready) {
         handshake_step(c, e);
     } else {
-        unsigned from = !c->server                               ? CR_FROM_HEAD
-                        : c->hs.role == CORRAL__ROLE__ROLE_AGENT ? CR_FROM_AGENT
-                                                                 : CR_FROM_CLIENT;
+        unsigned from = c->server ? role_bit(c->hs.role) : CR_FROM_HEAD;
         if (is_handshake_body(e->body_case) || !(cr_msg_senders(e->body_case) & from)) {
             cr_warn("%s: sent %s, which this side does not take from it; closing the "
                     "connection",
@@ -437,8 +451,7 @@ static void describe_unix_peer(cr_conn_t *c, const cr_listener_t *l)
     struct ucred cred;
     socklen_t len = sizeof(cred);
     uv_os_fd_t fd;
-    if (uv_fileno(&c->u.h, &fd) == 0 &&
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+    if (uv_fileno(&c->u.h, &fd) == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
         snprintf(c->peer, sizeof(c->peer), "unix:%s#%u (pid %ld, uid %ld)", l->unix_path,
                  l->accepted, (long)cred.pid, (long)cred.uid);
     else

@@ -415,6 +415,13 @@ int cr_msg_validate(const Corral__Envelope *e, char *why, size_t size)
     const struct msg_row *r = row_of(e->body_case);
     if (!r)
         return fail(&c, "no message body (or one this version does not know)");
+    /* a sender may set the case and forget the message; protobuf-c then
+     * packs no body at all */
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field(&corral__envelope__descriptor, e->body_case);
+    if (!f || !*(void *const *)((const char *)e + f->offset))
+        return fail(&c, "%s: the body case is set but its message is missing",
+                    cr_msg_name(e->body_case));
     int err = walk(&c, &e->base);
     if (err)
         return err;

@@ -195,6 +195,11 @@ typedef struct cr_net_callbacks {
      * ...). c may not be used after this returns. Called once for every
      * connection cr_net_connect returned or on_ready announced. */
     void (*on_close)(cr_conn_t *c, int err, void *data);
+    /* Optional: everything queued on c has been written. Bulk senders (log
+     * streams) send the next piece from here, keeping cr_conn_queued()
+     * well below max_write_queue, which closes a connection that passes
+     * it. */
+    void (*on_drain)(cr_conn_t *c, void *data);
 } cr_net_callbacks_t;
 
 typedef struct cr_net_config {
@@ -246,7 +251,7 @@ Corral__Role cr_conn_role(const cr_conn_t *c);
 bool cr_conn_is_ready(const cr_conn_t *c);
 void cr_conn_set_data(cr_conn_t *c, void *data);
 void *cr_conn_data(const cr_conn_t *c);
-/* Bytes queued but not yet written. */
+/* Bytes queued whose write has not completed yet. */
 size_t cr_conn_queued(const cr_conn_t *c);
 
 #endif

@@ -40,6 +40,7 @@ typedef struct world {
 } world_t;
 
 static world_t *W;
+static void net_done(void *data);
 
 /* ---- the server: answers a few requests like a head would ---- */
 
@@ -55,6 +56,33 @@ static void reply(cr_conn_t *c, const Corral__Envelope *req, Corral__Envelope *a
 {
     ans->reply_to = req->id;
     assert_int_equal(cr_conn_send(c, ans), 0);
+}
+
+/* Sends the next log chunks of a paced stream while little is queued. */
+static void send_paced(cr_conn_t *c)
+{
+    static uint8_t chunk[64 * 1024];
+    intptr_t left = (intptr_t)cr_conn_data(c);
+    while (left > 0 && cr_conn_queued(c) < 128 * 1024) {
+        Corral__LogChunk r = CORRAL__LOG_CHUNK__INIT;
+        r.job_id = "paced";
+        r.offset = (uint64_t)(64 - left) * sizeof(chunk);
+        r.data.data = chunk;
+        r.data.len = sizeof(chunk);
+        r.eof = left == 1;
+        Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+        a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+        a.log_chunk = &r;
+        assert_int_equal(cr_conn_send(c, &a), 0);
+        left--;
+    }
+    cr_conn_set_data(c, (void *)left);
+}
+
+static void sv_drain(cr_conn_t *c, void *data)
+{
+    if ((intptr_t)cr_conn_data(c) > 0)
+        send_paced(c);
 }
 
 static void sv_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
@@ -103,6 +131,37 @@ static void sv_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
         reply(c, e, &a);
         break;
     }
+    case CORRAL__ENVELOPE__BODY_JOB_LOGS: {
+        /* far more output than a peer that never reads can take */
+        static uint8_t chunk[64 * 1024];
+        Corral__LogChunk r = CORRAL__LOG_CHUNK__INIT;
+        r.job_id = e->job_logs->job_id;
+        r.data.data = chunk;
+        r.data.len = sizeof(chunk);
+        a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+        a.log_chunk = &r;
+        if (e->job_logs->worker_index == 0) {
+            /* paced: a bit at a time, the rest from on_drain */
+            cr_conn_set_data(c, (void *)(intptr_t)64);
+            send_paced(c);
+            break;
+        }
+        for (int i = 0; i < 64 && cr_conn_is_ready(c); i++) {
+            r.offset = (uint64_t)i * sizeof(chunk);
+            int err = cr_conn_send(c, &a);
+            assert_true(err == 0 || err == -ENOBUFS);
+        }
+        break;
+    }
+    case CORRAL__ENVELOPE__BODY_SHUTDOWN: {
+        /* closing everything from inside a callback is allowed */
+        Corral__Ack ack = CORRAL__ACK__INIT;
+        a.body_case = CORRAL__ENVELOPE__BODY_ACK;
+        a.ack = &ack;
+        reply(c, e, &a);
+        cr_net_close(W->server, net_done, NULL);
+        break;
+    }
     default:
         break;
     }
@@ -149,8 +208,10 @@ static void cl_close(cr_conn_t *c, int err, void *data)
     s->close_err = err;
 }
 
-static const cr_net_callbacks_t sv_cb = {sv_ready, sv_message, sv_close};
-static const cr_net_callbacks_t cl_cb = {cl_ready, cl_message, cl_close};
+static const cr_net_callbacks_t sv_cb = {
+    .on_ready = sv_ready, .on_message = sv_message, .on_close = sv_close, .on_drain = sv_drain};
+static const cr_net_callbacks_t cl_cb = {
+    .on_ready = cl_ready, .on_message = cl_message, .on_close = cl_close};
 
 /* ---- helpers ---- */
 
@@ -216,7 +277,8 @@ static int setup(void **state)
     cr_log_set_file(logpath);
     if (truncate(logpath, 0))
         return -1;
-    cr_net_config_t cfg = {.token = token, .name = "head", .handshake_timeout_ms = 300};
+    cr_net_config_t cfg = {
+        .token = token, .name = "head", .handshake_timeout_ms = 300, .max_write_queue = 256 * 1024};
     W->server = cr_net_new(&W->loop, &cfg, &sv_cb, &W->sv);
     cr_net_config_t ccfg = {.token = token, .name = "test-client"};
     W->client = cr_net_new(&W->loop, &ccfg, &cl_cb, &W->cl);
@@ -228,9 +290,13 @@ static int setup(void **state)
 /* Closes both nets and checks that the loop holds nothing afterwards. */
 static int teardown(void **state)
 {
+    int nets = 1;
     cr_net_close(W->client, net_done, NULL);
-    cr_net_close(W->server, net_done, NULL);
-    RUN_UNTIL(W->nets_done == 2);
+    if (W->server) {
+        cr_net_close(W->server, net_done, NULL);
+        nets++;
+    }
+    RUN_UNTIL(W->nets_done == nets);
     int r = uv_loop_close(&W->loop);
     cr_log_set_file(NULL);
     free(W);
@@ -657,20 +723,46 @@ static void test_errors_and_limits(void **state)
     assert_int_equal(cr_net_listen_unix(W->server, plain), -EEXIST);
     assert_int_equal(access(plain, F_OK), 0);
 
-    /* a message above the frame limit is refused by the sender */
+    /* a message above the frame limit is refused by the sender: five
+     * arguments of 4 MiB (the most one string may hold) */
     cr_conn_t *good = good_client(sockpath, CORRAL__ROLE__ROLE_CLIENT);
-    Corral__Register reg = CORRAL__REGISTER__INIT;
-    size_t big = CR_FRAME_MAX_DEFAULT + 1;
-    char *json = cr_malloc(big + 1);
-    memset(json, 'x', big);
-    json[big] = '\0';
-    reg.node_json = json;
+    size_t big = 4u << 20;
+    char *arg = cr_malloc(big + 1);
+    memset(arg, 'x', big);
+    arg[big] = '\0';
+    char *argv[] = {arg, arg, arg, arg, arg};
+    Corral__WorkerSpec w = CORRAL__WORKER_SPEC__INIT;
+    w.n_argv = 5;
+    w.argv = argv;
+    Corral__JobSpec spec = CORRAL__JOB_SPEC__INIT;
+    spec.worker = &w;
+    Corral__JobSubmit js = CORRAL__JOB_SUBMIT__INIT;
+    js.spec = &spec;
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
-    e.register_ = &reg;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_SUBMIT;
+    e.job_submit = &js;
     assert_int_equal(cr_conn_send(good, &e), CR_E2BIG);
-    free(json);
-    check_alive(good, 11);
+    /* one string above 4 MiB, a message this side may not send, a body
+     * case without its message: invalid, refused before the wire */
+    w.n_argv = 1;
+    free(arg);
+    arg = cr_malloc(big + 2);
+    memset(arg, 'x', big + 1);
+    arg[big + 1] = '\0';
+    argv[0] = arg;
+    assert_int_equal(cr_conn_send(good, &e), CR_EINVAL);
+    assert_true(log_has("not sending an invalid job_submit: job_submit.spec.worker: argv: string "
+                        "longer than 4194304 bytes"));
+    free(arg);
+    Corral__Registered rd = CORRAL__REGISTERED__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_REGISTERED;
+    e.registered = &rd;
+    assert_int_equal(cr_conn_send(good, &e), CR_EINVAL);
+    e.body_case = CORRAL__ENVELOPE__BODY_ACK;
+    e.ack = NULL;
+    assert_int_equal(cr_conn_send(good, &e), CR_EINVAL);
+    assert_true(log_has("ack: the body case is set but its message is missing"));
+    assert_true(cr_conn_is_ready(good));
 
     /* closing the server drops its clients with an orderly close */
     int cl_closed = W->cl.closed;
@@ -679,6 +771,97 @@ static void test_errors_and_limits(void **state)
     assert_int_equal(W->cl.close_err, 0);
     /* a closing net takes no new listeners; teardown gets a fresh one */
     W->server = cr_net_new(&W->loop, &(cr_net_config_t){.token = token}, &sv_cb, &W->sv);
+    W->nets_done = 0;
+}
+
+/* A peer that asks for much and never reads is cut off once the limit of
+ * bytes waiting for it is passed; a good client is not. */
+static void test_slow_reader(void **state)
+{
+    cr_conn_t *good = good_client(sockpath, CORRAL__ROLE__ROLE_CLIENT);
+    int fd = raw_connect();
+    cr_frame_dec_t d;
+    cr_frame_dec_init(&d, 0);
+    raw_handshake(fd, &d, CORRAL__ROLE__ROLE_CLIENT);
+    int closed = W->sv.closed;
+    Corral__JobLogs jl = CORRAL__JOB_LOGS__INIT;
+    jl.job_id = "j1";
+    jl.worker_index = -1;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.id = 1;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_LOGS;
+    e.job_logs = &jl;
+    raw_send(fd, &e);
+    RUN_UNTIL(W->sv.closed == closed + 1);
+    assert_int_equal(W->sv.close_err, -ENOBUFS);
+    assert_true(log_has("above the limit of 262144; the peer reads too slowly"));
+    close(fd);
+    cr_frame_dec_fini(&d);
+    check_alive(good, 3);
+
+    /* a paced stream of 4 MiB reaches a good client without a cut */
+    int msgs = W->cl.msgs;
+    jl.worker_index = 0;
+    assert_int_equal(cr_conn_send(good, &e), 0);
+    RUN_UNTIL(W->cl.msgs == msgs + 64);
+    assert_int_equal(W->cl.body, CORRAL__ENVELOPE__BODY_LOG_CHUNK);
+    check_alive(good, 4);
+}
+
+/* The server closes itself from inside on_message: the answer still goes
+ * out first, the client hears an orderly close, nothing is used after it
+ * is freed (ASan runs this too). */
+static void test_close_from_callback(void **state)
+{
+    cr_conn_t *good = good_client(sockpath, CORRAL__ROLE__ROLE_CLIENT);
+    int closed = W->cl.closed, msgs = W->cl.msgs;
+    Corral__Shutdown sd = CORRAL__SHUTDOWN__INIT;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.id = 77;
+    e.body_case = CORRAL__ENVELOPE__BODY_SHUTDOWN;
+    e.shutdown = &sd;
+    assert_int_equal(cr_conn_send(good, &e), 0);
+    RUN_UNTIL(W->nets_done == 1 && W->cl.closed == closed + 1);
+    W->server = NULL;
+    W->nets_done = 0;
+    assert_int_equal(W->cl.close_err, 0);
+    /* the ack may or may not beat the close; if it came, it answers 77 */
+    if (W->cl.msgs > msgs) {
+        assert_int_equal(W->cl.body, CORRAL__ENVELOPE__BODY_ACK);
+        assert_int_equal(W->cl.reply_to, 77);
+    }
+    assert_int_equal(access(sockpath, F_OK), -1);
+}
+
+/* A client never sends above the frame limit its server announced. */
+static void test_server_frame_limit(void **state)
+{
+    char path[700];
+    snprintf(path, sizeof(path), "%s/small.sock", dir);
+    side_t small = {0};
+    cr_net_t *n =
+        cr_net_new(&W->loop, &(cr_net_config_t){.token = token, .max_frame = 1024}, &sv_cb, &small);
+    assert_int_equal(cr_net_listen_unix(n, path), 0);
+    cr_conn_t *c;
+    int ready = W->cl.ready;
+    assert_int_equal(cr_net_connect(W->client, path, CORRAL__ROLE__ROLE_AGENT, &c), 0);
+    RUN_UNTIL(W->cl.ready == ready + 1 && small.ready == 1);
+    char json[2000];
+    memset(json, 'x', sizeof(json) - 1);
+    json[sizeof(json) - 1] = '\0';
+    Corral__Register reg = CORRAL__REGISTER__INIT;
+    reg.node_json = json;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
+    e.register_ = &reg;
+    assert_int_equal(cr_conn_send(c, &e), CR_E2BIG);
+    json[500] = '\0';
+    int msgs = W->cl.msgs;
+    assert_int_equal(cr_conn_send(c, &e), 0);
+    RUN_UNTIL(W->cl.msgs == msgs + 1);
+    assert_int_equal(W->cl.body, CORRAL__ENVELOPE__BODY_REGISTERED);
+    cr_net_close(n, net_done, NULL);
+    RUN_UNTIL(W->nets_done == 1);
     W->nets_done = 0;
 }
 
@@ -691,6 +874,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_garbage_closes_only_that_connection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_silent_peer_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_and_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_reader, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_from_callback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_frame_limit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
