@@ -10,6 +10,7 @@
  * earlier; the net itself is freed when its last child is. */
 #include "net/net.h"
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
@@ -43,10 +44,11 @@ struct cr_conn {
     stream_u u;
     uv_timer_t timer; /* handshake deadline, then linger after a refusal */
     uv_connect_t connect_req;
+    uv_getaddrinfo_t gai; /* resolving a host name; counts as a handle */
     cr_net_t *net;
     cr_conn_t *next, **pprev;
     int open_handles; /* freed when this drops to 0 */
-    bool is_unix, server, ready, closing, announced, linger;
+    bool is_unix, server, ready, closing, announced, linger, resolving;
     int close_err;
     char peer[128];
     cr_hs_t hs;
@@ -117,9 +119,10 @@ cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_c
 
 /* ---------------------------------------------------------------- closing */
 
-static void conn_handle_closed(uv_handle_t *h)
+/* Drops one of the things that keep c alive (its two handles, a name
+ * lookup in flight); the last one frees it. */
+static void conn_release(cr_conn_t *c)
 {
-    cr_conn_t *c = h->data;
     if (--c->open_handles > 0)
         return;
     cr_net_t *n = c->net;
@@ -135,6 +138,11 @@ static void conn_handle_closed(uv_handle_t *h)
     net_maybe_free(n);
 }
 
+static void conn_handle_closed(uv_handle_t *h)
+{
+    conn_release(h->data);
+}
+
 void cr_conn_close(cr_conn_t *c, int err)
 {
     if (c->closing)
@@ -142,6 +150,8 @@ void cr_conn_close(cr_conn_t *c, int err)
     c->closing = true;
     c->close_err = err;
     c->ready = false;
+    if (c->resolving)
+        uv_cancel((uv_req_t *)&c->gai); /* its callback still runs, and releases */
     uv_close(&c->u.h, conn_handle_closed);
     uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
 }
@@ -349,8 +359,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (nread != UV_EOF)
             cr_warn("%s: read failed: %s; closing the connection", c->peer,
                     uv_strerror((int)nread));
-        else if (!c->ready)
-            cr_warn("%s: closed during the handshake", c->peer);
+        else if (!c->ready) /* probes and health checks do this: not worth a warning */
+            cr_info("%s: closed during the handshake", c->peer);
         cr_conn_close(c, nread == UV_EOF ? (c->ready ? 0 : -ECONNRESET) : (int)nread);
         return;
     }
@@ -630,6 +640,40 @@ static void connected(uv_connect_t *req, int status)
     send_env(c, &c->hs.out);
 }
 
+/* libuv's resolver errors (UV_EAI_*) sit in the range corral keeps for its
+ * own codes; a failed lookup is reported as an unreachable host. */
+static int lookup_err(int err)
+{
+    return err <= -3000 && err > -3100 ? -EHOSTUNREACH : err;
+}
+
+/* A host name was looked up: connect to its first IPv4 address (heads
+ * listen on IPv4 by default), else its first address. */
+static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    cr_conn_t *c = req->data;
+    c->resolving = false;
+    if (!c->closing) {
+        const struct addrinfo *pick = NULL;
+        for (const struct addrinfo *a = res; a && !pick; a = a->ai_next)
+            if (a->ai_family == AF_INET)
+                pick = a;
+        if (!pick)
+            pick = res;
+        int err = status;
+        if (!err && !pick)
+            err = UV_EAI_NONAME;
+        if (!err)
+            err = uv_tcp_connect(&c->connect_req, &c->u.tcp, pick->ai_addr, connected);
+        if (err) {
+            cr_warn("cannot connect to %s: %s", c->peer, uv_strerror(err));
+            cr_conn_close(c, lookup_err(err));
+        }
+    }
+    uv_freeaddrinfo(res);
+    conn_release(c);
+}
+
 int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_t **out)
 {
     if (n->closing)
@@ -642,14 +686,15 @@ int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_
     else if (address[0] == '/' || address[0] == '.')
         path = address;
     struct sockaddr_storage ss;
+    char host[256];
+    int64_t port = 0;
+    bool resolve = false;
     if (!path) {
         /* host:port, [v6]:port */
-        const char *colon = strrchr(address, ':');
-        char host[INET6_ADDRSTRLEN + 2];
-        int64_t port;
+        const char *colon = strrchr(address, ':'), *h = address;
         size_t hl = colon ? (size_t)(colon - address) : 0;
-        if (hl >= 2 && address[0] == '[' && address[hl - 1] == ']') {
-            address++;
+        if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+            h++;
             hl -= 2;
         }
         if (!colon || hl == 0 || hl >= sizeof(host) || cr_parse_i64(colon + 1, 10, &port) < 0 ||
@@ -657,11 +702,18 @@ int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_
             cr_warn("cannot connect to \"%s\": expected unix:/path or host:port", address);
             return CR_EINVAL;
         }
-        memcpy(host, address, hl);
+        memcpy(host, h, hl);
         host[hl] = '\0';
-        if (parse_ip(host, (int)port, &ss) < 0) {
-            cr_warn("cannot connect to %s: a numeric IP address (or localhost) is needed", host);
-            return CR_EINVAL;
+        if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&ss) != 0 &&
+            uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&ss) != 0) {
+            if (strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+                hl) {
+                cr_warn("cannot connect to \"%s\": \"%s\" is neither an IP address nor a host "
+                        "name",
+                        address, host);
+                return CR_EINVAL;
+            }
+            resolve = true;
         }
     }
     cr_conn_t *c = conn_new(n, path != NULL, false);
@@ -678,6 +730,20 @@ int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_
     c->connect_req.data = c;
     if (path) {
         uv_pipe_connect(&c->connect_req, &c->u.pipe, path, connected);
+    } else if (resolve) {
+        char service[8];
+        snprintf(service, sizeof(service), "%d", (int)port);
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        c->gai.data = c;
+        int err = uv_getaddrinfo(n->loop, &c->gai, resolved, host, service, &hints);
+        if (err) {
+            c->announced = false;
+            cr_warn("cannot look up %s: %s", host, uv_strerror(err));
+            cr_conn_close(c, lookup_err(err));
+            return lookup_err(err);
+        }
+        c->resolving = true;
+        c->open_handles++;
     } else {
         int err = uv_tcp_connect(&c->connect_req, &c->u.tcp, (struct sockaddr *)&ss, connected);
         if (err) {

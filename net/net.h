@@ -230,9 +230,12 @@ int cr_net_listen_unix(cr_net_t *n, const char *path);
 int cr_net_listen_tcp(cr_net_t *n, const char *host, int port, int *bound);
 
 /* Connects to an address: "unix:/path", "/path" (a Unix socket), or
- * "host:port" (TCP). The handshake runs as role; on_ready or on_close
- * says how it ended. *out (may be NULL) gets the connection, valid until
- * on_close. */
+ * "host:port" / "[v6]:port" (TCP). A host name is looked up without
+ * blocking the loop and its first IPv4 address is used (else its first
+ * address); a failed lookup closes with -EHOSTUNREACH. The handshake runs
+ * as role; on_ready or on_close says how it ended (the deadline covers
+ * lookup, connect and handshake). *out (may be NULL) gets the connection,
+ * valid until on_close. */
 int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_t **out);
 
 /* Queues e for sending. Fails with -ENOTCONN before on_ready or once the

@@ -473,6 +473,20 @@ static void test_round_trip(void **state)
     cr_conn_t *client = good_client(tcp, CORRAL__ROLE__ROLE_CLIENT);
     assert_int_equal(W->sv.role, CORRAL__ROLE__ROLE_CLIENT);
     assert_non_null(strstr(cr_conn_peer(W->sv.last), "127.0.0.1:"));
+    /* a host name, looked up without blocking (localhost is in /etc/hosts) */
+    char named[64];
+    snprintf(named, sizeof(named), "localhost:%d", W->tcp_port);
+    cr_conn_t *by_name = good_client(named, CORRAL__ROLE__ROLE_CLIENT);
+    assert_string_equal(cr_conn_peer(by_name), named);
+    check_alive(by_name, 50);
+    /* closed while its lookup is still in flight: released all the same */
+    cr_conn_t *early;
+    int closed0 = W->cl.closed;
+    assert_int_equal(cr_net_connect(W->client, named, CORRAL__ROLE__ROLE_CLIENT, &early), 0);
+    cr_conn_close(early, 0);
+    RUN_UNTIL(W->cl.closed == closed0 + 1);
+    W->cl.msgs = 0;
+    W->cl.closed = 0;
 
     /* agent: register, then a heartbeat */
     Corral__Register reg = CORRAL__REGISTER__INIT;
@@ -701,7 +715,9 @@ static void test_errors_and_limits(void **state)
     int closed = W->cl.closed;
     assert_int_equal(cr_net_connect(W->client, "nohost", CORRAL__ROLE__ROLE_CLIENT, NULL),
                      CR_EINVAL);
-    assert_int_equal(cr_net_connect(W->client, "example.org:80", CORRAL__ROLE__ROLE_CLIENT, NULL),
+    assert_int_equal(cr_net_connect(W->client, "bad_host!:80", CORRAL__ROLE__ROLE_CLIENT, NULL),
+                     CR_EINVAL);
+    assert_int_equal(cr_net_connect(W->client, "[::1]:x", CORRAL__ROLE__ROLE_CLIENT, NULL),
                      CR_EINVAL);
     assert_int_equal(cr_net_connect(W->client, "127.0.0.1:0", CORRAL__ROLE__ROLE_CLIENT, NULL),
                      CR_EINVAL);
