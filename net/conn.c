@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -54,6 +55,7 @@ struct cr_conn {
     cr_hs_t hs;
     cr_frame_dec_t dec;
     size_t queued;
+    uint64_t last_id;
     void *data;
 };
 
@@ -785,6 +787,28 @@ void cr_conn_set_data(cr_conn_t *c, void *data)
 void *cr_conn_data(const cr_conn_t *c)
 {
     return c->data;
+}
+
+uint64_t cr_conn_next_id(cr_conn_t *c)
+{
+    return ++c->last_id;
+}
+
+int cr_conn_reply_error(cr_conn_t *c, uint64_t reply_to, int code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    Corral__Error err = CORRAL__ERROR__INIT;
+    err.code = code < 0 ? code : CR_EINVAL;
+    err.message = msg;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.reply_to = reply_to;
+    e.body_case = CORRAL__ENVELOPE__BODY_ERROR;
+    e.error = &err;
+    return cr_conn_send(c, &e);
 }
 
 size_t cr_conn_queued(const cr_conn_t *c)

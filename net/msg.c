@@ -35,6 +35,33 @@ static int fail(check_ctx_t *c, const char *fmt, ...)
 
 /* ---- the generic walk: every field of every message, from the schema ---- */
 
+/* Whether s is well-formed UTF-8 (no overlong forms, no surrogates, nothing
+ * above U+10FFFF), as proto3 requires of strings and JSON of its text. */
+static bool is_utf8(const unsigned char *s)
+{
+    while (*s) {
+        unsigned char c = *s;
+        if (c < 0x80) {
+            s++;
+            continue;
+        }
+        int n = (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : -1;
+        if (n < 0 || c == 0xc0 || c == 0xc1 || c > 0xf4)
+            return false;
+        uint32_t cp = c & (0x3f >> n);
+        for (int i = 1; i <= n; i++) {
+            if ((s[i] & 0xc0) != 0x80)
+                return false;
+            cp = cp << 6 | (s[i] & 0x3f);
+        }
+        static const uint32_t min[] = {0, 0x80, 0x800, 0x10000};
+        if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        s += n + 1;
+    }
+    return true;
+}
+
 static int walk(check_ctx_t *c, const ProtobufCMessage *m);
 
 static int check_value(check_ctx_t *c, const ProtobufCFieldDescriptor *f, const void *p)
@@ -50,6 +77,8 @@ static int check_value(check_ctx_t *c, const ProtobufCFieldDescriptor *f, const 
         const char *s = *(char *const *)p;
         if (s && strlen(s) > MAX_STRING)
             return fail(c, "%s: string longer than %u bytes", f->name, MAX_STRING);
+        if (s && !is_utf8((const unsigned char *)s))
+            return fail(c, "%s: not valid UTF-8", f->name);
         return 0;
     }
     case PROTOBUF_C_TYPE_MESSAGE: {

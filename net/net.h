@@ -254,6 +254,12 @@ Corral__Role cr_conn_role(const cr_conn_t *c);
 bool cr_conn_is_ready(const cr_conn_t *c);
 void cr_conn_set_data(cr_conn_t *c, void *data);
 void *cr_conn_data(const cr_conn_t *c);
+/* A fresh request id for this connection (1, 2, ...), for Envelope.id. */
+uint64_t cr_conn_next_id(cr_conn_t *c);
+/* Answers request reply_to with Error{code, message}: the common failure
+ * reply of every handler. code is a negative corral error code. */
+int cr_conn_reply_error(cr_conn_t *c, uint64_t reply_to, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Bytes queued whose write has not completed yet. */
 size_t cr_conn_queued(const cr_conn_t *c);
 

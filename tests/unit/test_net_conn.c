@@ -121,16 +121,11 @@ static void sv_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
         reply(c, e, &a);
         break;
     }
-    case CORRAL__ENVELOPE__BODY_PG_REMOVE: {
-        Corral__Error r = CORRAL__ERROR__INIT;
-        r.code = CR_ENOENT;
-        snprintf(buf, sizeof(buf), "no placement group named %s", e->pg_remove->name);
-        r.message = buf;
-        a.body_case = CORRAL__ENVELOPE__BODY_ERROR;
-        a.error = &r;
-        reply(c, e, &a);
+    case CORRAL__ENVELOPE__BODY_PG_REMOVE:
+        assert_int_equal(cr_conn_reply_error(c, e->id, CR_ENOENT, "no placement group named %s",
+                                             e->pg_remove->name),
+                         0);
         break;
-    }
     case CORRAL__ENVELOPE__BODY_JOB_LOGS: {
         /* far more output than a peer that never reads can take */
         static uint8_t chunk[64 * 1024];
@@ -524,6 +519,8 @@ static void test_round_trip(void **state)
     assert_string_equal(W->cl.text, "job-train-8");
     Corral__PgRemove rm = CORRAL__PG_REMOVE__INIT;
     rm.name = "slice-a";
+    assert_int_equal(cr_conn_next_id(client), 1);
+    assert_int_equal(cr_conn_next_id(client), 2);
     e.id = 4;
     e.body_case = CORRAL__ENVELOPE__BODY_PG_REMOVE;
     e.pg_remove = &rm;

@@ -183,6 +183,32 @@ static void test_validation_rules(void **state)
     assert_null(cr_msg_unpack((const uint8_t *)"\xff\xff\xff", 3, why, sizeof(why)));
     assert_non_null(strstr(why, "not a protobuf Envelope"));
 
+    /* strings are UTF-8: accented text passes, broken sequences do not */
+    Corral__JobStatusRequest jsr = CORRAL__JOB_STATUS_REQUEST__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_STATUS;
+    e.job_status = &jsr;
+    static const char *good_utf8[] = {"job-\xc3\xa9t\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x9a\x80",
+                                      "x"};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(good_utf8); i++) {
+        jsr.job_id = (char *)good_utf8[i];
+        assert_int_equal(cr_msg_validate(&e, why, sizeof(why)), 0);
+    }
+    static const char *bad_utf8[] = {
+        "\xc3",             /* truncated */
+        "\xc0\xaf",         /* overlong '/' */
+        "\xe0\x80\xaf",     /* overlong */
+        "\xed\xa0\x80",     /* surrogate */
+        "\xf4\x90\x80\x80", /* above U+10FFFF */
+        "\xff",             /* never valid */
+        "a\x80"
+        "b", /* stray continuation */
+    };
+    for (size_t i = 0; i < CR_ARRAY_SIZE(bad_utf8); i++) {
+        jsr.job_id = (char *)bad_utf8[i];
+        assert_int_equal(cr_msg_validate(&e, why, sizeof(why)), CR_EPARSE);
+        assert_string_equal(why, "job_status: job_id: not valid UTF-8");
+    }
+
     /* an overlong tag reading as field 0 (found by fuzz_net_msg) */
     assert_null(cr_msg_unpack((const uint8_t *)"\x5a\x00\x80\x00\x3f", 5, why, sizeof(why)));
     assert_string_equal(why, "a field numbered 0");
@@ -252,6 +278,17 @@ static void test_handshake_machine(void **state)
     assert_int_equal(m->welcome->max_frame, 1234);
     assert_int_equal(cr_hs_step(cl, m), CR_HS_OK);
     assert_int_equal(cl->state, CR_HS_DONE);
+    /* the token itself never went over: not in any message of the exchange */
+    {
+        const Corral__Envelope *sent[] = {&cl->out, &sv->out};
+        for (size_t i = 0; i < CR_ARRAY_SIZE(sent); i++) {
+            uint8_t *buf;
+            size_t len;
+            assert_int_equal(cr_msg_pack(sent[i], 0, &buf, &len), 0);
+            assert_null(memmem(buf, len, tok, 8));
+            free(buf);
+        }
+    }
     /* a finished handshake takes nothing more */
     assert_int_equal(cr_hs_step(cl, m), CR_EPARSE);
     cr_msg_free(m);
