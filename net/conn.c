@@ -1,0 +1,817 @@
+/* Connections on one libuv loop. A listener accepts Unix-socket or TCP
+ * peers; an outgoing connection dials one. Either way bytes go through
+ * the frame decoder, each frame is unpacked and validated, the handshake
+ * consumes the first ones, and after it every envelope goes to on_message.
+ * Anything malformed closes that one connection with one log line naming
+ * the peer; the loop and every other connection carry on.
+ *
+ * Ownership: the net owns its listeners and connections. Each embeds libuv
+ * handles and is freed from the close callback of its last handle, never
+ * earlier; the net itself is freed when its last child is. */
+#include "net/net.h"
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define READ_BUF (64 * 1024)
+#define DEFAULT_HS_TIMEOUT_MS 5000
+#define DEFAULT_MAX_QUEUE (64u << 20)
+#define LINGER_MS 1000 /* how long a Refused may take to leave before we close */
+
+typedef union stream_u {
+    uv_handle_t h;
+    uv_stream_t s;
+    uv_pipe_t pipe;
+    uv_tcp_t tcp;
+} stream_u;
+
+typedef struct cr_listener {
+    stream_u u; /* first: the handle's address is the listener's */
+    cr_net_t *net;
+    struct cr_listener *next, **pprev;
+    char *unix_path; /* removed on close */
+    bool is_unix;
+    unsigned accepted;
+} cr_listener_t;
+
+struct cr_conn {
+    stream_u u;
+    uv_timer_t timer; /* handshake deadline, then linger after a refusal */
+    uv_connect_t connect_req;
+    uv_getaddrinfo_t gai; /* resolving a host name; counts as a handle */
+    cr_net_t *net;
+    cr_conn_t *next, **pprev;
+    int open_handles; /* freed when this drops to 0 */
+    bool is_unix, server, ready, closing, announced, linger, resolving;
+    int close_err;
+    char peer[128];
+    cr_hs_t hs;
+    cr_frame_dec_t dec;
+    size_t queued;
+    uint64_t last_id;
+    void *data;
+};
+
+struct cr_net {
+    uv_loop_t *loop;
+    uint8_t token[CR_TOKEN_LEN];
+    char *name;
+    size_t max_frame, max_queue;
+    uint32_t hs_timeout_ms, accept_roles;
+    cr_net_callbacks_t cb;
+    void *data;
+    cr_listener_t *listeners;
+    cr_conn_t *conns;
+    size_t live; /* listeners and connections not yet freed */
+    bool closing;
+    void (*done)(void *);
+    void *done_data;
+    char rbuf[READ_BUF]; /* one loop, one read at a time: shared */
+};
+
+typedef struct write_req {
+    uv_write_t req;
+    cr_conn_t *c;
+    size_t len;
+    uint8_t *bytes;
+} write_req_t;
+
+static void net_maybe_free(cr_net_t *n)
+{
+    if (!n->closing || n->live)
+        return;
+    void (*done)(void *) = n->done;
+    void *done_data = n->done_data;
+    OPENSSL_cleanse(n->token, sizeof(n->token));
+    free(n->name);
+    free(n);
+    if (done)
+        done(done_data);
+}
+
+cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_callbacks_t *cb,
+                     void *data)
+{
+    if (!loop || !cfg || !cfg->token || !cb) {
+        cr_warn("net: a loop, a token and callbacks are required");
+        return NULL;
+    }
+    cr_net_t *n = cr_calloc(1, sizeof(*n));
+    n->loop = loop;
+    memcpy(n->token, cfg->token, CR_TOKEN_LEN);
+    n->name = cr_strdup(cfg->name ? cfg->name : "");
+    n->max_frame = cfg->max_frame ? cfg->max_frame : CR_FRAME_MAX_DEFAULT;
+    n->max_queue = cfg->max_write_queue ? cfg->max_write_queue : DEFAULT_MAX_QUEUE;
+    n->hs_timeout_ms =
+        cfg->handshake_timeout_ms ? cfg->handshake_timeout_ms : DEFAULT_HS_TIMEOUT_MS;
+    n->accept_roles = cfg->accept_roles
+                          ? cfg->accept_roles
+                          : (1u << CORRAL__ROLE__ROLE_CLIENT) | (1u << CORRAL__ROLE__ROLE_AGENT);
+    n->cb = *cb;
+    n->data = data;
+    return n;
+}
+
+/* ---------------------------------------------------------------- closing */
+
+/* Drops one of the things that keep c alive (its two handles, a name
+ * lookup in flight); the last one frees it. */
+static void conn_release(cr_conn_t *c)
+{
+    if (--c->open_handles > 0)
+        return;
+    cr_net_t *n = c->net;
+    *c->pprev = c->next;
+    if (c->next)
+        c->next->pprev = c->pprev;
+    if (c->announced && n->cb.on_close)
+        n->cb.on_close(c, c->close_err, n->data);
+    cr_frame_dec_fini(&c->dec);
+    OPENSSL_cleanse(&c->hs, sizeof(c->hs));
+    free(c);
+    n->live--;
+    net_maybe_free(n);
+}
+
+static void conn_handle_closed(uv_handle_t *h)
+{
+    conn_release(h->data);
+}
+
+void cr_conn_close(cr_conn_t *c, int err)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    c->close_err = err;
+    c->ready = false;
+    if (c->resolving)
+        uv_cancel((uv_req_t *)&c->gai); /* its callback still runs, and releases */
+    uv_close(&c->u.h, conn_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
+}
+
+static void listener_closed(uv_handle_t *h)
+{
+    cr_listener_t *l = h->data;
+    cr_net_t *n = l->net;
+    if (l->unix_path)
+        unlink(l->unix_path);
+    free(l->unix_path);
+    free(l);
+    n->live--;
+    net_maybe_free(n);
+}
+
+void cr_net_close(cr_net_t *n, void (*done)(void *data), void *data)
+{
+    if (n->closing)
+        return;
+    n->closing = true;
+    n->done = done;
+    n->done_data = data;
+    for (cr_listener_t *l = n->listeners; l; l = l->next)
+        uv_close(&l->u.h, listener_closed);
+    n->listeners = NULL;
+    for (cr_conn_t *c = n->conns; c; c = c->next)
+        cr_conn_close(c, 0);
+    net_maybe_free(n);
+}
+
+/* ----------------------------------------------------------------- writes */
+
+static void write_done(uv_write_t *req, int status)
+{
+    write_req_t *w = (write_req_t *)req;
+    cr_conn_t *c = w->c;
+    c->queued -= w->len;
+    free(w->bytes);
+    free(w);
+    if (status < 0 && status != UV_ECANCELED && !c->closing) {
+        cr_warn("%s: write failed: %s; closing the connection", c->peer, uv_strerror(status));
+        cr_conn_close(c, status);
+        return;
+    }
+    if (c->linger && c->queued == 0)
+        cr_conn_close(c, c->close_err);
+    else if (c->queued == 0 && c->ready && !c->closing && c->net->cb.on_drain)
+        c->net->cb.on_drain(c, c->net->data);
+}
+
+/* Queues one envelope, handshake or not. */
+static int send_env(cr_conn_t *c, const Corral__Envelope *e)
+{
+    if (c->closing)
+        return -ENOTCONN;
+    write_req_t *w = cr_malloc(sizeof(*w));
+    /* a server announces its limit; sending above it would only get us
+     * closed, so it fails here instead */
+    size_t max = c->net->max_frame;
+    if (!c->server && c->hs.max_frame && c->hs.max_frame < max)
+        max = (size_t)c->hs.max_frame;
+    int err = cr_msg_pack(e, max, &w->bytes, &w->len);
+    if (err) {
+        free(w);
+        return err;
+    }
+    w->c = c;
+    uv_buf_t buf = uv_buf_init((char *)w->bytes, (unsigned)w->len);
+    if ((err = uv_write(&w->req, &c->u.s, &buf, 1, write_done)) < 0) {
+        free(w->bytes);
+        free(w);
+        cr_warn("%s: write failed: %s; closing the connection", c->peer, uv_strerror(err));
+        cr_conn_close(c, err);
+        return err;
+    }
+    c->queued += w->len;
+    /* what the kernel took does not count, only what libuv still holds */
+    size_t held = uv_stream_get_write_queue_size(&c->u.s);
+    if (held > c->net->max_queue) {
+        cr_warn("%s: %zu bytes wait to be written, above the limit of %zu; the peer reads too "
+                "slowly, closing the connection",
+                c->peer, held, c->net->max_queue);
+        cr_conn_close(c, -ENOBUFS);
+        return -ENOBUFS;
+    }
+    return 0;
+}
+
+static unsigned role_bit(Corral__Role r)
+{
+    return r == CORRAL__ROLE__ROLE_AGENT ? CR_FROM_AGENT : CR_FROM_CLIENT;
+}
+
+static bool is_handshake_body(Corral__Envelope__BodyCase b)
+{
+    return b >= CORRAL__ENVELOPE__BODY_HELLO && b <= CORRAL__ENVELOPE__BODY_REFUSED;
+}
+
+int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e)
+{
+    if (!c->ready || c->closing)
+        return -ENOTCONN;
+    /* the peer would close us for it: better to say so here, to the code
+     * that built the message */
+    char why[300] = "";
+    if (cr_msg_validate(e, why, sizeof(why)) < 0 || is_handshake_body(e->body_case) ||
+        !(cr_msg_senders(e->body_case) & (c->server ? CR_FROM_HEAD : role_bit(c->hs.role)))) {
+        cr_warn("%s: not sending an invalid %s: %s", c->peer, cr_msg_name(e->body_case),
+                why[0] ? why : "not ours to send");
+        return CR_EINVAL;
+    }
+    return send_env(c, e);
+}
+
+/* Sends the handshake's Refused (if any), stops reading and closes once it
+ * is written or LINGER_MS passed. */
+static void close_after_send(cr_conn_t *c, int err);
+
+static void linger_expired(uv_timer_t *t)
+{
+    cr_conn_t *c = t->data;
+    cr_conn_close(c, c->close_err);
+}
+
+static void close_after_send(cr_conn_t *c, int err)
+{
+    if (c->closing)
+        return;
+    uv_read_stop(&c->u.s);
+    c->close_err = err;
+    if (c->queued == 0) {
+        cr_conn_close(c, err);
+        return;
+    }
+    c->linger = true;
+    uv_timer_start(&c->timer, linger_expired, LINGER_MS, 0);
+}
+
+/* ------------------------------------------------------------------ reads */
+
+static void handshake_step(cr_conn_t *c, const Corral__Envelope *e)
+{
+    int r = cr_hs_step(&c->hs, e);
+    if (c->hs.has_out)
+        send_env(c, &c->hs.out);
+    if (c->closing)
+        return;
+    if (r < 0) {
+        if (c->server)
+            cr_warn("refused %s (%s%s%s): %s", c->peer, cr_role_name(c->hs.role),
+                    c->hs.peer_name[0] ? " " : "", c->hs.peer_name, c->hs.why);
+        else
+            cr_warn("%s: %s", c->peer, c->hs.why);
+        close_after_send(c, r);
+        return;
+    }
+    if (r == CR_HS_OK) {
+        uv_timer_stop(&c->timer);
+        c->ready = true;
+        c->announced = true;
+        cr_debug("%s: connected (%s)", c->peer, c->hs.peer_name);
+        if (c->net->cb.on_ready)
+            c->net->cb.on_ready(c, c->net->data);
+    }
+}
+
+/* Hands one frame on; false when the connection is going away. */
+static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
+{
+    char why[300];
+    Corral__Envelope *e = cr_msg_unpack(frame, len, why, sizeof(why));
+    if (!e) {
+        cr_warn("%s: malformed message: %s; closing the connection", c->peer, why);
+        close_after_send(c, CR_EPARSE);
+        return false;
+    }
+    if (!c->ready) {
+        handshake_step(c, e);
+    } else {
+        unsigned from = c->server ? role_bit(c->hs.role) : CR_FROM_HEAD;
+        if (is_handshake_body(e->body_case) || !(cr_msg_senders(e->body_case) & from)) {
+            cr_warn("%s: sent %s, which this side does not take from it; closing the "
+                    "connection",
+                    c->peer, cr_msg_name(e->body_case));
+            close_after_send(c, CR_EPARSE);
+        } else if (c->net->cb.on_message) {
+            c->net->cb.on_message(c, e, c->net->data);
+        }
+    }
+    cr_msg_free(e);
+    return !c->closing && !c->linger;
+}
+
+static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    cr_conn_t *c = h->data;
+    *buf = uv_buf_init(c->net->rbuf, sizeof(c->net->rbuf));
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    cr_conn_t *c = s->data;
+    if (nread < 0) {
+        if (nread != UV_EOF)
+            cr_warn("%s: read failed: %s; closing the connection", c->peer,
+                    uv_strerror((int)nread));
+        else if (!c->ready) /* probes and health checks do this: not worth a warning */
+            cr_info("%s: closed during the handshake", c->peer);
+        cr_conn_close(c, nread == UV_EOF ? (c->ready ? 0 : -ECONNRESET) : (int)nread);
+        return;
+    }
+    const uint8_t *p = (const uint8_t *)buf->base;
+    size_t left = (size_t)nread;
+    while (left && !c->closing && !c->linger) {
+        size_t used;
+        const uint8_t *frame;
+        size_t flen;
+        int r = cr_frame_dec_feed(&c->dec, p, left, &used, &frame, &flen);
+        p += used;
+        left -= used;
+        if (r < 0) {
+            char why[160];
+            cr_warn("%s: bad frame: %s; closing the connection", c->peer,
+                    cr_frame_dec_why(&c->dec, why, sizeof(why)));
+            close_after_send(c, r);
+            return;
+        }
+        if (r == 1 && !handle_frame(c, frame, flen))
+            return;
+    }
+}
+
+static void handshake_expired(uv_timer_t *t)
+{
+    cr_conn_t *c = t->data;
+    cr_warn("%s: handshake not finished within %u ms; closing the connection", c->peer,
+            c->net->hs_timeout_ms);
+    cr_conn_close(c, -ETIMEDOUT);
+}
+
+/* A new connection object with its two handles initialized and linked in. */
+static cr_conn_t *conn_new(cr_net_t *n, bool is_unix, bool server)
+{
+    cr_conn_t *c = cr_calloc(1, sizeof(*c));
+    c->net = n;
+    c->is_unix = is_unix;
+    c->server = server;
+    int err = is_unix ? uv_pipe_init(n->loop, &c->u.pipe, 0) : uv_tcp_init(n->loop, &c->u.tcp);
+    if (err) {
+        free(c);
+        return NULL;
+    }
+    uv_timer_init(n->loop, &c->timer);
+    c->u.h.data = c;
+    c->timer.data = c;
+    c->open_handles = 2;
+    cr_frame_dec_init(&c->dec, n->max_frame);
+    c->next = n->conns;
+    if (c->next)
+        c->next->pprev = &c->next;
+    c->pprev = &n->conns;
+    n->conns = c;
+    n->live++;
+    return c;
+}
+
+/* The handshake deadline: from accept on a server, from the connect call
+ * on a client (a peer that never answers the SYN counts too). */
+static void start_deadline(cr_conn_t *c)
+{
+    uv_timer_start(&c->timer, handshake_expired, c->net->hs_timeout_ms, 0);
+}
+
+static int conn_start(cr_conn_t *c)
+{
+    return uv_read_start(&c->u.s, alloc_cb, read_cb);
+}
+
+/* ---------------------------------------------------------------- servers */
+
+static void describe_tcp_peer(cr_conn_t *c)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (uv_tcp_getpeername(&c->u.tcp, (struct sockaddr *)&ss, &len) == 0) {
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+            uv_ip4_name(a, ip, sizeof(ip));
+            port = ntohs(a->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+            uv_ip6_name(a, ip, sizeof(ip));
+            port = ntohs(a->sin6_port);
+        }
+    }
+    snprintf(c->peer, sizeof(c->peer), "%s%s%s:%d", ss.ss_family == AF_INET6 ? "[" : "", ip,
+             ss.ss_family == AF_INET6 ? "]" : "", port);
+}
+
+/* A Unix peer by socket and the process behind it, which the kernel vouches
+ * for: "unix:/run/corral/head.sock#3 (pid 4242, uid 1000)". */
+static void describe_unix_peer(cr_conn_t *c, const cr_listener_t *l)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    uv_os_fd_t fd;
+    if (uv_fileno(&c->u.h, &fd) == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+        snprintf(c->peer, sizeof(c->peer), "unix:%s#%u (pid %ld, uid %ld)", l->unix_path,
+                 l->accepted, (long)cred.pid, (long)cred.uid);
+    else
+        snprintf(c->peer, sizeof(c->peer), "unix:%s#%u", l->unix_path, l->accepted);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    cr_listener_t *l = server->data;
+    cr_net_t *n = l->net;
+    if (status < 0) {
+        cr_warn("accept failed: %s", uv_strerror(status));
+        return;
+    }
+    cr_conn_t *c = conn_new(n, l->is_unix, true);
+    if (!c)
+        return;
+    int err = uv_accept(server, &c->u.s);
+    if (err) {
+        cr_warn("accept failed: %s", uv_strerror(err));
+        cr_conn_close(c, err);
+        return;
+    }
+    l->accepted++;
+    if (l->is_unix)
+        describe_unix_peer(c, l);
+    else
+        describe_tcp_peer(c);
+    uint8_t nonce[CR_NONCE_LEN];
+    if (RAND_bytes(nonce, sizeof(nonce)) != 1) {
+        cr_error("%s: no random bytes for the challenge; closing the connection", c->peer);
+        cr_conn_close(c, CR_EIO);
+        return;
+    }
+    cr_hs_init_server(&c->hs, n->token, nonce, n->accept_roles, n->name, n->max_frame);
+    if ((err = conn_start(c)) < 0) {
+        cr_conn_close(c, err);
+        return;
+    }
+    start_deadline(c);
+}
+
+static cr_listener_t *listener_new(cr_net_t *n, bool is_unix)
+{
+    cr_listener_t *l = cr_calloc(1, sizeof(*l));
+    l->net = n;
+    l->is_unix = is_unix;
+    int err = is_unix ? uv_pipe_init(n->loop, &l->u.pipe, 0) : uv_tcp_init(n->loop, &l->u.tcp);
+    if (err) {
+        free(l);
+        return NULL;
+    }
+    l->u.h.data = l;
+    l->next = n->listeners;
+    if (l->next)
+        l->next->pprev = &l->next;
+    l->pprev = &n->listeners;
+    n->listeners = l;
+    n->live++;
+    return l;
+}
+
+/* Unlinks a listener that failed to start and closes it. */
+static void listener_abandon(cr_listener_t *l)
+{
+    *l->pprev = l->next;
+    if (l->next)
+        l->next->pprev = l->pprev;
+    uv_close(&l->u.h, listener_closed);
+}
+
+int cr_net_listen_unix(cr_net_t *n, const char *path)
+{
+    if (n->closing)
+        return -ESHUTDOWN;
+    struct stat st;
+    /* a socket left by a previous daemon is replaced; anything else is not ours */
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            cr_warn("%s exists and is not a socket; remove it or choose another path", path);
+            return -EEXIST;
+        }
+        unlink(path);
+    }
+    cr_listener_t *l = listener_new(n, true);
+    if (!l)
+        return CR_ENOMEM;
+    int err;
+    if ((err = uv_pipe_bind(&l->u.pipe, path)) < 0) {
+        cr_warn("cannot bind the Unix socket %s: %s", path, uv_strerror(err));
+        goto out_abandon;
+    }
+    l->unix_path = cr_strdup(path);
+    /* before listen(): nobody can connect yet, so nobody slips in before
+     * the mode is set */
+    if (chmod(path, 0600) < 0) {
+        err = -errno;
+        cr_warn("cannot chmod the Unix socket %s: %s", path, strerror(errno));
+        goto out_abandon;
+    }
+    if ((err = uv_listen(&l->u.s, 128, on_connection)) < 0) {
+        cr_warn("cannot listen on %s: %s", path, uv_strerror(err));
+        goto out_abandon;
+    }
+    return 0;
+out_abandon:
+    listener_abandon(l);
+    return err;
+}
+
+/* Parses a numeric IPv4 or IPv6 address ("localhost" is 127.0.0.1). */
+static int parse_ip(const char *host, int port, struct sockaddr_storage *ss)
+{
+    if (strcmp(host, "localhost") == 0)
+        host = "127.0.0.1";
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)ss) == 0)
+        return 0;
+    if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss) == 0)
+        return 0;
+    return CR_EINVAL;
+}
+
+int cr_net_listen_tcp(cr_net_t *n, const char *host, int port, int *bound)
+{
+    if (n->closing)
+        return -ESHUTDOWN;
+    if (!host)
+        host = "127.0.0.1";
+    struct sockaddr_storage ss;
+    if (port < 0 || port > 65535 || parse_ip(host, port, &ss) < 0) {
+        cr_warn("cannot listen on %s:%d: expected a numeric IP address and a port 0-65535", host,
+                port);
+        return CR_EINVAL;
+    }
+    cr_listener_t *l = listener_new(n, false);
+    if (!l)
+        return CR_ENOMEM;
+    int err;
+    if ((err = uv_tcp_bind(&l->u.tcp, (struct sockaddr *)&ss, 0)) < 0 ||
+        (err = uv_listen(&l->u.s, 511, on_connection)) < 0) {
+        cr_warn("cannot listen on %s:%d: %s", host, port, uv_strerror(err));
+        goto out_abandon;
+    }
+    if (bound) {
+        struct sockaddr_storage me;
+        int len = sizeof(me);
+        if ((err = uv_tcp_getsockname(&l->u.tcp, (struct sockaddr *)&me, &len)) < 0)
+            goto out_abandon;
+        *bound = ntohs(me.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&me)->sin6_port
+                                                : ((struct sockaddr_in *)&me)->sin_port);
+    }
+    return 0;
+out_abandon:
+    listener_abandon(l);
+    return err;
+}
+
+/* ---------------------------------------------------------------- clients */
+
+static void connected(uv_connect_t *req, int status)
+{
+    cr_conn_t *c = req->data;
+    if (c->closing)
+        return;
+    if (status < 0) {
+        cr_warn("cannot connect to %s: %s", c->peer, uv_strerror(status));
+        cr_conn_close(c, status);
+        return;
+    }
+    int err = conn_start(c);
+    if (err) {
+        cr_conn_close(c, err);
+        return;
+    }
+    cr_hs_start(&c->hs);
+    send_env(c, &c->hs.out);
+}
+
+/* libuv's resolver errors (UV_EAI_*) sit in the range corral keeps for its
+ * own codes; a failed lookup is reported as an unreachable host. */
+static int lookup_err(int err)
+{
+    return err <= -3000 && err > -3100 ? -EHOSTUNREACH : err;
+}
+
+/* A host name was looked up: connect to its first IPv4 address (heads
+ * listen on IPv4 by default), else its first address. */
+static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    cr_conn_t *c = req->data;
+    c->resolving = false;
+    if (!c->closing) {
+        const struct addrinfo *pick = NULL;
+        for (const struct addrinfo *a = res; a && !pick; a = a->ai_next)
+            if (a->ai_family == AF_INET)
+                pick = a;
+        if (!pick)
+            pick = res;
+        int err = status;
+        if (!err && !pick)
+            err = UV_EAI_NONAME;
+        if (!err)
+            err = uv_tcp_connect(&c->connect_req, &c->u.tcp, pick->ai_addr, connected);
+        if (err) {
+            cr_warn("cannot connect to %s: %s", c->peer, uv_strerror(err));
+            cr_conn_close(c, lookup_err(err));
+        }
+    }
+    uv_freeaddrinfo(res);
+    conn_release(c);
+}
+
+int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_t **out)
+{
+    if (n->closing)
+        return -ESHUTDOWN;
+    if (role != CORRAL__ROLE__ROLE_CLIENT && role != CORRAL__ROLE__ROLE_AGENT)
+        return CR_EINVAL;
+    const char *path = NULL;
+    if (cr_str_has_prefix(address, "unix:"))
+        path = address + 5;
+    else if (address[0] == '/' || address[0] == '.')
+        path = address;
+    struct sockaddr_storage ss;
+    char host[256];
+    int64_t port = 0;
+    bool resolve = false;
+    if (!path) {
+        /* host:port, [v6]:port */
+        const char *colon = strrchr(address, ':'), *h = address;
+        size_t hl = colon ? (size_t)(colon - address) : 0;
+        if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+            h++;
+            hl -= 2;
+        }
+        if (!colon || hl == 0 || hl >= sizeof(host) || cr_parse_i64(colon + 1, 10, &port) < 0 ||
+            port <= 0 || port > 65535) {
+            cr_warn("cannot connect to \"%s\": expected unix:/path or host:port", address);
+            return CR_EINVAL;
+        }
+        memcpy(host, h, hl);
+        host[hl] = '\0';
+        if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&ss) != 0 &&
+            uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)&ss) != 0) {
+            if (strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+                hl) {
+                cr_warn("cannot connect to \"%s\": \"%s\" is neither an IP address nor a host "
+                        "name",
+                        address, host);
+                return CR_EINVAL;
+            }
+            resolve = true;
+        }
+    }
+    cr_conn_t *c = conn_new(n, path != NULL, false);
+    if (!c)
+        return CR_ENOMEM;
+    snprintf(c->peer, sizeof(c->peer), "%s%s", path ? "unix:" : "", path ? path : address);
+    uint8_t nonce[CR_NONCE_LEN];
+    if (RAND_bytes(nonce, sizeof(nonce)) != 1) {
+        cr_conn_close(c, CR_EIO);
+        return CR_EIO;
+    }
+    cr_hs_init_client(&c->hs, n->token, nonce, role, n->name);
+    c->announced = true; /* the caller holds it: on_close is owed */
+    c->connect_req.data = c;
+    if (path) {
+        uv_pipe_connect(&c->connect_req, &c->u.pipe, path, connected);
+    } else if (resolve) {
+        char service[8];
+        snprintf(service, sizeof(service), "%d", (int)port);
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+        c->gai.data = c;
+        int err = uv_getaddrinfo(n->loop, &c->gai, resolved, host, service, &hints);
+        if (err) {
+            c->announced = false;
+            cr_warn("cannot look up %s: %s", host, uv_strerror(err));
+            cr_conn_close(c, lookup_err(err));
+            return lookup_err(err);
+        }
+        c->resolving = true;
+        c->open_handles++;
+    } else {
+        int err = uv_tcp_connect(&c->connect_req, &c->u.tcp, (struct sockaddr *)&ss, connected);
+        if (err) {
+            /* a function that fails never calls its callback */
+            c->announced = false;
+            cr_warn("cannot connect to %s: %s", c->peer, uv_strerror(err));
+            cr_conn_close(c, err);
+            return err;
+        }
+    }
+    start_deadline(c);
+    if (out)
+        *out = c;
+    return 0;
+}
+
+/* -------------------------------------------------------------- accessors */
+
+const char *cr_conn_peer(const cr_conn_t *c)
+{
+    return c->peer;
+}
+
+Corral__Role cr_conn_role(const cr_conn_t *c)
+{
+    return c->server ? c->hs.role : CORRAL__ROLE__ROLE_HEAD;
+}
+
+bool cr_conn_is_ready(const cr_conn_t *c)
+{
+    return c->ready && !c->closing;
+}
+
+void cr_conn_set_data(cr_conn_t *c, void *data)
+{
+    c->data = data;
+}
+
+void *cr_conn_data(const cr_conn_t *c)
+{
+    return c->data;
+}
+
+uint64_t cr_conn_next_id(cr_conn_t *c)
+{
+    return ++c->last_id;
+}
+
+int cr_conn_reply_error(cr_conn_t *c, uint64_t reply_to, int code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    Corral__Error err = CORRAL__ERROR__INIT;
+    err.code = code < 0 ? code : CR_EINVAL;
+    err.message = msg;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.reply_to = reply_to;
+    e.body_case = CORRAL__ENVELOPE__BODY_ERROR;
+    e.error = &err;
+    return cr_conn_send(c, &e);
+}
+
+size_t cr_conn_queued(const cr_conn_t *c)
+{
+    return c->queued;
+}

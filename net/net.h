@@ -1,0 +1,266 @@
+/* net: the transport every corral process speaks (DESIGN.md "Runtime").
+ *
+ * Layers, each usable alone:
+ *   frame  4-byte big-endian length + payload; an incremental decoder that
+ *          takes arbitrary chunks (pure, no I/O)
+ *   auth   the cluster token file and the HMAC-SHA256 challenge proofs
+ *   msg    Envelope packing, unpacking and validation (proto/corral.proto)
+ *   hs     the handshake as a pure state machine: Hello, Challenge, Proof,
+ *          Welcome or Refused
+ *   conn   connections on one libuv loop: listeners (Unix socket, TCP),
+ *          outgoing connections, read buffering, the write queue, the
+ *          handshake, one callback per Envelope after it.
+ *
+ * docs/protocol.md is the prose version of this header and the schema. */
+#ifndef CORRAL_NET_H
+#define CORRAL_NET_H
+
+#include "base/base.h"
+#include "proto/corral.pb-c.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+/* Bumped when a peer of the previous version could not ignore a change. */
+#define CR_PROTOCOL_VERSION 1u
+
+#define CR_FRAME_HDR 4
+#define CR_FRAME_MAX_DEFAULT (16u << 20) /* 16 MiB */
+#define CR_TOKEN_LEN 32                  /* bytes; 64 hex digits in the file */
+#define CR_NONCE_LEN 32
+#define CR_PROOF_LEN 32 /* HMAC-SHA256 */
+
+/* ------------------------------------------------------------ frame codec */
+
+typedef struct cr_frame_dec {
+    size_t max; /* largest payload accepted */
+    uint8_t hdr[CR_FRAME_HDR];
+    size_t hdr_have; /* header bytes seen of the current frame */
+    size_t len;      /* payload length of the current frame */
+    uint8_t *buf;    /* payload being assembled */
+    size_t have, cap;
+    bool shrink;      /* free buf at the next feed (it was big) */
+    int err;          /* sticky: once failed, every feed fails */
+    uint64_t bad_len; /* the length that made it fail */
+} cr_frame_dec_t;
+
+/* max 0 means CR_FRAME_MAX_DEFAULT. */
+void cr_frame_dec_init(cr_frame_dec_t *d, size_t max);
+void cr_frame_dec_fini(cr_frame_dec_t *d);
+
+/* Feeds up to n bytes. Returns 1 with *frame and *flen set to one whole
+ * payload (valid until the next call; it may point into data), 0 when all
+ * n bytes were taken and no frame is complete yet, or a negative error:
+ * CR_EPARSE for a zero length, CR_E2BIG for a length above max. *used says
+ * how many bytes of data were taken; call again with the rest. An error is
+ * final: the stream has lost its framing and the connection must go. */
+int cr_frame_dec_feed(cr_frame_dec_t *d, const uint8_t *data, size_t n, size_t *used,
+                      const uint8_t **frame, size_t *flen);
+
+/* Words for the decoder's error ("frame length 0", "frame of 20000000 bytes
+ * exceeds the limit of 16777216"), into buf. */
+const char *cr_frame_dec_why(const cr_frame_dec_t *d, char *buf, size_t size);
+
+/* Writes the header for a payload of len bytes; CR_E2BIG above max,
+ * CR_EINVAL for 0. */
+int cr_frame_hdr(uint8_t hdr[CR_FRAME_HDR], size_t len, size_t max);
+
+/* ------------------------------------------------------------------- auth */
+
+/* 32 bytes from OpenSSL's RAND_bytes. */
+int cr_token_generate(uint8_t token[CR_TOKEN_LEN]);
+
+/* Writes the token as 64 hex digits and a newline to path, created with
+ * mode 0600 under a temporary name and renamed into place, so no reader
+ * ever sees a partial or world-readable token. */
+int cr_token_write(const char *path, const uint8_t token[CR_TOKEN_LEN]);
+
+/* Reads a token file. Refuses (CR_EACCES) a file that group or others
+ * may read, and (CR_EPARSE) anything but 64 hex digits with an optional
+ * trailing newline; each refusal is one warning naming the file and
+ * what to do. */
+int cr_token_read(const char *path, uint8_t token[CR_TOKEN_LEN]);
+
+/* HMAC-SHA256(token, nonce || role as 4 bytes BE || version as 4 bytes BE). */
+void cr_auth_proof(const uint8_t token[CR_TOKEN_LEN], const uint8_t nonce[CR_NONCE_LEN],
+                   uint32_t role, uint32_t version, uint8_t out[CR_PROOF_LEN]);
+
+/* Whether a received proof matches, compared in constant time. A proof of
+ * the wrong length never matches. */
+bool cr_auth_check(const uint8_t token[CR_TOKEN_LEN], const uint8_t nonce[CR_NONCE_LEN],
+                   uint32_t role, uint32_t version, const uint8_t *proof, size_t len);
+
+/* --------------------------------------------------------------- messages */
+
+/* The payload case's name ("hello", "job_submit"); "none" or "unknown". */
+const char *cr_msg_name(Corral__Envelope__BodyCase c);
+
+/* Who may send a message: bits of CR_FROM_*. */
+enum { CR_FROM_CLIENT = 1, CR_FROM_AGENT = 2, CR_FROM_HEAD = 4 };
+unsigned cr_msg_senders(Corral__Envelope__BodyCase c);
+
+/* Checks what protobuf cannot: a body is set, enum values are known,
+ * nonces and proofs have their lengths, strings and lists stay within
+ * bounds, required fields of each message are present. Returns 0 or
+ * CR_EPARSE with the reason in why ("job_submit: spec.worker.argv is
+ * empty"). */
+int cr_msg_validate(const Corral__Envelope *e, char *why, size_t size);
+
+/* Unpacks and validates one payload. Returns the message (free with
+ * cr_msg_free) or NULL with the reason in why. */
+Corral__Envelope *cr_msg_unpack(const uint8_t *data, size_t len, char *why, size_t size);
+void cr_msg_free(Corral__Envelope *e);
+
+/* Packs e behind a frame header into one malloc'ed buffer (*out, *len
+ * including the header). CR_E2BIG when the payload exceeds max (0: the
+ * default). */
+int cr_msg_pack(const Corral__Envelope *e, size_t max, uint8_t **out, size_t *len);
+
+/* -------------------------------------------------------------- handshake */
+
+/* "client", "agent", "head". */
+const char *cr_role_name(Corral__Role r);
+
+typedef enum cr_hs_state {
+    CR_HS_CLIENT_HELLO,     /* client: about to send Hello */
+    CR_HS_CLIENT_CHALLENGE, /* client: waiting for Challenge */
+    CR_HS_CLIENT_WELCOME,   /* client: waiting for Welcome */
+    CR_HS_SERVER_HELLO,     /* server: waiting for Hello */
+    CR_HS_SERVER_PROOF,     /* server: waiting for Proof */
+    CR_HS_DONE,
+    CR_HS_FAILED,
+} cr_hs_state_t;
+
+/* Results of cr_hs_step, besides negative errors. */
+enum { CR_HS_MORE = 0, CR_HS_OK = 1 };
+
+/* The handshake of one connection, no I/O: the caller feeds received
+ * envelopes and sends what the machine asks for. Nonces are given, so
+ * tests and fuzzers are deterministic. */
+typedef struct cr_hs {
+    cr_hs_state_t state;
+    Corral__Role role;     /* client: ours; server: the peer's, once known */
+    uint32_t accept_roles; /* server: bit (1 << role) per role it takes */
+    uint8_t token[CR_TOKEN_LEN];
+    uint8_t nonce[CR_NONCE_LEN];      /* ours */
+    uint8_t peer_nonce[CR_NONCE_LEN]; /* theirs */
+    char peer_name[64];
+    char why[256]; /* after a failure: what went wrong, in words */
+    /* storage for the one message the machine asks to send */
+    Corral__Envelope out;
+    union {
+        Corral__Hello hello;
+        Corral__Challenge challenge;
+        Corral__Proof proof;
+        Corral__Welcome welcome;
+        Corral__Refused refused;
+    } body;
+    uint8_t out_bytes[CR_PROOF_LEN];
+    bool has_out;
+    uint64_t max_frame; /* server: announced in Welcome */
+    const char *name;   /* ours, announced in Hello or Welcome; borrowed */
+} cr_hs_t;
+
+void cr_hs_init_client(cr_hs_t *hs, const uint8_t token[CR_TOKEN_LEN],
+                       const uint8_t nonce[CR_NONCE_LEN], Corral__Role role, const char *name);
+/* accept_roles: bits (1u << CORRAL__ROLE__ROLE_CLIENT) etc. */
+void cr_hs_init_server(cr_hs_t *hs, const uint8_t token[CR_TOKEN_LEN],
+                       const uint8_t nonce[CR_NONCE_LEN], uint32_t accept_roles, const char *name,
+                       uint64_t max_frame);
+
+/* Client: prepares Hello in hs->out (has_out set). */
+void cr_hs_start(cr_hs_t *hs);
+
+/* Feeds one received envelope. Afterwards, when hs->has_out, send hs->out
+ * (a Challenge, Proof, Welcome, or on failure Refused). Returns CR_HS_MORE,
+ * CR_HS_OK (done: every later envelope is the application's), or a
+ * negative error with hs->why saying what went wrong: CR_EACCES (token),
+ * CR_EABI (version), CR_EPARSE (out of order or malformed). After an
+ * error, send the Refused if there is one and close. */
+int cr_hs_step(cr_hs_t *hs, const Corral__Envelope *in);
+
+/* ------------------------------------------------------------ connections */
+
+typedef struct cr_net cr_net_t;
+typedef struct cr_conn cr_conn_t;
+
+typedef struct cr_net_callbacks {
+    /* The handshake finished; the connection may send and receive. */
+    void (*on_ready)(cr_conn_t *c, void *data);
+    /* One envelope after the handshake; borrowed, freed after return.
+     * The callback may send on c, close c, or close the whole net. */
+    void (*on_message)(cr_conn_t *c, const Corral__Envelope *e, void *data);
+    /* The connection is going away: err 0 for an orderly close by either
+     * side, else why (CR_EACCES refused, CR_EPARSE malformed, -ECONNREFUSED,
+     * ...). c may not be used after this returns. Called once for every
+     * connection cr_net_connect returned or on_ready announced. */
+    void (*on_close)(cr_conn_t *c, int err, void *data);
+    /* Optional: everything queued on c has been written. Bulk senders (log
+     * streams) send the next piece from here, keeping cr_conn_queued()
+     * well below max_write_queue, which closes a connection that passes
+     * it. */
+    void (*on_drain)(cr_conn_t *c, void *data);
+} cr_net_callbacks_t;
+
+typedef struct cr_net_config {
+    const uint8_t *token;          /* CR_TOKEN_LEN bytes; copied */
+    const char *name;              /* ours, for the peer's logs; copied */
+    size_t max_frame;              /* 0: CR_FRAME_MAX_DEFAULT */
+    uint32_t handshake_timeout_ms; /* 0: 5000 */
+    size_t max_write_queue;        /* bytes queued to one peer; 0: 64 MiB */
+    uint32_t accept_roles;         /* listening side; 0: clients and agents */
+} cr_net_config_t;
+
+/* One per process and loop: the token, the callbacks, every listener and
+ * connection. Returns NULL only on a bad config (a warning says why). */
+cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_callbacks_t *cb,
+                     void *data);
+
+/* Closes every listener and connection (on_close runs for each), then
+ * frees the net from the last close callback and calls done (may be
+ * NULL). Run the loop to let it finish. */
+void cr_net_close(cr_net_t *n, void (*done)(void *data), void *data);
+
+/* Listens on a Unix socket (an existing socket file at path is replaced;
+ * the file is created 0600 and removed on close). */
+int cr_net_listen_unix(cr_net_t *n, const char *path);
+
+/* Listens on TCP host:port (host NULL: 127.0.0.1; port 0: any free port;
+ * *bound, when not NULL, gets the port in use). */
+int cr_net_listen_tcp(cr_net_t *n, const char *host, int port, int *bound);
+
+/* Connects to an address: "unix:/path", "/path" (a Unix socket), or
+ * "host:port" / "[v6]:port" (TCP). A host name is looked up without
+ * blocking the loop and its first IPv4 address is used (else its first
+ * address); a failed lookup closes with -EHOSTUNREACH. The handshake runs
+ * as role; on_ready or on_close says how it ended (the deadline covers
+ * lookup, connect and handshake). *out (may be NULL) gets the connection,
+ * valid until on_close. */
+int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_t **out);
+
+/* Queues e for sending. Fails with -ENOTCONN before on_ready or once the
+ * connection closes, CR_E2BIG for a message above the limit, -ENOBUFS when
+ * the peer reads too slowly (the connection is then closed). e is only
+ * read. */
+int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e);
+
+/* Closes one connection; on_close follows with err. */
+void cr_conn_close(cr_conn_t *c, int err);
+
+/* The peer as seen from here ("unix:/run/x.sock#3", "127.0.0.1:4242"). */
+const char *cr_conn_peer(const cr_conn_t *c);
+/* The peer's role once the handshake ended (the server's side), or ours. */
+Corral__Role cr_conn_role(const cr_conn_t *c);
+bool cr_conn_is_ready(const cr_conn_t *c);
+void cr_conn_set_data(cr_conn_t *c, void *data);
+void *cr_conn_data(const cr_conn_t *c);
+/* A fresh request id for this connection (1, 2, ...), for Envelope.id. */
+uint64_t cr_conn_next_id(cr_conn_t *c);
+/* Answers request reply_to with Error{code, message}: the common failure
+ * reply of every handler. code is a negative corral error code. */
+int cr_conn_reply_error(cr_conn_t *c, uint64_t reply_to, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Bytes queued whose write has not completed yet. */
+size_t cr_conn_queued(const cr_conn_t *c);
+
+#endif

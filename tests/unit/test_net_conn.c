@@ -1,0 +1,895 @@
+/* net/conn.c over real sockets on one loop: handshakes that pass and fail,
+ * round trips, and peers that misbehave being dropped while a well-behaved
+ * peer of the same server carries on. Every test ends with the loop closed
+ * cleanly (no handle left behind). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include "net/net.h"
+#include <corral/accel.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/corral-conn-XXXXXX";
+static char logpath[600], sockpath[600];
+static const uint8_t token[CR_TOKEN_LEN] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+static const uint8_t wrong_token[CR_TOKEN_LEN] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+
+typedef struct side {
+    int ready, closed, msgs;
+    int close_err;
+    Corral__Role role;
+    Corral__Envelope__BodyCase body;
+    uint64_t reply_to;
+    char text[256];
+    cr_conn_t *last;
+} side_t;
+
+typedef struct world {
+    uv_loop_t loop;
+    cr_net_t *server, *client;
+    side_t sv, cl;
+    int nets_done;
+    int tcp_port;
+} world_t;
+
+static world_t *W;
+static void net_done(void *data);
+
+/* ---- the server: answers a few requests like a head would ---- */
+
+static void sv_ready(cr_conn_t *c, void *data)
+{
+    side_t *s = data;
+    s->ready++;
+    s->role = cr_conn_role(c);
+    s->last = c;
+}
+
+static void reply(cr_conn_t *c, const Corral__Envelope *req, Corral__Envelope *ans)
+{
+    ans->reply_to = req->id;
+    assert_int_equal(cr_conn_send(c, ans), 0);
+}
+
+/* Sends the next log chunks of a paced stream while little is queued. */
+static void send_paced(cr_conn_t *c)
+{
+    static uint8_t chunk[64 * 1024];
+    intptr_t left = (intptr_t)cr_conn_data(c);
+    while (left > 0 && cr_conn_queued(c) < 128 * 1024) {
+        Corral__LogChunk r = CORRAL__LOG_CHUNK__INIT;
+        r.job_id = "paced";
+        r.offset = (uint64_t)(64 - left) * sizeof(chunk);
+        r.data.data = chunk;
+        r.data.len = sizeof(chunk);
+        r.eof = left == 1;
+        Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+        a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+        a.log_chunk = &r;
+        assert_int_equal(cr_conn_send(c, &a), 0);
+        left--;
+    }
+    cr_conn_set_data(c, (void *)left);
+}
+
+static void sv_drain(cr_conn_t *c, void *data)
+{
+    if ((intptr_t)cr_conn_data(c) > 0)
+        send_paced(c);
+}
+
+static void sv_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
+{
+    side_t *s = data;
+    s->msgs++;
+    s->body = e->body_case;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    char buf[256];
+    switch (e->body_case) {
+    case CORRAL__ENVELOPE__BODY_REGISTER: {
+        Corral__Registered r = CORRAL__REGISTERED__INIT;
+        r.node_id = "n1";
+        r.incarnation = e->register_->incarnation;
+        r.heartbeat_ms = 1000;
+        a.body_case = CORRAL__ENVELOPE__BODY_REGISTERED;
+        a.registered = &r;
+        reply(c, e, &a);
+        break;
+    }
+    case CORRAL__ENVELOPE__BODY_HEARTBEAT: {
+        Corral__HeartbeatAck r = CORRAL__HEARTBEAT_ACK__INIT;
+        r.seq = e->heartbeat->seq;
+        a.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT_ACK;
+        a.heartbeat_ack = &r;
+        reply(c, e, &a);
+        break;
+    }
+    case CORRAL__ENVELOPE__BODY_JOB_SUBMIT: {
+        Corral__JobSubmitted r = CORRAL__JOB_SUBMITTED__INIT;
+        snprintf(buf, sizeof(buf), "job-%s-%u", e->job_submit->spec->worker->argv[0],
+                 e->job_submit->spec->num_workers);
+        r.job_id = buf;
+        a.body_case = CORRAL__ENVELOPE__BODY_JOB_SUBMITTED;
+        a.job_submitted = &r;
+        reply(c, e, &a);
+        break;
+    }
+    case CORRAL__ENVELOPE__BODY_PG_REMOVE:
+        assert_int_equal(cr_conn_reply_error(c, e->id, CR_ENOENT, "no placement group named %s",
+                                             e->pg_remove->name),
+                         0);
+        break;
+    case CORRAL__ENVELOPE__BODY_JOB_LOGS: {
+        /* far more output than a peer that never reads can take */
+        static uint8_t chunk[64 * 1024];
+        Corral__LogChunk r = CORRAL__LOG_CHUNK__INIT;
+        r.job_id = e->job_logs->job_id;
+        r.data.data = chunk;
+        r.data.len = sizeof(chunk);
+        a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+        a.log_chunk = &r;
+        if (e->job_logs->worker_index == 0) {
+            /* paced: a bit at a time, the rest from on_drain */
+            cr_conn_set_data(c, (void *)(intptr_t)64);
+            send_paced(c);
+            break;
+        }
+        for (int i = 0; i < 64 && cr_conn_is_ready(c); i++) {
+            r.offset = (uint64_t)i * sizeof(chunk);
+            int err = cr_conn_send(c, &a);
+            assert_true(err == 0 || err == -ENOBUFS);
+        }
+        break;
+    }
+    case CORRAL__ENVELOPE__BODY_SHUTDOWN: {
+        /* closing everything from inside a callback is allowed */
+        Corral__Ack ack = CORRAL__ACK__INIT;
+        a.body_case = CORRAL__ENVELOPE__BODY_ACK;
+        a.ack = &ack;
+        reply(c, e, &a);
+        cr_net_close(W->server, net_done, NULL);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void sv_close(cr_conn_t *c, int err, void *data)
+{
+    side_t *s = data;
+    s->closed++;
+    s->close_err = err;
+}
+
+/* ---- the client: records what came back ---- */
+
+static void cl_ready(cr_conn_t *c, void *data)
+{
+    side_t *s = data;
+    s->ready++;
+    s->role = cr_conn_role(c);
+}
+
+static void cl_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
+{
+    side_t *s = data;
+    s->msgs++;
+    s->body = e->body_case;
+    s->reply_to = e->reply_to;
+    s->text[0] = '\0';
+    if (e->body_case == CORRAL__ENVELOPE__BODY_JOB_SUBMITTED)
+        snprintf(s->text, sizeof(s->text), "%s", e->job_submitted->job_id);
+    else if (e->body_case == CORRAL__ENVELOPE__BODY_REGISTERED)
+        snprintf(s->text, sizeof(s->text), "%s/%llu", e->registered->node_id,
+                 (unsigned long long)e->registered->incarnation);
+    else if (e->body_case == CORRAL__ENVELOPE__BODY_HEARTBEAT_ACK)
+        snprintf(s->text, sizeof(s->text), "ack %llu", (unsigned long long)e->heartbeat_ack->seq);
+    else if (e->body_case == CORRAL__ENVELOPE__BODY_ERROR)
+        snprintf(s->text, sizeof(s->text), "%d %s", e->error->code, e->error->message);
+}
+
+static void cl_close(cr_conn_t *c, int err, void *data)
+{
+    side_t *s = data;
+    s->closed++;
+    s->close_err = err;
+}
+
+static const cr_net_callbacks_t sv_cb = {
+    .on_ready = sv_ready, .on_message = sv_message, .on_close = sv_close, .on_drain = sv_drain};
+static const cr_net_callbacks_t cl_cb = {
+    .on_ready = cl_ready, .on_message = cl_message, .on_close = cl_close};
+
+/* ---- helpers ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Runs the loop until cond holds; fails the test after 3 s. */
+#define RUN_UNTIL(cond)                                                                            \
+    do {                                                                                           \
+        double deadline_ = now_s() + 3;                                                            \
+        while (!(cond) && now_s() < deadline_) {                                                   \
+            uv_run(&W->loop, UV_RUN_NOWAIT);                                                       \
+            if (!(cond))                                                                           \
+                usleep(200);                                                                       \
+        }                                                                                          \
+        if (!(cond))                                                                               \
+            fail_msg("timed out waiting for %s", #cond);                                           \
+    } while (0)
+
+static char *read_log(void)
+{
+    char *s;
+    size_t n;
+    assert_int_equal(cr_read_file_alloc(NULL, logpath, &s, &n), 0);
+    return s;
+}
+
+static bool log_has(const char *what)
+{
+    char *s = read_log();
+    bool has = strstr(s, what) != NULL;
+    free(s);
+    return has;
+}
+
+/* Whether the log names raw peer n of the Unix listener, with this
+ * process's pid and uid from the kernel, next to what it did wrong. */
+static bool peer_logged(int n, const char *what)
+{
+    char want[1024];
+    snprintf(want, sizeof(want), "%s#%d (pid %ld, uid %ld): %s", sockpath, n, (long)getpid(),
+             (long)getuid(), what);
+    return log_has(want);
+}
+
+static void net_done(void *data)
+{
+    W->nets_done++;
+}
+
+static int setup(void **state)
+{
+    W = cr_calloc(1, sizeof(*W));
+    if (uv_loop_init(&W->loop))
+        return -1;
+    snprintf(logpath, sizeof(logpath), "%s/log", dir);
+    snprintf(sockpath, sizeof(sockpath), "%s/head.sock", dir);
+    cr_log_set_level(CR_LOG_WARN);
+    cr_log_set_file(logpath);
+    if (truncate(logpath, 0))
+        return -1;
+    cr_net_config_t cfg = {
+        .token = token, .name = "head", .handshake_timeout_ms = 300, .max_write_queue = 256 * 1024};
+    W->server = cr_net_new(&W->loop, &cfg, &sv_cb, &W->sv);
+    cr_net_config_t ccfg = {.token = token, .name = "test-client"};
+    W->client = cr_net_new(&W->loop, &ccfg, &cl_cb, &W->cl);
+    if (cr_net_listen_unix(W->server, sockpath) || access(sockpath, F_OK))
+        return -1;
+    return cr_net_listen_tcp(W->server, NULL, 0, &W->tcp_port);
+}
+
+/* Closes both nets and checks that the loop holds nothing afterwards. */
+static int teardown(void **state)
+{
+    int nets = 1;
+    cr_net_close(W->client, net_done, NULL);
+    if (W->server) {
+        cr_net_close(W->server, net_done, NULL);
+        nets++;
+    }
+    RUN_UNTIL(W->nets_done == nets);
+    int r = uv_loop_close(&W->loop);
+    cr_log_set_file(NULL);
+    free(W);
+    W = NULL;
+    /* the listener removed its socket file */
+    assert_int_equal(access(sockpath, F_OK), -1);
+    return r;
+}
+
+static int group_setup(void **state)
+{
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    return system(cmd);
+}
+
+static void send_ok(cr_conn_t *c, Corral__Envelope *e)
+{
+    assert_int_equal(cr_conn_send(c, e), 0);
+}
+
+static void submit(cr_conn_t *c, uint64_t id, const char *cmd, uint32_t n)
+{
+    char *argv[] = {(char *)cmd};
+    Corral__WorkerSpec w = CORRAL__WORKER_SPEC__INIT;
+    w.n_argv = 1;
+    w.argv = argv;
+    Corral__JobSpec spec = CORRAL__JOB_SPEC__INIT;
+    spec.worker = &w;
+    spec.num_workers = n;
+    Corral__JobSubmit js = CORRAL__JOB_SUBMIT__INIT;
+    js.spec = &spec;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.id = id;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_SUBMIT;
+    e.job_submit = &js;
+    send_ok(c, &e);
+}
+
+/* A well-behaved client: connect and wait until both sides are ready. */
+static cr_conn_t *good_client(const char *address, Corral__Role role)
+{
+    cr_conn_t *c = NULL;
+    int sv0 = W->sv.ready, cl0 = W->cl.ready;
+    assert_int_equal(cr_net_connect(W->client, address, role, &c), 0);
+    assert_non_null(c);
+    assert_int_equal(cr_conn_send(c, &(Corral__Envelope)CORRAL__ENVELOPE__INIT), -ENOTCONN);
+    RUN_UNTIL(W->cl.ready == cl0 + 1 && W->sv.ready == sv0 + 1);
+    assert_true(cr_conn_is_ready(c));
+    return c;
+}
+
+/* One request and its answer through a good client. */
+static void check_alive(cr_conn_t *c, uint64_t id)
+{
+    int m0 = W->cl.msgs;
+    submit(c, id, "alive", (uint32_t)id);
+    RUN_UNTIL(W->cl.msgs == m0 + 1);
+    assert_int_equal(W->cl.reply_to, id);
+    char want[64];
+    snprintf(want, sizeof(want), "job-alive-%u", (unsigned)id);
+    assert_string_equal(W->cl.text, want);
+}
+
+/* ---- raw peers: plain sockets the test drives byte by byte ---- */
+
+static int raw_connect(void)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    assert_true(strlen(sockpath) < sizeof(a.sun_path));
+    memcpy(a.sun_path, sockpath, strlen(sockpath) + 1);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+static void raw_write(int fd, const void *p, size_t n)
+{
+    assert_int_equal(write(fd, p, n), (ssize_t)n);
+}
+
+static void raw_send(int fd, const Corral__Envelope *e)
+{
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(cr_msg_pack(e, 0, &buf, &len), 0);
+    raw_write(fd, buf, len);
+    free(buf);
+}
+
+/* Pumps the loop until one frame arrives on fd; NULL at end of stream. */
+static Corral__Envelope *raw_recv(int fd, cr_frame_dec_t *d)
+{
+    double deadline = now_s() + 3;
+    uint8_t b;
+    while (now_s() < deadline) {
+        uv_run(&W->loop, UV_RUN_NOWAIT);
+        ssize_t n = read(fd, &b, 1);
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return NULL;
+        if (n < 0) {
+            usleep(200);
+            continue;
+        }
+        size_t used, fl;
+        const uint8_t *f;
+        int r = cr_frame_dec_feed(d, &b, 1, &used, &f, &fl);
+        assert_true(r >= 0);
+        if (r == 1) {
+            char why[200];
+            Corral__Envelope *e = cr_msg_unpack(f, fl, why, sizeof(why));
+            if (!e)
+                fail_msg("the server sent a bad message: %s", why);
+            return e;
+        }
+    }
+    fail_msg("no frame from the server within 3 s");
+    return NULL;
+}
+
+/* Pumps the loop until the server closes fd. */
+static void raw_expect_eof(int fd)
+{
+    double deadline = now_s() + 3;
+    char b[256];
+    while (now_s() < deadline) {
+        uv_run(&W->loop, UV_RUN_NOWAIT);
+        ssize_t n = read(fd, b, sizeof(b));
+        if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+            close(fd);
+            return;
+        }
+        usleep(200);
+    }
+    fail_msg("the server kept a misbehaving connection open");
+}
+
+/* Completes the handshake as a client holding tok, by hand. */
+static void raw_handshake(int fd, cr_frame_dec_t *d, Corral__Role role)
+{
+    uint8_t nonce[CR_NONCE_LEN] = {9, 9, 9};
+    cr_hs_t *hs = cr_malloc(sizeof(*hs));
+    cr_hs_init_client(hs, token, nonce, role, "raw");
+    cr_hs_start(hs);
+    raw_send(fd, &hs->out);
+    for (int i = 0; i < 2; i++) {
+        Corral__Envelope *e = raw_recv(fd, d);
+        assert_non_null(e);
+        int r = cr_hs_step(hs, e);
+        cr_msg_free(e);
+        assert_true(r >= 0);
+        if (hs->has_out)
+            raw_send(fd, &hs->out);
+    }
+    assert_int_equal(hs->state, CR_HS_DONE);
+    free(hs);
+}
+
+/* ---- the tests ---- */
+
+static void test_round_trip(void **state)
+{
+    char tcp[64];
+    snprintf(tcp, sizeof(tcp), "127.0.0.1:%d", W->tcp_port);
+    cr_conn_t *agent = good_client(sockpath, CORRAL__ROLE__ROLE_AGENT);
+    assert_int_equal(W->sv.role, CORRAL__ROLE__ROLE_AGENT);
+    assert_int_equal(W->cl.role, CORRAL__ROLE__ROLE_HEAD);
+    assert_non_null(strstr(cr_conn_peer(W->sv.last), "unix:"));
+    cr_conn_t *client = good_client(tcp, CORRAL__ROLE__ROLE_CLIENT);
+    assert_int_equal(W->sv.role, CORRAL__ROLE__ROLE_CLIENT);
+    assert_non_null(strstr(cr_conn_peer(W->sv.last), "127.0.0.1:"));
+    /* a host name, looked up without blocking (localhost is in /etc/hosts) */
+    char named[64];
+    snprintf(named, sizeof(named), "localhost:%d", W->tcp_port);
+    cr_conn_t *by_name = good_client(named, CORRAL__ROLE__ROLE_CLIENT);
+    assert_string_equal(cr_conn_peer(by_name), named);
+    check_alive(by_name, 50);
+    /* closed while its lookup is still in flight: released all the same */
+    cr_conn_t *early;
+    int closed0 = W->cl.closed;
+    assert_int_equal(cr_net_connect(W->client, named, CORRAL__ROLE__ROLE_CLIENT, &early), 0);
+    cr_conn_close(early, 0);
+    RUN_UNTIL(W->cl.closed == closed0 + 1);
+    W->cl.msgs = 0;
+    W->cl.closed = 0;
+
+    /* agent: register, then a heartbeat */
+    Corral__Register reg = CORRAL__REGISTER__INIT;
+    reg.node_json = "{\"schema\": \"corral.node/v1\"}";
+    reg.incarnation = 7;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.id = 1;
+    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
+    e.register_ = &reg;
+    send_ok(agent, &e);
+    RUN_UNTIL(W->cl.msgs == 1);
+    assert_int_equal(W->cl.body, CORRAL__ENVELOPE__BODY_REGISTERED);
+    assert_int_equal(W->cl.reply_to, 1);
+    assert_string_equal(W->cl.text, "n1/7");
+
+    Corral__Quantity q = CORRAL__QUANTITY__INIT, *free_[] = {&q};
+    q.name = "GPU";
+    q.amount = 8 * CR_QTY_ONE;
+    Corral__Heartbeat hb = CORRAL__HEARTBEAT__INIT;
+    hb.node_id = "n1";
+    hb.seq = 12345678901ull;
+    hb.n_free = 1;
+    hb.free = free_;
+    e.id = 2;
+    e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
+    e.heartbeat = &hb;
+    send_ok(agent, &e);
+    RUN_UNTIL(W->cl.msgs == 2);
+    assert_string_equal(W->cl.text, "ack 12345678901");
+
+    /* client over TCP: a job, and a request answered with an error */
+    submit(client, 3, "train", 8);
+    RUN_UNTIL(W->cl.msgs == 3);
+    assert_int_equal(W->cl.reply_to, 3);
+    assert_string_equal(W->cl.text, "job-train-8");
+    Corral__PgRemove rm = CORRAL__PG_REMOVE__INIT;
+    rm.name = "slice-a";
+    assert_int_equal(cr_conn_next_id(client), 1);
+    assert_int_equal(cr_conn_next_id(client), 2);
+    e.id = 4;
+    e.body_case = CORRAL__ENVELOPE__BODY_PG_REMOVE;
+    e.pg_remove = &rm;
+    send_ok(client, &e);
+    RUN_UNTIL(W->cl.msgs == 4);
+    assert_int_equal(W->cl.body, CORRAL__ENVELOPE__BODY_ERROR);
+    assert_string_equal(W->cl.text, "-2 no placement group named slice-a");
+
+    /* many requests queued at once arrive in order */
+    for (uint64_t i = 0; i < 200; i++)
+        submit(client, 100 + i, "burst", (uint32_t)i);
+    RUN_UNTIL(W->cl.msgs == 204);
+    assert_int_equal(W->cl.reply_to, 299);
+    assert_string_equal(W->cl.text, "job-burst-199");
+
+    /* an orderly close reaches the other side with no error */
+    cr_conn_close(agent, 0);
+    RUN_UNTIL(W->cl.closed == 1 && W->sv.closed == 1);
+    assert_int_equal(W->sv.close_err, 0);
+    assert_int_equal(W->cl.close_err, 0);
+    assert_false(log_has("warning"));
+}
+
+static void test_wrong_token(void **state)
+{
+    cr_net_config_t cfg = {.token = wrong_token, .name = "intruder"};
+    side_t bad = {0};
+    cr_net_t *n = cr_net_new(&W->loop, &cfg, &cl_cb, &bad);
+    cr_conn_t *c;
+    assert_int_equal(cr_net_connect(n, sockpath, CORRAL__ROLE__ROLE_AGENT, &c), 0);
+    RUN_UNTIL(bad.closed == 1);
+    assert_int_equal(bad.close_err, CR_EACCES);
+    assert_int_equal(bad.ready, 0);
+    assert_int_equal(W->sv.ready, 0);
+    /* the server logged whom it refused and why; the client heard why */
+    char *log = read_log();
+    assert_non_null(strstr(log, "refused unix:"));
+    assert_non_null(strstr(log, "(agent intruder): wrong cluster token"));
+    assert_non_null(strstr(log, "refused by the server: wrong cluster token"));
+    free(log);
+    cr_net_close(n, net_done, NULL);
+    RUN_UNTIL(W->nets_done == 1);
+    W->nets_done = 0;
+    /* the right token still gets in */
+    cr_conn_t *g = good_client(sockpath, CORRAL__ROLE__ROLE_CLIENT);
+    check_alive(g, 5);
+}
+
+static void test_wrong_version(void **state)
+{
+    int fd = raw_connect();
+    uint8_t nonce[CR_NONCE_LEN] = {0};
+    Corral__Hello h = CORRAL__HELLO__INIT;
+    h.protocol_version = CR_PROTOCOL_VERSION + 1;
+    h.role = CORRAL__ROLE__ROLE_CLIENT;
+    h.nonce.data = nonce;
+    h.nonce.len = sizeof(nonce);
+    h.name = "future";
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_HELLO;
+    e.hello = &h;
+    raw_send(fd, &e);
+    cr_frame_dec_t d;
+    cr_frame_dec_init(&d, 0);
+    Corral__Envelope *r = raw_recv(fd, &d);
+    assert_non_null(r);
+    assert_int_equal(r->body_case, CORRAL__ENVELOPE__BODY_REFUSED);
+    assert_int_equal(r->refused->reason, CORRAL__REFUSE_REASON__REFUSE_VERSION);
+    assert_int_equal(r->refused->protocol_version, CR_PROTOCOL_VERSION);
+    assert_non_null(strstr(r->refused->message, "protocol version 2, this server speaks 1"));
+    cr_msg_free(r);
+    raw_expect_eof(fd);
+    cr_frame_dec_fini(&d);
+    assert_true(log_has("(client future): protocol version 2"));
+}
+
+/* Peers that send garbage before or after the handshake are dropped, each
+ * with one log line naming it, while a good client keeps working. */
+static void test_garbage_closes_only_that_connection(void **state)
+{
+    cr_conn_t *good = good_client(sockpath, CORRAL__ROLE__ROLE_CLIENT);
+    check_alive(good, 1);
+    cr_frame_dec_t d;
+
+    /* 1. not our protocol at all: "GET " read as a length is too big */
+    int fd = raw_connect();
+    raw_write(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27);
+    raw_expect_eof(fd);
+    assert_true(peer_logged(2, "bad frame: frame of 1195725856 bytes exceeds the limit"));
+    check_alive(good, 2);
+
+    /* 2. a frame whose payload is not an Envelope, before the handshake */
+    fd = raw_connect();
+    raw_write(fd, "\x00\x00\x00\x03\xff\xff\xff", 7);
+    raw_expect_eof(fd);
+    assert_true(peer_logged(3, "malformed message: not a protobuf Envelope"));
+    check_alive(good, 3);
+
+    /* 3. a zero-length frame */
+    fd = raw_connect();
+    raw_write(fd, "\x00\x00\x00\x00", 4);
+    raw_expect_eof(fd);
+    assert_true(peer_logged(4, "bad frame: frame length 0"));
+
+    /* 4. after a correct handshake: a frame that does not decode */
+    fd = raw_connect();
+    cr_frame_dec_init(&d, 0);
+    raw_handshake(fd, &d, CORRAL__ROLE__ROLE_CLIENT);
+    raw_write(fd, "\x00\x00\x00\x02\x0a\xff", 6);
+    raw_expect_eof(fd);
+    cr_frame_dec_fini(&d);
+    assert_true(peer_logged(5, "malformed message"));
+    check_alive(good, 4);
+
+    /* 5. after the handshake: a message a client may not send */
+    fd = raw_connect();
+    cr_frame_dec_init(&d, 0);
+    raw_handshake(fd, &d, CORRAL__ROLE__ROLE_CLIENT);
+    Corral__Commit cm = CORRAL__COMMIT__INIT;
+    cm.txn_id = "t1";
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_COMMIT;
+    e.commit = &cm;
+    raw_send(fd, &e);
+    raw_expect_eof(fd);
+    cr_frame_dec_fini(&d);
+    assert_true(peer_logged(6, "sent commit, which this side does not take from it"));
+
+    /* 6. after the handshake: a valid envelope that fails validation,
+     * preceded by a good one in the same write */
+    fd = raw_connect();
+    cr_frame_dec_init(&d, 0);
+    raw_handshake(fd, &d, CORRAL__ROLE__ROLE_AGENT);
+    int msgs = W->sv.msgs;
+    Corral__Heartbeat hb = CORRAL__HEARTBEAT__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
+    e.heartbeat = &hb;
+    raw_send(fd, &e);
+    Corral__Register reg = CORRAL__REGISTER__INIT; /* no node_json */
+    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
+    e.register_ = &reg;
+    raw_send(fd, &e);
+    raw_expect_eof(fd);
+    cr_frame_dec_fini(&d);
+    assert_int_equal(W->sv.msgs, msgs + 1);
+    assert_int_equal(W->sv.body, CORRAL__ENVELOPE__BODY_HEARTBEAT);
+    assert_true(peer_logged(7, "malformed message: register: node_json is empty"));
+
+    /* 7. a second hello after the handshake */
+    fd = raw_connect();
+    cr_frame_dec_init(&d, 0);
+    raw_handshake(fd, &d, CORRAL__ROLE__ROLE_CLIENT);
+    uint8_t nonce[CR_NONCE_LEN] = {0};
+    Corral__Hello h = CORRAL__HELLO__INIT;
+    h.protocol_version = CR_PROTOCOL_VERSION;
+    h.role = CORRAL__ROLE__ROLE_CLIENT;
+    h.nonce.data = nonce;
+    h.nonce.len = sizeof(nonce);
+    e.body_case = CORRAL__ENVELOPE__BODY_HELLO;
+    e.hello = &h;
+    raw_send(fd, &e);
+    raw_expect_eof(fd);
+    cr_frame_dec_fini(&d);
+    assert_true(peer_logged(8, "sent hello, which this side does not take from it"));
+
+    /* the four that finished the handshake were announced, and closed
+     * as malformed; the three that did not never reached the application */
+    assert_int_equal(W->sv.ready, 5);
+    assert_int_equal(W->sv.closed, 4);
+    assert_int_equal(W->sv.close_err, CR_EPARSE);
+    check_alive(good, 5);
+}
+
+static void test_silent_peer_times_out(void **state)
+{
+    cr_conn_t *good = good_client(sockpath, CORRAL__ROLE__ROLE_CLIENT);
+    int fd = raw_connect();
+    double t0 = now_s();
+    raw_expect_eof(fd);
+    assert_true(now_s() - t0 < 2);
+    assert_true(log_has("handshake not finished within 300 ms"));
+    /* the good client, idle just as long, is not touched */
+    check_alive(good, 9);
+}
+
+static void test_errors_and_limits(void **state)
+{
+    /* malformed addresses fail at once, without callbacks */
+    int closed = W->cl.closed;
+    assert_int_equal(cr_net_connect(W->client, "nohost", CORRAL__ROLE__ROLE_CLIENT, NULL),
+                     CR_EINVAL);
+    assert_int_equal(cr_net_connect(W->client, "bad_host!:80", CORRAL__ROLE__ROLE_CLIENT, NULL),
+                     CR_EINVAL);
+    assert_int_equal(cr_net_connect(W->client, "[::1]:x", CORRAL__ROLE__ROLE_CLIENT, NULL),
+                     CR_EINVAL);
+    assert_int_equal(cr_net_connect(W->client, "127.0.0.1:0", CORRAL__ROLE__ROLE_CLIENT, NULL),
+                     CR_EINVAL);
+    assert_int_equal(cr_net_connect(W->client, sockpath, CORRAL__ROLE__ROLE_HEAD, NULL), CR_EINVAL);
+    assert_int_equal(cr_net_listen_tcp(W->server, "not-an-ip", 0, NULL), CR_EINVAL);
+
+    /* nobody listening: on_close says so */
+    char missing[700];
+    snprintf(missing, sizeof(missing), "unix:%s/none.sock", dir);
+    assert_int_equal(cr_net_connect(W->client, missing, CORRAL__ROLE__ROLE_CLIENT, NULL), 0);
+    RUN_UNTIL(W->cl.closed == closed + 1);
+    assert_int_equal(W->cl.close_err, -ENOENT);
+
+    /* a listener path taken by a regular file is not replaced */
+    char plain[700];
+    snprintf(plain, sizeof(plain), "%s/file", dir);
+    FILE *fp = fopen(plain, "w");
+    fclose(fp);
+    assert_int_equal(cr_net_listen_unix(W->server, plain), -EEXIST);
+    assert_int_equal(access(plain, F_OK), 0);
+
+    /* a message above the frame limit is refused by the sender: five
+     * arguments of 4 MiB (the most one string may hold) */
+    cr_conn_t *good = good_client(sockpath, CORRAL__ROLE__ROLE_CLIENT);
+    size_t big = 4u << 20;
+    char *arg = cr_malloc(big + 1);
+    memset(arg, 'x', big);
+    arg[big] = '\0';
+    char *argv[] = {arg, arg, arg, arg, arg};
+    Corral__WorkerSpec w = CORRAL__WORKER_SPEC__INIT;
+    w.n_argv = 5;
+    w.argv = argv;
+    Corral__JobSpec spec = CORRAL__JOB_SPEC__INIT;
+    spec.worker = &w;
+    Corral__JobSubmit js = CORRAL__JOB_SUBMIT__INIT;
+    js.spec = &spec;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_SUBMIT;
+    e.job_submit = &js;
+    assert_int_equal(cr_conn_send(good, &e), CR_E2BIG);
+    /* one string above 4 MiB, a message this side may not send, a body
+     * case without its message: invalid, refused before the wire */
+    w.n_argv = 1;
+    free(arg);
+    arg = cr_malloc(big + 2);
+    memset(arg, 'x', big + 1);
+    arg[big + 1] = '\0';
+    argv[0] = arg;
+    assert_int_equal(cr_conn_send(good, &e), CR_EINVAL);
+    assert_true(log_has("not sending an invalid job_submit: job_submit.spec.worker: argv: string "
+                        "longer than 4194304 bytes"));
+    free(arg);
+    Corral__Registered rd = CORRAL__REGISTERED__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_REGISTERED;
+    e.registered = &rd;
+    assert_int_equal(cr_conn_send(good, &e), CR_EINVAL);
+    e.body_case = CORRAL__ENVELOPE__BODY_ACK;
+    e.ack = NULL;
+    assert_int_equal(cr_conn_send(good, &e), CR_EINVAL);
+    assert_true(log_has("ack: the body case is set but its message is missing"));
+    assert_true(cr_conn_is_ready(good));
+
+    /* closing the server drops its clients with an orderly close */
+    int cl_closed = W->cl.closed;
+    cr_net_close(W->server, net_done, NULL);
+    RUN_UNTIL(W->cl.closed == cl_closed + 1 && W->nets_done == 1);
+    assert_int_equal(W->cl.close_err, 0);
+    /* a closing net takes no new listeners; teardown gets a fresh one */
+    W->server = cr_net_new(&W->loop, &(cr_net_config_t){.token = token}, &sv_cb, &W->sv);
+    W->nets_done = 0;
+}
+
+/* A peer that asks for much and never reads is cut off once the limit of
+ * bytes waiting for it is passed; a good client is not. */
+static void test_slow_reader(void **state)
+{
+    cr_conn_t *good = good_client(sockpath, CORRAL__ROLE__ROLE_CLIENT);
+    int fd = raw_connect();
+    cr_frame_dec_t d;
+    cr_frame_dec_init(&d, 0);
+    raw_handshake(fd, &d, CORRAL__ROLE__ROLE_CLIENT);
+    int closed = W->sv.closed;
+    Corral__JobLogs jl = CORRAL__JOB_LOGS__INIT;
+    jl.job_id = "j1";
+    jl.worker_index = -1;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.id = 1;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_LOGS;
+    e.job_logs = &jl;
+    raw_send(fd, &e);
+    RUN_UNTIL(W->sv.closed == closed + 1);
+    assert_int_equal(W->sv.close_err, -ENOBUFS);
+    assert_true(log_has("above the limit of 262144; the peer reads too slowly"));
+    close(fd);
+    cr_frame_dec_fini(&d);
+    check_alive(good, 3);
+
+    /* a paced stream of 4 MiB reaches a good client without a cut */
+    int msgs = W->cl.msgs;
+    jl.worker_index = 0;
+    assert_int_equal(cr_conn_send(good, &e), 0);
+    RUN_UNTIL(W->cl.msgs == msgs + 64);
+    assert_int_equal(W->cl.body, CORRAL__ENVELOPE__BODY_LOG_CHUNK);
+    check_alive(good, 4);
+}
+
+/* The server closes itself from inside on_message: the answer still goes
+ * out first, the client hears an orderly close, nothing is used after it
+ * is freed (ASan runs this too). */
+static void test_close_from_callback(void **state)
+{
+    cr_conn_t *good = good_client(sockpath, CORRAL__ROLE__ROLE_CLIENT);
+    int closed = W->cl.closed, msgs = W->cl.msgs;
+    Corral__Shutdown sd = CORRAL__SHUTDOWN__INIT;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.id = 77;
+    e.body_case = CORRAL__ENVELOPE__BODY_SHUTDOWN;
+    e.shutdown = &sd;
+    assert_int_equal(cr_conn_send(good, &e), 0);
+    RUN_UNTIL(W->nets_done == 1 && W->cl.closed == closed + 1);
+    W->server = NULL;
+    W->nets_done = 0;
+    assert_int_equal(W->cl.close_err, 0);
+    /* the ack may or may not beat the close; if it came, it answers 77 */
+    if (W->cl.msgs > msgs) {
+        assert_int_equal(W->cl.body, CORRAL__ENVELOPE__BODY_ACK);
+        assert_int_equal(W->cl.reply_to, 77);
+    }
+    assert_int_equal(access(sockpath, F_OK), -1);
+}
+
+/* A client never sends above the frame limit its server announced. */
+static void test_server_frame_limit(void **state)
+{
+    char path[700];
+    snprintf(path, sizeof(path), "%s/small.sock", dir);
+    side_t small = {0};
+    cr_net_t *n =
+        cr_net_new(&W->loop, &(cr_net_config_t){.token = token, .max_frame = 1024}, &sv_cb, &small);
+    assert_int_equal(cr_net_listen_unix(n, path), 0);
+    cr_conn_t *c;
+    int ready = W->cl.ready;
+    assert_int_equal(cr_net_connect(W->client, path, CORRAL__ROLE__ROLE_AGENT, &c), 0);
+    RUN_UNTIL(W->cl.ready == ready + 1 && small.ready == 1);
+    char json[2000];
+    memset(json, 'x', sizeof(json) - 1);
+    json[sizeof(json) - 1] = '\0';
+    Corral__Register reg = CORRAL__REGISTER__INIT;
+    reg.node_json = json;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
+    e.register_ = &reg;
+    assert_int_equal(cr_conn_send(c, &e), CR_E2BIG);
+    json[500] = '\0';
+    int msgs = W->cl.msgs;
+    assert_int_equal(cr_conn_send(c, &e), 0);
+    RUN_UNTIL(W->cl.msgs == msgs + 1);
+    assert_int_equal(W->cl.body, CORRAL__ENVELOPE__BODY_REGISTERED);
+    cr_net_close(n, net_done, NULL);
+    RUN_UNTIL(W->nets_done == 1);
+    W->nets_done = 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_garbage_closes_only_that_connection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_silent_peer_times_out, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_errors_and_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_reader, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_from_callback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_frame_limit, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
