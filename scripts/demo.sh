@@ -30,3 +30,7 @@ step "a simulated node from a hardware spec (what daemons and tests use)" \
 "$corral" hw --spec "$src/specs/mi300x-8.yaml"
 step "a simulated node: what a worker given GPUs 4-7 sees" "corral hw --spec specs/mi300x-8.yaml --isolate 4-7"
 "$corral" hw --spec "$src/specs/mi300x-8.yaml" --isolate 4-7
+
+step "the scheduler on a simulated mixed GPU/TPU/Gaudi cluster" \
+    "corral sim --cluster examples/clusters/mixed.yaml --workload examples/traces/mixed.yaml"
+"$corral" sim --cluster "$src/examples/clusters/mixed.yaml" --workload "$src/examples/traces/mixed.yaml"
