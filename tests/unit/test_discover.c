@@ -306,6 +306,63 @@ static void test_platform(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* --check: an isolation variable in corral's own environment, MIG on and
+ * unhealthy devices each become one warning line */
+static void test_check_warnings(void **state)
+{
+    char spec[1200];
+    snprintf(spec, sizeof(spec), "%s/specs/dgx-h100.yaml", CORRAL_SOURCE_DIR);
+    fixture_env_t f = {0};
+    hw_options_t o = {.spec_path = spec, .getenv = fixture_getenv, .getenv_ctx = &f,
+                      .no_plugins = true};
+    cr_node_t *node = NULL;
+    char *msg = NULL;
+    assert_int_equal(hw_discover(&o, &node, &msg), 0);
+    assert_int_equal(node->warnings.n, 0);
+    hw_node_free(node);
+    fixture_setenv(&f, "CUDA_VISIBLE_DEVICES", "3");
+    assert_int_equal(hw_discover(&o, &node, &msg), 0);
+    assert_int_equal(node->warnings.n, 1);
+    assert_non_null(strstr(node->warnings.v[0], "CUDA_VISIBLE_DEVICES=3 is set in corral's own"));
+    hw_node_free(node);
+    fixture_close(&f);
+
+    /* the same node with MIG on one GPU and another unhealthy */
+    cr_node_t *n = hw_node_new();
+    for (int i = 0; i < 3; i++) {
+        cr_device_t *d = cr_node_add_device(n);
+        cr_strlcpy(d->backend, "nvidia", sizeof(d->backend));
+        cr_strlcpy(d->resource, "GPU", sizeof(d->resource));
+        cr_strlcpy(d->sku, "H100", sizeof(d->sku));
+        d->health = CR_HEALTH_OK;
+    }
+    n->devices.v[0].mig_enabled = true;
+    n->devices.v[2].parent = 0;
+    cr_strlcpy(n->devices.v[2].mig_profile, "1g.10gb", sizeof(n->devices.v[2].mig_profile));
+    n->devices.v[1].health = CR_HEALTH_UNHEALTHY;
+    cr_strlcpy(n->devices.v[1].health_reason, "uncorrected ECC errors",
+               sizeof(n->devices.v[1].health_reason));
+    json_t *j = hw_node_to_json(n);
+    hw_node_free(n);
+    char path[] = "/tmp/corral-check-XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(json_dump_file(j, path, 0), 0);
+    json_decref(j);
+    o.spec_path = path;
+    assert_int_equal(hw_discover(&o, &node, &msg), 0);
+    unlink(path);
+    assert_int_equal(node->warnings.n, 2);
+    assert_non_null(strstr(node->warnings.v[0], "device 0 (H100) has MIG mode on"));
+    assert_non_null(strstr(node->warnings.v[1], "device 1 (H100) is unhealthy: uncorrected ECC"));
+    /* the MIG parent and the unhealthy GPU are not schedulable: one GPU */
+    for (size_t i = 0; i < node->resources.n; i++)
+        if (strcmp(node->resources.v[i].name, "GPU") == 0)
+            assert_int_equal(node->resources.v[i].amount, 1 * CR_QTY_ONE);
+    hw_node_free(node);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +377,7 @@ int main(void)
         cmocka_unit_test(test_discover_empty_root),
         cmocka_unit_test(test_discover_bad_root),
         cmocka_unit_test(test_platform),
+        cmocka_unit_test(test_check_warnings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
