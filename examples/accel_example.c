@@ -138,16 +138,8 @@ static int isolate(const cr_hw_env_t *env, const cr_node_t *node, const int *dev
                    cr_envlist_t *out)
 {
     (void)env;
-    char list[1024] = "";
-    size_t len = 0;
-    for (size_t i = 0; i < ndevs; i++) {
-        const char *id = node->devices.v[devs[i]].isolation_id;
-        int w = snprintf(list + len, sizeof(list) - len, "%s%s", i ? "," : "", id);
-        if (w < 0 || (size_t)w >= sizeof(list) - len)
-            return -E2BIG;
-        len += (size_t)w;
-    }
-    return cr_envlist_set(out, "EXAMPLE_VISIBLE_NPUS", list);
+    /* corral's helper for the common case: ids joined with ',' */
+    return cr_isolate_ids(out, "EXAMPLE_VISIBLE_NPUS", node, devs, ndevs);
 }
 #endif
 

@@ -219,13 +219,7 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
 static int isolate(const cr_hw_env_t *env, const cr_node_t *node, const int *devs, size_t ndevs,
                    cr_envlist_t *out)
 {
-    cr_buf_t ids = {0};
-    cr_buf_append(&ids, "", 0);
-    for (size_t i = 0; i < ndevs; i++)
-        cr_buf_printf(&ids, "%s%s", i ? "," : "", node->devices.v[devs[i]].isolation_id);
-    int err = cr_envlist_set(out, "HABANA_VISIBLE_MODULES", ids.s);
-    cr_buf_free(&ids);
-    return err;
+    return cr_isolate_ids(out, "HABANA_VISIBLE_MODULES", node, devs, ndevs);
 }
 
 /* Health as the driver sees it now; the rest is not in sysfs. */

@@ -182,16 +182,11 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
 static int isolate(const cr_hw_env_t *env, const cr_node_t *node, const int *devs, size_t ndevs,
                    cr_envlist_t *out)
 {
-    cr_buf_t ids = {0};
-    cr_buf_append(&ids, "", 0);
-    for (size_t i = 0; i < ndevs; i++)
-        cr_buf_printf(&ids, "%s%s", i ? "," : "", node->devices.v[devs[i]].isolation_id);
-    int err = cr_envlist_set(out, "ZE_AFFINITY_MASK", ids.s);
+    int err = cr_isolate_ids(out, "ZE_AFFINITY_MASK", node, devs, ndevs);
     if (!err)
         err = cr_envlist_set(out, "ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1");
     if (!err)
         err = cr_envlist_set(out, "ZE_FLAT_DEVICE_HIERARCHY", "COMPOSITE");
-    cr_buf_free(&ids);
     return err;
 }
 

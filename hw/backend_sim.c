@@ -44,22 +44,7 @@ static int isolate(const cr_hw_env_t *env, const cr_node_t *node, const int *dev
                    cr_envlist_t *out)
 {
     CR_UNUSED(env);
-    cr_buf_t b = {0};
-    cr_buf_append(&b, "", 0);
-    for (size_t i = 0; i < ndevs; i++) {
-        if (devs[i] < 0 || (size_t)devs[i] >= node->devices.n) {
-            cr_buf_free(&b);
-            return CR_ENODEV;
-        }
-        const cr_device_t *d = &node->devices.v[devs[i]];
-        if (d->isolation_id[0])
-            cr_buf_printf(&b, "%s%s", i ? "," : "", d->isolation_id);
-        else
-            cr_buf_printf(&b, "%s%d", i ? "," : "", d->index);
-    }
-    int err = cr_envlist_set(out, "CORRAL_VISIBLE_DEVICES", b.s);
-    cr_buf_free(&b);
-    return err;
+    return cr_isolate_ids(out, "CORRAL_VISIBLE_DEVICES", node, devs, ndevs);
 }
 
 const cr_accel_component_t hw_backend_sim = {

@@ -182,6 +182,31 @@ int cr_envlist_set(cr_envlist_t *env, const char *key, const char *value)
     return 0;
 }
 
+int cr_isolate_ids(cr_envlist_t *out, const char *var, const cr_node_t *node, const int *devs,
+                   size_t ndevs)
+{
+    cr_buf_t b = {0};
+    cr_buf_append(&b, "", 0);
+    int err = 0;
+    for (size_t i = 0; i < ndevs && !err; i++) {
+        if (devs[i] < 0 || (size_t)devs[i] >= node->devices.n) {
+            err = CR_ENODEV;
+            break;
+        }
+        const cr_device_t *d = &node->devices.v[devs[i]];
+        if (strchr(d->isolation_id, ','))
+            err = CR_EINVAL;
+        else if (d->isolation_id[0])
+            cr_buf_printf(&b, "%s%s", i ? "," : "", d->isolation_id);
+        else
+            cr_buf_printf(&b, "%s%d", i ? "," : "", d->index);
+    }
+    if (!err)
+        err = cr_envlist_set(out, var, b.s);
+    cr_buf_free(&b);
+    return err;
+}
+
 const char *cr_envlist_get(const cr_envlist_t *env, const char *key)
 {
     for (size_t i = 0; i < env->vars.n; i++)

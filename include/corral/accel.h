@@ -222,6 +222,12 @@ const char *cr_node_get_label(const cr_node_t *node, const char *key);
 void cr_node_add_resource(cr_node_t *node, const char *name, int64_t amount);
 void cr_node_warn(cr_node_t *node, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int cr_envlist_set(cr_envlist_t *env, const char *key, const char *value);
+/* The common isolate: sets var to the isolation ids of devs[0..ndevs)
+ * joined with ',' (a device without one by its index; "" for no device).
+ * Returns CR_ENODEV for an index out of range, CR_EINVAL for an id that
+ * contains ','. */
+int cr_isolate_ids(cr_envlist_t *out, const char *var, const cr_node_t *node, const int *devs,
+                   size_t ndevs);
 const char *cr_envlist_get(const cr_envlist_t *env, const char *key);
 void cr_envlist_free(cr_envlist_t *env);
 
