@@ -32,6 +32,8 @@ typedef struct hw_json_error {
     char path[256];
     char msg[512];
 } hw_json_error_t;
+/* What a JSON value is, in a person's words ("a mapping", "a list", ...). */
+const char *hw_json_kind(const json_t *j);
 /* Fills an empty node from JSON. On failure returns CR_ESCHEMA and fills err. */
 int hw_node_from_json(const json_t *j, cr_node_t *node, hw_json_error_t *err);
 

@@ -240,7 +240,7 @@ static void pop(pctx_t *c, size_t old)
     c->path[old] = '\0';
 }
 
-static const char *json_kind(const json_t *j)
+const char *hw_json_kind(const json_t *j)
 {
     switch (json_typeof(j)) {
     case JSON_OBJECT:
@@ -301,14 +301,14 @@ static int field_from_json(pctx_t *c, void *base, const field_t *f, const json_t
     switch (f->kind) {
     case F_STR:
         if (!json_is_string(j))
-            return fail(c, "expected a string, found %s", json_kind(j));
+            return fail(c, "expected a string, found %s", hw_json_kind(j));
         if (json_string_length(j) >= f->size)
             return fail(c, "string too long (at most %zu characters)", f->size - 1);
         cr_strlcpy(p, json_string_value(j), f->size);
         return 0;
     case F_INT:
         if (!json_is_integer(j))
-            return fail(c, "expected a whole number, found %s", json_kind(j));
+            return fail(c, "expected a whole number, found %s", hw_json_kind(j));
         if (json_integer_value(j) < -1000000000 || json_integer_value(j) > 1000000000)
             return fail(c, "number out of range");
         *(int *)p = (int)json_integer_value(j);
@@ -327,7 +327,7 @@ static int field_from_json(pctx_t *c, void *base, const field_t *f, const json_t
             return fail(c, "expected a size such as 80Gi, 512MiB or a number of bytes, found '%s'",
                         json_string_value(j));
         }
-        return fail(c, "expected a whole number, found %s", json_kind(j));
+        return fail(c, "expected a whole number, found %s", hw_json_kind(j));
     case F_U16HEX: {
         uint64_t v;
         if (json_is_integer(j) && json_integer_value(j) >= 0 && json_integer_value(j) <= 0xffff) {
@@ -342,7 +342,7 @@ static int field_from_json(pctx_t *c, void *base, const field_t *f, const json_t
     }
     case F_BOOL:
         if (!json_is_boolean(j))
-            return fail(c, "expected true or false, found %s", json_kind(j));
+            return fail(c, "expected true or false, found %s", hw_json_kind(j));
         *(bool *)p = json_is_true(j);
         return 0;
     case F_HEALTH:
@@ -374,7 +374,7 @@ static int fields_from_json(pctx_t *c, const json_t *obj, void *base, const fiel
                             const char *const *extra)
 {
     if (!json_is_object(obj))
-        return fail(c, "expected a mapping, found %s", json_kind(obj));
+        return fail(c, "expected a mapping, found %s", hw_json_kind(obj));
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)obj, key, val)
@@ -415,7 +415,7 @@ static int array_of(pctx_t *c, const json_t *obj, const char *key, const json_t 
         return 0;
     if (!json_is_array(*out)) {
         size_t old = push_key(c, key);
-        int e = fail(c, "expected a list, found %s", json_kind(*out));
+        int e = fail(c, "expected a list, found %s", hw_json_kind(*out));
         pop(c, old);
         return e;
     }
@@ -430,7 +430,7 @@ static int strv_from_json(pctx_t *c, const json_t *a, char ***v, size_t *n)
     {
         if (!json_is_string(x)) {
             size_t old = push_idx(c, i);
-            int e = fail(c, "expected a string, found %s", json_kind(x));
+            int e = fail(c, "expected a string, found %s", hw_json_kind(x));
             pop(c, old);
             return e;
         }
@@ -443,7 +443,7 @@ static int strv_from_json(pctx_t *c, const json_t *a, char ***v, size_t *n)
 static int qty_from_json(pctx_t *c, const json_t *j, int64_t *out)
 {
     if (!json_is_number(j))
-        return fail(c, "expected a number, found %s", json_kind(j));
+        return fail(c, "expected a number, found %s", hw_json_kind(j));
     /* whole numbers exactly: a node's memory in bytes is past 2^53 / 10000 */
     if (json_is_integer(j)) {
         json_int_t w = json_integer_value(j);
@@ -574,7 +574,7 @@ static int parse_cpu(pctx_t *c, const json_t *cpu, cr_node_t *node)
 {
     static const char *const keys[] = {"model", "sockets", "cores", "threads", "numa_nodes", NULL};
     if (!json_is_object(cpu))
-        return fail(c, "expected a mapping, found %s", json_kind(cpu));
+        return fail(c, "expected a mapping, found %s", hw_json_kind(cpu));
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)cpu, key, v)
@@ -593,7 +593,7 @@ static int parse_cpu(pctx_t *c, const json_t *cpu, cr_node_t *node)
             cr_strlcpy(node->cpu.model, json_string_value(v), sizeof(node->cpu.model));
         } else if (strcmp(key, "numa_nodes") == 0) {
             if (!json_is_array(v))
-                return fail(c, "expected a list, found %s", json_kind(v));
+                return fail(c, "expected a list, found %s", hw_json_kind(v));
             size_t i;
             json_t *x;
             json_array_foreach(v, i, x)
@@ -641,7 +641,7 @@ int hw_node_from_json(const json_t *j, cr_node_t *node, hw_json_error_t *err)
     if (err)
         memset(err, 0, sizeof(*err));
     if (!json_is_object(j))
-        return fail(&c, "a node description must be a mapping, found %s", json_kind(j));
+        return fail(&c, "a node description must be a mapping, found %s", hw_json_kind(j));
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)j, key, v)
@@ -699,7 +699,7 @@ int hw_node_from_json(const json_t *j, cr_node_t *node, hw_json_error_t *err)
     if ((v = json_object_get(j, "labels"))) {
         old = push_key(&c, "labels");
         if (!json_is_object(v))
-            return fail(&c, "expected a mapping of key: value, found %s", json_kind(v));
+            return fail(&c, "expected a mapping of key: value, found %s", hw_json_kind(v));
         const char *lk;
         json_t *lv;
         json_object_foreach(v, lk, lv)
@@ -707,7 +707,7 @@ int hw_node_from_json(const json_t *j, cr_node_t *node, hw_json_error_t *err)
             size_t o2 = push_key(&c, lk);
             if (!json_is_string(lv))
                 return fail(&c, "a label value must be a string (quote numbers), found %s",
-                            json_kind(lv));
+                            hw_json_kind(lv));
             if (!*lk)
                 return fail(&c, "a label key must not be empty");
             cr_node_set_label(node, lk, json_string_value(lv));
@@ -738,7 +738,7 @@ int hw_node_from_json(const json_t *j, cr_node_t *node, hw_json_error_t *err)
     if ((v = json_object_get(j, "resources"))) {
         old = push_key(&c, "resources");
         if (!json_is_object(v))
-            return fail(&c, "expected a mapping of resource: quantity, found %s", json_kind(v));
+            return fail(&c, "expected a mapping of resource: quantity, found %s", hw_json_kind(v));
         const char *rk;
         json_t *rv;
         json_object_foreach(v, rk, rv)

@@ -740,24 +740,6 @@ static int schema_error(builder_t *b, const hw_json_error_t *je)
     return fail_at(b, at, "%s%s", je->msg, hint);
 }
 
-static const char *kind_name(const json_t *j)
-{
-    switch (json_typeof(j)) {
-    case JSON_ARRAY:
-        return "a list";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "nothing";
-    }
-}
-
 int hw_spec_load_buffer(const char *name, const char *data, size_t len, cr_node_t *node,
                         char **errmsg)
 {
@@ -783,7 +765,7 @@ int hw_spec_load_buffer(const char *name, const char *data, size_t len, cr_node_
         err = fail_at(&b, b.proot.at,
                       "a hardware spec must be a mapping of node fields (id, "
                       "hostname, cpu, memory, devices, ...), found %s",
-                      kind_name(b.root));
+                      hw_json_kind(b.root));
         goto out;
     }
     const json_t *devs = json_object_get(b.root, "devices");
