@@ -60,10 +60,13 @@ const tpu_gen_t *tpu_gen_find(const char *name);
 /* A generation by PCI device id (v2 and v3 share 0x0027: v3 is returned). */
 const tpu_gen_t *tpu_gen_by_pci(uint16_t device);
 
-/* Parses "4x4" or "2x2x2" (digits and 'x' only, each dimension 1..4096,
+/* Parses "4x4" or "2x2x2" (digits and 'x' only, each dimension 1..1024,
  * at most 2^20 chips). Returns 0 or CR_EPARSE. Says nothing about whether
  * a generation has that shape. */
 int tpu_topology_parse(const char *s, tpu_topology_t *out);
+/* The same, saying where (*pos, an offset into s) and why (a static
+ * phrase) it failed, for messages that point at the bad character. */
+int tpu_topology_parse_at(const char *s, tpu_topology_t *out, size_t *pos, const char **why);
 /* "4x4", "2x2x2"; buf gets at least 32 bytes. */
 void tpu_topology_format(const tpu_topology_t *t, char *buf, size_t size);
 int tpu_topology_chips(const tpu_topology_t *t);

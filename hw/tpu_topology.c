@@ -94,33 +94,73 @@ static int parse_dim(const char **p, int max)
     return (int)v;
 }
 
-int tpu_topology_parse(const char *s, tpu_topology_t *out)
+int tpu_topology_parse_at(const char *s, tpu_topology_t *out, size_t *pos, const char **why)
 {
-    if (!s)
+    size_t p_ = 0;
+    const char *w_ = NULL;
+    if (!pos)
+        pos = &p_;
+    if (!why)
+        why = &w_;
+    *pos = 0;
+    if (!s) {
+        *why = "no topology given";
         return CR_EPARSE;
+    }
     tpu_topology_t t = {.ndims = 0, .dims = {1, 1, 1}};
     long chips = 1;
-    const char *p = s;
+    size_t i = 0;
     for (;;) {
-        if (t.ndims == TPU_MAX_DIMS)
+        *pos = i;
+        if (t.ndims == TPU_MAX_DIMS) {
+            *why = "at most 3 dimensions";
             return CR_EPARSE;
-        int d = parse_dim(&p, TPU_MAX_DIM);
-        if (d < 0)
+        }
+        if (s[i] < '0' || s[i] > '9') {
+            *why = "expected a dimension (a number)";
             return CR_EPARSE;
-        t.dims[t.ndims++] = d;
-        chips *= d;
-        if (chips > TPU_MAX_CHIPS)
+        }
+        if (s[i] == '0') {
+            *why = "a dimension must be a number from 1, without leading zeros";
             return CR_EPARSE;
-        if (*p == '\0')
+        }
+        long v = 0;
+        while (s[i] >= '0' && s[i] <= '9') {
+            v = v * 10 + (s[i] - '0');
+            if (v > TPU_MAX_DIM) {
+                *why = "dimension larger than 1024";
+                return CR_EPARSE;
+            }
+            i++;
+        }
+        t.dims[t.ndims++] = (int)v;
+        chips *= v;
+        if (chips > TPU_MAX_CHIPS) {
+            *pos = 0;
+            *why = "more chips than any TPU slice has (over 2^20)";
+            return CR_EPARSE;
+        }
+        if (s[i] == '\0')
             break;
-        if (*p != 'x')
+        if (s[i] != 'x') {
+            *pos = i;
+            *why = "expected 'x' between dimensions";
             return CR_EPARSE;
-        p++;
+        }
+        i++;
     }
-    if (t.ndims < 2)
+    if (t.ndims < 2) {
+        *pos = 0;
+        *why = "a topology has 2 or 3 dimensions, such as 4x4 or 2x2x2";
         return CR_EPARSE;
+    }
     *out = t;
     return 0;
+}
+
+int tpu_topology_parse(const char *s, tpu_topology_t *out)
+{
+    return tpu_topology_parse_at(s, out, NULL, NULL);
 }
 
 void tpu_topology_format(const tpu_topology_t *t, char *buf, size_t size)

@@ -1,6 +1,7 @@
 /* Parsers for what people type: resource requests, quantities, label
  * selectors and TPU topologies. Every error names the byte it stopped at. */
 #include "sched.h"
+#include "hw/tpu.h"
 #include <ctype.h>
 #include <stdio.h>
 
@@ -451,38 +452,26 @@ void sched_format_selector(const sched_syms_t *labels, const sched_selector_t *s
 
 /* ---- TPU topologies ---- */
 
+/* The syntax is hw/tpu_topology.c's (one parser for discovery and
+ * scheduling); the scheduler keeps its own, smaller limits. */
 int sched_parse_tpu_topology(const char *s, sched_tpu_topo_t *out, sched_err_t *err)
 {
     memset(out, 0, sizeof(*out));
-    size_t i = 0, len = strlen(s);
+    tpu_topology_t t;
+    size_t pos;
+    const char *why;
+    if (tpu_topology_parse_at(s, &t, &pos, &why))
+        return fail(err, (int)pos, "%s", why);
     int64_t chips = 1;
-    for (;;) {
-        if (out->ndims == 3)
-            return fail(err, (int)i, "at most 3 dimensions");
-        if (i >= len || !isdigit((unsigned char)s[i]))
-            return fail_found(err, s, i, len, "expected a dimension");
-        size_t ds = i;
-        int v = 0;
-        while (i < len && isdigit((unsigned char)s[i])) {
-            v = v * 10 + (s[i] - '0');
-            if (v > 256)
-                return fail(err, (int)ds, "dimension larger than 256");
-            i++;
-        }
-        if (v == 0)
-            return fail(err, (int)ds, "dimension must be at least 1");
-        out->dims[out->ndims++] = v;
-        chips *= v;
-        if (i == len)
-            break;
-        if (s[i] != 'x')
-            return fail(err, (int)i, "expected 'x' between dimensions, found '%c'", s[i]);
-        i++;
+    for (int d = 0; d < t.ndims; d++) {
+        if (t.dims[d] > 256)
+            return fail(err, 0, "dimension larger than 256");
+        out->dims[d] = t.dims[d];
+        chips *= t.dims[d];
     }
-    if (out->ndims < 2)
-        return fail(err, 0, "a topology has 2 or 3 dimensions, such as 4x4 or 2x2x2");
     if (chips > 65536)
         return fail(err, 0, "more than 65536 chips");
+    out->ndims = t.ndims;
     out->chips = (int)chips;
     return 0;
 }
