@@ -107,28 +107,13 @@ for dir in "$FIXTURES"/*/; do
         note "skip $m: no hwloc.xml"
         continue
     fi
-    nvidia=0
-    if [ -f "$dir/nvml.json" ] || grep -q '"vendor": "10de"' "$dir/host.json" 2>/dev/null; then
-        nvidia=1
-        if [ ! -f "$dir/nvml.json" ]; then
-            note "skip $m: no nvml.json for the stand-in NVML yet"
-            continue
-        fi
-        if [ ! -f "$stub" ]; then
-            note "skip $m: stand-in NVML $stub not built yet"
-            continue
-        fi
+    if [ -f "$dir/nvml.json" ] && [ ! -f "$stub" ]; then
+        note "skip $m: stand-in NVML $stub not built"
+        continue
     fi
     (
-        export CORRAL_SYSFS_ROOT="$dir/root" CORRAL_HWLOC_XML="$dir/hwloc.xml"
-        if ((nvidia)); then
-            export CORRAL_NVML_LIBRARY="$stub" CORRAL_NVML_STUB="$dir/nvml.json"
-        fi
-        if [ -f "$dir/env" ]; then
-            while IFS= read -r line || [ -n "$line" ]; do
-                case "$line" in '' | '#'*) continue ;; *=*) export "${line%%=*}=${line#*=}" ;; esac
-            done <"$dir/env"
-        fi
+        # the same environment tests and the demo use for a recorded machine
+        eval "$("$SRC/scripts/fixture-env.sh" "$m" "$BUILD")"
         if ! "$CORRAL" hw --json >/dev/null 2>&1; then
             note "skip $m: corral hw --json fails on it"
             exit 0
