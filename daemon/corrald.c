@@ -174,9 +174,10 @@ static void maybe_finish_shutdown(void);
 
 static void job_set_state(job_t *j, cr_job_state_t s, const char *reason)
 {
+    char *copy = reason ? cr_strdup(reason) : NULL; /* reason may be j->reason */
     j->state = s;
     free(j->reason);
-    j->reason = reason ? cr_strdup(reason) : NULL;
+    j->reason = copy;
     db_check(cr_state_job_set_state(D.st, j->id, s, reason, now_ms()));
 }
 
@@ -409,7 +410,7 @@ static int build_request(const Corral__JobSpec *s, sched_resreq_t *req, char *wh
 
 static void job_free(job_t *j)
 {
-    for (int i = 0; i < j->n; i++) {
+    for (int i = 0; j->wk && i < j->n; i++) {
         if (j->wk[i].w)
             cr_worker_release(j->wk[i].w);
         free(j->wk[i].reason);
