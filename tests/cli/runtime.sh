@@ -116,12 +116,16 @@ addr=$(cat "$S/address")
 CORRAL_ADDRESS=$addr "$CORRAL" status >/dev/null && ok "status over TCP $addr" || fail "TCP $addr"
 
 # stop: the head goes away, with its workers
-"$CORRAL" run --detach -- sleep 30 >/dev/null
+# (gone: no process, or a zombie nobody reaps: the head was orphaned)
+gone() { [ ! -e /proc/$1 ] || [ "$(awk '{print $3}' /proc/$1/stat 2>/dev/null)" = Z ]; }
+id=$("$CORRAL" run --detach -- sleep 30)
+for _ in $(seq 50); do
+    wpid=$("$CORRAL" job status "$id" --json | jq -r '.workers[0].pid'); [ "$wpid" -gt 0 ] && break; sleep 0.1
+done
 hpid=$(cat "$S/corrald.pid")
 out=$("$CORRAL" stop 2>&1); rc=$?
-[ $rc -eq 0 ] && ! kill -0 "$hpid" 2>/dev/null && ok "stop" || fail "stop: rc=$rc $out"
-[ -z "$(pgrep -x -P 1 sleep -u "$(id -u)" | xargs -r ps -o args= -p | grep 'sleep 30')" ] 2>/dev/null
-grep -q '"stopped"\|stopped' "$S/logs/corrald.log" 2>/dev/null || true
+[ $rc -eq 0 ] && gone "$hpid" && ok "stop" || fail "stop: rc=$rc $out"
+gone "$wpid" && ok "stop ended the running worker" || fail "worker $wpid outlived the head"
 out=$("$CORRAL" status 2>&1); rc=$?
 [ $rc -eq 1 ] && ok "no head after stop" || fail "status after stop: rc=$rc $out"
 
