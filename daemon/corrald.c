@@ -178,7 +178,7 @@ static void job_set_state(job_t *j, cr_job_state_t s, const char *reason)
     j->state = s;
     free(j->reason);
     j->reason = copy;
-    db_check(cr_state_job_set_state(D.st, j->id, s, reason, now_ms()));
+    db_check(cr_state_job_set_state(D.st, j->id, s, copy, now_ms()));
 }
 
 /* Every worker has ended: the job's final state, its devices back. */

@@ -6,6 +6,11 @@ set -u
 SPEC=$CORRAL_SOURCE_DIR/specs/dgx-h100.yaml
 export CORRAL_HOME=$(mktemp -d /tmp/corral-rt-XXXXXX)
 unset CORRAL_ADDRESS CORRAL_TOKEN_FILE
+# under the sanitizers, reports of the detached head and of every client
+# land here (the head's stderr is gone once it answers) and fail the test
+ASAN_DIR=$(mktemp -d /tmp/corral-rt-asan-XXXXXX)
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$ASAN_DIR/asan"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$ASAN_DIR/ubsan:print_stacktrace=1"
 fails=0
 cleanup() {
     local pid
@@ -15,7 +20,7 @@ cleanup() {
         for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$pid" 2>/dev/null
     fi
-    rm -rf "$CORRAL_HOME"
+    rm -rf "$CORRAL_HOME" "$ASAN_DIR"
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -129,5 +134,9 @@ gone "$wpid" && ok "stop ended the running worker" || fail "worker $wpid outlive
 out=$("$CORRAL" status 2>&1); rc=$?
 [ $rc -eq 1 ] && ok "no head after stop" || fail "status after stop: rc=$rc $out"
 
+sleep 0.2
+if compgen -G "$ASAN_DIR/*" >/dev/null; then
+    fail "sanitizer reports:"; cat "$ASAN_DIR"/*
+fi
 [ $fails -eq 0 ] && echo "runtime: all passed" || echo "runtime: $fails failure(s)"
 exit $((fails > 0))
