@@ -101,9 +101,21 @@ out=$("$CORRAL" job stop "$id" --grace 2000); rc=$?
 sleep 0.2
 [ -z "$(pgrep -g "$pid" 2>/dev/null)" ] && ok "stopped job left no process" || fail "group $pid still has $(pgrep -g "$pid")"
 
+# a job that fits but not now waits, then runs when the GPUs come back
+big=$("$CORRAL" run --detach --gpus 4 --workers 2 -- sleep 30)
+small=$("$CORRAL" run --detach --gpus 1 -- sh -c 'echo $CUDA_VISIBLE_DEVICES')
+st=$("$CORRAL" job status "$small" --json | jq -r .state)
+pend=$("$CORRAL" status --json | jq -r .pending_jobs)
+[ "$st" = PENDING ] && [ "$pend" = 1 ] && ok "a job waits while the GPUs are taken" || fail "pending: $st $pend"
+"$CORRAL" job stop "$big" --grace 1000 >/dev/null
+for _ in $(seq 50); do
+    st=$("$CORRAL" job status "$small" --json | jq -r .state); [ "$st" = SUCCEEDED ] && break; sleep 0.1
+done
+[ "$st" = SUCCEEDED ] && ok "the waiting job ran once they were released" || fail "pending job ended $st"
+
 # listings and events
 n=$("$CORRAL" job list --json | jq length)
-[ "$n" = 4 ] && ok "job list: 4 jobs" || fail "job list has $n jobs: $("$CORRAL" job list)"
+[ "$n" = 6 ] && ok "job list: 6 jobs" || fail "job list has $n jobs: $("$CORRAL" job list)"
 "$CORRAL" job list | grep -q "FAILED" || fail "job list shows no FAILED job"
 ev=$("$CORRAL" events --json)
 for k in submitted placed started exited infeasible finished stopping; do
@@ -133,6 +145,19 @@ out=$("$CORRAL" stop 2>&1); rc=$?
 gone "$wpid" && ok "stop ended the running worker" || fail "worker $wpid outlived the head"
 out=$("$CORRAL" status 2>&1); rc=$?
 [ $rc -eq 1 ] && ok "no head after stop" || fail "status after stop: rc=$rc $out"
+
+# SIGTERM to the head: it stops its workers and exits cleanly
+"$CORRAL" start --head --hw-spec "$SPEC" >/dev/null || fail "second start"
+id=$("$CORRAL" run --detach --gpus 1 -- sleep 30)
+for _ in $(seq 50); do
+    wpid=$("$CORRAL" job status "$id" --json | jq -r '.workers[0].pid'); [ "$wpid" -gt 0 ] && break; sleep 0.1
+done
+hpid=$(cat "$S/corrald.pid")
+kill -TERM "$hpid"
+for _ in $(seq 50); do gone "$hpid" && break; sleep 0.1; done
+gone "$hpid" && gone "$wpid" && ok "SIGTERM: head and worker gone" || fail "SIGTERM: head $hpid or worker $wpid left"
+out=$("$CORRAL" status 2>&1); rc=$?
+[ $rc -eq 1 ] && ok "no head after SIGTERM" || fail "status after stop: rc=$rc $out"
 
 sleep 0.2
 if compgen -G "$ASAN_DIR/*" >/dev/null; then
