@@ -1170,14 +1170,6 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
 
-    /* the session first: an unwritable CORRAL_HOME is reported at start */
-    if (make_session() < 0)
-        goto out;
-    char *logfile = cr_asprintf("%s/corrald.log", D.logs);
-    if (cr_log_set_file(logfile) < 0)
-        fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
-    free(logfile);
-
     D.hwo.spec_path = spec;
     char *msg = NULL;
     if (hw_discover(&D.hwo, &D.node, &msg) < 0) {
@@ -1201,6 +1193,15 @@ int main(int argc, char **argv)
     }
     D.scfg = (sched_config_t){.top_k = 1, .spread_threshold_pct = 50};
     D.rng.s = (uint64_t)getpid();
+
+    /* the session once the node is known (a bad spec does not move
+     * session_latest); an unwritable CORRAL_HOME is still reported at start */
+    if (make_session() < 0)
+        goto out;
+    char *logfile = cr_asprintf("%s/corrald.log", D.logs);
+    if (cr_log_set_file(logfile) < 0)
+        fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
+    free(logfile);
 
     char *dbpath = cr_asprintf("%s/state.db", D.session);
     char err[CR_STATE_ERRMSG_MAX];
