@@ -113,9 +113,17 @@ for _ in $(seq 50); do
 done
 [ "$st" = SUCCEEDED ] && ok "the waiting job ran once they were released" || fail "pending job ended $st"
 
+# a program on libcorral: a 4-worker gang of 2 GPUs each
+ex=${CORRAL_BUILD_DIR:-$(dirname "$CORRAL")}/examples/libcorral_gang
+out=$("$ex" 4 GPU=2); rc=$?
+devs=$(grep -c '^worker [0-3] devices \[[0-7],[0-7]\] EXITED$' <<<"$out")
+ids=$(grep -o 'devices=[^ ]*' <<<"$out" | tr ',' '\n' | sed 's/devices=//' | sort -u | wc -l)
+[ $rc -eq 0 ] && grep -q '^job [0-9]* SUCCEEDED exit 0$' <<<"$out" && [ "$devs" = 4 ] && [ "$ids" = 8 ] &&
+    ok "libcorral example: 4 workers, 8 distinct GPUs" || fail "libcorral example: rc=$rc $out"
+
 # listings and events
 n=$("$CORRAL" job list --json | jq length)
-[ "$n" = 6 ] && ok "job list: 6 jobs" || fail "job list has $n jobs: $("$CORRAL" job list)"
+[ "$n" = 7 ] && ok "job list: 7 jobs" || fail "job list has $n jobs: $("$CORRAL" job list)"
 "$CORRAL" job list | grep -q "FAILED" || fail "job list shows no FAILED job"
 ev=$("$CORRAL" events --json)
 for k in submitted placed started exited infeasible finished stopping; do
