@@ -2,6 +2,7 @@
 #include "cli.h"
 #include <corral/corral.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 
 static const char run_usage[] =
@@ -15,6 +16,14 @@ typedef struct outputs {
     size_t n;
     cr_buf_t *out, *err;
 } outputs_t;
+
+/* Ctrl-C (or SIGTERM) while waiting stops the job rather than leaving it
+ * running behind the user's back. */
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig)
+{
+    interrupted = sig;
+}
 
 static void on_log(void *arg, unsigned worker, int stream, const char *data, size_t len)
 {
@@ -145,7 +154,24 @@ int cli_run(int argc, char **argv)
         goto out;
     }
     corral_job_t job;
-    if (corral_wait(c, job_id, -1, &job) < 0) {
+    struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    bool stop_sent = false;
+    int err;
+    while ((err = corral_wait(c, job_id, 100, &job)) == CR_EAGAIN) {
+        corral_job_free(&job);
+        if (interrupted && !stop_sent) {
+            fprintf(stderr, "corral run: signal %d: stopping job %s\n", (int)interrupted, job_id);
+            if (corral_stop(c, job_id, 0) < 0)
+                fprintf(stderr, "corral run: %s\n", corral_errmsg(c));
+            stop_sent = true;
+        }
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (err < 0) {
         fprintf(stderr, "corral run: job %s: %s\n", job_id, corral_errmsg(c));
         goto out;
     }

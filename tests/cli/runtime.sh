@@ -101,6 +101,17 @@ out=$("$CORRAL" job stop "$id" --grace 2000); rc=$?
 sleep 0.2
 [ -z "$(pgrep -g "$pid" 2>/dev/null)" ] && ok "stopped job left no process" || fail "group $pid still has $(pgrep -g "$pid")"
 
+# SIGTERM (or Ctrl-C) to a waiting corral run stops its job
+"$CORRAL" run --gpus 1 -- sleep 30 >/dev/null 2>&1 &
+rpid=$!
+for _ in $(seq 50); do
+    id=$("$CORRAL" job list --json | jq -r 'map(select(.state == "RUNNING")) | .[0].job_id // empty')
+    [ -n "$id" ] && break; sleep 0.1
+done
+kill -TERM $rpid; wait $rpid; rc=$?
+st=$("$CORRAL" job status "$id" --json | jq -r .state)
+[ $rc -eq 143 ] && [ "$st" = STOPPED ] && ok "corral run stops its job on SIGTERM" || fail "run SIGTERM: rc=$rc job $id $st"
+
 # a job that fits but not now waits, then runs when the GPUs come back
 big=$("$CORRAL" run --detach --gpus 4 --workers 2 -- sleep 30)
 small=$("$CORRAL" run --detach --gpus 1 -- sh -c 'echo $CUDA_VISIBLE_DEVICES')
@@ -123,7 +134,7 @@ ids=$(grep -o 'devices=[^ ]*' <<<"$out" | tr ',' '\n' | sed 's/devices=//' | sor
 
 # listings and events
 n=$("$CORRAL" job list --json | jq length)
-[ "$n" = 7 ] && ok "job list: 7 jobs" || fail "job list has $n jobs: $("$CORRAL" job list)"
+[ "$n" = 8 ] && ok "job list: 8 jobs" || fail "job list has $n jobs: $("$CORRAL" job list)"
 "$CORRAL" job list | grep -q "FAILED" || fail "job list shows no FAILED job"
 ev=$("$CORRAL" events --json)
 for k in submitted placed started exited infeasible finished stopping; do
