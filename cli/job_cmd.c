@@ -29,8 +29,10 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, un
                         unsigned *grace)
 {
     static const struct option opts[] = {
-        {"json", no_argument, 0, 'j'},        {"limit", required_argument, 0, 'l'},
-        {"grace", required_argument, 0, 'g'}, {"help", no_argument, 0, 'h'},
+        {"json", no_argument, 0, 'j'},
+        {"limit", required_argument, 0, 'l'},
+        {"grace", required_argument, 0, 'g'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     int opt;
@@ -39,7 +41,9 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, un
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         unsigned *dst = opt == 'l' ? limit : grace;
         switch (opt) {
-        case 'j': *json = true; break;
+        case 'j':
+            *json = true;
+            break;
         case 'l':
         case 'g': {
             char *end;
@@ -52,7 +56,9 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, un
             *dst = (unsigned)v;
             break;
         }
-        case 'h': fputs(usage, stdout); return -1;
+        case 'h':
+            fputs(usage, stdout);
+            return -1;
         default:
             fprintf(stderr, "corral: unknown or incomplete option '%s'\n%s", argv[optind - 1],
                     usage);
@@ -131,7 +137,8 @@ int cli_job(int argc, char **argv)
          is_stop = !strcmp(sub, "stop");
     if (!(is_list || is_status || is_stop) || npos != (is_list ? 0 : 1)) {
         fprintf(stderr, "corral job: %s\n%s",
-                is_list || is_status || is_stop ? "wrong number of arguments" : "unknown subcommand",
+                is_list || is_status || is_stop ? "wrong number of arguments"
+                                                : "unknown subcommand",
                 job_usage);
         return CLI_USAGE;
     }
@@ -155,9 +162,8 @@ int cli_job(int argc, char **argv)
         } else {
             printf("%-6s %-10s %-5s %-7s %s\n", "JOB", "STATE", "EXIT", "WORKERS", "NAME");
             for (size_t i = 0; i < n; i++)
-                printf("%-6s %-10s %-5d %-7zu %s\n", v[i].job_id,
-                       corral_job_state_name(v[i].state), v[i].exit_code, v[i].nworkers,
-                       v[i].name);
+                printf("%-6s %-10s %-5d %-7zu %s\n", v[i].job_id, corral_job_state_name(v[i].state),
+                       v[i].exit_code, v[i].nworkers, v[i].name);
         }
         corral_job_list_free(v, n);
     } else if (is_status) {
@@ -337,8 +343,8 @@ int cli_events(int argc, char **argv)
         struct tm tm;
         gmtime_r(&t, &tm);
         strftime(when, sizeof(when), "%H:%M:%S", &tm);
-        printf("%s.%03d  %-10s %-4s %s\n", when, (int)(v[i].time_ms % 1000), v[i].kind,
-               v[i].job_id, v[i].message);
+        printf("%s.%03d  %-10s %-4s %s\n", when, (int)(v[i].time_ms % 1000), v[i].kind, v[i].job_id,
+               v[i].message);
     }
     if (a) {
         cli_print_json(a);

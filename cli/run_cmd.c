@@ -66,10 +66,14 @@ static int parse_count(const char *opt, const char *s, unsigned *out)
 int cli_run(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"gpus", required_argument, 0, 'g'},     {"tpus", required_argument, 0, 't'},
-        {"resources", required_argument, 0, 'r'}, {"workers", required_argument, 0, 'w'},
-        {"env", required_argument, 0, 'e'},       {"name", required_argument, 0, 'n'},
-        {"detach", no_argument, 0, 'd'},          {"help", no_argument, 0, 'h'},
+        {"gpus", required_argument, 0, 'g'},
+        {"tpus", required_argument, 0, 't'},
+        {"resources", required_argument, 0, 'r'},
+        {"workers", required_argument, 0, 'w'},
+        {"env", required_argument, 0, 'e'},
+        {"name", required_argument, 0, 'n'},
+        {"detach", no_argument, 0, 'd'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     char res[256] = "";
@@ -109,8 +113,12 @@ int cli_run(int argc, char **argv)
             }
             *CR_VEC_PUSH(&env) = optarg;
             break;
-        case 'n': name = optarg; break;
-        case 'd': detach = true; break;
+        case 'n':
+            name = optarg;
+            break;
+        case 'd':
+            detach = true;
+            break;
         case 'h':
             fputs(run_usage, stdout);
             CR_VEC_FREE(&env);

@@ -42,7 +42,8 @@ static char *find_corrald(void)
 static int session_pid(void)
 {
     const char *home = getenv("CORRAL_HOME");
-    char *path = cr_asprintf("%s/session_latest/corrald.pid", home && home[0] ? home : "/tmp/corral");
+    char *path =
+        cr_asprintf("%s/session_latest/corrald.pid", home && home[0] ? home : "/tmp/corral");
     FILE *fp = fopen(path, "r");
     int pid = 0;
     if (fp) {
@@ -82,10 +83,14 @@ static bool alive(int pid)
 int cli_start(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"head", no_argument, 0, 'H'},           {"hw-spec", required_argument, 0, 's'},
-        {"resources", required_argument, 0, 'r'}, {"labels", required_argument, 0, 'l'},
-        {"port", required_argument, 0, 'p'},     {"block", no_argument, 0, 'b'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+        {"head", no_argument, 0, 'H'},
+        {"hw-spec", required_argument, 0, 's'},
+        {"resources", required_argument, 0, 'r'},
+        {"labels", required_argument, 0, 'l'},
+        {"port", required_argument, 0, 'p'},
+        {"block", no_argument, 0, 'b'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     const char *args[16];
     int na = 1, opt;
@@ -95,13 +100,31 @@ int cli_start(int argc, char **argv)
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
-        case 'H': head = true; break;
-        case 'b': block = true; break;
-        case 's': args[na++] = "--hw-spec"; args[na++] = optarg; break;
-        case 'r': args[na++] = "--resources"; args[na++] = optarg; break;
-        case 'l': args[na++] = "--labels"; args[na++] = optarg; break;
-        case 'p': args[na++] = "--port"; args[na++] = optarg; break;
-        case 'h': fputs(start_usage, stdout); return CLI_OK;
+        case 'H':
+            head = true;
+            break;
+        case 'b':
+            block = true;
+            break;
+        case 's':
+            args[na++] = "--hw-spec";
+            args[na++] = optarg;
+            break;
+        case 'r':
+            args[na++] = "--resources";
+            args[na++] = optarg;
+            break;
+        case 'l':
+            args[na++] = "--labels";
+            args[na++] = optarg;
+            break;
+        case 'p':
+            args[na++] = "--port";
+            args[na++] = optarg;
+            break;
+        case 'h':
+            fputs(start_usage, stdout);
+            return CLI_OK;
         default:
             fprintf(stderr, "corral start: unknown or incomplete option '%s'\n%s", argv[optind - 1],
                     start_usage);

@@ -209,8 +209,8 @@ static int expect(corral_t *c, const Corral__Envelope *e, Corral__Envelope__Body
 
 /* ---- jobs ---- */
 
-static const char *const job_state_names[] = {"UNKNOWN", "PENDING", "PLACING", "RUNNING",
-                                              "SUCCEEDED", "FAILED", "STOPPED"};
+static const char *const job_state_names[] = {"UNKNOWN",   "PENDING", "PLACING", "RUNNING",
+                                              "SUCCEEDED", "FAILED",  "STOPPED"};
 
 const char *corral_job_state_name(corral_job_state_t s)
 {
@@ -518,8 +518,7 @@ static int got_chunk(corral_t *c, const Corral__Envelope *e, void *arg)
     return ch->eof;
 }
 
-int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
-                    void *arg)
+int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg)
 {
     logs_cb_t l = {fn, arg};
     Corral__JobLogs r = CORRAL__JOB_LOGS__INIT;
@@ -659,8 +658,7 @@ void corral_events_free(corral_event_t *v, size_t n)
     free(v);
 }
 
-int corral_events(corral_t *c, uint64_t since_seq, unsigned limit, corral_event_t **out,
-                  size_t *n)
+int corral_events(corral_t *c, uint64_t since_seq, unsigned limit, corral_event_t **out, size_t *n)
 {
     ev_out_t o = {0};
     Corral__EventsRequest r = CORRAL__EVENTS_REQUEST__INIT;

@@ -208,7 +208,8 @@ static void job_check_done(job_t *j)
 }
 
 /* The first failure of a gang decides the job; the rest are stopped. */
-static void job_fail(job_t *j, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void job_fail(job_t *j, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void job_fail(job_t *j, int code, const char *fmt, ...)
 {
     if (j->failed || j->stopping)
@@ -233,13 +234,13 @@ static void on_worker_exit(cr_worker_t *cw, const cr_worker_exit_t *ex, void *ar
     job_t *j = w->job;
     w->exit_code = (int)ex->code;
     w->signal = ex->signal;
-    w->state = ex->stopped ? CORRAL__WORKER_STATE__WORKER_STOPPED
-                           : CORRAL__WORKER_STATE__WORKER_EXITED;
+    w->state =
+        ex->stopped ? CORRAL__WORKER_STATE__WORKER_STOPPED : CORRAL__WORKER_STATE__WORKER_EXITED;
     D.running_workers--;
     db_worker(w);
     if (ex->signal)
-        event("exited", j, "worker %d (pid %d) ended by signal %d%s", w->index, w->pid,
-              ex->signal, ex->killed ? " after the grace period" : "");
+        event("exited", j, "worker %d (pid %d) ended by signal %d%s", w->index, w->pid, ex->signal,
+              ex->killed ? " after the grace period" : "");
     else
         event("exited", j, "worker %d (pid %d) exited with code %d", w->index, w->pid,
               (int)ex->code);
@@ -270,9 +271,8 @@ static void start_workers(job_t *j)
     job_set_state(j, CR_JOB_RUNNING, NULL);
     for (int i = 0; i < j->n && !j->failed; i++) {
         wk_t *w = &j->wk[i];
-        w->ndevs = p ? sched_alloc_devices(D.cluster, sched__alloc(p, (uint32_t)i), w->devs,
-                                           MAX_DEVS)
-                     : 0;
+        w->ndevs =
+            p ? sched_alloc_devices(D.cluster, sched__alloc(p, (uint32_t)i), w->devs, MAX_DEVS) : 0;
         if (w->ndevs > MAX_DEVS)
             w->ndevs = MAX_DEVS;
         cr_worker_spec_t s = {.argv = (const char *const *)argv,
@@ -879,7 +879,7 @@ static void h_events(cr_conn_t *c, const Corral__Envelope *e)
     size_t first = q->limit && n > q->limit ? n - q->limit : 0; /* the newest */
     Corral__Event *evs = cr_calloc(n + 1, sizeof(*evs));
     Corral__Event **p = cr_calloc(n + 1, sizeof(*p));
-    char (*ids)[24] = cr_calloc(n + 1, sizeof(*ids));
+    char(*ids)[24] = cr_calloc(n + 1, sizeof(*ids));
     for (size_t i = first; i < n; i++) {
         Corral__Event *ev = &evs[i - first];
         corral__event__init(ev);
@@ -1082,8 +1082,9 @@ static int make_session(void)
     }
     D.sock = cr_asprintf("%s/corrald.sock", D.session);
     if (strlen(D.sock) >= 108) {
-        fprintf(stderr, "corrald: the socket path %s is too long for a Unix socket; use a shorter "
-                        "CORRAL_HOME\n",
+        fprintf(stderr,
+                "corrald: the socket path %s is too long for a Unix socket; use a shorter "
+                "CORRAL_HOME\n",
                 D.sock);
         return CR_E2BIG;
     }
@@ -1130,10 +1131,14 @@ static void usage_error(const char *fmt, const char *arg)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"head", no_argument, 0, 'H'},           {"hw-spec", required_argument, 0, 's'},
-        {"resources", required_argument, 0, 'r'}, {"labels", required_argument, 0, 'l'},
-        {"port", required_argument, 0, 'p'},     {"block", no_argument, 0, 'b'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+        {"head", no_argument, 0, 'H'},
+        {"hw-spec", required_argument, 0, 's'},
+        {"resources", required_argument, 0, 'r'},
+        {"labels", required_argument, 0, 'l'},
+        {"port", required_argument, 0, 'p'},
+        {"block", no_argument, 0, 'b'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     const char *spec = NULL, *resources = NULL, *labels = NULL;
     bool head = false;
@@ -1141,11 +1146,20 @@ int main(int argc, char **argv)
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
-        case 'H': head = true; break;
-        case 's': spec = optarg; break;
-        case 'r': resources = optarg; break;
-        case 'l': labels = optarg; break;
-        case 'b': break; /* corrald always runs in the foreground; corral start detaches it */
+        case 'H':
+            head = true;
+            break;
+        case 's':
+            spec = optarg;
+            break;
+        case 'r':
+            resources = optarg;
+            break;
+        case 'l':
+            labels = optarg;
+            break;
+        case 'b':
+            break; /* corrald always runs in the foreground; corral start detaches it */
         case 'p': {
             char *end;
             long v = strtol(optarg, &end, 10);
@@ -1156,7 +1170,9 @@ int main(int argc, char **argv)
             port = (int)v;
             break;
         }
-        case 'h': fputs(usage_line, stdout); return 0;
+        case 'h':
+            fputs(usage_line, stdout);
+            return 0;
         default:
             usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
             return 2;
@@ -1214,8 +1230,11 @@ int main(int argc, char **argv)
     json_t *nj = hw_node_to_json(D.node);
     char *njs = json_dumps(nj, JSON_COMPACT);
     json_decref(nj);
-    cr_state_node_t nrow = {.id = (char *)node_name(), .incarnation = 1, .address = "local",
-                            .state = CR_NODE_ALIVE, .desc_json = njs};
+    cr_state_node_t nrow = {.id = (char *)node_name(),
+                            .incarnation = 1,
+                            .address = "local",
+                            .state = CR_NODE_ALIVE,
+                            .desc_json = njs};
     db_check(cr_state_node_put(D.st, &nrow, now_ms()));
     free(njs);
 

@@ -19,8 +19,8 @@ int main(int argc, char **argv)
 {
     unsigned workers = argc > 1 ? (unsigned)atoi(argv[1]) : 2;
     const char *resources = argc > 2 ? argv[2] : NULL;
-    const char *cmd[] = {"sh", "-c", "echo \"index=$CORRAL_WORKER_INDEX devices=$CORRAL_ACCELERATOR_IDS\"",
-                         NULL};
+    const char *cmd[] = {
+        "sh", "-c", "echo \"index=$CORRAL_WORKER_INDEX devices=$CORRAL_ACCELERATOR_IDS\"", NULL};
     corral_t *c;
     char *why = NULL, *id = NULL;
     int rc = 1;
@@ -29,8 +29,8 @@ int main(int argc, char **argv)
         free(why);
         return 1;
     }
-    corral_job_spec_t spec = {.name = "libcorral-gang", .argv = cmd, .resources = resources,
-                              .num_workers = workers};
+    corral_job_spec_t spec = {
+        .name = "libcorral-gang", .argv = cmd, .resources = resources, .num_workers = workers};
     if (corral_submit(c, &spec, &id) < 0) {
         fprintf(stderr, "libcorral_gang: %s\n", corral_errmsg(c));
         goto out;

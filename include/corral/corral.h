@@ -46,13 +46,13 @@ const char *corral_errmsg(const corral_t *c);
 /* ---- jobs ---- */
 
 typedef struct corral_job_spec {
-    const char *name;              /* NULL: the command's name */
-    const char *const *argv;       /* NULL-terminated, argv[0] searched in PATH */
-    const char *const *env;        /* "K=V" strings, NULL-terminated; may be NULL */
-    const char *cwd;               /* NULL: the head's working directory */
-    const char *resources;         /* per worker: "GPU=1,CPU=2,memory=8Gi"; NULL: CPU=1 */
-    unsigned num_workers;          /* the gang's size; 0 means 1 */
-    unsigned grace_ms;             /* SIGTERM to SIGKILL on stop; 0: the head's default */
+    const char *name;        /* NULL: the command's name */
+    const char *const *argv; /* NULL-terminated, argv[0] searched in PATH */
+    const char *const *env;  /* "K=V" strings, NULL-terminated; may be NULL */
+    const char *cwd;         /* NULL: the head's working directory */
+    const char *resources;   /* per worker: "GPU=1,CPU=2,memory=8Gi"; NULL: CPU=1 */
+    unsigned num_workers;    /* the gang's size; 0 means 1 */
+    unsigned grace_ms;       /* SIGTERM to SIGKILL on stop; 0: the head's default */
 } corral_job_spec_t;
 
 /* States, as the head names them. */
@@ -77,10 +77,10 @@ typedef struct corral_worker {
     char *node_id;
     const char *state; /* "STARTING", "RUNNING", "EXITED", "FAILED", "STOPPED" (static) */
     int pid;
-    int exit_code;     /* when EXITED and signal is 0 */
-    int signal;        /* the signal that ended it, 0 none */
-    char *devices;     /* device indices on its node, "0,1"; "" none */
-    char *reason;      /* why it failed ("exec failed: No such file or directory"); "" */
+    int exit_code; /* when EXITED and signal is 0 */
+    int signal;    /* the signal that ended it, 0 none */
+    char *devices; /* device indices on its node, "0,1"; "" none */
+    char *reason;  /* why it failed ("exec failed: No such file or directory"); "" */
 } corral_worker_t;
 
 typedef struct corral_job {
@@ -90,7 +90,7 @@ typedef struct corral_job {
     char *reason;  /* why it is in this state; "" */
     int exit_code; /* when final: 0, the first failing worker's code, 128+signal */
     int64_t submitted_ms, finished_ms; /* wall clock, ms since the epoch */
-    char *command; /* argv joined by spaces ("" in listings) */
+    char *command;                     /* argv joined by spaces ("" in listings) */
     size_t nworkers;
     corral_worker_t *workers;
 } corral_job_t;
@@ -118,19 +118,18 @@ void corral_job_list_free(corral_job_t *v, size_t n);
  * recorded so far (the last 8 MiB of each file). */
 typedef void (*corral_log_fn)(void *arg, unsigned worker_index, int stream, const char *data,
                               size_t len);
-int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
-                    void *arg);
+int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg);
 
 /* ---- the cluster ---- */
 
 typedef struct corral_resource {
-    char *name;          /* "GPU", "CPU", "memory", ... */
-    double total, free;  /* units (memory: bytes) */
+    char *name;         /* "GPU", "CPU", "memory", ... */
+    double total, free; /* units (memory: bytes) */
 } corral_resource_t;
 
 typedef struct corral_node {
     char *node_id;
-    char *state;   /* "ALIVE", "SUSPECT", "DEAD" */
+    char *state; /* "ALIVE", "SUSPECT", "DEAD" */
     char *address;
     size_t nres;
     corral_resource_t *res;
@@ -161,8 +160,7 @@ typedef struct corral_event {
 
 /* Events after since_seq (0: from the start), at most limit (0: all; the
  * newest are kept). */
-int corral_events(corral_t *c, uint64_t since_seq, unsigned limit, corral_event_t **out,
-                  size_t *n);
+int corral_events(corral_t *c, uint64_t since_seq, unsigned limit, corral_event_t **out, size_t *n);
 void corral_events_free(corral_event_t *v, size_t n);
 
 /* Asks the head to stop its workers and exit. */
