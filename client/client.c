@@ -28,7 +28,8 @@ struct corral {
     uint64_t want; /* the request id answers are awaited for */
     answer_fn fn;
     void *arg;
-    bool done;
+    bool done, timed_out;
+    uv_timer_t timer; /* bounds each call: a wedged head does not hang us */
     int err;
     char msg[512];
 };
@@ -93,6 +94,7 @@ static void teardown(corral_t *c)
         while (!c->net_done && uv_run(&c->loop, UV_RUN_ONCE))
             ;
     }
+    uv_close((uv_handle_t *)&c->timer, NULL);
     uv_run(&c->loop, UV_RUN_DEFAULT);
     uv_loop_close(&c->loop);
     free(c);
@@ -113,6 +115,7 @@ int corral_connect(const char *address, const char *token_path, corral_t **out, 
 
     corral_t *c = cr_calloc(1, sizeof(*c));
     uv_loop_init(&c->loop);
+    uv_timer_init(&c->loop, &c->timer);
     uint8_t token[CR_TOKEN_LEN];
     char name[64];
     int err = cr_token_read(tok, token);
@@ -170,7 +173,16 @@ const char *corral_errmsg(const corral_t *c)
     return c ? c->msg : "";
 }
 
-/* Sends e and runs the loop until fn says the answer is complete. */
+static void on_timeout(uv_timer_t *t)
+{
+    corral_t *c = t->data;
+    c->timed_out = true;
+    if (c->conn) /* a late answer must not be taken for the next call's */
+        cr_conn_close(c->conn, CR_EAGAIN);
+}
+
+/* Sends e and runs the loop until fn says the answer is complete, or
+ * CORRAL_CALL_TIMEOUT_MS pass (then the connection is closed). */
 static int call(corral_t *c, Corral__Envelope *e, answer_fn fn, void *arg)
 {
     c->msg[0] = '\0';
@@ -189,8 +201,17 @@ static int call(corral_t *c, Corral__Envelope *e, answer_fn fn, void *arg)
         set_msg(c, "cannot send %s: %s", cr_msg_name(e->body_case), cr_strerror(err));
         return err;
     }
+    c->timed_out = false;
+    c->timer.data = c;
+    uv_timer_start(&c->timer, on_timeout, CORRAL_CALL_TIMEOUT_MS, 0);
     while (!c->done && !c->closed && uv_run(&c->loop, UV_RUN_ONCE))
         ;
+    uv_timer_stop(&c->timer);
+    if (!c->done && c->timed_out) {
+        set_msg(c, "no answer from the head to %s within %d ms", cr_msg_name(e->body_case),
+                CORRAL_CALL_TIMEOUT_MS);
+        return CR_EAGAIN;
+    }
     if (!c->done) {
         set_msg(c, "the head closed the connection: %s", cr_strerror(c->close_err));
         return c->close_err ? c->close_err : CR_EIO;

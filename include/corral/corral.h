@@ -24,6 +24,10 @@ extern "C" {
 
 typedef struct corral corral_t;
 
+/* The longest any call waits for the head's answer; then it fails with
+ * CR_EAGAIN and the connection is closed (connect again). */
+#define CORRAL_CALL_TIMEOUT_MS 60000
+
 /* Connects and authenticates with the cluster token.
  *
  * address: "unix:/path", "/path" (a Unix socket) or "host:port" (TCP).
