@@ -41,6 +41,7 @@ typedef struct wk {
     cr_worker_t *w;
     Corral__WorkerState state;
     int pid;
+    int64_t start_time;
     int exit_code, signal;
     char *reason;
     int devs[MAX_DEVS];
@@ -143,6 +144,24 @@ static cr_worker_state_t db_worker_state(Corral__WorkerState s)
     }
 }
 
+/* Field 22 of /proc/PID/stat: with the pid it names the process for a
+ * restarted head that re-adopts workers (0 when unreadable). */
+static int64_t proc_start_time(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 22; field++) /* p is at the end of field `field` */
+        p = strchr(p + 1, ' ');
+    return p ? strtoll(p + 1, NULL, 10) : 0;
+}
+
 static void db_worker(const wk_t *w)
 {
     cr_buf_t devs = {0};
@@ -154,6 +173,7 @@ static void db_worker(const wk_t *w)
                            .devices = devs.s,
                            .pid = w->pid,
                            .pgid = w->pid,
+                           .start_time = w->start_time,
                            .state = db_worker_state(w->state),
                            .exit_code = w->exit_code,
                            .exit_signal = w->signal,
@@ -303,6 +323,7 @@ static void start_workers(job_t *j)
         }
         free(errmsg);
         w->pid = cr_worker_pid(w->w);
+        w->start_time = proc_start_time(w->pid);
         w->state = CORRAL__WORKER_STATE__WORKER_RUNNING;
         if (cr_worker_stdout_path(w->w))
             w->out_path = cr_strdup(cr_worker_stdout_path(w->w));

@@ -165,6 +165,16 @@ gone "$wpid" && ok "stop ended the running worker" || fail "worker $wpid outlive
 out=$("$CORRAL" status 2>&1); rc=$?
 [ $rc -eq 1 ] && ok "no head after stop" || fail "status after stop: rc=$rc $out"
 
+# what the head recorded in its state database
+db=$S/state.db
+q() { sqlite3 "$db" "$1" 2>&1; }
+[ "$(q "select state from jobs where id = 1")" = SUCCEEDED ] &&
+    [ "$(q "select count(distinct devices) from workers where job_id = 1 and state = 'EXITED' and exit_code = 0 and start_time > 0")" = 8 ] &&
+    ok "state.db: the gang, its 8 GPUs, exit codes" || fail "state.db jobs: $(q 'select * from jobs') $(q 'select * from workers')"
+[ "$(q "select count(*) from jobs where state = 'FAILED' and reason like '%exec failed: No such file or directory%'")" = 1 ] &&
+    [ "$(q "select count(*) from events where kind = 'infeasible'")" -ge 1 ] &&
+    ok "state.db: the failed job's reason, events" || fail "state.db: $(q 'select id, state, reason from jobs')"
+
 # SIGTERM to the head: it stops its workers and exits cleanly
 "$CORRAL" start --head --hw-spec "$SPEC" >/dev/null || fail "second start"
 id=$("$CORRAL" run --detach --gpus 1 -- sleep 30)
