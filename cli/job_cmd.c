@@ -7,7 +7,7 @@
 #include <time.h>
 
 static const char job_usage[] = "usage: corral job list [--json] | status JOB [--json] | "
-                                "stop JOB [--grace MS]\n";
+                                "stop JOB [--grace MS] | logs JOB [--worker I]\n";
 static const char status_usage[] = "usage: corral status [--json]\n";
 static const char nodes_usage[] = "usage: corral nodes [--json]\n";
 static const char events_usage[] = "usage: corral events [--json] [--limit N]\n";
@@ -26,25 +26,24 @@ static corral_t *connect_or_say(const char *cmd)
 
 /* Parses [--json] plus the positional arguments left in argv[optind..]. */
 static int parse_common(int argc, char **argv, const char *usage, bool *json, unsigned *limit,
-                        unsigned *grace)
+                        unsigned *grace, unsigned *worker)
 {
     static const struct option opts[] = {
-        {"json", no_argument, 0, 'j'},
-        {"limit", required_argument, 0, 'l'},
-        {"grace", required_argument, 0, 'g'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
+        {"json", no_argument, 0, 'j'},        {"limit", required_argument, 0, 'l'},
+        {"grace", required_argument, 0, 'g'}, {"worker", required_argument, 0, 'w'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
     };
     int opt;
     opterr = 0;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        unsigned *dst = opt == 'l' ? limit : grace;
+        unsigned *dst = opt == 'l' ? limit : opt == 'w' ? worker : grace;
         switch (opt) {
         case 'j':
             *json = true;
             break;
         case 'l':
+        case 'w':
         case 'g': {
             char *end;
             long v = strtol(optarg, &end, 10);
@@ -115,6 +114,12 @@ static void job_print(const corral_job_t *j)
     }
 }
 
+/* Output as recorded: stdout to stdout, stderr to stderr. */
+static void print_log(void *arg, unsigned worker, int stream, const char *data, size_t len)
+{
+    fwrite(data, 1, len, stream ? stderr : stdout);
+}
+
 int cli_job(int argc, char **argv)
 {
     if (argc < 2) {
@@ -127,19 +132,18 @@ int cli_job(int argc, char **argv)
     }
     const char *sub = argv[1];
     bool json = false;
-    unsigned grace = 0;
-    int r = parse_common(argc - 1, argv + 1, job_usage, &json, NULL, &grace);
+    unsigned grace = 0, worker = ~0u;
+    int r = parse_common(argc - 1, argv + 1, job_usage, &json, NULL, &grace, &worker);
     if (r)
         return r < 0 ? CLI_OK : r;
     int npos = argc - 1 - optind;
     char **pos = argv + 1 + optind;
     bool is_list = !strcmp(sub, "list"), is_status = !strcmp(sub, "status"),
-         is_stop = !strcmp(sub, "stop");
-    if (!(is_list || is_status || is_stop) || npos != (is_list ? 0 : 1)) {
+         is_stop = !strcmp(sub, "stop"), is_logs = !strcmp(sub, "logs");
+    bool known = is_list || is_status || is_stop || is_logs;
+    if (!known || npos != (is_list ? 0 : 1)) {
         fprintf(stderr, "corral job: %s\n%s",
-                is_list || is_status || is_stop ? "wrong number of arguments"
-                                                : "unknown subcommand",
-                job_usage);
+                known ? "wrong number of arguments" : "unknown subcommand", job_usage);
         return CLI_USAGE;
     }
     corral_t *c = connect_or_say("job");
@@ -180,6 +184,11 @@ int cli_job(int argc, char **argv)
             job_print(&j);
         }
         corral_job_free(&j);
+    } else if (is_logs) {
+        if (corral_job_logs(c, pos[0], worker == ~0u ? -1 : (int)worker, print_log, NULL) < 0) {
+            fprintf(stderr, "corral job logs: %s\n", corral_errmsg(c));
+            goto out;
+        }
     } else {
         if (corral_stop(c, pos[0], grace) < 0) {
             fprintf(stderr, "corral job stop: %s\n", corral_errmsg(c));
@@ -245,7 +254,7 @@ static int status_or_nodes(int argc, char **argv, bool nodes)
 {
     const char *usage = nodes ? nodes_usage : status_usage, *cmd = nodes ? "nodes" : "status";
     bool json = false;
-    int r = parse_common(argc, argv, usage, &json, NULL, NULL);
+    int r = parse_common(argc, argv, usage, &json, NULL, NULL, NULL);
     if (r)
         return r < 0 ? CLI_OK : r;
     if (optind < argc) {
@@ -308,7 +317,7 @@ int cli_events(int argc, char **argv)
 {
     bool json = false;
     unsigned limit = 0;
-    int r = parse_common(argc, argv, events_usage, &json, &limit, NULL);
+    int r = parse_common(argc, argv, events_usage, &json, &limit, NULL, NULL);
     if (r)
         return r < 0 ? CLI_OK : r;
     if (optind < argc) {

@@ -112,6 +112,16 @@ kill -TERM $rpid; wait $rpid; rc=$?
 st=$("$CORRAL" job status "$id" --json | jq -r .state)
 [ $rc -eq 143 ] && [ "$st" = STOPPED ] && ok "corral run stops its job on SIGTERM" || fail "run SIGTERM: rc=$rc job $id $st"
 
+# the output of a detached job, afterwards
+id=$("$CORRAL" run --detach --workers 2 -- sh -c 'echo "hello from $CORRAL_WORKER_INDEX"; echo oops >&2')
+for _ in $(seq 50); do
+    [ "$("$CORRAL" job status "$id" --json | jq -r .state)" = SUCCEEDED ] && break; sleep 0.1
+done
+out=$("$CORRAL" job logs "$id" --worker 1 2>/dev/null)
+all=$("$CORRAL" job logs "$id" 2>&1)
+[ "$out" = "hello from 1" ] && [ "$(grep -c '^hello from [01]$' <<<"$all")" = 2 ] && [ "$(grep -c '^oops$' <<<"$all")" = 2 ] &&
+    ok "job logs" || fail "job logs: '$out' / '$all'"
+
 # a job that fits but not now waits, then runs when the GPUs come back
 big=$("$CORRAL" run --detach --gpus 4 --workers 2 -- sleep 30)
 small=$("$CORRAL" run --detach --gpus 1 -- sh -c 'echo $CUDA_VISIBLE_DEVICES')
@@ -134,7 +144,7 @@ ids=$(grep -o 'devices=[^ ]*' <<<"$out" | tr ',' '\n' | sed 's/devices=//' | sor
 
 # listings and events
 n=$("$CORRAL" job list --json | jq length)
-[ "$n" = 8 ] && ok "job list: 8 jobs" || fail "job list has $n jobs: $("$CORRAL" job list)"
+[ "$n" = 9 ] && ok "job list: 9 jobs" || fail "job list has $n jobs: $("$CORRAL" job list)"
 "$CORRAL" job list | grep -q "FAILED" || fail "job list shows no FAILED job"
 ev=$("$CORRAL" events --json)
 for k in submitted placed started exited infeasible finished stopping; do
