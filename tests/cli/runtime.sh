@@ -99,7 +99,17 @@ pid=$("$CORRAL" job status "$id" --json | jq -r '.workers[0].pid')
 out=$("$CORRAL" job stop "$id" --grace 2000); rc=$?
 [ $rc -eq 0 ] && grep -q STOPPED <<<"$out" && ok "job stop" || fail "job stop: rc=$rc $out"
 sleep 0.2
-[ -z "$(pgrep -g "$pid" 2>/dev/null)" ] && ok "stopped job left no process" || fail "group $pid still has $(pgrep -g "$pid")"
+# a live (not zombie) process in process group $1?
+group_alive() {
+    local f st
+    for f in /proc/[0-9]*/stat; do
+        st=$(sed 's/.*) //' "$f" 2>/dev/null) || continue
+        set -- "$1" $st
+        [ "${4:-}" = "$1" ] && [ "$2" != Z ] && return 0
+    done
+    return 1
+}
+! group_alive "$pid" && ok "stopped job left no process" || fail "group $pid still has processes"
 
 # SIGTERM (or Ctrl-C) to a waiting corral run stops its job
 "$CORRAL" run --gpus 1 -- sleep 30 >/dev/null 2>&1 &
