@@ -152,6 +152,12 @@ int cli_run(int argc, char **argv)
                               .env = env.v,
                               .resources = res[0] ? res : NULL,
                               .num_workers = workers};
+    /* caught from before the submission, so that no signal can leave the
+     * job running unseen */
+    struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
     if (corral_submit(c, &spec, &job_id) < 0) {
         fprintf(stderr, "corral run: %s\n", corral_errmsg(c));
         goto out;
@@ -162,10 +168,6 @@ int cli_run(int argc, char **argv)
         goto out;
     }
     corral_job_t job;
-    struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
     bool stop_sent = false;
     int err;
     while ((err = corral_wait(c, job_id, 100, &job)) == CR_EAGAIN) {
@@ -177,8 +179,6 @@ int cli_run(int argc, char **argv)
             stop_sent = true;
         }
     }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
     if (err < 0) {
         fprintf(stderr, "corral run: job %s: %s\n", job_id, corral_errmsg(c));
         goto out;
@@ -204,6 +204,8 @@ int cli_run(int argc, char **argv)
     rc = job.state == CORRAL_JOB_SUCCEEDED ? 0 : job.exit_code ? job.exit_code & 0xff : CLI_FAIL;
     corral_job_free(&job);
 out:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     free(job_id);
     corral_disconnect(c);
     CR_VEC_FREE(&env);
