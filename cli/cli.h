@@ -9,6 +9,14 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 int cli_hw(int argc, char **argv);
 int cli_topo(int argc, char **argv);
 int cli_sim(int argc, char **argv);
+/* the runtime (docs/runtime.md): start_cmd.c, run_cmd.c, job_cmd.c */
+int cli_start(int argc, char **argv);
+int cli_stop(int argc, char **argv);
+int cli_run(int argc, char **argv);
+int cli_job(int argc, char **argv);
+int cli_status(int argc, char **argv);
+int cli_nodes(int argc, char **argv);
+int cli_events(int argc, char **argv);
 
 /* Discovers the node the way every command does: --spec FILE, or
  * --root DIR / CORRAL_SYSFS_ROOT, or this machine. Prints why on failure. */

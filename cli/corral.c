@@ -10,6 +10,13 @@ static const struct {
     {"hw", cli_hw, "this node's accelerators, host topology and labels"},
     {"topo", cli_topo, "the device-to-device connection matrix and domains"},
     {"sim", cli_sim, "the scheduler on a simulated cluster and workload"},
+    {"start", cli_start, "start a head (corrald) on this machine"},
+    {"stop", cli_stop, "stop the head and its workers"},
+    {"status", cli_status, "the head, its nodes, devices used and free, pending work"},
+    {"nodes", cli_nodes, "the nodes of the cluster"},
+    {"run", cli_run, "run a job (a gang of workers) and wait for it"},
+    {"job", cli_job, "list jobs, show one, stop one"},
+    {"events", cli_events, "what happened and why"},
 };
 
 static void usage(FILE *fp)

@@ -34,3 +34,20 @@ step "a simulated node: what a worker given GPUs 4-7 sees" "corral hw --spec spe
 step "the scheduler on a simulated mixed GPU/TPU/Gaudi cluster" \
     "corral sim --cluster examples/clusters/mixed.yaml --workload examples/traces/mixed.yaml"
 "$corral" sim --cluster "$src/examples/clusters/mixed.yaml" --workload "$src/examples/traces/mixed.yaml"
+
+# the runtime: a head on a simulated 8-GPU node, a 4-worker job, status, stop
+export CORRAL_HOME
+CORRAL_HOME=$(mktemp -d /tmp/corral-demo-XXXXXX)
+trap '"$corral" stop >/dev/null 2>&1 || true; rm -rf "$CORRAL_HOME"' EXIT
+step "a head on a simulated DGX H100 node" "corral start --head --hw-spec specs/dgx-h100.yaml"
+"$corral" start --head --hw-spec "$src/specs/dgx-h100.yaml"
+step "a gang of 4 workers, one GPU each: what each sees" \
+    "corral run --gpus 1 --workers 4 -- sh -c 'echo rank \$CORRAL_WORKER_INDEX: CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES'"
+"$corral" run --gpus 1 --workers 4 -- \
+    sh -c 'echo "rank $CORRAL_WORKER_INDEX: CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"'
+step "the head" "corral status"
+"$corral" status
+step "what happened" "corral events --limit 12"
+"$corral" events --limit 12
+step "stop the head" "corral stop"
+"$corral" stop

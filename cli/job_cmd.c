@@ -1,0 +1,365 @@
+/* corral job list|status|stop, corral status, corral nodes, corral events:
+ * what the head knows, for people or, with --json, for programs. */
+#include "cli.h"
+#include <corral/corral.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <time.h>
+
+static const char job_usage[] = "usage: corral job list [--json] | status JOB [--json] | "
+                                "stop JOB [--grace MS] | logs JOB [--worker I]\n";
+static const char status_usage[] = "usage: corral status [--json]\n";
+static const char nodes_usage[] = "usage: corral nodes [--json]\n";
+static const char events_usage[] = "usage: corral events [--json] [--limit N]\n";
+
+static corral_t *connect_or_say(const char *cmd)
+{
+    corral_t *c;
+    char *why = NULL;
+    if (corral_connect(NULL, NULL, &c, &why) < 0) {
+        fprintf(stderr, "corral %s: %s\n", cmd, why ? why : "cannot connect");
+        free(why);
+        return NULL;
+    }
+    return c;
+}
+
+/* Parses [--json] plus the positional arguments left in argv[optind..]. */
+static int parse_common(int argc, char **argv, const char *usage, bool *json, unsigned *limit,
+                        unsigned *grace, unsigned *worker)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, 0, 'j'},        {"limit", required_argument, 0, 'l'},
+        {"grace", required_argument, 0, 'g'}, {"worker", required_argument, 0, 'w'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
+    };
+    int opt;
+    opterr = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        unsigned *dst = opt == 'l' ? limit : opt == 'w' ? worker : grace;
+        switch (opt) {
+        case 'j':
+            *json = true;
+            break;
+        case 'l':
+        case 'w':
+        case 'g': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (!dst || !optarg[0] || *end || v < 0 || v > 100000000) {
+                fprintf(stderr, "corral: %s: expected a number, got '%s'\n%s", argv[optind - 1],
+                        optarg, usage);
+                return CLI_USAGE;
+            }
+            *dst = (unsigned)v;
+            break;
+        }
+        case 'h':
+            fputs(usage, stdout);
+            return -1;
+        default:
+            fprintf(stderr, "corral: unknown or incomplete option '%s'\n%s", argv[optind - 1],
+                    usage);
+            return CLI_USAGE;
+        }
+    }
+    return 0;
+}
+
+static json_t *job_json(const corral_job_t *j)
+{
+    json_t *o = json_object(), *ws = json_array();
+    json_object_set_new(o, "job_id", json_string(j->job_id));
+    json_object_set_new(o, "name", json_string(j->name));
+    json_object_set_new(o, "state", json_string(corral_job_state_name(j->state)));
+    json_object_set_new(o, "reason", json_string(j->reason));
+    json_object_set_new(o, "exit_code", json_integer(j->exit_code));
+    json_object_set_new(o, "submitted_ms", json_integer(j->submitted_ms));
+    json_object_set_new(o, "finished_ms", json_integer(j->finished_ms));
+    if (j->command[0])
+        json_object_set_new(o, "command", json_string(j->command));
+    for (size_t i = 0; i < j->nworkers; i++) {
+        const corral_worker_t *w = &j->workers[i];
+        json_t *x = json_object();
+        json_object_set_new(x, "index", json_integer(w->index));
+        json_object_set_new(x, "worker_id", json_string(w->worker_id));
+        json_object_set_new(x, "node_id", json_string(w->node_id));
+        json_object_set_new(x, "state", json_string(w->state));
+        json_object_set_new(x, "pid", json_integer(w->pid));
+        json_object_set_new(x, "exit_code", json_integer(w->exit_code));
+        json_object_set_new(x, "signal", json_integer(w->signal));
+        json_object_set_new(x, "devices", json_string(w->devices));
+        json_object_set_new(x, "reason", json_string(w->reason));
+        json_array_append_new(ws, x);
+    }
+    json_object_set_new(o, "workers", ws);
+    return o;
+}
+
+static void job_print(const corral_job_t *j)
+{
+    printf("job %s (%s): %s", j->job_id, j->name, corral_job_state_name(j->state));
+    if (corral_job_state_is_final(j->state))
+        printf(", exit code %d", j->exit_code);
+    printf("%s%s\n", j->reason[0] ? ": " : "", j->reason);
+    if (j->command[0])
+        printf("  command: %s\n", j->command);
+    for (size_t i = 0; i < j->nworkers; i++) {
+        const corral_worker_t *w = &j->workers[i];
+        printf("  worker %u  %-8s pid %-7d devices [%s]", w->index, w->state, w->pid, w->devices);
+        if (!strcmp(w->state, "EXITED"))
+            printf(w->signal ? "  signal %d" : "  exit %d", w->signal ? w->signal : w->exit_code);
+        printf("%s%s\n", w->reason[0] ? "  " : "", w->reason);
+    }
+}
+
+/* Output as recorded: stdout to stdout, stderr to stderr. */
+static void print_log(void *arg, unsigned worker, int stream, const char *data, size_t len)
+{
+    fwrite(data, 1, len, stream ? stderr : stdout);
+}
+
+int cli_job(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(job_usage, stderr);
+        return CLI_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs(job_usage, stdout);
+        return CLI_OK;
+    }
+    const char *sub = argv[1];
+    bool json = false;
+    unsigned grace = 0, worker = ~0u;
+    int r = parse_common(argc - 1, argv + 1, job_usage, &json, NULL, &grace, &worker);
+    if (r)
+        return r < 0 ? CLI_OK : r;
+    int npos = argc - 1 - optind;
+    char **pos = argv + 1 + optind;
+    bool is_list = !strcmp(sub, "list"), is_status = !strcmp(sub, "status"),
+         is_stop = !strcmp(sub, "stop"), is_logs = !strcmp(sub, "logs");
+    bool known = is_list || is_status || is_stop || is_logs;
+    if (!known || npos != (is_list ? 0 : 1)) {
+        fprintf(stderr, "corral job: %s\n%s",
+                known ? "wrong number of arguments" : "unknown subcommand", job_usage);
+        return CLI_USAGE;
+    }
+    corral_t *c = connect_or_say("job");
+    if (!c)
+        return CLI_FAIL;
+    int rc = CLI_FAIL;
+    if (is_list) {
+        corral_job_t *v;
+        size_t n;
+        if (corral_job_list(c, &v, &n) < 0) {
+            fprintf(stderr, "corral job list: %s\n", corral_errmsg(c));
+            goto out;
+        }
+        if (json) {
+            json_t *a = json_array();
+            for (size_t i = 0; i < n; i++)
+                json_array_append_new(a, job_json(&v[i]));
+            cli_print_json(a);
+            json_decref(a);
+        } else {
+            printf("%-6s %-10s %-5s %-7s %s\n", "JOB", "STATE", "EXIT", "WORKERS", "NAME");
+            for (size_t i = 0; i < n; i++)
+                printf("%-6s %-10s %-5d %-7zu %s\n", v[i].job_id, corral_job_state_name(v[i].state),
+                       v[i].exit_code, v[i].nworkers, v[i].name);
+        }
+        corral_job_list_free(v, n);
+    } else if (is_status) {
+        corral_job_t j;
+        if (corral_job_status(c, pos[0], &j) < 0) {
+            fprintf(stderr, "corral job status: %s\n", corral_errmsg(c));
+            goto out;
+        }
+        if (json) {
+            json_t *o = job_json(&j);
+            cli_print_json(o);
+            json_decref(o);
+        } else {
+            job_print(&j);
+        }
+        corral_job_free(&j);
+    } else if (is_logs) {
+        if (corral_job_logs(c, pos[0], worker == ~0u ? -1 : (int)worker, print_log, NULL) < 0) {
+            fprintf(stderr, "corral job logs: %s\n", corral_errmsg(c));
+            goto out;
+        }
+    } else {
+        if (corral_stop(c, pos[0], grace) < 0) {
+            fprintf(stderr, "corral job stop: %s\n", corral_errmsg(c));
+            goto out;
+        }
+        corral_job_t j;
+        if (corral_wait(c, pos[0], -1, &j) == 0) {
+            printf("job %s %s\n", j.job_id, corral_job_state_name(j.state));
+            corral_job_free(&j);
+        }
+    }
+    rc = CLI_OK;
+out:
+    corral_disconnect(c);
+    return rc;
+}
+
+static json_t *res_json(const corral_resource_t *r, size_t n)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_object();
+        json_object_set_new(x, "total", json_real(r[i].total));
+        json_object_set_new(x, "free", json_real(r[i].free));
+        json_object_set_new(x, "used", json_real(r[i].total - r[i].free));
+        json_object_set_new(o, r[i].name, x);
+    }
+    return o;
+}
+
+static void res_print(const corral_resource_t *r, size_t n)
+{
+    printf("  %-14s %12s %12s %12s\n", "RESOURCE", "TOTAL", "USED", "FREE");
+    for (size_t i = 0; i < n; i++) {
+        char t[32], u[32], f[32];
+        if (!strcmp(r[i].name, "memory") || strstr(r[i].name, "memory")) {
+            cli_format_bytes((uint64_t)r[i].total, t, sizeof(t));
+            cli_format_bytes((uint64_t)(r[i].total - r[i].free), u, sizeof(u));
+            cli_format_bytes((uint64_t)r[i].free, f, sizeof(f));
+        } else {
+            snprintf(t, sizeof(t), "%g", r[i].total);
+            snprintf(u, sizeof(u), "%g", r[i].total - r[i].free);
+            snprintf(f, sizeof(f), "%g", r[i].free);
+        }
+        printf("  %-14s %12s %12s %12s\n", r[i].name, t, u, f);
+    }
+}
+
+static json_t *node_json(const corral_node_t *n)
+{
+    json_t *o = json_object(), *l = json_array();
+    json_object_set_new(o, "node_id", json_string(n->node_id));
+    json_object_set_new(o, "state", json_string(n->state));
+    json_object_set_new(o, "address", json_string(n->address));
+    json_object_set_new(o, "resources", res_json(n->res, n->nres));
+    for (size_t i = 0; i < n->nlabels; i++)
+        json_array_append_new(l, json_string(n->labels[i]));
+    json_object_set_new(o, "labels", l);
+    return o;
+}
+
+static int status_or_nodes(int argc, char **argv, bool nodes)
+{
+    const char *usage = nodes ? nodes_usage : status_usage, *cmd = nodes ? "nodes" : "status";
+    bool json = false;
+    int r = parse_common(argc, argv, usage, &json, NULL, NULL, NULL);
+    if (r)
+        return r < 0 ? CLI_OK : r;
+    if (optind < argc) {
+        fprintf(stderr, "corral %s: unexpected argument '%s'\n%s", cmd, argv[optind], usage);
+        return CLI_USAGE;
+    }
+    corral_t *c = connect_or_say(cmd);
+    if (!c)
+        return CLI_FAIL;
+    corral_status_t s;
+    if (corral_status(c, &s) < 0) {
+        fprintf(stderr, "corral %s: %s\n", cmd, corral_errmsg(c));
+        corral_disconnect(c);
+        return CLI_FAIL;
+    }
+    if (json) {
+        json_t *o = json_object(), *ns = json_array();
+        for (size_t i = 0; i < s.nnodes; i++)
+            json_array_append_new(ns, node_json(&s.nodes[i]));
+        if (nodes) {
+            cli_print_json(ns);
+            json_decref(ns);
+        } else {
+            json_object_set_new(o, "head_address", json_string(s.head_address));
+            json_object_set_new(o, "nodes", ns);
+            json_object_set_new(o, "resources", res_json(s.res, s.nres));
+            json_object_set_new(o, "pending_jobs", json_integer(s.pending_jobs));
+            json_object_set_new(o, "running_jobs", json_integer(s.running_jobs));
+            cli_print_json(o);
+        }
+        json_decref(o);
+    } else {
+        if (!nodes)
+            printf("head %s: %zu node(s), %u job(s) running, %u pending\n", s.head_address,
+                   s.nnodes, s.running_jobs, s.pending_jobs);
+        for (size_t i = 0; i < s.nnodes; i++) {
+            printf("node %s  %s\n", s.nodes[i].node_id, s.nodes[i].state);
+            res_print(s.nodes[i].res, s.nodes[i].nres);
+            if (nodes)
+                for (size_t k = 0; k < s.nodes[i].nlabels; k++)
+                    printf("  label %s\n", s.nodes[i].labels[k]);
+        }
+    }
+    corral_status_free(&s);
+    corral_disconnect(c);
+    return CLI_OK;
+}
+
+int cli_status(int argc, char **argv)
+{
+    return status_or_nodes(argc, argv, false);
+}
+
+int cli_nodes(int argc, char **argv)
+{
+    return status_or_nodes(argc, argv, true);
+}
+
+int cli_events(int argc, char **argv)
+{
+    bool json = false;
+    unsigned limit = 0;
+    int r = parse_common(argc, argv, events_usage, &json, &limit, NULL, NULL);
+    if (r)
+        return r < 0 ? CLI_OK : r;
+    if (optind < argc) {
+        fprintf(stderr, "corral events: unexpected argument '%s'\n%s", argv[optind], events_usage);
+        return CLI_USAGE;
+    }
+    corral_t *c = connect_or_say("events");
+    if (!c)
+        return CLI_FAIL;
+    corral_event_t *v;
+    size_t n;
+    if (corral_events(c, 0, limit, &v, &n) < 0) {
+        fprintf(stderr, "corral events: %s\n", corral_errmsg(c));
+        corral_disconnect(c);
+        return CLI_FAIL;
+    }
+    json_t *a = json ? json_array() : NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (a) {
+            json_t *o = json_object();
+            json_object_set_new(o, "seq", json_integer((json_int_t)v[i].seq));
+            json_object_set_new(o, "time_ms", json_integer(v[i].time_ms));
+            json_object_set_new(o, "kind", json_string(v[i].kind));
+            json_object_set_new(o, "job_id", json_string(v[i].job_id));
+            json_object_set_new(o, "node_id", json_string(v[i].node_id));
+            json_object_set_new(o, "message", json_string(v[i].message));
+            json_array_append_new(a, o);
+            continue;
+        }
+        char when[32];
+        time_t t = (time_t)(v[i].time_ms / 1000);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(when, sizeof(when), "%H:%M:%S", &tm);
+        printf("%s.%03d  %-10s %-4s %s\n", when, (int)(v[i].time_ms % 1000), v[i].kind, v[i].job_id,
+               v[i].message);
+    }
+    if (a) {
+        cli_print_json(a);
+        json_decref(a);
+    }
+    corral_events_free(v, n);
+    corral_disconnect(c);
+    return CLI_OK;
+}

@@ -1,0 +1,213 @@
+/* corral run: one job, a gang of workers, now (docs/runtime.md). */
+#include "cli.h"
+#include <corral/corral.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+
+static const char run_usage[] =
+    "usage: corral run [--gpus N | --tpus N | --resources 'TPU=4,CPU=2'] [--workers N] "
+    "[--env K=V]... [--name NAME] [--detach] -- CMD [ARG...]\n";
+
+/* Each worker's output, gathered, then printed whole: prefixed by worker
+ * when there are several. Following output while it is written needs
+ * JobLogs follow in the head (docs/runtime.md, what is missing). */
+typedef struct outputs {
+    size_t n;
+    cr_buf_t *out, *err;
+} outputs_t;
+
+/* Ctrl-C (or SIGTERM) while waiting stops the job rather than leaving it
+ * running behind the user's back. */
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig)
+{
+    interrupted = sig;
+}
+
+static void on_log(void *arg, unsigned worker, int stream, const char *data, size_t len)
+{
+    outputs_t *o = arg;
+    if (worker >= o->n)
+        return;
+    cr_buf_append(stream ? &o->err[worker] : &o->out[worker], data, len);
+}
+
+static void print_prefixed(FILE *fp, const cr_buf_t *b, unsigned index, bool prefix)
+{
+    if (!b->len)
+        return;
+    if (!prefix) {
+        fwrite(b->s, 1, b->len, fp);
+        return;
+    }
+    const char *p = b->s, *end = b->s + b->len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        fprintf(fp, "[%u] %.*s\n", index, (int)len, p);
+        p += len + (nl ? 1 : 0);
+    }
+}
+
+static int parse_count(const char *opt, const char *s, unsigned *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!s[0] || *end || v < 1 || v > 4096) {
+        fprintf(stderr, "corral run: %s: expected a count from 1 to 4096, got '%s'\n%s", opt, s,
+                run_usage);
+        return CLI_USAGE;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
+int cli_run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"gpus", required_argument, 0, 'g'},
+        {"tpus", required_argument, 0, 't'},
+        {"resources", required_argument, 0, 'r'},
+        {"workers", required_argument, 0, 'w'},
+        {"env", required_argument, 0, 'e'},
+        {"name", required_argument, 0, 'n'},
+        {"detach", no_argument, 0, 'd'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    char res[256] = "";
+    const char *name = NULL;
+    unsigned workers = 1, count;
+    int nres = 0, opt, rc = CLI_FAIL;
+    bool detach = false;
+    CR_VEC(const char *) env = {0};
+    opterr = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'g':
+        case 't':
+            if (parse_count(opt == 'g' ? "--gpus" : "--tpus", optarg, &count)) {
+                CR_VEC_FREE(&env);
+                return CLI_USAGE;
+            }
+            snprintf(res, sizeof(res), "%s=%u", opt == 'g' ? "GPU" : "TPU", count);
+            nres++;
+            break;
+        case 'r':
+            snprintf(res, sizeof(res), "%s", optarg);
+            nres++;
+            break;
+        case 'w':
+            if (parse_count("--workers", optarg, &workers)) {
+                CR_VEC_FREE(&env);
+                return CLI_USAGE;
+            }
+            break;
+        case 'e':
+            if (!strchr(optarg, '=') || optarg[0] == '=') {
+                fprintf(stderr, "corral run: --env: expected K=V, got '%s'\n%s", optarg, run_usage);
+                CR_VEC_FREE(&env);
+                return CLI_USAGE;
+            }
+            *CR_VEC_PUSH(&env) = optarg;
+            break;
+        case 'n':
+            name = optarg;
+            break;
+        case 'd':
+            detach = true;
+            break;
+        case 'h':
+            fputs(run_usage, stdout);
+            CR_VEC_FREE(&env);
+            return CLI_OK;
+        default:
+            fprintf(stderr, "corral run: unknown or incomplete option '%s'\n%s", argv[optind - 1],
+                    run_usage);
+            CR_VEC_FREE(&env);
+            return CLI_USAGE;
+        }
+    }
+    if (nres > 1 || optind >= argc) {
+        fprintf(stderr, "corral run: %s\n%s",
+                nres > 1 ? "give one of --gpus, --tpus, --resources" : "no command given",
+                run_usage);
+        CR_VEC_FREE(&env);
+        return CLI_USAGE;
+    }
+    *CR_VEC_PUSH(&env) = NULL;
+
+    corral_t *c;
+    char *why = NULL, *job_id = NULL;
+    if (corral_connect(NULL, NULL, &c, &why) < 0) {
+        fprintf(stderr, "corral run: %s\n", why ? why : "cannot connect");
+        free(why);
+        CR_VEC_FREE(&env);
+        return CLI_FAIL;
+    }
+    corral_job_spec_t spec = {.name = name,
+                              .argv = (const char *const *)(argv + optind),
+                              .env = env.v,
+                              .resources = res[0] ? res : NULL,
+                              .num_workers = workers};
+    /* caught from before the submission, so that no signal can leave the
+     * job running unseen */
+    struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    if (corral_submit(c, &spec, &job_id) < 0) {
+        fprintf(stderr, "corral run: %s\n", corral_errmsg(c));
+        goto out;
+    }
+    if (detach) {
+        printf("%s\n", job_id);
+        rc = CLI_OK;
+        goto out;
+    }
+    corral_job_t job;
+    bool stop_sent = false;
+    int err;
+    while ((err = corral_wait(c, job_id, 100, &job)) == CR_EAGAIN) {
+        corral_job_free(&job);
+        if (interrupted && !stop_sent) {
+            fprintf(stderr, "corral run: signal %d: stopping job %s\n", (int)interrupted, job_id);
+            if (corral_stop(c, job_id, 0) < 0)
+                fprintf(stderr, "corral run: %s\n", corral_errmsg(c));
+            stop_sent = true;
+        }
+    }
+    if (err < 0) {
+        fprintf(stderr, "corral run: job %s: %s\n", job_id, corral_errmsg(c));
+        goto out;
+    }
+    outputs_t o = {.n = job.nworkers};
+    o.out = cr_calloc(o.n + 1, sizeof(*o.out));
+    o.err = cr_calloc(o.n + 1, sizeof(*o.err));
+    if (corral_job_logs(c, job_id, -1, on_log, &o) < 0)
+        fprintf(stderr, "corral run: logs of job %s: %s\n", job_id, corral_errmsg(c));
+    fflush(stdout);
+    for (size_t i = 0; i < o.n; i++) {
+        print_prefixed(stdout, &o.out[i], (unsigned)i, o.n > 1);
+        fflush(stdout);
+        print_prefixed(stderr, &o.err[i], (unsigned)i, o.n > 1);
+        cr_buf_free(&o.out[i]);
+        cr_buf_free(&o.err[i]);
+    }
+    free(o.out);
+    free(o.err);
+    if (job.state != CORRAL_JOB_SUCCEEDED)
+        fprintf(stderr, "corral run: job %s %s: %s\n", job_id, corral_job_state_name(job.state),
+                job.reason);
+    rc = job.state == CORRAL_JOB_SUCCEEDED ? 0 : job.exit_code ? job.exit_code & 0xff : CLI_FAIL;
+    corral_job_free(&job);
+out:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    free(job_id);
+    corral_disconnect(c);
+    CR_VEC_FREE(&env);
+    return rc;
+}

@@ -1,0 +1,709 @@
+/* libcorral (include/corral/corral.h): a synchronous client of the head.
+ *
+ * Why a private libuv loop rather than blocking sockets: the handshake,
+ * framing, validation and write queue already live in net/conn.c on a
+ * libuv loop, tested there; reusing them means a client speaks exactly
+ * what the head's listener expects, with no second implementation of the
+ * HMAC handshake. Each call sends one request and runs the private loop
+ * until the answer (or the connection's end) arrives, so the API stays
+ * blocking and the loop never runs between calls. */
+#include <corral/corral.h>
+#include "net/net.h"
+#include "sched/sched.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Called for each answer to the pending request; returns 1 when it was
+ * the last one. */
+typedef int (*answer_fn)(corral_t *c, const Corral__Envelope *e, void *arg);
+
+struct corral {
+    uv_loop_t loop;
+    cr_net_t *net;
+    cr_conn_t *conn;
+    bool ready, closed, net_done;
+    int close_err;
+    uint64_t want; /* the request id answers are awaited for */
+    answer_fn fn;
+    void *arg;
+    bool done, timed_out;
+    uv_timer_t timer; /* bounds each call: a wedged head does not hang us */
+    int err;
+    char msg[512];
+};
+
+static void set_msg(corral_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_msg(corral_t *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->msg, sizeof(c->msg), fmt, ap);
+    va_end(ap);
+}
+
+static void on_ready(cr_conn_t *conn, void *data)
+{
+    corral_t *c = data;
+    c->ready = true;
+}
+
+static void on_message(cr_conn_t *conn, const Corral__Envelope *e, void *data)
+{
+    corral_t *c = data;
+    if (c->done || e->reply_to != c->want)
+        return; /* an answer to nothing we wait for */
+    if (e->body_case == CORRAL__ENVELOPE__BODY_ERROR) {
+        c->err = e->error->code < 0 ? e->error->code : CR_EIO;
+        set_msg(c, "%s", e->error->message ? e->error->message : cr_strerror(c->err));
+        c->done = true;
+        return;
+    }
+    if (c->fn(c, e, c->arg))
+        c->done = true;
+}
+
+static void on_close(cr_conn_t *conn, int err, void *data)
+{
+    corral_t *c = data;
+    c->closed = true;
+    c->close_err = err ? err : -ECONNRESET;
+    c->conn = NULL;
+}
+
+static void net_done(void *data)
+{
+    corral_t *c = data;
+    c->net_done = true;
+}
+
+static char *session_file(const char *name)
+{
+    const char *home = getenv("CORRAL_HOME");
+    if (!home || !home[0])
+        home = "/tmp/corral";
+    return cr_asprintf("%s/session_latest/%s", home, name);
+}
+
+static void teardown(corral_t *c)
+{
+    if (c->net) {
+        cr_net_close(c->net, net_done, c);
+        c->net = NULL;
+        while (!c->net_done && uv_run(&c->loop, UV_RUN_ONCE))
+            ;
+    }
+    uv_close((uv_handle_t *)&c->timer, NULL);
+    uv_run(&c->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&c->loop);
+    free(c);
+}
+
+int corral_connect(const char *address, const char *token_path, corral_t **out, char **errmsg)
+{
+    *out = NULL;
+    if (errmsg)
+        *errmsg = NULL;
+    char *addr = NULL, *tok = NULL;
+    if (!address || !address[0])
+        address = getenv("CORRAL_ADDRESS");
+    addr = address && address[0] ? cr_strdup(address) : session_file("corrald.sock");
+    if (!token_path || !token_path[0])
+        token_path = getenv("CORRAL_TOKEN_FILE");
+    tok = token_path && token_path[0] ? cr_strdup(token_path) : session_file("token");
+
+    corral_t *c = cr_calloc(1, sizeof(*c));
+    uv_loop_init(&c->loop);
+    uv_timer_init(&c->loop, &c->timer);
+    uint8_t token[CR_TOKEN_LEN];
+    char name[64];
+    int err = cr_token_read(tok, token);
+    if (err < 0) {
+        set_msg(c, "cannot read the cluster token %s: %s (is a head running? corral start --head)",
+                tok, cr_strerror(err));
+        goto fail;
+    }
+    snprintf(name, sizeof(name), "libcorral:%d", (int)getpid());
+    cr_net_config_t cfg = {.token = token, .name = name};
+    cr_net_callbacks_t cb = {.on_ready = on_ready, .on_message = on_message, .on_close = on_close};
+    c->net = cr_net_new(&c->loop, &cfg, &cb, c);
+    memset(token, 0, sizeof(token));
+    if (!c->net) {
+        err = CR_EINVAL;
+        set_msg(c, "cannot set up the transport");
+        goto fail;
+    }
+    err = cr_net_connect(c->net, addr, CORRAL__ROLE__ROLE_CLIENT, &c->conn);
+    if (err < 0) {
+        set_msg(c, "cannot connect to %s: %s", addr, cr_strerror(err));
+        goto fail;
+    }
+    while (!c->ready && !c->closed && uv_run(&c->loop, UV_RUN_ONCE))
+        ;
+    if (!c->ready) {
+        err = c->close_err ? c->close_err : CR_EIO;
+        if (err == CR_EACCES)
+            set_msg(c, "the head at %s refused the token in %s", addr, tok);
+        else
+            set_msg(c, "cannot connect to the head at %s: %s", addr, cr_strerror(err));
+        goto fail;
+    }
+    free(addr);
+    free(tok);
+    *out = c;
+    return 0;
+fail:
+    if (errmsg)
+        *errmsg = cr_strdup(c->msg);
+    free(addr);
+    free(tok);
+    teardown(c);
+    return err;
+}
+
+void corral_disconnect(corral_t *c)
+{
+    if (c)
+        teardown(c);
+}
+
+const char *corral_errmsg(const corral_t *c)
+{
+    return c ? c->msg : "";
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+    corral_t *c = t->data;
+    c->timed_out = true;
+    if (c->conn) /* a late answer must not be taken for the next call's */
+        cr_conn_close(c->conn, CR_EAGAIN);
+}
+
+/* Sends e and runs the loop until fn says the answer is complete, or
+ * CORRAL_CALL_TIMEOUT_MS pass (then the connection is closed). */
+static int call(corral_t *c, Corral__Envelope *e, answer_fn fn, void *arg)
+{
+    c->msg[0] = '\0';
+    if (!c->conn || c->closed) {
+        set_msg(c, "the connection to the head is closed");
+        return -ENOTCONN;
+    }
+    e->id = cr_conn_next_id(c->conn);
+    c->want = e->id;
+    c->fn = fn;
+    c->arg = arg;
+    c->done = false;
+    c->err = 0;
+    int err = cr_conn_send(c->conn, e);
+    if (err < 0) {
+        set_msg(c, "cannot send %s: %s", cr_msg_name(e->body_case), cr_strerror(err));
+        return err;
+    }
+    c->timed_out = false;
+    c->timer.data = c;
+    uv_timer_start(&c->timer, on_timeout, CORRAL_CALL_TIMEOUT_MS, 0);
+    while (!c->done && !c->closed && uv_run(&c->loop, UV_RUN_ONCE))
+        ;
+    uv_timer_stop(&c->timer);
+    if (!c->done && c->timed_out) {
+        set_msg(c, "no answer from the head to %s within %d ms", cr_msg_name(e->body_case),
+                CORRAL_CALL_TIMEOUT_MS);
+        return CR_EAGAIN;
+    }
+    if (!c->done) {
+        set_msg(c, "the head closed the connection: %s", cr_strerror(c->close_err));
+        return c->close_err ? c->close_err : CR_EIO;
+    }
+    return c->err;
+}
+
+static int expect(corral_t *c, const Corral__Envelope *e, Corral__Envelope__BodyCase want)
+{
+    if (e->body_case == want)
+        return 0;
+    c->err = CR_EPARSE;
+    set_msg(c, "unexpected answer %s", cr_msg_name(e->body_case));
+    return CR_EPARSE;
+}
+
+/* ---- jobs ---- */
+
+static const char *const job_state_names[] = {"UNKNOWN",   "PENDING", "PLACING", "RUNNING",
+                                              "SUCCEEDED", "FAILED",  "STOPPED"};
+
+const char *corral_job_state_name(corral_job_state_t s)
+{
+    return (unsigned)s < CR_ARRAY_SIZE(job_state_names) ? job_state_names[s] : "UNKNOWN";
+}
+
+int corral_job_state_is_final(corral_job_state_t s)
+{
+    return s == CORRAL_JOB_SUCCEEDED || s == CORRAL_JOB_FAILED || s == CORRAL_JOB_STOPPED;
+}
+
+static const char *const worker_state_names[] = {"UNKNOWN", "STARTING", "RUNNING", "EXITED",
+                                                 "FAILED",  "STOPPED",  "LOST"};
+
+static int got_submitted(corral_t *c, const Corral__Envelope *e, void *arg)
+{
+    if (expect(c, e, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED) == 0)
+        *(char **)arg = cr_strdup(e->job_submitted->job_id);
+    return 1;
+}
+
+static int parse_resources(corral_t *c, const char *s, Corral__Quantity **q, size_t *n)
+{
+    *n = 0;
+    if (!s || !s[0])
+        return 0;
+    char *dup = cr_strdup(s), *save = NULL;
+    int err = 0;
+    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(t, '=');
+        sched_err_t se = {0};
+        int64_t v;
+        if (!eq || eq == t) {
+            set_msg(c, "resources: expected NAME=AMOUNT, got '%s'", t);
+            err = CR_EINVAL;
+            break;
+        }
+        *eq = '\0';
+        if (sched_parse_qty(eq + 1, strlen(eq + 1), &v, &se) < 0) {
+            set_msg(c, "resources: %s=%s: %s", t, eq + 1, se.msg);
+            err = CR_EINVAL;
+            break;
+        }
+        if (*n == SCHED_REQ_MAX) {
+            set_msg(c, "resources: at most %d names", SCHED_REQ_MAX);
+            err = CR_EINVAL;
+            break;
+        }
+        q[*n] = cr_calloc(1, sizeof(**q));
+        corral__quantity__init(q[*n]);
+        q[*n]->name = cr_strdup(t);
+        q[*n]->amount = v;
+        (*n)++;
+    }
+    free(dup);
+    return err;
+}
+
+int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id)
+{
+    *job_id = NULL;
+    c->msg[0] = '\0';
+    if (!spec->argv || !spec->argv[0]) {
+        set_msg(c, "a job needs a command");
+        return CR_EINVAL;
+    }
+    Corral__WorkerSpec ws = CORRAL__WORKER_SPEC__INIT;
+    Corral__JobSpec js = CORRAL__JOB_SPEC__INIT;
+    Corral__Quantity *q[SCHED_REQ_MAX];
+    size_t nq = 0, nenv = 0, nargv = 0;
+    while (spec->argv[nargv])
+        nargv++;
+    while (spec->env && spec->env[nenv])
+        nenv++;
+    Corral__KeyValue *kv = cr_calloc(nenv + 1, sizeof(*kv));
+    Corral__KeyValue **kvp = cr_calloc(nenv + 1, sizeof(*kvp));
+    char **keys = cr_calloc(nenv + 1, sizeof(*keys));
+    int err = parse_resources(c, spec->resources, q, &nq);
+    for (size_t i = 0; i < nenv && err == 0; i++) {
+        const char *eq = strchr(spec->env[i], '=');
+        if (!eq || eq == spec->env[i]) {
+            set_msg(c, "environment: expected K=V, got '%s'", spec->env[i]);
+            err = CR_EINVAL;
+            break;
+        }
+        corral__key_value__init(&kv[i]);
+        keys[i] = cr_strndup(spec->env[i], (size_t)(eq - spec->env[i]));
+        kv[i].key = keys[i];
+        kv[i].value = (char *)eq + 1;
+        kvp[i] = &kv[i];
+    }
+    if (err == 0) {
+        ws.argv = (char **)spec->argv;
+        ws.n_argv = nargv;
+        ws.env = kvp;
+        ws.n_env = nenv;
+        ws.cwd = (char *)(spec->cwd ? spec->cwd : "");
+        ws.resources = q;
+        ws.n_resources = nq;
+        js.name = (char *)(spec->name ? spec->name : "");
+        js.worker = &ws;
+        js.num_workers = spec->num_workers ? spec->num_workers : 1;
+        js.grace_ms = spec->grace_ms;
+        js.bundle_index = -1;
+        js.selector = js.domain = js.placement_group = "";
+        Corral__JobSubmit sub = CORRAL__JOB_SUBMIT__INIT;
+        sub.spec = &js;
+        Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+        e.body_case = CORRAL__ENVELOPE__BODY_JOB_SUBMIT;
+        e.job_submit = &sub;
+        err = call(c, &e, got_submitted, job_id);
+        if (err < 0) {
+            free(*job_id);
+            *job_id = NULL;
+        }
+    }
+    for (size_t i = 0; i < nq; i++) {
+        free(q[i]->name);
+        free(q[i]);
+    }
+    for (size_t i = 0; i < nenv; i++)
+        free(keys[i]);
+    free(keys);
+    free(kv);
+    free(kvp);
+    return err;
+}
+
+static void job_from_info(corral_job_t *j, const Corral__JobInfo *in)
+{
+    memset(j, 0, sizeof(*j));
+    j->job_id = cr_strdup(in->job_id);
+    j->name = cr_strdup(in->name);
+    j->state = (unsigned)in->state < CR_ARRAY_SIZE(job_state_names) ? (corral_job_state_t)in->state
+                                                                    : CORRAL_JOB_UNKNOWN;
+    j->reason = cr_strdup(in->reason);
+    j->exit_code = in->exit_code;
+    j->submitted_ms = in->submitted_ms;
+    j->finished_ms = in->finished_ms;
+    cr_buf_t cmd = {0};
+    if (in->spec && in->spec->worker)
+        for (size_t i = 0; i < in->spec->worker->n_argv; i++)
+            cr_buf_printf(&cmd, "%s%s", i ? " " : "", in->spec->worker->argv[i]);
+    j->command = cmd.s ? cmd.s : cr_strdup("");
+    j->nworkers = in->n_workers;
+    j->workers = cr_calloc(in->n_workers + 1, sizeof(*j->workers));
+    for (size_t i = 0; i < in->n_workers; i++) {
+        const Corral__WorkerStatus *s = in->workers[i];
+        corral_worker_t *w = &j->workers[i];
+        w->index = s->worker_index;
+        w->worker_id = cr_strdup(s->worker_id);
+        w->node_id = cr_strdup(s->node_id);
+        w->state = (unsigned)s->state < CR_ARRAY_SIZE(worker_state_names)
+                       ? worker_state_names[s->state]
+                       : "UNKNOWN";
+        w->pid = s->pid;
+        w->exit_code = s->exit_code;
+        w->signal = s->signal;
+        w->reason = cr_strdup(s->reason);
+        cr_buf_t d = {0};
+        for (size_t k = 0; k < s->n_devices; k++)
+            cr_buf_printf(&d, "%s%u", k ? "," : "", s->devices[k]);
+        w->devices = d.s ? d.s : cr_strdup("");
+    }
+}
+
+void corral_job_free(corral_job_t *j)
+{
+    if (!j)
+        return;
+    for (size_t i = 0; i < j->nworkers; i++) {
+        free(j->workers[i].worker_id);
+        free(j->workers[i].node_id);
+        free(j->workers[i].devices);
+        free(j->workers[i].reason);
+    }
+    free(j->workers);
+    free(j->job_id);
+    free(j->name);
+    free(j->reason);
+    free(j->command);
+    memset(j, 0, sizeof(*j));
+}
+
+void corral_job_list_free(corral_job_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        corral_job_free(&v[i]);
+    free(v);
+}
+
+static int got_info(corral_t *c, const Corral__Envelope *e, void *arg)
+{
+    if (expect(c, e, CORRAL__ENVELOPE__BODY_JOB_INFO) == 0)
+        job_from_info(arg, e->job_info);
+    return 1;
+}
+
+int corral_job_status(corral_t *c, const char *job_id, corral_job_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    Corral__JobStatusRequest r = CORRAL__JOB_STATUS_REQUEST__INIT;
+    r.job_id = (char *)job_id;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_STATUS;
+    e.job_status = &r;
+    int err = call(c, &e, got_info, out);
+    if (err < 0)
+        corral_job_free(out);
+    return err;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int corral_wait(corral_t *c, const char *job_id, int timeout_ms, corral_job_t *out)
+{
+    int64_t deadline = mono_ms() + timeout_ms;
+    unsigned pause_us = 2000;
+    for (;;) {
+        int err = corral_job_status(c, job_id, out);
+        if (err < 0 || corral_job_state_is_final(out->state))
+            return err;
+        if (timeout_ms >= 0 && mono_ms() >= deadline) {
+            set_msg(c, "job %s is still %s", job_id, corral_job_state_name(out->state));
+            return CR_EAGAIN;
+        }
+        corral_job_free(out);
+        usleep(pause_us);
+        if (pause_us < 50000) /* quick for short jobs, cheap for long ones */
+            pause_us *= 2;
+    }
+}
+
+static int got_ack(corral_t *c, const Corral__Envelope *e, void *arg)
+{
+    expect(c, e, CORRAL__ENVELOPE__BODY_ACK);
+    return 1;
+}
+
+int corral_stop(corral_t *c, const char *job_id, unsigned grace_ms)
+{
+    Corral__JobStop r = CORRAL__JOB_STOP__INIT;
+    r.job_id = (char *)job_id;
+    r.grace_ms = grace_ms;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_STOP;
+    e.job_stop = &r;
+    return call(c, &e, got_ack, NULL);
+}
+
+typedef struct list_out {
+    corral_job_t *v;
+    size_t n;
+} list_out_t;
+
+static int got_list(corral_t *c, const Corral__Envelope *e, void *arg)
+{
+    list_out_t *o = arg;
+    if (expect(c, e, CORRAL__ENVELOPE__BODY_JOB_LIST_REPLY) < 0)
+        return 1;
+    const Corral__JobListReply *r = e->job_list_reply;
+    o->v = cr_calloc(r->n_jobs + 1, sizeof(*o->v));
+    for (size_t i = 0; i < r->n_jobs; i++)
+        job_from_info(&o->v[i], r->jobs[i]);
+    o->n = r->n_jobs;
+    return 1;
+}
+
+int corral_job_list(corral_t *c, corral_job_t **out, size_t *n)
+{
+    list_out_t o = {0};
+    Corral__JobList r = CORRAL__JOB_LIST__INIT;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_LIST;
+    e.job_list = &r;
+    int err = call(c, &e, got_list, &o);
+    if (err < 0) {
+        corral_job_list_free(o.v, o.n);
+        o.v = NULL;
+        o.n = 0;
+    }
+    *out = o.v;
+    *n = o.n;
+    return err;
+}
+
+typedef struct logs_cb {
+    corral_log_fn fn;
+    void *arg;
+} logs_cb_t;
+
+static int got_chunk(corral_t *c, const Corral__Envelope *e, void *arg)
+{
+    logs_cb_t *l = arg;
+    if (expect(c, e, CORRAL__ENVELOPE__BODY_LOG_CHUNK) < 0)
+        return 1;
+    const Corral__LogChunk *ch = e->log_chunk;
+    if (ch->data.len)
+        l->fn(l->arg, ch->worker_index, ch->stream, (const char *)ch->data.data, ch->data.len);
+    return ch->eof;
+}
+
+int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg)
+{
+    logs_cb_t l = {fn, arg};
+    Corral__JobLogs r = CORRAL__JOB_LOGS__INIT;
+    r.job_id = (char *)job_id;
+    r.worker_index = worker_index;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_LOGS;
+    e.job_logs = &r;
+    return call(c, &e, got_chunk, &l);
+}
+
+/* ---- the cluster ---- */
+
+static double units(const char *name, int64_t amount)
+{
+    return (double)amount / (double)CR_QTY_ONE;
+}
+
+static void res_from(corral_resource_t **out, size_t *n, Corral__Quantity **tot, size_t nt,
+                     Corral__Quantity **fr, size_t nf)
+{
+    *out = cr_calloc(nt + 1, sizeof(**out));
+    *n = nt;
+    for (size_t i = 0; i < nt; i++) {
+        (*out)[i].name = cr_strdup(tot[i]->name);
+        (*out)[i].total = units(tot[i]->name, tot[i]->amount);
+        for (size_t k = 0; k < nf; k++)
+            if (strcmp(fr[k]->name, tot[i]->name) == 0)
+                (*out)[i].free = units(fr[k]->name, fr[k]->amount);
+    }
+}
+
+static const char *const node_state_names[] = {"UNKNOWN", "ALIVE", "SUSPECT", "DEAD"};
+
+static int got_status(corral_t *c, const Corral__Envelope *e, void *arg)
+{
+    corral_status_t *s = arg;
+    if (expect(c, e, CORRAL__ENVELOPE__BODY_CLUSTER_STATUS) < 0)
+        return 1;
+    const Corral__ClusterStatus *r = e->cluster_status;
+    s->head_address = cr_strdup(r->head_address);
+    s->pending_jobs = r->pending_jobs;
+    s->running_jobs = r->running_jobs;
+    res_from(&s->res, &s->nres, r->total, r->n_total, r->free, r->n_free);
+    s->nodes = cr_calloc(r->n_nodes + 1, sizeof(*s->nodes));
+    s->nnodes = r->n_nodes;
+    for (size_t i = 0; i < r->n_nodes; i++) {
+        const Corral__NodeInfo *ni = r->nodes[i];
+        corral_node_t *n = &s->nodes[i];
+        n->node_id = cr_strdup(ni->node_id);
+        n->address = cr_strdup(ni->address);
+        n->state = cr_strdup((unsigned)ni->state < CR_ARRAY_SIZE(node_state_names)
+                                 ? node_state_names[ni->state]
+                                 : "UNKNOWN");
+        res_from(&n->res, &n->nres, ni->total, ni->n_total, ni->free, ni->n_free);
+        n->labels = cr_calloc(ni->n_labels + 1, sizeof(*n->labels));
+        n->nlabels = ni->n_labels;
+        for (size_t k = 0; k < ni->n_labels; k++)
+            n->labels[k] = cr_asprintf("%s=%s", ni->labels[k]->key, ni->labels[k]->value);
+    }
+    return 1;
+}
+
+static void res_free(corral_resource_t *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(r[i].name);
+    free(r);
+}
+
+void corral_status_free(corral_status_t *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nnodes; i++) {
+        corral_node_t *n = &s->nodes[i];
+        free(n->node_id);
+        free(n->address);
+        free(n->state);
+        res_free(n->res, n->nres);
+        for (size_t k = 0; k < n->nlabels; k++)
+            free(n->labels[k]);
+        free(n->labels);
+    }
+    free(s->nodes);
+    res_free(s->res, s->nres);
+    free(s->head_address);
+    memset(s, 0, sizeof(*s));
+}
+
+int corral_status(corral_t *c, corral_status_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    Corral__StatusRequest r = CORRAL__STATUS_REQUEST__INIT;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_STATUS_REQUEST;
+    e.status_request = &r;
+    int err = call(c, &e, got_status, out);
+    if (err < 0)
+        corral_status_free(out);
+    return err;
+}
+
+typedef struct ev_out {
+    corral_event_t *v;
+    size_t n;
+} ev_out_t;
+
+static int got_events(corral_t *c, const Corral__Envelope *e, void *arg)
+{
+    ev_out_t *o = arg;
+    if (expect(c, e, CORRAL__ENVELOPE__BODY_EVENT_LIST) < 0)
+        return 1;
+    const Corral__EventList *r = e->event_list;
+    o->v = cr_calloc(r->n_events + 1, sizeof(*o->v));
+    o->n = r->n_events;
+    for (size_t i = 0; i < r->n_events; i++) {
+        const Corral__Event *ev = r->events[i];
+        o->v[i].seq = ev->seq;
+        o->v[i].time_ms = ev->time_ms;
+        o->v[i].kind = cr_strdup(ev->kind);
+        o->v[i].job_id = cr_strdup(ev->job_id);
+        o->v[i].node_id = cr_strdup(ev->node_id);
+        o->v[i].message = cr_strdup(ev->message);
+    }
+    return 1;
+}
+
+void corral_events_free(corral_event_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].kind);
+        free(v[i].job_id);
+        free(v[i].node_id);
+        free(v[i].message);
+    }
+    free(v);
+}
+
+int corral_events(corral_t *c, uint64_t since_seq, unsigned limit, corral_event_t **out, size_t *n)
+{
+    ev_out_t o = {0};
+    Corral__EventsRequest r = CORRAL__EVENTS_REQUEST__INIT;
+    r.since_seq = since_seq;
+    r.limit = limit;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_EVENTS_REQUEST;
+    e.events_request = &r;
+    int err = call(c, &e, got_events, &o);
+    if (err < 0) {
+        corral_events_free(o.v, o.n);
+        o.v = NULL;
+        o.n = 0;
+    }
+    *out = o.v;
+    *n = o.n;
+    return err;
+}
+
+int corral_shutdown(corral_t *c)
+{
+    Corral__Shutdown r = CORRAL__SHUTDOWN__INIT;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_SHUTDOWN;
+    e.shutdown = &r;
+    return call(c, &e, got_ack, NULL);
+}
