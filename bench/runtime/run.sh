@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Runtime benchmark (issue 4, "Performance"): corrald on the simulated
+# 8-GPU node of specs/dgx-h100.yaml, in a temporary CORRAL_HOME, each
+# figure next to its peer measured in the same run:
+#   1. gang start-up: from just before `corral run --gpus 1 --workers 8 --
+#      STAMP DIR` to the latest of the 8 workers' own start stamps, p50 and
+#      p99 over RUNS; against posix_spawn of the same 8 workers (the floor,
+#      bench_runtime_spawn gang) timed the same way, the two taking turns;
+#      and against torchrun --standalone --nproc_per_node=8 start-up of the
+#      same trivial worker script under /usr/bin/python3 when Debian's
+#      python3-torch is installed (skipped with a note otherwise);
+#   2. sequential `corral run -- true` per second over SEQ runs, against
+#      sequential posix_spawn of true (the floor) and, with BENCH_SLURM=1,
+#      Slurm's `srun -n1 true` on a one-node Slurm started and stopped here
+#      with /work/shared/peers/09_slurm_setup.sh and 09_slurm_stop.sh
+#      (they install slurm-wlm and munge with apt when missing, run daemons
+#      as root);
+#   3. the idle head: CPU% over IDLE_S seconds (utime+stime of
+#      /proc/PID/stat) and VmRSS, after the runs above.
+# Timing: bash's $EPOCHREALTIME around the command (no fork in the timed
+# window), medians. Prints `figure NAME VALUE UNIT` and `ratio NAME VALUE`
+# lines (ratio: corral over the peer named in NAME); notes go to stderr.
+#
+#   bench/runtime/run.sh                          (make bench-runtime)
+#   RUNS=30 SEQ=50 IDLE_S=10 BENCH_SLURM=1 bench/runtime/run.sh
+set -euo pipefail
+SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD="${CORRAL_BUILD_DIR:-$SRC/build}"
+RUNS="${RUNS:-30}"
+SEQ="${SEQ:-50}"
+IDLE_S="${IDLE_S:-10}"
+TORCH_RUNS="${TORCH_RUNS:-5}"
+SRUN_RUNS="${SRUN_RUNS:-20}"
+PEERS="${BENCH_PEERS:-/work/shared/peers}"
+CORRAL="$BUILD/corral"
+STAMP="$BUILD/bench/bench_runtime_stamp"
+SPAWN="$BUILD/bench/bench_runtime_spawn"
+PY=/usr/bin/python3
+for f in "$CORRAL" "$BUILD/corrald" "$STAMP" "$SPAWN"; do
+    [ -x "$f" ] || { echo "bench/runtime: no $f; run make build first" >&2; exit 2; }
+done
+
+TMP="$(mktemp -d /tmp/bench-runtime.XXXXXX)"
+export CORRAL_HOME="$TMP/home"
+mkdir -p "$CORRAL_HOME"
+slurm_up=0
+cleanup() {
+    "$CORRAL" stop >/dev/null 2>&1 || true
+    if [ "$slurm_up" = 1 ]; then "$PEERS/09_slurm_stop.sh" >&2 || true; fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+note() { echo "note: $*" >&2; }
+median() { sort -g | awk '{a[NR]=$1} END{if(NR==0){print "NA";exit} if(NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+# nearest-rank percentile P of the numbers on stdin
+pct() { sort -g | awk -v p="$1" '{a[NR]=$1} END{if(NR==0){print "NA";exit} i=int(p/100*NR+0.999999); if(i<1)i=1; if(i>NR)i=NR; print a[i]}'; }
+# ms from T0 ($EPOCHREALTIME, "S.US") to the latest stamp ("S NS") in DIR;
+# fails unless exactly N stamps are there
+latest_ms() {
+    local t0="$1" dir="$2" n="$3"
+    [ "$(ls "$dir" | wc -l)" = "$n" ] || { echo "bench/runtime: $(ls "$dir" | wc -l) of $n workers stamped in $dir" >&2; return 1; }
+    cat "$dir"/* | awk -v t0="$t0" 'BEGIN{split(t0,a,"."); s0=a[1]; us0=a[2]+0}
+        {ms=($1-s0)*1000 + $2/1e6 - us0/1e3; if(NR==1||ms>m) m=ms} END{printf "%.3f\n", m}'
+}
+ratio() { awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN{if(b>0) printf "ratio %s %.2f\n", n, a/b}'; }
+
+note "$(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load $(cut -d' ' -f1-3 /proc/loadavg), kernel $(uname -r); RUNS=$RUNS SEQ=$SEQ IDLE_S=$IDLE_S"
+"$CORRAL" start --head --hw-spec "$SRC/specs/dgx-h100.yaml" >&2
+PID="$(cat "$CORRAL_HOME/session_latest/corrald.pid")"
+
+# --- 1. gang of 8 ---------------------------------------------------------
+: > "$TMP/gang_corral"; : > "$TMP/gang_floor"
+for r in $(seq -2 "$RUNS"); do                    # runs -2..0 are warm-ups
+    d="$TMP/g$r"; mkdir "$d" "$d.f"
+    t0=$EPOCHREALTIME; "$CORRAL" run --gpus 1 --workers 8 -- "$STAMP" "$d" >/dev/null
+    c=$(latest_ms "$t0" "$d" 8)
+    t0=$EPOCHREALTIME; "$SPAWN" gang 8 "$STAMP" "$d.f"
+    f=$(latest_ms "$t0" "$d.f" 8)
+    if [ "$r" -gt 0 ]; then echo "$c" >> "$TMP/gang_corral"; echo "$f" >> "$TMP/gang_floor"; fi
+    rm -rf "$d" "$d.f"
+done
+c50=$(median < "$TMP/gang_corral"); c99=$(pct 99 < "$TMP/gang_corral")
+f50=$(median < "$TMP/gang_floor"); f99=$(pct 99 < "$TMP/gang_floor")
+echo "figure gang8_start_corral_p50 $c50 ms"
+echo "figure gang8_start_corral_p99 $c99 ms"
+echo "figure gang8_start_posix_spawn_p50 $f50 ms"
+echo "figure gang8_start_posix_spawn_p99 $f99 ms"
+echo "figure gang8_start_over_floor_p50 $(awk -v a="$c50" -v b="$f50" 'BEGIN{printf "%.3f", a-b}') ms"
+ratio gang8_start_posix_spawn_p50 "$c50" "$f50"
+ratio gang8_start_posix_spawn_p99 "$c99" "$f99"
+
+if "$PY" -c 'import torch' >/dev/null 2>&1 && command -v torchrun >/dev/null; then
+    # the worker stamps from Python, first line of the script (after the
+    # interpreter's start-up, which any Python worker pays)
+    cat > "$TMP/stamp.py" <<'PYEOF'
+import os, sys, time
+t = time.time_ns()
+with open(os.path.join(sys.argv[1], str(os.getpid())), "w") as f:
+    f.write("%d %09d\n" % (t // 10**9, t % 10**9))
+PYEOF
+    : > "$TMP/gang_torchrun"; : > "$TMP/gang_corral_py"
+    for r in $(seq 0 "$TORCH_RUNS"); do           # run 0 is a warm-up
+        d="$TMP/t$r"; mkdir "$d" "$d.c"
+        t0=$EPOCHREALTIME
+        (cd "$TMP" && torchrun --standalone --nproc_per_node=8 --redirects 2 --tee 2 "$TMP/stamp.py" "$d" >/dev/null 2>&1)
+        t=$(latest_ms "$t0" "$d" 8)
+        t0=$EPOCHREALTIME; "$CORRAL" run --gpus 1 --workers 8 -- "$PY" "$TMP/stamp.py" "$d.c" >/dev/null
+        c=$(latest_ms "$t0" "$d.c" 8)
+        if [ "$r" -gt 0 ]; then echo "$t" >> "$TMP/gang_torchrun"; echo "$c" >> "$TMP/gang_corral_py"; fi
+        rm -rf "$d" "$d.c"
+    done
+    t50=$(median < "$TMP/gang_torchrun"); p50=$(median < "$TMP/gang_corral_py")
+    echo "figure gang8_start_python_corral_p50 $p50 ms"
+    echo "figure gang8_start_python_torchrun_p50 $t50 ms"
+    ratio gang8_start_python_torchrun_p50 "$p50" "$t50"
+else
+    note "torchrun skipped: Debian's python3-torch is not installed for $PY (apt-get install -y python3-torch)"
+fi
+
+# --- 2. sequential `corral run -- true` -----------------------------------
+TRUE=/bin/true   # corral runs `true` through PATH; the floor needs a path
+for _ in 1 2 3; do "$CORRAL" run -- true; done
+: > "$TMP/seq_corral"
+ta=$EPOCHREALTIME
+for _ in $(seq "$SEQ"); do
+    t0=$EPOCHREALTIME; "$CORRAL" run -- true; t1=$EPOCHREALTIME
+    echo "$t0 $t1" >> "$TMP/seq_corral"
+done
+tb=$EPOCHREALTIME
+rate=$(awk -v a="$ta" -v b="$tb" -v n="$SEQ" 'BEGIN{printf "%.1f", n/(b-a)}')
+lat=$(awk '{print ($2-$1)*1000}' "$TMP/seq_corral" | median)
+floor=$("$SPAWN" seq 2000 "$TRUE" | awk '{print $3}')
+echo "figure seq_run_true_corral $rate runs/s"
+echo "figure seq_run_true_corral_latency_p50 $lat ms"
+echo "figure seq_posix_spawn_true $floor runs/s"
+ratio seq_posix_spawn_true "$rate" "$floor"
+if [ "${BENCH_SLURM:-0}" = 1 ]; then
+    slurm_up=1
+    "$PEERS/09_slurm_setup.sh" >&2
+    export SLURM_CONF=/tmp/bench-peers-slurm/etc/slurm.conf
+    srun -n1 true; srun -n1 true                  # warm-up
+    : > "$TMP/srun"
+    for _ in $(seq "$SRUN_RUNS"); do
+        t0=$EPOCHREALTIME; srun -n1 true; t1=$EPOCHREALTIME
+        awk -v a="$t0" -v b="$t1" 'BEGIN{print (b-a)*1000}' >> "$TMP/srun"
+    done
+    "$PEERS/09_slurm_stop.sh" >&2; slurm_up=0
+    s50=$(median < "$TMP/srun")
+    srate=$(awk -v m="$s50" 'BEGIN{printf "%.1f", 1000/m}')
+    echo "figure seq_srun_true_latency_p50 $s50 ms"
+    echo "figure seq_srun_true $srate runs/s"
+    ratio seq_srun_true "$rate" "$srate"
+else
+    note "srun skipped: set BENCH_SLURM=1 to start a one-node Slurm here (installs slurm-wlm and munge with apt, runs daemons as root)"
+fi
+
+# --- 3. the idle head -----------------------------------------------------
+cpu_ticks() { awk '{print $14+$15}' "/proc/$PID/stat"; }
+HZ=$(getconf CLK_TCK)
+sleep 1
+k0=$(cpu_ticks); t0=$EPOCHREALTIME
+sleep "$IDLE_S"
+k1=$(cpu_ticks); t1=$EPOCHREALTIME
+echo "figure idle_head_cpu $(awk -v a="$k0" -v b="$k1" -v s="$t0" -v e="$t1" -v hz="$HZ" 'BEGIN{printf "%.3f", (b-a)/hz/(e-s)*100}') %"
+echo "figure idle_head_rss $(awk '/^VmRSS/{printf "%.1f", $2/1024}' "/proc/$PID/status") MiB"
+note "placement group create+remove through the API is not served by corrald yet (JobSubmit only); not measured"
