@@ -111,8 +111,9 @@ typedef struct corral_job {
     char *command;                     /* argv joined by spaces ("" in listings) */
     size_t nworkers;
     corral_worker_t *workers;
-    unsigned restarts, max_restarts; /* restarts done (worker or gang), allowed */
-    corral_restart_t restart;        /* the policy (NONE in listings) */
+    unsigned restarts;     /* restarts done (each worker restart or gang restart) */
+    unsigned max_restarts; /* allowed; 0 in listings, which carry no spec */
+    corral_restart_t restart; /* the policy; NONE in listings */
 } corral_job_t;
 
 /* Submits a job. Returns 0 with *job_id (malloc'ed). An impossible request
