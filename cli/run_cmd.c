@@ -137,7 +137,8 @@ int cli_run(int argc, char **argv)
         }
         case 'R':
             if (strcmp(optarg, "worker") && strcmp(optarg, "gang") && strcmp(optarg, "none")) {
-                fprintf(stderr, "corral run: --restart: expected worker, gang or none, got '%s'\n%s",
+                fprintf(stderr,
+                        "corral run: --restart: expected worker, gang or none, got '%s'\n%s",
                         optarg, run_usage);
                 CR_VEC_FREE(&env);
                 return CLI_USAGE;

@@ -52,9 +52,9 @@ typedef struct wk {
     int devs[MAX_DEVS];
     size_t ndevs;
     char *out_path, *err_path;
-    int attempt;       /* restarts of this worker so far: CORRAL_RESTART_COUNT */
-    bool restart_due;  /* to be started again when the backoff ends */
-    char cause[96];    /* why it is restarted, for the event */
+    int attempt;      /* restarts of this worker so far: CORRAL_RESTART_COUNT */
+    bool restart_due; /* to be started again when the backoff ends */
+    char cause[96];   /* why it is restarted, for the event */
 } wk_t;
 
 struct job {
@@ -71,10 +71,10 @@ struct job {
     sched_bundle_t *bundles;
     uint64_t placement; /* 0: none held */
     bool stopping, failed;
-    int restarts;          /* done or scheduled, every worker and gang restart counted */
-    bool restart_pending;  /* a restart waits for its backoff (and, gang, the others' exit) */
+    int restarts;         /* done or scheduled, every worker and gang restart counted */
+    bool restart_pending; /* a restart waits for its backoff (and, gang, the others' exit) */
     bool backoff_over;
-    uv_timer_t *timer;     /* the backoff; NULL until the first restart */
+    uv_timer_t *timer; /* the backoff; NULL until the first restart */
 };
 
 typedef struct daemon {

@@ -94,10 +94,10 @@ typedef struct corral_worker {
     char *node_id;
     const char *state; /* "STARTING", "RUNNING", "EXITED", "FAILED", "STOPPED" (static) */
     int pid;
-    int exit_code; /* when EXITED and signal is 0 */
-    int signal;    /* the signal that ended it, 0 none */
-    char *devices; /* device indices on its node, "0,1"; "" none */
-    char *reason;  /* why it failed ("exec failed: No such file or directory"); "" */
+    int exit_code;    /* when EXITED and signal is 0 */
+    int signal;       /* the signal that ended it, 0 none */
+    char *devices;    /* device indices on its node, "0,1"; "" none */
+    char *reason;     /* why it failed ("exec failed: No such file or directory"); "" */
     unsigned attempt; /* how many times this worker was restarted */
 } corral_worker_t;
 
@@ -111,8 +111,8 @@ typedef struct corral_job {
     char *command;                     /* argv joined by spaces ("" in listings) */
     size_t nworkers;
     corral_worker_t *workers;
-    unsigned restarts;     /* restarts done (each worker restart or gang restart) */
-    unsigned max_restarts; /* allowed; 0 in listings, which carry no spec */
+    unsigned restarts;        /* restarts done (each worker restart or gang restart) */
+    unsigned max_restarts;    /* allowed; 0 in listings, which carry no spec */
     corral_restart_t restart; /* the policy; NONE in listings */
 } corral_job_t;
 
