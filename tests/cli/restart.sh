@@ -56,9 +56,11 @@ S=$CORRAL_HOME/session_latest
 
 # --restart worker: worker 1 killed with SIGKILL is restarted alone, on
 # its GPU, with CORRAL_RESTART_COUNT=1; the job then succeeds
-cmd='echo "n=$CORRAL_RESTART_COUNT cvd=$CUDA_VISIBLE_DEVICES"; [ "$CORRAL_RESTART_COUNT" -gt 0 ] && exit 0; exec sleep 2'
+cmd='echo "n=$CORRAL_RESTART_COUNT cvd=$CUDA_VISIBLE_DEVICES"; [ "$CORRAL_RESTART_COUNT" -gt 0 ] && exit 0; exec sleep 3'
 id=$("$CORRAL" run --detach --gpus 1 --workers 2 --max-restarts 3 --restart worker -- sh -c "$cmd")
 p0=$(running_pid "$id" 0); p1=$(running_pid "$id" 1)
+# killed once it has printed its first line
+for _ in $(seq 100); do "$CORRAL" job logs "$id" --worker 1 | grep -q "^n=0" && break; sleep 0.05; done
 kill -KILL "$p1"
 wait_final "$id"
 js=$(status "$id")
