@@ -67,6 +67,12 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, un
     return 0;
 }
 
+static const char *const restart_names[] = {
+    [CORRAL_RESTART_NONE] = "none",
+    [CORRAL_RESTART_WORKER] = "worker",
+    [CORRAL_RESTART_GANG] = "gang",
+};
+
 static json_t *job_json(const corral_job_t *j)
 {
     json_t *o = json_object(), *ws = json_array();
@@ -77,6 +83,9 @@ static json_t *job_json(const corral_job_t *j)
     json_object_set_new(o, "exit_code", json_integer(j->exit_code));
     json_object_set_new(o, "submitted_ms", json_integer(j->submitted_ms));
     json_object_set_new(o, "finished_ms", json_integer(j->finished_ms));
+    json_object_set_new(o, "restarts", json_integer(j->restarts));
+    json_object_set_new(o, "max_restarts", json_integer(j->max_restarts));
+    json_object_set_new(o, "restart_policy", json_string(restart_names[j->restart]));
     if (j->command[0])
         json_object_set_new(o, "command", json_string(j->command));
     for (size_t i = 0; i < j->nworkers; i++) {
@@ -89,6 +98,7 @@ static json_t *job_json(const corral_job_t *j)
         json_object_set_new(x, "pid", json_integer(w->pid));
         json_object_set_new(x, "exit_code", json_integer(w->exit_code));
         json_object_set_new(x, "signal", json_integer(w->signal));
+        json_object_set_new(x, "restarts", json_integer(w->attempt));
         json_object_set_new(x, "devices", json_string(w->devices));
         json_object_set_new(x, "reason", json_string(w->reason));
         json_array_append_new(ws, x);
@@ -105,11 +115,16 @@ static void job_print(const corral_job_t *j)
     printf("%s%s\n", j->reason[0] ? ": " : "", j->reason);
     if (j->command[0])
         printf("  command: %s\n", j->command);
+    if (j->max_restarts || j->restarts)
+        printf("  restarts: %u of %u (restart %s)\n", j->restarts, j->max_restarts,
+               restart_names[j->restart]);
     for (size_t i = 0; i < j->nworkers; i++) {
         const corral_worker_t *w = &j->workers[i];
         printf("  worker %u  %-8s pid %-7d devices [%s]", w->index, w->state, w->pid, w->devices);
         if (!strcmp(w->state, "EXITED"))
             printf(w->signal ? "  signal %d" : "  exit %d", w->signal ? w->signal : w->exit_code);
+        if (w->attempt)
+            printf("  restarted %u time(s)", w->attempt);
         printf("%s%s\n", w->reason[0] ? "  " : "", w->reason);
     }
 }

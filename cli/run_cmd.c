@@ -7,7 +7,8 @@
 
 static const char run_usage[] =
     "usage: corral run [--gpus N | --tpus N | --resources 'TPU=4,CPU=2'] [--workers N] "
-    "[--env K=V]... [--name NAME] [--detach] -- CMD [ARG...]\n";
+    "[--env K=V]... [--name NAME] [--max-restarts N [--restart worker|gang]] [--detach] "
+    "-- CMD [ARG...]\n";
 
 /* Each worker's output, gathered, then printed whole: prefixed by worker
  * when there are several. Following output while it is written needs
@@ -73,12 +74,15 @@ int cli_run(int argc, char **argv)
         {"env", required_argument, 0, 'e'},
         {"name", required_argument, 0, 'n'},
         {"detach", no_argument, 0, 'd'},
+        {"max-restarts", required_argument, 0, 'm'},
+        {"restart", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     char res[256] = "";
     const char *name = NULL;
-    unsigned workers = 1, count;
+    unsigned workers = 1, count, max_restarts = 0;
+    const char *restart = NULL;
     int nres = 0, opt, rc = CLI_FAIL;
     bool detach = false;
     CR_VEC(const char *) env = {0};
@@ -119,6 +123,28 @@ int cli_run(int argc, char **argv)
         case 'd':
             detach = true;
             break;
+        case 'm': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (!optarg[0] || *end || v < 0 || v > 1000) {
+                fprintf(stderr, "corral run: --max-restarts: expected 0 to 1000, got '%s'\n%s",
+                        optarg, run_usage);
+                CR_VEC_FREE(&env);
+                return CLI_USAGE;
+            }
+            max_restarts = (unsigned)v;
+            break;
+        }
+        case 'R':
+            if (strcmp(optarg, "worker") && strcmp(optarg, "gang") && strcmp(optarg, "none")) {
+                fprintf(stderr,
+                        "corral run: --restart: expected worker, gang or none, got '%s'\n%s",
+                        optarg, run_usage);
+                CR_VEC_FREE(&env);
+                return CLI_USAGE;
+            }
+            restart = optarg;
+            break;
         case 'h':
             fputs(run_usage, stdout);
             CR_VEC_FREE(&env);
@@ -151,7 +177,15 @@ int cli_run(int argc, char **argv)
                               .argv = (const char *const *)(argv + optind),
                               .env = env.v,
                               .resources = res[0] ? res : NULL,
-                              .num_workers = workers};
+                              .num_workers = workers,
+                              .max_restarts = max_restarts};
+    /* with restarts allowed the gang restarts unless told otherwise */
+    if (!restart)
+        spec.restart = max_restarts ? CORRAL_RESTART_GANG : CORRAL_RESTART_NONE;
+    else
+        spec.restart = !strcmp(restart, "worker") ? CORRAL_RESTART_WORKER
+                       : !strcmp(restart, "gang") ? CORRAL_RESTART_GANG
+                                                  : CORRAL_RESTART_NONE;
     /* caught from before the submission, so that no signal can leave the
      * job running unseen */
     struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;

@@ -335,6 +335,9 @@ int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id)
         js.worker = &ws;
         js.num_workers = spec->num_workers ? spec->num_workers : 1;
         js.grace_ms = spec->grace_ms;
+        js.restart = (Corral__RestartPolicy)spec->restart; /* same values */
+        js.max_restarts = spec->max_restarts;
+        js.backoff_ms = spec->backoff_ms;
         js.bundle_index = -1;
         js.selector = js.domain = js.placement_group = "";
         Corral__JobSubmit sub = CORRAL__JOB_SUBMIT__INIT;
@@ -376,6 +379,13 @@ static void job_from_info(corral_job_t *j, const Corral__JobInfo *in)
         for (size_t i = 0; i < in->spec->worker->n_argv; i++)
             cr_buf_printf(&cmd, "%s%s", i ? " " : "", in->spec->worker->argv[i]);
     j->command = cmd.s ? cmd.s : cr_strdup("");
+    j->restarts = in->restarts;
+    if (in->spec) {
+        j->max_restarts = in->spec->max_restarts;
+        j->restart = (unsigned)in->spec->restart <= CORRAL_RESTART_GANG
+                         ? (corral_restart_t)in->spec->restart
+                         : CORRAL_RESTART_NONE;
+    }
     j->nworkers = in->n_workers;
     j->workers = cr_calloc(in->n_workers + 1, sizeof(*j->workers));
     for (size_t i = 0; i < in->n_workers; i++) {
@@ -390,6 +400,7 @@ static void job_from_info(corral_job_t *j, const Corral__JobInfo *in)
         w->pid = s->pid;
         w->exit_code = s->exit_code;
         w->signal = s->signal;
+        w->attempt = s->attempt;
         w->reason = cr_strdup(s->reason);
         cr_buf_t d = {0};
         for (size_t k = 0; k < s->n_devices; k++)

@@ -8,8 +8,11 @@
  *
  * This first slice keeps the head's job table in memory (the database is
  * written, not yet read back at start: recovery after kill -9 is still to
- * do) and treats a gang as failed as soon as one worker fails: the others
- * are stopped and the job takes the failing worker's exit code. */
+ * do). A failing worker fails the gang (the others are stopped and the job
+ * takes its exit code) unless the job's restart policy has restarts left:
+ * then, after a backoff on a libuv timer, that worker (RESTART_WORKER) or
+ * every worker once the others are stopped (RESTART_GANG) is started again
+ * on the same devices. */
 #include "agent/launch.h"
 #include "head/state.h"
 #include "hw/hw.h"
@@ -28,6 +31,8 @@
 #define LOG_CHUNK (64 * 1024)
 #define LOG_MAX (8u << 20) /* the tail of a log file a JobLogs answer carries */
 #define MAX_DEVS 64
+#define DEFAULT_BACKOFF_MS 100 /* before the first restart, doubling */
+#define MAX_BACKOFF_MS 5000
 
 static const char usage_line[] = "usage: corrald --head [--hw-spec FILE] [--resources 'K=V,...'] "
                                  "[--labels 'k=v,...'] [--port N] [--block]\n";
@@ -47,6 +52,9 @@ typedef struct wk {
     int devs[MAX_DEVS];
     size_t ndevs;
     char *out_path, *err_path;
+    int attempt;      /* restarts of this worker so far: CORRAL_RESTART_COUNT */
+    bool restart_due; /* to be started again when the backoff ends */
+    char cause[96];   /* why it is restarted, for the event */
 } wk_t;
 
 struct job {
@@ -63,6 +71,10 @@ struct job {
     sched_bundle_t *bundles;
     uint64_t placement; /* 0: none held */
     bool stopping, failed;
+    int restarts;         /* done or scheduled, every worker and gang restart counted */
+    bool restart_pending; /* a restart waits for its backoff (and, gang, the others' exit) */
+    bool backoff_over;
+    uv_timer_t *timer; /* the backoff; NULL until the first restart */
 };
 
 typedef struct daemon {
@@ -177,6 +189,7 @@ static void db_worker(const wk_t *w)
                            .state = db_worker_state(w->state),
                            .exit_code = w->exit_code,
                            .exit_signal = w->signal,
+                           .restarts = w->attempt,
                            .stdout_path = w->out_path,
                            .stderr_path = w->err_path};
     db_check(cr_state_worker_update(D.st, &r, now_ms()));
@@ -207,7 +220,7 @@ static void job_check_done(job_t *j)
     for (int i = 0; i < j->n; i++)
         if (wk_alive(&j->wk[i]))
             return;
-    if (cr_job_state_is_final(j->state))
+    if (cr_job_state_is_final(j->state) || j->restart_pending)
         return;
     j->finished_ms = now_ms();
     if (j->failed) {
@@ -230,10 +243,12 @@ static void job_check_done(job_t *j)
 /* The first failure of a gang decides the job; the rest are stopped. */
 static void job_fail(job_t *j, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static void restart_cancel(job_t *j);
 static void job_fail(job_t *j, int code, const char *fmt, ...)
 {
     if (j->failed || j->stopping)
         return;
+    restart_cancel(j);
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -246,6 +261,114 @@ static void job_fail(job_t *j, int code, const char *fmt, ...)
     for (int i = 0; i < j->n; i++)
         if (j->wk[i].w && wk_alive(&j->wk[i]))
             cr_worker_stop(j->wk[i].w, j->spec->grace_ms ? j->spec->grace_ms : DEFAULT_GRACE_MS);
+}
+
+static void start_workers(job_t *j);
+static bool start_one(job_t *j, wk_t *w);
+static void restart_check(job_t *j);
+
+/* How long to wait before restart number n (1, 2, ...): the job's backoff
+ * (or the default) doubled each time, capped. */
+static uint64_t backoff_ms(const job_t *j, int n)
+{
+    uint64_t base = j->spec->backoff_ms ? j->spec->backoff_ms : DEFAULT_BACKOFF_MS;
+    uint64_t cap = base > MAX_BACKOFF_MS ? base : MAX_BACKOFF_MS;
+    uint64_t d = base;
+    for (int k = 1; k < n && d < cap; k++)
+        d *= 2;
+    return d < cap ? d : cap;
+}
+
+static void on_backoff(uv_timer_t *t)
+{
+    job_t *j = t->data;
+    j->backoff_over = true;
+    restart_check(j);
+}
+
+/* A pending restart given up: the job fails or stops instead. */
+static void restart_cancel(job_t *j)
+{
+    if (!j->restart_pending)
+        return;
+    j->restart_pending = j->backoff_over = false;
+    if (j->timer)
+        uv_timer_stop(j->timer);
+    for (int i = 0; i < j->n; i++)
+        j->wk[i].restart_due = false;
+}
+
+/* Once the backoff is over and, for a gang, every worker has ended: the
+ * workers due are started again on their devices. */
+static void restart_check(job_t *j)
+{
+    if (!j->restart_pending || !j->backoff_over)
+        return;
+    for (int i = 0; i < j->n; i++)
+        if (wk_alive(&j->wk[i]))
+            if (j->spec->restart == CORRAL__RESTART_POLICY__RESTART_GANG)
+                return;
+    j->restart_pending = j->backoff_over = false;
+    job_set_state(j, CR_JOB_RUNNING, NULL);
+    for (int i = 0; i < j->n && !j->failed; i++) {
+        wk_t *w = &j->wk[i];
+        if (!w->restart_due)
+            continue;
+        w->restart_due = false;
+        w->attempt++;
+        if (w->w) {
+            cr_worker_release(w->w); /* it has exited: only its memory */
+            w->w = NULL;
+        }
+        free(w->reason);
+        free(w->out_path);
+        free(w->err_path);
+        w->reason = w->out_path = w->err_path = NULL;
+        w->exit_code = w->signal = 0;
+        event("restarted", j, "restarted worker %d (attempt %d of %u) after %s", i, j->restarts,
+              j->spec->max_restarts, w->cause);
+        start_one(j, w);
+    }
+    job_check_done(j);
+}
+
+/* Schedules the restart the job's policy asks for after worker w failed
+ * with cause; false when the policy has none left. */
+static bool restart_schedule(job_t *j, wk_t *w, const char *cause)
+{
+    Corral__RestartPolicy pol = j->spec->restart;
+    if (pol == CORRAL__RESTART_POLICY__RESTART_NONE || j->failed || j->stopping ||
+        D.shutting_down || j->restarts >= (int)j->spec->max_restarts)
+        return false;
+    bool gang = pol == CORRAL__RESTART_POLICY__RESTART_GANG;
+    j->restarts++;
+    db_check(cr_state_job_set_restarts(D.st, j->id, j->restarts, now_ms()));
+    uint64_t delay = backoff_ms(j, j->restarts);
+    for (int i = 0; i < j->n; i++) {
+        wk_t *x = &j->wk[i];
+        if (!gang && x != w)
+            continue;
+        x->restart_due = true;
+        if (x == w)
+            snprintf(x->cause, sizeof(x->cause), "%s", cause);
+        else
+            snprintf(x->cause, sizeof(x->cause), "worker %d's %s", w->index, cause);
+        if (x->w && wk_alive(x))
+            cr_worker_stop(x->w, j->spec->grace_ms ? j->spec->grace_ms : DEFAULT_GRACE_MS);
+    }
+    char why[160];
+    snprintf(why, sizeof(why), "restarting %s in %llu ms after worker %d's %s",
+             gang ? "the gang" : "the worker", (unsigned long long)delay, w->index, cause);
+    job_set_state(j, CR_JOB_RUNNING, why);
+    if (!j->timer) {
+        j->timer = cr_malloc(sizeof(*j->timer));
+        uv_timer_init(&D.loop, j->timer);
+        j->timer->data = j;
+    }
+    j->restart_pending = true;
+    j->backoff_over = false;
+    uv_timer_start(j->timer, on_backoff, delay, 0);
+    return true;
 }
 
 static void on_worker_exit(cr_worker_t *cw, const cr_worker_exit_t *ex, void *arg)
@@ -266,18 +389,30 @@ static void on_worker_exit(cr_worker_t *cw, const cr_worker_exit_t *ex, void *ar
               (int)ex->code);
     if (!ex->stopped && (ex->signal || ex->code != 0)) {
         int code = ex->signal ? 128 + ex->signal : (int)ex->code;
+        char cause[64];
         if (ex->signal)
-            job_fail(j, code, "worker %d ended by signal %d", w->index, ex->signal);
+            snprintf(cause, sizeof(cause), "signal %d", ex->signal);
         else
-            job_fail(j, code, "worker %d exited with code %d", w->index, code);
+            snprintf(cause, sizeof(cause), "exit code %d", code);
+        if (!restart_schedule(j, w, cause)) {
+            if (j->spec->max_restarts && j->spec->restart != CORRAL__RESTART_POLICY__RESTART_NONE)
+                job_fail(j, code, "worker %d ended with %s after %d restart(s), the limit",
+                         w->index, cause, j->restarts);
+            else if (ex->signal)
+                job_fail(j, code, "worker %d ended by signal %d", w->index, ex->signal);
+            else
+                job_fail(j, code, "worker %d exited with code %d", w->index, code);
+        }
     }
+    restart_check(j);
     job_check_done(j);
     maybe_finish_shutdown();
 }
 
-static void start_workers(job_t *j)
+/* Starts worker w on its devices (w->devs); false, with the job failed,
+ * when it cannot start. */
+static bool start_one(job_t *j, wk_t *w)
 {
-    const sched_placement_t *p = sched_placement_get(D.cluster, j->placement);
     const Corral__WorkerSpec *ws = j->spec->worker;
     char **argv = cr_calloc(ws->n_argv + 1, sizeof(*argv));
     for (size_t i = 0; i < ws->n_argv; i++)
@@ -288,6 +423,65 @@ static void start_workers(job_t *j)
         kv->key = ws->env[i]->key;
         kv->value = ws->env[i]->value;
     }
+    char count[16];
+    snprintf(count, sizeof(count), "%d", w->attempt);
+    cr_kv_t *kv = CR_VEC_PUSH(&env.vars); /* last: it wins over the job's */
+    kv->key = (char *)"CORRAL_RESTART_COUNT";
+    kv->value = count;
+    int i = w->index;
+    cr_worker_spec_t s = {.argv = (const char *const *)argv,
+                          .cwd = ws->cwd && ws->cwd[0] ? ws->cwd : NULL,
+                          .env = &env,
+                          .inherit_env = true,
+                          .node = D.node,
+                          .hw = &D.hwo,
+                          .devs = w->devs,
+                          .ndevs = w->ndevs,
+                          .job_id = j->idstr,
+                          .worker_id = w->id,
+                          .worker_index = i,
+                          .agent_socket = D.sock,
+                          .log_dir = D.logs,
+                          .bind = j->spec->bind == CORRAL__BIND__BIND_NONE ? CR_BIND_NONE
+                                                                           : CR_BIND_CLOSEST};
+    char *errmsg = NULL;
+    int err = cr_worker_start(&D.loop, &s, on_worker_exit, w, &w->w, &errmsg);
+    free(argv);
+    CR_VEC_FREE(&env.vars);
+    if (err < 0) {
+        w->w = NULL;
+        w->state = CORRAL__WORKER_STATE__WORKER_FAILED;
+        w->reason = errmsg ? errmsg : cr_strdup(cr_strerror(err));
+        w->exit_code = 127;
+        db_worker(w);
+        event("failed", j, "worker %d: %s", i, w->reason);
+        job_fail(j, 127, "worker %d: %s", i, w->reason);
+        return false;
+    }
+    free(errmsg);
+    w->pid = cr_worker_pid(w->w);
+    w->start_time = proc_start_time(w->pid);
+    w->state = CORRAL__WORKER_STATE__WORKER_RUNNING;
+    if (cr_worker_stdout_path(w->w))
+        w->out_path = cr_strdup(cr_worker_stdout_path(w->w));
+    if (cr_worker_stderr_path(w->w))
+        w->err_path = cr_strdup(cr_worker_stderr_path(w->w));
+    D.running_workers++;
+    db_worker(w);
+    const char *warn = cr_worker_warning(w->w);
+    cr_buf_t devs = {0};
+    for (size_t k = 0; k < w->ndevs; k++)
+        cr_buf_printf(&devs, "%s%d", k ? "," : "", w->devs[k]);
+    event("started", j, "worker %d pid %d devices [%s] cpus %s%s%s", i, w->pid,
+          devs.s ? devs.s : "", cr_worker_cpus(w->w)[0] ? cr_worker_cpus(w->w) : "-",
+          warn ? ": " : "", warn ? warn : "");
+    cr_buf_free(&devs);
+    return true;
+}
+
+static void start_workers(job_t *j)
+{
+    const sched_placement_t *p = sched_placement_get(D.cluster, j->placement);
     job_set_state(j, CR_JOB_RUNNING, NULL);
     for (int i = 0; i < j->n && !j->failed; i++) {
         wk_t *w = &j->wk[i];
@@ -295,50 +489,8 @@ static void start_workers(job_t *j)
             p ? sched_alloc_devices(D.cluster, sched__alloc(p, (uint32_t)i), w->devs, MAX_DEVS) : 0;
         if (w->ndevs > MAX_DEVS)
             w->ndevs = MAX_DEVS;
-        cr_worker_spec_t s = {.argv = (const char *const *)argv,
-                              .cwd = ws->cwd && ws->cwd[0] ? ws->cwd : NULL,
-                              .env = &env,
-                              .inherit_env = true,
-                              .node = D.node,
-                              .hw = &D.hwo,
-                              .devs = w->devs,
-                              .ndevs = w->ndevs,
-                              .job_id = j->idstr,
-                              .worker_id = w->id,
-                              .worker_index = i,
-                              .agent_socket = D.sock,
-                              .log_dir = D.logs,
-                              .bind = j->spec->bind == CORRAL__BIND__BIND_NONE ? CR_BIND_NONE
-                                                                               : CR_BIND_CLOSEST};
-        char *errmsg = NULL;
-        int err = cr_worker_start(&D.loop, &s, on_worker_exit, w, &w->w, &errmsg);
-        if (err < 0) {
-            w->state = CORRAL__WORKER_STATE__WORKER_FAILED;
-            w->reason = errmsg ? errmsg : cr_strdup(cr_strerror(err));
-            w->exit_code = 127;
-            db_worker(w);
-            event("failed", j, "worker %d: %s", i, w->reason);
-            job_fail(j, 127, "worker %d: %s", i, w->reason);
+        if (!start_one(j, w))
             break;
-        }
-        free(errmsg);
-        w->pid = cr_worker_pid(w->w);
-        w->start_time = proc_start_time(w->pid);
-        w->state = CORRAL__WORKER_STATE__WORKER_RUNNING;
-        if (cr_worker_stdout_path(w->w))
-            w->out_path = cr_strdup(cr_worker_stdout_path(w->w));
-        if (cr_worker_stderr_path(w->w))
-            w->err_path = cr_strdup(cr_worker_stderr_path(w->w));
-        D.running_workers++;
-        db_worker(w);
-        const char *warn = cr_worker_warning(w->w);
-        cr_buf_t devs = {0};
-        for (size_t k = 0; k < w->ndevs; k++)
-            cr_buf_printf(&devs, "%s%d", k ? "," : "", w->devs[k]);
-        event("started", j, "worker %d pid %d devices [%s] cpus %s%s%s", i, w->pid,
-              devs.s ? devs.s : "", cr_worker_cpus(w->w)[0] ? cr_worker_cpus(w->w) : "-",
-              warn ? ": " : "", warn ? warn : "");
-        cr_buf_free(&devs);
     }
     /* workers never started because an earlier one failed */
     for (int i = 0; i < j->n; i++)
@@ -346,8 +498,6 @@ static void start_workers(job_t *j)
             j->wk[i].state = CORRAL__WORKER_STATE__WORKER_FAILED;
             j->wk[i].reason = cr_strdup("not started: an earlier worker of the gang failed");
         }
-    free(argv);
-    CR_VEC_FREE(&env.vars);
     job_check_done(j);
 }
 
@@ -429,6 +579,11 @@ static int build_request(const Corral__JobSpec *s, sched_resreq_t *req, char *wh
 
 /* ------------------------------------------------------------------ jobs */
 
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
 static void job_free(job_t *j)
 {
     for (int i = 0; j->wk && i < j->n; i++) {
@@ -439,6 +594,8 @@ static void job_free(job_t *j)
         free(j->wk[i].err_path);
     }
     free(j->wk);
+    if (j->timer) /* its memory goes in the close callback */
+        uv_close((uv_handle_t *)j->timer, free_handle);
     free(j->bundles);
     free(j->name);
     free(j->reason);
@@ -479,12 +636,25 @@ static void reply(cr_conn_t *c, const Corral__Envelope *req, Corral__Envelope *a
         cr_warn("reply to %s: %s", cr_conn_peer(c), cr_strerror(err));
 }
 
+static const cr_restart_policy_t restart_policy_db[] = {
+    [CORRAL__RESTART_POLICY__RESTART_NONE] = CR_RESTART_NONE,
+    [CORRAL__RESTART_POLICY__RESTART_WORKER] = CR_RESTART_WORKER,
+    [CORRAL__RESTART_POLICY__RESTART_GANG] = CR_RESTART_GANG,
+};
+
 static void h_submit(cr_conn_t *c, const Corral__Envelope *e)
 {
     const Corral__JobSpec *s = e->job_submit->spec;
     char why[256] = "";
     if (D.shutting_down) {
         cr_conn_reply_error(c, e->id, CR_EAGAIN, "the head is shutting down");
+        return;
+    }
+    if ((unsigned)s->restart >= CR_ARRAY_SIZE(restart_policy_db) || s->max_restarts > 1000) {
+        cr_conn_reply_error(c, e->id, CR_EINVAL,
+                            "restart policy %d, max_restarts %u: expected a policy of 0 to 2 "
+                            "and at most 1000 restarts",
+                            (int)s->restart, s->max_restarts);
         return;
     }
     if (s->placement_group && s->placement_group[0]) {
@@ -522,7 +692,11 @@ static void h_submit(cr_conn_t *c, const Corral__Envelope *e)
         return;
     }
     char *sj = spec_json(s);
-    cr_state_job_t row = {.name = j->name, .spec_json = sj, .state = CR_JOB_PENDING};
+    cr_state_job_t row = {.name = j->name,
+                          .spec_json = sj,
+                          .state = CR_JOB_PENDING,
+                          .restart_policy = restart_policy_db[s->restart],
+                          .max_restarts = (int)s->max_restarts};
     err = cr_state_job_create(D.st, &row, j->submitted_ms, &j->id);
     free(sj);
     if (err < 0) {
@@ -588,6 +762,7 @@ static void info_fill(const job_t *j, Corral__JobInfo *info, info_mem_t *m)
     info->exit_code = j->exit_code;
     info->submitted_ms = j->submitted_ms;
     info->finished_ms = j->finished_ms;
+    info->restarts = (uint32_t)j->restarts;
     info->spec = j->spec;
     m->ws = cr_calloc((size_t)j->n, sizeof(*m->ws));
     m->wsp = cr_calloc((size_t)j->n, sizeof(*m->wsp));
@@ -603,6 +778,7 @@ static void info_fill(const job_t *j, Corral__JobInfo *info, info_mem_t *m)
         s->pid = w->pid;
         s->exit_code = w->exit_code;
         s->signal = w->signal;
+        s->attempt = (uint32_t)w->attempt;
         s->reason = w->reason ? w->reason : "";
         s->devices = &m->devs[(size_t)i * MAX_DEVS];
         for (size_t k = 0; k < w->ndevs; k++)
@@ -678,6 +854,7 @@ static void job_stop(job_t *j, uint32_t grace_ms)
     if (cr_job_state_is_final(j->state))
         return;
     j->stopping = true;
+    restart_cancel(j);
     for (size_t i = 0; i < D.pending.n; i++)
         if (D.pending.v[i] == j) {
             memmove(&D.pending.v[i], &D.pending.v[i + 1],

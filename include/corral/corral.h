@@ -49,6 +49,12 @@ const char *corral_errmsg(const corral_t *c);
 
 /* ---- jobs ---- */
 
+typedef enum corral_restart {
+    CORRAL_RESTART_NONE = 0,
+    CORRAL_RESTART_WORKER,
+    CORRAL_RESTART_GANG,
+} corral_restart_t;
+
 typedef struct corral_job_spec {
     const char *name;        /* NULL: the command's name */
     const char *const *argv; /* NULL-terminated, argv[0] searched in PATH */
@@ -57,6 +63,13 @@ typedef struct corral_job_spec {
     const char *resources;   /* per worker: "GPU=1,CPU=2,memory=8Gi"; NULL: CPU=1 */
     unsigned num_workers;    /* the gang's size; 0 means 1 */
     unsigned grace_ms;       /* SIGTERM to SIGKILL on stop; 0: the head's default */
+    /* What a failing worker (non-zero exit, signal) leads to while
+     * restarts are left: NONE fails the job, WORKER restarts that worker
+     * on the same devices, GANG stops the others and restarts every
+     * worker. After max_restarts restarts the next failure fails the job. */
+    corral_restart_t restart;
+    unsigned max_restarts;
+    unsigned backoff_ms; /* before the first restart, doubling; 0: the head's default */
 } corral_job_spec_t;
 
 /* States, as the head names them. */
@@ -81,10 +94,11 @@ typedef struct corral_worker {
     char *node_id;
     const char *state; /* "STARTING", "RUNNING", "EXITED", "FAILED", "STOPPED" (static) */
     int pid;
-    int exit_code; /* when EXITED and signal is 0 */
-    int signal;    /* the signal that ended it, 0 none */
-    char *devices; /* device indices on its node, "0,1"; "" none */
-    char *reason;  /* why it failed ("exec failed: No such file or directory"); "" */
+    int exit_code;    /* when EXITED and signal is 0 */
+    int signal;       /* the signal that ended it, 0 none */
+    char *devices;    /* device indices on its node, "0,1"; "" none */
+    char *reason;     /* why it failed ("exec failed: No such file or directory"); "" */
+    unsigned attempt; /* how many times this worker was restarted */
 } corral_worker_t;
 
 typedef struct corral_job {
@@ -97,6 +111,9 @@ typedef struct corral_job {
     char *command;                     /* argv joined by spaces ("" in listings) */
     size_t nworkers;
     corral_worker_t *workers;
+    unsigned restarts;        /* restarts done (each worker restart or gang restart) */
+    unsigned max_restarts;    /* allowed; 0 in listings, which carry no spec */
+    corral_restart_t restart; /* the policy; NONE in listings */
 } corral_job_t;
 
 /* Submits a job. Returns 0 with *job_id (malloc'ed). An impossible request
