@@ -162,7 +162,8 @@ if start_head tpu-v6e-4x4-w0.yaml; then
     [ "$n" = 4 ] && ok "TPU 4x1 chip: 1-chip bounds" || fail "TPU 1-chip bounds: $OUT"
 
     # two workers of 2 chips: disjoint pairs, each a 1x2 or 2x1 sub-mesh
-    # whose per-process bounds are its shape
+    # (docs/scheduling.md), with the backend's 2-chip bounds 1,2,1 (Ray's
+    # values, hw/backend_tpu.c: the same whichever way the pair lies)
     probe --tpus 2 --workers 2 -- "${TPUVARS[@]}"
     check_gang "TPU 2x2 chips" 2 TPU_VISIBLE_CHIPS
     distinct "TPU 2x2 chips" TPU_VISIBLE_CHIPS 2
@@ -173,7 +174,8 @@ if start_head tpu-v6e-4x4-w0.yaml; then
         shape=$(jq -r --arg d "$d" '[($d | split(",") | map(tonumber))[] as $k | .devices[$k].coords] |
                  "\((.[0][0] - .[1][0]) | fabs + 1),\((.[0][1] - .[1][1]) | fabs + 1),1"' <<<"$HW")
         [ "$shape" = "1,2,1" ] || [ "$shape" = "2,1,1" ] || { bad=1; echo "  worker $i: chips $d are no sub-mesh ($shape)"; }
-        [ "$(field "$l" TPU_CHIPS_PER_PROCESS_BOUNDS)" = "$shape" ] && [ "$(field "$l" TPU_PROCESS_BOUNDS)" = 1,1,1 ] ||
+        [ "$(field "$l" TPU_CHIPS_PER_PROCESS_BOUNDS)" = 1,2,1 ] && [ "$(field "$l" TPU_PROCESS_BOUNDS)" = 1,1,1 ] &&
+            [ "$(field "$l" TPU_CHIPS_PER_HOST_BOUNDS)" = 1,2,1 ] && [ "$(field "$l" TPU_HOST_BOUNDS)" = 1,1,1 ] ||
             { bad=1; echo "  worker $i: chips $d of shape $shape: $l"; }
     done
     [ $bad = 0 ] && ok "TPU 2x2 chips: sub-meshes with their bounds" || fail "TPU 2-chip sub-meshes: $OUT"
