@@ -8,11 +8,10 @@
  *
  * The job table lives in memory and in state.db. A head started again on
  * the session of one that died (kill -9) reads it back and adopts the
- * workers that still run (recover(), docs/runtime.md "Recovery"). A failing worker fails the gang (the others are stopped and the job
- * takes its exit code) unless the job's restart policy has restarts left:
- * then, after a backoff on a libuv timer, that worker (RESTART_WORKER) or
- * every worker once the others are stopped (RESTART_GANG) is started again
- * on the same devices. */
+ * workers that still run (recover(), docs/runtime.md "Recovery"). A failing worker fails the gang
+ * (the others are stopped and the job takes its exit code) unless the job's restart policy has
+ * restarts left: then, after a backoff on a libuv timer, that worker (RESTART_WORKER) or every
+ * worker once the others are stopped (RESTART_GANG) is started again on the same devices. */
 #include "agent/launch.h"
 #include "head/state.h"
 #include "hw/hw.h"
@@ -74,7 +73,7 @@ struct job {
     sched_bundle_t *bundles;
     uint64_t placement; /* 0: none held */
     bool stopping, failed;
-    bool unknown_exit; /* an adopted worker ended: its exit code cannot be known */
+    bool unknown_exit;    /* an adopted worker ended: its exit code cannot be known */
     int restarts;         /* done or scheduled, every worker and gang restart counted */
     bool restart_pending; /* a restart waits for its backoff (and, gang, the others' exit) */
     bool backoff_over;
@@ -484,8 +483,8 @@ static void on_adopt_exit(uv_poll_t *h, int status, int events)
     uv_timer_stop(&a->timer);
     kill(-w->pid, SIGKILL); /* what the leader left in its group, as launch does */
     job_t *j = w->job;
-    w->state = a->stopping ? CORRAL__WORKER_STATE__WORKER_STOPPED
-                           : CORRAL__WORKER_STATE__WORKER_EXITED;
+    w->state =
+        a->stopping ? CORRAL__WORKER_STATE__WORKER_STOPPED : CORRAL__WORKER_STATE__WORKER_EXITED;
     w->exit_code = -1; /* unknown: recorded as -1 */
     w->signal = 0;
     free(w->reason);
@@ -1301,8 +1300,7 @@ static job_t *job_load(const cr_state_job_t *r)
 {
     Corral__JobSpec *spec = spec_load(r->spec_json);
     if (!spec) {
-        cr_warn("state: job %lld: its spec cannot be read back; left out",
-                (long long)r->id);
+        cr_warn("state: job %lld: its spec cannot be read back; left out", (long long)r->id);
         if (!cr_job_state_is_final(r->state))
             db_check(cr_state_job_set_state(D.st, r->id, CR_JOB_FAILED,
                                             "lost in a head restart: its spec could not be read",
@@ -1416,8 +1414,18 @@ static void job_recover(job_t *j)
     /* its resources again, as the scheduler sees them */
     char why[256];
     if (adopted && place(j, why, sizeof(why)) != SCHED_OK)
-        cr_warn("job %s: the adopted workers' resources cannot be reserved again: %s", j->idstr,
-                why);
+        event("warning", j, "the adopted workers' resources cannot be reserved again: %s", why);
+    /* the scheduler has no call to take given devices: placement is run
+     * again (jobs in id order, as first placed) and a difference is said */
+    const sched_placement_t *p = j->placement ? sched_placement_get(D.cluster, j->placement) : NULL;
+    for (int i = 0; p && i < j->n; i++) {
+        int devs[MAX_DEVS];
+        size_t nd = sched_alloc_devices(D.cluster, sched__alloc(p, (uint32_t)i), devs, MAX_DEVS);
+        nd = nd < MAX_DEVS ? nd : MAX_DEVS;
+        if (j->wk[i].ad && (nd != j->wk[i].ndevs || memcmp(devs, j->wk[i].devs, nd * sizeof(int))))
+            event("warning", j,
+                  "worker %d: the devices reserved again differ from the ones it runs on", i);
+    }
     if (lost) {
         job_fail(j, 255, "lost in a head restart: worker %d %s", first_lost,
                  j->wk[first_lost].reason + strlen("lost in a head restart: "));
@@ -1656,13 +1664,14 @@ static bool reuse_session(const char *home)
     if (mkdir(D.logs, 0700) < 0 && errno != EEXIST)
         fprintf(stderr, "corrald: cannot create %s: %s\n", D.logs, strerror(errno));
     unlink(D.sock); /* the dead head's */
-    fprintf(stderr, "corrald: taking over the session %s of a head that died (pid %d)\n",
-            D.session, pid);
+    fprintf(stderr, "corrald: taking over the session %s of a head that died (pid %d)\n", D.session,
+            pid);
     return true;
 }
 
 /* $CORRAL_HOME/session_<time>_<pid>/ with logs/, and session_latest
- * pointing at it (or the session of a head that died, reuse_session). Any failure here is reported now, not at the first job. */
+ * pointing at it (or the session of a head that died, reuse_session). Any failure here is reported
+ * now, not at the first job. */
 static int make_session(void)
 {
     const char *home = getenv("CORRAL_HOME");

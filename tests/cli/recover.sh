@@ -65,6 +65,9 @@ pids=$(running_pids "$id" 2)
 WPIDS="$pids"
 [ -n "$pids" ] || fail "the gang did not start: $(status "$id")"
 devs_before=$(status "$id" | jq -c '[.workers[].devices]')
+# 7 GPUs while 2 of 8 are held: pending
+pend=$("$CORRAL" run --detach --gpus 1 --workers 7 -- sleep 30)
+[ "$(status "$pend" | jq -r .state)" = PENDING ] || fail "not pending: $(status "$pend")"
 kill_head
 for p in $pids; do gone "$p" && fail "worker $p died with the head"; done
 
@@ -86,17 +89,31 @@ now=$(status "$id" | jq -r '[.workers[].pid] | join(" ")')
 free=$("$CORRAL" status --json | jq -r '.nodes[0].resources.GPU.free')
 [ "$free" = 6.0 ] || [ "$free" = 6 ] && ok "their GPUs are reserved again" ||
     fail "free GPUs after adoption: $free ($("$CORRAL" status --json | jq -c .nodes[0].resources))"
+"$CORRAL" events | grep -q "differ from the ones it runs on" &&
+    fail "the scheduler reserved other devices: $("$CORRAL" events | grep differ)"
+[ "$(status "$pend" | jq -r .state)" = PENDING ] && ok "the pending job is pending again" ||
+    fail "pending job after the restart: $(status "$pend")"
 "$CORRAL" job stop "$id" >/dev/null || fail "job stop"
 wait_final "$id"
 [ "$(status "$id" | jq -r .state)" = STOPPED ] && ok "stop of the adopted job: STOPPED" ||
     fail "after stop: $(status "$id")"
 sleep 0.1
 for p in $pids; do gone "$p" || fail "adopted worker $p survived the stop"; done
+# the adopted gang's GPUs went back: the pending job is placed now
+p=$(running_pids "$pend" 7)
+WPIDS="$WPIDS $p"
+[ -n "$p" ] && ok "the pending job starts once the adopted gang stopped" || fail "pending: $(status "$pend")"
+"$CORRAL" job stop "$pend" >/dev/null
+wait_final "$pend"
 
 # workers killed while the head is down: the job fails, saying why
 id2=$("$CORRAL" run --detach --gpus 1 --workers 2 -- sleep 30)
 pids=$(running_pids "$id2" 2)
 WPIDS="$WPIDS $pids"
+# and one that ends by itself after the restart: adopted, its exit code unknown
+short=$("$CORRAL" run --detach -- sleep 1.5)
+spid=$(running_pids "$short" 1)
+WPIDS="$WPIDS $spid"
 kill_head
 kill -KILL $pids
 for p in $pids; do for _ in $(seq 40); do gone "$p" && break; sleep 0.05; done; done
@@ -107,10 +124,15 @@ js=$(status "$id2")
     ok "workers gone while the head was down: FAILED, lost in a head restart" || fail "lost: $js"
 "$CORRAL" events | grep -q "worker 0 lost: its process is gone" && ok "event: worker 0 lost" ||
     fail "events: $("$CORRAL" events | tail -5)"
-[ "$("$CORRAL" job list --json | jq length)" -eq 3 ] && ok "all three jobs still listed" ||
+[ "$("$CORRAL" job list --json | jq length)" -eq 5 ] && ok "all five jobs still listed" ||
     fail "job list: $("$CORRAL" job list)"
+wait_final "$short"
+js=$(status "$short")
+[ "$(jq -r .state <<<"$js")" = FAILED ] && jq -r .reason <<<"$js" | grep -q "exit codes unknown" &&
+    jq -r '.workers[0].reason' <<<"$js" | grep -q "code unknown: adopted after a head restart" &&
+    ok "an adopted worker that ends: FAILED, exit code unknown" || fail "adopted end: $js"
 id3=$("$CORRAL" run --detach -- true)
-[ "$id3" -gt "$id2" ] && [ "$id2" -gt "$id" ] && ok "job ids keep increasing ($id, $id2, $id3)" ||
+[ "$id3" -gt "$short" ] && [ "$short" -gt "$id2" ] && [ "$id2" -gt "$id" ] && ok "job ids keep increasing ($id, $id2, $id3)" ||
     fail "ids $id $id2 $id3"
 wait_final "$id3"
 [ "$(status "$id3" | jq -r .state)" = SUCCEEDED ] && ok "a new job runs after recovery" ||
