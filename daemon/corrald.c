@@ -1429,8 +1429,9 @@ static void job_recover(job_t *j)
     if (lost) {
         job_fail(j, 255, "lost in a head restart: worker %d %s", first_lost,
                  j->wk[first_lost].reason + strlen("lost in a head restart: "));
-    } else if (!adopted) {
-        /* every worker had ended, the outcome unrecorded: decide it now */
+    } else {
+        /* a worker that had failed: its restart was due (or the outcome
+         * unrecorded); the job fails and the others are stopped */
         for (int i = 0; i < j->n && !j->failed; i++) {
             const wk_t *w = &j->wk[i];
             if (w->state == CORRAL__WORKER_STATE__WORKER_EXITED && (w->signal || w->exit_code))
