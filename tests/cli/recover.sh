@@ -138,8 +138,16 @@ wait_final "$id3"
 [ "$(status "$id3" | jq -r .state)" = SUCCEEDED ] && ok "a new job runs after recovery" ||
     fail "new job: $(status "$id3")"
 
-# a clean stop: the next head starts a new session
+# corral stop of a head with adopted workers stops them too; the next
+# head then starts a new session
+id4=$("$CORRAL" run --detach -- sleep 30)
+p4=$(running_pids "$id4" 1)
+WPIDS="$WPIDS $p4"
+kill_head
+"$CORRAL" start --head --hw-spec "$SPEC" >/dev/null 2>&1 || fail "restart 3"
+[ "$(status "$id4" | jq -r '.workers[0].pid')" = "$p4" ] || fail "not adopted: $(status "$id4")"
 "$CORRAL" stop >/dev/null || fail "stop"
+gone "$p4" && ok "corral stop ends the adopted worker" || fail "adopted worker $p4 outlived the head"
 out=$("$CORRAL" start --head --hw-spec "$SPEC" 2>&1) || fail "start after stop: $out"
 [ "$(readlink "$CORRAL_HOME/session_latest")" != "$S1" ] && [ "$("$CORRAL" job list --json | jq length)" -eq 0 ] &&
     ok "after a clean stop: a new session" || fail "after stop: $(readlink "$CORRAL_HOME/session_latest")"
