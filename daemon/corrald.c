@@ -6,13 +6,12 @@
  * head/state records jobs, workers and events, net serves clients on a
  * Unix socket and on TCP 127.0.0.1 behind the token handshake.
  *
- * This first slice keeps the head's job table in memory (the database is
- * written, not yet read back at start: recovery after kill -9 is still to
- * do). A failing worker fails the gang (the others are stopped and the job
- * takes its exit code) unless the job's restart policy has restarts left:
- * then, after a backoff on a libuv timer, that worker (RESTART_WORKER) or
- * every worker once the others are stopped (RESTART_GANG) is started again
- * on the same devices. */
+ * The job table lives in memory and in state.db. A head started again on
+ * the session of one that died (kill -9) reads it back and adopts the
+ * workers that still run (recover(), docs/runtime.md "Recovery"). A failing worker fails the gang
+ * (the others are stopped and the job takes its exit code) unless the job's restart policy has
+ * restarts left: then, after a backoff on a libuv timer, that worker (RESTART_WORKER) or every
+ * worker once the others are stopped (RESTART_GANG) is started again on the same devices. */
 #include "agent/launch.h"
 #include "head/state.h"
 #include "hw/hw.h"
@@ -23,6 +22,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +38,7 @@ static const char usage_line[] = "usage: corrald --head [--hw-spec FILE] [--reso
                                  "[--labels 'k=v,...'] [--port N] [--block]\n";
 
 typedef struct job job_t;
+typedef struct adopt adopt_t;
 
 typedef struct wk {
     job_t *job;
@@ -55,6 +56,7 @@ typedef struct wk {
     int attempt;      /* restarts of this worker so far: CORRAL_RESTART_COUNT */
     bool restart_due; /* to be started again when the backoff ends */
     char cause[96];   /* why it is restarted, for the event */
+    adopt_t *ad;      /* a worker of a previous head, watched through a pidfd */
 } wk_t;
 
 struct job {
@@ -71,6 +73,7 @@ struct job {
     sched_bundle_t *bundles;
     uint64_t placement; /* 0: none held */
     bool stopping, failed;
+    bool unknown_exit;    /* an adopted worker ended: its exit code cannot be known */
     int restarts;         /* done or scheduled, every worker and gang restart counted */
     bool restart_pending; /* a restart waits for its backoff (and, gang, the others' exit) */
     bool backoff_over;
@@ -92,6 +95,7 @@ typedef struct daemon {
     CR_VEC(job_t *) jobs;
     CR_VEC(job_t *) pending; /* waiting for resources, in arrival order */
     bool shutting_down, closed;
+    bool reused; /* the session of a head that died: recover() reads it back */
     int running_workers;
     int exit_status;
 } daemon_t;
@@ -157,8 +161,9 @@ static cr_worker_state_t db_worker_state(Corral__WorkerState s)
 }
 
 /* Field 22 of /proc/PID/stat: with the pid it names the process for a
- * restarted head that re-adopts workers (0 when unreadable). */
-static int64_t proc_start_time(int pid)
+ * restarted head that re-adopts workers (0 when unreadable); *state gets
+ * field 3 ('Z' for a zombie, 0 when unreadable). */
+static int64_t proc_stat(int pid, char *state)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof(path), "/proc/%d/stat", pid);
@@ -169,9 +174,16 @@ static int64_t proc_start_time(int pid)
     fclose(fp);
     buf[n] = '\0';
     const char *p = strrchr(buf, ')');
+    if (state)
+        *state = p && p[1] == ' ' ? p[2] : 0;
     for (int field = 2; p && field < 22; field++) /* p is at the end of field `field` */
         p = strchr(p + 1, ' ');
     return p ? strtoll(p + 1, NULL, 10) : 0;
+}
+
+static int64_t proc_start_time(int pid)
+{
+    return proc_stat(pid, NULL);
 }
 
 static void db_worker(const wk_t *w)
@@ -228,6 +240,12 @@ static void job_check_done(job_t *j)
     } else if (j->stopping) {
         job_set_state(j, CR_JOB_STOPPED, "stopped on request");
         j->exit_code = 143; /* 128 + SIGTERM, what a shell reports */
+    } else if (j->unknown_exit) {
+        /* success is not claimed when it cannot be known */
+        j->exit_code = 255;
+        job_set_state(j, CR_JOB_FAILED,
+                      "its workers ended after a head restart: exit codes unknown (adopted "
+                      "workers are not children of the new head)");
     } else {
         j->exit_code = 0;
         job_set_state(j, CR_JOB_SUCCEEDED, "every worker exited with code 0");
@@ -244,6 +262,8 @@ static void job_check_done(job_t *j)
 static void job_fail(job_t *j, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void restart_cancel(job_t *j);
+static void wk_stop(wk_t *w, uint64_t grace_ms);
+static void adopt_release(adopt_t *a);
 static void job_fail(job_t *j, int code, const char *fmt, ...)
 {
     if (j->failed || j->stopping)
@@ -259,8 +279,7 @@ static void job_fail(job_t *j, int code, const char *fmt, ...)
     free(j->reason);
     j->reason = cr_strdup(msg);
     for (int i = 0; i < j->n; i++)
-        if (j->wk[i].w && wk_alive(&j->wk[i]))
-            cr_worker_stop(j->wk[i].w, j->spec->grace_ms ? j->spec->grace_ms : DEFAULT_GRACE_MS);
+        wk_stop(&j->wk[i], j->spec->grace_ms ? j->spec->grace_ms : DEFAULT_GRACE_MS);
 }
 
 static void start_workers(job_t *j);
@@ -320,6 +339,10 @@ static void restart_check(job_t *j)
             cr_worker_release(w->w); /* it has exited: only its memory */
             w->w = NULL;
         }
+        if (w->ad) {
+            adopt_release(w->ad);
+            w->ad = NULL;
+        }
         free(w->reason);
         free(w->out_path);
         free(w->err_path);
@@ -353,8 +376,7 @@ static bool restart_schedule(job_t *j, wk_t *w, const char *cause)
             snprintf(x->cause, sizeof(x->cause), "%s", cause);
         else
             snprintf(x->cause, sizeof(x->cause), "worker %d's %s", w->index, cause);
-        if (x->w && wk_alive(x))
-            cr_worker_stop(x->w, j->spec->grace_ms ? j->spec->grace_ms : DEFAULT_GRACE_MS);
+        wk_stop(x, j->spec->grace_ms ? j->spec->grace_ms : DEFAULT_GRACE_MS);
     }
     char why[160];
     snprintf(why, sizeof(why), "restarting %s in %llu ms after worker %d's %s",
@@ -407,6 +429,124 @@ static void on_worker_exit(cr_worker_t *cw, const cr_worker_exit_t *ex, void *ar
     restart_check(j);
     job_check_done(j);
     maybe_finish_shutdown();
+}
+
+/* ------------------------------------------------------ adopted workers */
+
+/* A worker started by a previous head of this session, found running at
+ * start: not our child, so its exit is seen through a pidfd (readable
+ * once the process has exited) and its exit code is never known. Its
+ * memory goes when both handles have closed. */
+struct adopt {
+    uv_poll_t poll;
+    uv_timer_t timer; /* the grace period of a stop */
+    int fd;
+    int handles;
+    bool stopping, done;
+    wk_t *w; /* NULL once released */
+};
+
+static void adopt_closed(uv_handle_t *h)
+{
+    adopt_t *a = h->data;
+    if (--a->handles == 0) {
+        close(a->fd);
+        free(a);
+    }
+}
+
+/* Hands a back; one still running is killed, as cr_worker_release does. */
+static void adopt_release(adopt_t *a)
+{
+    if (!a->done && a->w)
+        kill(-a->w->pid, SIGKILL);
+    a->w = NULL;
+    uv_close((uv_handle_t *)&a->poll, adopt_closed);
+    uv_close((uv_handle_t *)&a->timer, adopt_closed);
+}
+
+static void on_adopt_grace(uv_timer_t *t)
+{
+    adopt_t *a = t->data;
+    if (!a->done && a->w)
+        kill(-a->w->pid, SIGKILL);
+}
+
+static void on_adopt_exit(uv_poll_t *h, int status, int events)
+{
+    adopt_t *a = h->data;
+    wk_t *w = a->w;
+    if (a->done || !w)
+        return;
+    a->done = true;
+    uv_poll_stop(&a->poll);
+    uv_timer_stop(&a->timer);
+    kill(-w->pid, SIGKILL); /* what the leader left in its group, as launch does */
+    job_t *j = w->job;
+    w->state =
+        a->stopping ? CORRAL__WORKER_STATE__WORKER_STOPPED : CORRAL__WORKER_STATE__WORKER_EXITED;
+    w->exit_code = -1; /* unknown: recorded as -1 */
+    w->signal = 0;
+    free(w->reason);
+    w->reason = cr_strdup("exited (code unknown: adopted after a head restart)");
+    if (!a->stopping)
+        j->unknown_exit = true;
+    D.running_workers--;
+    db_worker(w);
+    event("exited", j, "worker %d (pid %d) %s%s", w->index, w->pid, w->reason,
+          a->stopping ? ", stopped on request" : "");
+    restart_check(j);
+    job_check_done(j);
+    maybe_finish_shutdown();
+}
+
+/* Watches w's process (pid and start time checked by the caller); false
+ * when it is already gone. */
+static bool adopt(wk_t *w)
+{
+    int fd = (int)syscall(SYS_pidfd_open, w->pid, 0);
+    if (fd < 0)
+        return false;
+    char state = 0; /* the pid may have been reused between the check and the open */
+    if (proc_stat(w->pid, &state) != w->start_time || state == 'Z') {
+        close(fd);
+        return false;
+    }
+    adopt_t *a = cr_calloc(1, sizeof(*a));
+    a->fd = fd;
+    a->w = w;
+    a->handles = 2;
+    if (uv_poll_init(&D.loop, &a->poll, fd) < 0) {
+        close(fd);
+        free(a);
+        return false;
+    }
+    uv_timer_init(&D.loop, &a->timer);
+    a->poll.data = a->timer.data = a;
+    uv_poll_start(&a->poll, UV_READABLE, on_adopt_exit);
+    w->ad = a;
+    return true;
+}
+
+/* SIGTERM to the group, SIGKILL after grace_ms, as cr_worker_stop. */
+static void adopt_stop(adopt_t *a, uint64_t grace_ms)
+{
+    if (a->done || !a->w)
+        return;
+    a->stopping = true;
+    kill(-a->w->pid, grace_ms ? SIGTERM : SIGKILL);
+    if (grace_ms && !uv_is_active((uv_handle_t *)&a->timer))
+        uv_timer_start(&a->timer, on_adopt_grace, grace_ms, 0);
+}
+
+static void wk_stop(wk_t *w, uint64_t grace_ms)
+{
+    if (!wk_alive(w))
+        return;
+    if (w->w)
+        cr_worker_stop(w->w, grace_ms);
+    else if (w->ad)
+        adopt_stop(w->ad, grace_ms);
 }
 
 /* Starts worker w on its devices (w->devs); false, with the job failed,
@@ -589,6 +729,8 @@ static void job_free(job_t *j)
     for (int i = 0; j->wk && i < j->n; i++) {
         if (j->wk[i].w)
             cr_worker_release(j->wk[i].w);
+        if (j->wk[i].ad)
+            adopt_release(j->wk[i].ad);
         free(j->wk[i].reason);
         free(j->wk[i].out_path);
         free(j->wk[i].err_path);
@@ -623,6 +765,17 @@ static char *spec_json(const Corral__JobSpec *s)
     json_object_set_new(o, "argv", argv);
     json_object_set_new(o, "resources", res);
     json_object_set_new(o, "num_workers", json_integer(s->num_workers ? s->num_workers : 1));
+    /* the whole spec, packed, in hex: what a restarted head reads back */
+    size_t len = corral__job_spec__get_packed_size(s);
+    uint8_t *pb = cr_malloc(len ? len : 1);
+    corral__job_spec__pack(s, pb);
+    char *hex = cr_malloc(2 * len + 1);
+    for (size_t i = 0; i < len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", pb[i]);
+    hex[2 * len] = '\0';
+    json_object_set_new(o, "pb", json_string(hex));
+    free(hex);
+    free(pb);
     char *out = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return out;
@@ -864,8 +1017,8 @@ static void job_stop(job_t *j, uint32_t grace_ms)
         }
     for (int i = 0; i < j->n; i++) {
         wk_t *w = &j->wk[i];
-        if (w->w && wk_alive(w))
-            cr_worker_stop(w->w, grace_ms);
+        if (wk_alive(w) && (w->w || w->ad))
+            wk_stop(w, grace_ms);
         else if (w->state == CORRAL__WORKER_STATE__WORKER_UNSPECIFIED)
             w->state = CORRAL__WORKER_STATE__WORKER_STOPPED;
     }
@@ -1104,6 +1257,228 @@ static void h_events(cr_conn_t *c, const Corral__Envelope *e)
     cr_state_event_list_free(v, n);
 }
 
+/* -------------------------------------------------------------- recovery */
+
+/* The spec stored by spec_json ("pb": the packed spec in hex); NULL when
+ * it is missing or damaged. */
+static Corral__JobSpec *spec_load(const char *sj)
+{
+    json_t *o = sj ? json_loads(sj, 0, NULL) : NULL;
+    const char *hex = json_string_value(json_object_get(o, "pb"));
+    Corral__JobSpec *spec = NULL;
+    size_t len = hex ? strlen(hex) / 2 : 0;
+    uint8_t *pb = cr_malloc(len + 1);
+    bool okhex = hex && strlen(hex) % 2 == 0;
+    for (size_t i = 0; okhex && i < len; i++) {
+        unsigned v;
+        okhex = sscanf(hex + 2 * i, "%2x", &v) == 1;
+        pb[i] = (uint8_t)v;
+    }
+    if (okhex)
+        spec = corral__job_spec__unpack(NULL, len, pb);
+    if (spec && (!spec->worker || spec->worker->n_argv == 0)) {
+        corral__job_spec__free_unpacked(spec, NULL);
+        spec = NULL;
+    }
+    free(pb);
+    json_decref(o);
+    return spec;
+}
+
+static const Corral__WorkerState worker_state_proto[] = {
+    [CR_WORKER_PENDING] = CORRAL__WORKER_STATE__WORKER_UNSPECIFIED,
+    [CR_WORKER_STARTING] = CORRAL__WORKER_STATE__WORKER_STARTING,
+    [CR_WORKER_RUNNING] = CORRAL__WORKER_STATE__WORKER_RUNNING,
+    [CR_WORKER_EXITED] = CORRAL__WORKER_STATE__WORKER_EXITED,
+    [CR_WORKER_STOPPED] = CORRAL__WORKER_STATE__WORKER_STOPPED,
+    [CR_WORKER_LOST] = CORRAL__WORKER_STATE__WORKER_LOST,
+};
+
+/* A job as state.db has it, workers included; NULL when its spec cannot
+ * be read (an active one is then failed in the database). */
+static job_t *job_load(const cr_state_job_t *r)
+{
+    Corral__JobSpec *spec = spec_load(r->spec_json);
+    if (!spec) {
+        cr_warn("state: job %lld: its spec cannot be read back; left out", (long long)r->id);
+        if (!cr_job_state_is_final(r->state))
+            db_check(cr_state_job_set_state(D.st, r->id, CR_JOB_FAILED,
+                                            "lost in a head restart: its spec could not be read",
+                                            now_ms()));
+        return NULL;
+    }
+    job_t *j = cr_calloc(1, sizeof(*j));
+    j->spec = spec;
+    j->id = r->id;
+    snprintf(j->idstr, sizeof(j->idstr), "%lld", (long long)r->id);
+    j->name = cr_strdup(r->name ? r->name : spec->worker->argv[0]);
+    j->state = r->state;
+    j->reason = r->reason ? cr_strdup(r->reason) : NULL;
+    j->restarts = r->restarts;
+    j->submitted_ms = r->created_ms;
+    j->finished_ms = cr_job_state_is_final(r->state) ? r->updated_ms : 0;
+    j->n = spec->num_workers ? (int)spec->num_workers : 1;
+    j->bundles = cr_calloc((size_t)j->n, sizeof(*j->bundles));
+    sched_resreq_t req;
+    char why[256];
+    if (build_request(spec, &req, why, sizeof(why)) == 0)
+        for (int i = 0; i < j->n; i++)
+            j->bundles[i].req = req;
+    j->wk = cr_calloc((size_t)j->n, sizeof(*j->wk));
+    for (int i = 0; i < j->n; i++) {
+        j->wk[i].job = j;
+        j->wk[i].index = i;
+        snprintf(j->wk[i].id, sizeof(j->wk[i].id), "job%s-w%d", j->idstr, i);
+    }
+    cr_state_worker_t *v = NULL;
+    size_t n = 0;
+    db_check(cr_state_worker_list(D.st, j->id, NULL, &v, &n));
+    for (size_t k = 0; k < n; k++) {
+        if (v[k].index < 0 || v[k].index >= j->n)
+            continue;
+        wk_t *w = &j->wk[v[k].index];
+        w->state = worker_state_proto[v[k].state];
+        w->pid = v[k].pid;
+        w->start_time = v[k].start_time;
+        w->exit_code = v[k].exit_code;
+        w->signal = v[k].exit_signal;
+        w->attempt = v[k].restarts;
+        w->out_path = v[k].stdout_path ? cr_strdup(v[k].stdout_path) : NULL;
+        w->err_path = v[k].stderr_path ? cr_strdup(v[k].stderr_path) : NULL;
+        for (char *p = v[k].devices, *end; p && *p && w->ndevs < MAX_DEVS; p = end + 1) {
+            long d = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            w->devs[w->ndevs++] = (int)d;
+            if (*end != ',')
+                break;
+        }
+        if (w->exit_code && w->state == CORRAL__WORKER_STATE__WORKER_EXITED && !j->exit_code)
+            j->exit_code = w->exit_code;
+        if (w->signal && !j->exit_code)
+            j->exit_code = 128 + w->signal;
+    }
+    cr_state_worker_list_free(v, n);
+    if (j->state == CR_JOB_SUCCEEDED)
+        j->exit_code = 0;
+    else if (j->state == CR_JOB_STOPPED)
+        j->exit_code = 143;
+    else if (j->state == CR_JOB_FAILED && !j->exit_code)
+        j->exit_code = 1;
+    return j;
+}
+
+/* A job that was running: each worker recorded running is adopted when
+ * its pid still names the same process (same start time), else lost; a
+ * job with a lost worker fails (its adopted ones are stopped). */
+static void job_recover(job_t *j)
+{
+    int adopted = 0, lost = 0, first_lost = -1;
+    for (int i = 0; i < j->n; i++) {
+        wk_t *w = &j->wk[i];
+        const char *gone = NULL;
+        if (w->state == CORRAL__WORKER_STATE__WORKER_UNSPECIFIED) {
+            gone = "it had not been started";
+        } else if (wk_alive(w)) {
+            char state = 0;
+            int64_t st = w->pid > 0 ? proc_stat(w->pid, &state) : 0;
+            if (st == 0 || state == 'Z')
+                gone = "its process is gone";
+            else if (st != w->start_time)
+                gone = "its pid now names another process";
+            else if (!adopt(w))
+                gone = "its process is gone";
+        } else {
+            continue;
+        }
+        if (gone) {
+            lost++;
+            if (first_lost < 0)
+                first_lost = i;
+            w->state = CORRAL__WORKER_STATE__WORKER_LOST;
+            free(w->reason);
+            w->reason = cr_asprintf("lost in a head restart: %s", gone);
+            cr_state_worker_t r;
+            if (cr_state_worker_get(D.st, j->id, i, &r) == 0) {
+                r.state = CR_WORKER_LOST;
+                db_check(cr_state_worker_update(D.st, &r, now_ms()));
+                cr_state_worker_free(&r);
+            }
+            event("lost", j, "worker %d lost: %s", i, gone);
+        } else {
+            adopted++;
+            D.running_workers++;
+            event("adopted", j, "adopted worker %d (pid %d)", i, w->pid);
+        }
+    }
+    /* its resources again, as the scheduler sees them */
+    char why[256];
+    if (adopted && place(j, why, sizeof(why)) != SCHED_OK)
+        event("warning", j, "the adopted workers' resources cannot be reserved again: %s", why);
+    /* the scheduler has no call to take given devices: placement is run
+     * again (jobs in id order, as first placed) and a difference is said */
+    const sched_placement_t *p = j->placement ? sched_placement_get(D.cluster, j->placement) : NULL;
+    for (int i = 0; p && i < j->n; i++) {
+        int devs[MAX_DEVS];
+        size_t nd = sched_alloc_devices(D.cluster, sched__alloc(p, (uint32_t)i), devs, MAX_DEVS);
+        nd = nd < MAX_DEVS ? nd : MAX_DEVS;
+        if (j->wk[i].ad && (nd != j->wk[i].ndevs || memcmp(devs, j->wk[i].devs, nd * sizeof(int))))
+            event("warning", j,
+                  "worker %d: the devices reserved again differ from the ones it runs on", i);
+    }
+    if (lost) {
+        job_fail(j, 255, "lost in a head restart: worker %d %s", first_lost,
+                 j->wk[first_lost].reason + strlen("lost in a head restart: "));
+    } else {
+        /* a worker that had failed: its restart was due (or the outcome
+         * unrecorded); the job fails and the others are stopped */
+        for (int i = 0; i < j->n && !j->failed; i++) {
+            const wk_t *w = &j->wk[i];
+            if (w->state == CORRAL__WORKER_STATE__WORKER_EXITED && (w->signal || w->exit_code))
+                job_fail(j, w->signal ? 128 + w->signal : w->exit_code,
+                         "lost in a head restart: worker %d had ended with %s %d", i,
+                         w->signal ? "signal" : "exit code", w->signal ? w->signal : w->exit_code);
+        }
+    }
+    if (adopted && !j->failed)
+        job_set_state(j, CR_JOB_RUNNING, "adopted after a head restart");
+    job_check_done(j);
+}
+
+/* Reads the session's jobs back after a head died: finished ones as they
+ * were, running ones adopted or failed, pending ones queued again. */
+static void recover(void)
+{
+    cr_state_job_t *v = NULL;
+    size_t n = 0;
+    if (cr_state_job_list(D.st, false, &v, &n) < 0) {
+        cr_warn("state: %s: nothing recovered", cr_state_errmsg(D.st));
+        return;
+    }
+    int active = 0;
+    for (size_t i = 0; i < n; i++) {
+        job_t *j = job_load(&v[i]);
+        if (j)
+            *CR_VEC_PUSH(&D.jobs) = j;
+    }
+    cr_state_job_list_free(v, n);
+    for (size_t i = 0; i < D.jobs.n; i++) {
+        job_t *j = D.jobs.v[i];
+        if (cr_job_state_is_final(j->state))
+            continue;
+        active++;
+        if (j->state == CR_JOB_PENDING || j->state == CR_JOB_PLACING) {
+            event("recovered", j, "pending again after a head restart");
+            *CR_VEC_PUSH(&D.pending) = j;
+        } else {
+            job_recover(j);
+        }
+    }
+    event("recovered", NULL, "%zu job(s) read back from the previous head, %d active", D.jobs.n,
+          active);
+    try_pending();
+}
+
 /* -------------------------------------------------------------- shutdown */
 
 static void net_closed(void *data)
@@ -1248,8 +1623,56 @@ static int set_label(const char *k, const char *v)
     return 0;
 }
 
+/* Whether pid runs; a zombie does not (nobody may reap a head that died). */
+static bool pid_alive(int pid)
+{
+    char state = 0;
+    return kill(pid, 0) == 0 && proc_stat(pid, &state) != 0 && state != 'Z';
+}
+
+/* When session_latest names the session of a head that died (its
+ * corrald.pid names no live process; a clean exit removes the file) and
+ * holds its state.db, this head takes it over, token included. */
+static bool reuse_session(const char *home)
+{
+    char *link = cr_asprintf("%s/session_latest", home);
+    char target[512];
+    ssize_t len = readlink(link, target, sizeof(target) - 1);
+    free(link);
+    if (len <= 0 || memchr(target, '/', (size_t)len))
+        return false;
+    target[len] = '\0';
+    char *dir = cr_asprintf("%s/%s", home, target);
+    char *pidf = cr_asprintf("%s/corrald.pid", dir), *db = cr_asprintf("%s/state.db", dir);
+    FILE *fp = fopen(pidf, "r");
+    int pid = 0;
+    if (fp) {
+        if (fscanf(fp, "%d", &pid) != 1)
+            pid = 0;
+        fclose(fp);
+    }
+    bool reuse = pid > 0 && !pid_alive(pid) && access(db, R_OK | W_OK) == 0;
+    free(pidf);
+    free(db);
+    if (!reuse) {
+        free(dir);
+        return false;
+    }
+    D.session = dir;
+    D.reused = true;
+    D.logs = cr_asprintf("%s/logs", D.session);
+    D.sock = cr_asprintf("%s/corrald.sock", D.session);
+    if (mkdir(D.logs, 0700) < 0 && errno != EEXIST)
+        fprintf(stderr, "corrald: cannot create %s: %s\n", D.logs, strerror(errno));
+    unlink(D.sock); /* the dead head's */
+    fprintf(stderr, "corrald: taking over the session %s of a head that died (pid %d)\n", D.session,
+            pid);
+    return true;
+}
+
 /* $CORRAL_HOME/session_<time>_<pid>/ with logs/, and session_latest
- * pointing at it. Any failure here is reported now, not at the first job. */
+ * pointing at it (or the session of a head that died, reuse_session). Any failure here is reported
+ * now, not at the first job. */
 static int make_session(void)
 {
     const char *home = getenv("CORRAL_HOME");
@@ -1260,6 +1683,8 @@ static int make_session(void)
                 home, strerror(errno));
         return -errno;
     }
+    if (reuse_session(home))
+        return 0;
     char stamp[64];
     time_t t = time(NULL);
     struct tm tm;
@@ -1438,9 +1863,13 @@ int main(int argc, char **argv)
 
     uint8_t token[CR_TOKEN_LEN];
     char *tokpath = cr_asprintf("%s/token", D.session);
-    e = cr_token_generate(token);
-    if (e == 0)
-        e = cr_token_write(tokpath, token);
+    if (D.reused) { /* clients of the dead head keep their token */
+        e = cr_token_read(tokpath, token);
+    } else {
+        e = cr_token_generate(token);
+        if (e == 0)
+            e = cr_token_write(tokpath, token);
+    }
     if (e < 0) {
         fprintf(stderr, "corrald: cannot write the token %s: %s\n", tokpath, cr_strerror(e));
         free(tokpath);
@@ -1483,6 +1912,8 @@ int main(int argc, char **argv)
     event("started", NULL, "head on %s%s: %zu device(s), socket %s, tcp %s", node_name(),
           D.node->simulated ? " (simulated)" : "", D.node->devices.n, D.sock, D.address);
     fprintf(stderr, "corrald: head %s serving %s and %s\n", node_name(), D.sock, D.address);
+    if (D.reused)
+        recover();
 
     uv_run(&D.loop, UV_RUN_DEFAULT);
     rc = 0;
@@ -1509,6 +1940,11 @@ out:
     }
     if (D.sock && rc != 0)
         unlink(D.sock);
+    if (rc == 0 && D.session) { /* a clean exit: the next head starts a new session */
+        char *pidf = cr_asprintf("%s/corrald.pid", D.session);
+        unlink(pidf);
+        free(pidf);
+    }
     sched_cluster_free(D.cluster);
     hw_node_free(D.node);
     free(D.session);
