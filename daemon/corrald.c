@@ -1871,7 +1871,9 @@ int main(int argc, char **argv)
             e = cr_token_write(tokpath, token);
     }
     if (e < 0) {
-        fprintf(stderr, "corrald: cannot write the token %s: %s\n", tokpath, cr_strerror(e));
+        fprintf(stderr, "corrald: cannot %s the token %s: %s%s\n", D.reused ? "read" : "write",
+                tokpath, cr_strerror(e),
+                D.reused ? " (remove session_latest to start a new session)" : "");
         free(tokpath);
         goto out;
     }
