@@ -202,20 +202,34 @@ int sched_cluster_add(sched_cluster_t *c, const cr_node_t *node, char *msg, size
             sd->z = (int16_t)(d->ncoords > 2 ? d->coords[2] : 0);
         }
         sd->hw_index = (int32_t)i;
+        /* a Trainium device holds its NeuronCores: several units */
+        sd->units = (uint8_t)(rid == SCHED_R_NEURON_CORES && d->cores > 1 && d->cores < 256
+                                  ? d->cores : 1);
         local[i] = n->ndev;
         n->unitmask[rid] |= 1ull << n->ndev;
         n->ndev++;
         nlocal++;
     }
-    /* A resource whose total is not one unit per tracked device (NeuronCores
-     * counted per core, say) is scheduled by count only. */
+    /* A resource whose total is one unit per tracked device is tracked by
+     * device; one whose total is the devices' units (NeuronCores counted per
+     * core, the same number on each device) is tracked by whole devices of
+     * that many units. Any other total is scheduled by count only. */
     for (int r = 0; r < SCHED_R_PREDEFINED; r++) {
         int cnt = __builtin_popcountll(n->unitmask[r]);
-        if (cnt && total[r] != (int64_t)cnt * CR_QTY_ONE) {
-            cr_debug("node %s: %s total does not match its %d devices; counted, not tracked",
-                     id, c->res.str[r], cnt);
-            n->unitmask[r] = 0;
+        if (!cnt || total[r] == (int64_t)cnt * CR_QTY_ONE)
+            continue;
+        int k = -1;
+        for (uint64_t s = n->unitmask[r]; s; s &= s - 1) {
+            int u = c->dev.v[dev0 + __builtin_ctzll(s)].units;
+            k = k < 0 || k == u ? u : 0;
         }
+        if (k > 1 && total[r] == (int64_t)cnt * k * CR_QTY_ONE) {
+            n->unitsz[r] = (uint8_t)k;
+            continue;
+        }
+        cr_debug("node %s: %s total does not match its %d devices; counted, not tracked",
+                 id, c->res.str[r], cnt);
+        n->unitmask[r] = 0;
     }
     /* device groups: NVLink islands / xGMI hives, then NUMA nodes */
     uint64_t tracked = 0;
@@ -524,6 +538,7 @@ int sched_cluster_check(const sched_cluster_t *c, char *msg, size_t msgsize)
                 for (int b = 0; b < sn->ndev; b++)
                     if (sn->unitmask[r] >> b & 1)
                         s += c->devfree[sn->dev_off + b];
+                s *= sched__units(sn, r);
                 if (s != c->avail[i]) {
                     sched__fmt(msg, msgsize, "node %s: %s device free sum %lld != avail %lld",
                              sched_node_name(c, (int)n), c->res.str[r], (long long)s,

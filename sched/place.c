@@ -22,10 +22,21 @@ uint32_t sched__reqmask(const sched_resreq_t *q)
     return m;
 }
 
-static int held_whole(const sched_cluster_t *c, int n, int r)
+static int held_whole(const sched_cluster_t *c, int n, int r, int64_t dev)
 {
     int64_t h = HELD(c, r, n);
-    return (int)((h + CR_QTY_ONE - 1) / CR_QTY_ONE);
+    return (int)((h + dev - 1) / dev);
+}
+
+/* Devices of several units (a Trainium device of 2 NeuronCores) are taken
+ * whole: a request on such a node must be a multiple of a device's units.
+ * Sharing a device by a fraction would split its cores between two runtimes
+ * that both see them, so such a request is refused on that node instead. */
+bool sched__granule_ok(const sched_cluster_t *c, int n, int r, int64_t qty)
+{
+    const sched_node_t *sn = &c->nodes.v[n];
+    int u = sched__units(sn, r);
+    return u == 1 || qty % ((int64_t)u * CR_QTY_ONE) == 0;
 }
 
 bool sched__fits_now(const sched_cluster_t *c, int n, const sched_resreq_t *q, bool use_hold)
@@ -42,9 +53,12 @@ bool sched__fits_now(const sched_cluster_t *c, int n, const sched_resreq_t *q, b
         if (r >= SCHED_R_PREDEFINED || !sn->unitmask[r])
             continue;
         uint64_t m = sn->unitmask[r];
-        int wf = __builtin_popcountll(c->freemask[n] & m) - (use_hold ? held_whole(c, n, r) : 0);
+        int64_t dev = (int64_t)sched__units(sn, r) * CR_QTY_ONE;
+        if (!sched__granule_ok(c, n, r, qty))
+            return false;
+        int wf = __builtin_popcountll(c->freemask[n] & m) - (use_hold ? held_whole(c, n, r, dev) : 0);
         if (qty >= CR_QTY_ONE) {
-            if (wf < qty / CR_QTY_ONE)
+            if (wf < qty / dev)
                 return false;
             continue;
         }
@@ -64,7 +78,8 @@ bool sched__fits_ever(const sched_cluster_t *c, int n, const sched_resreq_t *q)
     if (!c->alive[n])
         return false;
     for (int k = 0; k < q->n; k++)
-        if (q->id[k] >= c->nres || TOT(c, q->id[k], n) < q->qty[k])
+        if (q->id[k] >= c->nres || TOT(c, q->id[k], n) < q->qty[k] ||
+            !sched__granule_ok(c, n, q->id[k], q->qty[k]))
             return false;
     return true;
 }
@@ -206,8 +221,11 @@ int sched__take(sched_cluster_t *c, int n, const sched_resreq_t *q, sched_alloc_
         int r = q->id[k];
         if (r >= SCHED_R_PREDEFINED || !sn->unitmask[r])
             continue;
+        if (!sched__granule_ok(c, n, r, q->qty[k]))
+            return CR_EAGAIN;
         if (q->qty[k] >= CR_QTY_ONE) {
-            al->mask[k] = sched__choose_whole(c, n, r, (int)(q->qty[k] / CR_QTY_ONE));
+            int64_t dev = (int64_t)sched__units(sn, r) * CR_QTY_ONE;
+            al->mask[k] = sched__choose_whole(c, n, r, (int)(q->qty[k] / dev));
             if (!al->mask[k])
                 return CR_EAGAIN;
         } else {
@@ -578,6 +596,22 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
                      b->sel.n ? " matching " : "", b->sel.n ? sel.s : "", want,
                      sched_node_name(c, maxnode[k]), have);
             goto out;
+        }
+        /* a node with enough in total but devices of several units */
+        for (size_t n = 0; n < c->nnodes; n++) {
+            if (!c->alive[n] || (b->sel.n && !sched_selector_match(c, &b->sel, (int)n)))
+                continue;
+            for (int k = 0; k < b->req.n; k++) {
+                int r = b->req.id[k];
+                if (r >= c->nres || TOT(c, r, n) < b->req.qty[k] ||
+                    sched__granule_ok(c, (int)n, r, b->req.qty[k]))
+                    continue;
+                sched__fmt(out, size, "%s requests on %s must be whole devices of %d %s",
+                           sched_syms_name(&c->res, r), sched_node_name(c, (int)n),
+                           sched__units(&c->nodes.v[n], r),
+                           r == SCHED_R_NEURON_CORES ? "cores" : "units");
+                goto out;
+            }
         }
         cr_buf_t all = {0};
         sched_format_resources(&c->res, &b->req, &all);

@@ -130,6 +130,7 @@ typedef struct sched_dev {
     int16_t island;          /* NVLink island / xGMI hive on this node, -1 none */
     int16_t x, y, z;         /* mesh coordinates, -1 none */
     int32_t hw_index;        /* index in the node description */
+    uint8_t units;           /* units of its resource it holds: NeuronCores, else 1 */
 } sched_dev_t;
 
 typedef struct sched_node {
@@ -143,6 +144,8 @@ typedef struct sched_node {
     int32_t slice_worker;
     uint32_t resmask;        /* resources with total > 0 */
     uint64_t unitmask[SCHED_R_PREDEFINED]; /* tracked devices of each unit resource */
+    uint8_t unitsz[SCHED_R_PREDEFINED];    /* units per tracked device (0, 1: one);
+                                            * requests take whole devices of them */
 } sched_node_t;
 
 typedef struct sched_label { int32_t key, val; } sched_label_t;

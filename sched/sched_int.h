@@ -8,6 +8,13 @@
 #define TOT(c, r, n) ((c)->total[(size_t)(r) * (c)->nnodes + (size_t)(n)])
 #define HELD(c, r, n) ((c)->held[(size_t)(r) * (c)->nnodes + (size_t)(n)])
 
+/* Units of resource r per tracked device of node sn: 1 but for devices
+ * holding several (a Trainium device of 2 NeuronCores). */
+static inline int sched__units(const sched_node_t *sn, int r)
+{
+    return r < SCHED_R_PREDEFINED && sn->unitmask[r] && sn->unitsz[r] > 1 ? sn->unitsz[r] : 1;
+}
+
 /* snprintf into a reason: truncation is fine for words meant for people. */
 void sched__fmt(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -16,6 +23,7 @@ enum { SCORE_HYBRID, SCORE_SPREAD, SCORE_PACK };
 uint32_t sched__reqmask(const sched_resreq_t *q);
 bool sched__fits_now(const sched_cluster_t *c, int n, const sched_resreq_t *q, bool use_hold);
 bool sched__fits_ever(const sched_cluster_t *c, int n, const sched_resreq_t *q);
+bool sched__granule_ok(const sched_cluster_t *c, int n, int r, int64_t qty);
 int sched__util_after(const sched_cluster_t *c, int n, const sched_resreq_t *q);
 uint64_t sched__choose_whole(const sched_cluster_t *c, int n, int r, int k);
 int sched__choose_frac(const sched_cluster_t *c, int n, int r, int64_t qty);
