@@ -4,31 +4,8 @@
 # reads its jobs back from state.db, adopts the workers that still run
 # (same pids) and fails the jobs whose workers are gone.
 set -u
-: "${CORRAL:?}" "${CORRAL_SOURCE_DIR:?}"
+. "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" recover
 SPEC=$CORRAL_SOURCE_DIR/specs/dgx-h100.yaml
-export CORRAL_HOME=$(mktemp -d /tmp/corral-rc-XXXXXX)
-unset CORRAL_ADDRESS CORRAL_TOKEN_FILE
-ASAN_DIR=$(mktemp -d /tmp/corral-rc-asan-XXXXXX)
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$ASAN_DIR/asan"
-export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$ASAN_DIR/ubsan:print_stacktrace=1"
-fails=0
-WPIDS=""
-cleanup() {
-    local pid
-    pid=$(cat "$CORRAL_HOME"/session_latest/corrald.pid 2>/dev/null)
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null
-    fi
-    for p in $WPIDS; do kill -KILL "$p" 2>/dev/null; done
-    rm -rf "$CORRAL_HOME" "$ASAN_DIR"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
-gone() { [ ! -e /proc/$1 ] || [ "$(awk '{print $3}' /proc/$1/stat 2>/dev/null)" = Z ]; }
-status() { "$CORRAL" job status "$1" --json; }
 wstate() { status "$1" | jq -r "[.workers[].state] | join(\",\")"; }
 # the pids of job $1's workers once all $2 run, space-separated
 running_pids() {
@@ -153,8 +130,4 @@ out=$("$CORRAL" start --head --hw-spec "$SPEC" 2>&1) || fail "start after stop: 
     ok "after a clean stop: a new session" || fail "after stop: $(readlink "$CORRAL_HOME/session_latest")"
 "$CORRAL" stop >/dev/null || fail "stop 2"
 
-sleep 0.2
-if compgen -G "$ASAN_DIR/*" >/dev/null; then
-    fail "sanitizer reports:"; cat "$ASAN_DIR"/*
-fi
-[ $fails -eq 0 ] && echo "recover: all passed" || { echo "recover: $fails failure(s)"; exit 1; }
+finish

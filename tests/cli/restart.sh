@@ -3,29 +3,8 @@
 # workers killed with SIGKILL or failing, restarted by worker or by gang,
 # up to the limit (docs/runtime.md).
 set -u
-: "${CORRAL:?}" "${CORRAL_SOURCE_DIR:?}"
+. "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" restart
 SPEC=$CORRAL_SOURCE_DIR/specs/dgx-h100.yaml
-export CORRAL_HOME=$(mktemp -d /tmp/corral-rs-XXXXXX)
-unset CORRAL_ADDRESS CORRAL_TOKEN_FILE
-ASAN_DIR=$(mktemp -d /tmp/corral-rs-asan-XXXXXX)
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$ASAN_DIR/asan"
-export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$ASAN_DIR/ubsan:print_stacktrace=1"
-fails=0
-cleanup() {
-    local pid
-    pid=$(cat "$CORRAL_HOME"/session_latest/corrald.pid 2>/dev/null)
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null
-    fi
-    rm -rf "$CORRAL_HOME" "$ASAN_DIR"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
-gone() { [ ! -e /proc/$1 ] || [ "$(awk '{print $3}' /proc/$1/stat 2>/dev/null)" = Z ]; }
-status() { "$CORRAL" job status "$1" --json; }
 # the pid of worker $2 of job $1 once it runs
 running_pid() {
     local p
@@ -137,9 +116,4 @@ for _ in $(seq 100); do [ "$(status "$id" | jq -r .restarts)" -ge 2 ] && break; 
     fail "stop during backoff: $(status "$id")"
 
 "$CORRAL" stop >/dev/null 2>&1 || fail "stop"
-sleep 0.2
-if compgen -G "$ASAN_DIR/*" >/dev/null; then
-    fail "sanitizer reports:"; cat "$ASAN_DIR"/*
-fi
-[ $fails -eq 0 ] && echo "restart: all passed" || echo "restart: $fails failure(s)"
-exit $((fails > 0))
+finish

@@ -2,29 +2,8 @@
 # The runtime end to end on one machine: a real head (corrald) on a
 # simulated 8-GPU node, real workers, the CLI on libcorral.
 set -u
-: "${CORRAL:?}" "${CORRAL_SOURCE_DIR:?}"
+. "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" runtime
 SPEC=$CORRAL_SOURCE_DIR/specs/dgx-h100.yaml
-export CORRAL_HOME=$(mktemp -d /tmp/corral-rt-XXXXXX)
-unset CORRAL_ADDRESS CORRAL_TOKEN_FILE
-# under the sanitizers, reports of the detached head and of every client
-# land here (the head's stderr is gone once it answers) and fail the test
-ASAN_DIR=$(mktemp -d /tmp/corral-rt-asan-XXXXXX)
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$ASAN_DIR/asan"
-export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$ASAN_DIR/ubsan:print_stacktrace=1"
-fails=0
-cleanup() {
-    local pid
-    pid=$(cat "$CORRAL_HOME"/session_latest/corrald.pid 2>/dev/null)
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null
-    fi
-    rm -rf "$CORRAL_HOME" "$ASAN_DIR"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
 
 # an unwritable session directory is reported at start
 out=$(CORRAL_HOME=/proc/corral-nope "$CORRAL" start --head --hw-spec "$SPEC" 2>&1); rc=$?
@@ -173,7 +152,6 @@ CORRAL_ADDRESS=$addr "$CORRAL" status >/dev/null && ok "status over TCP $addr" |
 
 # stop: the head goes away, with its workers
 # (gone: no process, or a zombie nobody reaps: the head was orphaned)
-gone() { [ ! -e /proc/$1 ] || [ "$(awk '{print $3}' /proc/$1/stat 2>/dev/null)" = Z ]; }
 id=$("$CORRAL" run --detach -- sleep 30)
 for _ in $(seq 50); do
     wpid=$("$CORRAL" job status "$id" --json | jq -r '.workers[0].pid'); [ "$wpid" -gt 0 ] && break; sleep 0.1
@@ -208,9 +186,4 @@ gone "$hpid" && gone "$wpid" && ok "SIGTERM: head and worker gone" || fail "SIGT
 out=$("$CORRAL" status 2>&1); rc=$?
 [ $rc -eq 1 ] && ok "no head after SIGTERM" || fail "status after stop: rc=$rc $out"
 
-sleep 0.2
-if compgen -G "$ASAN_DIR/*" >/dev/null; then
-    fail "sanitizer reports:"; cat "$ASAN_DIR"/*
-fi
-[ $fails -eq 0 ] && echo "runtime: all passed" || echo "runtime: $fails failure(s)"
-exit $((fails > 0))
+finish

@@ -9,29 +9,8 @@
 # machine lets us use, or unbound with a warning in the `started` event
 # when nothing is left (docs/workers.md). Each head lives for its scenario.
 set -u
-: "${CORRAL:?}" "${CORRAL_SOURCE_DIR:?}"
+. "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" runtime_vendors
 SPECS=$CORRAL_SOURCE_DIR/specs
-export CORRAL_HOME=$(mktemp -d /tmp/corral-vend-XXXXXX)
-unset CORRAL_ADDRESS CORRAL_TOKEN_FILE
-# under the sanitizers, reports of the detached head and of every client
-# land here (the head's stderr is gone once it answers) and fail the test
-ASAN_DIR=$(mktemp -d /tmp/corral-vend-asan-XXXXXX)
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$ASAN_DIR/asan"
-export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$ASAN_DIR/ubsan:print_stacktrace=1"
-fails=0
-cleanup() {
-    local pid
-    pid=$(cat "$CORRAL_HOME"/session_latest/corrald.pid 2>/dev/null)
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null
-    fi
-    rm -rf "$CORRAL_HOME" "$ASAN_DIR"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ok() { echo "ok: $*"; }
 
 SPEC=
 start_head() {
@@ -318,9 +297,4 @@ else
     echo "skip: one CPU here, a worker bound to its devices' CPUs cannot be told from an unbound one"
 fi
 
-sleep 0.2
-if compgen -G "$ASAN_DIR/*" >/dev/null; then
-    fail "sanitizer reports:"; cat "$ASAN_DIR"/*
-fi
-[ $fails -eq 0 ] && echo "runtime_vendors: all passed" || echo "runtime_vendors: $fails failure(s)"
-exit $((fails > 0))
+finish
