@@ -68,6 +68,10 @@ void cr_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 #define cr_info(...) cr_log(CR_LOG_INFO, __VA_ARGS__)
 #define cr_debug(...) cr_log(CR_LOG_DEBUG, __VA_ARGS__)
 
+/* ---- clocks (never in sched/ or hw/: those are pure) ---- */
+/* Milliseconds of CLOCK_MONOTONIC, for timeouts and intervals. */
+int64_t cr_mono_ms(void);
+
 /* ---- strings ---- */
 /* Copies at most size-1 bytes and always terminates; returns strlen(src). */
 size_t cr_strlcpy(char *dst, const char *src, size_t size);

@@ -55,13 +55,6 @@ static int session_pid(void)
     return pid;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Whether pid still runs; a zombie does not (the container's init may
  * never reap the head it inherited). */
 static bool alive(int pid)
@@ -182,9 +175,9 @@ int cli_start(int argc, char **argv)
     close(pfd[1]);
     fcntl(pfd[0], F_SETFL, O_NONBLOCK);
     int rc = CLI_FAIL, status;
-    int64_t deadline = mono_ms() + START_TIMEOUT_MS;
+    int64_t deadline = cr_mono_ms() + START_TIMEOUT_MS;
     char *why = NULL;
-    while (mono_ms() < deadline) {
+    while (cr_mono_ms() < deadline) {
         if (waitpid(pid, &status, WNOHANG) == pid) {
             char buf[4096];
             ssize_t n;
@@ -251,8 +244,8 @@ int cli_stop(int argc, char **argv)
     }
     corral_disconnect(c);
     /* the head stops its workers first: wait for it to be gone */
-    int64_t deadline = mono_ms() + START_TIMEOUT_MS;
-    while (pid > 0 && alive(pid) && mono_ms() < deadline) {
+    int64_t deadline = cr_mono_ms() + START_TIMEOUT_MS;
+    while (pid > 0 && alive(pid) && cr_mono_ms() < deadline) {
         waitpid(pid, NULL, WNOHANG); /* when it is our own child (tests) */
         usleep(10000);
     }

@@ -455,22 +455,15 @@ int corral_job_status(corral_t *c, const char *job_id, corral_job_t *out)
     return err;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int corral_wait(corral_t *c, const char *job_id, int timeout_ms, corral_job_t *out)
 {
-    int64_t deadline = mono_ms() + timeout_ms;
+    int64_t deadline = cr_mono_ms() + timeout_ms;
     unsigned pause_us = 2000;
     for (;;) {
         int err = corral_job_status(c, job_id, out);
         if (err < 0 || corral_job_state_is_final(out->state))
             return err;
-        if (timeout_ms >= 0 && mono_ms() >= deadline) {
+        if (timeout_ms >= 0 && cr_mono_ms() >= deadline) {
             set_msg(c, "job %s is still %s", job_id, corral_job_state_name(out->state));
             return CR_EAGAIN;
         }

@@ -1,0 +1,10 @@
+/* Clocks for the runtime layers (daemon, client, CLI). */
+#include "base.h"
+#include <time.h>
+
+int64_t cr_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
