@@ -357,6 +357,13 @@ static int ck_worker_exit(check_ctx_t *c, const Corral__Envelope *e)
     return 0;
 }
 
+static int ck_log_chunk(check_ctx_t *c, const Corral__Envelope *e)
+{
+    if (empty(e->log_chunk->job_id))
+        return fail(c, "job_id is required");
+    return 0;
+}
+
 typedef int (*check_fn)(check_ctx_t *, const Corral__Envelope *);
 
 /* One row per message: who may send it, and its own checks. */
@@ -390,7 +397,7 @@ static const struct msg_row {
     {B(JOB_LIST_REPLY), HD, NULL},
     {B(JOB_STOP), CL, ck_job_stop},
     {B(JOB_LOGS), CL, ck_job_logs},
-    {B(LOG_CHUNK), HD, NULL},
+    {B(LOG_CHUNK), AG | HD, ck_log_chunk}, /* an agent forwards its workers' output */
     {B(PG_CREATE), CL, ck_pg_create},
     {B(PG_CREATED), HD, NULL},
     {B(PG_REMOVE), CL, ck_pg_remove},
@@ -402,6 +409,8 @@ static const struct msg_row {
     {B(ABORT), HD, ck_abort},
     {B(TXN_DONE), AG, ck_txn_done},
     {B(RELEASE), HD, ck_release},
+    {B(PORT_REQUEST), HD, NULL},
+    {B(PORT_REPLY), AG, NULL},
     {B(WORKER_START), HD, ck_worker_start},
     {B(WORKER_STARTED), AG, ck_worker_started},
     {B(WORKER_STOP), HD, ck_worker_stop},

@@ -316,6 +316,20 @@ const sched_placement_t *sched_placement_get(const sched_cluster_t *c, uint64_t 
  * devices (what hw_isolate takes), in ascending order. Returns the count
  * (which may exceed max; only max are written). */
 size_t sched_alloc_devices(const sched_cluster_t *c, const sched_alloc_t *a, int *out, size_t max);
+/* One allocation to take exactly: node, what it asks, and the devices
+ * (hardware indices, as sched_alloc_devices gives) it holds. */
+typedef struct sched_exact {
+    int node;
+    sched_resreq_t req;
+    const int *devs;
+    size_t ndevs;
+} sched_exact_t;
+/* Takes these allocations as one placement (*id), all or none: what a
+ * restarted head holds again for the workers it adopts. CR_EAGAIN when a
+ * resource or device is not free now, CR_EINVAL when the devices do not
+ * match the request or a node is unknown or lost. */
+int sched_take_exact(sched_cluster_t *c, uint32_t nallocs, const sched_exact_t *allocs,
+                     uint64_t *id);
 /* Marks node dead; its placements are removed, their ids written to ids
  * (up to max) and the count returned. Other nodes of those placements
  * get their share back. */

@@ -1,0 +1,370 @@
+/* The agent's worker table (agent.h): one entry per worker process this
+ * node runs, started with agent/launch or adopted from a previous daemon
+ * through a pidfd. */
+#include "daemon/agent.h"
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+typedef struct aw aw_t;
+
+/* A worker started by a previous daemon, found running: not our child, so
+ * its exit is seen through a pidfd (readable once the process has exited)
+ * and its exit code is never known. Its memory goes when both handles
+ * have closed. */
+typedef struct adopt {
+    uv_poll_t poll;
+    uv_timer_t timer; /* the grace period of a stop */
+    int fd;
+    int handles;
+    bool stopping, done;
+    aw_t *w; /* NULL once released */
+} adopt_t;
+
+struct aw {
+    agent_t *a;
+    char *id, *job_id;
+    uint32_t index, attempt;
+    int pid;
+    int64_t start_time;
+    cr_worker_t *w;
+    adopt_t *ad;
+    char *out_path, *err_path;
+};
+
+struct agent {
+    agent_config_t cfg;
+    CR_VEC(aw_t *) ws;
+};
+
+int64_t agent_proc_stat(int pid, char *state)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, fp);
+    fclose(fp);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    if (state)
+        *state = p && p[1] == ' ' ? p[2] : 0;
+    for (int field = 2; p && field < 22; field++) /* p is at the end of field `field` */
+        p = strchr(p + 1, ' ');
+    return p ? strtoll(p + 1, NULL, 10) : 0;
+}
+
+agent_t *agent_new(const agent_config_t *cfg)
+{
+    agent_t *a = cr_calloc(1, sizeof(*a));
+    a->cfg = *cfg;
+    return a;
+}
+
+static aw_t *find(const agent_t *a, const char *id, size_t *at)
+{
+    for (size_t i = 0; i < a->ws.n; i++)
+        if (strcmp(a->ws.v[i]->id, id) == 0) {
+            if (at)
+                *at = i;
+            return a->ws.v[i];
+        }
+    return NULL;
+}
+
+static void adopt_closed(uv_handle_t *h)
+{
+    adopt_t *ad = h->data;
+    if (--ad->handles == 0) {
+        close(ad->fd);
+        free(ad);
+    }
+}
+
+/* Hands ad back; one still running is killed, as cr_worker_release does. */
+static void adopt_release(adopt_t *ad)
+{
+    if (!ad->done && ad->w)
+        kill(-ad->w->pid, SIGKILL);
+    ad->w = NULL;
+    uv_close((uv_handle_t *)&ad->poll, adopt_closed);
+    uv_close((uv_handle_t *)&ad->timer, adopt_closed);
+}
+
+static void aw_free(aw_t *w)
+{
+    if (w->w)
+        cr_worker_release(w->w);
+    if (w->ad)
+        adopt_release(w->ad);
+    free(w->id);
+    free(w->job_id);
+    free(w->out_path);
+    free(w->err_path);
+    free(w);
+}
+
+/* Takes w out of the table and frees it once its exit is reported. */
+static void aw_done(agent_t *a, aw_t *w, Corral__WorkerReport *r)
+{
+    size_t at;
+    if (find(a, w->id, &at) == w) {
+        a->ws.v[at] = a->ws.v[a->ws.n - 1];
+        a->ws.n--;
+    }
+    a->cfg.ops.exited(a->cfg.arg, r);
+    aw_free(w);
+}
+
+static void report_init(Corral__WorkerReport *r, const aw_t *w, Corral__WorkerState st)
+{
+    corral__worker_report__init(r);
+    r->worker_id = w->id;
+    r->job_id = w->job_id;
+    r->worker_index = w->index;
+    r->attempt = w->attempt;
+    r->pid = w->pid;
+    r->start_time = w->start_time;
+    r->state = st;
+}
+
+static void on_exit(cr_worker_t *cw, const cr_worker_exit_t *ex, void *arg)
+{
+    aw_t *w = arg;
+    Corral__WorkerReport r;
+    report_init(&r, w, ex->stopped ? CORRAL__WORKER_STATE__WORKER_STOPPED
+                                   : CORRAL__WORKER_STATE__WORKER_EXITED);
+    r.exit_code = (int32_t)ex->code;
+    r.signal = ex->signal;
+    r.reason = ex->killed ? "killed after the grace period" : "";
+    aw_done(w->a, w, &r);
+}
+
+static void on_adopt_grace(uv_timer_t *t)
+{
+    adopt_t *ad = t->data;
+    if (!ad->done && ad->w)
+        kill(-ad->w->pid, SIGKILL);
+}
+
+static void on_adopt_exit(uv_poll_t *h, int status, int events)
+{
+    adopt_t *ad = h->data;
+    aw_t *w = ad->w;
+    if (ad->done || !w)
+        return;
+    ad->done = true;
+    uv_poll_stop(&ad->poll);
+    uv_timer_stop(&ad->timer);
+    kill(-w->pid, SIGKILL); /* what the leader left in its group, as launch does */
+    Corral__WorkerReport r;
+    report_init(&r, w, ad->stopping ? CORRAL__WORKER_STATE__WORKER_STOPPED
+                                    : CORRAL__WORKER_STATE__WORKER_EXITED);
+    r.exit_code = -1;
+    r.code_unknown = true;
+    r.reason = "exited (code unknown: adopted after a daemon restart)";
+    aw_done(w->a, w, &r);
+}
+
+bool agent_adopt(agent_t *a, const Corral__WorkerReport *rep, int64_t start_time,
+                 const char *out_path, const char *err_path)
+{
+    if (rep->pid <= 0 || find(a, rep->worker_id, NULL))
+        return false;
+    int fd = (int)syscall(SYS_pidfd_open, rep->pid, 0);
+    if (fd < 0)
+        return false;
+    char state = 0; /* the pid may have been reused between the check and the open */
+    if (agent_proc_stat(rep->pid, &state) != start_time || state == 'Z') {
+        close(fd);
+        return false;
+    }
+    adopt_t *ad = cr_calloc(1, sizeof(*ad));
+    ad->fd = fd;
+    ad->handles = 2;
+    if (uv_poll_init(a->cfg.loop, &ad->poll, fd) < 0) {
+        close(fd);
+        free(ad);
+        return false;
+    }
+    uv_timer_init(a->cfg.loop, &ad->timer);
+    ad->poll.data = ad->timer.data = ad;
+    aw_t *w = cr_calloc(1, sizeof(*w));
+    w->a = a;
+    w->id = cr_strdup(rep->worker_id);
+    w->job_id = cr_strdup(rep->job_id ? rep->job_id : "");
+    w->index = rep->worker_index;
+    w->attempt = rep->attempt;
+    w->pid = rep->pid;
+    w->start_time = start_time;
+    w->out_path = out_path ? cr_strdup(out_path) : NULL;
+    w->err_path = err_path ? cr_strdup(err_path) : NULL;
+    w->ad = ad;
+    ad->w = w;
+    uv_poll_start(&ad->poll, UV_READABLE, on_adopt_exit);
+    *CR_VEC_PUSH(&a->ws) = w;
+    return true;
+}
+
+static void fail_start(agent_t *a, const Corral__WorkerStart *ws, const char *why)
+{
+    Corral__WorkerReport r = CORRAL__WORKER_REPORT__INIT;
+    r.worker_id = ws->worker_id;
+    r.job_id = ws->job_id;
+    r.worker_index = ws->worker_index;
+    r.attempt = ws->attempt;
+    r.state = CORRAL__WORKER_STATE__WORKER_FAILED;
+    r.exit_code = 127;
+    r.reason = (char *)why;
+    a->cfg.ops.exited(a->cfg.arg, &r);
+}
+
+void agent_start(agent_t *a, const Corral__WorkerStart *ws)
+{
+    if (find(a, ws->worker_id, NULL)) {
+        fail_start(a, ws, "a worker of that id already runs on this node");
+        return;
+    }
+    const Corral__WorkerSpec *spec = ws->spec;
+    int devs[64];
+    size_t nd = 0;
+    for (size_t i = 0; i < ws->n_devices; i++) {
+        if (ws->devices[i] >= a->cfg.node->devices.n || nd == CR_ARRAY_SIZE(devs)) {
+            char why[96];
+            snprintf(why, sizeof(why), "device %u does not exist on this node", ws->devices[i]);
+            fail_start(a, ws, why);
+            return;
+        }
+        devs[nd++] = (int)ws->devices[i];
+    }
+    char **argv = cr_calloc(spec->n_argv + 1, sizeof(*argv));
+    for (size_t i = 0; i < spec->n_argv; i++)
+        argv[i] = spec->argv[i];
+    cr_envlist_t env = {0};
+    for (size_t i = 0; i < spec->n_env; i++) {
+        cr_kv_t *kv = CR_VEC_PUSH(&env.vars);
+        kv->key = spec->env[i]->key;
+        kv->value = spec->env[i]->value;
+    }
+    for (size_t i = 0; i < ws->n_extra_env; i++) { /* later entries win */
+        cr_kv_t *kv = CR_VEC_PUSH(&env.vars);
+        kv->key = ws->extra_env[i]->key;
+        kv->value = ws->extra_env[i]->value;
+    }
+    char count[16];
+    snprintf(count, sizeof(count), "%u", ws->attempt);
+    cr_kv_t *kv = CR_VEC_PUSH(&env.vars); /* last: it wins over the job's */
+    kv->key = (char *)"CORRAL_RESTART_COUNT";
+    kv->value = count;
+    cr_worker_spec_t s = {.argv = (const char *const *)argv,
+                          .cwd = spec->cwd && spec->cwd[0] ? spec->cwd : NULL,
+                          .env = &env,
+                          .inherit_env = true,
+                          .node = a->cfg.node,
+                          .hw = a->cfg.hwo,
+                          .devs = devs,
+                          .ndevs = nd,
+                          .job_id = ws->job_id,
+                          .worker_id = ws->worker_id,
+                          .worker_index = (int)ws->worker_index,
+                          .agent_socket = a->cfg.socket,
+                          .log_dir = a->cfg.logs,
+                          .bind = ws->bind == CORRAL__BIND__BIND_NONE ? CR_BIND_NONE
+                                                                      : CR_BIND_CLOSEST};
+    aw_t *w = cr_calloc(1, sizeof(*w));
+    w->a = a;
+    w->id = cr_strdup(ws->worker_id);
+    w->job_id = cr_strdup(ws->job_id);
+    w->index = ws->worker_index;
+    w->attempt = ws->attempt;
+    char *errmsg = NULL;
+    int err = cr_worker_start(a->cfg.loop, &s, on_exit, w, &w->w, &errmsg);
+    free(argv);
+    CR_VEC_FREE(&env.vars);
+    if (err < 0) {
+        w->w = NULL;
+        fail_start(a, ws, errmsg ? errmsg : cr_strerror(err));
+        free(errmsg);
+        aw_free(w);
+        return;
+    }
+    free(errmsg);
+    w->pid = cr_worker_pid(w->w);
+    w->start_time = agent_proc_stat(w->pid, NULL);
+    if (cr_worker_stdout_path(w->w))
+        w->out_path = cr_strdup(cr_worker_stdout_path(w->w));
+    if (cr_worker_stderr_path(w->w))
+        w->err_path = cr_strdup(cr_worker_stderr_path(w->w));
+    *CR_VEC_PUSH(&a->ws) = w;
+    agent_started_t st = {.worker_id = w->id,
+                          .attempt = w->attempt,
+                          .pid = w->pid,
+                          .start_time = w->start_time,
+                          .cpus = cr_worker_cpus(w->w),
+                          .warning = cr_worker_warning(w->w),
+                          .out_path = w->out_path,
+                          .err_path = w->err_path};
+    a->cfg.ops.started(a->cfg.arg, &st);
+}
+
+int agent_stop(agent_t *a, const char *worker_id, uint32_t grace_ms)
+{
+    aw_t *w = find(a, worker_id, NULL);
+    if (!w)
+        return CR_ENOENT;
+    if (w->w) {
+        cr_worker_stop(w->w, grace_ms);
+    } else if (w->ad && !w->ad->done) {
+        w->ad->stopping = true;
+        kill(-w->pid, grace_ms ? SIGTERM : SIGKILL);
+        if (grace_ms && !uv_is_active((uv_handle_t *)&w->ad->timer))
+            uv_timer_start(&w->ad->timer, on_adopt_grace, grace_ms, 0);
+    }
+    return 0;
+}
+
+size_t agent_running(const agent_t *a)
+{
+    return a->ws.n;
+}
+
+size_t agent_reports(const agent_t *a, Corral__WorkerReport ***out)
+{
+    Corral__WorkerReport **v = cr_calloc(a->ws.n + 1, sizeof(*v));
+    for (size_t i = 0; i < a->ws.n; i++) {
+        const aw_t *w = a->ws.v[i];
+        v[i] = cr_malloc(sizeof(**v));
+        report_init(v[i], w, CORRAL__WORKER_STATE__WORKER_RUNNING);
+        v[i]->worker_id = cr_strdup(w->id);
+        v[i]->job_id = cr_strdup(w->job_id);
+    }
+    *out = v;
+    return a->ws.n;
+}
+
+void agent_reports_free(Corral__WorkerReport **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i]->worker_id);
+        free(v[i]->job_id);
+        free(v[i]);
+    }
+    free(v);
+}
+
+const char *agent_log_path(const agent_t *a, const char *worker_id, int stream)
+{
+    const aw_t *w = find(a, worker_id, NULL);
+    return !w ? NULL : stream ? w->err_path : w->out_path;
+}
+
+void agent_free(agent_t *a)
+{
+    if (!a)
+        return;
+    for (size_t i = 0; i < a->ws.n; i++)
+        aw_free(a->ws.v[i]);
+    CR_VEC_FREE(&a->ws);
+    free(a);
+}

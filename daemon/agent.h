@@ -1,0 +1,68 @@
+/* The agent's worker table: starts, stops and watches the worker
+ * processes of one node, and reports what happens to them through ops
+ * (DESIGN.md "Runtime"). The same code serves the agent inside a head
+ * (ops call the head directly) and an agent that joined a head over TCP
+ * (ops send WorkerStarted and WorkerExit). */
+#ifndef CORRAL_DAEMON_AGENT_H
+#define CORRAL_DAEMON_AGENT_H
+
+#include "agent/launch.h"
+#include "hw/hw.h"
+#include "proto/corral.pb-c.h"
+#include <uv.h>
+
+typedef struct agent agent_t;
+
+typedef struct agent_started {
+    const char *worker_id;
+    uint32_t attempt;
+    int pid;
+    int64_t start_time; /* field 22 of /proc/PID/stat */
+    const char *cpus;   /* "" when unbound */
+    const char *warning;
+    const char *out_path, *err_path; /* on this node */
+} agent_started_t;
+
+typedef struct agent_ops {
+    void (*started)(void *arg, const agent_started_t *s);
+    /* The worker ended, or never started (WORKER_FAILED with the reason).
+     * r->code_unknown for an adopted worker, whose exit code nobody can
+     * know. */
+    void (*exited)(void *arg, const Corral__WorkerReport *r);
+} agent_ops_t;
+
+typedef struct agent_config {
+    uv_loop_t *loop;
+    const cr_node_t *node;
+    const hw_options_t *hwo;
+    const char *logs;   /* log directory of this node */
+    const char *socket; /* CORRAL_AGENT_SOCKET for the workers, may be NULL */
+    agent_ops_t ops;
+    void *arg;
+} agent_config_t;
+
+agent_t *agent_new(const agent_config_t *cfg);
+/* Kills what still runs (SIGKILL to each group) and frees the table. */
+void agent_free(agent_t *a);
+
+/* Starts a worker; a failure is reported through ops.exited (FAILED). A
+ * worker id already running is refused the same way. */
+void agent_start(agent_t *a, const Corral__WorkerStart *ws);
+/* SIGTERM, then SIGKILL after grace_ms; CR_ENOENT when not running here. */
+int agent_stop(agent_t *a, const char *worker_id, uint32_t grace_ms);
+/* Takes over a worker a previous process started (pid and start time must
+ * still match; it is watched through a pidfd); false when it is gone. */
+bool agent_adopt(agent_t *a, const Corral__WorkerReport *r, int64_t start_time,
+                 const char *out_path, const char *err_path);
+size_t agent_running(const agent_t *a);
+/* The running workers, as reports (for Register); free with
+ * agent_reports_free. */
+size_t agent_reports(const agent_t *a, Corral__WorkerReport ***out);
+void agent_reports_free(Corral__WorkerReport **v, size_t n);
+/* Log files of a running worker, NULL when unknown. */
+const char *agent_log_path(const agent_t *a, const char *worker_id, int stream);
+
+/* Field 22 of /proc/PID/stat (0 when unreadable); *state gets field 3. */
+int64_t agent_proc_stat(int pid, char *state);
+
+#endif

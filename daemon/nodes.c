@@ -1,0 +1,852 @@
+/* The head's nodes: its own (with the agent in-process) and those whose
+ * agents joined over TCP (docs/cluster.md). Registration, heartbeats,
+ * ALIVE -> SUSPECT -> DEAD, a new incarnation on rejoin, worker start and
+ * stop through each node's agent, forwarded output, and reconciling the
+ * workers an agent reports after a reconnect or a head restart. */
+#include "daemon/daemon.h"
+#include "daemon/follow.h"
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+typedef struct port_wait {
+    uint64_t req;
+    node_t *node;
+    char job[24];
+} port_wait_t;
+static CR_VEC(port_wait_t) port_waits;
+
+const char *node_state_name(Corral__NodeState s)
+{
+    switch (s) {
+    case CORRAL__NODE_STATE__NODE_ALIVE:
+        return "ALIVE";
+    case CORRAL__NODE_STATE__NODE_SUSPECT:
+        return "SUSPECT";
+    case CORRAL__NODE_STATE__NODE_DEAD:
+        return "DEAD";
+    default:
+        return "UNKNOWN";
+    }
+}
+
+static cr_node_state_t db_state(Corral__NodeState s)
+{
+    return s == CORRAL__NODE_STATE__NODE_DEAD      ? CR_NODE_DEAD
+           : s == CORRAL__NODE_STATE__NODE_SUSPECT ? CR_NODE_SUSPECT
+                                                   : CR_NODE_ALIVE;
+}
+
+static void db_node(const node_t *n)
+{
+    json_t *nj = hw_node_to_json(n->desc);
+    char *njs = json_dumps(nj, JSON_COMPACT);
+    json_decref(nj);
+    cr_state_node_t row = {.id = n->id,
+                           .incarnation = (int64_t)n->incarnation,
+                           .address = n->address,
+                           .state = db_state(n->state),
+                           .desc_json = njs,
+                           .last_heartbeat_ms = n->last_seen_wall};
+    db_check(cr_state_node_put(D.st, &row, now_ms()));
+    free(njs);
+}
+
+node_t *node_by_id(const char *id)
+{
+    for (size_t i = 0; i < D.nodes.n; i++)
+        if (strcmp(D.nodes.v[i]->id, id) == 0)
+            return D.nodes.v[i];
+    return NULL;
+}
+
+node_t *node_of(int sn)
+{
+    return sn >= 0 && (size_t)sn < D.nodes.n ? D.nodes.v[sn] : NULL;
+}
+
+static const char *desc_id(const cr_node_t *d)
+{
+    return d->id[0] ? d->id : d->hostname;
+}
+
+/* A node into the scheduler's view and the table (D.nodes[sn] is the
+ * node of scheduler index sn). Takes desc. */
+static node_t *node_new(cr_node_t *desc, char *why, size_t size)
+{
+    if (sched_cluster_add(D.cluster, desc, why, size) < 0)
+        return NULL;
+    int sn = sched_cluster_find_node(D.cluster, desc_id(desc));
+    if (sn < 0 || (size_t)sn != D.nodes.n) {
+        snprintf(why, size, "scheduler index %d for node %s, expected %zu", sn, desc_id(desc),
+                 D.nodes.n);
+        return NULL;
+    }
+    node_t *n = cr_calloc(1, sizeof(*n));
+    n->id = cr_strdup(desc_id(desc));
+    n->sn = sn;
+    n->desc = desc;
+    n->state = CORRAL__NODE_STATE__NODE_ALIVE;
+    n->last_seen = cr_mono_ms();
+    n->last_seen_wall = now_ms();
+    *CR_VEC_PUSH(&D.nodes) = n;
+    return n;
+}
+
+node_t *node_add_local(cr_node_t *desc, char *why, size_t size)
+{
+    node_t *n = node_new(desc, why, size);
+    if (!n)
+        return NULL;
+    n->local = true;
+    n->incarnation = 1;
+    n->address = cr_strdup("local");
+    return n;
+}
+
+static void node_free(node_t *n)
+{
+    free(n->id);
+    free(n->address);
+    if (!n->local)
+        hw_node_free(n->desc);
+    free(n);
+}
+
+void nodes_free(void)
+{
+    for (size_t i = 0; i < D.nodes.n; i++)
+        node_free(D.nodes.v[i]);
+    CR_VEC_FREE(&D.nodes);
+    CR_VEC_FREE(&port_waits);
+}
+
+static int send_to(node_t *n, Corral__Envelope *e)
+{
+    if (!n->conn)
+        return -ENOTCONN;
+    e->id = cr_conn_next_id(n->conn);
+    int err = cr_conn_send(n->conn, e);
+    if (err < 0)
+        cr_warn("to node %s: %s", n->id, cr_strerror(err));
+    return err;
+}
+
+/* ------------------------------------------------------ starting workers */
+
+/* The address other workers reach node n at. */
+static const char *node_addr(const node_t *n)
+{
+    if (n->local || !n->address || !n->address[0])
+        return D.listen && strcmp(D.listen, "0.0.0.0") ? D.listen : "127.0.0.1";
+    return n->address;
+}
+
+/* The unit resource name of the worker's devices, "" when none. */
+static const char *accel_type(const job_t *j)
+{
+    const Corral__WorkerSpec *ws = j->spec->worker;
+    for (size_t i = 0; i < ws->n_resources; i++) {
+        int rid = sched_syms_find(&D.cluster->res, ws->resources[i]->name,
+                                  strlen(ws->resources[i]->name));
+        if (rid >= 0 && sched_resource_is_unit(rid))
+            return ws->resources[i]->name;
+    }
+    return "";
+}
+
+typedef struct envb {
+    Corral__KeyValue kv[24];
+    Corral__KeyValue *p[24];
+    char val[24][256];
+    size_t n;
+} envb_t;
+
+static void envb_add(envb_t *b, const char *k, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void envb_add(envb_t *b, const char *k, const char *fmt, ...)
+{
+    if (b->n == CR_ARRAY_SIZE(b->kv))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->val[b->n], sizeof(b->val[b->n]), fmt, ap);
+    va_end(ap);
+    corral__key_value__init(&b->kv[b->n]);
+    b->kv[b->n].key = (char *)k;
+    b->kv[b->n].value = b->val[b->n];
+    b->p[b->n] = &b->kv[b->n];
+    b->n++;
+}
+
+/* The rank variables of torch.distributed, JAX and TPU slices for worker w
+ * of a distributed job (docs/train.md). */
+static void rank_env(const wk_t *w, envb_t *b)
+{
+    const job_t *j = w->job;
+    int local_rank = 0, local_size = 0, node_rank = 0, nnodes = 0;
+    const node_t **seen = cr_calloc((size_t)j->n + 1, sizeof(*seen));
+    cr_buf_t hosts = {0};
+    for (int i = 0; i < j->n; i++) {
+        const node_t *ni = j->wk[i].node;
+        int at = -1;
+        for (int k = 0; k < nnodes && at < 0; k++)
+            if (seen[k] == ni)
+                at = k;
+        if (at < 0) { /* nodes in the order of their first rank */
+            at = nnodes;
+            seen[nnodes++] = ni;
+            cr_buf_printf(&hosts, "%s%s", at ? "," : "", ni ? node_addr(ni) : "?");
+        }
+        if (ni == w->node) {
+            node_rank = at;
+            if (i < w->index)
+                local_rank++;
+            local_size++;
+        }
+    }
+    free(seen);
+    const char *master = node_addr(j->wk[0].node);
+    envb_add(b, "MASTER_ADDR", "%s", master);
+    envb_add(b, "MASTER_PORT", "%u", j->master_port);
+    envb_add(b, "RANK", "%d", w->index);
+    envb_add(b, "WORLD_SIZE", "%d", j->n);
+    envb_add(b, "LOCAL_RANK", "%d", local_rank);
+    envb_add(b, "LOCAL_WORLD_SIZE", "%d", local_size);
+    envb_add(b, "NODE_RANK", "%d", node_rank);
+    envb_add(b, "GROUP_RANK", "%d", node_rank);
+    envb_add(b, "NNODES", "%d", nnodes);
+    envb_add(b, "JAX_COORDINATOR_ADDRESS", "%s:%u", master, j->master_port);
+    envb_add(b, "JAX_PROCESS_ID", "%d", w->index);
+    envb_add(b, "JAX_NUM_PROCESSES", "%d", j->n);
+    const char *type = accel_type(j);
+    if (strcmp(type, "TPU") == 0) {
+        envb_add(b, "TPU_WORKER_ID", "%d", node_rank);
+        envb_add(b, "TPU_WORKER_HOSTNAMES", "%s", hosts.s ? hosts.s : "");
+    }
+    cr_buf_free(&hosts);
+}
+
+void node_start_worker(wk_t *w)
+{
+    job_t *j = w->job;
+    node_t *n = w->node;
+    Corral__WorkerStart ws = CORRAL__WORKER_START__INIT;
+    ws.job_id = j->idstr;
+    ws.worker_id = w->id;
+    ws.worker_index = (uint32_t)w->index;
+    ws.num_workers = (uint32_t)j->n;
+    ws.attempt = (uint32_t)w->attempt;
+    ws.spec = j->spec->worker;
+    uint32_t devs[MAX_DEVS];
+    for (size_t i = 0; i < w->ndevs; i++)
+        devs[i] = (uint32_t)w->devs[i];
+    ws.devices = devs;
+    ws.n_devices = w->ndevs;
+    ws.pg_id = j->pg ? (char *)pg_name(j->pg) : "";
+    ws.bundle_index = w->bundle >= 0 ? (uint32_t)w->bundle : 0;
+    ws.bind = j->spec->bind;
+    ws.grace_ms = j->spec->grace_ms;
+    envb_t *b = cr_calloc(1, sizeof(*b));
+    envb_add(b, "CORRAL_ACCELERATOR_TYPE", "%s", accel_type(j));
+    if (j->spec->distributed)
+        rank_env(w, b);
+    ws.extra_env = b->p;
+    ws.n_extra_env = b->n;
+    if (!n) {
+        free(b);
+        worker_lost(w, "it has no node");
+        return;
+    }
+    if (n->local) {
+        agent_start(D.agent, &ws);
+        free(b);
+        return;
+    }
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_WORKER_START;
+    e.worker_start = &ws;
+    int err = send_to(n, &e);
+    free(b);
+    if (err < 0) {
+        char why[160];
+        snprintf(why, sizeof(why), "node %s's agent cannot be reached (%s)", n->id,
+                 cr_strerror(err));
+        worker_lost(w, why);
+    }
+}
+
+void node_stop_worker(wk_t *w, uint32_t grace_ms)
+{
+    node_t *n = w->node;
+    if (!n)
+        return;
+    if (n->local) {
+        agent_stop(D.agent, w->id, grace_ms);
+        return;
+    }
+    Corral__WorkerStop s = CORRAL__WORKER_STOP__INIT;
+    s.worker_id = w->id;
+    s.grace_ms = grace_ms;
+    s.reason = "stopped by the head";
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_WORKER_STOP;
+    e.worker_stop = &s;
+    send_to(n, &e); /* a node without its agent: the stop happens when it is reconciled or dead */
+}
+
+/* A TCP port that is free on this host now (the local agent's answer). */
+static uint32_t free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof(a);
+    uint32_t port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+void node_request_port(node_t *n, job_t *j)
+{
+    if (n->local) {
+        uint32_t p = free_port();
+        job_port_ready(j, p, p ? NULL : strerror(errno));
+        return;
+    }
+    Corral__PortRequest pr = CORRAL__PORT_REQUEST__INIT;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_PORT_REQUEST;
+    e.port_request = &pr;
+    if (send_to(n, &e) < 0) {
+        job_port_ready(j, 0, "its agent is not connected");
+        return;
+    }
+    port_wait_t *pw = CR_VEC_PUSH(&port_waits);
+    pw->req = e.id;
+    pw->node = n;
+    snprintf(pw->job, sizeof(pw->job), "%s", j->idstr);
+}
+
+static void port_answer(node_t *n, uint64_t reply_to, uint32_t port, const char *why)
+{
+    for (size_t i = 0; i < port_waits.n; i++) {
+        port_wait_t pw = port_waits.v[i];
+        if (pw.node != n || (reply_to && pw.req != reply_to))
+            continue;
+        port_waits.v[i--] = port_waits.v[--port_waits.n];
+        job_t *j = job_find(pw.job);
+        if (j)
+            job_port_ready(j, port, why);
+    }
+}
+
+/* ------------------------------------------------------------ membership */
+
+static void reg_refuse(cr_conn_t *c, const Corral__Envelope *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void reg_refuse(cr_conn_t *c, const Corral__Envelope *e, int code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    cr_warn("registration from %s refused: %s", cr_conn_peer(c), msg);
+    cr_conn_reply_error(c, e->id, code, "%s", msg);
+    cr_conn_close(c, 0);
+}
+
+/* n is dead: its workers are lost, its share of every gang and group goes
+ * back, its agent (if any) is let go. */
+static void node_dead(node_t *n, const char *why)
+{
+    if (n->state == CORRAL__NODE_STATE__NODE_DEAD)
+        return;
+    n->state = CORRAL__NODE_STATE__NODE_DEAD;
+    n->waiting = false;
+    db_node(n);
+    event_node("node_dead", n, "node %s declared dead: %s", n->id, why);
+    uint64_t ids[1];
+    sched_node_lost(D.cluster, n->sn, ids, 0);
+    port_answer(n, 0, 0, "its node died");
+    char reason[192];
+    snprintf(reason, sizeof(reason), "node %s died (%s)", n->id, why);
+    for (size_t i = 0; i < D.jobs.n; i++) {
+        job_t *j = D.jobs.v[i];
+        for (int k = 0; k < j->n; k++)
+            if (j->wk[k].node == n)
+                worker_lost(&j->wk[k], reason);
+    }
+    pgs_node_lost(n);
+    if (n->conn) {
+        cr_conn_t *c = n->conn;
+        n->conn = NULL;
+        cr_conn_set_data(c, NULL);
+        cr_conn_close(c, 0);
+    }
+    try_pending();
+    pgs_try_pending();
+    maybe_finish_shutdown();
+}
+
+static void send_stop(cr_conn_t *c, const char *worker_id, const char *why)
+{
+    Corral__WorkerStop s = CORRAL__WORKER_STOP__INIT;
+    s.worker_id = (char *)worker_id;
+    s.grace_ms = SHUTDOWN_GRACE_MS;
+    s.reason = (char *)why;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_WORKER_STOP;
+    e.worker_stop = &s;
+    e.id = cr_conn_next_id(c);
+    cr_conn_send(c, &e);
+}
+
+/* The workers an agent reports on (re)connecting, against what the head
+ * believes runs there: matching ones are kept (adopted), finished ones
+ * recorded, unknown or unwanted ones stopped, missing ones lost. */
+static void reconcile(node_t *n, const Corral__Register *r)
+{
+    CR_VEC(wk_t *) seen = {0};
+    for (size_t i = 0; i < r->n_workers; i++) {
+        const Corral__WorkerReport *rep = r->workers[i];
+        wk_t *w = worker_find(rep->worker_id);
+        bool alive = w && (w->state == CORRAL__WORKER_STATE__WORKER_STARTING ||
+                           w->state == CORRAL__WORKER_STATE__WORKER_RUNNING);
+        bool wanted = alive && w->node == n && (int)rep->attempt == w->attempt &&
+                      !w->job->stopping && !w->job->failed && !w->restart_due;
+        bool running = rep->state == CORRAL__WORKER_STATE__WORKER_RUNNING ||
+                       rep->state == CORRAL__WORKER_STATE__WORKER_STARTING;
+        if (!wanted) {
+            if (running)
+                send_stop(n->conn, rep->worker_id, "unknown to the head, or no longer wanted");
+            if (running)
+                event_node("stale", n, "stopping worker %s on %s: %s", rep->worker_id, n->id,
+                           w ? "the head no longer wants it" : "unknown to the head");
+            if (w && alive && w->node == n && (int)rep->attempt == w->attempt)
+                *CR_VEC_PUSH(&seen) = w; /* its stop is under way: not lost */
+            continue;
+        }
+        *CR_VEC_PUSH(&seen) = w;
+        if (running) {
+            if (w->state != CORRAL__WORKER_STATE__WORKER_RUNNING || w->pid != rep->pid) {
+                w->state = CORRAL__WORKER_STATE__WORKER_RUNNING;
+                w->pid = rep->pid;
+                w->start_time = rep->start_time;
+            }
+            event("adopted", w->job, "worker %d (pid %d) still runs on %s", w->index, w->pid,
+                  n->id);
+        } else {
+            worker_ended(w, rep);
+        }
+    }
+    for (size_t i = 0; i < D.jobs.n; i++) {
+        job_t *j = D.jobs.v[i];
+        for (int k = 0; k < j->n; k++) {
+            wk_t *w = &j->wk[k];
+            if (w->node != n || (w->state != CORRAL__WORKER_STATE__WORKER_STARTING &&
+                                 w->state != CORRAL__WORKER_STATE__WORKER_RUNNING))
+                continue;
+            bool found = false;
+            for (size_t s = 0; s < seen.n && !found; s++)
+                found = seen.v[s] == w;
+            if (!found)
+                worker_lost(w, "its agent no longer runs it");
+        }
+    }
+    CR_VEC_FREE(&seen);
+}
+
+static void h_register(cr_conn_t *c, const Corral__Envelope *e)
+{
+    const Corral__Register *r = e->register_;
+    if (cr_conn_data(c)) {
+        reg_refuse(c, e, CR_EINVAL, "this connection has registered already");
+        return;
+    }
+    json_error_t je;
+    json_t *jn = json_loads(r->node_json, 0, &je);
+    if (!jn) {
+        reg_refuse(c, e, CR_EPARSE, "node_json is not JSON: %s (line %d)", je.text, je.line);
+        return;
+    }
+    cr_node_t *desc = hw_node_new();
+    hw_json_error_t herr;
+    int err = hw_node_from_json(jn, desc, &herr);
+    json_decref(jn);
+    if (err < 0) {
+        reg_refuse(c, e, CR_ESCHEMA, "node_json at %s: %s", herr.path, herr.msg);
+        hw_node_free(desc);
+        return;
+    }
+    const char *id = desc_id(desc);
+    if (!id[0]) {
+        reg_refuse(c, e, CR_EINVAL, "the node has neither an id nor a hostname");
+        hw_node_free(desc);
+        return;
+    }
+    node_t *n = node_by_id(id);
+    if (n && n->local) {
+        reg_refuse(c, e, CR_EEXIST,
+                   "node id %s is the head's own node; give the agent another id (--node-id or "
+                   "the hardware spec's id)",
+                   id);
+        hw_node_free(desc);
+        return;
+    }
+    if (n && n->conn && n->conn != c && n->state != CORRAL__NODE_STATE__NODE_DEAD) {
+        reg_refuse(c, e, CR_EEXIST,
+                   "node id %s is already registered by the agent at %s; give each agent its "
+                   "own id (--node-id or the hardware spec's id)",
+                   id, cr_conn_peer(n->conn));
+        hw_node_free(desc);
+        return;
+    }
+    char why[256];
+    bool rejoin = false, fresh = false;
+    if (!n) {
+        n = node_new(desc, why, sizeof(why));
+        if (!n) {
+            reg_refuse(c, e, CR_EINVAL, "node %s cannot be scheduled: %s", id, why);
+            hw_node_free(desc);
+            return;
+        }
+        fresh = true;
+    } else if (n->waiting && n->incarnation == r->incarnation) {
+        hw_node_free(desc); /* the same agent, back after a head restart */
+    } else if (n->state != CORRAL__NODE_STATE__NODE_DEAD && n->incarnation == r->incarnation) {
+        hw_node_free(desc); /* the same agent, reconnecting */
+    } else {
+        /* a new incarnation: whatever the old one ran is gone */
+        if (n->state != CORRAL__NODE_STATE__NODE_DEAD)
+            node_dead(n, "its agent restarted (new incarnation)");
+        if (sched_cluster_replace(D.cluster, n->sn, desc, why, sizeof(why)) < 0) {
+            reg_refuse(c, e, CR_EINVAL, "node %s cannot rejoin: %s", id, why);
+            hw_node_free(desc);
+            return;
+        }
+        hw_node_free(n->desc);
+        n->desc = desc;
+        sched_node_restore(D.cluster, n->sn);
+        rejoin = true;
+    }
+    bool was_waiting = n->waiting;
+    n->incarnation = r->incarnation;
+    free(n->address);
+    n->address = cr_strdup(r->address && r->address[0] ? r->address : "127.0.0.1");
+    n->conn = c;
+    n->state = CORRAL__NODE_STATE__NODE_ALIVE;
+    n->waiting = false;
+    n->last_seen = cr_mono_ms();
+    n->last_seen_wall = now_ms();
+    cr_conn_set_data(c, n);
+    db_node(n);
+
+    Corral__Registered ok = CORRAL__REGISTERED__INIT;
+    ok.node_id = n->id;
+    ok.incarnation = n->incarnation;
+    ok.heartbeat_ms = D.heartbeat_ms;
+    ok.suspect_after_ms = D.suspect_ms;
+    ok.dead_after_ms = D.dead_ms;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_REGISTERED;
+    a.registered = &ok;
+    reply(c, e, &a);
+    event_node(fresh ? "node_joined" : rejoin ? "node_rejoined" : "node_reconnected", n,
+               "node %s (incarnation %llu) at %s: %zu device(s)%s%s", n->id,
+               (unsigned long long)n->incarnation, n->address, n->desc->devices.n,
+               n->desc->simulated ? ", simulated" : "",
+               was_waiting ? ", back after a head restart" : "");
+    if (rejoin || fresh) {
+        for (size_t i = 0; i < r->n_workers; i++)
+            if (r->workers[i]->state == CORRAL__WORKER_STATE__WORKER_RUNNING ||
+                r->workers[i]->state == CORRAL__WORKER_STATE__WORKER_STARTING) {
+                send_stop(c, r->workers[i]->worker_id, "stale: from before the node rejoined");
+                event_node("stale", n, "stopping worker %s on %s: from before the node rejoined",
+                           r->workers[i]->worker_id, n->id);
+            }
+    } else {
+        reconcile(n, r);
+    }
+    try_pending();
+    pgs_try_pending();
+}
+
+static node_t *agent_node(cr_conn_t *c, const Corral__Envelope *e)
+{
+    node_t *n = cr_conn_data(c);
+    if (!n) {
+        cr_conn_reply_error(c, e->id, CR_EINVAL, "%s before Register: register first",
+                            cr_msg_name(e->body_case));
+        return NULL;
+    }
+    n->last_seen = cr_mono_ms();
+    n->last_seen_wall = now_ms();
+    if (n->state == CORRAL__NODE_STATE__NODE_SUSPECT) {
+        n->state = CORRAL__NODE_STATE__NODE_ALIVE;
+        db_node(n);
+        event_node("node_alive", n, "node %s is alive again", n->id);
+    }
+    return n;
+}
+
+static void h_heartbeat(cr_conn_t *c, const Corral__Envelope *e, node_t *n)
+{
+    Corral__HeartbeatAck ack = CORRAL__HEARTBEAT_ACK__INIT;
+    ack.seq = e->heartbeat->seq;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT_ACK;
+    a.heartbeat_ack = &ack;
+    reply(c, e, &a);
+}
+
+static wk_t *node_worker(node_t *n, const char *worker_id)
+{
+    wk_t *w = worker_find(worker_id);
+    return w && w->node == n ? w : NULL;
+}
+
+/* Output an agent forwards: written at its offset into the head's copy. */
+static void h_log_chunk(node_t *n, const Corral__LogChunk *ch)
+{
+    job_t *j = job_find(ch->job_id);
+    if (!j || ch->worker_index >= (uint32_t)j->n)
+        return;
+    wk_t *w = &j->wk[ch->worker_index];
+    if (w->node != n)
+        return;
+    char **path = ch->stream == CORRAL__LOG_STREAM__LOG_STDERR ? &w->err_path : &w->out_path;
+    if (!*path) {
+        *path = cr_asprintf("%s/%s.%s", D.logs, w->id,
+                            ch->stream == CORRAL__LOG_STREAM__LOG_STDERR ? "err" : "out");
+        db_worker(w);
+    }
+    int fd = open(*path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
+        return;
+    }
+    if (pwrite(fd, ch->data.data, ch->data.len, (off_t)ch->offset) < 0)
+        cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
+    close(fd);
+    follow_poke();
+}
+
+void nodes_dispatch(cr_conn_t *c, const Corral__Envelope *e)
+{
+    if (e->body_case == CORRAL__ENVELOPE__BODY_REGISTER) {
+        h_register(c, e);
+        return;
+    }
+    node_t *n = agent_node(c, e);
+    if (!n)
+        return;
+    switch (e->body_case) {
+    case CORRAL__ENVELOPE__BODY_HEARTBEAT:
+        h_heartbeat(c, e, n);
+        break;
+    case CORRAL__ENVELOPE__BODY_WORKER_STARTED: {
+        const Corral__WorkerStarted *s = e->worker_started;
+        wk_t *w = node_worker(n, s->worker_id);
+        if (w) {
+            agent_started_t st = {.worker_id = s->worker_id,
+                                  .attempt = s->attempt,
+                                  .pid = s->pid,
+                                  .start_time = s->start_time,
+                                  .cpus = s->cpus,
+                                  .warning = s->warning};
+            worker_started(w, &st);
+        }
+        break;
+    }
+    case CORRAL__ENVELOPE__BODY_WORKER_EXIT: {
+        wk_t *w = node_worker(n, e->worker_exit->report->worker_id);
+        if (w)
+            worker_ended(w, e->worker_exit->report);
+        break;
+    }
+    case CORRAL__ENVELOPE__BODY_LOG_CHUNK:
+        h_log_chunk(n, e->log_chunk);
+        break;
+    case CORRAL__ENVELOPE__BODY_PREPARE_REPLY:
+        pgs_prepare_reply(n, e->prepare_reply);
+        break;
+    case CORRAL__ENVELOPE__BODY_TXN_DONE:
+        pgs_txn_done(n, e->txn_done);
+        break;
+    case CORRAL__ENVELOPE__BODY_PORT_REPLY:
+        port_answer(n, e->reply_to, e->port_reply->port, "the agent found no free port");
+        break;
+    case CORRAL__ENVELOPE__BODY_ERROR:
+        cr_warn("node %s: %s", n->id, e->error->message);
+        if (e->reply_to)
+            port_answer(n, e->reply_to, 0, e->error->message);
+        break;
+    case CORRAL__ENVELOPE__BODY_ACK:
+    case CORRAL__ENVELOPE__BODY_EVENT:
+        break;
+    default:
+        cr_conn_reply_error(c, e->id, CR_ENOSYS, "%s is not served to agents",
+                            cr_msg_name(e->body_case));
+    }
+}
+
+void nodes_conn_closed(cr_conn_t *c)
+{
+    node_t *n = cr_conn_data(c);
+    if (!n || n->conn != c)
+        return;
+    n->conn = NULL;
+    port_answer(n, 0, 0, "its agent disconnected");
+    pgs_conn_closed(n);
+    if (n->state == CORRAL__NODE_STATE__NODE_ALIVE && !D.shutting_down) {
+        n->state = CORRAL__NODE_STATE__NODE_SUSPECT;
+        db_node(n);
+        event_node("node_suspect", n, "node %s: its agent disconnected", n->id);
+    }
+}
+
+void nodes_tick(void)
+{
+    int64_t now = cr_mono_ms();
+    for (size_t i = 0; i < D.nodes.n; i++) {
+        node_t *n = D.nodes.v[i];
+        if (n->local || n->state == CORRAL__NODE_STATE__NODE_DEAD)
+            continue;
+        int64_t age = now - n->last_seen;
+        if (age > (int64_t)D.dead_ms) {
+            char why[96];
+            snprintf(why, sizeof(why), "no word from its agent for %lld ms%s", (long long)age,
+                     n->waiting ? " after a head restart" : "");
+            node_dead(n, why);
+        } else if (age > (int64_t)D.suspect_ms && n->state == CORRAL__NODE_STATE__NODE_ALIVE) {
+            n->state = CORRAL__NODE_STATE__NODE_SUSPECT;
+            db_node(n);
+            event_node("node_suspect", n, "node %s: no heartbeat for %lld ms", n->id,
+                       (long long)age);
+        }
+    }
+}
+
+/* After a head restart: the nodes state.db knows, waiting for their
+ * agents (dead ones stay dead); the local node is already there. */
+void nodes_recover(void)
+{
+    cr_state_node_t *v = NULL;
+    size_t n = 0;
+    if (cr_state_node_list(D.st, &v, &n) < 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (node_by_id(v[i].id) || !v[i].desc_json)
+            continue;
+        json_t *jn = json_loads(v[i].desc_json, 0, NULL);
+        cr_node_t *desc = hw_node_new();
+        hw_json_error_t herr;
+        char why[256];
+        node_t *nd = NULL;
+        if (jn && hw_node_from_json(jn, desc, &herr) == 0)
+            nd = node_new(desc, why, sizeof(why));
+        json_decref(jn);
+        if (!nd) {
+            hw_node_free(desc);
+            cr_warn("state: node %s cannot be read back", v[i].id);
+            continue;
+        }
+        nd->incarnation = (uint64_t)v[i].incarnation;
+        nd->address = cr_strdup(v[i].address ? v[i].address : "");
+        if (v[i].state == CR_NODE_DEAD) {
+            nd->state = CORRAL__NODE_STATE__NODE_DEAD;
+            sched_node_lost(D.cluster, nd->sn, NULL, 0);
+        } else {
+            nd->state = CORRAL__NODE_STATE__NODE_SUSPECT;
+            nd->waiting = true;
+            event_node("node_waiting", nd, "node %s: waiting for its agent after a head restart",
+                       nd->id);
+        }
+    }
+    cr_state_node_list_free(v, n);
+}
+
+/* ------------------------------------------------------------ NodeInfo */
+
+typedef struct node_mem {
+    Corral__Quantity *q;
+    Corral__Quantity **tot, **fr;
+    Corral__KeyValue *kv;
+    Corral__KeyValue **kvp;
+    char *json;
+} node_mem_t;
+
+void node_fill(const node_t *n, Corral__NodeInfo *ni, void **memp, bool with_json)
+{
+    corral__node_info__init(ni);
+    node_mem_t *m = cr_calloc(1, sizeof(*m));
+    *memp = m;
+    const sched_cluster_t *c = D.cluster;
+    size_t nres = (size_t)c->nres;
+    m->q = cr_calloc(2 * nres + 1, sizeof(*m->q));
+    m->tot = cr_calloc(nres + 1, sizeof(*m->tot));
+    m->fr = cr_calloc(nres + 1, sizeof(*m->fr));
+    size_t k = 0;
+    bool dead = n->state == CORRAL__NODE_STATE__NODE_DEAD;
+    for (size_t r = 0; r < nres; r++) {
+        int64_t total = c->total[r * c->nnodes + (size_t)n->sn];
+        if (total <= 0)
+            continue;
+        Corral__Quantity *t = &m->q[2 * k], *f = &m->q[2 * k + 1];
+        corral__quantity__init(t);
+        corral__quantity__init(f);
+        t->name = f->name = c->res.str[r];
+        t->amount = total;
+        f->amount = dead ? 0 : c->avail[r * c->nnodes + (size_t)n->sn];
+        m->tot[k] = t;
+        m->fr[k] = f;
+        k++;
+    }
+    ni->total = m->tot;
+    ni->n_total = k;
+    ni->free = m->fr;
+    ni->n_free = k;
+    const cr_node_t *d = n->desc;
+    m->kv = cr_calloc(d->labels.n + 1, sizeof(*m->kv));
+    m->kvp = cr_calloc(d->labels.n + 1, sizeof(*m->kvp));
+    for (size_t i = 0; i < d->labels.n; i++) {
+        corral__key_value__init(&m->kv[i]);
+        m->kv[i].key = d->labels.v[i].key;
+        m->kv[i].value = d->labels.v[i].value;
+        m->kvp[i] = &m->kv[i];
+    }
+    ni->labels = m->kvp;
+    ni->n_labels = d->labels.n;
+    ni->node_id = n->id;
+    ni->state = n->state;
+    ni->incarnation = n->local ? (uint64_t)cr_state_generation(D.st) : n->incarnation;
+    ni->address = n->local ? (D.address ? D.address : "") : n->address;
+    ni->last_seen_ms = n->local ? now_ms() : n->last_seen_wall;
+    if (with_json) {
+        json_t *jn = hw_node_to_json(d);
+        m->json = json_dumps(jn, JSON_COMPACT);
+        json_decref(jn);
+        ni->node_json = m->json;
+    }
+}
+
+void node_fill_free(Corral__NodeInfo *ni, void *mem)
+{
+    node_mem_t *m = mem;
+    free(m->q);
+    free(m->tot);
+    free(m->fr);
+    free(m->kv);
+    free(m->kvp);
+    free(m->json);
+    free(m);
+}

@@ -1,0 +1,911 @@
+/* Placement groups (docs/runtime.md "Placement groups", docs/cluster.md):
+ * bundles reserved by the scheduler, then, where bundles land on nodes of
+ * other agents, in two phases: Prepare on every such agent, Commit once
+ * all said yes, Abort everywhere on any refusal, timeout or lost agent (the
+ * group then waits and is tried again). A job runs in a group's bundles,
+ * one worker per bundle. */
+#include "daemon/daemon.h"
+#include <jansson.h>
+#include <stdio.h>
+
+#define TXN_TIMEOUT_MS 5000
+#define LEASE_MS 10000
+#define RETRY_MS 500
+
+struct pg {
+    int64_t id;
+    char idstr[24];
+    char *name;
+    Corral__PgCreate *spec; /* a copy */
+    Corral__PgState state;
+    char *reason;
+    int nb;
+    sched_bundle_t *bundles;
+    uint64_t placement;
+    node_t **bnode;
+    int (*bdevs)[MAX_DEVS];
+    size_t *bndevs;
+    const job_t **bjob; /* the job using each bundle */
+    /* the two-phase reservation under way */
+    char txn[48];
+    uint32_t txn_seq;
+    node_t **txn_nodes;
+    size_t ntxn, votes;
+    int64_t txn_deadline, retry_at;
+    CR_VEC(struct waiter { cr_conn_t *c; uint64_t req; }) waiters;
+};
+
+static const char *state_name(Corral__PgState s)
+{
+    switch (s) {
+    case CORRAL__PG_STATE__PG_PENDING:
+        return "PENDING";
+    case CORRAL__PG_STATE__PG_PREPARING:
+        return "PREPARING";
+    case CORRAL__PG_STATE__PG_CREATED:
+        return "CREATED";
+    case CORRAL__PG_STATE__PG_REMOVED:
+        return "REMOVED";
+    default:
+        return "INFEASIBLE";
+    }
+}
+
+static cr_pg_state_t db_state(Corral__PgState s)
+{
+    return s == CORRAL__PG_STATE__PG_CREATED     ? CR_PG_CREATED
+           : s == CORRAL__PG_STATE__PG_PREPARING ? CR_PG_PREPARED
+           : s == CORRAL__PG_STATE__PG_REMOVED   ? CR_PG_REMOVED
+                                                 : CR_PG_PENDING;
+}
+
+pg_t *pg_find(const char *key)
+{
+    for (size_t i = 0; i < D.pgs.n; i++) {
+        pg_t *g = D.pgs.v[i];
+        if (g->state == CORRAL__PG_STATE__PG_REMOVED)
+            continue;
+        if (strcmp(g->idstr, key) == 0 || (g->name && strcmp(g->name, key) == 0))
+            return g;
+    }
+    return NULL;
+}
+
+int pg_nbundles(const pg_t *g)
+{
+    return g->nb;
+}
+
+bool pg_created(const pg_t *g)
+{
+    return g->state == CORRAL__PG_STATE__PG_CREATED;
+}
+
+const char *pg_name(const pg_t *g)
+{
+    return g->name ? g->name : g->idstr;
+}
+
+bool pg_bundle_take(pg_t *g, int b, job_t *j, node_t **node, int *devs, size_t *ndevs, char *why,
+                    size_t size)
+{
+    if (g->state != CORRAL__PG_STATE__PG_CREATED) {
+        snprintf(why, size, "placement group %s is %s", pg_name(g), state_name(g->state));
+        return false;
+    }
+    if (b < 0 || b >= g->nb) {
+        snprintf(why, size, "placement group %s has no bundle %d", pg_name(g), b);
+        return false;
+    }
+    if (g->bjob[b] && g->bjob[b] != j) {
+        snprintf(why, size, "bundle %d of %s is used by job %s", b, pg_name(g), g->bjob[b]->idstr);
+        return false;
+    }
+    g->bjob[b] = j;
+    *node = g->bnode[b];
+    memcpy(devs, g->bdevs[b], g->bndevs[b] * sizeof(int));
+    *ndevs = g->bndevs[b];
+    return true;
+}
+
+void pg_bundle_give(pg_t *g, int b, const job_t *j)
+{
+    if (b >= 0 && b < g->nb && g->bjob[b] == j)
+        g->bjob[b] = NULL;
+}
+
+void pg_job_gone(job_t *j)
+{
+    if (!j->pg)
+        return;
+    for (int b = 0; b < j->pg->nb; b++)
+        pg_bundle_give(j->pg, b, j);
+}
+
+size_t pgs_pending(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < D.pgs.n; i++)
+        n += D.pgs.v[i]->state == CORRAL__PG_STATE__PG_PENDING ||
+             D.pgs.v[i]->state == CORRAL__PG_STATE__PG_PREPARING;
+    return n;
+}
+
+/* ------------------------------------------------------------------ info */
+
+typedef struct info_mem {
+    Corral__BundlePlacement *bp;
+    Corral__BundlePlacement **bpp;
+    uint32_t *devs;
+} info_mem_t;
+
+static void info_fill(const pg_t *g, Corral__PgInfo *info, info_mem_t *m)
+{
+    corral__pg_info__init(info);
+    info->pg_id = (char *)g->idstr;
+    info->name = g->name ? g->name : "";
+    info->state = g->state;
+    info->reason = g->reason ? g->reason : "";
+    info->strategy = g->spec->strategy;
+    info->domain = g->spec->domain;
+    info->bundles = g->spec->bundles;
+    info->n_bundles = g->spec->n_bundles;
+    m->bp = cr_calloc((size_t)g->nb + 1, sizeof(*m->bp));
+    m->bpp = cr_calloc((size_t)g->nb + 1, sizeof(*m->bpp));
+    m->devs = cr_calloc((size_t)g->nb * MAX_DEVS + 1, sizeof(*m->devs));
+    size_t k = 0;
+    if (g->state == CORRAL__PG_STATE__PG_CREATED || g->state == CORRAL__PG_STATE__PG_PREPARING)
+        for (int b = 0; b < g->nb; b++) {
+            if (!g->bnode[b])
+                continue;
+            Corral__BundlePlacement *p = &m->bp[k];
+            corral__bundle_placement__init(p);
+            p->bundle_index = (uint32_t)b;
+            p->node_id = g->bnode[b]->id;
+            p->devices = &m->devs[(size_t)b * MAX_DEVS];
+            for (size_t d = 0; d < g->bndevs[b]; d++)
+                p->devices[d] = (uint32_t)g->bdevs[b][d];
+            p->n_devices = g->bndevs[b];
+            m->bpp[k++] = p;
+        }
+    info->placements = m->bpp;
+    info->n_placements = k;
+}
+
+static void info_fini(info_mem_t *m)
+{
+    free(m->bp);
+    free(m->bpp);
+    free(m->devs);
+}
+
+static void answer(cr_conn_t *c, uint64_t req, const pg_t *g)
+{
+    Corral__PgInfo info;
+    info_mem_t m;
+    info_fill(g, &info, &m);
+    Corral__PgCreated r = CORRAL__PG_CREATED__INIT;
+    r.pg = &info;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_PG_CREATED;
+    a.pg_created = &r;
+    a.reply_to = req;
+    if (cr_conn_send(c, &a) < 0)
+        cr_warn("placement group %s: the answer to %s was not sent", pg_name(g), cr_conn_peer(c));
+    info_fini(&m);
+}
+
+static void answer_waiters(pg_t *g, int err, const char *why)
+{
+    for (size_t i = 0; i < g->waiters.n; i++) {
+        if (err)
+            cr_conn_reply_error(g->waiters.v[i].c, g->waiters.v[i].req, err, "%s", why);
+        else
+            answer(g->waiters.v[i].c, g->waiters.v[i].req, g);
+    }
+    g->waiters.n = 0;
+}
+
+void pgs_client_gone(cr_conn_t *c)
+{
+    for (size_t i = 0; i < D.pgs.n; i++) {
+        pg_t *g = D.pgs.v[i];
+        size_t keep = 0;
+        for (size_t k = 0; k < g->waiters.n; k++)
+            if (g->waiters.v[k].c != c)
+                g->waiters.v[keep++] = g->waiters.v[k];
+        g->waiters.n = keep;
+    }
+}
+
+/* ----------------------------------------------------------------- state */
+
+static void set_state(pg_t *g, Corral__PgState s, const char *reason)
+{
+    char *copy = reason ? cr_strdup(reason) : NULL;
+    g->state = s;
+    free(g->reason);
+    g->reason = copy;
+    if (g->id)
+        db_check(cr_state_pg_set_state(D.st, g->id, db_state(s), now_ms()));
+}
+
+static void pg_event(const char *kind, const pg_t *g, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void pg_event(const char *kind, const pg_t *g, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    event(kind, NULL, "placement group %s: %s", pg_name(g), msg);
+}
+
+static void send_txn(node_t *n, Corral__Envelope *e)
+{
+    if (!n->conn)
+        return;
+    e->id = cr_conn_next_id(n->conn);
+    cr_conn_send(n->conn, e);
+}
+
+static void unplace(pg_t *g)
+{
+    if (g->placement && sched_placement_get(D.cluster, g->placement))
+        sched_release(D.cluster, g->placement);
+    g->placement = 0;
+    for (int b = 0; b < g->nb; b++) {
+        g->bnode[b] = NULL;
+        g->bndevs[b] = 0;
+    }
+}
+
+/* Tells every remote node of g's bundles to drop them (Abort while
+ * preparing, Release once committed). */
+static void release_remote(pg_t *g, bool abort, const char *why)
+{
+    for (size_t i = 0; i < g->ntxn; i++) {
+        node_t *n = g->txn_nodes[i];
+        Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+        Corral__Abort ab = CORRAL__ABORT__INIT;
+        Corral__Release rel = CORRAL__RELEASE__INIT;
+        if (abort) {
+            ab.txn_id = g->txn;
+            ab.reason = (char *)why;
+            e.body_case = CORRAL__ENVELOPE__BODY_ABORT;
+            e.abort = &ab;
+        } else {
+            rel.pg_id = g->idstr;
+            e.body_case = CORRAL__ENVELOPE__BODY_RELEASE;
+            e.release = &rel;
+        }
+        send_txn(n, &e);
+    }
+    g->ntxn = 0;
+}
+
+static void db_bundles(const pg_t *g)
+{
+    for (int b = 0; b < g->nb; b++) {
+        cr_buf_t devs = {0};
+        for (size_t d = 0; d < g->bndevs[b]; d++)
+            cr_buf_printf(&devs, "%s%d", d ? "," : "", g->bdevs[b][d]);
+        db_check(cr_state_pg_set_bundle(D.st, g->id, b, g->bnode[b] ? g->bnode[b]->id : NULL,
+                                        devs.s, now_ms()));
+        cr_buf_free(&devs);
+    }
+}
+
+static void created(pg_t *g)
+{
+    set_state(g, CORRAL__PG_STATE__PG_CREATED, NULL);
+    db_bundles(g);
+    cr_buf_t where = {0};
+    for (int b = 0; b < g->nb; b++)
+        cr_buf_printf(&where, "%s%s", b ? "," : "", g->bnode[b] ? g->bnode[b]->id : "?");
+    pg_event("pg_created", g, "%d bundle(s) on %s", g->nb, where.s ? where.s : "");
+    cr_buf_free(&where);
+    answer_waiters(g, 0, NULL);
+    try_pending();
+}
+
+/* Back to waiting after a failed reservation: tried again later. */
+static void rollback(pg_t *g, const char *why)
+{
+    release_remote(g, g->state == CORRAL__PG_STATE__PG_PREPARING, why);
+    unplace(g);
+    g->retry_at = cr_mono_ms() + RETRY_MS;
+    set_state(g, CORRAL__PG_STATE__PG_PENDING, why);
+    pg_event("pg_rolled_back", g, "%s; nothing is held, trying again", why);
+}
+
+/* Reserves g now if the scheduler can; false when it must wait (RETRY)
+ * or cannot ever (INFEASIBLE: *infeasible, why). */
+static bool try_place(pg_t *g, bool *infeasible, char *why, size_t size)
+{
+    *infeasible = false;
+    int domain = -1;
+    if (g->spec->domain && g->spec->domain[0]) {
+        domain = sched_syms_find(&D.cluster->labels, g->spec->domain, strlen(g->spec->domain));
+        if (domain < 0) {
+            snprintf(why, size, "no node has the label %s", g->spec->domain);
+            *infeasible = true;
+            return false;
+        }
+    }
+    static const sched_strategy_t strat[] = {SCHED_PACK, SCHED_SPREAD_PG, SCHED_STRICT_PACK,
+                                             SCHED_STRICT_SPREAD};
+    sched_request_t r = {.nbundles = (uint32_t)g->nb,
+                         .bundles = g->bundles,
+                         .policy = SCHED_HYBRID,
+                         .strategy = strat[g->spec->strategy & 3],
+                         .domain_key = domain,
+                         .affinity_node = -1};
+    sched_result_t res;
+    int err = sched_schedule(D.cluster, &D.scfg, &r, &D.rng, &res);
+    if (err < 0) {
+        snprintf(why, size, "scheduler error: %s", cr_strerror(err));
+        *infeasible = true;
+        return false;
+    }
+    if (res.status != SCHED_OK) {
+        snprintf(why, size, "%s", res.reason);
+        *infeasible = res.status == SCHED_INFEASIBLE;
+        return false;
+    }
+    g->placement = res.placement;
+    const sched_placement_t *p = sched_placement_get(D.cluster, res.placement);
+    for (int b = 0; b < g->nb; b++) {
+        const sched_alloc_t *al = sched__alloc(p, (uint32_t)b);
+        g->bnode[b] = node_of(al->node);
+        g->bndevs[b] = sched_alloc_devices(D.cluster, al, g->bdevs[b], MAX_DEVS);
+        if (g->bndevs[b] > MAX_DEVS)
+            g->bndevs[b] = MAX_DEVS;
+    }
+    return true;
+}
+
+/* Placed: created at once when every bundle is on the head's node, else
+ * the first phase starts on the other nodes. */
+static void reserve(pg_t *g)
+{
+    g->ntxn = 0;
+    for (int b = 0; b < g->nb; b++) {
+        node_t *n = g->bnode[b];
+        if (!n || n->local)
+            continue;
+        bool have = false;
+        for (size_t i = 0; i < g->ntxn && !have; i++)
+            have = g->txn_nodes[i] == n;
+        if (!have)
+            g->txn_nodes[g->ntxn++] = n;
+    }
+    if (g->ntxn == 0) {
+        created(g);
+        return;
+    }
+    snprintf(g->txn, sizeof(g->txn), "pg%s-%u", g->idstr, ++g->txn_seq);
+    g->votes = 0;
+    g->txn_deadline = cr_mono_ms() + TXN_TIMEOUT_MS;
+    set_state(g, CORRAL__PG_STATE__PG_PREPARING, "reserving on every node (two-phase)");
+    for (size_t i = 0; i < g->ntxn; i++) {
+        node_t *n = g->txn_nodes[i];
+        Corral__Reservation *rv = cr_calloc((size_t)g->nb, sizeof(*rv));
+        Corral__Reservation **rvp = cr_calloc((size_t)g->nb, sizeof(*rvp));
+        uint32_t(*devs)[MAX_DEVS] = cr_calloc((size_t)g->nb, sizeof(*devs));
+        size_t k = 0;
+        for (int b = 0; b < g->nb; b++) {
+            if (g->bnode[b] != n)
+                continue;
+            corral__reservation__init(&rv[k]);
+            rv[k].pg_id = g->idstr;
+            rv[k].bundle_index = (uint32_t)b;
+            rv[k].resources = g->spec->bundles[b]->resources;
+            rv[k].n_resources = g->spec->bundles[b]->n_resources;
+            for (size_t d = 0; d < g->bndevs[b]; d++)
+                devs[k][d] = (uint32_t)g->bdevs[b][d];
+            rv[k].devices = devs[k];
+            rv[k].n_devices = g->bndevs[b];
+            rvp[k] = &rv[k];
+            k++;
+        }
+        Corral__Prepare pr = CORRAL__PREPARE__INIT;
+        pr.txn_id = g->txn;
+        pr.reservations = rvp;
+        pr.n_reservations = k;
+        pr.lease_ms = LEASE_MS;
+        Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+        e.body_case = CORRAL__ENVELOPE__BODY_PREPARE;
+        e.prepare = &pr;
+        if (!n->conn) {
+            free(rv);
+            free(rvp);
+            free(devs);
+            char why[128];
+            snprintf(why, sizeof(why), "node %s's agent is not connected", n->id);
+            rollback(g, why);
+            return;
+        }
+        send_txn(n, &e);
+        free(rv);
+        free(rvp);
+        free(devs);
+    }
+}
+
+static pg_t *by_txn(const char *txn)
+{
+    for (size_t i = 0; i < D.pgs.n; i++)
+        if (D.pgs.v[i]->state == CORRAL__PG_STATE__PG_PREPARING &&
+            strcmp(D.pgs.v[i]->txn, txn) == 0)
+            return D.pgs.v[i];
+    return NULL;
+}
+
+void pgs_prepare_reply(node_t *n, const Corral__PrepareReply *r)
+{
+    pg_t *g = by_txn(r->txn_id);
+    if (!g) {
+        /* a late vote for a transaction already decided: tell it to drop */
+        if (r->ok && n->conn) {
+            Corral__Abort ab = CORRAL__ABORT__INIT;
+            ab.txn_id = r->txn_id;
+            ab.reason = "decided already";
+            Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+            e.body_case = CORRAL__ENVELOPE__BODY_ABORT;
+            e.abort = &ab;
+            send_txn(n, &e);
+        }
+        return;
+    }
+    if (!r->ok) {
+        char why[320];
+        snprintf(why, sizeof(why), "node %s refused the reservation: %s", n->id,
+                 r->reason && r->reason[0] ? r->reason : "no reason given");
+        rollback(g, why);
+        return;
+    }
+    if (++g->votes < g->ntxn)
+        return;
+    for (size_t i = 0; i < g->ntxn; i++) {
+        Corral__Commit cm = CORRAL__COMMIT__INIT;
+        cm.txn_id = g->txn;
+        Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+        e.body_case = CORRAL__ENVELOPE__BODY_COMMIT;
+        e.commit = &cm;
+        send_txn(g->txn_nodes[i], &e);
+    }
+    created(g);
+}
+
+void pgs_txn_done(node_t *n, const Corral__TxnDone *r)
+{
+    (void)n;
+    cr_debug("transaction %s %s", r->txn_id, r->committed ? "committed" : "aborted");
+}
+
+void pgs_conn_closed(node_t *n)
+{
+    for (size_t i = 0; i < D.pgs.n; i++) {
+        pg_t *g = D.pgs.v[i];
+        if (g->state != CORRAL__PG_STATE__PG_PREPARING)
+            continue;
+        for (size_t k = 0; k < g->ntxn; k++)
+            if (g->txn_nodes[k] == n) {
+                char why[160];
+                snprintf(why, sizeof(why), "node %s's agent went away during the reservation",
+                         n->id);
+                rollback(g, why);
+                break;
+            }
+    }
+}
+
+void pgs_node_lost(node_t *n)
+{
+    for (size_t i = 0; i < D.pgs.n; i++) {
+        pg_t *g = D.pgs.v[i];
+        if (g->state != CORRAL__PG_STATE__PG_CREATED && g->state != CORRAL__PG_STATE__PG_PREPARING)
+            continue;
+        bool on = false;
+        for (int b = 0; b < g->nb && !on; b++)
+            on = g->bnode[b] == n;
+        if (!on)
+            continue;
+        char why[160];
+        snprintf(why, sizeof(why), "node %s died", n->id);
+        if (g->state == CORRAL__PG_STATE__PG_CREATED) {
+            /* the others drop their share; the group is reserved again */
+            size_t k = 0;
+            for (size_t x = 0; x < g->ntxn; x++)
+                if (g->txn_nodes[x] != n)
+                    g->txn_nodes[k++] = g->txn_nodes[x];
+            g->ntxn = k;
+            release_remote(g, false, why);
+            unplace(g);
+            g->retry_at = 0;
+            set_state(g, CORRAL__PG_STATE__PG_PENDING, why);
+            db_bundles(g);
+            pg_event("pg_lost", g, "%s: reserving the group again", why);
+        } else {
+            rollback(g, why);
+        }
+    }
+}
+
+void pgs_try_pending(void)
+{
+    int64_t now = cr_mono_ms();
+    for (size_t i = 0; i < D.pgs.n; i++) {
+        pg_t *g = D.pgs.v[i];
+        if (g->state != CORRAL__PG_STATE__PG_PENDING || D.shutting_down || now < g->retry_at)
+            continue;
+        bool infeasible;
+        char why[256];
+        if (try_place(g, &infeasible, why, sizeof(why))) {
+            reserve(g);
+        } else if (!g->reason || strcmp(g->reason, why)) {
+            set_state(g, CORRAL__PG_STATE__PG_PENDING, why);
+        }
+    }
+}
+
+void pgs_tick(void)
+{
+    int64_t now = cr_mono_ms();
+    bool retry = false;
+    for (size_t i = 0; i < D.pgs.n; i++) {
+        pg_t *g = D.pgs.v[i];
+        if (g->state == CORRAL__PG_STATE__PG_PREPARING && now > g->txn_deadline) {
+            char why[160];
+            snprintf(why, sizeof(why), "%zu of %zu node(s) did not answer within %d ms",
+                     g->ntxn - g->votes, g->ntxn, TXN_TIMEOUT_MS);
+            rollback(g, why);
+        }
+        retry |= g->state == CORRAL__PG_STATE__PG_PENDING && g->retry_at && now >= g->retry_at;
+    }
+    if (retry)
+        pgs_try_pending();
+}
+
+/* ----------------------------------------------------------- lifecycle */
+
+static void pg_free(pg_t *g)
+{
+    free(g->name);
+    free(g->reason);
+    if (g->spec)
+        corral__pg_create__free_unpacked(g->spec, NULL);
+    free(g->bundles);
+    free(g->bnode);
+    free(g->bdevs);
+    free(g->bndevs);
+    free(g->bjob);
+    free(g->txn_nodes);
+    CR_VEC_FREE(&g->waiters);
+    free(g);
+}
+
+void pgs_free(void)
+{
+    for (size_t i = 0; i < D.pgs.n; i++)
+        pg_free(D.pgs.v[i]);
+    CR_VEC_FREE(&D.pgs);
+}
+
+static char *hex_of(const uint8_t *b, size_t n)
+{
+    char *h = cr_malloc(2 * n + 1);
+    for (size_t i = 0; i < n; i++)
+        snprintf(h + 2 * i, 3, "%02x", b[i]);
+    h[2 * n] = '\0';
+    return h;
+}
+
+/* A group from its spec (copied); NULL with code and why when invalid. */
+static pg_t *pg_new(const Corral__PgCreate *s, int *code, char *why, size_t size)
+{
+    pg_t *g = cr_calloc(1, sizeof(*g));
+    size_t len = corral__pg_create__get_packed_size(s);
+    uint8_t *buf = cr_malloc(len ? len : 1);
+    corral__pg_create__pack(s, buf);
+    g->spec = corral__pg_create__unpack(NULL, len, buf);
+    free(buf);
+    g->name = s->name && s->name[0] ? cr_strdup(s->name) : NULL;
+    g->nb = (int)s->n_bundles;
+    g->bundles = cr_calloc((size_t)g->nb, sizeof(*g->bundles));
+    g->bnode = cr_calloc((size_t)g->nb, sizeof(*g->bnode));
+    g->bdevs = cr_calloc((size_t)g->nb, sizeof(*g->bdevs));
+    g->bndevs = cr_calloc((size_t)g->nb, sizeof(*g->bndevs));
+    g->bjob = cr_calloc((size_t)g->nb, sizeof(*g->bjob));
+    g->txn_nodes = cr_calloc((size_t)g->nb, sizeof(*g->txn_nodes));
+    g->state = CORRAL__PG_STATE__PG_PENDING;
+    *code = 0;
+    if ((unsigned)s->strategy > CORRAL__STRATEGY__STRATEGY_STRICT_SPREAD) {
+        snprintf(why, size, "strategy %d: expected 0 to 3", (int)s->strategy);
+        *code = CR_EINVAL;
+    }
+    for (int b = 0; b < g->nb && !*code; b++) {
+        const Corral__Bundle *bd = s->bundles[b];
+        Corral__WorkerSpec ws = CORRAL__WORKER_SPEC__INIT;
+        ws.resources = bd->resources;
+        ws.n_resources = bd->n_resources;
+        char w2[200];
+        int err = build_request(&ws, &g->bundles[b].req, w2, sizeof(w2));
+        if (err < 0) {
+            snprintf(why, size, "bundle %d: %s", b, w2);
+            *code = err;
+            break;
+        }
+        char sel[512];
+        snprintf(sel, sizeof(sel), "%s%s%s", s->selector ? s->selector : "",
+                 s->selector && s->selector[0] && bd->selector && bd->selector[0] ? "," : "",
+                 bd->selector ? bd->selector : "");
+        if (sel[0]) {
+            sched_err_t se;
+            if (sched_parse_selector(&D.cluster->labels, sel, &g->bundles[b].sel, &se) < 0) {
+                snprintf(why, size, "bundle %d: label selector '%s': %s", b, sel, se.msg);
+                *code = CR_EINVAL;
+            }
+        }
+    }
+    if (*code) {
+        pg_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static int pg_persist(pg_t *g)
+{
+    cr_state_bundle_t *bs = cr_calloc((size_t)g->nb, sizeof(*bs));
+    char **js = cr_calloc((size_t)g->nb, sizeof(*js));
+    size_t len = corral__pg_create__get_packed_size(g->spec);
+    uint8_t *pb = cr_malloc(len ? len : 1);
+    corral__pg_create__pack(g->spec, pb);
+    char *hex = hex_of(pb, len);
+    free(pb);
+    for (int b = 0; b < g->nb; b++) {
+        json_t *o = json_object(), *res = json_object();
+        for (size_t k = 0; k < g->spec->bundles[b]->n_resources; k++)
+            json_object_set_new(res, g->spec->bundles[b]->resources[k]->name,
+                                json_integer(g->spec->bundles[b]->resources[k]->amount));
+        json_object_set_new(o, "resources", res);
+        if (b == 0) /* the whole request, packed: what a restarted head reads back */
+            json_object_set_new(o, "pb", json_string(hex));
+        js[b] = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        bs[b].index = b;
+        bs[b].resources_json = js[b];
+    }
+    free(hex);
+    static const cr_pg_strategy_t strat[] = {CR_PG_PACK, CR_PG_SPREAD, CR_PG_STRICT_PACK,
+                                             CR_PG_STRICT_SPREAD};
+    cr_state_pg_t row = {.name = g->name,
+                         .strategy = strat[g->spec->strategy & 3],
+                         .state = CR_PG_PENDING,
+                         .bundles = bs,
+                         .n_bundles = (size_t)g->nb};
+    int err = cr_state_pg_create(D.st, &row, now_ms(), &g->id);
+    for (int b = 0; b < g->nb; b++)
+        free(js[b]);
+    free(js);
+    free(bs);
+    if (err == 0)
+        snprintf(g->idstr, sizeof(g->idstr), "pg%lld", (long long)g->id);
+    return err;
+}
+
+static void h_create(cr_conn_t *c, const Corral__Envelope *e)
+{
+    const Corral__PgCreate *s = e->pg_create;
+    if (D.shutting_down) {
+        cr_conn_reply_error(c, e->id, CR_EAGAIN, "the head is shutting down");
+        return;
+    }
+    if (s->name && s->name[0] && pg_find(s->name)) {
+        cr_conn_reply_error(c, e->id, CR_EEXIST,
+                            "a placement group named %s exists; remove it first (corral pg "
+                            "remove %s) or choose another name",
+                            s->name, s->name);
+        return;
+    }
+    int code;
+    char why[320];
+    pg_t *g = pg_new(s, &code, why, sizeof(why));
+    if (!g) {
+        cr_conn_reply_error(c, e->id, code, "%s", why);
+        return;
+    }
+    bool infeasible;
+    bool ok = try_place(g, &infeasible, why, sizeof(why));
+    if (infeasible) {
+        event("infeasible", NULL, "placement group %s: %s", g->name ? g->name : "", why);
+        cr_conn_reply_error(c, e->id, CR_EINFEASIBLE, "cannot reserve %d bundle(s): %s", g->nb,
+                            why);
+        pg_free(g);
+        return;
+    }
+    int err = pg_persist(g);
+    if (err < 0) {
+        cr_conn_reply_error(c, e->id, err, "cannot record the group: %s", cr_state_errmsg(D.st));
+        unplace(g);
+        pg_free(g);
+        return;
+    }
+    *CR_VEC_PUSH(&D.pgs) = g;
+    if (s->wait) {
+        struct waiter *wt = CR_VEC_PUSH(&g->waiters);
+        wt->c = c;
+        wt->req = e->id;
+    }
+    if (ok) {
+        reserve(g); /* may answer the waiter at once */
+    } else {
+        set_state(g, CORRAL__PG_STATE__PG_PENDING, why);
+        pg_event("pg_pending", g, "%s", why);
+    }
+    if (!s->wait)
+        answer(c, e->id, g);
+}
+
+static void h_remove(cr_conn_t *c, const Corral__Envelope *e)
+{
+    const Corral__PgRemove *r = e->pg_remove;
+    const char *key = r->pg_id && r->pg_id[0] ? r->pg_id : r->name;
+    pg_t *g = pg_find(key);
+    if (!g) {
+        cr_conn_reply_error(c, e->id, CR_ENOENT, "no placement group %s (corral pg list shows them)",
+                            key);
+        return;
+    }
+    for (size_t i = 0; i < D.jobs.n; i++)
+        if (D.jobs.v[i]->pg == g && !cr_job_state_is_final(D.jobs.v[i]->state))
+            job_stop(D.jobs.v[i], DEFAULT_GRACE_MS);
+    bool preparing = g->state == CORRAL__PG_STATE__PG_PREPARING;
+    release_remote(g, preparing, "the group was removed");
+    unplace(g);
+    answer_waiters(g, CR_EAGAIN, "the placement group was removed before it was created");
+    set_state(g, CORRAL__PG_STATE__PG_REMOVED, "removed on request");
+    pg_event("pg_removed", g, "removed");
+    reply_ack(c, e);
+    try_pending();
+    pgs_try_pending();
+}
+
+static void h_list(cr_conn_t *c, const Corral__Envelope *e)
+{
+    size_t n = D.pgs.n;
+    Corral__PgInfo *infos = cr_calloc(n + 1, sizeof(*infos));
+    Corral__PgInfo **ptrs = cr_calloc(n + 1, sizeof(*ptrs));
+    info_mem_t *mem = cr_calloc(n + 1, sizeof(*mem));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (D.pgs.v[i]->state == CORRAL__PG_STATE__PG_REMOVED)
+            continue;
+        info_fill(D.pgs.v[i], &infos[k], &mem[k]);
+        ptrs[k] = &infos[k];
+        k++;
+    }
+    Corral__PgListReply r = CORRAL__PG_LIST_REPLY__INIT;
+    r.groups = ptrs;
+    r.n_groups = k;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_PG_LIST_REPLY;
+    a.pg_list_reply = &r;
+    reply(c, e, &a);
+    for (size_t i = 0; i < k; i++)
+        info_fini(&mem[i]);
+    free(mem);
+    free(ptrs);
+    free(infos);
+}
+
+void pg_dispatch(cr_conn_t *c, const Corral__Envelope *e)
+{
+    switch (e->body_case) {
+    case CORRAL__ENVELOPE__BODY_PG_CREATE:
+        h_create(c, e);
+        break;
+    case CORRAL__ENVELOPE__BODY_PG_REMOVE:
+        h_remove(c, e);
+        break;
+    default:
+        h_list(c, e);
+    }
+}
+
+/* ------------------------------------------------------------- recovery */
+
+static Corral__PgCreate *spec_of(const cr_state_pg_t *r)
+{
+    if (r->n_bundles == 0 || !r->bundles[0].resources_json)
+        return NULL;
+    json_t *o = json_loads(r->bundles[0].resources_json, 0, NULL);
+    const char *hex = json_string_value(json_object_get(o, "pb"));
+    Corral__PgCreate *s = NULL;
+    if (hex && strlen(hex) % 2 == 0) {
+        size_t len = strlen(hex) / 2;
+        uint8_t *pb = cr_malloc(len + 1);
+        bool ok = true;
+        for (size_t i = 0; ok && i < len; i++) {
+            unsigned v;
+            ok = sscanf(hex + 2 * i, "%2x", &v) == 1;
+            pb[i] = (uint8_t)v;
+        }
+        if (ok)
+            s = corral__pg_create__unpack(NULL, len, pb);
+        free(pb);
+    }
+    json_decref(o);
+    return s;
+}
+
+void pgs_recover(void)
+{
+    cr_state_pg_t *v = NULL;
+    size_t n = 0;
+    if (cr_state_pg_list(D.st, &v, &n) < 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].state == CR_PG_REMOVED)
+            continue;
+        Corral__PgCreate *s = spec_of(&v[i]);
+        int code;
+        char why[320];
+        pg_t *g = s ? pg_new(s, &code, why, sizeof(why)) : NULL;
+        if (s)
+            corral__pg_create__free_unpacked(s, NULL);
+        if (!g || g->nb != (int)v[i].n_bundles) {
+            if (g)
+                pg_free(g);
+            cr_warn("state: placement group %lld cannot be read back", (long long)v[i].id);
+            continue;
+        }
+        g->id = v[i].id;
+        snprintf(g->idstr, sizeof(g->idstr), "pg%lld", (long long)g->id);
+        *CR_VEC_PUSH(&D.pgs) = g;
+        bool held = v[i].state == CR_PG_CREATED;
+        sched_exact_t *x = cr_calloc((size_t)g->nb, sizeof(*x));
+        for (int b = 0; b < g->nb && held; b++) {
+            const cr_state_bundle_t *sb = &v[i].bundles[b];
+            node_t *nd = sb->node_id ? node_by_id(sb->node_id) : NULL;
+            if (!nd || nd->state == CORRAL__NODE_STATE__NODE_DEAD) {
+                held = false;
+                break;
+            }
+            g->bnode[b] = nd;
+            for (char *p = sb->devices, *end; p && *p && g->bndevs[b] < MAX_DEVS; p = end + 1) {
+                long d = strtol(p, &end, 10);
+                if (end == p)
+                    break;
+                g->bdevs[b][g->bndevs[b]++] = (int)d;
+                if (*end != ',')
+                    break;
+            }
+            x[b].node = nd->sn;
+            x[b].req = g->bundles[b].req;
+            x[b].devs = g->bdevs[b];
+            x[b].ndevs = g->bndevs[b];
+        }
+        if (held && sched_take_exact(D.cluster, (uint32_t)g->nb, x, &g->placement) == 0) {
+            g->state = CORRAL__PG_STATE__PG_CREATED;
+            for (int b = 0; b < g->nb; b++) {
+                node_t *nd = g->bnode[b];
+                bool have = nd->local;
+                for (size_t k = 0; k < g->ntxn && !have; k++)
+                    have = g->txn_nodes[k] == nd;
+                if (!have)
+                    g->txn_nodes[g->ntxn++] = nd;
+            }
+            pg_event("recovered", g, "held again after a head restart");
+        } else {
+            unplace(g);
+            set_state(g, CORRAL__PG_STATE__PG_PENDING, "reserving again after a head restart");
+            pg_event("recovered", g, "pending again after a head restart");
+        }
+        free(x);
+    }
+    cr_state_pg_list_free(v, n);
+}

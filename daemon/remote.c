@@ -1,0 +1,576 @@
+/* corrald --address HEAD:PORT: an agent that joins a head over TCP
+ * (docs/cluster.md). It registers its node description, sends heartbeats,
+ * starts and stops workers on the head's word (agent.c), forwards their
+ * output, holds two-phase reservations with a lease, and keeps its workers
+ * running through a head outage, reconnecting with backoff and reporting
+ * them on the next Register. */
+#include "daemon/daemon.h"
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FWD_CHUNK (64 * 1024)
+#define FWD_MS 50
+#define MAX_BACKOFF_MS 5000
+
+typedef struct fwd {
+    char *worker_id, *job_id;
+    uint32_t index;
+    char *path[2];
+    uint64_t off[2];
+} fwd_t;
+
+typedef struct resv {
+    char txn[48];
+    char pg[24];
+    uint64_t devs;
+    bool committed;
+    int64_t expires; /* cr_mono_ms, prepared ones */
+} resv_t;
+
+static struct {
+    uv_loop_t loop;
+    cr_net_t *net;
+    cr_conn_t *conn;
+    agent_t *agent;
+    cr_node_t *node;
+    hw_options_t hwo;
+    const agent_opts_t *o;
+    char *dir, *logs;
+    uint64_t incarnation;
+    bool registered, stopping, fatal;
+    uv_timer_t hb, retry, pump;
+    uv_signal_t sig_term, sig_int;
+    uint32_t backoff, heartbeat_ms;
+    uint64_t seq;
+    CR_VEC(Corral__WorkerReport *) unreported; /* exits while the head was away */
+    CR_VEC(fwd_t) fwd;
+    CR_VEC(resv_t) resv;
+} A;
+
+static void connect_head(void);
+
+static void send_msg(Corral__Envelope *e)
+{
+    if (!A.conn || !A.registered)
+        return;
+    if (!e->id)
+        e->id = cr_conn_next_id(A.conn);
+    int err = cr_conn_send(A.conn, e);
+    if (err < 0)
+        cr_warn("to the head: %s", cr_strerror(err));
+}
+
+/* ----------------------------------------------------- output forwarding */
+
+/* Sends what was written to f's files since last time (all of it when
+ * drain); false when nothing was left. */
+static bool pump_one(fwd_t *f, bool drain)
+{
+    bool more = false;
+    uint8_t *buf = NULL;
+    for (int s = 0; s < 2; s++) {
+        if (!f->path[s])
+            continue;
+        int fd = open(f->path[s], O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        for (;;) {
+            if (!buf)
+                buf = cr_malloc(FWD_CHUNK);
+            ssize_t got = pread(fd, buf, FWD_CHUNK, (off_t)f->off[s]);
+            if (got <= 0)
+                break;
+            Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
+            ch.job_id = f->job_id;
+            ch.worker_index = f->index;
+            ch.stream = s ? CORRAL__LOG_STREAM__LOG_STDERR : CORRAL__LOG_STREAM__LOG_STDOUT;
+            ch.offset = f->off[s];
+            ch.data.data = buf;
+            ch.data.len = (size_t)got;
+            Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+            e.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+            e.log_chunk = &ch;
+            if (!A.conn || !A.registered)
+                break; /* kept for when the head is back */
+            send_msg(&e);
+            f->off[s] += (uint64_t)got;
+            more = true;
+            if (!drain)
+                break;
+        }
+        close(fd);
+    }
+    free(buf);
+    return more;
+}
+
+static void on_pump(uv_timer_t *t)
+{
+    for (size_t i = 0; i < A.fwd.n; i++)
+        pump_one(&A.fwd.v[i], false);
+}
+
+static void fwd_drop(const char *worker_id)
+{
+    for (size_t i = 0; i < A.fwd.n; i++)
+        if (strcmp(A.fwd.v[i].worker_id, worker_id) == 0) {
+            fwd_t *f = &A.fwd.v[i];
+            pump_one(f, true);
+            free(f->worker_id);
+            free(f->job_id);
+            free(f->path[0]);
+            free(f->path[1]);
+            A.fwd.v[i] = A.fwd.v[--A.fwd.n];
+            return;
+        }
+}
+
+/* ------------------------------------------------------ the agent's news */
+
+static void a_started(void *arg, const agent_started_t *s)
+{
+    /* worker_index and job id come from the id the head gave */
+    fwd_t *f = CR_VEC_PUSH(&A.fwd);
+    memset(f, 0, sizeof(*f));
+    f->worker_id = cr_strdup(s->worker_id);
+    const char *w = strstr(s->worker_id, "-w");
+    f->job_id = cr_strdup(s->worker_id + 3);
+    char *dash = strstr(f->job_id, "-w");
+    if (dash)
+        *dash = '\0';
+    f->index = w ? (uint32_t)strtoul(w + 2, NULL, 10) : 0;
+    f->path[0] = s->out_path ? cr_strdup(s->out_path) : NULL;
+    f->path[1] = s->err_path ? cr_strdup(s->err_path) : NULL;
+    Corral__WorkerStarted ws = CORRAL__WORKER_STARTED__INIT;
+    ws.worker_id = (char *)s->worker_id;
+    ws.pid = s->pid;
+    ws.attempt = s->attempt;
+    ws.cpus = (char *)(s->cpus ? s->cpus : "");
+    ws.warning = (char *)(s->warning ? s->warning : "");
+    ws.start_time = s->start_time;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_WORKER_STARTED;
+    e.worker_started = &ws;
+    send_msg(&e);
+}
+
+static Corral__WorkerReport *report_copy(const Corral__WorkerReport *r)
+{
+    Corral__WorkerReport *c = cr_malloc(sizeof(*c));
+    *c = *r;
+    c->worker_id = cr_strdup(r->worker_id);
+    c->job_id = cr_strdup(r->job_id ? r->job_id : "");
+    c->reason = cr_strdup(r->reason ? r->reason : "");
+    return c;
+}
+
+static void report_free(Corral__WorkerReport *r)
+{
+    free(r->worker_id);
+    free(r->job_id);
+    free(r->reason);
+    free(r);
+}
+
+static void a_exited(void *arg, const Corral__WorkerReport *r)
+{
+    fwd_drop(r->worker_id); /* its output reaches the head before its exit */
+    if (!A.conn || !A.registered) {
+        *CR_VEC_PUSH(&A.unreported) = report_copy(r);
+    } else {
+        Corral__WorkerExit x = CORRAL__WORKER_EXIT__INIT;
+        x.report = (Corral__WorkerReport *)r;
+        Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+        e.body_case = CORRAL__ENVELOPE__BODY_WORKER_EXIT;
+        e.worker_exit = &x;
+        send_msg(&e);
+    }
+    if (A.stopping && agent_running(A.agent) == 0)
+        uv_stop(&A.loop);
+}
+
+/* ---------------------------------------------------------- reservations */
+
+static void reply_to(const Corral__Envelope *req, Corral__Envelope *a)
+{
+    a->reply_to = req->id;
+    send_msg(a);
+}
+
+static void h_prepare(const Corral__Envelope *e)
+{
+    const Corral__Prepare *p = e->prepare;
+    char why[256] = "";
+    uint64_t want[64] = {0};
+    size_t n = p->n_reservations < 64 ? p->n_reservations : 64;
+    for (size_t i = 0; i < n && !why[0]; i++) {
+        const Corral__Reservation *r = p->reservations[i];
+        for (size_t d = 0; d < r->n_devices && !why[0]; d++) {
+            if (r->devices[d] >= A.node->devices.n || r->devices[d] >= 64) {
+                snprintf(why, sizeof(why), "device %u does not exist on node %s", r->devices[d],
+                         A.node->id);
+                break;
+            }
+            want[i] |= 1ull << r->devices[d];
+        }
+        for (size_t k = 0; k < A.resv.n && !why[0]; k++)
+            if (strcmp(A.resv.v[k].pg, r->pg_id) && (A.resv.v[k].devs & want[i]))
+                snprintf(why, sizeof(why), "device %d is held by placement group %s",
+                         __builtin_ctzll(A.resv.v[k].devs & want[i]), A.resv.v[k].pg);
+    }
+    if (!why[0])
+        for (size_t i = 0; i < n; i++) {
+            resv_t *r = CR_VEC_PUSH(&A.resv);
+            memset(r, 0, sizeof(*r));
+            snprintf(r->txn, sizeof(r->txn), "%s", p->txn_id);
+            snprintf(r->pg, sizeof(r->pg), "%s", p->reservations[i]->pg_id);
+            r->devs = want[i];
+            r->expires = cr_mono_ms() + (p->lease_ms ? p->lease_ms : 10000);
+        }
+    Corral__PrepareReply pr = CORRAL__PREPARE_REPLY__INIT;
+    pr.txn_id = p->txn_id;
+    pr.ok = !why[0];
+    pr.reason = why;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_PREPARE_REPLY;
+    a.prepare_reply = &pr;
+    reply_to(e, &a);
+    cr_info("prepare %s: %s%s", p->txn_id, why[0] ? "refused: " : "held", why);
+}
+
+static void drop_where(const char *txn, const char *pg)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < A.resv.n; i++) {
+        const resv_t *r = &A.resv.v[i];
+        if ((txn && strcmp(r->txn, txn) == 0) || (pg && strcmp(r->pg, pg) == 0))
+            continue;
+        A.resv.v[keep++] = *r;
+    }
+    A.resv.n = keep;
+}
+
+static void txn_done(const Corral__Envelope *e, const char *txn, bool committed)
+{
+    Corral__TxnDone d = CORRAL__TXN_DONE__INIT;
+    d.txn_id = (char *)txn;
+    d.committed = committed;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_TXN_DONE;
+    a.txn_done = &d;
+    reply_to(e, &a);
+}
+
+static void leases(void)
+{
+    int64_t now = cr_mono_ms();
+    size_t keep = 0;
+    for (size_t i = 0; i < A.resv.n; i++) {
+        const resv_t *r = &A.resv.v[i];
+        if (!r->committed && now > r->expires) {
+            cr_warn("reservation %s of %s: lease ran out without a decision; dropped", r->txn,
+                    r->pg);
+            continue;
+        }
+        A.resv.v[keep++] = *r;
+    }
+    A.resv.n = keep;
+}
+
+/* ---------------------------------------------------------- the head */
+
+static uint32_t free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof(a);
+    uint32_t port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static void on_hb(uv_timer_t *t)
+{
+    leases();
+    if (!A.conn || !A.registered)
+        return;
+    Corral__Heartbeat hb = CORRAL__HEARTBEAT__INIT;
+    hb.node_id = A.node->id;
+    hb.incarnation = A.incarnation;
+    hb.seq = ++A.seq;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
+    e.heartbeat = &hb;
+    send_msg(&e);
+}
+
+static void send_register(cr_conn_t *c)
+{
+    json_t *nj = hw_node_to_json(A.node);
+    char *njs = json_dumps(nj, JSON_COMPACT);
+    json_decref(nj);
+    Corral__WorkerReport **run = NULL;
+    size_t nrun = agent_reports(A.agent, &run);
+    size_t nall = nrun + A.unreported.n;
+    Corral__WorkerReport **all = cr_calloc(nall + 1, sizeof(*all));
+    memcpy(all, run, nrun * sizeof(*all));
+    memcpy(all + nrun, A.unreported.v, A.unreported.n * sizeof(*all));
+    char **txns = cr_calloc(A.resv.n + 1, sizeof(*txns));
+    size_t nt = 0;
+    for (size_t i = 0; i < A.resv.n; i++)
+        if (!A.resv.v[i].committed)
+            txns[nt++] = A.resv.v[i].txn;
+    Corral__Register r = CORRAL__REGISTER__INIT;
+    r.node_json = njs;
+    r.incarnation = A.incarnation;
+    r.address = (char *)(A.o->node_ip ? A.o->node_ip : "127.0.0.1");
+    r.workers = all;
+    r.n_workers = nall;
+    r.prepared_txns = txns;
+    r.n_prepared_txns = nt;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
+    e.register_ = &r;
+    e.id = cr_conn_next_id(c);
+    int err = cr_conn_send(c, &e);
+    if (err < 0)
+        cr_warn("register: %s", cr_strerror(err));
+    free(txns);
+    free(all);
+    agent_reports_free(run, nrun);
+    free(njs);
+}
+
+static void on_ready(cr_conn_t *c, void *data)
+{
+    A.conn = c;
+    send_register(c);
+}
+
+static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
+{
+    switch (e->body_case) {
+    case CORRAL__ENVELOPE__BODY_REGISTERED:
+        A.registered = true;
+        A.backoff = 0;
+        A.heartbeat_ms = e->registered->heartbeat_ms ? e->registered->heartbeat_ms : 1000;
+        uv_timer_start(&A.hb, on_hb, A.heartbeat_ms, A.heartbeat_ms);
+        for (size_t i = 0; i < A.unreported.n; i++) /* they were in the Register */
+            report_free(A.unreported.v[i]);
+        A.unreported.n = 0;
+        fprintf(stderr, "corrald: agent %s registered with the head %s (heartbeat %u ms)\n",
+                A.node->id, A.o->head, A.heartbeat_ms);
+        cr_info("registered with %s as %s", A.o->head, e->registered->node_id);
+        break;
+    case CORRAL__ENVELOPE__BODY_ERROR:
+        if (!A.registered) {
+            fprintf(stderr, "corrald: the head refused this agent: %s\n", e->error->message);
+            cr_warn("refused by the head: %s", e->error->message);
+            A.fatal = true;
+            uv_stop(&A.loop);
+        } else {
+            cr_warn("the head: %s", e->error->message);
+        }
+        break;
+    case CORRAL__ENVELOPE__BODY_WORKER_START:
+        agent_start(A.agent, e->worker_start);
+        break;
+    case CORRAL__ENVELOPE__BODY_WORKER_STOP:
+        if (agent_stop(A.agent, e->worker_stop->worker_id, e->worker_stop->grace_ms) < 0)
+            cr_info("stop %s: not running here", e->worker_stop->worker_id);
+        break;
+    case CORRAL__ENVELOPE__BODY_PORT_REQUEST: {
+        Corral__PortReply pr = CORRAL__PORT_REPLY__INIT;
+        pr.port = free_port();
+        Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+        a.body_case = CORRAL__ENVELOPE__BODY_PORT_REPLY;
+        a.port_reply = &pr;
+        reply_to(e, &a);
+        break;
+    }
+    case CORRAL__ENVELOPE__BODY_PREPARE:
+        h_prepare(e);
+        break;
+    case CORRAL__ENVELOPE__BODY_COMMIT:
+        for (size_t i = 0; i < A.resv.n; i++)
+            if (strcmp(A.resv.v[i].txn, e->commit->txn_id) == 0)
+                A.resv.v[i].committed = true;
+        txn_done(e, e->commit->txn_id, true);
+        break;
+    case CORRAL__ENVELOPE__BODY_ABORT:
+        drop_where(e->abort->txn_id, NULL);
+        txn_done(e, e->abort->txn_id, false);
+        break;
+    case CORRAL__ENVELOPE__BODY_RELEASE:
+        drop_where(NULL, e->release->pg_id);
+        break;
+    default:
+        break;
+    }
+}
+
+static void on_retry(uv_timer_t *t)
+{
+    connect_head();
+}
+
+static void on_close(cr_conn_t *c, int err, void *data)
+{
+    bool was = A.registered;
+    A.conn = NULL;
+    A.registered = false;
+    uv_timer_stop(&A.hb);
+    if (A.stopping || A.fatal)
+        return;
+    if (err == CR_EACCES) {
+        fprintf(stderr,
+                "corrald: the head at %s refused this agent's token; use the head's token file "
+                "(--token-file)\n",
+                A.o->head);
+        cr_warn("the head at %s refused the token", A.o->head);
+        A.fatal = true;
+        uv_stop(&A.loop);
+        return;
+    }
+    A.backoff = A.backoff ? A.backoff * 2 : 100;
+    if (A.backoff > MAX_BACKOFF_MS)
+        A.backoff = MAX_BACKOFF_MS;
+    if (was)
+        fprintf(stderr, "corrald: lost the head (%s); %zu worker(s) keep running; retrying\n",
+                err ? cr_strerror(err) : "closed", agent_running(A.agent));
+    cr_info("head connection closed (%s); retrying in %u ms", err ? cr_strerror(err) : "closed",
+            A.backoff);
+    uv_timer_start(&A.retry, on_retry, A.backoff, 0);
+}
+
+static void connect_head(void)
+{
+    int err = cr_net_connect(A.net, A.o->head, CORRAL__ROLE__ROLE_AGENT, NULL);
+    if (err < 0) {
+        A.backoff = A.backoff ? A.backoff * 2 : 100;
+        if (A.backoff > MAX_BACKOFF_MS)
+            A.backoff = MAX_BACKOFF_MS;
+        uv_timer_start(&A.retry, on_retry, A.backoff, 0);
+    }
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    if (A.stopping)
+        return;
+    A.stopping = true;
+    fprintf(stderr, "corrald: agent stopping its %zu worker(s)\n", agent_running(A.agent));
+    Corral__WorkerReport **run = NULL;
+    size_t n = agent_reports(A.agent, &run);
+    for (size_t i = 0; i < n; i++)
+        agent_stop(A.agent, run[i]->worker_id, SHUTDOWN_GRACE_MS);
+    agent_reports_free(run, n);
+    if (n == 0)
+        uv_stop(&A.loop);
+}
+
+static void walk_close(uv_handle_t *h, void *arg)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+int agent_main(const agent_opts_t *o)
+{
+    A.o = o;
+    A.node = D.node;
+    A.hwo = D.hwo;
+    if (o->node_id)
+        snprintf(A.node->id, sizeof(A.node->id), "%s", o->node_id);
+    if (!A.node->id[0])
+        snprintf(A.node->id, sizeof(A.node->id), "%s", A.node->hostname);
+    const char *home = getenv("CORRAL_HOME");
+    if (!home || !home[0])
+        home = "/tmp/corral";
+    if (mkdir(home, 0700) < 0 && errno != EEXIST) {
+        fprintf(stderr, "corrald: cannot create %s: %s (set CORRAL_HOME to a writable directory)\n",
+                home, strerror(errno));
+        return 1;
+    }
+    A.dir = cr_asprintf("%s/agent_%s", home, A.node->id);
+    A.logs = cr_asprintf("%s/logs", A.dir);
+    if ((mkdir(A.dir, 0700) < 0 && errno != EEXIST) ||
+        (mkdir(A.logs, 0700) < 0 && errno != EEXIST)) {
+        fprintf(stderr, "corrald: cannot create %s: %s (set CORRAL_HOME to a writable directory)\n",
+                A.logs, strerror(errno));
+        return 1;
+    }
+    char *logfile = cr_asprintf("%s/corrald.log", A.logs);
+    if (cr_log_set_file(logfile) < 0)
+        fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
+    free(logfile);
+    uint8_t token[CR_TOKEN_LEN];
+    char *tokpath = o->token_file ? cr_strdup(o->token_file)
+                                  : cr_asprintf("%s/session_latest/token", home);
+    int err = cr_token_read(tokpath, token);
+    if (err < 0) {
+        fprintf(stderr, "corrald: cannot read the cluster token %s: %s (give the head's token with "
+                        "--token-file)\n",
+                tokpath, cr_strerror(err));
+        free(tokpath);
+        return 1;
+    }
+    free(tokpath);
+    A.incarnation = (uint64_t)now_ms();
+    uv_loop_init(&A.loop);
+    char name[160];
+    snprintf(name, sizeof(name), "agent:%.128s:%d", A.node->id, (int)getpid());
+    cr_net_config_t nc = {.token = token, .name = name};
+    cr_net_callbacks_t cb = {.on_ready = on_ready, .on_message = on_message, .on_close = on_close};
+    A.net = cr_net_new(&A.loop, &nc, &cb, NULL);
+    memset(token, 0, sizeof(token));
+    agent_config_t ac = {.loop = &A.loop,
+                         .node = A.node,
+                         .hwo = &A.hwo,
+                         .logs = A.logs,
+                         .ops = {.started = a_started, .exited = a_exited}};
+    A.agent = agent_new(&ac);
+    uv_timer_init(&A.loop, &A.hb);
+    uv_timer_init(&A.loop, &A.retry);
+    uv_timer_init(&A.loop, &A.pump);
+    uv_timer_start(&A.pump, on_pump, FWD_MS, FWD_MS);
+    uv_signal_init(&A.loop, &A.sig_term);
+    uv_signal_init(&A.loop, &A.sig_int);
+    uv_signal_start(&A.sig_term, on_signal, SIGTERM);
+    uv_signal_start(&A.sig_int, on_signal, SIGINT);
+    fprintf(stderr, "corrald: agent %s%s joining %s\n", A.node->id,
+            A.node->simulated ? " (simulated)" : "", o->head);
+    connect_head();
+    uv_run(&A.loop, UV_RUN_DEFAULT);
+    int rc = A.fatal ? 1 : 0;
+    agent_free(A.agent);
+    A.stopping = true;
+    cr_net_close(A.net, NULL, NULL);
+    uv_walk(&A.loop, walk_close, NULL);
+    uv_run(&A.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&A.loop);
+    for (size_t i = 0; i < A.fwd.n; i++) {
+        free(A.fwd.v[i].worker_id);
+        free(A.fwd.v[i].job_id);
+        free(A.fwd.v[i].path[0]);
+        free(A.fwd.v[i].path[1]);
+    }
+    CR_VEC_FREE(&A.fwd);
+    for (size_t i = 0; i < A.unreported.n; i++)
+        report_free(A.unreported.v[i]);
+    CR_VEC_FREE(&A.unreported);
+    CR_VEC_FREE(&A.resv);
+    free(A.dir);
+    free(A.logs);
+    return rc;
+}
