@@ -1,7 +1,10 @@
 /* The cluster view: node descriptions reduced to what placement needs,
  * in flat arrays indexed by dense ids, plus the per-label index of nodes
- * and the TPU slices. Built once; afterwards only the dynamic state
- * (free resources, free devices, holds, placements) changes. */
+ * and the TPU slices. Nodes join (sched_cluster_add) and rejoin with a new
+ * description (sched_cluster_replace) at any time: their descriptions go
+ * in at once, the arrays and the label index take them in lazily, once,
+ * before the next decision or query (sched_cluster_sync), so that many
+ * joins one after another cost one rebuild. */
 #include "sched_int.h"
 #include <stdio.h>
 
@@ -29,6 +32,9 @@ void sched_cluster_free(sched_cluster_t *c)
     CR_VEC_FREE(&c->dev);
     CR_VEC_FREE(&c->groups);
     CR_VEC_FREE(&c->init_total);
+    CR_VEC_FREE(&c->repl);
+    CR_VEC_FREE(&c->repl_total);
+    CR_VEC_FREE(&c->byname);
     CR_VEC_FREE(&c->free_slots);
     free(c->total);
     free(c->lindex);
@@ -90,7 +96,10 @@ static bool schedulable(const cr_node_t *node, size_t i)
     return true;
 }
 
-static int add_slice(sched_cluster_t *c, const cr_domain_t *d, int nidx, char *msg, size_t msz)
+/* Claims worker d->worker_id of slice d->name for node nidx, creating the
+ * slice on its first host. */
+static int add_slice(sched_cluster_t *c, const cr_domain_t *d, int nidx, sched_node_t *n,
+                     char *msg, size_t msz)
 {
     int name = intern_label(c, d->name);
     sched_slice_t *s = NULL;
@@ -128,29 +137,38 @@ static int add_slice(sched_cluster_t *c, const cr_domain_t *d, int nidx, char *m
         return CR_EINVAL;
     }
     s->worker_node[d->worker_id] = nidx;
-    c->nodes.v[nidx].slice = (int32_t)(s - c->slices.v);
-    c->nodes.v[nidx].slice_worker = d->worker_id;
+    n->slice = (int32_t)(s - c->slices.v);
+    n->slice_worker = d->worker_id;
     return 0;
 }
 
-int sched_cluster_add(sched_cluster_t *c, const cr_node_t *node, char *msg, size_t msgsize)
+static void unclaim_slices(sched_cluster_t *c, int nidx)
 {
-    if (c->final) {
-        sched__fmt(msg, msgsize, "the cluster view is finalized");
-        return CR_EINVAL;
-    }
+    for (size_t i = 0; i < c->slices.n; i++)
+        for (int k = 0; k < c->slices.v[i].nworkers; k++)
+            if (c->slices.v[i].worker_node[k] == (int32_t)nidx)
+                c->slices.v[i].worker_node[k] = -1;
+}
+
+/* The node's id (its name) or NULL with msg. */
+static const char *node_id(const cr_node_t *node, char *msg, size_t msgsize)
+{
     const char *id = node->id[0] ? node->id : node->hostname;
     if (!id[0]) {
         sched__fmt(msg, msgsize, "node without id or hostname");
-        return CR_EINVAL;
+        return NULL;
     }
-    int name = intern_label(c, id);
-    for (size_t i = 0; i < c->nodes.n; i++)
-        if (c->nodes.v[i].name == name) {
-            sched__fmt(msg, msgsize, "node %s added twice", id);
-            return CR_EEXIST;
-        }
-    int64_t total[SCHED_MAX_RES] = {0};
+    return id;
+}
+
+/* Builds node nidx from its description into *n and total[]: its labels,
+ * devices and device groups go at the ends of c->lab, c->dev and
+ * c->groups, its TPU slice worker is claimed for nidx. On failure nothing
+ * is left behind but interned names. */
+static int node_build(sched_cluster_t *c, const cr_node_t *node, int nidx, int name,
+                      const char *id, sched_node_t *n, int64_t *total, char *msg, size_t msgsize)
+{
+    memset(total, 0, SCHED_MAX_RES * sizeof(int64_t));
     for (size_t i = 0; i < node->resources.n; i++) {
         const cr_resource_t *r = &node->resources.v[i];
         if (r->amount < 0) {
@@ -168,8 +186,8 @@ int sched_cluster_add(sched_cluster_t *c, const cr_node_t *node, char *msg, size
         total[rid] += r->amount;
     }
 
-    size_t nidx = c->nodes.n, lab0 = c->lab.n, dev0 = c->dev.n, grp0 = c->groups.n;
-    sched_node_t *n = CR_VEC_PUSH(&c->nodes);
+    size_t lab0 = c->lab.n, dev0 = c->dev.n, grp0 = c->groups.n;
+    memset(n, 0, sizeof(*n));
     n->name = name;
     n->label_off = (uint32_t)lab0;
     n->dev_off = (uint32_t)dev0;
@@ -182,7 +200,6 @@ int sched_cluster_add(sched_cluster_t *c, const cr_node_t *node, char *msg, size
 
     /* tracked devices: one unit of a unit-instance resource each */
     int local[1024];
-    int nlocal = 0;
     for (size_t i = 0; i < node->devices.n && i < CR_ARRAY_SIZE(local); i++) {
         const cr_device_t *d = &node->devices.v[i];
         local[i] = -1;
@@ -208,7 +225,6 @@ int sched_cluster_add(sched_cluster_t *c, const cr_node_t *node, char *msg, size
         local[i] = n->ndev;
         n->unitmask[rid] |= 1ull << n->ndev;
         n->ndev++;
-        nlocal++;
     }
     /* A resource whose total is one unit per tracked device is tracked by
      * device; one whose total is the devices' units (NeuronCores counted per
@@ -238,7 +254,7 @@ int sched_cluster_add(sched_cluster_t *c, const cr_node_t *node, char *msg, size
     for (size_t i = 0; i < node->domains.n; i++) {
         const cr_domain_t *d = &node->domains.v[i];
         if (strcmp(d->kind, "tpu-slice") == 0) {
-            int rc = add_slice(c, d, (int)nidx, msg, msgsize);
+            int rc = add_slice(c, d, nidx, n, msg, msgsize);
             if (rc)
                 goto fail;
             char wid[16];
@@ -291,26 +307,97 @@ int sched_cluster_add(sched_cluster_t *c, const cr_node_t *node, char *msg, size
             n->nnuma++;
         }
     }
-    n = &c->nodes.v[nidx];
     qsort(&c->lab.v[lab0], n->nlabels, sizeof(sched_label_t), cmp_label);
     for (int r = 0; r < SCHED_MAX_RES; r++)
         if (total[r] > 0)
             n->resmask |= 1u << r;
-    for (int r = 0; r < SCHED_MAX_RES; r++)
-        *CR_VEC_PUSH(&c->init_total) = total[r];
-    CR_UNUSED(nlocal);
     return 0;
 fail:
     /* undo this node: the vectors only grew at their ends */
-    c->nodes.n = nidx;
     c->lab.n = lab0;
     c->dev.n = dev0;
     c->groups.n = grp0;
-    for (size_t i = 0; i < c->slices.n; i++)
-        for (int k = 0; k < c->slices.v[i].nworkers; k++)
-            if (c->slices.v[i].worker_node[k] == (int32_t)nidx)
-                c->slices.v[i].worker_node[k] = -1;
+    unclaim_slices(c, nidx);
     return CR_EINVAL;
+}
+
+static int byname(const sched_cluster_t *c, int name)
+{
+    return name >= 0 && (size_t)name < c->byname.n ? c->byname.v[name] : -1;
+}
+
+int sched_cluster_add(sched_cluster_t *c, const cr_node_t *node, char *msg, size_t msgsize)
+{
+    const char *id = node_id(node, msg, msgsize);
+    if (!id)
+        return CR_EINVAL;
+    if (c->nodes.n >= INT32_MAX / 2) {
+        sched__fmt(msg, msgsize, "node %s: too many nodes", id);
+        return CR_EINVAL;
+    }
+    int name = intern_label(c, id);
+    if (byname(c, name) >= 0) {
+        sched__fmt(msg, msgsize, "node %s added twice", id);
+        return CR_EEXIST;
+    }
+    int64_t total[SCHED_MAX_RES];
+    sched_node_t n;
+    int nidx = (int)c->nodes.n;
+    int rc = node_build(c, node, nidx, name, id, &n, total, msg, msgsize);
+    if (rc)
+        return rc;
+    *CR_VEC_PUSH(&c->nodes) = n;
+    for (int r = 0; r < SCHED_MAX_RES; r++)
+        *CR_VEC_PUSH(&c->init_total) = total[r];
+    while (c->byname.n <= (size_t)name)
+        *CR_VEC_PUSH(&c->byname) = -1;
+    c->byname.v[name] = nidx;
+    c->dirty = c->final;
+    return 0;
+}
+
+int sched_cluster_replace(sched_cluster_t *c, int node, const cr_node_t *desc, char *msg,
+                          size_t msgsize)
+{
+    if (node < 0 || (size_t)node >= c->nodes.n) {
+        sched__fmt(msg, msgsize, "no node %d in the cluster view", node);
+        return CR_EINVAL;
+    }
+    const char *old = sched_node_name(c, node);
+    /* joined nodes not yet synced are alive */
+    if (!c->final || (size_t)node >= c->nnodes || c->alive[node]) {
+        sched__fmt(msg, msgsize, "node %s is in use; mark it lost (sched_node_lost) before "
+                   "replacing its description", old);
+        return CR_EAGAIN;
+    }
+    const char *id = node_id(desc, msg, msgsize);
+    if (!id)
+        return CR_EINVAL;
+    if (strcmp(id, old) != 0) {
+        sched__fmt(msg, msgsize, "node %s cannot take the description of node %s", old, id);
+        return CR_EINVAL;
+    }
+    sched_node_t *cur = &c->nodes.v[node];
+    sched_node_t was = *cur;
+    if (was.slice >= 0)
+        c->slices.v[was.slice].worker_node[was.slice_worker] = -1;
+    int64_t total[SCHED_MAX_RES];
+    sched_node_t n;
+    int rc = node_build(c, desc, node, was.name, id, &n, total, msg, msgsize);
+    if (rc) {
+        if (was.slice >= 0)
+            c->slices.v[was.slice].worker_node[was.slice_worker] = node;
+        return rc;
+    }
+    c->nodes.v[node] = n;
+    c->dead_lab += was.nlabels;
+    c->dead_dev += was.ndev;
+    c->dead_grp += (size_t)was.nisland + was.nnuma;
+    *CR_VEC_PUSH(&c->repl) = node;
+    for (int r = 0; r < SCHED_MAX_RES; r++)
+        *CR_VEC_PUSH(&c->repl_total) = total[r];
+    c->dirty = true;
+    return 0;
 }
 
 typedef struct triple { int32_t key, val, node; } triple_t;
@@ -329,70 +416,190 @@ int sched_cluster_finalize(sched_cluster_t *c)
 {
     if (c->final)
         return CR_EINVAL;
-    size_t nn = c->nodes.n;
     c->final = true;
-    c->nnodes = nn;
-    /* rows only for the resources some node has */
-    int maxr = 0;
-    for (size_t n = 0; n < nn; n++)
-        for (int r = 0; r < SCHED_MAX_RES; r++)
-            if (c->init_total.v[n * SCHED_MAX_RES + r] > 0 && r + 1 > maxr)
-                maxr = r + 1;
-    c->nres = maxr;
-    size_t cells = (size_t)(maxr ? maxr : 1) * (nn ? nn : 1);
-    /* SoA: the scan over nodes for one resource reads one contiguous row */
-    c->total = cr_calloc(cells, sizeof(int64_t));
-    c->avail = cr_calloc(cells, sizeof(int64_t));
-    c->held = cr_calloc(cells, sizeof(int64_t));
     c->sumavail = cr_calloc(SCHED_MAX_RES, sizeof(sched_sum_t));
     c->sumtotal = cr_calloc(SCHED_MAX_RES, sizeof(sched_sum_t));
     c->maxtotal = cr_calloc(SCHED_MAX_RES, sizeof(int64_t));
-    for (size_t n = 0; n < nn; n++)
-        for (int r = 0; r < maxr; r++) {
-            int64_t t = c->init_total.v[n * SCHED_MAX_RES + r];
-            c->total[(size_t)r * nn + n] = c->avail[(size_t)r * nn + n] = t;
+    c->dirty = true;
+    sched_cluster_sync(c);
+    return 0;
+}
+
+size_t sched_cluster_nodes(const sched_cluster_t *c)
+{
+    return c->nodes.n;
+}
+
+/* Moves the labels, devices and groups of live nodes to the front of
+ * their vectors, dropping what replaced nodes left behind. */
+static void compact(sched_cluster_t *c)
+{
+    size_t lab = 0, dev = 0, grp = 0;
+    for (size_t i = 0; i < c->nodes.n; i++) {
+        sched_node_t *n = &c->nodes.v[i];
+        size_t ng = (size_t)n->nisland + n->nnuma;
+        memmove(&c->lab.v[lab], &c->lab.v[n->label_off], n->nlabels * sizeof(sched_label_t));
+        memmove(&c->dev.v[dev], &c->dev.v[n->dev_off], n->ndev * sizeof(sched_dev_t));
+        memmove(&c->devfree[dev], &c->devfree[n->dev_off], n->ndev * sizeof(int32_t));
+        memmove(&c->groups.v[grp], &c->groups.v[n->group_off], ng * sizeof(uint64_t));
+        n->label_off = (uint32_t)lab;
+        n->dev_off = (uint32_t)dev;
+        n->group_off = (uint32_t)grp;
+        lab += n->nlabels;
+        dev += n->ndev;
+        grp += ng;
+    }
+    c->lab.n = lab;
+    c->dev.n = c->ndevstate = dev;
+    c->groups.n = grp;
+    c->dead_lab = c->dead_dev = c->dead_grp = 0;
+}
+
+/* Rebuilds the label index: the entries of the nodes in `fresh` (joined
+ * or replaced) are dropped and their labels merged in, in (key, val,
+ * node) order, as a sort of every node's labels would give. */
+static void lindex_merge(sched_cluster_t *c, const uint8_t *fresh, size_t from)
+{
+    size_t nt = 0, nf = 0;
+    for (size_t n = 0; n < c->nodes.n; n++) {
+        nt += c->nodes.v[n].nlabels;
+        if (n >= from || fresh[n])
+            nf += c->nodes.v[n].nlabels;
+    }
+    triple_t *t = cr_malloc((nf ? nf : 1) * sizeof(*t));
+    size_t k = 0;
+    for (size_t n = 0; n < c->nodes.n; n++) {
+        if (n < from && !fresh[n])
+            continue;
+        for (uint32_t i = 0; i < c->nodes.v[n].nlabels; i++) {
+            const sched_label_t *l = &c->lab.v[c->nodes.v[n].label_off + i];
+            t[k++] = (triple_t){l->key, l->val, (int32_t)n};
+        }
+    }
+    qsort(t, k, sizeof(*t), cmp_triple);
+    int32_t *nodes = cr_malloc((nt ? nt : 1) * sizeof(int32_t));
+    sched_lindex_t *ix = cr_malloc((nt ? nt : 1) * sizeof(sched_lindex_t));
+    size_t nix = 0, out = 0, ti = 0, e = 0, j = 0;
+    for (;;) {
+        /* the next kept old triple */
+        while (e < c->nlindex && (j >= c->lindex[e].n ||
+                                  fresh[c->lindex_nodes[c->lindex[e].off + j]])) {
+            if (j >= c->lindex[e].n) {
+                e++;
+                j = 0;
+            } else {
+                j++;
+            }
+        }
+        triple_t x;
+        if (e < c->nlindex) {
+            x = (triple_t){c->lindex[e].key, c->lindex[e].val,
+                           c->lindex_nodes[c->lindex[e].off + j]};
+            if (ti < k && cmp_triple(&t[ti], &x) < 0)
+                x = t[ti++];
+            else
+                j++;
+        } else if (ti < k) {
+            x = t[ti++];
+        } else {
+            break;
+        }
+        if (!nix || ix[nix - 1].key != x.key || ix[nix - 1].val != x.val)
+            ix[nix++] = (sched_lindex_t){x.key, x.val, (uint32_t)out, 0};
+        ix[nix - 1].n++;
+        nodes[out++] = x.node;
+    }
+    free(t);
+    free(c->lindex);
+    free(c->lindex_nodes);
+    c->lindex = ix;
+    c->lindex_nodes = nodes;
+    c->nlindex = nix;
+}
+
+static void *grow(void *p, size_t n, size_t elem)
+{
+    return cr_realloc(p, (n ? n : 1) * elem);
+}
+
+void sched_cluster_sync(sched_cluster_t *c)
+{
+    if (!c->final || !c->dirty)
+        return;
+    size_t old = c->nnodes, nn = c->nodes.n;
+    int onres = c->nres, nres = c->nres;
+    for (size_t i = 0; i < c->init_total.n; i++)
+        if (c->init_total.v[i] > 0 && (int)(i % SCHED_MAX_RES) + 1 > nres)
+            nres = (int)(i % SCHED_MAX_RES) + 1;
+    for (size_t i = 0; i < c->repl_total.n; i++)
+        if (c->repl_total.v[i] > 0 && (int)(i % SCHED_MAX_RES) + 1 > nres)
+            nres = (int)(i % SCHED_MAX_RES) + 1;
+
+    /* total, avail, held: SoA rows of nn, the old cells kept */
+    if (nn != old || nres != onres || !c->total) {
+        size_t cells = (size_t)(nres ? nres : 1) * (nn ? nn : 1);
+        int64_t **arr[3] = {&c->total, &c->avail, &c->held};
+        for (int a = 0; a < 3; a++) {
+            int64_t *v = cr_calloc(cells, sizeof(int64_t));
+            if (old)
+                for (int r = 0; r < onres; r++)
+                    memcpy(&v[(size_t)r * nn], &(*arr[a])[(size_t)r * old],
+                           old * sizeof(int64_t));
+            free(*arr[a]);
+            *arr[a] = v;
+        }
+        c->nnodes = nn;
+        c->nres = nres;
+        c->freemask = grow(c->freemask, nn, sizeof(uint64_t));
+        c->alive = grow(c->alive, nn, 1);
+        c->mark = grow(c->mark, nn, 1);
+        free(c->scratch);
+        free(c->scratch2);
+        c->scratch = cr_malloc((nn ? nn : 1) * sizeof(int32_t));
+        c->scratch2 = cr_malloc((nn ? nn : 1) * sizeof(int32_t));
+    }
+    /* joined nodes: alive, all free */
+    for (size_t n = old; n < nn; n++) {
+        const sched_node_t *sn = &c->nodes.v[n];
+        for (int r = 0; r < nres; r++) {
+            int64_t t = c->init_total.v[(n - old) * SCHED_MAX_RES + (size_t)r];
+            TOT(c, r, n) = AV(c, r, n) = t;
             c->sumavail[r] += t;
             c->sumtotal[r] += t;
             if (t > c->maxtotal[r])
                 c->maxtotal[r] = t;
         }
-    CR_VEC_FREE(&c->init_total);
-    c->devfree = cr_malloc((c->dev.n ? c->dev.n : 1) * sizeof(int32_t));
-    for (size_t d = 0; d < c->dev.n; d++)
-        c->devfree[d] = CR_QTY_ONE;
-    c->freemask = cr_calloc(nn ? nn : 1, sizeof(uint64_t));
-    c->alive = cr_malloc(nn ? nn : 1);
-    for (size_t n = 0; n < nn; n++) {
-        const sched_node_t *sn = &c->nodes.v[n];
+        c->freemask[n] = 0;
         for (int r = 0; r < SCHED_R_PREDEFINED; r++)
             c->freemask[n] |= sn->unitmask[r];
         c->alive[n] = 1;
+        c->mark[n] = 0;
     }
-    c->scratch = cr_malloc((nn ? nn : 1) * sizeof(int32_t));
-    c->scratch2 = cr_malloc((nn ? nn : 1) * sizeof(int32_t));
-    c->mark = cr_calloc(nn ? nn : 1, 1);
-
-    /* label index: (key, val) -> nodes, sorted */
-    size_t nt = c->lab.n;
-    triple_t *t = cr_malloc((nt ? nt : 1) * sizeof(*t));
-    size_t k = 0;
-    for (size_t n = 0; n < nn; n++)
-        for (uint32_t i = 0; i < c->nodes.v[n].nlabels; i++) {
-            const sched_label_t *l = &c->lab.v[c->nodes.v[n].label_off + i];
-            t[k++] = (triple_t){l->key, l->val, (int32_t)n};
-        }
-    qsort(t, k, sizeof(*t), cmp_triple);
-    c->lindex_nodes = cr_malloc((k ? k : 1) * sizeof(int32_t));
-    c->lindex = cr_malloc((k ? k : 1) * sizeof(sched_lindex_t));
-    c->nlindex = 0;
-    for (size_t i = 0; i < k; i++) {
-        if (!i || t[i].key != t[i - 1].key || t[i].val != t[i - 1].val)
-            c->lindex[c->nlindex++] = (sched_lindex_t){t[i].key, t[i].val, (uint32_t)i, 0};
-        c->lindex[c->nlindex - 1].n++;
-        c->lindex_nodes[i] = t[i].node;
+    CR_VEC_FREE(&c->init_total);
+    /* replaced nodes: lost, so out of the sums, and all free */
+    uint8_t *fresh = cr_calloc(nn ? nn : 1, 1);
+    for (size_t i = 0; i < c->repl.n; i++) {
+        int n = c->repl.v[i];
+        const sched_node_t *sn = &c->nodes.v[n];
+        for (int r = 0; r < nres; r++)
+            TOT(c, r, n) = AV(c, r, n) = c->repl_total.v[i * SCHED_MAX_RES + (size_t)r];
+        c->freemask[n] = sn->ndev ? ~0ull >> (64 - sn->ndev) : 0;
+        fresh[n] = 1;
     }
-    free(t);
-    return 0;
+    CR_VEC_FREE(&c->repl);
+    CR_VEC_FREE(&c->repl_total);
+    /* new devices are free */
+    if (c->dev.n != c->ndevstate || !c->devfree) {
+        c->devfree = grow(c->devfree, c->dev.n, sizeof(int32_t));
+        for (size_t d = c->ndevstate; d < c->dev.n; d++)
+            c->devfree[d] = CR_QTY_ONE;
+        c->ndevstate = c->dev.n;
+    }
+    if (c->dead_lab > 1024 && c->dead_lab > c->lab.n / 2)
+        compact(c);
+    lindex_merge(c, fresh, old);
+    free(fresh);
+    c->dirty = false;
 }
 
 const sched_lindex_t *sched__lindex_find(const sched_cluster_t *c, int key, int val)
@@ -431,13 +638,7 @@ const sched_lindex_t *sched__lindex_key(const sched_cluster_t *c, int key, size_
 
 int sched_cluster_find_node(const sched_cluster_t *c, const char *name)
 {
-    int id = sched_syms_find(&c->labels, name, strlen(name));
-    if (id < 0)
-        return -1;
-    for (size_t i = 0; i < c->nodes.n; i++)
-        if (c->nodes.v[i].name == id)
-            return (int)i;
-    return -1;
+    return byname(c, sched_syms_find(&c->labels, name, strlen(name)));
 }
 
 const char *sched_node_name(const sched_cluster_t *c, int n)
@@ -485,6 +686,7 @@ bool sched_selector_match(const sched_cluster_t *c, const sched_selector_t *sel,
 
 uint64_t sched_cluster_digest(const sched_cluster_t *c)
 {
+    sched__sync(c);
     uint64_t h = 1469598103934665603ull;
 #define MIX(x) (h = (h ^ (uint64_t)(x)) * 1099511628211ull)
     size_t cells = (size_t)c->nres * c->nnodes;
@@ -504,6 +706,7 @@ uint64_t sched_cluster_digest(const sched_cluster_t *c)
 
 int sched_cluster_check(const sched_cluster_t *c, char *msg, size_t msgsize)
 {
+    sched__sync(c);
     size_t nn = c->nnodes;
     int64_t *used = cr_calloc((size_t)SCHED_MAX_RES * (nn ? nn : 1), sizeof(int64_t));
     int rc = CR_EINVAL;
@@ -572,6 +775,7 @@ static size_t syms_memory(const sched_syms_t *s)
 
 size_t sched_cluster_memory(const sched_cluster_t *c)
 {
+    sched__sync(c);
     size_t nn = c->nnodes ? c->nnodes : 1;
     size_t b = sizeof(*c) + syms_memory(&c->res) + syms_memory(&c->labels);
     b += c->nodes.cap * sizeof(sched_node_t) + c->lab.cap * sizeof(sched_label_t) +
@@ -582,6 +786,7 @@ size_t sched_cluster_memory(const sched_cluster_t *c)
     b += c->nlindex * sizeof(sched_lindex_t) + c->lab.n * sizeof(int32_t);
     b += c->dev.n * sizeof(int32_t) + nn * (sizeof(uint64_t) + 1 + 2 * sizeof(int32_t) + 1);
     b += c->placements.cap * sizeof(sched_placement_t) + c->free_slots.cap * sizeof(uint32_t);
+    b += c->byname.cap * sizeof(int32_t);
     for (size_t i = 0; i < c->placements.n; i++)
         if (c->placements.v[i].nallocs > 1)
             b += c->placements.v[i].nallocs * sizeof(sched_alloc_t);

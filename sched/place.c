@@ -354,6 +354,7 @@ static void node_reset(sched_cluster_t *c, int n, bool alive)
 
 size_t sched_node_lost(sched_cluster_t *c, int node, uint64_t *ids, size_t max)
 {
+    sched_cluster_sync(c);
     if (node < 0 || (size_t)node >= c->nnodes || !c->alive[node])
         return 0;
     node_reset(c, node, false);
@@ -379,6 +380,7 @@ size_t sched_node_lost(sched_cluster_t *c, int node, uint64_t *ids, size_t max)
 
 int sched_node_restore(sched_cluster_t *c, int node)
 {
+    sched_cluster_sync(c);
     if (node < 0 || (size_t)node >= c->nnodes)
         return CR_EINVAL;
     if (c->alive[node])
@@ -804,6 +806,7 @@ int sched__schedule(sched_cluster_t *c, const sched_config_t *cfg, const sched_r
 {
     out->placement = 0;
     out->reason[0] = '\0';
+    sched_cluster_sync(c);
     int rc = sched__validate(c, req, out->reason, sizeof(out->reason));
     if (rc) {
         out->status = SCHED_INFEASIBLE;

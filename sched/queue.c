@@ -82,6 +82,7 @@ static bool is_gang(const sched_request_t *r)
  * view is the cluster with every alive node free, other holds kept. */
 static void hold_start(sched_cluster_t *c, const sched_config_t *cfg, sched_qentry_t *e)
 {
+    sched_cluster_sync(c); /* before the copies: the decision must not relayout */
     size_t cells = (size_t)c->nres * c->nnodes;
     int64_t *av = cr_malloc((cells ? cells : 1) * sizeof(int64_t));
     int32_t *df = cr_malloc((c->dev.n ? c->dev.n : 1) * sizeof(int32_t));
@@ -172,6 +173,7 @@ static uint64_t shape_hash(const sched_request_t *r)
 size_t sched_queue_run(sched_queue_t *q, sched_cluster_t *c, const sched_config_t *cfg,
                        sched_rng_t *rng, int64_t now, sched_queue_cb cb, void *ctx)
 {
+    sched_cluster_sync(c);
     qsort(q->q.v, q->q.n, sizeof(sched_qentry_t), cmp_entry);
     size_t placed = 0, w = 0;
     uint64_t failed[32];

@@ -190,10 +190,20 @@ typedef struct sched_cluster {
     CR_VEC(sched_dev_t) dev;
     CR_VEC(uint64_t) groups;
     CR_VEC(sched_slice_t) slices;
-    CR_VEC(int64_t) init_total;    /* node * SCHED_MAX_RES, while building */
+    CR_VEC(int64_t) init_total;    /* node * SCHED_MAX_RES, for nodes nnodes.. */
     bool final;
-    int nres;                /* resource ids known at finalize */
-    size_t nnodes;
+    /* Nodes joined or replaced since the arrays were last brought up to
+     * date: nodes.v[nnodes..] are joined (their totals in init_total),
+     * repl lists replaced nodes (totals in repl_total). sched__sync()
+     * applies them before the next decision or query. */
+    bool dirty;
+    CR_VEC(int32_t) repl;
+    CR_VEC(int64_t) repl_total;
+    size_t ndevstate;        /* devices with a devfree entry */
+    size_t dead_lab, dead_dev, dead_grp;   /* left behind by replaced nodes */
+    CR_VEC(int32_t) byname;  /* label symbol of a node id -> node, -1 */
+    int nres;                /* resource ids with a row in the arrays */
+    size_t nnodes;           /* nodes in the arrays (see sched_cluster_sync) */
     /* static, SoA: total[r * nnodes + n] */
     int64_t *total;
     /* label index: sorted by (key, val) */
@@ -223,10 +233,31 @@ typedef struct sched_cluster {
 sched_cluster_t *sched_cluster_new(void);
 void sched_cluster_free(sched_cluster_t *c);
 /* Adds a node description (copied as the scheduler needs it). Fails with
- * CR_EINVAL and msg when the node cannot be represented. */
+ * CR_EINVAL and msg when the node cannot be represented, CR_EEXIST when a
+ * node of that id is there already. Before sched_cluster_finalize it
+ * builds the view; after it the node joins the view in use: alive and
+ * all free, nothing else changes. Its index is the previous node count.
+ * The arrays and label index take joined nodes in lazily, once, before the
+ * next decision or query (sched_cluster_sync). */
 int sched_cluster_add(sched_cluster_t *c, const cr_node_t *node, char *msg, size_t msgsize);
-/* Builds the indexes; no node may be added after. */
+/* Builds the indexes. Nodes may still be added after (see above). */
 int sched_cluster_finalize(sched_cluster_t *c);
+/* A new description for a node that rejoins (a new incarnation of its
+ * agent; its devices, labels and resources may differ). Only while the
+ * node is lost (sched_node_lost), so that nothing is placed on it:
+ * otherwise CR_EAGAIN and msg. The description must carry the node's id
+ * (CR_EINVAL otherwise). The node stays lost; sched_node_restore brings it
+ * back all free with the new description. Capacity a queue holds on the
+ * node stays held until the queue lets it go. */
+int sched_cluster_replace(sched_cluster_t *c, int node, const cr_node_t *desc, char *msg,
+                          size_t msgsize);
+/* Brings the arrays (nnodes, total, avail, held, devfree, freemask, alive,
+ * the label index) up to date with joined and replaced nodes. Every
+ * decision and query does it itself; call it only before reading those
+ * fields directly. Cheap when nothing changed. */
+void sched_cluster_sync(sched_cluster_t *c);
+/* Nodes in the view, joined ones included (c->nnodes may lag until sync). */
+size_t sched_cluster_nodes(const sched_cluster_t *c);
 int sched_cluster_find_node(const sched_cluster_t *c, const char *name);
 const char *sched_node_name(const sched_cluster_t *c, int n);
 /* The label value of node n for key, or -1. */

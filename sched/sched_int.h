@@ -15,6 +15,14 @@ static inline int sched__units(const sched_node_t *sn, int r)
     return r < SCHED_R_PREDEFINED && sn->unitmask[r] && sn->unitsz[r] > 1 ? sn->unitsz[r] : 1;
 }
 
+/* sched_cluster_sync for functions that take a const view: the view's
+ * contents do not change, only how they are laid out. */
+static inline void sched__sync(const sched_cluster_t *c)
+{
+    if (c->dirty)
+        sched_cluster_sync((sched_cluster_t *)c);
+}
+
 /* snprintf into a reason: truncation is fine for words meant for people. */
 void sched__fmt(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

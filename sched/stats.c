@@ -3,6 +3,7 @@
 
 int sched_used_permille(const sched_cluster_t *c, int rid)
 {
+    sched__sync(c);
     if (rid < 0 || rid >= c->nres || c->sumtotal[rid] <= 0)
         return 0;
     return (int)((c->sumtotal[rid] - c->sumavail[rid]) * 1000 / c->sumtotal[rid]);
@@ -27,6 +28,7 @@ static bool tpu_slice_free(const sched_cluster_t *c, const sched_request_t *r, i
 size_t sched_fragmentation(const sched_cluster_t *c, const sched_request_t *const *pending,
                            size_t npending, size_t *free_devices)
 {
+    sched__sync(c);
     size_t frag = 0, nfree = 0;
     for (size_t n = 0; n < c->nnodes; n++) {
         if (!c->alive[n])

@@ -18,3 +18,8 @@ if command -v taskset >/dev/null 2>&1; then
 fi
 echo "# corral sim --bench --cluster $cluster (pinned: ${pin[*]:-no})"
 "${pin[@]}" "$corral" sim --bench --cluster "$cluster"
+join=$root/build/bench/bench_sched_join
+if [ -x "$join" ]; then
+    echo "# bench_sched_join: 10,000 nodes joining a cluster view in use"
+    "${pin[@]}" "$join"
+fi
