@@ -33,9 +33,15 @@ static void make_nodes(void)
         snprintf(name, sizeof(name), "gpu-%d", i);
         snprintf(labels, sizeof(labels), "corral.io/zone=us-central1-a,corral.io/rack=rack-%d",
                  i / 32);
-        sched_node_spec_t sp = {.name = name, .cpus = 224, .memory = 2ull << 40,
-                                .resource = "GPU", .sku = "H100", .ndev = 8, .island = 8,
-                                .numa = 2, .labels = labels};
+        sched_node_spec_t sp = {.name = name,
+                                .cpus = 224,
+                                .memory = 2ull << 40,
+                                .resource = "GPU",
+                                .sku = "H100",
+                                .ndev = 8,
+                                .island = 8,
+                                .numa = 2,
+                                .labels = labels};
         nodes[i] = hw_node_new();
         if (sched_make_node(&sp, nodes[i], msg, sizeof(msg))) {
             fprintf(stderr, "bench_sched_join: %s\n", msg);

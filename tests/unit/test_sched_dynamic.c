@@ -29,8 +29,12 @@ static void add(sched_cluster_t *c, sched_node_spec_t sp)
 
 static void gpu(sched_cluster_t *c, const char *name, int ndev, const char *labels)
 {
-    add(c, (sched_node_spec_t){.name = name, .cpus = 32, .memory = 256ull << 30,
-                               .resource = "GPU", .ndev = ndev, .island = ndev,
+    add(c, (sched_node_spec_t){.name = name,
+                               .cpus = 32,
+                               .memory = 256ull << 30,
+                               .resource = "GPU",
+                               .ndev = ndev,
+                               .island = ndev,
                                .labels = labels});
 }
 
@@ -70,10 +74,11 @@ static sched_result_t group(sched_cluster_t *c, sched_strategy_t st, int n, cons
     sched_bundle_t b[16];
     for (int i = 0; i < n; i++)
         b[i] = bundle(c, res, NULL);
-    sched_request_t r = {.nbundles = (uint32_t)n, .bundles = b, .strategy = st,
-                         .domain_key = domain ? sched_syms_intern(&c->labels, domain,
-                                                                  strlen(domain))
-                                              : -1};
+    sched_request_t r = {.nbundles = (uint32_t)n,
+                         .bundles = b,
+                         .strategy = st,
+                         .domain_key =
+                             domain ? sched_syms_intern(&c->labels, domain, strlen(domain)) : -1};
     sched_result_t out;
     sched_config_t cfg = {.top_k = 1};
     uint64_t before = sched_cluster_digest(c);
@@ -229,8 +234,14 @@ static void padd(sched_cluster_t *c, int i)
     add(c, sp);
 }
 
-static const char *preq[] = {"GPU=1", "GPU=2,CPU=4", "GPU=4", "GPU=8", "CPU=8,memory=32Gi",
-                             "GPU=0.5", "GPU=3,CPU=2,memory=16Gi", "CPU=40"};
+static const char *preq[] = {"GPU=1",
+                             "GPU=2,CPU=4",
+                             "GPU=4",
+                             "GPU=8",
+                             "CPU=8,memory=32Gi",
+                             "GPU=0.5",
+                             "GPU=3,CPU=2,memory=16Gi",
+                             "CPU=40"};
 static const char *psel[] = {NULL, "rack=r1", "kind in (k0,k2)", "rack!=r3", NULL};
 
 static void test_property_joins(void **state)
@@ -261,8 +272,8 @@ static void test_property_joins(void **state)
         } else if (op < 55) {
             sched_bundle_t bd = bundle(a, preq[(x >> 8) % CR_ARRAY_SIZE(preq)],
                                        psel[(x >> 16) % CR_ARRAY_SIZE(psel)]);
-            sched_request_t r = {.nbundles = 1, .bundles = &bd, .policy = SCHED_HYBRID,
-                                 .domain_key = -1};
+            sched_request_t r = {
+                .nbundles = 1, .bundles = &bd, .policy = SCHED_HYBRID, .domain_key = -1};
             sched_result_t oa, ob;
             sched_schedule(a, &cfg, &r, &ra, &oa);
             sched_schedule(b, &cfg, &r, &rb, &ob);
@@ -278,11 +289,11 @@ static void test_property_joins(void **state)
             sched_bundle_t bd[8];
             for (int i = 0; i < k; i++)
                 bd[i] = bundle(a, (x >> 12) & 1 ? "GPU=4" : "GPU=8", NULL);
-            sched_request_t r = {.nbundles = (uint32_t)k, .bundles = bd,
+            sched_request_t r = {.nbundles = (uint32_t)k,
+                                 .bundles = bd,
                                  .strategy = (x >> 13) & 1 ? SCHED_STRICT_SPREAD : SCHED_PACK,
-                                 .domain_key = (x >> 14) & 1
-                                                   ? sched_syms_intern(&a->labels, "rack", 4)
-                                                   : -1};
+                                 .domain_key =
+                                     (x >> 14) & 1 ? sched_syms_intern(&a->labels, "rack", 4) : -1};
             sched_result_t oa, ob;
             sched_schedule(a, &cfg, &r, &ra, &oa);
             sched_schedule(b, &cfg, &r, &rb, &ob);
@@ -375,9 +386,15 @@ static void host(sched_cluster_t *c, const char *slice, int w)
 {
     char name[48];
     snprintf(name, sizeof(name), "%s-w%d", slice, w);
-    add(c, (sched_node_spec_t){.name = name, .cpus = 180, .resource = "TPU", .ndev = 4,
-                               .slice = slice, .topology = "4x4", .accel_type = "v6e-16",
-                               .worker_id = w, .worker_count = 4});
+    add(c, (sched_node_spec_t){.name = name,
+                               .cpus = 180,
+                               .resource = "TPU",
+                               .ndev = 4,
+                               .slice = slice,
+                               .topology = "4x4",
+                               .accel_type = "v6e-16",
+                               .worker_id = w,
+                               .worker_count = 4});
 }
 
 static sched_result_t tpu(sched_cluster_t *c)
@@ -416,8 +433,10 @@ static void test_tpu_slice_joins(void **state)
         if (i < 3) {
             assert_int_equal(r.status, SCHED_RETRY);
             char want[128];
-            snprintf(want, sizeof(want), "no free slice of topology 4x4 (v6e): slice s has %d "
-                     "of 4 hosts free", i + 1);
+            snprintf(want, sizeof(want),
+                     "no free slice of topology 4x4 (v6e): slice s has %d "
+                     "of 4 hosts free",
+                     i + 1);
             assert_string_equal(r.reason, want);
         }
     }
@@ -430,14 +449,20 @@ static void test_tpu_slice_joins(void **state)
     }
     /* the slice labels of joined hosts select */
     assert_int_equal(sched_release(c, r.placement), 0);
-    sched_result_t s = one(c, "TPU=4", "corral.io/tpu-slice-name=s,corral.io/tpu-slice-worker-id=1");
+    sched_result_t s =
+        one(c, "TPU=4", "corral.io/tpu-slice-name=s,corral.io/tpu-slice-worker-id=1");
     assert_int_equal(s.status, SCHED_OK);
     assert_string_equal(sched_node_name(c, node_of(c, s.placement, 0)), "s-w1");
     /* a second host claiming worker 1 is refused, the view unchanged */
     char msg[160];
-    cr_node_t *bad = make((sched_node_spec_t){.name = "intruder", .cpus = 4, .resource = "TPU",
-                                              .ndev = 4, .slice = "s", .topology = "4x4",
-                                              .accel_type = "v6e-16", .worker_id = 1,
+    cr_node_t *bad = make((sched_node_spec_t){.name = "intruder",
+                                              .cpus = 4,
+                                              .resource = "TPU",
+                                              .ndev = 4,
+                                              .slice = "s",
+                                              .topology = "4x4",
+                                              .accel_type = "v6e-16",
+                                              .worker_id = 1,
                                               .worker_count = 4});
     uint64_t d = sched_cluster_digest(c);
     assert_int_equal(sched_cluster_add(c, bad, msg, sizeof(msg)), CR_EINVAL);
@@ -483,8 +508,8 @@ static void test_replace(void **state)
     sched_cluster_finalize(c);
     sched_result_t r = one(c, "GPU=2", "corral.io/node-id=a");
     assert_int_equal(r.status, SCHED_OK);
-    cr_node_t *nd = make((sched_node_spec_t){.name = "a", .cpus = 64, .resource = "GPU",
-                                             .ndev = 4, .island = 4, .labels = "gen=h200"});
+    cr_node_t *nd = make((sched_node_spec_t){
+        .name = "a", .cpus = 64, .resource = "GPU", .ndev = 4, .island = 4, .labels = "gen=h200"});
     cr_resource_t *lic = CR_VEC_PUSH(&nd->resources);
     snprintf(lic->name, sizeof(lic->name), "my.io/licence");
     lic->amount = 2 * CR_QTY_ONE;
@@ -526,8 +551,8 @@ static void test_replace(void **state)
     assert_int_equal(h.status, SCHED_OK);
     assert_int_equal(node_of(c, h.placement, 0), 0);
     int out[8];
-    assert_int_equal(sched_alloc_devices(c, sched__alloc(sched_placement_get(c, h.placement), 0),
-                                         out, 8), 4);
+    assert_int_equal(
+        sched_alloc_devices(c, sched__alloc(sched_placement_get(c, h.placement), 0), out, 8), 4);
     /* its old label is gone: only b is gen=h100 */
     sched_result_t o = one(c, "GPU=1", "gen=h100,corral.io/node-id=a");
     assert_int_equal(o.status, SCHED_INFEASIBLE);
@@ -537,8 +562,11 @@ static void test_replace(void **state)
     /* many rejoins: what replaced nodes leave behind is reclaimed */
     for (int i = 0; i < 400; i++) {
         assert_int_equal(sched_node_lost(c, 0, ids, 4), 0);
-        cr_node_t *v = make((sched_node_spec_t){.name = "a", .cpus = 64, .resource = "GPU",
-                                                .ndev = 1 + i % 8, .labels = "gen=h200,x=1"});
+        cr_node_t *v = make((sched_node_spec_t){.name = "a",
+                                                .cpus = 64,
+                                                .resource = "GPU",
+                                                .ndev = 1 + i % 8,
+                                                .labels = "gen=h200,x=1"});
         assert_int_equal(sched_cluster_replace(c, 0, v, msg, sizeof(msg)), 0);
         hw_node_free(v);
         assert_int_equal(sched_node_restore(c, 0), 0);
@@ -565,17 +593,27 @@ static void test_replace_tpu(void **state)
     assert_int_equal(sched_node_lost(c, 3, ids, 4), 0);
     assert_int_equal(tpu(c).status, SCHED_RETRY);
     char msg[160];
-    cr_node_t *bad = make((sched_node_spec_t){.name = "s-w3", .cpus = 180, .resource = "TPU",
-                                              .ndev = 4, .slice = "s", .topology = "4x4",
-                                              .accel_type = "v6e-16", .worker_id = 0,
+    cr_node_t *bad = make((sched_node_spec_t){.name = "s-w3",
+                                              .cpus = 180,
+                                              .resource = "TPU",
+                                              .ndev = 4,
+                                              .slice = "s",
+                                              .topology = "4x4",
+                                              .accel_type = "v6e-16",
+                                              .worker_id = 0,
                                               .worker_count = 4});
     assert_int_equal(sched_cluster_replace(c, 3, bad, msg, sizeof(msg)), CR_EINVAL);
     assert_string_equal(msg, "TPU slice s: two hosts claim worker 0");
     assert_int_equal(c->slices.v[0].worker_node[3], 3);
     hw_node_free(bad);
-    cr_node_t *good = make((sched_node_spec_t){.name = "s-w3", .cpus = 200, .resource = "TPU",
-                                               .ndev = 4, .slice = "s", .topology = "4x4",
-                                               .accel_type = "v6e-16", .worker_id = 3,
+    cr_node_t *good = make((sched_node_spec_t){.name = "s-w3",
+                                               .cpus = 200,
+                                               .resource = "TPU",
+                                               .ndev = 4,
+                                               .slice = "s",
+                                               .topology = "4x4",
+                                               .accel_type = "v6e-16",
+                                               .worker_id = 3,
                                                .worker_count = 4});
     assert_int_equal(sched_cluster_replace(c, 3, good, msg, sizeof(msg)), 0);
     hw_node_free(good);
