@@ -129,7 +129,7 @@ static void report_init(Corral__WorkerReport *r, const aw_t *w, Corral__WorkerSt
     r->state = st;
 }
 
-static void on_exit(cr_worker_t *cw, const cr_worker_exit_t *ex, void *arg)
+static void on_worker_exit(cr_worker_t *cw, const cr_worker_exit_t *ex, void *arg)
 {
     aw_t *w = arg;
     Corral__WorkerReport r;
@@ -279,7 +279,7 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
     w->index = ws->worker_index;
     w->attempt = ws->attempt;
     char *errmsg = NULL;
-    int err = cr_worker_start(a->cfg.loop, &s, on_exit, w, &w->w, &errmsg);
+    int err = cr_worker_start(a->cfg.loop, &s, on_worker_exit, w, &w->w, &errmsg);
     free(argv);
     CR_VEC_FREE(&env.vars);
     if (err < 0) {

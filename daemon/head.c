@@ -1198,6 +1198,7 @@ static void h_job_logs(cr_conn_t *c, const Corral__Envelope *e)
 
 static void h_status(cr_conn_t *c, const Corral__Envelope *e)
 {
+    sched_cluster_sync(D.cluster);
     size_t n = D.nodes.n;
     Corral__NodeInfo *ni = cr_calloc(n + 1, sizeof(*ni));
     Corral__NodeInfo **nip = cr_calloc(n + 1, sizeof(*nip));
@@ -1261,6 +1262,7 @@ static void h_status(cr_conn_t *c, const Corral__Envelope *e)
 
 static void h_node_list(cr_conn_t *c, const Corral__Envelope *e)
 {
+    sched_cluster_sync(D.cluster);
     size_t n = D.nodes.n;
     Corral__NodeInfo *ni = cr_calloc(n + 1, sizeof(*ni));
     Corral__NodeInfo **nip = cr_calloc(n + 1, sizeof(*nip));

@@ -645,7 +645,7 @@ static pg_t *pg_new(const Corral__PgCreate *s, int *code, char *why, size_t size
         if (sel[0]) {
             sched_err_t se;
             if (sched_parse_selector(&D.cluster->labels, sel, &g->bundles[b].sel, &se) < 0) {
-                snprintf(why, size, "bundle %d: label selector '%s': %s", b, sel, se.msg);
+                snprintf(why, size, "bundle %d: label selector '%.100s': %.100s", b, sel, se.msg);
                 *code = CR_EINVAL;
             }
         }

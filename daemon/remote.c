@@ -491,9 +491,9 @@ int agent_main(const agent_opts_t *o)
     A.node = D.node;
     A.hwo = D.hwo;
     if (o->node_id)
-        snprintf(A.node->id, sizeof(A.node->id), "%s", o->node_id);
+        snprintf(A.node->id, sizeof(A.node->id), "%.63s", o->node_id);
     if (!A.node->id[0])
-        snprintf(A.node->id, sizeof(A.node->id), "%s", A.node->hostname);
+        snprintf(A.node->id, sizeof(A.node->id), "%.63s", A.node->hostname);
     const char *home = getenv("CORRAL_HOME");
     if (!home || !home[0])
         home = "/tmp/corral";

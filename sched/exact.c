@@ -78,12 +78,13 @@ int sched_take_exact(sched_cluster_t *c, uint32_t nallocs, const sched_exact_t *
 {
     if (nallocs == 0)
         return CR_EINVAL;
+    sched_cluster_sync(c);
     sched_alloc_t *tmp = cr_calloc(nallocs, sizeof(*tmp));
     int err = 0;
     uint32_t taken = 0;
     for (; taken < nallocs; taken++) {
         const sched_exact_t *x = &allocs[taken];
-        if (x->node < 0 || (size_t)x->node >= c->nodes.n || !c->alive[x->node]) {
+        if (x->node < 0 || (size_t)x->node >= c->nnodes || !c->alive[x->node]) {
             err = CR_EINVAL;
             break;
         }
