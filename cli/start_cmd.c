@@ -11,7 +11,10 @@
 
 static const char start_usage[] =
     "usage: corral start --head [--hw-spec FILE] [--resources 'K=V,...'] [--labels 'k=v,...'] "
-    "[--port N] [--block]\n";
+    "[--port N] [--listen ADDR] [--token-file F] [--heartbeat-ms N] [--suspect-after-ms N] "
+    "[--dead-after-ms N] [--block]\n"
+    "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
+    "[--node-id ID] [--resources ...] [--labels ...] [--block]\n";
 static const char stop_usage[] = "usage: corral stop\n";
 
 #define START_TIMEOUT_MS 15000
@@ -81,17 +84,32 @@ int cli_start(int argc, char **argv)
         {"resources", required_argument, 0, 'r'},
         {"labels", required_argument, 0, 'l'},
         {"port", required_argument, 0, 'p'},
+        {"address", required_argument, 0, 'a'},
+        {"token-file", required_argument, 0, 't'},
+        {"node-ip", required_argument, 0, 'i'},
+        {"node-id", required_argument, 0, 'n'},
+        {"listen", required_argument, 0, 'L'},
+        {"heartbeat-ms", required_argument, 0, 'B'},
+        {"suspect-after-ms", required_argument, 0, 'S'},
+        {"dead-after-ms", required_argument, 0, 'X'},
         {"block", no_argument, 0, 'b'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    const char *args[16];
-    int na = 1, opt;
+    /* opts' names with their dashes, in the same order */
+    static const char *const flags[] = {
+        "--head",    "--hw-spec",    "--resources",    "--labels",
+        "--port",    "--address",    "--token-file",   "--node-ip",
+        "--node-id", "--listen",     "--heartbeat-ms", "--suspect-after-ms",
+        "--dead-after-ms", "--block", "--help",
+    };
+    const char *args[40];
+    int na = 1, opt, idx = 0;
     bool head = false, block = false;
-    args[na++] = "--head";
+    const char *address = NULL;
     opterr = 0;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
         switch (opt) {
         case 'H':
             head = true;
@@ -99,20 +117,23 @@ int cli_start(int argc, char **argv)
         case 'b':
             block = true;
             break;
+        case 'a':
+            address = optarg;
+            break;
         case 's':
-            args[na++] = "--hw-spec";
-            args[na++] = optarg;
-            break;
         case 'r':
-            args[na++] = "--resources";
-            args[na++] = optarg;
-            break;
         case 'l':
-            args[na++] = "--labels";
-            args[na++] = optarg;
-            break;
         case 'p':
-            args[na++] = "--port";
+        case 't':
+        case 'i':
+        case 'n':
+        case 'L':
+        case 'B':
+        case 'S':
+        case 'X':
+            if (na + 2 >= (int)CR_ARRAY_SIZE(args))
+                break;
+            args[na++] = flags[idx]; /* corrald takes the same long options */
             args[na++] = optarg;
             break;
         case 'h':
@@ -124,15 +145,24 @@ int cli_start(int argc, char **argv)
             return CLI_USAGE;
         }
     }
-    if (!head || optind < argc) {
+    if (head == !!address || optind < argc) {
         fprintf(stderr, "corral start: %s\n%s",
-                head ? "unexpected arguments" : "only --head is supported for now", start_usage);
+                optind < argc ? "unexpected arguments"
+                : head        ? "--head and --address exclude each other"
+                              : "give --head (start a head) or --address HEAD:PORT (join one)",
+                start_usage);
         return CLI_USAGE;
+    }
+    if (address) {
+        args[na++] = "--address";
+        args[na++] = address;
+    } else {
+        args[na++] = "--head";
     }
     args[na] = NULL;
 
     corral_t *c = NULL;
-    int old = session_pid();
+    int old = address ? 0 : session_pid();
     if (old > 0 && alive(old) && corral_connect(NULL, NULL, &c, NULL) == 0) {
         corral_disconnect(c);
         fprintf(stderr, "corral start: a head is already running (pid %d); 'corral stop' first\n",
@@ -177,18 +207,32 @@ int cli_start(int argc, char **argv)
     int rc = CLI_FAIL, status;
     int64_t deadline = cr_mono_ms() + START_TIMEOUT_MS;
     char *why = NULL;
+    cr_buf_t said = {0};
     while (cr_mono_ms() < deadline) {
+        if (address) { /* an agent: until it says it has registered */
+            char buf[1024];
+            ssize_t n;
+            while ((n = read(pfd[0], buf, sizeof(buf))) > 0)
+                cr_buf_append(&said, buf, (size_t)n);
+            if (said.s && strstr(said.s, "registered with the head")) {
+                printf("corral: agent started (pid %d), joined %s\n", (int)pid, address);
+                rc = CLI_OK;
+                goto out;
+            }
+        }
         if (waitpid(pid, &status, WNOHANG) == pid) {
             char buf[4096];
             ssize_t n;
             fprintf(stderr, "corral start: corrald exited at start (%s %d):\n",
                     WIFEXITED(status) ? "code" : "signal",
                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+            if (said.len)
+                fwrite(said.s, 1, said.len, stderr);
             while ((n = read(pfd[0], buf, sizeof(buf))) > 0)
                 fwrite(buf, 1, (size_t)n, stderr);
             goto out;
         }
-        if (session_pid() == pid) {
+        if (!address && session_pid() == pid) {
             free(why);
             why = NULL;
             if (corral_connect(NULL, NULL, &c, &why) == 0) {
@@ -211,7 +255,10 @@ int cli_start(int argc, char **argv)
     }
     fprintf(stderr, "corral start: corrald (pid %d) did not answer within %d s%s%s\n", (int)pid,
             START_TIMEOUT_MS / 1000, why ? ": " : "", why ? why : "");
+    if (said.len)
+        fwrite(said.s, 1, said.len, stderr);
 out:
+    cr_buf_free(&said);
     free(why);
     close(pfd[0]);
     free(daemon);

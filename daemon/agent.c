@@ -163,7 +163,7 @@ static void on_adopt_exit(uv_poll_t *h, int status, int events)
                                     : CORRAL__WORKER_STATE__WORKER_EXITED);
     r.exit_code = -1;
     r.code_unknown = true;
-    r.reason = "exited (code unknown: adopted after a daemon restart)";
+    r.reason = "exited (code unknown: adopted after a head restart)";
     aw_done(w->a, w, &r);
 }
 

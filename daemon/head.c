@@ -290,7 +290,7 @@ static void restart_check(job_t *j)
         if (!w->restart_due)
             continue;
         w->attempt++;
-        event("restarted", j, "restarting worker %d (attempt %d of %u) after %s", i, j->restarts,
+        event("restarted", j, "restarted worker %d (attempt %d of %u) after %s", i, j->restarts,
               j->spec->max_restarts, w->cause);
     }
     if (j->replace) {
@@ -1544,7 +1544,7 @@ static void job_recover(job_t *j)
             D.running_workers++;
         }
         char why[128];
-        snprintf(why, sizeof(why), "lost in a head restart: %s", lost_why[i]);
+        snprintf(why, sizeof(why), "%s (lost in a head restart)", lost_why[i]);
         worker_lost(w, why);
     }
     /* a worker that had failed: its restart was due (or the outcome

@@ -510,6 +510,13 @@ int agent_main(const agent_opts_t *o)
                 A.logs, strerror(errno));
         return 1;
     }
+    char *pidf = cr_asprintf("%s/corrald.pid", A.dir);
+    FILE *pf = fopen(pidf, "w");
+    if (pf) {
+        fprintf(pf, "%d\n", (int)getpid());
+        fclose(pf);
+    }
+    free(pidf);
     char *logfile = cr_asprintf("%s/corrald.log", A.logs);
     if (cr_log_set_file(logfile) < 0)
         fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
