@@ -13,6 +13,7 @@
  * restarts left: then, after a backoff on a libuv timer, that worker (RESTART_WORKER) or every
  * worker once the others are stopped (RESTART_GANG) is started again on the same devices. */
 #include "agent/launch.h"
+#include "daemon/follow.h"
 #include "head/state.h"
 #include "hw/hw.h"
 #include "net/net.h"
@@ -1086,8 +1087,9 @@ static void h_job_logs(cr_conn_t *c, const Corral__Envelope *e)
         cr_conn_reply_error(c, e->id, CR_ENOENT, "no job %s", q->job_id);
         return;
     }
-    if (q->follow) {
-        cr_conn_reply_error(c, e->id, CR_ENOSYS, "following logs is not supported yet");
+    if (q->follow) { /* daemon/follow.c answers from here on, eof included */
+        if (follow_add(c, e->id, j->idstr, q->worker_index, q->offset) < 0)
+            cr_conn_reply_error(c, e->id, CR_ENOENT, "no job %s", q->job_id);
         return;
     }
     for (int i = 0; i < j->n; i++) {
@@ -1216,10 +1218,6 @@ static void h_node_list(cr_conn_t *c, const Corral__Envelope *e)
 static void h_events(cr_conn_t *c, const Corral__Envelope *e)
 {
     const Corral__EventsRequest *q = e->events_request;
-    if (q->follow) {
-        cr_conn_reply_error(c, e->id, CR_ENOSYS, "following events is not supported yet");
-        return;
-    }
     cr_state_event_t *v = NULL;
     size_t n = 0;
     int err = cr_state_event_list(D.st, (int64_t)q->since_seq, 0, &v, &n);
@@ -1251,11 +1249,66 @@ static void h_events(cr_conn_t *c, const Corral__Envelope *e)
     a.body_case = CORRAL__ENVELOPE__BODY_EVENT_LIST;
     a.event_list = &r;
     reply(c, e, &a);
+    if (q->follow) /* then each new event, pushed by daemon/follow.c */
+        follow_events_add(c, e->id, n ? (uint64_t)v[n - 1].id : q->since_seq);
     free(ids);
     free(p);
     free(evs);
     cr_state_event_list_free(v, n);
 }
+
+/* ------------------------------------- following logs and events (follow.c) */
+
+static int fo_nworkers(void *arg, const char *job_id)
+{
+    const job_t *j = job_find(job_id);
+    return j ? j->n : -1;
+}
+
+static void fo_paths(void *arg, const char *job_id, int i, const char **out, const char **err)
+{
+    const job_t *j = job_find(job_id);
+    *out = *err = NULL;
+    if (j && i >= 0 && i < j->n) {
+        *out = j->wk[i].out_path;
+        *err = j->wk[i].err_path;
+    }
+}
+
+static bool fo_is_final(void *arg, const char *job_id)
+{
+    const job_t *j = job_find(job_id);
+    return !j || cr_job_state_is_final(j->state);
+}
+
+static size_t fo_events_since(void *arg, uint64_t since_seq,
+                              void (*emit)(void *ctx, const Corral__Event *ev), void *ctx)
+{
+    cr_state_event_t *v = NULL;
+    size_t n = 0;
+    if (cr_state_event_list(D.st, (int64_t)since_seq, 0, &v, &n) < 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char id[24] = "";
+        if (v[i].job_id)
+            snprintf(id, sizeof(id), "%lld", (long long)v[i].job_id);
+        Corral__Event ev = CORRAL__EVENT__INIT;
+        ev.seq = (uint64_t)v[i].id;
+        ev.time_ms = v[i].time_ms;
+        ev.kind = v[i].kind;
+        ev.job_id = id;
+        ev.node_id = v[i].node_id ? v[i].node_id : "";
+        ev.message = v[i].message ? v[i].message : "";
+        emit(ctx, &ev);
+    }
+    cr_state_event_list_free(v, n);
+    return n;
+}
+
+static const follow_ops_t follow_ops = {.nworkers = fo_nworkers,
+                                        .paths = fo_paths,
+                                        .is_final = fo_is_final,
+                                        .events_since = fo_events_since};
 
 /* -------------------------------------------------------------- recovery */
 
@@ -1494,6 +1547,7 @@ static void maybe_finish_shutdown(void)
     D.net = NULL;
     uv_close((uv_handle_t *)&D.sig_term, NULL);
     uv_close((uv_handle_t *)&D.sig_int, NULL);
+    follow_fini();
     cr_net_close(n, net_closed, NULL);
 }
 
@@ -1559,6 +1613,7 @@ static void on_ready(cr_conn_t *c, void *data)
 
 static void on_close(cr_conn_t *c, int err, void *data)
 {
+    follow_conn_closed(c);
     if (err && err != CR_EACCES)
         cr_info("connection %s closed: %s", cr_conn_peer(c), cr_strerror(err));
     else if (err == CR_EACCES)
@@ -1911,6 +1966,7 @@ int main(int argc, char **argv)
     uv_signal_init(&D.loop, &D.sig_int);
     uv_signal_start(&D.sig_term, on_signal, SIGTERM);
     uv_signal_start(&D.sig_int, on_signal, SIGINT);
+    follow_init(&D.loop, &follow_ops, NULL);
     event("started", NULL, "head on %s%s: %zu device(s), socket %s, tcp %s", node_name(),
           D.node->simulated ? " (simulated)" : "", D.node->devices.n, D.sock, D.address);
     fprintf(stderr, "corrald: head %s serving %s and %s\n", node_name(), D.sock, D.address);
@@ -1927,6 +1983,7 @@ loop_out:
         D.net = NULL;
     }
 done:
+    follow_fini();
     for (size_t i = 0; i < D.jobs.n; i++)
         job_free(D.jobs.v[i]);
     CR_VEC_FREE(&D.jobs);
