@@ -922,6 +922,13 @@ fail:
     return NULL;
 }
 
+int corral_pg_spec_check(const corral_pg_spec_t *spec, char *why, size_t size)
+{
+    Corral__PgCreate *r = cr__pg_create_build(spec, why, size);
+    cr__pg_create_free(r);
+    return r ? 0 : CR_EINVAL;
+}
+
 static const char *const pg_state_names[] = {"UNKNOWN", "PENDING", "PREPARING",
                                              "CREATED", "REMOVED", "INFEASIBLE"};
 
@@ -1074,7 +1081,7 @@ int corral_pg_remove(corral_t *c, const char *id_or_name)
     size_t n = 0;
     bool by_id = false;
     int err = corral_pg_list(c, &v, &n);
-    if (err < 0)
+    if (err < 0 && err != CR_ENOSYS) /* a head without listing still hears the name */
         return err;
     for (size_t i = 0; i < n && !by_id; i++)
         by_id = strcmp(v[i].pg_id, id_or_name) == 0;

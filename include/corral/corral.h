@@ -295,6 +295,9 @@ typedef struct corral_pg {
  * (no bundle, a bundle asking for nothing, bad resource text) fails with
  * CR_EINVAL before anything is sent. */
 int corral_pg_create(corral_t *c, const corral_pg_spec_t *spec, corral_pg_t *out);
+/* What corral_pg_create checks before sending, without a head: 0, or
+ * CR_EINVAL with why (a sentence naming the bundle) in why[size]. */
+int corral_pg_spec_check(const corral_pg_spec_t *spec, char *why, size_t size);
 /* Removes a group, by id or by name (an id is tried first), releasing
  * what it reserved. */
 int corral_pg_remove(corral_t *c, const char *id_or_name);
