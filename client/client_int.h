@@ -5,6 +5,7 @@
 
 #include <corral/corral.h>
 #include "net/net.h"
+#include "sched/sched.h"
 
 /* "GPU=1,CPU=2,memory=8Gi" to Quantity messages (at most SCHED_REQ_MAX,
  * each malloc'ed, name included) in q, *n of them. Returns 0, or
