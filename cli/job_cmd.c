@@ -29,9 +29,12 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, un
                         unsigned *grace, unsigned *worker, bool *follow)
 {
     static const struct option opts[] = {
-        {"json", no_argument, 0, 'j'},        {"limit", required_argument, 0, 'l'},
-        {"grace", required_argument, 0, 'g'}, {"worker", required_argument, 0, 'w'},
-        {"follow", no_argument, 0, 'f'},      {"help", no_argument, 0, 'h'},
+        {"json", no_argument, 0, 'j'},
+        {"limit", required_argument, 0, 'l'},
+        {"grace", required_argument, 0, 'g'},
+        {"worker", required_argument, 0, 'w'},
+        {"follow", no_argument, 0, 'f'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     int opt;
@@ -42,8 +45,8 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, un
         switch (opt) {
         case 'f':
             if (!follow) {
-                fprintf(stderr, "corral: %s: not an option of this command\n%s",
-                        argv[optind - 1], usage);
+                fprintf(stderr, "corral: %s: not an option of this command\n%s", argv[optind - 1],
+                        usage);
                 return CLI_USAGE;
             }
             *follow = true;
@@ -171,9 +174,9 @@ int cli_job(int argc, char **argv)
     bool known = is_list || is_status || is_stop || is_logs;
     if (!known || npos != (is_list ? 0 : 1) || (follow && !is_logs)) {
         fprintf(stderr, "corral job: %s\n%s",
-                !known                  ? "unknown subcommand"
-                : follow && !is_logs    ? "-f goes with logs only"
-                                        : "wrong number of arguments",
+                !known               ? "unknown subcommand"
+                : follow && !is_logs ? "-f goes with logs only"
+                                     : "wrong number of arguments",
                 job_usage);
         return CLI_USAGE;
     }

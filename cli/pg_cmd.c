@@ -134,7 +134,7 @@ static int pg_create(int argc, char **argv)
     }
     if (optind + 1 != argc || !bundles) {
         fprintf(stderr, "corral pg create: %s\n%s",
-                optind >= argc  ? "no group name given"
+                optind >= argc      ? "no group name given"
                 : optind + 1 < argc ? "one group name, please"
                                     : "--bundles is required",
                 pg_usage);

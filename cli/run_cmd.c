@@ -299,12 +299,15 @@ int cli_run(int argc, char **argv)
             return CLI_USAGE;
         }
     }
-    const char *conflict = nres > 1                      ? "give one of --gpus, --tpus, --resources"
-                           : has_bundle && !pg           ? "--bundle needs --pg GROUP"
-                           : pg && (has_strategy || domain) ? "--pg runs in the group's placement: "
-                                                             "no --placement or --domain with it"
-                           : optind >= argc ? "no command given"
-                                            : NULL;
+    const char *conflict = NULL;
+    if (nres > 1)
+        conflict = "give one of --gpus, --tpus, --resources";
+    else if (has_bundle && !pg)
+        conflict = "--bundle needs --pg GROUP";
+    else if (pg && (has_strategy || domain))
+        conflict = "--pg runs in the group's placement: no --placement or --domain with it";
+    else if (optind >= argc)
+        conflict = "no command given";
     if (conflict) {
         fprintf(stderr, "corral run: %s\n%s", conflict, run_usage);
         CR_VEC_FREE(&env);

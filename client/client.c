@@ -31,7 +31,7 @@ struct corral {
     answer_fn fn;
     void *arg;
     bool done, timed_out, interrupted;
-    uv_timer_t timer; /* bounds each call: a wedged head does not hang us */
+    uv_timer_t timer;    /* bounds each call: a wedged head does not hang us */
     corral_tick_fn tick; /* following calls: asked every TICK_MS whether to end */
     void *tick_arg;
     int err;
@@ -399,8 +399,8 @@ int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id)
         js.domain = (char *)(spec->domain ? spec->domain : "");
         js.placement_group = (char *)(spec->placement_group ? spec->placement_group : "");
         js.bundle_index = spec->placement_group && spec->has_bundle ? (int)spec->bundle_index : -1;
-        js.bind = spec->bind == CORRAL_BIND_NONE ? CORRAL__BIND__BIND_NONE
-                                                 : CORRAL__BIND__BIND_CLOSEST;
+        js.bind =
+            spec->bind == CORRAL_BIND_NONE ? CORRAL__BIND__BIND_NONE : CORRAL__BIND__BIND_CLOSEST;
         Corral__JobSubmit sub = CORRAL__JOB_SUBMIT__INIT;
         sub.spec = &js;
         Corral__Envelope e = CORRAL__ENVELOPE__INIT;
@@ -601,8 +601,8 @@ static int got_chunk(corral_t *c, const Corral__Envelope *e, void *arg)
     return ch->eof;
 }
 
-static int job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
-                    void *arg, bool follow)
+static int job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg,
+                    bool follow)
 {
     logs_cb_t l = {fn, arg};
     Corral__JobLogs r = CORRAL__JOB_LOGS__INIT;
@@ -911,8 +911,7 @@ Corral__PgCreate *cr__pg_create_build(const corral_pg_spec_t *spec, char *msg, s
         }
         for (size_t k = 0; k < b->n_resources; k++)
             if (b->resources[k]->amount == 0) {
-                snprintf(msg, size, "bundle %zu: %s=0 reserves nothing", i,
-                         b->resources[k]->name);
+                snprintf(msg, size, "bundle %zu: %s=0 reserves nothing", i, b->resources[k]->name);
                 goto fail;
             }
     }
@@ -937,8 +936,8 @@ static void pg_from(corral_pg_t *p, const Corral__PgInfo *in)
     memset(p, 0, sizeof(*p));
     p->pg_id = cr_strdup(in->pg_id);
     p->name = cr_strdup(in->name);
-    p->state = (unsigned)in->state < CR_ARRAY_SIZE(pg_state_names) ? pg_state_names[in->state]
-                                                                   : "UNKNOWN";
+    p->state =
+        (unsigned)in->state < CR_ARRAY_SIZE(pg_state_names) ? pg_state_names[in->state] : "UNKNOWN";
     p->reason = cr_strdup(in->reason);
     p->strategy = (unsigned)in->strategy < CR_ARRAY_SIZE(strategy_names)
                       ? (corral_strategy_t)in->strategy

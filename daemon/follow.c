@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 
 #define CHUNK (64 * 1024)
-#define TAIL_MAX (8u << 20)     /* a first look starts at most this far from the end */
-#define PUMP_BUDGET (1u << 20)  /* bytes read per follower per pump */
-#define QUEUE_HIGH (4u << 20)   /* a slow reader is skipped until it drains */
+#define TAIL_MAX (8u << 20)    /* a first look starts at most this far from the end */
+#define PUMP_BUDGET (1u << 20) /* bytes read per follower per pump */
+#define QUEUE_HIGH (4u << 20)  /* a slow reader is skipped until it drains */
 
 typedef struct fstream {
     char *path;      /* the file followed now; NULL none yet */
@@ -169,7 +169,7 @@ static bool read_file(follower_t *f, int worker, int stream, bool first, size_t 
     if (s->offset > size) /* truncated (or an offset past the end): what is there */
         s->offset = first ? size : 0;
     bool ok = true;
-    if (s->offset < size && *budget > 0 && fseeko(fp, (off_t)s->offset, SEEK_SET) == 0) {
+    if (s->offset<size && * budget> 0 && fseeko(fp, (off_t)s->offset, SEEK_SET) == 0) {
         uint8_t *buf = cr_malloc(CHUNK);
         while (*budget > 0 && s->offset < size) {
             size_t want = CHUNK < *budget ? CHUNK : *budget;
@@ -303,8 +303,7 @@ static follower_t *add(cr_conn_t *c, uint64_t req_id)
     return f;
 }
 
-int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index,
-               uint64_t offset)
+int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index, uint64_t offset)
 {
     if (!F.ops.nworkers || F.ops.nworkers(F.arg, job_id) < 0)
         return CR_ENOENT;

@@ -59,6 +59,11 @@ wait_end $rpid; rc=$?
 [ $rc -eq 7 ] && grep -qx out "$T/rc.out" && grep -qx err "$T/rc.err" &&
     ok "run: exit code 7, stdout and stderr apart" || fail "run exit code: rc=$rc $(cat "$T"/rc.*)"
 
+# more than one tick's worth (1 MiB per follower per tick): every byte, in order
+"$CORRAL" run -- sh -c 'seq 1 400000' >"$T/big.out" 2>"$T/big.err"; rc=$?
+[ $rc -eq 0 ] && seq 1 400000 | cmp -s - "$T/big.out" && ok "run: 2.7 MB of output whole and in order" ||
+    fail "run big: rc=$rc $(wc -c <"$T/big.out") bytes $(head -c 300 "$T/big.err")"
+
 # 2. several workers: lines prefixed, a partial line held until its end
 "$CORRAL" run --workers 3 -- sh -c \
     'printf "w$CORRAL_WORKER_INDEX-"; sleep 0.3; echo "end"; echo "e$CORRAL_WORKER_INDEX" >&2; printf "tail$CORRAL_WORKER_INDEX"' \
