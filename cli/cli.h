@@ -17,6 +17,7 @@ int cli_job(int argc, char **argv);
 int cli_status(int argc, char **argv);
 int cli_nodes(int argc, char **argv);
 int cli_events(int argc, char **argv);
+int cli_pg(int argc, char **argv); /* pg_cmd.c */
 
 /* Discovers the node the way every command does: --spec FILE, or
  * --root DIR / CORRAL_SYSFS_ROOT, or this machine. Prints why on failure. */

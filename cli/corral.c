@@ -15,7 +15,8 @@ static const struct {
     {"status", cli_status, "the head, its nodes, devices used and free, pending work"},
     {"nodes", cli_nodes, "the nodes of the cluster"},
     {"run", cli_run, "run a job (a gang of workers) and wait for it"},
-    {"job", cli_job, "list jobs, show one, stop one"},
+    {"job", cli_job, "list jobs, show one, stop one, its output"},
+    {"pg", cli_pg, "placement groups: bundles reserved together"},
     {"events", cli_events, "what happened and why"},
 };
 

@@ -7,10 +7,10 @@
 #include <time.h>
 
 static const char job_usage[] = "usage: corral job list [--json] | status JOB [--json] | "
-                                "stop JOB [--grace MS] | logs JOB [--worker I]\n";
+                                "stop JOB [--grace MS] | logs [-f] JOB [--worker I]\n";
 static const char status_usage[] = "usage: corral status [--json]\n";
 static const char nodes_usage[] = "usage: corral nodes [--json]\n";
-static const char events_usage[] = "usage: corral events [--json] [--limit N]\n";
+static const char events_usage[] = "usage: corral events [-f] [--json] [--limit N]\n";
 
 static corral_t *connect_or_say(const char *cmd)
 {
@@ -26,19 +26,31 @@ static corral_t *connect_or_say(const char *cmd)
 
 /* Parses [--json] plus the positional arguments left in argv[optind..]. */
 static int parse_common(int argc, char **argv, const char *usage, bool *json, unsigned *limit,
-                        unsigned *grace, unsigned *worker)
+                        unsigned *grace, unsigned *worker, bool *follow)
 {
     static const struct option opts[] = {
-        {"json", no_argument, 0, 'j'},        {"limit", required_argument, 0, 'l'},
-        {"grace", required_argument, 0, 'g'}, {"worker", required_argument, 0, 'w'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0},
+        {"json", no_argument, 0, 'j'},
+        {"limit", required_argument, 0, 'l'},
+        {"grace", required_argument, 0, 'g'},
+        {"worker", required_argument, 0, 'w'},
+        {"follow", no_argument, 0, 'f'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     int opt;
     opterr = 0;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "hf", opts, NULL)) != -1) {
         unsigned *dst = opt == 'l' ? limit : opt == 'w' ? worker : grace;
         switch (opt) {
+        case 'f':
+            if (!follow) {
+                fprintf(stderr, "corral: %s: not an option of this command\n%s", argv[optind - 1],
+                        usage);
+                return CLI_USAGE;
+            }
+            *follow = true;
+            break;
         case 'j':
             *json = true;
             break;
@@ -129,10 +141,13 @@ static void job_print(const corral_job_t *j)
     }
 }
 
-/* Output as recorded: stdout to stdout, stderr to stderr. */
+/* Output as recorded: stdout to stdout, stderr to stderr (flushed:
+ * when following, a reader sees each piece as it comes). */
 static void print_log(void *arg, unsigned worker, int stream, const char *data, size_t len)
 {
-    fwrite(data, 1, len, stream ? stderr : stdout);
+    FILE *fp = stream ? stderr : stdout;
+    fwrite(data, 1, len, fp);
+    fflush(fp);
 }
 
 int cli_job(int argc, char **argv)
@@ -148,7 +163,8 @@ int cli_job(int argc, char **argv)
     const char *sub = argv[1];
     bool json = false;
     unsigned grace = 0, worker = ~0u;
-    int r = parse_common(argc - 1, argv + 1, job_usage, &json, NULL, &grace, &worker);
+    bool follow = false;
+    int r = parse_common(argc - 1, argv + 1, job_usage, &json, NULL, &grace, &worker, &follow);
     if (r)
         return r < 0 ? CLI_OK : r;
     int npos = argc - 1 - optind;
@@ -156,9 +172,12 @@ int cli_job(int argc, char **argv)
     bool is_list = !strcmp(sub, "list"), is_status = !strcmp(sub, "status"),
          is_stop = !strcmp(sub, "stop"), is_logs = !strcmp(sub, "logs");
     bool known = is_list || is_status || is_stop || is_logs;
-    if (!known || npos != (is_list ? 0 : 1)) {
+    if (!known || npos != (is_list ? 0 : 1) || (follow && !is_logs)) {
         fprintf(stderr, "corral job: %s\n%s",
-                known ? "wrong number of arguments" : "unknown subcommand", job_usage);
+                !known               ? "unknown subcommand"
+                : follow && !is_logs ? "-f goes with logs only"
+                                     : "wrong number of arguments",
+                job_usage);
         return CLI_USAGE;
     }
     corral_t *c = connect_or_say("job");
@@ -200,7 +219,9 @@ int cli_job(int argc, char **argv)
         }
         corral_job_free(&j);
     } else if (is_logs) {
-        if (corral_job_logs(c, pos[0], worker == ~0u ? -1 : (int)worker, print_log, NULL) < 0) {
+        int w = worker == ~0u ? -1 : (int)worker;
+        if ((follow ? corral_job_logs_follow(c, pos[0], w, print_log, NULL)
+                    : corral_job_logs(c, pos[0], w, print_log, NULL)) < 0) {
             fprintf(stderr, "corral job logs: %s\n", corral_errmsg(c));
             goto out;
         }
@@ -269,7 +290,7 @@ static int status_or_nodes(int argc, char **argv, bool nodes)
 {
     const char *usage = nodes ? nodes_usage : status_usage, *cmd = nodes ? "nodes" : "status";
     bool json = false;
-    int r = parse_common(argc, argv, usage, &json, NULL, NULL, NULL);
+    int r = parse_common(argc, argv, usage, &json, NULL, NULL, NULL, NULL);
     if (r)
         return r < 0 ? CLI_OK : r;
     if (optind < argc) {
@@ -328,11 +349,50 @@ int cli_nodes(int argc, char **argv)
     return status_or_nodes(argc, argv, true);
 }
 
+static json_t *event_json(const corral_event_t *e)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "seq", json_integer((json_int_t)e->seq));
+    json_object_set_new(o, "time_ms", json_integer(e->time_ms));
+    json_object_set_new(o, "kind", json_string(e->kind));
+    json_object_set_new(o, "job_id", json_string(e->job_id));
+    json_object_set_new(o, "node_id", json_string(e->node_id));
+    json_object_set_new(o, "message", json_string(e->message));
+    return o;
+}
+
+static void event_print(const corral_event_t *e)
+{
+    char when[32];
+    time_t t = (time_t)(e->time_ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(when, sizeof(when), "%H:%M:%S", &tm);
+    printf("%s.%03d  %-10s %-4s %s\n", when, (int)(e->time_ms % 1000), e->kind, e->job_id,
+           e->message);
+}
+
+/* Following: one line per event, JSON lines with --json. */
+static void on_event(void *arg, const corral_event_t *e)
+{
+    if (*(bool *)arg) {
+        json_t *o = event_json(e);
+        char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (s)
+            puts(s);
+        free(s);
+        json_decref(o);
+    } else {
+        event_print(e);
+    }
+    fflush(stdout);
+}
+
 int cli_events(int argc, char **argv)
 {
-    bool json = false;
+    bool json = false, follow = false;
     unsigned limit = 0;
-    int r = parse_common(argc, argv, events_usage, &json, &limit, NULL, NULL);
+    int r = parse_common(argc, argv, events_usage, &json, &limit, NULL, NULL, &follow);
     if (r)
         return r < 0 ? CLI_OK : r;
     if (optind < argc) {
@@ -349,26 +409,22 @@ int cli_events(int argc, char **argv)
         corral_disconnect(c);
         return CLI_FAIL;
     }
+    if (follow) { /* the ones so far as lines too, then each new one until killed */
+        for (size_t i = 0; i < n; i++)
+            on_event(&json, &v[i]);
+        uint64_t last = n ? v[n - 1].seq : 0;
+        corral_events_free(v, n);
+        int err = corral_events_follow(c, last, on_event, &json);
+        fprintf(stderr, "corral events: %s\n", corral_errmsg(c));
+        corral_disconnect(c);
+        return err < 0 ? CLI_FAIL : CLI_OK;
+    }
     json_t *a = json ? json_array() : NULL;
     for (size_t i = 0; i < n; i++) {
-        if (a) {
-            json_t *o = json_object();
-            json_object_set_new(o, "seq", json_integer((json_int_t)v[i].seq));
-            json_object_set_new(o, "time_ms", json_integer(v[i].time_ms));
-            json_object_set_new(o, "kind", json_string(v[i].kind));
-            json_object_set_new(o, "job_id", json_string(v[i].job_id));
-            json_object_set_new(o, "node_id", json_string(v[i].node_id));
-            json_object_set_new(o, "message", json_string(v[i].message));
-            json_array_append_new(a, o);
-            continue;
-        }
-        char when[32];
-        time_t t = (time_t)(v[i].time_ms / 1000);
-        struct tm tm;
-        gmtime_r(&t, &tm);
-        strftime(when, sizeof(when), "%H:%M:%S", &tm);
-        printf("%s.%03d  %-10s %-4s %s\n", when, (int)(v[i].time_ms % 1000), v[i].kind, v[i].job_id,
-               v[i].message);
+        if (a)
+            json_array_append_new(a, event_json(&v[i]));
+        else
+            event_print(&v[i]);
     }
     if (a) {
         cli_print_json(a);

@@ -7,15 +7,19 @@
 
 static const char run_usage[] =
     "usage: corral run [--gpus N | --tpus N | --resources 'TPU=4,CPU=2'] [--workers N] "
-    "[--env K=V]... [--name NAME] [--max-restarts N [--restart worker|gang]] [--detach] "
-    "-- CMD [ARG...]\n";
+    "[--env K=V]... [--name NAME] [--max-restarts N [--restart worker|gang]] "
+    "[--placement PACK|SPREAD|STRICT_PACK|STRICT_SPREAD] [--label-selector SEL] [--domain KEY] "
+    "[--pg GROUP [--bundle I]] [--bind closest|none] [--detach] -- CMD [ARG...]\n";
 
-/* Each worker's output, gathered, then printed whole: prefixed by worker
- * when there are several. Following output while it is written needs
- * JobLogs follow in the head (docs/runtime.md, what is missing). */
+/* Each worker's output. Followed while it is written (JobLogs follow):
+ * with one worker it is passed on as it comes; with several each line is
+ * prefixed "[N] " and a partial line is held until its newline (or the
+ * end, when it gets one), so lines of different workers never mix. A
+ * head that cannot follow gets the old way: gathered at the end. */
 typedef struct outputs {
     size_t n;
-    cr_buf_t *out, *err;
+    bool prefix;
+    cr_buf_t *out, *err; /* with prefix: the partial line held */
 } outputs_t;
 
 /* Ctrl-C (or SIGTERM) while waiting stops the job rather than leaving it
@@ -32,6 +36,62 @@ static void on_log(void *arg, unsigned worker, int stream, const char *data, siz
     if (worker >= o->n)
         return;
     cr_buf_append(stream ? &o->err[worker] : &o->out[worker], data, len);
+}
+
+/* Followed output: whole lines out now, the partial one held. */
+static void on_follow(void *arg, unsigned worker, int stream, const char *data, size_t len)
+{
+    outputs_t *o = arg;
+    FILE *fp = stream ? stderr : stdout;
+    if (worker >= o->n)
+        return;
+    if (!o->prefix) {
+        fwrite(data, 1, len, fp);
+        fflush(fp);
+        return;
+    }
+    cr_buf_t *b = stream ? &o->err[worker] : &o->out[worker];
+    cr_buf_append(b, data, len);
+    const char *p = b->s, *end = b->s + b->len, *nl;
+    while (p < end && (nl = memchr(p, '\n', (size_t)(end - p)))) {
+        fprintf(fp, "[%u] %.*s\n", worker, (int)(nl - p), p);
+        p = nl + 1;
+    }
+    size_t used = (size_t)(p - b->s);
+    if (used) {
+        memmove(b->s, p, b->len - used);
+        b->len -= used;
+        b->s[b->len] = '\0';
+    }
+    fflush(fp);
+}
+
+/* The tick of the follow: Ctrl-C stops the job, through a second
+ * connection (the first is busy following), and the follow goes on to
+ * the job's end so that its last output and exit code are shown. */
+typedef struct stopper {
+    const char *job_id;
+    bool sent;
+} stopper_t;
+
+static int on_tick(void *arg)
+{
+    stopper_t *st = arg;
+    if (!interrupted || st->sent)
+        return 0;
+    st->sent = true;
+    fprintf(stderr, "corral run: signal %d: stopping job %s\n", (int)interrupted, st->job_id);
+    corral_t *c2;
+    char *why = NULL;
+    if (corral_connect(NULL, NULL, &c2, &why) < 0) {
+        fprintf(stderr, "corral run: cannot stop job %s: %s\n", st->job_id, why ? why : "");
+        free(why);
+        return 1; /* stop following rather than wait unseen */
+    }
+    if (corral_stop(c2, st->job_id, 0) < 0)
+        fprintf(stderr, "corral run: %s\n", corral_errmsg(c2));
+    corral_disconnect(c2);
+    return 0;
 }
 
 static void print_prefixed(FILE *fp, const cr_buf_t *b, unsigned index, bool prefix)
@@ -64,6 +124,37 @@ static int parse_count(const char *opt, const char *s, unsigned *out)
     return 0;
 }
 
+/* The way of a head without following: wait for the end (Ctrl-C stops
+ * the job), then print what was recorded. */
+static int wait_then_print(corral_t *c, const char *job_id, outputs_t *o, corral_job_t *job)
+{
+    bool stop_sent = false;
+    int err;
+    while ((err = corral_wait(c, job_id, 100, job)) == CR_EAGAIN) {
+        corral_job_free(job);
+        if (interrupted && !stop_sent) {
+            fprintf(stderr, "corral run: signal %d: stopping job %s\n", (int)interrupted, job_id);
+            if (corral_stop(c, job_id, 0) < 0)
+                fprintf(stderr, "corral run: %s\n", corral_errmsg(c));
+            stop_sent = true;
+        }
+    }
+    if (err < 0) {
+        fprintf(stderr, "corral run: job %s: %s\n", job_id, corral_errmsg(c));
+        return err;
+    }
+    if (corral_job_logs(c, job_id, -1, on_log, o) < 0)
+        fprintf(stderr, "corral run: logs of job %s: %s\n", job_id, corral_errmsg(c));
+    fflush(stdout);
+    for (size_t i = 0; i < o->n; i++) {
+        print_prefixed(stdout, &o->out[i], (unsigned)i, o->prefix);
+        fflush(stdout);
+        print_prefixed(stderr, &o->err[i], (unsigned)i, o->prefix);
+        o->out[i].len = o->err[i].len = 0;
+    }
+    return 0;
+}
+
 int cli_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -76,6 +167,12 @@ int cli_run(int argc, char **argv)
         {"detach", no_argument, 0, 'd'},
         {"max-restarts", required_argument, 0, 'm'},
         {"restart", required_argument, 0, 'R'},
+        {"placement", required_argument, 0, 'P'},
+        {"label-selector", required_argument, 0, 'S'},
+        {"domain", required_argument, 0, 'D'},
+        {"pg", required_argument, 0, 'G'},
+        {"bundle", required_argument, 0, 'B'},
+        {"bind", required_argument, 0, 'b'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -84,7 +181,11 @@ int cli_run(int argc, char **argv)
     unsigned workers = 1, count, max_restarts = 0;
     const char *restart = NULL;
     int nres = 0, opt, rc = CLI_FAIL;
-    bool detach = false;
+    bool detach = false, has_strategy = false, has_bundle = false;
+    corral_strategy_t strategy = CORRAL_PACK;
+    corral_bind_t bind = CORRAL_BIND_CLOSEST;
+    const char *selector = NULL, *domain = NULL, *pg = NULL;
+    unsigned bundle = 0;
     CR_VEC(const char *) env = {0};
     opterr = 0;
     optind = 1;
@@ -145,6 +246,48 @@ int cli_run(int argc, char **argv)
             }
             restart = optarg;
             break;
+        case 'P':
+            if (corral_strategy_parse(optarg, &strategy) < 0) {
+                fprintf(stderr,
+                        "corral run: --placement: expected PACK, SPREAD, STRICT_PACK or "
+                        "STRICT_SPREAD, got '%s'\n%s",
+                        optarg, run_usage);
+                CR_VEC_FREE(&env);
+                return CLI_USAGE;
+            }
+            has_strategy = true;
+            break;
+        case 'S':
+            selector = optarg;
+            break;
+        case 'D':
+            domain = optarg;
+            break;
+        case 'G':
+            pg = optarg;
+            break;
+        case 'B': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (!optarg[0] || *end || v < 0 || v > 100000) {
+                fprintf(stderr, "corral run: --bundle: expected a bundle index, got '%s'\n%s",
+                        optarg, run_usage);
+                CR_VEC_FREE(&env);
+                return CLI_USAGE;
+            }
+            bundle = (unsigned)v;
+            has_bundle = true;
+            break;
+        }
+        case 'b':
+            if (strcmp(optarg, "closest") && strcmp(optarg, "none")) {
+                fprintf(stderr, "corral run: --bind: expected closest or none, got '%s'\n%s",
+                        optarg, run_usage);
+                CR_VEC_FREE(&env);
+                return CLI_USAGE;
+            }
+            bind = strcmp(optarg, "none") ? CORRAL_BIND_CLOSEST : CORRAL_BIND_NONE;
+            break;
         case 'h':
             fputs(run_usage, stdout);
             CR_VEC_FREE(&env);
@@ -156,10 +299,17 @@ int cli_run(int argc, char **argv)
             return CLI_USAGE;
         }
     }
-    if (nres > 1 || optind >= argc) {
-        fprintf(stderr, "corral run: %s\n%s",
-                nres > 1 ? "give one of --gpus, --tpus, --resources" : "no command given",
-                run_usage);
+    const char *conflict = NULL;
+    if (nres > 1)
+        conflict = "give one of --gpus, --tpus, --resources";
+    else if (has_bundle && !pg)
+        conflict = "--bundle needs --pg GROUP";
+    else if (pg && (has_strategy || domain))
+        conflict = "--pg runs in the group's placement: no --placement or --domain with it";
+    else if (optind >= argc)
+        conflict = "no command given";
+    if (conflict) {
+        fprintf(stderr, "corral run: %s\n%s", conflict, run_usage);
         CR_VEC_FREE(&env);
         return CLI_USAGE;
     }
@@ -178,7 +328,14 @@ int cli_run(int argc, char **argv)
                               .env = env.v,
                               .resources = res[0] ? res : NULL,
                               .num_workers = workers,
-                              .max_restarts = max_restarts};
+                              .max_restarts = max_restarts,
+                              .strategy = strategy,
+                              .selector = selector,
+                              .domain = domain,
+                              .placement_group = pg,
+                              .has_bundle = has_bundle,
+                              .bundle_index = bundle,
+                              .bind = bind};
     /* with restarts allowed the gang restarts unless told otherwise */
     if (!restart)
         spec.restart = max_restarts ? CORRAL_RESTART_GANG : CORRAL_RESTART_NONE;
@@ -202,36 +359,37 @@ int cli_run(int argc, char **argv)
         goto out;
     }
     corral_job_t job;
-    bool stop_sent = false;
     int err;
-    while ((err = corral_wait(c, job_id, 100, &job)) == CR_EAGAIN) {
-        corral_job_free(&job);
-        if (interrupted && !stop_sent) {
-            fprintf(stderr, "corral run: signal %d: stopping job %s\n", (int)interrupted, job_id);
-            if (corral_stop(c, job_id, 0) < 0)
-                fprintf(stderr, "corral run: %s\n", corral_errmsg(c));
-            stop_sent = true;
-        }
-    }
-    if (err < 0) {
-        fprintf(stderr, "corral run: job %s: %s\n", job_id, corral_errmsg(c));
-        goto out;
-    }
-    outputs_t o = {.n = job.nworkers};
+    outputs_t o = {.n = workers, .prefix = workers > 1};
     o.out = cr_calloc(o.n + 1, sizeof(*o.out));
     o.err = cr_calloc(o.n + 1, sizeof(*o.err));
-    if (corral_job_logs(c, job_id, -1, on_log, &o) < 0)
-        fprintf(stderr, "corral run: logs of job %s: %s\n", job_id, corral_errmsg(c));
-    fflush(stdout);
+    stopper_t st = {.job_id = job_id};
+    corral_set_tick(c, on_tick, &st);
+    err = corral_job_logs_follow(c, job_id, -1, on_follow, &o);
+    corral_set_tick(c, NULL, NULL);
+    if (err == CR_ENOSYS) { /* a head that cannot follow: the output at the end */
+        err = wait_then_print(c, job_id, &o, &job);
+    } else {
+        if (err < 0) {
+            fprintf(stderr, "corral run: output of job %s: %s\n", job_id, corral_errmsg(c));
+        }
+        for (size_t i = 0; i < o.n; i++) { /* partial last lines */
+            print_prefixed(stdout, &o.out[i], (unsigned)i, o.prefix);
+            fflush(stdout);
+            print_prefixed(stderr, &o.err[i], (unsigned)i, o.prefix);
+        }
+        err = err < 0 ? err : corral_wait(c, job_id, -1, &job);
+        if (err < 0)
+            fprintf(stderr, "corral run: job %s: %s\n", job_id, corral_errmsg(c));
+    }
     for (size_t i = 0; i < o.n; i++) {
-        print_prefixed(stdout, &o.out[i], (unsigned)i, o.n > 1);
-        fflush(stdout);
-        print_prefixed(stderr, &o.err[i], (unsigned)i, o.n > 1);
         cr_buf_free(&o.out[i]);
         cr_buf_free(&o.err[i]);
     }
     free(o.out);
     free(o.err);
+    if (err < 0)
+        goto out;
     if (job.state != CORRAL_JOB_SUCCEEDED)
         fprintf(stderr, "corral run: job %s %s: %s\n", job_id, corral_job_state_name(job.state),
                 job.reason);

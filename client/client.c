@@ -8,8 +8,10 @@
  * until the answer (or the connection's end) arrives, so the API stays
  * blocking and the loop never runs between calls. */
 #include <corral/corral.h>
+#include "client/client_int.h"
 #include "net/net.h"
 #include "sched/sched.h"
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
@@ -28,8 +30,10 @@ struct corral {
     uint64_t want; /* the request id answers are awaited for */
     answer_fn fn;
     void *arg;
-    bool done, timed_out;
-    uv_timer_t timer; /* bounds each call: a wedged head does not hang us */
+    bool done, timed_out, interrupted;
+    uv_timer_t timer;    /* bounds each call: a wedged head does not hang us */
+    corral_tick_fn tick; /* following calls: asked every TICK_MS whether to end */
+    void *tick_arg;
     int err;
     char msg[512];
 };
@@ -181,9 +185,35 @@ static void on_timeout(uv_timer_t *t)
         cr_conn_close(c->conn, CR_EAGAIN);
 }
 
+#define TICK_MS 100
+
+void corral_set_tick(corral_t *c, corral_tick_fn fn, void *arg)
+{
+    c->tick = fn;
+    c->tick_arg = arg;
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    corral_t *c = t->data;
+    if (c->tick && c->tick(c->tick_arg))
+        c->interrupted = true;
+}
+
+static int call_ex(corral_t *c, Corral__Envelope *e, answer_fn fn, void *arg, bool follow);
+
 /* Sends e and runs the loop until fn says the answer is complete, or
  * CORRAL_CALL_TIMEOUT_MS pass (then the connection is closed). */
 static int call(corral_t *c, Corral__Envelope *e, answer_fn fn, void *arg)
+{
+    return call_ex(c, e, fn, arg, false);
+}
+
+/* follow: no time limit (the answers may take as long as a job runs),
+ * the tick asked every TICK_MS instead; -EINTR when it says stop. A
+ * following request ended early leaves the head sending answers to an
+ * id no longer awaited, which on_message drops. */
+static int call_ex(corral_t *c, Corral__Envelope *e, answer_fn fn, void *arg, bool follow)
 {
     c->msg[0] = '\0';
     if (!c->conn || c->closed) {
@@ -201,12 +231,20 @@ static int call(corral_t *c, Corral__Envelope *e, answer_fn fn, void *arg)
         set_msg(c, "cannot send %s: %s", cr_msg_name(e->body_case), cr_strerror(err));
         return err;
     }
-    c->timed_out = false;
+    c->timed_out = c->interrupted = false;
     c->timer.data = c;
-    uv_timer_start(&c->timer, on_timeout, CORRAL_CALL_TIMEOUT_MS, 0);
-    while (!c->done && !c->closed && uv_run(&c->loop, UV_RUN_ONCE))
+    if (follow)
+        uv_timer_start(&c->timer, on_tick, TICK_MS, TICK_MS);
+    else
+        uv_timer_start(&c->timer, on_timeout, CORRAL_CALL_TIMEOUT_MS, 0);
+    while (!c->done && !c->closed && !c->interrupted && uv_run(&c->loop, UV_RUN_ONCE))
         ;
     uv_timer_stop(&c->timer);
+    if (!c->done && c->interrupted) {
+        c->want = 0; /* what still comes for it is dropped */
+        set_msg(c, "interrupted");
+        return -EINTR;
+    }
     if (!c->done && c->timed_out) {
         set_msg(c, "no answer from the head to %s within %d ms", cr_msg_name(e->body_case),
                 CORRAL_CALL_TIMEOUT_MS);
@@ -253,7 +291,16 @@ static int got_submitted(corral_t *c, const Corral__Envelope *e, void *arg)
     return 1;
 }
 
-static int parse_resources(corral_t *c, const char *s, Corral__Quantity **q, size_t *n)
+void cr__quantities_free(Corral__Quantity **q, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(q[i]->name);
+        free(q[i]);
+        q[i] = NULL;
+    }
+}
+
+int cr__parse_resources(const char *s, Corral__Quantity **q, size_t *n, char *msg, size_t size)
 {
     *n = 0;
     if (!s || !s[0])
@@ -265,18 +312,18 @@ static int parse_resources(corral_t *c, const char *s, Corral__Quantity **q, siz
         sched_err_t se = {0};
         int64_t v;
         if (!eq || eq == t) {
-            set_msg(c, "resources: expected NAME=AMOUNT, got '%s'", t);
+            snprintf(msg, size, "resources: expected NAME=AMOUNT, got '%s'", t);
             err = CR_EINVAL;
             break;
         }
         *eq = '\0';
         if (sched_parse_qty(eq + 1, strlen(eq + 1), &v, &se) < 0) {
-            set_msg(c, "resources: %s=%s: %s", t, eq + 1, se.msg);
+            snprintf(msg, size, "resources: %s=%s: %s", t, eq + 1, se.msg);
             err = CR_EINVAL;
             break;
         }
         if (*n == SCHED_REQ_MAX) {
-            set_msg(c, "resources: at most %d names", SCHED_REQ_MAX);
+            snprintf(msg, size, "resources: at most %d names", SCHED_REQ_MAX);
             err = CR_EINVAL;
             break;
         }
@@ -287,7 +334,16 @@ static int parse_resources(corral_t *c, const char *s, Corral__Quantity **q, siz
         (*n)++;
     }
     free(dup);
+    if (err < 0) {
+        cr__quantities_free(q, *n);
+        *n = 0;
+    }
     return err;
+}
+
+static int parse_resources(corral_t *c, const char *s, Corral__Quantity **q, size_t *n)
+{
+    return cr__parse_resources(s, q, n, c->msg, sizeof(c->msg));
 }
 
 int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id)
@@ -338,8 +394,13 @@ int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id)
         js.restart = (Corral__RestartPolicy)spec->restart; /* same values */
         js.max_restarts = spec->max_restarts;
         js.backoff_ms = spec->backoff_ms;
-        js.bundle_index = -1;
-        js.selector = js.domain = js.placement_group = "";
+        js.strategy = (Corral__Strategy)spec->strategy; /* same values */
+        js.selector = (char *)(spec->selector ? spec->selector : "");
+        js.domain = (char *)(spec->domain ? spec->domain : "");
+        js.placement_group = (char *)(spec->placement_group ? spec->placement_group : "");
+        js.bundle_index = spec->placement_group && spec->has_bundle ? (int)spec->bundle_index : -1;
+        js.bind =
+            spec->bind == CORRAL_BIND_NONE ? CORRAL__BIND__BIND_NONE : CORRAL__BIND__BIND_CLOSEST;
         Corral__JobSubmit sub = CORRAL__JOB_SUBMIT__INIT;
         sub.spec = &js;
         Corral__Envelope e = CORRAL__ENVELOPE__INIT;
@@ -351,10 +412,7 @@ int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id)
             *job_id = NULL;
         }
     }
-    for (size_t i = 0; i < nq; i++) {
-        free(q[i]->name);
-        free(q[i]);
-    }
+    cr__quantities_free(q, nq);
     for (size_t i = 0; i < nenv; i++)
         free(keys[i]);
     free(keys);
@@ -543,16 +601,29 @@ static int got_chunk(corral_t *c, const Corral__Envelope *e, void *arg)
     return ch->eof;
 }
 
-int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg)
+static int job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg,
+                    bool follow)
 {
     logs_cb_t l = {fn, arg};
     Corral__JobLogs r = CORRAL__JOB_LOGS__INIT;
     r.job_id = (char *)job_id;
     r.worker_index = worker_index;
+    r.follow = follow;
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_JOB_LOGS;
     e.job_logs = &r;
-    return call(c, &e, got_chunk, &l);
+    return call_ex(c, &e, got_chunk, &l, follow);
+}
+
+int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg)
+{
+    return job_logs(c, job_id, worker_index, fn, arg, false);
+}
+
+int corral_job_logs_follow(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
+                           void *arg)
+{
+    return job_logs(c, job_id, worker_index, fn, arg, true);
 }
 
 /* ---- the cluster ---- */
@@ -652,6 +723,16 @@ typedef struct ev_out {
     size_t n;
 } ev_out_t;
 
+static void event_from(corral_event_t *o, const Corral__Event *ev)
+{
+    o->seq = ev->seq;
+    o->time_ms = ev->time_ms;
+    o->kind = cr_strdup(ev->kind);
+    o->job_id = cr_strdup(ev->job_id);
+    o->node_id = cr_strdup(ev->node_id);
+    o->message = cr_strdup(ev->message);
+}
+
 static int got_events(corral_t *c, const Corral__Envelope *e, void *arg)
 {
     ev_out_t *o = arg;
@@ -660,15 +741,8 @@ static int got_events(corral_t *c, const Corral__Envelope *e, void *arg)
     const Corral__EventList *r = e->event_list;
     o->v = cr_calloc(r->n_events + 1, sizeof(*o->v));
     o->n = r->n_events;
-    for (size_t i = 0; i < r->n_events; i++) {
-        const Corral__Event *ev = r->events[i];
-        o->v[i].seq = ev->seq;
-        o->v[i].time_ms = ev->time_ms;
-        o->v[i].kind = cr_strdup(ev->kind);
-        o->v[i].job_id = cr_strdup(ev->job_id);
-        o->v[i].node_id = cr_strdup(ev->node_id);
-        o->v[i].message = cr_strdup(ev->message);
-    }
+    for (size_t i = 0; i < r->n_events; i++)
+        event_from(&o->v[i], r->events[i]);
     return 1;
 }
 
@@ -703,11 +777,319 @@ int corral_events(corral_t *c, uint64_t since_seq, unsigned limit, corral_event_
     return err;
 }
 
+typedef struct ev_follow {
+    corral_event_fn fn;
+    void *arg;
+} ev_follow_t;
+
+static void event_free(corral_event_t *v)
+{
+    free(v->kind);
+    free(v->job_id);
+    free(v->node_id);
+    free(v->message);
+}
+
+static int got_event(corral_t *c, const Corral__Envelope *e, void *arg)
+{
+    ev_follow_t *f = arg;
+    corral_event_t ev;
+    if (e->body_case == CORRAL__ENVELOPE__BODY_EVENT_LIST) {
+        for (size_t i = 0; i < e->event_list->n_events; i++) {
+            event_from(&ev, e->event_list->events[i]);
+            f->fn(f->arg, &ev);
+            event_free(&ev);
+        }
+        return 0;
+    }
+    if (expect(c, e, CORRAL__ENVELOPE__BODY_EVENT) < 0)
+        return 1;
+    event_from(&ev, e->event);
+    f->fn(f->arg, &ev);
+    event_free(&ev);
+    return 0; /* for as long as the connection lives */
+}
+
+int corral_events_follow(corral_t *c, uint64_t since_seq, corral_event_fn fn, void *arg)
+{
+    ev_follow_t f = {fn, arg};
+    Corral__EventsRequest r = CORRAL__EVENTS_REQUEST__INIT;
+    r.since_seq = since_seq;
+    r.follow = true;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_EVENTS_REQUEST;
+    e.events_request = &r;
+    return call_ex(c, &e, got_event, &f, true);
+}
+
 int corral_shutdown(corral_t *c)
 {
     Corral__Shutdown r = CORRAL__SHUTDOWN__INIT;
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_SHUTDOWN;
     e.shutdown = &r;
+    return call(c, &e, got_ack, NULL);
+}
+
+/* ---- placement ---- */
+
+static const char *const strategy_names[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
+
+const char *corral_strategy_name(corral_strategy_t s)
+{
+    return (unsigned)s < CR_ARRAY_SIZE(strategy_names) ? strategy_names[s] : "UNKNOWN";
+}
+
+int corral_strategy_parse(const char *name, corral_strategy_t *out)
+{
+    char up[32];
+    size_t n = 0;
+    for (; name && name[n] && n + 1 < sizeof(up); n++)
+        up[n] = name[n] == '-' ? '_' : (char)toupper((unsigned char)name[n]);
+    up[n] = '\0';
+    for (size_t i = 0; name && !name[n] && i < CR_ARRAY_SIZE(strategy_names); i++)
+        if (strcmp(up, strategy_names[i]) == 0) {
+            *out = (corral_strategy_t)i;
+            return 0;
+        }
+    return CR_EINVAL;
+}
+
+/* ---- placement groups ---- */
+
+void cr__pg_create_free(Corral__PgCreate *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n_bundles; i++) {
+        cr__quantities_free(r->bundles[i]->resources, r->bundles[i]->n_resources);
+        free(r->bundles[i]->resources);
+        free(r->bundles[i]->selector);
+        free(r->bundles[i]);
+    }
+    free(r->bundles);
+    free(r->name);
+    free(r->selector);
+    free(r->domain);
+    free(r);
+}
+
+Corral__PgCreate *cr__pg_create_build(const corral_pg_spec_t *spec, char *msg, size_t size)
+{
+    if (!spec->nbundles || !spec->bundles) {
+        snprintf(msg, size, "a placement group needs at least one bundle");
+        return NULL;
+    }
+    if ((unsigned)spec->strategy >= CR_ARRAY_SIZE(strategy_names)) {
+        snprintf(msg, size, "unknown strategy %d", (int)spec->strategy);
+        return NULL;
+    }
+    Corral__PgCreate *r = cr_calloc(1, sizeof(*r));
+    corral__pg_create__init(r);
+    r->name = cr_strdup(spec->name ? spec->name : "");
+    r->selector = cr_strdup(spec->selector ? spec->selector : "");
+    r->domain = cr_strdup(spec->domain ? spec->domain : "");
+    r->strategy = (Corral__Strategy)spec->strategy; /* same values */
+    r->wait = spec->wait != 0;
+    r->bundles = cr_calloc(spec->nbundles, sizeof(*r->bundles));
+    for (size_t i = 0; i < spec->nbundles; i++) {
+        const corral_bundle_spec_t *bs = &spec->bundles[i];
+        Corral__Bundle *b = cr_calloc(1, sizeof(*b));
+        corral__bundle__init(b);
+        b->resources = cr_calloc(SCHED_REQ_MAX, sizeof(*b->resources));
+        b->selector = cr_strdup(bs->selector ? bs->selector : "");
+        r->bundles[r->n_bundles++] = b;
+        char why[256] = "";
+        if (cr__parse_resources(bs->resources, b->resources, &b->n_resources, why, sizeof(why)) <
+            0) {
+            snprintf(msg, size, "bundle %zu: %s", i, why);
+            goto fail;
+        }
+        if (b->n_resources == 0) {
+            snprintf(msg, size, "bundle %zu asks for no resource (give e.g. 'GPU=1,CPU=2')", i);
+            goto fail;
+        }
+        for (size_t k = 0; k < b->n_resources; k++)
+            if (b->resources[k]->amount == 0) {
+                snprintf(msg, size, "bundle %zu: %s=0 reserves nothing", i, b->resources[k]->name);
+                goto fail;
+            }
+    }
+    return r;
+fail:
+    cr__pg_create_free(r);
+    return NULL;
+}
+
+int corral_pg_spec_check(const corral_pg_spec_t *spec, char *why, size_t size)
+{
+    Corral__PgCreate *r = cr__pg_create_build(spec, why, size);
+    cr__pg_create_free(r);
+    return r ? 0 : CR_EINVAL;
+}
+
+static const char *const pg_state_names[] = {"UNKNOWN", "PENDING", "PREPARING",
+                                             "CREATED", "REMOVED", "INFEASIBLE"};
+
+static void pg_from(corral_pg_t *p, const Corral__PgInfo *in)
+{
+    memset(p, 0, sizeof(*p));
+    p->pg_id = cr_strdup(in->pg_id);
+    p->name = cr_strdup(in->name);
+    p->state =
+        (unsigned)in->state < CR_ARRAY_SIZE(pg_state_names) ? pg_state_names[in->state] : "UNKNOWN";
+    p->reason = cr_strdup(in->reason);
+    p->strategy = (unsigned)in->strategy < CR_ARRAY_SIZE(strategy_names)
+                      ? (corral_strategy_t)in->strategy
+                      : CORRAL_PACK;
+    p->domain = cr_strdup(in->domain);
+    p->nbundles = in->n_bundles;
+    p->bundles = cr_calloc(in->n_bundles + 1, sizeof(*p->bundles));
+    for (size_t i = 0; i < in->n_bundles; i++) {
+        const Corral__Bundle *b = in->bundles[i];
+        corral_bundle_t *o = &p->bundles[i];
+        cr_buf_t res = {0};
+        for (size_t k = 0; k < b->n_resources; k++) {
+            char q[48];
+            sched_format_qty(strcmp(b->resources[k]->name, "memory") == 0 ? SCHED_R_MEMORY : -1,
+                             b->resources[k]->amount, q, sizeof(q));
+            cr_buf_printf(&res, "%s%s=%s", k ? "," : "", b->resources[k]->name, q);
+        }
+        o->resources = res.s ? res.s : cr_strdup("");
+        o->selector = cr_strdup(b->selector);
+    }
+    for (size_t k = 0; k < in->n_placements; k++) {
+        const Corral__BundlePlacement *pl = in->placements[k];
+        if (pl->bundle_index >= in->n_bundles)
+            continue;
+        corral_bundle_t *o = &p->bundles[pl->bundle_index];
+        free(o->node_id);
+        free(o->devices);
+        o->placed = 1;
+        o->node_id = cr_strdup(pl->node_id);
+        cr_buf_t d = {0};
+        for (size_t i = 0; i < pl->n_devices; i++)
+            cr_buf_printf(&d, "%s%u", i ? "," : "", pl->devices[i]);
+        o->devices = d.s ? d.s : cr_strdup("");
+    }
+    for (size_t i = 0; i < in->n_bundles; i++) {
+        if (!p->bundles[i].node_id)
+            p->bundles[i].node_id = cr_strdup("");
+        if (!p->bundles[i].devices)
+            p->bundles[i].devices = cr_strdup("");
+    }
+}
+
+void corral_pg_free(corral_pg_t *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->nbundles; i++) {
+        free(p->bundles[i].resources);
+        free(p->bundles[i].selector);
+        free(p->bundles[i].node_id);
+        free(p->bundles[i].devices);
+    }
+    free(p->bundles);
+    free(p->pg_id);
+    free(p->name);
+    free(p->reason);
+    free(p->domain);
+    memset(p, 0, sizeof(*p));
+}
+
+void corral_pg_list_free(corral_pg_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        corral_pg_free(&v[i]);
+    free(v);
+}
+
+static int got_pg_created(corral_t *c, const Corral__Envelope *e, void *arg)
+{
+    if (expect(c, e, CORRAL__ENVELOPE__BODY_PG_CREATED) < 0)
+        return 1;
+    if (!e->pg_created->pg) {
+        c->err = CR_EPARSE;
+        set_msg(c, "PgCreated carries no group");
+        return 1;
+    }
+    pg_from(arg, e->pg_created->pg);
+    return 1;
+}
+
+int corral_pg_create(corral_t *c, const corral_pg_spec_t *spec, corral_pg_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    c->msg[0] = '\0';
+    Corral__PgCreate *r = cr__pg_create_build(spec, c->msg, sizeof(c->msg));
+    if (!r)
+        return CR_EINVAL;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_PG_CREATE;
+    e.pg_create = r;
+    int err = call(c, &e, got_pg_created, out);
+    cr__pg_create_free(r);
+    if (err < 0)
+        corral_pg_free(out);
+    return err;
+}
+
+typedef struct pg_out {
+    corral_pg_t *v;
+    size_t n;
+} pg_out_t;
+
+static int got_pg_list(corral_t *c, const Corral__Envelope *e, void *arg)
+{
+    pg_out_t *o = arg;
+    if (expect(c, e, CORRAL__ENVELOPE__BODY_PG_LIST_REPLY) < 0)
+        return 1;
+    const Corral__PgListReply *r = e->pg_list_reply;
+    o->v = cr_calloc(r->n_groups + 1, sizeof(*o->v));
+    for (size_t i = 0; i < r->n_groups; i++)
+        pg_from(&o->v[i], r->groups[i]);
+    o->n = r->n_groups;
+    return 1;
+}
+
+int corral_pg_list(corral_t *c, corral_pg_t **out, size_t *n)
+{
+    pg_out_t o = {0};
+    Corral__PgList r = CORRAL__PG_LIST__INIT;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_PG_LIST;
+    e.pg_list = &r;
+    int err = call(c, &e, got_pg_list, &o);
+    if (err < 0) {
+        corral_pg_list_free(o.v, o.n);
+        o.v = NULL;
+        o.n = 0;
+    }
+    *out = o.v;
+    *n = o.n;
+    return err;
+}
+
+int corral_pg_remove(corral_t *c, const char *id_or_name)
+{
+    /* The message names a group by id or by name; which one the text is
+     * the head's list says (an id first). A text that is neither is sent
+     * as a name, for the head to refuse in its words. */
+    corral_pg_t *v = NULL;
+    size_t n = 0;
+    bool by_id = false;
+    int err = corral_pg_list(c, &v, &n);
+    if (err < 0 && err != CR_ENOSYS) /* a head without listing still hears the name */
+        return err;
+    for (size_t i = 0; i < n && !by_id; i++)
+        by_id = strcmp(v[i].pg_id, id_or_name) == 0;
+    corral_pg_list_free(v, n);
+    Corral__PgRemove r = CORRAL__PG_REMOVE__INIT;
+    r.pg_id = by_id ? (char *)id_or_name : "";
+    r.name = by_id ? "" : (char *)id_or_name;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_PG_REMOVE;
+    e.pg_remove = &r;
     return call(c, &e, got_ack, NULL);
 }

@@ -123,6 +123,7 @@ void reply_ack(cr_conn_t *c, const Corral__Envelope *req);
 const char *node_name(void);
 
 /* head.c */
+extern const struct follow_ops head_follow_ops;
 void head_dispatch(cr_conn_t *c, const Corral__Envelope *e);
 void try_pending(void);
 void maybe_finish_shutdown(void);

@@ -1,13 +1,336 @@
+/* Following job output and events for clients (daemon/follow.h).
+ *
+ * Why polling the files rather than a pipe from each worker: the workers
+ * write straight into their log files (agent/launch.c), which survive a
+ * head restart and serve JobLogs without follow; reading what they gained
+ * every FOLLOW_PERIOD_MS costs one fstat per followed file and adds no
+ * process in the workers' output path. The timer runs only while someone
+ * follows. */
 #include "daemon/follow.h"
-void follow_add(cr_conn_t *c, uint64_t req, const char *job_id, int worker_index, uint64_t offset)
+#include <stdio.h>
+#include <sys/stat.h>
+
+#define CHUNK (64 * 1024)
+#define TAIL_MAX (8u << 20)    /* a first look starts at most this far from the end */
+#define PUMP_BUDGET (1u << 20) /* bytes read per follower per pump */
+#define QUEUE_HIGH (4u << 20)  /* a slow reader is skipped until it drains */
+
+typedef struct fstream {
+    char *path;      /* the file followed now; NULL none yet */
+    uint64_t offset; /* bytes of it sent */
+    bool seen;       /* a first file was looked at (offset applies to it only) */
+} fstream_t;
+
+typedef struct follower {
+    struct follower *next;
+    cr_conn_t *conn;
+    uint64_t req_id;
+    char *job_id;   /* NULL: an events follower */
+    int worker;     /* -1 every worker */
+    uint64_t start; /* the requested offset, for each first file */
+    int n;          /* workers known */
+    fstream_t (*fs)[2];
+    uint64_t seq; /* events: the last one sent */
+    bool dead;    /* ended; freed by the next sweep */
+} follower_t;
+
+static struct {
+    uv_loop_t *loop;
+    uv_timer_t *timer;
+    follow_ops_t ops;
+    void *arg;
+    follower_t *list;
+    size_t count;
+    int pumping; /* follow_pump on the stack: frees wait for its sweep */
+} F;
+
+static void timer_closed(uv_handle_t *h)
 {
-    cr_conn_reply_error(c, req, CR_ENOSYS, "following logs is not supported yet");
+    free(h);
 }
-void follow_events_add(cr_conn_t *c, uint64_t req, uint64_t since_seq)
+
+static void on_timer(uv_timer_t *t)
 {
-    cr_conn_reply_error(c, req, CR_ENOSYS, "following events is not supported yet");
+    follow_pump();
 }
-void follow_poke(void) {}
-void follow_event_appended(void) {}
-void follow_conn_closed(cr_conn_t *c) {}
-void follow_fini(void) {}
+
+void follow_init(uv_loop_t *loop, const follow_ops_t *ops, void *arg)
+{
+    memset(&F, 0, sizeof(F));
+    F.loop = loop;
+    F.ops = *ops;
+    F.arg = arg;
+    F.timer = cr_malloc(sizeof(*F.timer));
+    uv_timer_init(loop, F.timer);
+}
+
+static void follower_free(follower_t *f)
+{
+    for (int i = 0; i < f->n; i++) {
+        free(f->fs[i][0].path);
+        free(f->fs[i][1].path);
+    }
+    free(f->fs);
+    free(f->job_id);
+    free(f);
+}
+
+/* Frees the followers that ended, stops the timer when none is left. */
+static void sweep(void)
+{
+    if (F.pumping)
+        return;
+    for (follower_t **p = &F.list; *p;) {
+        follower_t *f = *p;
+        if (f->dead) {
+            *p = f->next;
+            follower_free(f);
+            F.count--;
+        } else {
+            p = &f->next;
+        }
+    }
+    if (!F.list && F.timer)
+        uv_timer_stop(F.timer);
+}
+
+void follow_fini(void)
+{
+    if (F.list && !F.pumping)
+        follow_pump(); /* what the last workers wrote, and the eofs of jobs now final */
+    for (follower_t *f = F.list; f; f = f->next)
+        f->dead = true;
+    F.pumping = 0;
+    sweep();
+    if (F.timer) {
+        uv_timer_stop(F.timer);
+        uv_close((uv_handle_t *)F.timer, timer_closed);
+        F.timer = NULL;
+    }
+}
+
+size_t follow_count(void)
+{
+    return F.count;
+}
+
+static bool send_env(follower_t *f, Corral__Envelope *a)
+{
+    a->reply_to = f->req_id;
+    int err = cr_conn_send(f->conn, a);
+    if (err < 0) {
+        cr_warn("follow: answer to %s: %s; no longer following", cr_conn_peer(f->conn),
+                cr_strerror(err));
+        f->dead = true;
+        return false;
+    }
+    return true;
+}
+
+static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, const uint8_t *data,
+                       size_t len, bool eof)
+{
+    Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
+    ch.job_id = f->job_id;
+    ch.worker_index = (uint32_t)(worker < 0 ? 0 : worker);
+    ch.stream = stream ? CORRAL__LOG_STREAM__LOG_STDERR : CORRAL__LOG_STREAM__LOG_STDOUT;
+    ch.offset = off;
+    ch.data.data = (uint8_t *)data;
+    ch.data.len = len;
+    ch.eof = eof;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+    a.log_chunk = &ch;
+    return send_env(f, &a);
+}
+
+/* Sends what s->path gained since s->offset, up to *budget bytes.
+ * Returns false when the follower ended (a send failed); *left says
+ * whether bytes are left in the file. */
+static bool read_file(follower_t *f, int worker, int stream, bool first, size_t *budget, bool *left)
+{
+    fstream_t *s = &f->fs[worker][stream];
+    *left = false;
+    FILE *fp = fopen(s->path, "rb");
+    if (!fp)
+        return true; /* not created yet */
+    struct stat st;
+    if (fstat(fileno(fp), &st) < 0) {
+        fclose(fp);
+        return true;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    if (first) {
+        s->seen = true;
+        s->offset = f->start;
+        if (f->start == 0 && size > TAIL_MAX)
+            s->offset = size - TAIL_MAX;
+    }
+    if (s->offset > size) /* truncated (or an offset past the end): what is there */
+        s->offset = first ? size : 0;
+    bool ok = true;
+    if (s->offset<size && * budget> 0 && fseeko(fp, (off_t)s->offset, SEEK_SET) == 0) {
+        uint8_t *buf = cr_malloc(CHUNK);
+        while (*budget > 0 && s->offset < size) {
+            size_t want = CHUNK < *budget ? CHUNK : *budget;
+            if (want > size - s->offset)
+                want = (size_t)(size - s->offset);
+            size_t got = fread(buf, 1, want, fp);
+            if (got == 0)
+                break;
+            if (!send_chunk(f, worker, stream, s->offset, buf, got, false)) {
+                ok = false;
+                break;
+            }
+            s->offset += got;
+            *budget -= got;
+        }
+        free(buf);
+    }
+    *left = s->offset < size;
+    fclose(fp);
+    return ok;
+}
+
+/* Follows one worker's stream whose current file is path (NULL: none
+ * now, as between a worker's exit and its restart). A file replaced by a
+ * restart's new one is read to its end first: its writer has exited, so
+ * its tail is complete. Returns false when the follower ended; sets
+ * *more when bytes are left to send. */
+static bool pump_file(follower_t *f, int worker, int stream, const char *path, size_t *budget,
+                      bool *more)
+{
+    fstream_t *s = &f->fs[worker][stream];
+    bool left = false;
+    if (s->path && (!path || strcmp(s->path, path) != 0)) {
+        if (!read_file(f, worker, stream, false, budget, &left))
+            return false;
+        if (left || !path) {
+            *more |= left;
+            return true;
+        }
+        free(s->path); /* the old file is sent whole: on to the new one */
+        s->path = NULL;
+    }
+    if (!path)
+        return true;
+    bool first = !s->seen;
+    if (!s->path) {
+        s->path = cr_strdup(path);
+        s->offset = 0;
+    }
+    if (!read_file(f, worker, stream, first, budget, &left))
+        return false;
+    *more |= left;
+    return true;
+}
+
+static void pump_logs(follower_t *f)
+{
+    int n = F.ops.nworkers(F.arg, f->job_id);
+    if (n < 0) {
+        cr_conn_reply_error(f->conn, f->req_id, CR_ENOENT, "job %s is gone", f->job_id);
+        f->dead = true;
+        return;
+    }
+    if (n > f->n) {
+        f->fs = cr_realloc(f->fs, (size_t)n * sizeof(*f->fs));
+        memset(&f->fs[f->n], 0, (size_t)(n - f->n) * sizeof(*f->fs));
+        f->n = n;
+    }
+    /* asked before reading: a job final now has no writer left, so what
+     * is read below is all there will ever be */
+    bool final = F.ops.is_final(F.arg, f->job_id);
+    size_t budget = PUMP_BUDGET;
+    bool more = false;
+    for (int i = 0; i < n; i++) {
+        if (f->worker >= 0 && f->worker != i)
+            continue;
+        const char *out = NULL, *err = NULL;
+        F.ops.paths(F.arg, f->job_id, i, &out, &err);
+        if (!pump_file(f, i, 0, out, &budget, &more) || !pump_file(f, i, 1, err, &budget, &more))
+            return;
+    }
+    if (final && !more) {
+        send_chunk(f, f->worker, 0, 0, NULL, 0, true);
+        f->dead = true;
+    }
+}
+
+typedef struct ev_ctx {
+    follower_t *f;
+} ev_ctx_t;
+
+static void emit_event(void *ctx, const Corral__Event *ev)
+{
+    follower_t *f = ((ev_ctx_t *)ctx)->f;
+    if (f->dead || ev->seq <= f->seq)
+        return;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_EVENT;
+    a.event = (Corral__Event *)ev;
+    if (send_env(f, &a))
+        f->seq = ev->seq;
+}
+
+void follow_pump(void)
+{
+    F.pumping++;
+    for (follower_t *f = F.list; f; f = f->next) {
+        if (f->dead || cr_conn_queued(f->conn) > QUEUE_HIGH)
+            continue;
+        if (f->job_id) {
+            pump_logs(f);
+        } else {
+            ev_ctx_t ctx = {f};
+            F.ops.events_since(F.arg, f->seq, emit_event, &ctx);
+        }
+    }
+    F.pumping--;
+    sweep();
+}
+
+static follower_t *add(cr_conn_t *c, uint64_t req_id)
+{
+    follower_t *f = cr_calloc(1, sizeof(*f));
+    f->conn = c;
+    f->req_id = req_id;
+    f->next = F.list;
+    F.list = f;
+    F.count++;
+    if (F.timer && !uv_is_active((uv_handle_t *)F.timer))
+        uv_timer_start(F.timer, on_timer, FOLLOW_PERIOD_MS, FOLLOW_PERIOD_MS);
+    return f;
+}
+
+int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index, uint64_t offset)
+{
+    if (!F.ops.nworkers || F.ops.nworkers(F.arg, job_id) < 0)
+        return CR_ENOENT;
+    follower_t *f = add(c, req_id);
+    f->job_id = cr_strdup(job_id);
+    f->worker = worker_index;
+    f->start = offset;
+    F.pumping++;
+    pump_logs(f);
+    F.pumping--;
+    sweep();
+    return 0;
+}
+
+int follow_events_add(cr_conn_t *c, uint64_t req_id, uint64_t since_seq)
+{
+    if (!F.ops.events_since)
+        return CR_ENOSYS;
+    follower_t *f = add(c, req_id);
+    f->seq = since_seq;
+    return 0;
+}
+
+void follow_conn_closed(cr_conn_t *c)
+{
+    for (follower_t *f = F.list; f; f = f->next)
+        if (f->conn == c)
+            f->dead = true;
+    sweep();
+}

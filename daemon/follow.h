@@ -1,12 +1,71 @@
-/* Following a job's output and the event log (JobLogs/EventsRequest with
- * follow): placeholder until the streaming work lands. */
+/* Following a job's output while it is written (JobLogs{follow}).
+ *
+ * The head registers each following request with follow_add; a libuv
+ * timer (every FOLLOW_PERIOD_MS, running only while someone follows) and
+ * follow_pump() read what the workers' stdout and stderr files gained
+ * since the last look and send it as LogChunk answers to the request.
+ * Once the job is final and every byte is sent, a last LogChunk with eof
+ * ends the request and the follower is dropped.
+ *
+ * The head keeps its job table to itself: follow.c asks it through
+ * follow_ops_t for the facts it needs, by job id, each time it pumps, so
+ * a restarted worker's new files are picked up (a changed path starts
+ * over at offset 0 of the new file).
+ *
+ * Offsets in LogChunk are those of the current file of that worker and
+ * stream; a client that only appends what it is given needs none. */
 #ifndef CORRAL_DAEMON_FOLLOW_H
 #define CORRAL_DAEMON_FOLLOW_H
+
 #include "net/net.h"
-void follow_add(cr_conn_t *c, uint64_t req, const char *job_id, int worker_index, uint64_t offset);
-void follow_events_add(cr_conn_t *c, uint64_t req, uint64_t since_seq);
-void follow_poke(void);
-void follow_event_appended(void);
-void follow_conn_closed(cr_conn_t *c);
+
+#define FOLLOW_PERIOD_MS 50
+
+typedef struct follow_ops {
+    /* The job's number of workers; -1 when the head knows no such job
+     * (it was forgotten: the follower gets an Error and is dropped). */
+    int (*nworkers)(void *arg, const char *job_id);
+    /* Worker i's current stdout and stderr files; NULL when it has none
+     * (not started yet). The strings are borrowed until the call returns
+     * to the loop. */
+    void (*paths)(void *arg, const char *job_id, int worker, const char **out, const char **err);
+    /* The job has ended: no worker will write any more. */
+    bool (*is_final)(void *arg, const char *job_id);
+    /* Optional (events following): calls emit for each event after
+     * since_seq, oldest first; returns how many. */
+    size_t (*events_since)(void *arg, uint64_t since_seq,
+                           void (*emit)(void *ctx, const Corral__Event *ev), void *ctx);
+} follow_ops_t;
+
+/* Sets up the module on loop (the timer is created here, started only
+ * while followers exist). ops is copied. */
+void follow_init(uv_loop_t *loop, const follow_ops_t *ops, void *arg);
+/* Drops every follower and closes the timer (run the loop afterwards to
+ * let its close callback run). Safe without follow_init. */
 void follow_fini(void);
+
+/* Follows job_id's output for request req_id on c: worker_index -1 every
+ * worker, else that one. offset: where to start in each file (0: from
+ * the start, except that a file longer than 8 MiB starts with its last 8
+ * MiB, as a JobLogs answer without follow does). What is there now is
+ * sent at once; a job already final is answered completely, eof
+ * included, before this returns. Returns 0, or CR_ENOENT (no such job,
+ * nothing sent: the caller answers with an Error). */
+int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index,
+               uint64_t offset);
+/* Follows the event log for request req_id on c (EventsRequest{follow}):
+ * each event after since_seq is pushed as an Event answering req_id, for
+ * as long as c lives. The head answers the request's EventList itself
+ * first and passes the last seq it sent. Returns 0 or CR_ENOSYS when the
+ * ops have no events_since. */
+int follow_events_add(cr_conn_t *c, uint64_t req_id, uint64_t since_seq);
+/* Sends what every follower's files gained; ends the followers of jobs
+ * now final. The timer calls it; the head may call it too (say when a
+ * worker exits) to answer sooner. */
+void follow_pump(void);
+/* c is closing: forget its followers (call from on_close). */
+void follow_conn_closed(cr_conn_t *c);
+/* How many requests are being followed (tests, status). */
+size_t follow_count(void);
+
 #endif

@@ -51,7 +51,6 @@ static void event_v(const char *kind, const job_t *j, const char *node, const ch
     if (D.st && cr_state_event_append(D.st, &ev, NULL) < 0)
         cr_warn("events: %s", cr_state_errmsg(D.st));
     cr_info("%s%s%s: %s", kind, j ? " job " : "", j ? j->idstr : "", msg);
-    follow_event_appended();
 }
 
 void event(const char *kind, const job_t *j, const char *fmt, ...)
@@ -193,7 +192,7 @@ static void job_check_done(job_t *j)
     }
     event("finished", j, "%s (exit code %d)", cr_job_state_name(j->state), j->exit_code);
     release_placement(j);
-    follow_poke();
+    follow_pump();
     try_pending();
     pgs_try_pending();
 }
@@ -405,7 +404,7 @@ void worker_started(wk_t *w, const agent_started_t *s)
           s->cpus && s->cpus[0] ? s->cpus : "-", s->warning && s->warning[0] ? ": " : "",
           s->warning ? s->warning : "");
     cr_buf_free(&devs);
-    follow_poke();
+    follow_pump();
 }
 
 static void worker_gone(wk_t *w)
@@ -472,7 +471,7 @@ void worker_ended(wk_t *w, const Corral__WorkerReport *r)
     }
     restart_check(j);
     job_check_done(j);
-    follow_poke();
+    follow_pump();
     maybe_finish_shutdown();
 }
 
@@ -1175,8 +1174,9 @@ static void h_job_logs(cr_conn_t *c, const Corral__Envelope *e)
                             j->idstr, j->n, q->worker_index);
         return;
     }
-    if (q->follow) {
-        follow_add(c, e->id, j->idstr, q->worker_index, q->offset);
+    if (q->follow) { /* daemon/follow.c answers from here on, eof included */
+        if (follow_add(c, e->id, j->idstr, q->worker_index, q->offset) < 0)
+            cr_conn_reply_error(c, e->id, CR_ENOENT, "no job %s", q->job_id);
         return;
     }
     for (int i = 0; i < j->n; i++) {
@@ -1288,10 +1288,6 @@ static void h_node_list(cr_conn_t *c, const Corral__Envelope *e)
 static void h_events(cr_conn_t *c, const Corral__Envelope *e)
 {
     const Corral__EventsRequest *q = e->events_request;
-    if (q->follow) {
-        follow_events_add(c, e->id, q->since_seq);
-        return;
-    }
     cr_state_event_t *v = NULL;
     size_t n = 0;
     int err = cr_state_event_list(D.st, (int64_t)q->since_seq, 0, &v, &n);
@@ -1323,11 +1319,68 @@ static void h_events(cr_conn_t *c, const Corral__Envelope *e)
     a.body_case = CORRAL__ENVELOPE__BODY_EVENT_LIST;
     a.event_list = &r;
     reply(c, e, &a);
+    if (q->follow) /* then each new event, pushed by daemon/follow.c */
+        follow_events_add(c, e->id, n ? (uint64_t)v[n - 1].id : q->since_seq);
     free(ids);
     free(p);
     free(evs);
     cr_state_event_list_free(v, n);
 }
+
+/* ------------------------------------- following logs and events (follow.c) */
+
+static int fo_nworkers(void *arg, const char *job_id)
+{
+    const job_t *j = job_find(job_id);
+    return j ? j->n : -1;
+}
+
+static void fo_paths(void *arg, const char *job_id, int i, const char **out, const char **err)
+{
+    const job_t *j = job_find(job_id);
+    *out = *err = NULL;
+    if (j && i >= 0 && i < j->n) {
+        *out = j->wk[i].out_path;
+        *err = j->wk[i].err_path;
+    }
+}
+
+static bool fo_is_final(void *arg, const char *job_id)
+{
+    const job_t *j = job_find(job_id);
+    return !j || cr_job_state_is_final(j->state);
+}
+
+static size_t fo_events_since(void *arg, uint64_t since_seq,
+                              void (*emit)(void *ctx, const Corral__Event *ev), void *ctx)
+{
+    cr_state_event_t *v = NULL;
+    size_t n = 0;
+    if (cr_state_event_list(D.st, (int64_t)since_seq, 0, &v, &n) < 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char id[24] = "";
+        if (v[i].job_id)
+            snprintf(id, sizeof(id), "%lld", (long long)v[i].job_id);
+        Corral__Event ev = CORRAL__EVENT__INIT;
+        ev.seq = (uint64_t)v[i].id;
+        ev.time_ms = v[i].time_ms;
+        ev.kind = v[i].kind;
+        ev.job_id = id;
+        ev.node_id = v[i].node_id ? v[i].node_id : "";
+        ev.message = v[i].message ? v[i].message : "";
+        emit(ctx, &ev);
+    }
+    cr_state_event_list_free(v, n);
+    return n;
+}
+
+const follow_ops_t head_follow_ops = {.nworkers = fo_nworkers,
+                                        .paths = fo_paths,
+                                        .is_final = fo_is_final,
+                                        .events_since = fo_events_since};
+
+
 
 /* -------------------------------------------------------------- recovery */
 

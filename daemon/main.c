@@ -493,6 +493,7 @@ int main(int argc, char **argv)
     uv_signal_init(&D.loop, &D.sig_int);
     uv_signal_start(&D.sig_term, on_signal, SIGTERM);
     uv_signal_start(&D.sig_int, on_signal, SIGINT);
+    follow_init(&D.loop, &head_follow_ops, NULL);
     uv_timer_init(&D.loop, &D.tick);
     uint32_t every = D.heartbeat_ms / 2 < 100 ? D.heartbeat_ms / 2 : 100;
     uv_timer_start(&D.tick, on_tick, every ? every : 10, every ? every : 10);
@@ -512,6 +513,7 @@ loop_out:
         D.net = NULL;
     }
 done:
+    follow_fini();
     agent_free(D.agent);
     D.agent = NULL;
     jobs_free();

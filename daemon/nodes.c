@@ -637,7 +637,7 @@ static void h_log_chunk(node_t *n, const Corral__LogChunk *ch)
     if (pwrite(fd, ch->data.data, ch->data.len, (off_t)ch->offset) < 0)
         cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
     close(fd);
-    follow_poke();
+    follow_pump();
 }
 
 void nodes_dispatch(cr_conn_t *c, const Corral__Envelope *e)

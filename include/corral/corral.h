@@ -47,6 +47,40 @@ void corral_disconnect(corral_t *c);
  * next call. */
 const char *corral_errmsg(const corral_t *c);
 
+/* Called about every 100 ms while a following call (corral_job_logs_follow,
+ * corral_events_follow) waits; a non-zero return ends that call with
+ * -EINTR (the connection stays usable). It runs inside the call: it must
+ * not use c, but may use another handle (for example to stop the job on
+ * Ctrl-C, as `corral run` does). NULL: none. Calls other than following
+ * ones do not call it. */
+typedef int (*corral_tick_fn)(void *arg);
+void corral_set_tick(corral_t *c, corral_tick_fn fn, void *arg);
+
+/* ---- placement: strategies, binding ---- */
+
+/* How a gang's (or a group's) bundles are spread over nodes; the values
+ * are the protocol's. PACK (the default) fills few nodes, SPREAD uses
+ * many; the STRICT_ forms refuse rather than fall back (one node; one
+ * node per bundle). */
+typedef enum corral_strategy {
+    CORRAL_PACK = 0,
+    CORRAL_SPREAD,
+    CORRAL_STRICT_PACK,
+    CORRAL_STRICT_SPREAD,
+} corral_strategy_t;
+
+/* "PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD". */
+const char *corral_strategy_name(corral_strategy_t s);
+/* The name (any case, '-' for '_') to the value; CR_EINVAL when unknown. */
+int corral_strategy_parse(const char *name, corral_strategy_t *out);
+
+/* Where a worker's threads may run: CLOSEST (the default) binds them to
+ * the cores local to its devices, NONE leaves them free. */
+typedef enum corral_bind {
+    CORRAL_BIND_CLOSEST = 0,
+    CORRAL_BIND_NONE,
+} corral_bind_t;
+
 /* ---- jobs ---- */
 
 typedef enum corral_restart {
@@ -70,6 +104,18 @@ typedef struct corral_job_spec {
     corral_restart_t restart;
     unsigned max_restarts;
     unsigned backoff_ms; /* before the first restart, doubling; 0: the head's default */
+    /* Placement (docs/runtime.md "Placement"). Zero everywhere: PACK, no
+     * selector, no domain, no group. */
+    corral_strategy_t strategy; /* of the gang's workers over nodes */
+    const char *selector;       /* label selector, "k=v,k2 in (a,b)"; NULL: none */
+    const char *domain;         /* a label key every worker shares one value of; NULL */
+    /* Run in this placement group (name or id) instead; then strategy and
+     * domain must be left 0/NULL. bundle_index is read only when
+     * has_bundle is set: without it the head picks any bundle. */
+    const char *placement_group;
+    int has_bundle;
+    unsigned bundle_index;
+    corral_bind_t bind;
 } corral_job_spec_t;
 
 /* States, as the head names them. */
@@ -141,6 +187,19 @@ typedef void (*corral_log_fn)(void *arg, unsigned worker_index, int stream, cons
                               size_t len);
 int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg);
 
+/* Follows the job's output as it is written: fn gets what each worker's
+ * stdout and stderr already hold (the last 8 MiB of each), then each new
+ * piece within about 50 ms of its writing, in order per worker and
+ * stream (pieces of different workers or streams interleave; a piece
+ * may end inside a line). A restarted worker's output continues with
+ * its new run's. Returns 0 once the job is final and everything has been
+ * delivered. There is no overall time limit (a job may run for days):
+ * it fails when the connection closes (the head stopped), with -EINTR
+ * when the tick (corral_set_tick) asks, or with CR_ENOSYS from a head
+ * that cannot follow. */
+int corral_job_logs_follow(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
+                           void *arg);
+
 /* ---- the cluster ---- */
 
 typedef struct corral_resource {
@@ -183,6 +242,69 @@ typedef struct corral_event {
  * newest are kept). */
 int corral_events(corral_t *c, uint64_t since_seq, unsigned limit, corral_event_t **out, size_t *n);
 void corral_events_free(corral_event_t *v, size_t n);
+
+/* Calls fn for each event after since_seq, then for each new one as the
+ * head records it, until the tick (corral_set_tick) ends the call
+ * (-EINTR) or the connection closes. The event is borrowed for the call. */
+typedef void (*corral_event_fn)(void *arg, const corral_event_t *ev);
+int corral_events_follow(corral_t *c, uint64_t since_seq, corral_event_fn fn, void *arg);
+
+/* ---- placement groups ---- */
+
+/* A set of bundles (each a set of resources on one node) reserved
+ * together, all or nothing, for jobs to run in later
+ * (corral_job_spec_t.placement_group). */
+typedef struct corral_bundle_spec {
+    const char *resources; /* "GPU=1,CPU=2", parsed as corral_submit's */
+    const char *selector;  /* labels this bundle's node must have; NULL: any */
+} corral_bundle_spec_t;
+
+typedef struct corral_pg_spec {
+    const char *name; /* unique among the head's groups; NULL or "": the head names it */
+    const corral_bundle_spec_t *bundles;
+    size_t nbundles; /* at least 1 */
+    corral_strategy_t strategy;
+    const char *selector; /* labels every bundle's node must have; NULL: any */
+    const char *domain;   /* a label key all bundles' nodes share one value of; NULL */
+    /* Non-zero: answer once the group is created (or found infeasible);
+     * 0: once it is queued (PENDING). */
+    int wait;
+} corral_pg_spec_t;
+
+typedef struct corral_bundle {
+    char *resources; /* "GPU=1,CPU=2" (as the head returned them) */
+    char *selector;  /* "" none */
+    int placed;      /* where it is, once the group is CREATED: */
+    char *node_id;   /* "" when not placed */
+    char *devices;   /* device indices on that node, "0,1"; "" none */
+} corral_bundle_t;
+
+typedef struct corral_pg {
+    char *pg_id;
+    char *name;
+    const char *state; /* "PENDING", "PREPARING", "CREATED", "REMOVED", "INFEASIBLE" (static) */
+    char *reason;      /* why it is in this state; "" */
+    corral_strategy_t strategy;
+    char *domain; /* "" none */
+    size_t nbundles;
+    corral_bundle_t *bundles;
+} corral_pg_t;
+
+/* Creates a group. Returns 0 with *out filled (state PENDING, or with
+ * spec->wait CREATED or INFEASIBLE with the reason). A malformed spec
+ * (no bundle, a bundle asking for nothing, bad resource text) fails with
+ * CR_EINVAL before anything is sent. */
+int corral_pg_create(corral_t *c, const corral_pg_spec_t *spec, corral_pg_t *out);
+/* What corral_pg_create checks before sending, without a head: 0, or
+ * CR_EINVAL with why (a sentence naming the bundle) in why[size]. */
+int corral_pg_spec_check(const corral_pg_spec_t *spec, char *why, size_t size);
+/* Removes a group, by id or by name (an id is tried first), releasing
+ * what it reserved. */
+int corral_pg_remove(corral_t *c, const char *id_or_name);
+/* Every group the head knows. */
+int corral_pg_list(corral_t *c, corral_pg_t **out, size_t *n);
+void corral_pg_free(corral_pg_t *pg);
+void corral_pg_list_free(corral_pg_t *v, size_t n);
 
 /* Asks the head to stop its workers and exit. */
 int corral_shutdown(corral_t *c);
