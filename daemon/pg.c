@@ -722,7 +722,8 @@ static void h_create(cr_conn_t *c, const Corral__Envelope *e)
     bool ok = try_place(g, &infeasible, why, sizeof(why));
     if (infeasible) {
         event("infeasible", NULL, "placement group %s: %s", g->name ? g->name : "", why);
-        cr_conn_reply_error(c, e->id, CR_EINFEASIBLE, "cannot reserve %d bundle(s): %s", g->nb,
+        cr_conn_reply_error(c, e->id, CR_EINFEASIBLE, "infeasible: cannot reserve %d bundle(s): %s",
+                            g->nb,
                             why);
         pg_free(g);
         return;

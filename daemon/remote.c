@@ -494,6 +494,11 @@ int agent_main(const agent_opts_t *o)
         snprintf(A.node->id, sizeof(A.node->id), "%.63s", o->node_id);
     if (!A.node->id[0])
         snprintf(A.node->id, sizeof(A.node->id), "%.63s", A.node->hostname);
+    for (size_t i = 0; i < A.node->labels.n; i++) /* the label follows the id given */
+        if (strcmp(A.node->labels.v[i].key, "corral.io/node-id") == 0) {
+            free(A.node->labels.v[i].value);
+            A.node->labels.v[i].value = cr_strdup(A.node->id);
+        }
     const char *home = getenv("CORRAL_HOME");
     if (!home || !home[0])
         home = "/tmp/corral";

@@ -54,7 +54,8 @@ out=$("$CORRAL" pg list --json); rc=$?
 
 # a job in the group, in bundle 1: on bundle 1's device
 out=$("$CORRAL" run --pg g1 --bundle 1 -- sh -c 'echo "cvd=$CUDA_VISIBLE_DEVICES"' 2>&1); rc=$?
-[ $rc -eq 0 ] && grep -qx "cvd=$dev1" <<<"$out" && ok "run --pg g1 --bundle 1 runs on its device" ||
+cvd1=$("$CORRAL" hw --spec "$SPEC" --isolate "$dev1" | sed -n 's/^CUDA_VISIBLE_DEVICES=//p')
+[ $rc -eq 0 ] && [ -n "$cvd1" ] && grep -qx "cvd=$cvd1" <<<"$out" && ok "run --pg g1 --bundle 1 runs on its device" ||
     fail "run --pg --bundle 1: rc=$rc $out (bundle 1 device $dev1)"
 out=$("$CORRAL" run --pg "$id1" -- true 2>&1); rc=$?
 [ $rc -eq 0 ] && ok "run --pg by id, any bundle" || fail "run --pg id: rc=$rc $out"
