@@ -709,6 +709,7 @@ static void remove_pending(job_t *j)
 int build_request(const Corral__WorkerSpec *ws, sched_resreq_t *req, char *why, size_t size)
 {
     memset(req, 0, sizeof(*req));
+    sched_cluster_sync(D.cluster); /* resources of nodes that joined since */
     if (ws->n_resources > SCHED_REQ_MAX) {
         snprintf(why, size, "at most %d resources per worker", SCHED_REQ_MAX);
         return CR_EINVAL;

@@ -466,11 +466,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "corrald: cannot listen on %s: %s\n", D.sock, cr_strerror(e));
         goto loop_out;
     }
+    if (D.reused && port == 0) { /* the dead head's port: its agents reconnect there */
+        char *af = cr_asprintf("%s/address", D.session);
+        FILE *fp = fopen(af, "r");
+        char line[128];
+        if (fp && fgets(line, sizeof(line), fp)) {
+            const char *colon = strrchr(line, ':');
+            port = colon ? (uint32_t)strtoul(colon + 1, NULL, 10) : 0;
+        }
+        if (fp)
+            fclose(fp);
+        free(af);
+        if (port && cr_net_listen_tcp(D.net, D.listen, (int)port, &D.port) == 0)
+            goto listening;
+        port = 0;
+    }
     if ((e = cr_net_listen_tcp(D.net, D.listen, (int)port, &D.port)) < 0) {
         fprintf(stderr, "corrald: cannot listen on %s:%u: %s\n", D.listen ? D.listen : "127.0.0.1",
                 port, cr_strerror(e));
         goto loop_out;
     }
+listening:
     D.address = cr_asprintf("%s:%d", D.listen && strcmp(D.listen, "0.0.0.0") ? D.listen
                                                                                 : "127.0.0.1",
                             D.port);

@@ -722,7 +722,9 @@ void nodes_tick(void)
         if (n->local || n->state == CORRAL__NODE_STATE__NODE_DEAD)
             continue;
         int64_t age = now - n->last_seen;
-        if (age > (int64_t)D.dead_ms) {
+        /* after a head restart its agent is retrying with backoff (at most
+         * 5 s between tries): it gets that long on top */
+        if (age > (int64_t)D.dead_ms + (n->waiting ? 6000 : 0)) {
             char why[96];
             snprintf(why, sizeof(why), "no word from its agent for %lld ms%s", (long long)age,
                      n->waiting ? " after a head restart" : "");

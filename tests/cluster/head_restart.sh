@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Head kill -9 and restart with jobs running on agents (issue 5): the agents
+# keep their workers running through the outage, reconnect with backoff,
+# report them, and the new head adopts them (same pids), losing no
+# acknowledged job; a job submitted just before the kill is still there.
+. "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" crestart
+head_up "$SPECS/cpu-only.yaml"
+agent_up gpu-a "$SPECS/dgx-h100.yaml" 127.0.0.2
+agent_up gpu-b "$SPECS/dgx-h100.yaml" 127.0.0.3
+id=$("$CORRAL" run --gpus 2 --workers 2 --placement STRICT_SPREAD --detach -- \
+    sh -c 'echo start $CORRAL_NODE_ID; sleep 4; echo end $CORRAL_NODE_ID' | awk '{print $NF}')
+wait_job "$id" RUNNING 5 || fail "job $id did not run"
+pids=$(status "$id" | jq -r '[.workers[].pid] | join(",")')
+nodes=$(status "$id" | jq -r '[.workers[].node_id] | sort | join(",")')
+[ "$nodes" = "gpu-a,gpu-b" ] && ok "STRICT_SPREAD gang on gpu-a and gpu-b" || fail "nodes: $nodes"
+id2=$("$CORRAL" run --gpus 8 --workers 2 --detach -- true | awk '{print $NF}') # waits: GPUs busy
+hpid=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
+kill -KILL "$hpid"
+sleep 0.5
+for p in ${pids//,/ }; do kill -0 "$p" 2>/dev/null || fail "worker $p died with the head"; done
+ok "workers keep running while the head is down"
+head_up "$SPECS/cpu-only.yaml"
+wait_node gpu-a 10 ALIVE && wait_node gpu-b 10 ALIVE && ok "both agents reconnected to the new head" ||
+    fail "agents: $("$CORRAL" nodes)"
+js=$(status "$id")
+[ "$(jq -r .state <<<"$js")" = RUNNING ] && [ "$(jq -r '[.workers[].pid] | join(",")' <<<"$js")" = "$pids" ] &&
+    ok "job $id RUNNING with the same worker pids ($pids)" || fail "after restart: $js"
+"$CORRAL" events | grep -q "still runs on gpu-" && ok "event: workers adopted from the agents' reports" ||
+    fail "no adopted event"
+[ "$(status "$id2" | jq -r .state)" != "" ] && ok "job $id2 submitted before the kill is known" ||
+    fail "job $id2 lost"
+wait_job "$id" SUCCEEDED 15 && ok "job $id SUCCEEDED (its exit codes came from the agents)" ||
+    fail "job $id: $(status "$id" | jq -c '{state,reason}')"
+out=$("$CORRAL" job logs "$id")
+grep -q "^end gpu-a" <<<"$out" && grep -q "^end gpu-b" <<<"$out" &&
+    ok "output of both remote workers, from both sides of the restart" || fail "logs: $out"
+wait_job "$id2" SUCCEEDED 15 && ok "job $id2 ran once the GPUs were free" ||
+    fail "job $id2: $(status "$id2" | jq -c '{state,reason}')"
+finish

@@ -1,0 +1,54 @@
+# Sourced by the multi-node tests (tests/cluster/*.sh): several corral
+# nodes on this one machine, each an agent process with its own simulated
+# hardware spec, node id and loopback address (127.0.0.N), joined to one
+# head (docs/cluster.md "Testing").
+#   . "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" TAG
+#   head_up SPEC [corral start options]    the head, with fast timeouts
+#   agent_up ID SPEC [IP] [options]        an agent joining it
+#   agent_pid ID                           its pid
+# Everything started is stopped on exit; sanitizer reports fail the test.
+. "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" "${1:?usage: . cluster.sh TAG}"
+SPECS=$CORRAL_SOURCE_DIR/specs
+HB=100 SUSPECT=400 DEAD=1200
+AGENTS=""
+head_up() {
+    local spec=$1
+    shift
+    "$CORRAL" start --head --hw-spec "$spec" --heartbeat-ms $HB --suspect-after-ms $SUSPECT \
+        --dead-after-ms $DEAD "$@" >/dev/null || { echo "FAIL: head did not start"; exit 1; }
+    ADDR=$(cat "$CORRAL_HOME/session_latest/address")
+    TOKEN=$CORRAL_HOME/session_latest/token
+}
+agent_up() {
+    local id=$1 spec=$2 ip=${3:-127.0.0.1}
+    shift 3 2>/dev/null || shift $#
+    "$CORRAL" start --address "$ADDR" --token-file "$TOKEN" --hw-spec "$spec" --node-id "$id" \
+        --node-ip "$ip" "$@" >/dev/null || { echo "FAIL: agent $id did not start"; return 1; }
+    AGENTS="$AGENTS $id"
+    WPIDS="$WPIDS $(agent_pid "$id")"
+}
+agent_pid() { cat "$CORRAL_HOME/agent_$1/corrald.pid" 2>/dev/null; }
+node_state() { "$CORRAL" nodes --json | jq -r ".[] | select(.node_id == \"$1\") | .state"; }
+# waits up to $2 s (default 10) for node $1 to be in state $3
+wait_node() {
+    local id=$1 secs=$2 want=$3
+    for _ in $(seq $((secs * 20))); do
+        [ "$(node_state "$id")" = "$want" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+wait_job() { # JOB STATE [secs]
+    for _ in $(seq $((${3:-10} * 20))); do
+        [ "$(status "$1" | jq -r .state)" = "$2" ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
+cluster_cleanup() {
+    local p
+    for p in $WPIDS; do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; done
+    sleep 0.3
+    cleanup
+}
+trap cluster_cleanup EXIT
