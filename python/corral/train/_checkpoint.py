@@ -83,6 +83,7 @@ def save_checkpoint(state, directory=None, *, name=DEFAULT_NAME, format="auto", 
     final = os.path.join(d, name)
     fd, tmp = tempfile.mkstemp(prefix="." + name + ".", suffix=".tmp", dir=d)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide it from other users' restarts
         with os.fdopen(fd, "wb") as f:
             if format == "torch":
                 import torch
