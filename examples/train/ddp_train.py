@@ -26,6 +26,17 @@ import torch
 import torch.distributed as dist
 
 
+def leave(rc):
+    """Exits at once, without destructors, while main()'s locals still hold
+    the model. Debian's torch 1.13 can deadlock when DDP's Reducer drops the
+    last reference to the gloo process group (~ProcessGroupGloo joins a gloo
+    worker thread that waits for the GIL the dropping thread holds; seen with
+    gdb in about 1 run of 10 on these machines)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)
+
+
 def main():
     ctx = corral.train.get_context()
     steps = int(os.environ.get("CORRAL_TRAIN_STEPS", "8"))
@@ -43,7 +54,7 @@ def main():
     print("rank %d allreduce sum %g expected %g" % (R, t.item(), expected), flush=True)
     if t.item() != expected:
         print("rank %d: all-reduce gave %g, expected %g" % (R, t.item(), expected), file=sys.stderr)
-        return 1
+        leave(1)
 
     torch.manual_seed(0)  # the same initial model on every rank
     model = ct.prepare_model(torch.nn.Linear(8, 1), "ddp")
@@ -66,8 +77,7 @@ def main():
     for step in range(start, steps):
         if R == fail_rank and step == fail_step and ctx.restart_count == 0:
             print("rank %d failing at step %d (CORRAL_TRAIN_FAIL_RANK)" % (R, step), flush=True)
-            sys.stdout.flush()
-            os._exit(1)
+            leave(1)
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
@@ -88,9 +98,15 @@ def main():
     print("rank %d done first_loss %.4f last_loss %.4f" % (R, first, last), flush=True)
     if not last < first:
         print("rank %d: loss did not fall (%.4f -> %.4f)" % (R, first, last), file=sys.stderr)
-        return 1
-    return 0
+        leave(1)
+    leave(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        main()
+    except Exception:  # e.g. a peer rank failed: report it, exit 1 (see leave)
+        import traceback
+
+        traceback.print_exc()
+        leave(1)
