@@ -251,6 +251,7 @@ def init_process_group(backend=None, timeout=None, *, rendezvous_timeout=None, *
             )
         addr, port = addr or "127.0.0.1", port or _free_port()
     store = _rendezvous(ctx, addr, port, rdzv)
+    store.set_timeout(datetime.timedelta(seconds=coll))  # later store use: the collective timeout
     dist.init_process_group(
         backend,
         store=store,
