@@ -3,7 +3,8 @@
 set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libhwloc-dev hwloc libjansson-dev libfyaml-dev libcmocka-dev python3 \
-libuv1-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev libssl-dev sqlite3 jq"
+libuv1-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev libssl-dev sqlite3 jq \
+python3-torch"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

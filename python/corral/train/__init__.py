@@ -1,0 +1,30 @@
+"""Helpers for scripts run by ``corral train``.
+
+``get_context()`` reads what corral set for this worker (rank, world size,
+the devices it was given, the checkpoint directory); ``save_checkpoint()``
+and ``load_checkpoint()`` keep one checkpoint in ``CORRAL_CHECKPOINT_DIR``
+so a restarted gang resumes. ``corral.train.torch`` has the PyTorch part
+(device, process group, model wrapping); it is imported on first use, so
+``import corral.train`` never imports torch.
+"""
+
+from ._context import TrainContext, get_context
+from ._checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+
+__all__ = [
+    "TrainContext",
+    "get_context",
+    "save_checkpoint",
+    "load_checkpoint",
+    "checkpoint_path",
+    "torch",
+]
+
+
+def __getattr__(name):
+    # corral.train.torch without an explicit import of the submodule
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
