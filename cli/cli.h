@@ -18,6 +18,17 @@ int cli_status(int argc, char **argv);
 int cli_nodes(int argc, char **argv);
 int cli_events(int argc, char **argv);
 int cli_pg(int argc, char **argv); /* pg_cmd.c */
+int cli_train(int argc, char **argv); /* train_cmd.c */
+
+/* Workers' output as it is followed (run_cmd.c): with prefix, each line
+ * goes out as "[<label>N] line" once whole, the partial one held. */
+typedef struct outputs {
+    size_t n;
+    bool prefix;
+    const char *label;   /* "" or "rank " */
+    cr_buf_t *out, *err; /* with prefix: the partial line held */
+} outputs_t;
+void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, size_t len);
 
 /* Discovers the node the way every command does: --spec FILE, or
  * --root DIR / CORRAL_SYSFS_ROOT, or this machine. Prints why on failure. */

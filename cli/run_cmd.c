@@ -16,11 +16,6 @@ static const char run_usage[] =
  * prefixed "[N] " and a partial line is held until its newline (or the
  * end, when it gets one), so lines of different workers never mix. A
  * head that cannot follow gets the old way: gathered at the end. */
-typedef struct outputs {
-    size_t n;
-    bool prefix;
-    cr_buf_t *out, *err; /* with prefix: the partial line held */
-} outputs_t;
 
 /* Ctrl-C (or SIGTERM) while waiting stops the job rather than leaving it
  * running behind the user's back. */
@@ -39,7 +34,7 @@ static void on_log(void *arg, unsigned worker, int stream, const char *data, siz
 }
 
 /* Followed output: whole lines out now, the partial one held. */
-static void on_follow(void *arg, unsigned worker, int stream, const char *data, size_t len)
+void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, size_t len)
 {
     outputs_t *o = arg;
     FILE *fp = stream ? stderr : stdout;
@@ -54,7 +49,7 @@ static void on_follow(void *arg, unsigned worker, int stream, const char *data, 
     cr_buf_append(b, data, len);
     const char *p = b->s, *end = b->s + b->len, *nl;
     while (p < end && (nl = memchr(p, '\n', (size_t)(end - p)))) {
-        fprintf(fp, "[%u] %.*s\n", worker, (int)(nl - p), p);
+        fprintf(fp, "[%s%u] %.*s\n", o->label ? o->label : "", worker, (int)(nl - p), p);
         p = nl + 1;
     }
     size_t used = (size_t)(p - b->s);
@@ -365,7 +360,7 @@ int cli_run(int argc, char **argv)
     o.err = cr_calloc(o.n + 1, sizeof(*o.err));
     stopper_t st = {.job_id = job_id};
     corral_set_tick(c, on_tick, &st);
-    err = corral_job_logs_follow(c, job_id, -1, on_follow, &o);
+    err = corral_job_logs_follow(c, job_id, -1, cli_on_follow, &o);
     corral_set_tick(c, NULL, NULL);
     if (err == CR_ENOSYS) { /* a head that cannot follow: the output at the end */
         err = wait_then_print(c, job_id, &o, &job);

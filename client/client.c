@@ -399,6 +399,7 @@ int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id)
         js.domain = (char *)(spec->domain ? spec->domain : "");
         js.placement_group = (char *)(spec->placement_group ? spec->placement_group : "");
         js.bundle_index = spec->placement_group && spec->has_bundle ? (int)spec->bundle_index : -1;
+        js.distributed = spec->distributed != 0;
         js.bind =
             spec->bind == CORRAL_BIND_NONE ? CORRAL__BIND__BIND_NONE : CORRAL__BIND__BIND_CLOSEST;
         Corral__JobSubmit sub = CORRAL__JOB_SUBMIT__INIT;

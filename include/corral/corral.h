@@ -111,11 +111,17 @@ typedef struct corral_job_spec {
     const char *domain;         /* a label key every worker shares one value of; NULL */
     /* Run in this placement group (name or id) instead; then strategy and
      * domain must be left 0/NULL. bundle_index is read only when
-     * has_bundle is set: without it the head picks any bundle. */
+     * has_bundle is set (one worker, in that bundle): without it worker i
+     * runs in bundle i. */
     const char *placement_group;
     int has_bundle;
     unsigned bundle_index;
     corral_bind_t bind;
+    /* One worker per device for torch.distributed/JAX (corral train): the
+     * head gives each worker RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+     * MASTER_PORT (a port free on rank 0's node, new at each gang start)
+     * and the rest of docs/train.md, and restarts the whole gang. */
+    int distributed;
 } corral_job_spec_t;
 
 /* States, as the head names them. */

@@ -1,0 +1,361 @@
+/* corral train: an unchanged torch.distributed / JAX script as N workers,
+ * one per device, gang-placed in one placement group (a TPU slice, an
+ * interconnect domain), rank variables set by the head, restarted whole
+ * after a failure (docs/train.md). All on libcorral: the group is created
+ * (and waited for), the job submitted into it with `distributed`, its
+ * output followed with "[rank N]" prefixes, the group removed at the end. */
+#include "cli.h"
+#include <corral/corral.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char train_usage[] =
+    "usage: corral train [--workers N] [--resources-per-worker 'GPU=1'] [--tpu-topology 4x4 "
+    "--accelerator-type TPU-V6E] [--placement PACK|SPREAD|STRICT_PACK|STRICT_SPREAD] "
+    "[--domain LABEL] [--max-failures K] [--checkpoint-dir DIR] [--env K=V]... -- CMD [ARG...]\n";
+
+#define MAX_ENV 64
+#define TAIL_LINES 10
+
+/* "4x4" -> 16, "2x2x2" -> 8; 0 when malformed */
+static unsigned topo_chips(const char *t)
+{
+    unsigned n = 1, dims = 0;
+    const char *p = t;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 256)
+            return 0;
+        n *= (unsigned)v;
+        dims++;
+        if (*end == 'x')
+            end++;
+        else if (*end)
+            return 0;
+        p = end;
+    }
+    return dims >= 2 && dims <= 3 && n <= 4096 ? n : 0;
+}
+
+/* "GPU=1,CPU=2" -> its first name and amount */
+static bool first_resource(const char *res, char *name, size_t size, double *amount)
+{
+    const char *eq = strchr(res, '=');
+    if (!eq || eq == res || (size_t)(eq - res) >= size)
+        return false;
+    snprintf(name, size, "%.*s", (int)(eq - res), res);
+    char *end;
+    *amount = strtod(eq + 1, &end);
+    return end != eq + 1 && *amount > 0;
+}
+
+static void tail_of(void *arg, unsigned worker, int stream, const char *data, size_t len)
+{
+    cr_buf_append(arg, data, len);
+}
+
+/* The last lines of a rank's output, for the failure report. */
+static void print_tail(corral_t *c, const char *job_id, unsigned rank)
+{
+    cr_buf_t b = {0};
+    if (corral_job_logs(c, job_id, (int)rank, tail_of, &b) < 0 || !b.len) {
+        cr_buf_free(&b);
+        return;
+    }
+    const char *start = b.s + b.len;
+    int lines = 0;
+    while (start > b.s && lines <= TAIL_LINES)
+        if (*--start == '\n' && start + 1 < b.s + b.len)
+            lines++;
+    if (*start == '\n')
+        start++;
+    fprintf(stderr, "corral train: the last lines of rank %u:\n", rank);
+    for (const char *p = start, *nl; p < b.s + b.len; p = nl + 1) {
+        nl = memchr(p, '\n', (size_t)(b.s + b.len - p));
+        if (!nl)
+            nl = b.s + b.len;
+        fprintf(stderr, "  | %.*s\n", (int)(nl - p), p);
+    }
+    cr_buf_free(&b);
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig)
+{
+    interrupted = sig;
+}
+
+typedef struct stopper {
+    const char *job_id;
+    bool sent;
+} stopper_t;
+
+static int on_tick(void *arg)
+{
+    stopper_t *st = arg;
+    if (!interrupted || st->sent)
+        return 0;
+    st->sent = true;
+    fprintf(stderr, "corral train: signal %d: stopping the gang\n", (int)interrupted);
+    corral_t *c2;
+    if (corral_connect(NULL, NULL, &c2, NULL) < 0)
+        return 1;
+    corral_stop(c2, st->job_id, 0);
+    corral_disconnect(c2);
+    return 0;
+}
+
+static int usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "corral train: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n%s", train_usage);
+    return CLI_USAGE;
+}
+
+int cli_train(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"workers", required_argument, 0, 'w'},
+        {"resources-per-worker", required_argument, 0, 'r'},
+        {"tpu-topology", required_argument, 0, 't'},
+        {"accelerator-type", required_argument, 0, 'a'},
+        {"placement", required_argument, 0, 'p'},
+        {"domain", required_argument, 0, 'd'},
+        {"max-failures", required_argument, 0, 'm'},
+        {"checkpoint-dir", required_argument, 0, 'c'},
+        {"env", required_argument, 0, 'e'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    unsigned workers = 0, max_failures = 0;
+    const char *res = NULL, *topo = NULL, *accel = NULL, *domain = NULL, *ckpt = NULL;
+    const char *env[MAX_ENV + 2];
+    size_t nenv = 0;
+    corral_strategy_t strategy = CORRAL_PACK;
+    bool have_strategy = false;
+    int opt;
+    char *end;
+    opterr = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'w':
+            workers = (unsigned)strtoul(optarg, &end, 10);
+            if (!optarg[0] || *end || workers < 1 || workers > 4096)
+                return usage("--workers: expected 1 to 4096, got '%s'", optarg);
+            break;
+        case 'r':
+            res = optarg;
+            break;
+        case 't':
+            topo = optarg;
+            if (!topo_chips(topo))
+                return usage("--tpu-topology: expected AxB or AxBxC (e.g. 4x4), got '%s'", optarg);
+            break;
+        case 'a':
+            accel = optarg;
+            break;
+        case 'p':
+            if (corral_strategy_parse(optarg, &strategy) < 0)
+                return usage("--placement: expected PACK, SPREAD, STRICT_PACK or STRICT_SPREAD, "
+                             "got '%s'",
+                             optarg);
+            have_strategy = true;
+            break;
+        case 'd':
+            domain = optarg;
+            break;
+        case 'm':
+            max_failures = (unsigned)strtoul(optarg, &end, 10);
+            if (!optarg[0] || *end || max_failures > 1000)
+                return usage("--max-failures: expected 0 to 1000, got '%s'", optarg);
+            break;
+        case 'c':
+            ckpt = optarg;
+            break;
+        case 'e':
+            if (!strchr(optarg, '=') || optarg[0] == '=')
+                return usage("--env: expected K=V, got '%s'", optarg);
+            if (nenv == MAX_ENV)
+                return usage("--env: at most 64, got another: '%s'", optarg);
+            env[nenv++] = optarg;
+            break;
+        case 'h':
+            fputs(train_usage, stdout);
+            return CLI_OK;
+        default:
+            return usage("unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return usage("%s", "no command: give it after --");
+    if (accel && !topo)
+        return usage("%s", "--accelerator-type goes with --tpu-topology");
+    corral_t *c;
+    char *why = NULL;
+    if (corral_connect(NULL, NULL, &c, &why) < 0) {
+        fprintf(stderr, "corral train: no head answers: %s\n", why ? why : "?");
+        free(why);
+        return CLI_FAIL;
+    }
+    char resbuf[64];
+    char sel[160] = "";
+    if (topo) { /* a TPU slice: one worker per chip, on hosts of one slice */
+        if (!res)
+            res = "TPU=1";
+        if (!workers)
+            workers = topo_chips(topo);
+        if (!domain)
+            domain = "corral.io/tpu-slice-name";
+        snprintf(sel, sizeof(sel), "corral.io/tpu-slice-topology=%s", topo);
+        if (accel)
+            snprintf(sel + strlen(sel), sizeof(sel) - strlen(sel),
+                     ",corral.io/accelerator-type=%s", accel);
+    }
+    if (!res)
+        res = "GPU=1";
+    if (!workers) { /* one per device of that kind in the cluster */
+        char name[32];
+        double per;
+        corral_status_t st;
+        if (!first_resource(res, name, sizeof(name), &per) || corral_status(c, &st) < 0) {
+            fprintf(stderr, "corral train: cannot count the cluster's devices for '%s'; give "
+                            "--workers\n",
+                    res);
+            corral_disconnect(c);
+            return CLI_FAIL;
+        }
+        for (size_t i = 0; i < st.nres; i++)
+            if (strcmp(st.res[i].name, name) == 0)
+                workers = (unsigned)(st.res[i].total / per);
+        corral_status_free(&st);
+        if (!workers) {
+            fprintf(stderr, "corral train: the cluster has no %s; give --resources-per-worker\n",
+                    name);
+            corral_disconnect(c);
+            return CLI_FAIL;
+        }
+    }
+    snprintf(resbuf, sizeof(resbuf), "%s", res);
+    corral_bundle_spec_t *b = cr_calloc(workers, sizeof(*b));
+    for (unsigned i = 0; i < workers; i++)
+        b[i].resources = resbuf;
+    char pgname[64];
+    snprintf(pgname, sizeof(pgname), "train-%d-%lld", (int)getpid(), (long long)time(NULL));
+    corral_pg_spec_t ps = {.name = pgname,
+                           .bundles = b,
+                           .nbundles = workers,
+                           .strategy = have_strategy ? strategy : CORRAL_PACK,
+                           .selector = sel[0] ? sel : NULL,
+                           .domain = domain,
+                           .wait = 1};
+    int64_t t0 = cr_mono_ms();
+    corral_pg_t pg = {0};
+    int rc = CLI_FAIL, err = corral_pg_create(c, &ps, &pg);
+    free(b);
+    if (err < 0) {
+        fprintf(stderr, "corral train: cannot reserve %u worker(s) of %s: %s\n", workers, res,
+                corral_errmsg(c));
+        corral_disconnect(c);
+        return CLI_FAIL;
+    }
+    if (strcmp(pg.state, "CREATED") != 0) {
+        fprintf(stderr, "corral train: the reservation is %s: %s\n", pg.state, pg.reason);
+        goto out_pg;
+    }
+    char *ckenv = NULL;
+    if (ckpt)
+        env[nenv++] = ckenv = cr_asprintf("CORRAL_CHECKPOINT_DIR=%s", ckpt);
+    env[nenv] = NULL;
+    corral_job_spec_t js = {.name = "train",
+                            .argv = (const char *const *)&argv[optind],
+                            .env = env,
+                            .num_workers = workers,
+                            .restart = max_failures ? CORRAL_RESTART_GANG : CORRAL_RESTART_NONE,
+                            .max_restarts = max_failures,
+                            .placement_group = pgname,
+                            .distributed = 1};
+    char *job_id = NULL;
+    err = corral_submit(c, &js, &job_id);
+    free(ckenv);
+    if (err < 0) {
+        fprintf(stderr, "corral train: %s\n", corral_errmsg(c));
+        goto out_pg;
+    }
+    struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    stopper_t stp = {.job_id = job_id};
+    corral_set_tick(c, on_tick, &stp);
+    outputs_t o = {.n = workers, .prefix = true, .label = "rank "};
+    o.out = cr_calloc(o.n + 1, sizeof(*o.out));
+    o.err = cr_calloc(o.n + 1, sizeof(*o.err));
+    err = corral_job_logs_follow(c, job_id, -1, cli_on_follow, &o);
+    corral_set_tick(c, NULL, NULL);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    for (size_t i = 0; i < o.n; i++) { /* partial last lines */
+        if (o.out[i].len)
+            printf("[rank %zu] %s\n", i, o.out[i].s);
+        if (o.err[i].len)
+            fprintf(stderr, "[rank %zu] %s\n", i, o.err[i].s);
+        cr_buf_free(&o.out[i]);
+        cr_buf_free(&o.err[i]);
+    }
+    free(o.out);
+    free(o.err);
+    corral_job_t job;
+    if (err < 0 || corral_wait(c, job_id, -1, &job) < 0) {
+        fprintf(stderr, "corral train: %s\n", corral_errmsg(c));
+        free(job_id);
+        goto out_pg;
+    }
+    /* the summary */
+    cr_buf_t nodes = {0}, devs = {0};
+    for (size_t i = 0; i < job.nworkers; i++) {
+        const corral_worker_t *w = &job.workers[i];
+        if (!nodes.s || !strstr(nodes.s, w->node_id))
+            cr_buf_printf(&nodes, "%s%s", nodes.len ? "," : "", w->node_id);
+        cr_buf_printf(&devs, "%s%s[%s]", i ? " " : "", w->node_id, w->devices);
+    }
+    fprintf(stderr,
+            "corral train: job %s %s: %zu rank(s) on %s; devices %s; %u restart(s); %.1f s\n",
+            job.job_id, corral_job_state_name(job.state), job.nworkers, nodes.s ? nodes.s : "-",
+            devs.s ? devs.s : "-", job.restarts, (double)(cr_mono_ms() - t0) / 1000.0);
+    cr_buf_free(&nodes);
+    cr_buf_free(&devs);
+    if (job.state == CORRAL_JOB_SUCCEEDED) {
+        rc = CLI_OK;
+    } else {
+        fprintf(stderr, "corral train: %s\n", job.reason);
+        int failing = -1;
+        for (size_t i = 0; i < job.nworkers; i++) {
+            const corral_worker_t *w = &job.workers[i];
+            fprintf(stderr, "  rank %zu on %s: %s", i, w->node_id, w->state);
+            if (w->signal)
+                fprintf(stderr, " (signal %d)", w->signal);
+            else if (!strcmp(w->state, "EXITED"))
+                fprintf(stderr, " (exit code %d)", w->exit_code);
+            fprintf(stderr, "\n");
+            if (failing < 0 && strcmp(w->state, "STOPPED") &&
+                (w->signal || w->exit_code || !strcmp(w->state, "FAILED")))
+                failing = (int)i;
+        }
+        if (failing >= 0)
+            print_tail(c, job_id, (unsigned)failing);
+        rc = job.exit_code ? (job.exit_code & 0xff ? job.exit_code & 0xff : 1) : 1;
+    }
+    corral_job_free(&job);
+    free(job_id);
+out_pg:
+    if (corral_pg_remove(c, pgname) < 0)
+        fprintf(stderr, "corral train: removing group %s: %s\n", pgname, corral_errmsg(c));
+    corral_pg_free(&pg);
+    corral_disconnect(c);
+    return rc;
+}
