@@ -179,6 +179,7 @@ bool pg_bundle_take(pg_t *g, int b, job_t *j, node_t **node, int *devs, size_t *
                     char *why, size_t size);
 void pg_bundle_give(pg_t *g, int b, const job_t *j);
 int pg_nbundles(const pg_t *g);
+const Corral__Bundle *pg_bundle_spec(const pg_t *g, int b);
 bool pg_created(const pg_t *g);
 const char *pg_name(const pg_t *g);
 void pg_job_gone(job_t *j);

@@ -145,15 +145,18 @@ static const char *node_addr(const node_t *n)
     return n->address;
 }
 
-/* The unit resource name of the worker's devices, "" when none. */
-static const char *accel_type(const job_t *j)
+/* The unit resource name of worker w's devices ("GPU", "TPU"), "" when
+ * none: from its bundle in a placement group, else from the job's spec. */
+static const char *accel_type(const wk_t *w)
 {
-    const Corral__WorkerSpec *ws = j->spec->worker;
-    for (size_t i = 0; i < ws->n_resources; i++) {
-        int rid = sched_syms_find(&D.cluster->res, ws->resources[i]->name,
-                                  strlen(ws->resources[i]->name));
+    const job_t *j = w->job;
+    const Corral__Bundle *b = j->pg ? pg_bundle_spec(j->pg, w->bundle) : NULL;
+    Corral__Quantity **q = b ? b->resources : j->spec->worker->resources;
+    size_t n = b ? b->n_resources : j->spec->worker->n_resources;
+    for (size_t i = 0; i < n; i++) {
+        int rid = sched_syms_find(&D.cluster->res, q[i]->name, strlen(q[i]->name));
         if (rid >= 0 && sched_resource_is_unit(rid))
-            return ws->resources[i]->name;
+            return q[i]->name;
     }
     return "";
 }
@@ -222,7 +225,7 @@ static void rank_env(const wk_t *w, envb_t *b)
     envb_add(b, "JAX_COORDINATOR_ADDRESS", "%s:%u", master, j->master_port);
     envb_add(b, "JAX_PROCESS_ID", "%d", w->index);
     envb_add(b, "JAX_NUM_PROCESSES", "%d", j->n);
-    const char *type = accel_type(j);
+    const char *type = accel_type(w);
     if (strcmp(type, "TPU") == 0) {
         envb_add(b, "TPU_WORKER_ID", "%d", node_rank);
         envb_add(b, "TPU_WORKER_HOSTNAMES", "%s", hosts.s ? hosts.s : "");
@@ -251,7 +254,7 @@ void node_start_worker(wk_t *w)
     ws.bind = j->spec->bind;
     ws.grace_ms = j->spec->grace_ms;
     envb_t *b = cr_calloc(1, sizeof(*b));
-    envb_add(b, "CORRAL_ACCELERATOR_TYPE", "%s", accel_type(j));
+    envb_add(b, "CORRAL_ACCELERATOR_TYPE", "%s", accel_type(w));
     if (j->spec->distributed)
         rank_env(w, b);
     ws.extra_env = b->p;

@@ -71,6 +71,11 @@ pg_t *pg_find(const char *key)
     return NULL;
 }
 
+const Corral__Bundle *pg_bundle_spec(const pg_t *g, int b)
+{
+    return b >= 0 && (size_t)b < g->spec->n_bundles ? g->spec->bundles[b] : NULL;
+}
+
 int pg_nbundles(const pg_t *g)
 {
     return g->nb;
