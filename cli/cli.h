@@ -6,6 +6,7 @@
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
+/* in corral-tools (cli/tools.c), which corral execs for them */
 int cli_hw(int argc, char **argv);
 int cli_topo(int argc, char **argv);
 int cli_sim(int argc, char **argv);
@@ -31,7 +32,8 @@ typedef struct outputs {
 void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, size_t len);
 
 /* Discovers the node the way every command does: --spec FILE, or
- * --root DIR / CORRAL_SYSFS_ROOT, or this machine. Prints why on failure. */
+ * --root DIR / CORRAL_SYSFS_ROOT, or this machine. Prints why on failure.
+ * corral-tools only (cli/tools.c). */
 int cli_discover(const char *spec, const char *root, cr_node_t **out);
 /* Prints a JSON value to stdout, indented, with a newline. */
 void cli_print_json(json_t *j);

@@ -1,18 +1,7 @@
-/* Helpers shared by the corral commands. */
+/* Helpers shared by the corral commands (both executables: no hw/ here, see
+ * cli/tools.c). */
 #include "cli.h"
 #include <stdio.h>
-
-int cli_discover(const char *spec, const char *root, cr_node_t **out)
-{
-    hw_options_t o = {.root = root, .spec_path = spec};
-    char *msg = NULL;
-    int err = hw_discover(&o, out, &msg);
-    if (err) {
-        fprintf(stderr, "corral: %s\n", msg ? msg : cr_strerror(err));
-        free(msg);
-    }
-    return err;
-}
 
 void cli_print_json(json_t *j)
 {

@@ -1,15 +1,42 @@
 /* corral: the command line entry point. */
 #include "cli.h"
 #include <stdio.h>
+#include <unistd.h>
+
+/* hw, topo and sim live in corral-tools (cli/tools.c says why): found
+ * beside this corral (the build tree, an install's bin/), else
+ * $CORRAL_TOOLS, else the PATH, and run with the same arguments. */
+static int cli_tools(int argc, char **argv)
+{
+    char self[4096], path[4200];
+    const char *env = getenv("CORRAL_TOOLS");
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    char *slash = n > 0 ? (self[n] = '\0', strrchr(self, '/')) : NULL;
+    argv[-1] = "corral"; /* argv is main's, shifted by one */
+    if (slash) {
+        *slash = '\0';
+        snprintf(path, sizeof(path), "%s/corral-tools", self);
+        if (access(path, X_OK) == 0)
+            execv(path, argv - 1);
+    }
+    if (env && env[0])
+        execv(env, argv - 1);
+    execvp("corral-tools", argv - 1);
+    fprintf(stderr,
+            "corral %s: cannot run corral-tools (%s): it should be beside corral; or set "
+            "CORRAL_TOOLS to its path\n",
+            argv[0], strerror(errno));
+    return CLI_FAIL;
+}
 
 static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
     const char *help;
 } commands[] = {
-    {"hw", cli_hw, "this node's accelerators, host topology and labels"},
-    {"topo", cli_topo, "the device-to-device connection matrix and domains"},
-    {"sim", cli_sim, "the scheduler on a simulated cluster and workload"},
+    {"hw", cli_tools, "this node's accelerators, host topology and labels"},
+    {"topo", cli_tools, "the device-to-device connection matrix and domains"},
+    {"sim", cli_tools, "the scheduler on a simulated cluster and workload"},
     {"start", cli_start, "start a head (corrald) on this machine"},
     {"stop", cli_stop, "stop the head and its workers"},
     {"status", cli_status, "the head, its nodes, devices used and free, pending work"},

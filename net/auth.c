@@ -4,19 +4,17 @@
  * and a recorded proof is worth nothing on the next connection. */
 #include "net/net.h"
 #include <fcntl.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 int cr_token_generate(uint8_t token[CR_TOKEN_LEN])
 {
-    if (RAND_bytes(token, CR_TOKEN_LEN) != 1) {
-        cr_error("cannot draw random bytes for the cluster token (OpenSSL RAND_bytes failed)");
-        return CR_EIO;
+    int err = cr_random_bytes(token, CR_TOKEN_LEN);
+    if (err < 0) {
+        cr_error("cannot draw random bytes for the cluster token: getrandom: %s",
+                 cr_strerror(err));
+        return err;
     }
     return 0;
 }
@@ -78,7 +76,7 @@ out_unlink:
     unlink(tmp);
 out_free:
     free(tmp);
-    OPENSSL_cleanse(text, sizeof(text));
+    cr_wipe(text, sizeof(text));
     return err;
 }
 
@@ -144,12 +142,12 @@ int cr_token_read(const char *path, uint8_t token[CR_TOKEN_LEN])
         cr_warn("token file %s is malformed: expected %d hex digits and a newline; copy it "
                 "again from the head's session directory (session_latest/token)",
                 path, 2 * CR_TOKEN_LEN);
-        OPENSSL_cleanse(token, CR_TOKEN_LEN);
+        cr_wipe(token, CR_TOKEN_LEN);
         err = CR_EPARSE;
     }
 out_close:
     close(fd);
-    OPENSSL_cleanse(text, sizeof(text));
+    cr_wipe(text, sizeof(text));
     return err;
 }
 
@@ -162,12 +160,7 @@ void cr_auth_proof(const uint8_t token[CR_TOKEN_LEN], const uint8_t nonce[CR_NON
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < 4; i++)
             msg[CR_NONCE_LEN + 4 * k + i] = (uint8_t)(v[k] >> (24 - 8 * i));
-    unsigned int len = CR_PROOF_LEN;
-    if (!HMAC(EVP_sha256(), token, CR_TOKEN_LEN, msg, sizeof(msg), out, &len) ||
-        len != CR_PROOF_LEN) {
-        /* cannot happen with a working libcrypto; a proof nobody can match */
-        RAND_bytes(out, CR_PROOF_LEN);
-    }
+    cr_hmac_sha256(token, CR_TOKEN_LEN, msg, sizeof(msg), out);
 }
 
 bool cr_auth_check(const uint8_t token[CR_TOKEN_LEN], const uint8_t nonce[CR_NONCE_LEN],
@@ -175,7 +168,7 @@ bool cr_auth_check(const uint8_t token[CR_TOKEN_LEN], const uint8_t nonce[CR_NON
 {
     uint8_t want[CR_PROOF_LEN];
     cr_auth_proof(token, nonce, role, version, want);
-    bool ok = len == CR_PROOF_LEN && CRYPTO_memcmp(want, proof, CR_PROOF_LEN) == 0;
-    OPENSSL_cleanse(want, sizeof(want));
+    bool ok = len == CR_PROOF_LEN && cr_mem_equal_ct(want, proof, CR_PROOF_LEN);
+    cr_wipe(want, sizeof(want));
     return ok;
 }

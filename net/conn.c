@@ -12,8 +12,6 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -89,7 +87,7 @@ static void net_maybe_free(cr_net_t *n)
         return;
     void (*done)(void *) = n->done;
     void *done_data = n->done_data;
-    OPENSSL_cleanse(n->token, sizeof(n->token));
+    cr_wipe(n->token, sizeof(n->token));
     free(n->name);
     free(n);
     if (done)
@@ -134,7 +132,7 @@ static void conn_release(cr_conn_t *c)
     if (c->announced && n->cb.on_close)
         n->cb.on_close(c, c->close_err, n->data);
     cr_frame_dec_fini(&c->dec);
-    OPENSSL_cleanse(&c->hs, sizeof(c->hs));
+    cr_wipe(&c->hs, sizeof(c->hs));
     free(c);
     n->live--;
     net_maybe_free(n);
@@ -493,7 +491,7 @@ static void on_connection(uv_stream_t *server, int status)
     else
         describe_tcp_peer(c);
     uint8_t nonce[CR_NONCE_LEN];
-    if (RAND_bytes(nonce, sizeof(nonce)) != 1) {
+    if (cr_random_bytes(nonce, sizeof(nonce)) < 0) {
         cr_error("%s: no random bytes for the challenge; closing the connection", c->peer);
         cr_conn_close(c, CR_EIO);
         return;
@@ -723,7 +721,7 @@ int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_
         return CR_ENOMEM;
     snprintf(c->peer, sizeof(c->peer), "%s%s", path ? "unix:" : "", path ? path : address);
     uint8_t nonce[CR_NONCE_LEN];
-    if (RAND_bytes(nonce, sizeof(nonce)) != 1) {
+    if (cr_random_bytes(nonce, sizeof(nonce)) < 0) {
         cr_conn_close(c, CR_EIO);
         return CR_EIO;
     }

@@ -67,7 +67,20 @@ int cr_frame_hdr(uint8_t hdr[CR_FRAME_HDR], size_t len, size_t max);
 
 /* ------------------------------------------------------------------- auth */
 
-/* 32 bytes from OpenSSL's RAND_bytes. */
+/* SHA-256 and HMAC-SHA256 (net/sha256.c, no libcrypto: see there why). */
+#define CR_SHA256_LEN 32
+void cr_sha256(const void *data, size_t len, uint8_t out[CR_SHA256_LEN]);
+void cr_hmac_sha256(const void *key, size_t klen, const void *data, size_t len,
+                    uint8_t out[CR_SHA256_LEN]);
+/* Whether a and b hold the same n bytes, in time that depends on n only. */
+bool cr_mem_equal_ct(const void *a, const void *b, size_t n);
+/* Clears memory in a way the compiler cannot drop (secrets). */
+void cr_wipe(void *p, size_t n);
+/* n bytes from the kernel's random generator (getrandom(2), blocking only
+ * before the pool is first seeded); 0 or -errno. */
+int cr_random_bytes(void *buf, size_t n);
+
+/* 32 bytes from the kernel's random generator (cr_random_bytes). */
 int cr_token_generate(uint8_t token[CR_TOKEN_LEN]);
 
 /* Writes the token as 64 hex digits and a newline to path, created with
