@@ -333,7 +333,11 @@ int cli_train(int argc, char **argv)
         rc = CLI_OK;
     } else {
         fprintf(stderr, "corral train: %s\n", job.reason);
+        /* the rank the head's reason names ("worker N ..."), else the first failed */
         int failing = -1;
+        const char *wn = strstr(job.reason, "worker ");
+        if (wn && wn[7] >= '0' && wn[7] <= '9' && strtoul(wn + 7, NULL, 10) < job.nworkers)
+            failing = (int)strtoul(wn + 7, NULL, 10);
         for (size_t i = 0; i < job.nworkers; i++) {
             const corral_worker_t *w = &job.workers[i];
             fprintf(stderr, "  rank %zu on %s: %s", i, w->node_id, w->state);

@@ -3,6 +3,7 @@
  * through a pidfd. */
 #include "daemon/agent.h"
 #include <stdio.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -120,6 +121,9 @@ static void aw_done(agent_t *a, aw_t *w, Corral__WorkerReport *r)
 static void report_init(Corral__WorkerReport *r, const aw_t *w, Corral__WorkerState st)
 {
     corral__worker_report__init(r);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r->ended_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
     r->worker_id = w->id;
     r->job_id = w->job_id;
     r->worker_index = w->index;

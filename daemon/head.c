@@ -452,8 +452,23 @@ void worker_ended(wk_t *w, const Corral__WorkerReport *r)
         event("exited", j, "worker %d (pid %d) exited with code %d", w->index, w->pid,
               (int)r->exit_code);
     }
-    if (!stopped && !r->code_unknown && (r->signal || r->exit_code != 0)) {
+    /* a worker already being stopped for a restart that is scheduled (its
+     * gang's peers fail on their own when one of them goes): part of that
+     * restart, not another failure */
+    bool in_restart = j->restart_pending && w->restart_due;
+    bool failure = !stopped && !r->code_unknown && (r->signal || r->exit_code != 0);
+    if (failure && j->failed && r->ended_us && r->ended_us < j->fail_us) {
+        /* its report came later, but it ended first: the gang failed because of it */
         int code = r->signal ? 128 + r->signal : (int)r->exit_code;
+        free(j->reason);
+        j->reason = r->signal ? cr_asprintf("worker %d ended by signal %d", w->index, r->signal)
+                              : cr_asprintf("worker %d exited with code %d", w->index, code);
+        j->exit_code = code;
+        j->fail_us = r->ended_us;
+    }
+    if (failure && !in_restart && !j->failed) {
+        int code = r->signal ? 128 + r->signal : (int)r->exit_code;
+        j->fail_us = r->ended_us;
         char cause[64];
         if (r->signal)
             snprintf(cause, sizeof(cause), "signal %d", r->signal);
