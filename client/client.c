@@ -1074,21 +1074,10 @@ int corral_pg_list(corral_t *c, corral_pg_t **out, size_t *n)
 
 int corral_pg_remove(corral_t *c, const char *id_or_name)
 {
-    /* The message names a group by id or by name; which one the text is
-     * the head's list says (an id first). A text that is neither is sent
-     * as a name, for the head to refuse in its words. */
-    corral_pg_t *v = NULL;
-    size_t n = 0;
-    bool by_id = false;
-    int err = corral_pg_list(c, &v, &n);
-    if (err < 0 && err != CR_ENOSYS) /* a head without listing still hears the name */
-        return err;
-    for (size_t i = 0; i < n && !by_id; i++)
-        by_id = strcmp(v[i].pg_id, id_or_name) == 0;
-    corral_pg_list_free(v, n);
+    /* the head matches the text against groups' ids and names alike */
     Corral__PgRemove r = CORRAL__PG_REMOVE__INIT;
-    r.pg_id = by_id ? (char *)id_or_name : "";
-    r.name = by_id ? "" : (char *)id_or_name;
+    r.pg_id = "";
+    r.name = (char *)id_or_name;
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_PG_REMOVE;
     e.pg_remove = &r;

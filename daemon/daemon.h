@@ -126,6 +126,8 @@ const char *node_name(void);
 /* head.c */
 extern const struct follow_ops head_follow_ops;
 void head_dispatch(cr_conn_t *c, const Corral__Envelope *e);
+/* main.c: head_dispatch in one transaction, answers held until it commits */
+void head_handle(cr_conn_t *c, const Corral__Envelope *e);
 void try_pending(void);
 void maybe_finish_shutdown(void);
 void begin_shutdown(const char *why);

@@ -19,9 +19,45 @@ static const char usage_line[] =
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...]\n";
 
+/* Group commit: what the messages handled in one turn of the loop change
+ * is committed together when the loop is about to wait again (a libuv
+ * prepare handle), and their answers go out only after (an acknowledged
+ * request survives kill -9): one transaction per turn, one write per
+ * connection. */
+static uv_prepare_t batch;
+static bool batching;
+static cr_net_t *batch_net;
+
+static void batch_end(uv_prepare_t *h)
+{
+    uv_prepare_stop(h);
+    if (!batching)
+        return;
+    batching = false;
+    if (D.st && cr_state_commit(D.st) < 0)
+        cr_warn("state: %s: what the last messages changed is not recorded",
+                cr_state_errmsg(D.st));
+    if (batch_net)
+        cr_net_flush(batch_net);
+    batch_net = NULL;
+}
+
+void head_handle(cr_conn_t *c, const Corral__Envelope *e)
+{
+    if (!batching && D.st && cr_state_begin(D.st) == 0) {
+        batching = true;
+        batch_net = D.net; /* a Shutdown may let go of D.net */
+        if (batch_net)
+            cr_net_hold(batch_net);
+        if (!uv_is_closing((uv_handle_t *)&batch))
+            uv_prepare_start(&batch, batch_end);
+    }
+    head_dispatch(c, e);
+}
+
 static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
 {
-    head_dispatch(c, e);
+    head_handle(c, e);
 }
 
 static void on_ready(cr_conn_t *c, void *data)
@@ -259,8 +295,12 @@ static void agent_started_local(void *arg, const agent_started_t *s)
 static void agent_exited_local(void *arg, const Corral__WorkerReport *r)
 {
     wk_t *w = worker_find(r->worker_id);
-    if (w && w->node == D.self)
-        worker_ended(w, r);
+    if (!w || w->node != D.self)
+        return;
+    bool tx = cr_state_begin(D.st) == 0; /* nests inside a message's */
+    worker_ended(w, r);
+    if (tx && cr_state_commit(D.st) < 0)
+        cr_warn("state: %s", cr_state_errmsg(D.st));
 }
 
 static bool loopback(const char *host)
@@ -452,6 +492,7 @@ int main(int argc, char **argv)
     free(tokpath);
 
     uv_loop_init(&D.loop);
+    uv_prepare_init(&D.loop, &batch);
     char name[160];
     snprintf(name, sizeof(name), "corrald:%.128s:%d", node_name(), (int)getpid());
     cr_net_config_t nc = {.token = token, .name = name};
@@ -529,6 +570,9 @@ loop_out:
         D.net = NULL;
     }
 done:
+    batch_end(&batch); /* a turn's writes not yet committed */
+    if (!uv_is_closing((uv_handle_t *)&batch))
+        uv_close((uv_handle_t *)&batch, NULL);
     follow_fini();
     agent_free(D.agent);
     D.agent = NULL;

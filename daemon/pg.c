@@ -773,8 +773,27 @@ static void h_remove(cr_conn_t *c, const Corral__Envelope *e)
     release_remote(g, preparing, "the group was removed");
     unplace(g);
     answer_waiters(g, CR_EAGAIN, "the placement group was removed before it was created");
-    set_state(g, CORRAL__PG_STATE__PG_REMOVED, "removed on request");
+    g->state = CORRAL__PG_STATE__PG_REMOVED;
     pg_event("pg_removed", g, "removed");
+    /* gone for good: its row, its name (free for a new group), its memory;
+     * the jobs that ran in it, stopping, hold nothing of it any more */
+    for (size_t i = 0; i < D.jobs.n; i++) {
+        job_t *j = D.jobs.v[i];
+        if (j->pg != g)
+            continue;
+        pg_job_gone(j);
+        for (int k = 0; k < j->n; k++)
+            j->wk[k].bundle = -1;
+        j->pg = NULL;
+    }
+    db_check(cr_state_pg_delete(D.st, g->id));
+    for (size_t i = 0; i < D.pgs.n; i++)
+        if (D.pgs.v[i] == g) {
+            memmove(&D.pgs.v[i], &D.pgs.v[i + 1], (D.pgs.n - i - 1) * sizeof(*D.pgs.v));
+            D.pgs.n--;
+            break;
+        }
+    pg_free(g);
     reply_ack(c, e);
     try_pending();
     pgs_try_pending();

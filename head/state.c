@@ -279,6 +279,7 @@ struct cr_state {
     char *path;
     int64_t generation;
     bool in_tx;
+    int depth; /* cr_state_begin calls inside the open transaction */
     int tx_err; /* the first failure since cr_state_begin: the transaction is doomed */
     sqlite3_stmt *stmt[S__COUNT];
     char errmsg[CR_STATE_ERRMSG_MAX];
@@ -794,8 +795,10 @@ int cr_state_check(cr_state_t *st)
 /* ---- transactions ---- */
 int cr_state_begin(cr_state_t *st)
 {
-    if (st->in_tx)
-        return failf(st, CR_EINVAL, "a transaction is already open (they do not nest)");
+    if (st->in_tx) { /* nested: part of the open one */
+        st->depth++;
+        return 0;
+    }
     int err = exec_stmt(st, S_BEGIN, "starting a transaction");
     if (err)
         return err;
@@ -819,6 +822,10 @@ int cr_state_commit(cr_state_t *st)
 {
     if (!st->in_tx)
         return failf(st, CR_EINVAL, "commit without a transaction");
+    if (st->depth > 0) { /* an inner one: the outer commits */
+        st->depth--;
+        return st->tx_err;
+    }
     int err = st->tx_err;
     st->in_tx = false;
     if (!err)
@@ -833,6 +840,12 @@ void cr_state_rollback(cr_state_t *st)
 {
     if (!st->in_tx)
         return;
+    if (st->depth > 0) { /* an inner one dooms the outer */
+        st->depth--;
+        if (!st->tx_err)
+            st->tx_err = CR_EAGAIN;
+        return;
+    }
     st->in_tx = false;
     st->tx_err = 0;
     rollback_raw(st);

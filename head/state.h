@@ -180,7 +180,9 @@ const char *cr_state_path(const cr_state_t *st);
 int cr_state_check(cr_state_t *st);
 
 /* ---- transactions ---- */
-/* Starts a transaction; nesting is refused with CR_EINVAL. */
+/* Starts a transaction. Inside an open one it nests: the inner commit
+ * only returns the error so far, the outermost commits everything, and an
+ * inner rollback dooms the outer transaction. */
 int cr_state_begin(cr_state_t *st);
 /* Commits, or, when a call since begin failed, rolls back and returns
  * that call's error. */

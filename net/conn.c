@@ -55,6 +55,7 @@ struct cr_conn {
     size_t queued;
     uint64_t last_id;
     void *data;
+    cr_buf_t held; /* frames sent while the net is held (cr_net_hold) */
 };
 
 struct cr_net {
@@ -68,6 +69,7 @@ struct cr_net {
     cr_listener_t *listeners;
     cr_conn_t *conns;
     size_t live; /* listeners and connections not yet freed */
+    int hold;    /* cr_net_hold depth: frames wait in each conn's held */
     bool closing;
     void (*done)(void *);
     void *done_data;
@@ -133,6 +135,7 @@ static void conn_release(cr_conn_t *c)
         n->cb.on_close(c, c->close_err, n->data);
     cr_frame_dec_fini(&c->dec);
     cr_wipe(&c->hs, sizeof(c->hs));
+    cr_buf_free(&c->held);
     free(c);
     n->live--;
     net_maybe_free(n);
@@ -147,6 +150,14 @@ void cr_conn_close(cr_conn_t *c, int err)
 {
     if (c->closing)
         return;
+    if (c->held.len) { /* what was said before the close still goes, as far as it can now */
+        uv_buf_t b = uv_buf_init(c->held.s, (unsigned)c->held.len);
+        if (!c->resolving && !uv_is_closing(&c->u.h))
+            uv_try_write(&c->u.s, &b, 1);
+        c->queued -= c->held.len;
+        cr_buf_free(&c->held);
+        c->held = (cr_buf_t){0};
+    }
     c->closing = true;
     c->close_err = err;
     c->ready = false;
@@ -203,6 +214,41 @@ static void write_done(uv_write_t *req, int status)
         c->net->cb.on_drain(c, c->net->data);
 }
 
+static void flush_conn(cr_conn_t *c)
+{
+    if (!c->held.len || c->closing)
+        return;
+    write_req_t *w = cr_malloc(sizeof(*w));
+    w->c = c;
+    w->len = c->held.len;
+    w->bytes = (uint8_t *)c->held.s; /* the buffer goes with the request */
+    c->held = (cr_buf_t){0};
+    uv_buf_t buf = uv_buf_init((char *)w->bytes, (unsigned)w->len);
+    int err = uv_write(&w->req, &c->u.s, &buf, 1, write_done);
+    if (err < 0) {
+        c->queued -= w->len;
+        free(w->bytes);
+        free(w);
+        cr_warn("%s: write failed: %s; closing the connection", c->peer, uv_strerror(err));
+        cr_conn_close(c, err);
+    }
+}
+
+void cr_net_hold(cr_net_t *n)
+{
+    n->hold++;
+}
+
+void cr_net_flush(cr_net_t *n)
+{
+    if (n->hold > 0 && --n->hold > 0)
+        return;
+    for (cr_conn_t *c = n->conns, *next; c; c = next) {
+        next = c->next;
+        flush_conn(c);
+    }
+}
+
 /* Queues one envelope, handshake or not. */
 static int send_env(cr_conn_t *c, const Corral__Envelope *e)
 {
@@ -218,6 +264,13 @@ static int send_env(cr_conn_t *c, const Corral__Envelope *e)
     if (err) {
         free(w);
         return err;
+    }
+    if (c->net->hold && c->ready) { /* written at cr_net_flush, with the others */
+        cr_buf_append(&c->held, (const char *)w->bytes, w->len);
+        c->queued += w->len;
+        free(w->bytes);
+        free(w);
+        return 0;
     }
     w->c = c;
     uv_buf_t buf = uv_buf_init((char *)w->bytes, (unsigned)w->len);

@@ -273,6 +273,13 @@ uint64_t cr_conn_next_id(cr_conn_t *c);
  * reply of every handler. code is a negative corral error code. */
 int cr_conn_reply_error(cr_conn_t *c, uint64_t reply_to, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Holds every frame sent from now on (each connection's in one buffer)
+ * until cr_net_flush writes them, one write per connection: a head sends
+ * the answers to a message only once what they acknowledge is committed.
+ * Nests; a connection closed meanwhile still gets its frames as far as a
+ * non-blocking write takes them. */
+void cr_net_hold(cr_net_t *n);
+void cr_net_flush(cr_net_t *n);
 /* Bytes queued whose write has not completed yet. */
 size_t cr_conn_queued(const cr_conn_t *c);
 

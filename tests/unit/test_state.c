@@ -535,8 +535,9 @@ static void test_transaction_commit_and_rollback(void **state)
 
     /* the job and its workers change state together */
     assert_int_equal(cr_state_begin(st), 0);
-    assert_int_equal(cr_state_begin(st), CR_EINVAL); /* no nesting */
+    assert_int_equal(cr_state_begin(st), 0); /* nested: part of the outer one */
     assert_int_equal(cr_state_job_set_state(st, job, CR_JOB_RUNNING, "placed", 10), 0);
+    assert_int_equal(cr_state_commit(st), 0); /* the inner: nothing committed yet */
     assert_int_equal(cr_state_worker_set_state(st, job, 0, CR_WORKER_RUNNING, 10), 0);
     assert_int_equal(cr_state_worker_set_state(st, job, 1, CR_WORKER_RUNNING, 10), 0);
     /* a read that finds nothing dooms nothing */
@@ -555,6 +556,12 @@ static void test_transaction_commit_and_rollback(void **state)
     assert_int_equal(cr_state_event_append(st, &e, NULL), 0);
     cr_state_rollback(st);
     cr_state_rollback(st); /* harmless without a transaction */
+    /* an inner rollback dooms the outer transaction */
+    assert_int_equal(cr_state_begin(st), 0);
+    assert_int_equal(cr_state_begin(st), 0);
+    assert_int_equal(cr_state_job_set_state(st, job, CR_JOB_STOPPED, "inner", 21), 0);
+    cr_state_rollback(st);
+    assert_int_not_equal(cr_state_commit(st), 0);
     assert_int_equal(cr_state_job_get(st, job, &j), 0);
     assert_int_equal(j.state, CR_JOB_RUNNING);
     cr_state_job_free(&j);
