@@ -126,8 +126,12 @@ const char *node_name(void);
 /* head.c */
 extern const struct follow_ops head_follow_ops;
 void head_dispatch(cr_conn_t *c, const Corral__Envelope *e);
-/* main.c: head_dispatch in one transaction, answers held until it commits */
+/* head_dispatch inside the turn's group commit (answers held until it
+ * commits); head_batch opens it for other work of the turn (worker exits,
+ * timers); head_batch_fini commits what is left and closes it. */
 void head_handle(cr_conn_t *c, const Corral__Envelope *e);
+void head_batch(void);
+void head_batch_fini(void);
 void try_pending(void);
 void maybe_finish_shutdown(void);
 void begin_shutdown(const char *why);

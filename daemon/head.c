@@ -10,6 +10,7 @@
  * placement with it: the gang is placed again (any policy but none). */
 #include "daemon/daemon.h"
 #include "daemon/follow.h"
+#include "daemon/waiters.h"
 #include <jansson.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -191,6 +192,7 @@ static void job_check_done(job_t *j)
         job_set_state(j, CR_JOB_SUCCEEDED, "every worker exited with code 0");
     }
     event("finished", j, "%s (exit code %d)", cr_job_state_name(j->state), j->exit_code);
+    cr_waiters_wake(j); /* JobStatus requests waiting for this end */
     release_placement(j);
     follow_pump();
     try_pending();
@@ -246,6 +248,7 @@ static uint64_t backoff_ms(const job_t *j, int n)
 static void on_backoff(uv_timer_t *t)
 {
     job_t *j = t->data;
+    head_batch();
     j->backoff_over = true;
     restart_check(j);
 }
@@ -1057,6 +1060,26 @@ static void info_fini(info_mem_t *m)
     free(m->devs);
 }
 
+/* The JobInfo answer to request id; also a parked JobStatus's answer
+ * (daemon/waiters.c), key being the job. */
+static void send_job_info(cr_conn_t *c, uint64_t id, void *key)
+{
+    const job_t *j = key;
+    Corral__JobInfo info;
+    info_mem_t m;
+    info_fill(j, &info, &m);
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_JOB_INFO;
+    a.job_info = &info;
+    a.reply_to = id;
+    int err = cr_conn_send(c, &a);
+    if (err < 0)
+        cr_warn("reply to %s: %s", cr_conn_peer(c), cr_strerror(err));
+    info_fini(&m);
+}
+
+#define MAX_STATUS_WAIT_MS 30000 /* under the client's CORRAL_CALL_TIMEOUT_MS */
+
 static void h_job_status(cr_conn_t *c, const Corral__Envelope *e)
 {
     job_t *j = job_find(e->job_status->job_id);
@@ -1064,14 +1087,13 @@ static void h_job_status(cr_conn_t *c, const Corral__Envelope *e)
         cr_conn_reply_error(c, e->id, CR_ENOENT, "no job %s", e->job_status->job_id);
         return;
     }
-    Corral__JobInfo info;
-    info_mem_t m;
-    info_fill(j, &info, &m);
-    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
-    a.body_case = CORRAL__ENVELOPE__BODY_JOB_INFO;
-    a.job_info = &info;
-    reply(c, e, &a);
-    info_fini(&m);
+    uint32_t wait = e->job_status->wait_ms;
+    if (wait && !cr_job_state_is_final(j->state)) { /* answered by job_check_done */
+        cr_waiters_add(&D.loop, c, e->id, j, wait < MAX_STATUS_WAIT_MS ? wait : MAX_STATUS_WAIT_MS,
+                       send_job_info);
+        return;
+    }
+    send_job_info(c, e->id, j);
 }
 
 static void h_job_list(cr_conn_t *c, const Corral__Envelope *e)
@@ -1712,6 +1734,61 @@ static void h_shutdown(cr_conn_t *c, const Corral__Envelope *e)
 {
     reply_ack(c, e);
     begin_shutdown("corral stop");
+}
+
+/* ----------------------------------------------------------- group commit */
+
+/* What the messages and events handled in one turn of the loop change is
+ * committed together when the loop is about to wait again (a libuv
+ * prepare handle), and every answer and message sent meanwhile goes out
+ * only after (an acknowledged request survives kill -9): one transaction
+ * per turn, one write per connection. */
+static uv_prepare_t batch;
+static bool batch_ready, batching;
+static cr_net_t *batch_net;
+
+static void batch_end(uv_prepare_t *h)
+{
+    uv_prepare_stop(h);
+    if (!batching)
+        return;
+    batching = false;
+    if (D.st && cr_state_commit(D.st) < 0)
+        cr_warn("state: %s: what the last turn changed is not recorded", cr_state_errmsg(D.st));
+    if (batch_net)
+        cr_net_flush(batch_net);
+    batch_net = NULL;
+}
+
+void head_batch(void)
+{
+    if (!batch_ready) {
+        uv_prepare_init(&D.loop, &batch);
+        batch_ready = true;
+    }
+    if (batching || !D.st || cr_state_begin(D.st) < 0)
+        return;
+    batching = true;
+    batch_net = D.net; /* a Shutdown may let go of D.net */
+    if (batch_net)
+        cr_net_hold(batch_net);
+    if (!uv_is_closing((uv_handle_t *)&batch))
+        uv_prepare_start(&batch, batch_end);
+}
+
+void head_batch_fini(void)
+{
+    if (!batch_ready)
+        return;
+    batch_end(&batch);
+    if (!uv_is_closing((uv_handle_t *)&batch))
+        uv_close((uv_handle_t *)&batch, NULL);
+}
+
+void head_handle(cr_conn_t *c, const Corral__Envelope *e)
+{
+    head_batch();
+    head_dispatch(c, e);
 }
 
 /* ------------------------------------------------------------ dispatching */

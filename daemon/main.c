@@ -4,6 +4,7 @@
  * (DESIGN.md "Runtime", docs/runtime.md, docs/cluster.md). */
 #include "daemon/daemon.h"
 #include "daemon/follow.h"
+#include "daemon/waiters.h"
 #include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
@@ -18,42 +19,6 @@ static const char usage_line[] =
     "[--dead-after-ms N] [--block]\n"
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...]\n";
-
-/* Group commit: what the messages handled in one turn of the loop change
- * is committed together when the loop is about to wait again (a libuv
- * prepare handle), and their answers go out only after (an acknowledged
- * request survives kill -9): one transaction per turn, one write per
- * connection. */
-static uv_prepare_t batch;
-static bool batching;
-static cr_net_t *batch_net;
-
-static void batch_end(uv_prepare_t *h)
-{
-    uv_prepare_stop(h);
-    if (!batching)
-        return;
-    batching = false;
-    if (D.st && cr_state_commit(D.st) < 0)
-        cr_warn("state: %s: what the last messages changed is not recorded",
-                cr_state_errmsg(D.st));
-    if (batch_net)
-        cr_net_flush(batch_net);
-    batch_net = NULL;
-}
-
-void head_handle(cr_conn_t *c, const Corral__Envelope *e)
-{
-    if (!batching && D.st && cr_state_begin(D.st) == 0) {
-        batching = true;
-        batch_net = D.net; /* a Shutdown may let go of D.net */
-        if (batch_net)
-            cr_net_hold(batch_net);
-        if (!uv_is_closing((uv_handle_t *)&batch))
-            uv_prepare_start(&batch, batch_end);
-    }
-    head_dispatch(c, e);
-}
 
 static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
 {
@@ -71,6 +36,8 @@ static void on_close(cr_conn_t *c, int err, void *data)
         cr_info("connection %s closed: %s", cr_conn_peer(c), cr_strerror(err));
     else if (err == CR_EACCES)
         cr_warn("connection %s refused: bad token", cr_conn_peer(c));
+    cr_waiters_drop_conn(c);
+    head_batch();
     nodes_conn_closed(c);
     follow_conn_closed(c);
     pgs_client_gone(c);
@@ -83,6 +50,7 @@ static void on_signal(uv_signal_t *h, int signum)
 
 static void on_tick(uv_timer_t *t)
 {
+    head_batch();
     nodes_tick();
     pgs_tick();
 }
@@ -297,10 +265,8 @@ static void agent_exited_local(void *arg, const Corral__WorkerReport *r)
     wk_t *w = worker_find(r->worker_id);
     if (!w || w->node != D.self)
         return;
-    bool tx = cr_state_begin(D.st) == 0; /* nests inside a message's */
+    head_batch();
     worker_ended(w, r);
-    if (tx && cr_state_commit(D.st) < 0)
-        cr_warn("state: %s", cr_state_errmsg(D.st));
 }
 
 static bool loopback(const char *host)
@@ -492,7 +458,6 @@ int main(int argc, char **argv)
     free(tokpath);
 
     uv_loop_init(&D.loop);
-    uv_prepare_init(&D.loop, &batch);
     char name[160];
     snprintf(name, sizeof(name), "corrald:%.128s:%d", node_name(), (int)getpid());
     cr_net_config_t nc = {.token = token, .name = name};
@@ -570,9 +535,7 @@ loop_out:
         D.net = NULL;
     }
 done:
-    batch_end(&batch); /* a turn's writes not yet committed */
-    if (!uv_is_closing((uv_handle_t *)&batch))
-        uv_close((uv_handle_t *)&batch, NULL);
+    head_batch_fini(); /* a turn's writes not yet committed */
     follow_fini();
     agent_free(D.agent);
     D.agent = NULL;
