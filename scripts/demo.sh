@@ -35,19 +35,48 @@ step "the scheduler on a simulated mixed GPU/TPU/Gaudi cluster" \
     "corral sim --cluster examples/clusters/mixed.yaml --workload examples/traces/mixed.yaml"
 "$corral" sim --cluster "$src/examples/clusters/mixed.yaml" --workload "$src/examples/traces/mixed.yaml"
 
-# the runtime: a head on a simulated 8-GPU node, a 4-worker job, status, stop
+# the cluster: a head and three simulated nodes (two hosts of one TPU v5p
+# 2x2x2 slice, a DGX-class GPU node), a real DDP training under corral train
+# on the slice, status, and everything shut down
 export CORRAL_HOME
 CORRAL_HOME=$(mktemp -d /tmp/corral-demo-XXXXXX)
-trap '"$corral" stop >/dev/null 2>&1 || true; rm -rf "$CORRAL_HOME"' EXIT
-step "a head on a simulated DGX H100 node" "corral start --head --hw-spec specs/dgx-h100.yaml"
-"$corral" start --head --hw-spec "$src/specs/dgx-h100.yaml"
-step "a gang of 4 workers, one GPU each: what each sees" \
-    "corral run --gpus 1 --workers 4 -- sh -c 'echo rank \$CORRAL_WORKER_INDEX: CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES'"
-"$corral" run --gpus 1 --workers 4 -- \
-    sh -c 'echo "rank $CORRAL_WORKER_INDEX: CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"'
-step "the head" "corral status"
+agents=""
+cleanup() {
+    for id in $agents; do kill "$(cat "$CORRAL_HOME/agent_$id/corrald.pid" 2>/dev/null)" 2>/dev/null || true; done
+    "$corral" stop >/dev/null 2>&1 || true
+    rm -rf "$CORRAL_HOME"
+}
+trap cleanup EXIT
+step "a head (on a simulated CPU-only node)" \
+    "corral start --head --hw-spec specs/cpu-only.yaml"
+"$corral" start --head --hw-spec "$src/specs/cpu-only.yaml"
+addr=$(cat "$CORRAL_HOME/session_latest/address")
+for n in "tpu-w0 tpu-v5p-2x2x2-w0 127.0.0.10" "tpu-w1 tpu-v5p-2x2x2-w1 127.0.0.11" \
+    "gpu-a dgx-h100 127.0.0.2"; do
+    set -- $n
+    step "an agent joins: $1 (simulated $2)" \
+        "corral start --address $addr --hw-spec specs/$2.yaml --node-id $1 --node-ip $3"
+    "$corral" start --address "$addr" --token-file "$CORRAL_HOME/session_latest/token" \
+        --hw-spec "$src/specs/$2.yaml" --node-id "$1" --node-ip "$3"
+    agents="$agents $1"
+done
+step "the cluster" "corral status"
 "$corral" status
-step "what happened" "corral events --limit 12"
-"$corral" events --limit 12
-step "stop the head" "corral stop"
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    step "real PyTorch DDP (gloo) on the slice: 4 ranks, one TPU chip each, per-rank placement and loss" \
+        "corral train --tpu-topology 2x2x2 --accelerator-type TPU-V5P --workers 4 --placement SPREAD --checkpoint-dir \$CORRAL_HOME/ckpt -- python3 examples/train/ddp_train.py"
+    "$corral" train --tpu-topology 2x2x2 --accelerator-type TPU-V5P --workers 4 --placement SPREAD \
+        --checkpoint-dir "$CORRAL_HOME/ckpt" --env "PYTHONPATH=$src/python" \
+        -- /usr/bin/python3 "$src/examples/train/ddp_train.py"
+else
+    echo "(python3-torch is not installed for /usr/bin/python3: scripts/deps.sh installs it; the training step is left out)"
+fi
+step "a gang of 2 on the GPU node, one GPU each: what each sees" \
+    "corral run --gpus 1 --workers 2 -- sh -c 'echo \$CORRAL_NODE_ID CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES'"
+"$corral" run --gpus 1 --workers 2 -- sh -c 'echo "$CORRAL_NODE_ID CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"'
+step "what happened" "corral events --limit 14"
+"$corral" events --limit 14
+step "stop the agents and the head" "kill agents; corral stop"
+for id in $agents; do kill "$(cat "$CORRAL_HOME/agent_$id/corrald.pid")"; done
+agents=""
 "$corral" stop
