@@ -45,6 +45,9 @@ bench: build
 bench-%: build
 	bench/$*/run.sh
 
+valgrind: build
+	scripts/valgrind.sh
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 

@@ -1701,10 +1701,16 @@ static void on_force(uv_timer_t *t)
     maybe_finish_shutdown();
 }
 
+static void batch_end(uv_prepare_t *h);
+static uv_prepare_t batch;
+static bool batch_ready;
+
 void maybe_finish_shutdown(void)
 {
     if (!D.shutting_down || D.running_workers > 0 || D.closed || !D.net)
         return;
+    if (batch_ready) /* the turn's answers go before the net does */
+        batch_end(&batch);
     cr_net_t *n = D.net;
     D.net = NULL;
     follow_fini();
@@ -1743,8 +1749,7 @@ static void h_shutdown(cr_conn_t *c, const Corral__Envelope *e)
  * prepare handle), and every answer and message sent meanwhile goes out
  * only after (an acknowledged request survives kill -9): one transaction
  * per turn, one write per connection. */
-static uv_prepare_t batch;
-static bool batch_ready, batching;
+static bool batching;
 static cr_net_t *batch_net;
 
 static void batch_end(uv_prepare_t *h)
