@@ -25,7 +25,7 @@ class ContextTest(unittest.TestCase):
         self.assertEqual((c.rank, c.world_size, c.local_rank, c.local_world_size, c.node_rank), (5, 8, 1, 4, 1))
         self.assertEqual(c.restart_count, 2)
         self.assertEqual(c.checkpoint_dir, "/ckpt")
-        self.assertEqual(c.accelerator_ids, (4, 5))
+        self.assertEqual(c.accelerator_ids, ("4", "5"))
         self.assertEqual(c.accelerator_type, "GPU")
         self.assertEqual((c.master_addr, c.master_port), ("10.0.0.1", 29500))
         self.assertEqual((c.job_id, c.worker_id, c.node_id), ("17", "17.5", "n1"))
@@ -35,6 +35,10 @@ class ContextTest(unittest.TestCase):
     def test_jax_variables_when_no_rank(self):
         c = get_context({"JAX_PROCESS_ID": "3", "JAX_NUM_PROCESSES": "4"})
         self.assertEqual((c.rank, c.world_size), (3, 4))
+
+    def test_gpu_uuids_are_ids(self):
+        c = get_context({"CORRAL_ACCELERATOR_IDS": "GPU-8ff6da72-388d,GPU-52e77ca2-4de5"})
+        self.assertEqual(c.accelerator_ids, ("GPU-8ff6da72-388d", "GPU-52e77ca2-4de5"))
 
     def test_empty_accelerator_type_means_none_given(self):
         c = get_context({"CORRAL_ACCELERATOR_TYPE": "", "CORRAL_ACCELERATOR_IDS": ""})
@@ -48,8 +52,8 @@ class ContextTest(unittest.TestCase):
             get_context({"RANK": "4", "WORLD_SIZE": "4"})
         with self.assertRaisesRegex(ValueError, "WORLD_SIZE=0 is below 1"):
             get_context({"WORLD_SIZE": "0"})
-        with self.assertRaisesRegex(ValueError, "CORRAL_ACCELERATOR_IDS='0,a'"):
-            get_context({"CORRAL_ACCELERATOR_IDS": "0,a"})
+        with self.assertRaisesRegex(ValueError, "CORRAL_ACCELERATOR_IDS='0,,1'"):
+            get_context({"CORRAL_ACCELERATOR_IDS": "0,,1"})
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ class TrainContext:
     node_rank: int = 0
     restart_count: int = 0
     checkpoint_dir: Optional[str] = None
-    accelerator_ids: Tuple[int, ...] = ()
+    accelerator_ids: Tuple[str, ...] = ()
     accelerator_type: str = ""
     master_addr: Optional[str] = None
     master_port: Optional[int] = None
@@ -55,20 +55,16 @@ def _int(env, name, default, minimum=0):
 
 
 def _ids(env, name):
+    """The isolation ids the worker was given, as its vendor names them (a
+    GPU UUID, a TPU chip index, a NeuronCore range), in the order given."""
     raw = env.get(name, "").strip()
     if not raw:
         return ()
-    out = []
-    for part in raw.split(","):
-        part = part.strip()
-        try:
-            out.append(int(part))
-        except ValueError:
-            raise ValueError(
-                "%s=%r: %r is not a device index (expected a comma list "
-                "such as 0,1)" % (name, raw, part)
-            ) from None
-    return tuple(out)
+    out = tuple(part.strip() for part in raw.split(","))
+    if any(not part for part in out):
+        raise ValueError("%s=%r: an empty id (expected a comma list such as 0,1 or GPU-...)"
+                         % (name, raw))
+    return out
 
 
 def get_context(env=None) -> TrainContext:
