@@ -130,22 +130,96 @@ static void fwd_drop(const char *worker_id)
         }
 }
 
+/* ------------------------------------------------- the table on disk */
+
+/* The running workers, in agent_<id>/workers.json, rewritten on every start
+ * and exit: an agent killed and started again adopts those still running
+ * (pid and start time match) and reports them, so the head can stop them
+ * as stale rather than leave them orphaned on the node. */
+static void save_table(void)
+{
+    Corral__WorkerReport **v = NULL;
+    size_t n = agent_reports(A.agent, &v);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const char *out = agent_log_path(A.agent, v[i]->worker_id, 0);
+        const char *err = agent_log_path(A.agent, v[i]->worker_id, 1);
+        json_array_append_new(
+            arr, json_pack("{s:s, s:s, s:i, s:i, s:i, s:I, s:s?, s:s?}", "id", v[i]->worker_id,
+                           "job", v[i]->job_id, "index", (int)v[i]->worker_index, "attempt",
+                           (int)v[i]->attempt, "pid", v[i]->pid, "start_time",
+                           (json_int_t)v[i]->start_time, "out", out, "err", err));
+    }
+    agent_reports_free(v, n);
+    char *path = cr_asprintf("%s/workers.json", A.dir), *tmp = cr_asprintf("%s.tmp", path);
+    if (json_dump_file(arr, tmp, JSON_COMPACT) < 0 || rename(tmp, path) < 0)
+        cr_warn("cannot write %s: %s", path, strerror(errno));
+    json_decref(arr);
+    free(path);
+    free(tmp);
+}
+
+static void fwd_add(const char *worker_id, const char *out, const char *err, bool from_end);
+
+static void load_table(void)
+{
+    char *path = cr_asprintf("%s/workers.json", A.dir);
+    json_t *arr = json_load_file(path, 0, NULL);
+    free(path);
+    size_t i, adopted = 0;
+    json_t *o;
+    json_array_foreach(arr, i, o)
+    {
+        const char *id = json_string_value(json_object_get(o, "id"));
+        const char *job = json_string_value(json_object_get(o, "job"));
+        if (!id || !job)
+            continue;
+        Corral__WorkerReport r = CORRAL__WORKER_REPORT__INIT;
+        r.worker_id = (char *)id;
+        r.job_id = (char *)job;
+        r.worker_index = (uint32_t)json_integer_value(json_object_get(o, "index"));
+        r.attempt = (uint32_t)json_integer_value(json_object_get(o, "attempt"));
+        r.pid = (int32_t)json_integer_value(json_object_get(o, "pid"));
+        int64_t st = json_integer_value(json_object_get(o, "start_time"));
+        const char *out = json_string_value(json_object_get(o, "out"));
+        const char *err = json_string_value(json_object_get(o, "err"));
+        if (agent_adopt(A.agent, &r, st, out, err)) {
+            fwd_add(id, out, err, true);
+            adopted++;
+        }
+    }
+    json_decref(arr);
+    if (adopted)
+        fprintf(stderr, "corrald: adopted %zu worker(s) a previous agent left running\n", adopted);
+}
+
 /* ------------------------------------------------------ the agent's news */
 
-static void a_started(void *arg, const agent_started_t *s)
+static void fwd_add(const char *worker_id, const char *out, const char *err, bool from_end)
 {
-    /* worker_index and job id come from the id the head gave */
+    /* worker_index and job id come from the id the head gave: job<J>-w<I> */
     fwd_t *f = CR_VEC_PUSH(&A.fwd);
     memset(f, 0, sizeof(*f));
-    f->worker_id = cr_strdup(s->worker_id);
-    const char *w = strstr(s->worker_id, "-w");
-    f->job_id = cr_strdup(s->worker_id + 3);
+    f->worker_id = cr_strdup(worker_id);
+    const char *w = strstr(worker_id, "-w");
+    f->job_id = cr_strdup(strncmp(worker_id, "job", 3) == 0 ? worker_id + 3 : worker_id);
     char *dash = strstr(f->job_id, "-w");
     if (dash)
         *dash = '\0';
     f->index = w ? (uint32_t)strtoul(w + 2, NULL, 10) : 0;
-    f->path[0] = s->out_path ? cr_strdup(s->out_path) : NULL;
-    f->path[1] = s->err_path ? cr_strdup(s->err_path) : NULL;
+    f->path[0] = out ? cr_strdup(out) : NULL;
+    f->path[1] = err ? cr_strdup(err) : NULL;
+    for (int k = 0; k < 2 && from_end; k++) { /* what the head already has */
+        struct stat sb;
+        if (f->path[k] && stat(f->path[k], &sb) == 0)
+            f->off[k] = (uint64_t)sb.st_size;
+    }
+}
+
+static void a_started(void *arg, const agent_started_t *s)
+{
+    fwd_add(s->worker_id, s->out_path, s->err_path, false);
+    save_table();
     Corral__WorkerStarted ws = CORRAL__WORKER_STARTED__INIT;
     ws.worker_id = (char *)s->worker_id;
     ws.pid = s->pid;
@@ -180,6 +254,8 @@ static void report_free(Corral__WorkerReport *r)
 static void a_exited(void *arg, const Corral__WorkerReport *r)
 {
     fwd_drop(r->worker_id); /* its output reaches the head before its exit */
+    if (!A.stopping)
+        save_table();
     if (!A.conn || !A.registered) {
         *CR_VEC_PUSH(&A.unreported) = report_copy(r);
     } else {
@@ -552,6 +628,7 @@ int agent_main(const agent_opts_t *o)
                          .logs = A.logs,
                          .ops = {.started = a_started, .exited = a_exited}};
     A.agent = agent_new(&ac);
+    load_table();
     uv_timer_init(&A.loop, &A.hb);
     uv_timer_init(&A.loop, &A.retry);
     uv_timer_init(&A.loop, &A.pump);

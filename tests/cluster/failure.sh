@@ -75,4 +75,19 @@ js=$("$CORRAL" pg list --json | jq '.[] | select(.name == "trio")')
     [ "$(jq -r '[.bundles[].node_id] | unique | length' <<<"$js")" = 3 ] &&
     ok "after gpu-c rejoins the group is CREATED on 3 distinct nodes" || fail "pg after rejoin: $js"
 "$CORRAL" pg remove trio >/dev/null && ok "pg remove trio" || fail "pg remove"
+
+# --- kill -9 of an agent: its next incarnation finds the orphan and the
+# head has it stopped as stale; the job (no restarts) fails, lost with the node
+id=$("$CORRAL" run --gpus 1 --label-selector corral.io/node-id=gpu-b --detach -- sleep 60)
+wait_job "$id" RUNNING 5 || fail "job $id did not run"
+pid=$(status "$id" | jq -r '.workers[0].pid')
+kill -KILL "$(agent_pid gpu-b)"
+sleep 0.3
+kill -0 "$pid" 2>/dev/null && ok "the worker outlives its agent (pid $pid)" || fail "worker died with its agent"
+agent_up gpu-b "$SPECS/dgx-h100.yaml" 127.0.0.3
+for _ in $(seq 100); do gone "$pid" && break; sleep 0.05; done
+gone "$pid" && ok "the new incarnation adopted the orphan and the head had it stopped" ||
+    fail "orphan $pid still runs"
+wait_job "$id" FAILED 5 && status "$id" | jq -r .reason | grep -q "gpu-b" &&
+    ok "job $id FAILED, lost with gpu-b's old incarnation" || fail "job $id: $(status "$id" | jq -c '{state,reason}')"
 finish
