@@ -19,7 +19,9 @@
  * unpacked again by the detached connection), and the tear-down (LSan). */
 #undef NDEBUG
 #include "daemon/harness.h"
+#define _XOPEN_SOURCE 700
 #include <assert.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -32,23 +34,40 @@
 static char dir[64];
 static size_t sent;
 
+static bool verbose; /* FUZZ_HEAD_VERBOSE=1: what the head sends, on stderr */
+
 static void sink(void *arg, const Corral__Envelope *e)
 {
     assert(e->body_case != CORRAL__ENVELOPE__BODY__NOT_SET);
     sent++;
+    if (verbose)
+        fprintf(stderr, "  -> %s: %s reply_to %llu%s%s\n", (const char *)arg,
+                cr_msg_name(e->body_case), (unsigned long long)e->reply_to,
+                e->body_case == CORRAL__ENVELOPE__BODY_ERROR ? ": " : "",
+                e->body_case == CORRAL__ENVELOPE__BODY_ERROR ? e->error->message : "");
+    if (verbose && e->body_case == CORRAL__ENVELOPE__BODY_WORKER_START)
+        fprintf(stderr, "     id %llu %s, %zu device(s), first %d\n", (unsigned long long)e->id,
+                e->worker_start->worker_id, e->worker_start->n_devices,
+                e->worker_start->n_devices ? (int)e->worker_start->devices[0] : -1);
+    if (verbose && e->body_case == CORRAL__ENVELOPE__BODY_PREPARE)
+        fprintf(stderr, "     id %llu txn %s\n", (unsigned long long)e->id, e->prepare->txn_id);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    remove(path);
+    return 0;
 }
 
 static void rm_dir(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "fuzz_head: could not remove %s\n", dir);
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static void setup(void)
 {
     cr_log_set_level(CR_LOG_ERROR); /* the fuzzer makes every warning happen */
+    verbose = getenv("FUZZ_HEAD_VERBOSE") && atoi(getenv("FUZZ_HEAD_VERBOSE")) > 0;
     snprintf(dir, sizeof(dir), "/tmp/corral-fuzz-head-XXXXXX");
     assert(mkdtemp(dir));
     atexit(rm_dir);
@@ -59,9 +78,18 @@ static void setup(void)
     free(empty);
 }
 
+static cr_conn_t *conn_new(int k);
+
 static Corral__Role role_of(int k)
 {
     return k == 0 ? CORRAL__ROLE__ROLE_CLIENT : CORRAL__ROLE__ROLE_AGENT;
+}
+
+static const char *const conn_names[3] = {"client", "agent A", "agent B"};
+
+static cr_conn_t *conn_new(int k)
+{
+    return cr_conn_new_detached(role_of(k), sink, (void *)conn_names[k]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -72,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     cr_conn_t *conns[3];
     for (int k = 0; k < 3; k++)
-        conns[k] = cr_conn_new_detached(role_of(k), sink, NULL);
+        conns[k] = conn_new(k);
 
     while (size >= 3) {
         uint8_t ctl = data[0];
@@ -93,6 +121,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         bool ok = e && !(e->body_case >= CORRAL__ENVELOPE__BODY_HELLO &&
                          e->body_case <= CORRAL__ENVELOPE__BODY_REFUSED) &&
                   (cr_msg_senders(e->body_case) & from);
+        if (verbose)
+            fprintf(stderr, "%s: %s%s\n", conn_names[k], e ? cr_msg_name(e->body_case) : why,
+                    ok ? "" : " (not dispatched; closing)");
         if (ok && cr_conn_is_ready(c))
             head_dispatch(c, e);
         cr_msg_free(e);
@@ -100,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cr_conn_close(c, 0);
             head_harness_conn_closed(c);
             cr_conn_free_detached(c);
-            conns[k] = cr_conn_new_detached(role_of(k), sink, NULL);
+            conns[k] = conn_new(k);
         }
         for (int i = 0; i < ((ctl & 0x80) ? 8 : 1); i++)
             head_harness_run();
