@@ -265,7 +265,8 @@ static int send_detached(cr_conn_t *c, const Corral__Envelope *e)
     if (err)
         return err;
     char why[300];
-    Corral__Envelope *back = cr_msg_unpack(buf + CR_FRAME_HDR, len - CR_FRAME_HDR, why, sizeof(why));
+    Corral__Envelope *back =
+        cr_msg_unpack(buf + CR_FRAME_HDR, len - CR_FRAME_HDR, why, sizeof(why));
     free(buf);
     if (!back) {
         cr_error("%s: the %s sent does not decode: %s", c->peer, cr_msg_name(e->body_case), why);
@@ -842,8 +843,8 @@ int cr_conn_reply_error(cr_conn_t *c, uint64_t reply_to, int code, const char *f
     return cr_conn_send(c, &e);
 }
 
-cr_conn_t *cr_conn_new_detached(Corral__Role role, void (*sink)(void *arg, const Corral__Envelope *e),
-                                void *arg)
+cr_conn_t *cr_conn_new_detached(Corral__Role role,
+                                void (*sink)(void *arg, const Corral__Envelope *e), void *arg)
 {
     static unsigned seq;
     cr_conn_t *c = cr_calloc(1, sizeof(*c));

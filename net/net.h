@@ -275,8 +275,8 @@ size_t cr_conn_queued(const cr_conn_t *c);
  * closed (later sends fail with -ENOTCONN) and calls no on_close: the
  * caller does what its on_close would. Free it with cr_conn_free_detached
  * (closed or not), never otherwise. */
-cr_conn_t *cr_conn_new_detached(Corral__Role role, void (*sink)(void *arg, const Corral__Envelope *e),
-                                void *arg);
+cr_conn_t *cr_conn_new_detached(Corral__Role role,
+                                void (*sink)(void *arg, const Corral__Envelope *e), void *arg);
 void cr_conn_free_detached(cr_conn_t *c);
 
 #endif

@@ -122,8 +122,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         unsigned from = k == 0 ? CR_FROM_CLIENT : CR_FROM_AGENT;
         /* as net/conn.c's handle_frame: handshake bodies and messages this
          * role may not send close the connection instead */
-        bool ok = e && !(e->body_case >= CORRAL__ENVELOPE__BODY_HELLO &&
-                         e->body_case <= CORRAL__ENVELOPE__BODY_REFUSED) &&
+        bool ok = e &&
+                  !(e->body_case >= CORRAL__ENVELOPE__BODY_HELLO &&
+                    e->body_case <= CORRAL__ENVELOPE__BODY_REFUSED) &&
                   (cr_msg_senders(e->body_case) & from);
         if (verbose)
             fprintf(stderr, "%s: %s%s\n", conn_names[k], e ? cr_msg_name(e->body_case) : why,

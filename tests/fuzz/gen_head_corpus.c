@@ -131,7 +131,8 @@ static void submit(int nworkers, int gpus, const char *pg, bool distributed, uin
     s.bundle_index = pg ? -1 : 0;
     s.distributed = distributed;
     s.max_restarts = restarts;
-    s.restart = restarts ? CORRAL__RESTART_POLICY__RESTART_WORKER : CORRAL__RESTART_POLICY__RESTART_NONE;
+    s.restart =
+        restarts ? CORRAL__RESTART_POLICY__RESTART_WORKER : CORRAL__RESTART_POLICY__RESTART_NONE;
     s.backoff_ms = 1;
     s.selector = selector ? (char *)selector : "";
     Corral__JobSubmit js = CORRAL__JOB_SUBMIT__INIT;

@@ -212,8 +212,7 @@ static void test_detached_conn(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_submit_fails_with_the_harness_reason, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_submit_fails_with_the_harness_reason, setup, teardown),
         cmocka_unit_test_setup_teardown(test_heartbeat_before_register_is_an_error, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_unserved_message_is_an_error, setup, teardown),
