@@ -226,6 +226,10 @@ static void fail_start(agent_t *a, const Corral__WorkerStart *ws, const char *wh
 
 void agent_start(agent_t *a, const Corral__WorkerStart *ws)
 {
+    if (a->cfg.refuse_start) {
+        fail_start(a, ws, a->cfg.refuse_start);
+        return;
+    }
     if (find(a, ws->worker_id, NULL)) {
         fail_start(a, ws, "a worker of that id already runs on this node");
         return;

@@ -39,6 +39,10 @@ typedef struct agent_config {
     const char *socket; /* CORRAL_AGENT_SOCKET for the workers, may be NULL */
     agent_ops_t ops;
     void *arg;
+    /* When set, no process is ever started: each start fails at once
+     * (WORKER_FAILED, this reason). Harnesses that feed untrusted specs
+     * to a head (tests/fuzz/fuzz_head.c) set it. Borrowed. */
+    const char *refuse_start;
 } agent_config_t;
 
 agent_t *agent_new(const agent_config_t *cfg);

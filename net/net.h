@@ -283,4 +283,20 @@ void cr_net_flush(cr_net_t *n);
 /* Bytes queued whose write has not completed yet. */
 size_t cr_conn_queued(const cr_conn_t *c);
 
+/* Test seam: a connection with no socket and no net, as the server side
+ * of a peer of the given role that finished its handshake (fuzz targets
+ * and unit tests drive a head's handlers with it). cr_conn_send and
+ * cr_conn_reply_error check the envelope as for a real connection, pack
+ * it, unpack it again (a message that does not decode aborts: a bug of
+ * the sender) and pass the decoded copy, borrowed, to sink (may be NULL).
+ * cr_conn_role, cr_conn_peer ("detached:ROLE#N"), cr_conn_set_data,
+ * cr_conn_data, cr_conn_next_id and cr_conn_is_ready work as usual;
+ * cr_conn_queued is 0; on_drain never runs. cr_conn_close only marks it
+ * closed (later sends fail with -ENOTCONN) and calls no on_close: the
+ * caller does what its on_close would. Free it with cr_conn_free_detached
+ * (closed or not), never otherwise. */
+cr_conn_t *cr_conn_new_detached(Corral__Role role,
+                                void (*sink)(void *arg, const Corral__Envelope *e), void *arg);
+void cr_conn_free_detached(cr_conn_t *c);
+
 #endif
