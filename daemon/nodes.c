@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct port_wait {
@@ -635,6 +636,15 @@ static void h_log_chunk(node_t *n, const Corral__LogChunk *ch)
     int fd = open(*path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
+        return;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) == 0 && ch->offset > (uint64_t)sb.st_size) {
+        /* output is forwarded in order: a gap would only be an agent's
+         * mistake (or a sparse file grown at will) */
+        cr_warn("output of %s from %s: offset %llu past the %lld bytes received; dropped", w->id,
+                n->id, (unsigned long long)ch->offset, (long long)sb.st_size);
+        close(fd);
         return;
     }
     if (pwrite(fd, ch->data.data, ch->data.len, (off_t)ch->offset) < 0)
