@@ -12,7 +12,8 @@
  * else it gets is counted, not answered. Nothing runs on a simulated node.
  *
  * Signals: SIGUSR1 stops the heartbeats of node 0 (its connection stays
- * open, as with a frozen agent) and prints "silenced ID MONO_MS"; SIGTERM
+ * open, as with a frozen agent) and prints "silenced ID MS", MS since its
+ * last beat; SIGTERM
  * or SIGINT prints the summary and exits.
  *
  * Output, one line each, on stdout:
@@ -37,6 +38,7 @@ typedef struct sim {
     char id[32];
     bool registered, silent;
     uint64_t seq;
+    int64_t last_beat; /* cr_mono_ms */
 } sim_t;
 
 static struct {
@@ -225,6 +227,7 @@ static void on_tick(uv_timer_t *t)
         hb.node_id = s->id;
         hb.incarnation = G.incarnation;
         hb.seq = ++s->seq;
+        s->last_beat = cr_mono_ms();
         Corral__Envelope e = CORRAL__ENVELOPE__INIT;
         e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
         e.heartbeat = &hb;
@@ -251,7 +254,8 @@ static void on_usr1(uv_signal_t *h, int sig)
         return;
     G.sims[0].silent = true;
     G.silenced_at = cr_mono_ms();
-    printf("silenced %s %lld\n", G.sims[0].id, (long long)G.silenced_at);
+    printf("silenced %s %lld\n", G.sims[0].id,
+           (long long)(G.sims[0].last_beat ? G.silenced_at - G.sims[0].last_beat : 0));
 }
 
 static void on_term(uv_signal_t *h, int sig)
