@@ -209,10 +209,12 @@ static void connect_more(void)
 }
 
 /* Every 5 ms: the beats due by now, so node i beats at phase i/N of each
- * second. */
+ * second, from the first Registered on (a node still registering skips its
+ * slot: it beats within a second of its own registration, so none goes
+ * SUSPECT while the others register). */
 static void on_tick(uv_timer_t *t)
 {
-    if (!G.t_reg)
+    if (!G.nreg)
         return;
     if (!G.hb_t0)
         G.hb_t0 = cr_mono_ms();
