@@ -9,6 +9,7 @@
 #     registration, its RSS (VmRSS) and RSS per node ((RSS_N - RSS_idle)/N)
 #   - time to place a 64-bundle STRICT_SPREAD placement group (CREATED,
 #     through the two-phase reservation the simulated nodes answer)
+#   - time until the head answers `corral nodes` after all N disconnect at once
 #   - time to detect a dead node: one simulated node stops beating (its
 #     connection stays open), `corral nodes --json` polled until DEAD
 # Then 100 real agent processes (corrald --address, cpu-only spec) started
@@ -60,7 +61,7 @@ head_up() {
     TOKEN=$CORRAL_HOME/session_latest/token
 }
 head_down() {
-    "$corral" stop >/dev/null
+    for _ in $(seq 10); do "$corral" stop >/dev/null 2>&1 && break; sleep 1; done
     rm -rf "$CORRAL_HOME"/session_*
 }
 
@@ -136,9 +137,13 @@ for n in $NS; do
     else
         echo "# sim-00000 not DEAD within 30 s of its last beat"
     fi
+    # every simulated node disconnects at once: until the head answers again
     kill -TERM "$LG_PID"
     wait "$LG_PID" || true
     LG_PID=""
+    s0=$(ms)
+    until "$corral" nodes --json >/dev/null 2>&1; do sleep 0.05; done
+    echo "figure cluster_${n}_disconnects_until_answering $(($(ms) - s0)) ms"
     echo "# loadgen: $(grep '^summary' "$out")"
     if [ -s "$out.err" ]; then echo "# loadgen stderr: $(head -3 "$out.err" | tr '\n' ' ')"; fi
     head_down
