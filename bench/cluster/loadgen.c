@@ -52,12 +52,11 @@ static struct {
     int64_t t_first, t_reg;
     size_t hb_cursor;
     int64_t hb_t0;
-    uint64_t hb_sent, acks, acks_sec, acks_window, prepares, commits, aborts, other, errors,
-        closed;
+    uint64_t hb_sent, acks, acks_sec, acks_window, prepares, commits, aborts, other, errors, closed;
     int64_t silenced_at;
     uv_timer_t tick, sec;
     uv_signal_t s_usr1, s_term, s_int;
-    int sec_no;
+    int sec_no, window_secs; /* seconds before node 0 went silent */
 } G;
 
 static void connect_more(void);
@@ -196,8 +195,7 @@ static void connect_more(void)
         cr_conn_t *c = NULL;
         int err = cr_net_connect(G.net, G.address, CORRAL__ROLE__ROLE_AGENT, &c);
         if (err < 0) {
-            fprintf(stderr, "loadgen: connect %s for %s: %s\n", G.address, s->id,
-                    cr_strerror(err));
+            fprintf(stderr, "loadgen: connect %s for %s: %s\n", G.address, s->id, cr_strerror(err));
             continue;
         }
         if (!G.t_first)
@@ -245,8 +243,10 @@ static void on_sec(uv_timer_t *t)
     }
     G.sec_no++;
     printf("acks %d %llu\n", G.sec_no, (unsigned long long)G.acks_sec);
-    if (!G.silenced_at)
+    if (!G.silenced_at) {
         G.acks_window += G.acks_sec;
+        G.window_secs++;
+    }
     G.acks_sec = 0;
 }
 
@@ -262,15 +262,14 @@ static void on_usr1(uv_signal_t *h, int sig)
 
 static void on_term(uv_signal_t *h, int sig)
 {
-    int secs = G.sec_no;
+    int secs = G.window_secs;
     printf("summary nodes=%zu registered=%zu register_ms=%lld hb_sent=%llu acks=%llu "
            "acks_per_s=%.1f prepares=%llu commits=%llu aborts=%llu other=%llu errors=%llu "
            "closed=%llu\n",
            G.n, G.nreg, G.t_reg ? (long long)(G.t_reg - G.t_first) : -1LL,
            (unsigned long long)G.hb_sent, (unsigned long long)G.acks,
-           secs ? (double)G.acks_window / (G.silenced_at ? secs : secs) : 0.0,
-           (unsigned long long)G.prepares, (unsigned long long)G.commits,
-           (unsigned long long)G.aborts, (unsigned long long)G.other,
+           secs ? (double)G.acks_window / secs : 0.0, (unsigned long long)G.prepares,
+           (unsigned long long)G.commits, (unsigned long long)G.aborts, (unsigned long long)G.other,
            (unsigned long long)G.errors, (unsigned long long)G.closed);
     fflush(stdout);
     exit(0);
@@ -294,9 +293,12 @@ int main(int argc, char **argv)
 {
     const char *token_file = NULL, *node_json = NULL, *prefix = "sim";
     G.max_inflight = 256;
-    static const struct option lo[] = {{"address", 1, 0, 'a'},  {"token-file", 1, 0, 't'},
-                                       {"node-json", 1, 0, 'j'}, {"nodes", 1, 0, 'n'},
-                                       {"prefix", 1, 0, 'p'},    {"inflight", 1, 0, 'i'},
+    static const struct option lo[] = {{"address", 1, 0, 'a'},
+                                       {"token-file", 1, 0, 't'},
+                                       {"node-json", 1, 0, 'j'},
+                                       {"nodes", 1, 0, 'n'},
+                                       {"prefix", 1, 0, 'p'},
+                                       {"inflight", 1, 0, 'i'},
                                        {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -325,8 +327,9 @@ int main(int argc, char **argv)
     }
     if (!G.address || !token_file || !node_json || !G.n || !G.max_inflight) {
     usage:
-        fprintf(stderr, "usage: %s --address HOST:PORT --token-file F --node-json F --nodes N "
-                        "[--prefix sim] [--inflight 256]\n",
+        fprintf(stderr,
+                "usage: %s --address HOST:PORT --token-file F --node-json F --nodes N "
+                "[--prefix sim] [--inflight 256]\n",
                 argv[0]);
         return 2;
     }
@@ -362,10 +365,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < G.n; i++)
         snprintf(G.sims[i].id, sizeof(G.sims[i].id), "%s-%05zu", prefix, i);
     G.loop = uv_default_loop();
-    cr_net_config_t nc = {.token = token, .name = "bench-cluster-loadgen",
-                          .handshake_timeout_ms = 60000};
-    cr_net_callbacks_t cb = {.on_ready = on_ready, .on_message = on_message,
-                             .on_close = on_close};
+    cr_net_config_t nc = {
+        .token = token, .name = "bench-cluster-loadgen", .handshake_timeout_ms = 60000};
+    cr_net_callbacks_t cb = {.on_ready = on_ready, .on_message = on_message, .on_close = on_close};
     G.net = cr_net_new(G.loop, &nc, &cb, NULL);
     if (!G.net)
         return 1;
