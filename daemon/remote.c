@@ -399,8 +399,10 @@ static void send_register(cr_conn_t *c)
     size_t nrun = agent_reports(A.agent, &run);
     size_t nall = nrun + A.unreported.n;
     Corral__WorkerReport **all = cr_calloc(nall + 1, sizeof(*all));
-    memcpy(all, run, nrun * sizeof(*all));
-    memcpy(all + nrun, A.unreported.v, A.unreported.n * sizeof(*all));
+    if (nrun)
+        memcpy(all, run, nrun * sizeof(*all));
+    if (A.unreported.n)
+        memcpy(all + nrun, A.unreported.v, A.unreported.n * sizeof(*all));
     char **txns = cr_calloc(A.resv.n + 1, sizeof(*txns));
     size_t nt = 0;
     for (size_t i = 0; i < A.resv.n; i++)

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# bench/cluster: one head (corrald --head, cpu-only spec, --heartbeat-ms
+# 1000, default suspect/dead) under N simulated nodes joining over TCP, one
+# connection each, from one load generator process (bench_cluster_loadgen:
+# the nodes say corral.io/simulated=true; nothing runs on them), N = 1000
+# then 10000, a fresh head each. Per N:
+#   - time for all N to register, heartbeat acks per second
+#   - the head's CPU% (utime+stime, /proc/PID/stat) over a window after
+#     registration, its RSS (VmRSS) and RSS per node ((RSS_N - RSS_idle)/N)
+#   - time to place a 64-bundle STRICT_SPREAD placement group (CREATED,
+#     through the two-phase reservation the simulated nodes answer)
+#   - time until the head answers `corral nodes` after all N disconnect at once
+#   - time to detect a dead node: one simulated node stops beating (its
+#     connection stays open), `corral nodes --json` polled until DEAD
+# Then 100 real agent processes (corrald --address, cpu-only spec) started
+# in a loop: time until `corral nodes` shows 101 ALIVE.
+# Prints `figure NAME VALUE UNIT` lines. No peer is measured in the same run,
+# so there is no ratio line. Run with `make bench-cluster` (after `make build`).
+# Environment: NS="1000 10000" (sizes), WINDOW=10 (CPU window, s),
+# AGENTS=100 (real agents; 0 skips).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+corral=${CORRAL:-$root/build/corral}
+corrald=${CORRALD:-$root/build/corrald}
+loadgen=$root/build/bench/bench_cluster_loadgen
+NS=${NS:-"1000 10000"}
+WINDOW=${WINDOW:-10}
+AGENTS=${AGENTS:-100}
+for b in "$corral" "$corrald" "$loadgen"; do
+    if [ ! -x "$b" ]; then
+        echo "bench/cluster: $b is not built; run 'make build' first" >&2
+        exit 1
+    fi
+done
+for t in jq awk; do
+    command -v $t >/dev/null || { echo "bench/cluster: needs $t" >&2; exit 1; }
+done
+ulimit -n "$(ulimit -Hn)"
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt 10100 ]; then
+    echo "bench/cluster: 10,000 connections need more than $(ulimit -n) file descriptors" \
+        "per process; raise the hard limit (ulimit -Hn)" >&2
+    exit 1
+fi
+export CORRAL_HOME=$(mktemp -d /tmp/corral-bench-cluster.XXXXXX)
+tck=$(getconf CLK_TCK)
+LG_PID="" AGENT_PIDS=""
+cleanup() {
+    [ -n "$LG_PID" ] && kill -TERM "$LG_PID" 2>/dev/null || true
+    for p in $AGENT_PIDS; do kill -TERM "$p" 2>/dev/null || true; done
+    "$corral" stop >/dev/null 2>&1 || true
+    rm -rf "$CORRAL_HOME"
+}
+trap cleanup EXIT
+ms() { echo $(($(date +%s%N) / 1000000)); }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+head_up() {
+    "$corral" start --head --hw-spec "$root/specs/cpu-only.yaml" --heartbeat-ms 1000 >/dev/null
+    HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
+    ADDR=$(cat "$CORRAL_HOME/session_latest/address")
+    TOKEN=$CORRAL_HOME/session_latest/token
+}
+head_down() {
+    for _ in $(seq 10); do "$corral" stop >/dev/null 2>&1 && break; sleep 1; done
+    rm -rf "$CORRAL_HOME"/session_*
+}
+
+node_json=$CORRAL_HOME/node.json
+"$corral" hw --spec "$root/specs/dgx-h100.yaml" --json >"$node_json"
+bundles=$(for _ in $(seq 64); do printf 'CPU=1;'; done)
+bundles=${bundles%;}
+echo "# bench/cluster on $(nproc) CPU(s), $(uname -r); head: cpu-only spec, heartbeat 1000 ms," \
+    "suspect 3000 ms, dead 10000 ms (defaults)"
+echo "# simulated nodes: $(jq -r .id "$node_json") description ($(wc -c <"$node_json") bytes" \
+    "of JSON) under ids sim-NNNNN, labelled corral.io/simulated=true"
+
+for n in $NS; do
+    head_up
+    sleep 1
+    rss0=$(rss_kib "$HPID")
+    out=$CORRAL_HOME/loadgen.$n.out
+    "$loadgen" --address "$ADDR" --token-file "$TOKEN" --node-json "$node_json" --nodes "$n" \
+        >"$out" 2>"$out.err" &
+    LG_PID=$!
+    for _ in $(seq 1200); do
+        grep -q '^registered' "$out" && break
+        kill -0 "$LG_PID" 2>/dev/null || { echo "bench/cluster: loadgen died:" >&2; cat "$out.err" >&2; exit 1; }
+        sleep 0.1
+    done
+    grep -q '^registered' "$out" || { echo "bench/cluster: $n nodes did not register in 120 s" >&2; cat "$out.err" >&2; exit 1; }
+    reg_ms=$(awk '/^registered/ {print $3}' "$out")
+    echo "figure cluster_register_${n}_nodes $reg_ms ms"
+    sleep 2 # the first beats of every node
+    c0=$(cpu_ticks "$HPID") t0=$(ms)
+    sleep "$WINDOW"
+    c1=$(cpu_ticks "$HPID") t1=$(ms)
+    rss=$(rss_kib "$HPID")
+    cpu=$(awk -v d=$((c1 - c0)) -v tck="$tck" -v ms=$((t1 - t0)) 'BEGIN {printf "%.1f", 100 * d / tck / (ms / 1000)}')
+    echo "figure cluster_head_cpu_${n}_nodes_1hz $cpu %"
+    echo "figure cluster_head_rss_idle $((rss0 / 1024)) MiB"
+    echo "figure cluster_head_rss_${n}_nodes $((rss / 1024)) MiB"
+    echo "figure cluster_head_rss_per_node_${n} $(awk -v a="$rss" -v b="$rss0" -v n="$n" 'BEGIN {printf "%.1f", (a - b) / n}') KiB"
+    # acks per second: the whole seconds of the window so far (not the first)
+    acks=$(awk '/^acks/ {if ($2 > 1) {s += $3; k++}} END {if (k) printf "%.0f", s / k; else print 0}' "$out")
+    echo "figure cluster_heartbeat_acks_${n}_nodes $acks acks/s"
+
+    # a 64-host gang's placement group, until CREATED
+    p0=$(ms)
+    pg=$("$corral" pg create g64 --bundles "$bundles" --strategy STRICT_SPREAD --json 2>&1) || true
+    p1=$(ms)
+    st=$(jq -r .state <<<"$pg" 2>/dev/null || echo "?")
+    hosts=$(jq -r '[.bundles[].node_id] | unique | length' <<<"$pg" 2>/dev/null || echo "?")
+    if [ "$st" = CREATED ]; then
+        echo "figure cluster_pg64_strict_spread_${n}_nodes $((p1 - p0)) ms"
+    else
+        echo "# pg g64 not CREATED ($st): $(head -c 300 <<<"$pg")"
+    fi
+    echo "# pg g64: $st on $hosts distinct nodes (time includes the corral CLI's connect)"
+    "$corral" pg remove g64 >/dev/null 2>&1 || true
+
+    # a dead node: sim-00000 stops beating
+    kill -USR1 "$LG_PID"
+    d0=$(ms) polls=0 dead=""
+    while [ $(($(ms) - d0)) -lt 30000 ]; do
+        s=$("$corral" nodes --json | jq -r '.[] | select(.node_id == "sim-00000") | .state')
+        polls=$((polls + 1))
+        [ "$s" = DEAD ] && { dead=$(($(ms) - d0)); break; }
+        sleep 0.2
+    done
+    if [ -n "$dead" ]; then
+        sleep 0.2
+        since=$(awk '/^silenced/ {print $3}' "$out")
+        dead=$((dead + ${since:-0}))
+        echo "figure cluster_dead_detect_${n}_nodes $dead ms"
+        echo "# from its last beat ($since ms before it went silent); dead-after is 10000 ms:" \
+            "seen DEAD $((dead - 10000)) ms after it ($polls polls of corral nodes --json, 200 ms apart)"
+    else
+        echo "# sim-00000 not DEAD within 30 s of its last beat"
+    fi
+    # every simulated node disconnects at once: until the head answers again
+    kill -TERM "$LG_PID"
+    wait "$LG_PID" || true
+    LG_PID=""
+    s0=$(ms)
+    until "$corral" nodes --json >/dev/null 2>&1; do sleep 0.05; done
+    echo "figure cluster_${n}_disconnects_until_answering $(($(ms) - s0)) ms"
+    echo "# loadgen: $(grep '^summary' "$out")"
+    if [ -s "$out.err" ]; then echo "# loadgen stderr: $(head -3 "$out.err" | tr '\n' ' ')"; fi
+    head_down
+done
+
+if [ "$AGENTS" -gt 0 ]; then
+    head_up
+    a0=$(ms)
+    for i in $(seq "$AGENTS"); do
+        "$corrald" --address "$ADDR" --hw-spec "$root/specs/cpu-only.yaml" --node-id "a$i" \
+            --token-file "$TOKEN" >/dev/null 2>&1 &
+        AGENT_PIDS="$AGENT_PIDS $!"
+    done
+    a1=$(ms)
+    want=$((AGENTS + 1)) joined=""
+    while [ $(($(ms) - a0)) -lt 60000 ]; do
+        alive=$("$corral" nodes --json | jq '[.[] | select(.state == "ALIVE")] | length')
+        [ "$alive" = "$want" ] && { joined=$(($(ms) - a0)); break; }
+        sleep 0.1
+    done
+    echo "# $AGENTS corrald agents started in $((a1 - a0)) ms (the loop)"
+    if [ -n "$joined" ]; then
+        echo "figure cluster_${AGENTS}_real_agents_joined $joined ms"
+    else
+        echo "# only $alive of $want nodes ALIVE after 60 s"
+    fi
+    for p in $AGENT_PIDS; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in $AGENT_PIDS; do wait "$p" 2>/dev/null || true; done
+    AGENT_PIDS=""
+    head_down
+fi
