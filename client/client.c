@@ -441,11 +441,12 @@ static int got_info(corral_t *c, const Corral__Envelope *e, void *arg)
     return 1;
 }
 
-int corral_job_status(corral_t *c, const char *job_id, corral_job_t *out)
+static int job_status(corral_t *c, const char *job_id, uint32_t wait_ms, corral_job_t *out)
 {
     memset(out, 0, sizeof(*out));
     Corral__JobStatusRequest r = CORRAL__JOB_STATUS_REQUEST__INIT;
     r.job_id = (char *)job_id;
+    r.wait_ms = wait_ms;
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_JOB_STATUS;
     e.job_status = &r;
@@ -455,12 +456,24 @@ int corral_job_status(corral_t *c, const char *job_id, corral_job_t *out)
     return err;
 }
 
+int corral_job_status(corral_t *c, const char *job_id, corral_job_t *out)
+{
+    return job_status(c, job_id, 0, out);
+}
+
+/* the longest the head is asked to hold one request: well under the
+ * call's own CORRAL_CALL_TIMEOUT_MS */
+#define WAIT_SLICE_MS 10000
+
 int corral_wait(corral_t *c, const char *job_id, int timeout_ms, corral_job_t *out)
 {
     int64_t deadline = cr_mono_ms() + timeout_ms;
     unsigned pause_us = 2000;
     for (;;) {
-        int err = corral_job_status(c, job_id, out);
+        int64_t left = timeout_ms < 0 ? WAIT_SLICE_MS : deadline - cr_mono_ms();
+        uint32_t wait = left <= 0 ? 0 : left > WAIT_SLICE_MS ? WAIT_SLICE_MS : (uint32_t)left;
+        int64_t asked = cr_mono_ms();
+        int err = job_status(c, job_id, wait, out);
         if (err < 0 || corral_job_state_is_final(out->state))
             return err;
         if (timeout_ms >= 0 && cr_mono_ms() >= deadline) {
@@ -468,8 +481,12 @@ int corral_wait(corral_t *c, const char *job_id, int timeout_ms, corral_job_t *o
             return CR_EAGAIN;
         }
         corral_job_free(out);
+        if (cr_mono_ms() - asked >= wait)
+            continue; /* the head held the request for the whole wait */
+        /* answered early without the end: a head that does not hold
+         * requests; poll, quick for short jobs, cheap for long ones */
         usleep(pause_us);
-        if (pause_us < 50000) /* quick for short jobs, cheap for long ones */
+        if (pause_us < 50000)
             pause_us *= 2;
     }
 }

@@ -13,6 +13,7 @@
  * restarts left: then, after a backoff on a libuv timer, that worker (RESTART_WORKER) or every
  * worker once the others are stopped (RESTART_GANG) is started again on the same devices. */
 #include "agent/launch.h"
+#include "daemon/waiters.h"
 #include "head/state.h"
 #include "hw/hw.h"
 #include "net/net.h"
@@ -251,6 +252,7 @@ static void job_check_done(job_t *j)
         job_set_state(j, CR_JOB_SUCCEEDED, "every worker exited with code 0");
     }
     event("finished", j, "%s (exit code %d)", cr_job_state_name(j->state), j->exit_code);
+    cr_waiters_wake(j); /* JobStatus requests waiting for this end */
     if (j->placement) {
         sched_release(D.cluster, j->placement);
         j->placement = 0;
@@ -950,6 +952,26 @@ static void info_fini(info_mem_t *m)
     free(m->devs);
 }
 
+/* The JobInfo answer to request id; also a parked JobStatus's answer
+ * (daemon/waiters.c), key being the job. */
+static void send_job_info(cr_conn_t *c, uint64_t id, void *key)
+{
+    const job_t *j = key;
+    Corral__JobInfo info;
+    info_mem_t m;
+    info_fill(j, &info, &m);
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_JOB_INFO;
+    a.job_info = &info;
+    a.reply_to = id;
+    int err = cr_conn_send(c, &a);
+    if (err < 0)
+        cr_warn("reply to %s: %s", cr_conn_peer(c), cr_strerror(err));
+    info_fini(&m);
+}
+
+#define MAX_STATUS_WAIT_MS 30000 /* under the client's CORRAL_CALL_TIMEOUT_MS */
+
 static void h_job_status(cr_conn_t *c, const Corral__Envelope *e)
 {
     job_t *j = job_find(e->job_status->job_id);
@@ -957,14 +979,13 @@ static void h_job_status(cr_conn_t *c, const Corral__Envelope *e)
         cr_conn_reply_error(c, e->id, CR_ENOENT, "no job %s", e->job_status->job_id);
         return;
     }
-    Corral__JobInfo info;
-    info_mem_t m;
-    info_fill(j, &info, &m);
-    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
-    a.body_case = CORRAL__ENVELOPE__BODY_JOB_INFO;
-    a.job_info = &info;
-    reply(c, e, &a);
-    info_fini(&m);
+    uint32_t wait = e->job_status->wait_ms;
+    if (wait && !cr_job_state_is_final(j->state)) { /* answered by job_check_done */
+        cr_waiters_add(&D.loop, c, e->id, j, wait < MAX_STATUS_WAIT_MS ? wait : MAX_STATUS_WAIT_MS,
+                       send_job_info);
+        return;
+    }
+    send_job_info(c, e->id, j);
 }
 
 static void h_job_list(cr_conn_t *c, const Corral__Envelope *e)
@@ -1559,6 +1580,7 @@ static void on_ready(cr_conn_t *c, void *data)
 
 static void on_close(cr_conn_t *c, int err, void *data)
 {
+    cr_waiters_drop_conn(c);
     if (err && err != CR_EACCES)
         cr_info("connection %s closed: %s", cr_conn_peer(c), cr_strerror(err));
     else if (err == CR_EACCES)

@@ -123,8 +123,9 @@ int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id);
 /* Fills *out with the job's state and its workers. */
 int corral_job_status(corral_t *c, const char *job_id, corral_job_t *out);
 /* Waits until the job is final (or timeout_ms passes: CR_EAGAIN; a
- * negative timeout waits for ever) and fills *out. The head does not push
- * job changes yet, so this polls the status every few milliseconds. */
+ * negative timeout waits for ever) and fills *out. The head holds the
+ * status request and answers as soon as the job ends (JobStatusRequest
+ * wait_ms); with a head that answers at once it polls every few ms. */
 int corral_wait(corral_t *c, const char *job_id, int timeout_ms, corral_job_t *out);
 /* SIGTERM to every worker's process group, SIGKILL after grace_ms (0: the
  * job's grace period). Returns once the stop has been started. */
