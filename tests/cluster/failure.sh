@@ -15,7 +15,7 @@ agent_up gpu-c "$SPECS/dgx-h100.yaml" 127.0.0.4
 
 # --- a cut link: SUSPECT, DEAD, the gang elsewhere, the stale worker stopped
 id=$("$CORRAL" run --gpus 8 --max-restarts 2 --restart gang --detach -- sleep 60 | awk '{print $NF}')
-wait_job "$id" RUNNING 5 || fail "job $id did not run"
+wait_started "$id" 5 || fail "job $id did not run"
 node=$(status "$id" | jq -r '.workers[0].node_id')
 pid=$(status "$id" | jq -r '.workers[0].pid')
 kill -STOP "$(agent_pid "$node")"
@@ -79,7 +79,7 @@ js=$("$CORRAL" pg list --json | jq '.[] | select(.name == "trio")')
 # --- kill -9 of an agent: its next incarnation finds the orphan and the
 # head has it stopped as stale; the job (no restarts) fails, lost with the node
 id=$("$CORRAL" run --gpus 1 --label-selector corral.io/node-id=gpu-b --detach -- sleep 60)
-wait_job "$id" RUNNING 5 || fail "job $id did not run"
+wait_started "$id" 5 || fail "job $id did not run"
 pid=$(status "$id" | jq -r '.workers[0].pid')
 kill -KILL "$(agent_pid gpu-b)"
 sleep 0.3

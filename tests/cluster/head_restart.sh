@@ -10,6 +10,10 @@ agent_up gpu-b "$SPECS/dgx-h100.yaml" 127.0.0.3
 id=$("$CORRAL" run --gpus 2 --workers 2 --placement STRICT_SPREAD --detach -- \
     sh -c 'echo start $CORRAL_NODE_ID; sleep 4; echo end $CORRAL_NODE_ID' | awk '{print $NF}')
 wait_job "$id" RUNNING 5 || fail "job $id did not run"
+for _ in $(seq 100); do # both remote workers reported started (pids known)
+    [ "$(status "$id" | jq '[.workers[] | select(.state == "RUNNING" and .pid > 0)] | length')" = 2 ] && break
+    sleep 0.05
+done
 pids=$(status "$id" | jq -r '[.workers[].pid] | join(",")')
 nodes=$(status "$id" | jq -r '[.workers[].node_id] | sort | join(",")')
 [ "$nodes" = "gpu-a,gpu-b" ] && ok "STRICT_SPREAD gang on gpu-a and gpu-b" || fail "nodes: $nodes"

@@ -52,3 +52,13 @@ cluster_cleanup() {
     cleanup
 }
 trap cluster_cleanup EXIT
+# waits up to $2 s (default 10) until every worker of job $1 runs with a pid
+# (a remote worker's pid comes with its agent's WorkerStarted)
+wait_started() {
+    for _ in $(seq $((${2:-10} * 20))); do
+        [ "$(status "$1" | jq '[.workers[] | select(.state != "RUNNING" or .pid <= 0)] | length')" = 0 ] &&
+            [ "$(status "$1" | jq -r .state)" = RUNNING ] && return 0
+        sleep 0.05
+    done
+    return 1
+}
