@@ -38,7 +38,7 @@ agent_up gpu-near "$SPECS/dgx-h100.yaml" 127.0.0.2
 # a blocker keeps gpu-near busy so that the gang starts on gpu-far
 blk=$("$CORRAL" run --gpus 8 --label-selector corral.io/node-id=gpu-near --detach -- sleep 60)
 id=$("$CORRAL" run --gpus 8 --max-restarts 1 --restart gang --detach -- sleep 60)
-wait_job "$id" RUNNING 5 && [ "$(status "$id" | jq -r '.workers[0].node_id')" = gpu-far ] &&
+wait_started "$id" 5 && [ "$(status "$id" | jq -r '.workers[0].node_id')" = gpu-far ] &&
     ok "the gang runs on gpu-far" || fail "gang: $(status "$id" | jq -c '[.state,.workers[0].node_id]')"
 pid=$(status "$id" | jq -r '.workers[0].pid')
 "$CORRAL" job stop "$blk" >/dev/null
