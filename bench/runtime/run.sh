@@ -36,7 +36,7 @@ CORRAL="$BUILD/corral"
 STAMP="$BUILD/bench/bench_runtime_stamp"
 SPAWN="$BUILD/bench/bench_runtime_spawn"
 PY=/usr/bin/python3
-for f in "$CORRAL" "$BUILD/corrald" "$STAMP" "$SPAWN"; do
+for f in "$CORRAL" "$BUILD/corrald" "$STAMP" "$SPAWN" "$BUILD/bench/bench_runtime_pg"; do
     [ -x "$f" ] || { echo "bench/runtime: no $f; run make build first" >&2; exit 2; }
 done
 
@@ -155,6 +155,20 @@ if [ "${BENCH_SLURM:-0}" = 1 ]; then
 else
     note "srun skipped: set BENCH_SLURM=1 to start a one-node Slurm here (installs slurm-wlm and munge with apt, runs daemons as root)"
 fi
+
+# --- placement groups created and removed through libcorral ----------------
+# one client, then PG_CLIENTS at once (the head's group commit shares
+# commits between them); the round trip of a request that writes nothing
+# is the transport's floor (no peer of Ray's is measured here: its
+# published 765/s is context only)
+PG_S="${PG_S:-3}"
+PG_CLIENTS="${PG_CLIENTS:-8}"
+"$BUILD/bench/bench_runtime_pg" "$PG_S" > "$TMP/pg1"
+echo "figure pg_create_remove_1_client $(awk '/pg_cycles/{c=$2} /pg_seconds/{s=$2} END{printf "%.0f", c/s}' "$TMP/pg1") per_s"
+echo "figure request_round_trips_1_client $(awk '/rt_calls/{c=$2} /rt_seconds/{s=$2} END{printf "%.0f", c/s}' "$TMP/pg1") per_s"
+for i in $(seq "$PG_CLIENTS"); do "$BUILD/bench/bench_runtime_pg" "$PG_S" > "$TMP/pgp$i" & done
+wait
+echo "figure pg_create_remove_${PG_CLIENTS}_clients $(cat "$TMP"/pgp* | awk -v s="$PG_S" '/pg_cycles/{c+=$2} END{printf "%.0f", c/s}') per_s"
 
 # --- 3. the idle head -----------------------------------------------------
 cpu_ticks() { awk '{print $14+$15}' "/proc/$PID/stat"; }
