@@ -179,4 +179,3 @@ sleep "$IDLE_S"
 k1=$(cpu_ticks); t1=$EPOCHREALTIME
 echo "figure idle_head_cpu $(awk -v a="$k0" -v b="$k1" -v s="$t0" -v e="$t1" -v hz="$HZ" 'BEGIN{printf "%.3f", (b-a)/hz/(e-s)*100}') %"
 echo "figure idle_head_rss $(awk '/^VmRSS/{printf "%.1f", $2/1024}' "/proc/$PID/status") MiB"
-note "placement group create+remove through the API is not served by corrald yet (JobSubmit only); not measured"
