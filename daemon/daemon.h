@@ -36,6 +36,8 @@ typedef struct node {
     cr_conn_t *conn;        /* its agent; NULL when local or disconnected */
     bool local;
     bool waiting; /* known from state.db after a head restart, not yet back */
+    bool slim;    /* desc keeps labels and names only; the whole is in state.db */
+    uint32_t ndev;
     uint32_t port_req;      /* PortRequests outstanding */
 } node_t;
 

@@ -41,8 +41,38 @@ static cr_node_state_t db_state(Corral__NodeState s)
                                                    : CR_NODE_ALIVE;
 }
 
+static void db_node_state(const node_t *n);
+
+/* A remote node's description is kept whole in state.db only: the head
+ * keeps its labels and names (what status, selectors' answers and events
+ * use; the scheduler has its own copy of the rest). 16 KiB of a DGX-class
+ * description per node becomes well under 1 KiB. */
+static void node_slim(node_t *n)
+{
+    cr_node_t *d = n->desc;
+    n->ndev = (uint32_t)d->devices.n;
+    if (n->local || n->slim)
+        return;
+    CR_VEC_FREE(&d->numa);
+    CR_VEC_FREE(&d->devices);
+    CR_VEC_FREE(&d->links);
+    for (size_t i = 0; i < d->domains.n; i++)
+        hw_domain_fini(&d->domains.v[i]);
+    CR_VEC_FREE(&d->domains);
+    CR_VEC_FREE(&d->nics);
+    CR_VEC_FREE(&d->resources);
+    for (size_t i = 0; i < d->warnings.n; i++)
+        free(d->warnings.v[i]);
+    CR_VEC_FREE(&d->warnings);
+    n->slim = true;
+}
+
 static void db_node(const node_t *n)
 {
+    if (n->slim) { /* the description in state.db is the whole one */
+        db_node_state(n);
+        return;
+    }
     json_t *nj = hw_node_to_json(n->desc);
     char *njs = json_dumps(nj, JSON_COMPACT);
     json_decref(nj);
@@ -547,6 +577,7 @@ static void h_register(cr_conn_t *c, const Corral__Envelope *e)
         }
         hw_node_free(n->desc);
         n->desc = desc;
+        n->slim = false; /* whole again until it is written */
         sched_node_restore(D.cluster, n->sn);
         rejoin = true;
     }
@@ -572,9 +603,10 @@ static void h_register(cr_conn_t *c, const Corral__Envelope *e)
     a.body_case = CORRAL__ENVELOPE__BODY_REGISTERED;
     a.registered = &ok;
     reply(c, e, &a);
+    node_slim(n);
     event_node(fresh ? "node_joined" : rejoin ? "node_rejoined" : "node_reconnected", n,
-               "node %s (incarnation %llu) at %s: %zu device(s)%s%s", n->id,
-               (unsigned long long)n->incarnation, n->address, n->desc->devices.n,
+               "node %s (incarnation %llu) at %s: %u device(s)%s%s", n->id,
+               (unsigned long long)n->incarnation, n->address, n->ndev,
                n->desc->simulated ? ", simulated" : "",
                was_waiting ? ", back after a head restart" : "");
     if (rejoin || fresh) {
@@ -784,6 +816,7 @@ void nodes_recover(void)
             continue;
         }
         nd->incarnation = (uint64_t)v[i].incarnation;
+        node_slim(nd);
         nd->address = cr_strdup(v[i].address ? v[i].address : "");
         if (v[i].state == CR_NODE_DEAD) {
             nd->state = CORRAL__NODE_STATE__NODE_DEAD;
@@ -854,7 +887,14 @@ void node_fill(const node_t *n, Corral__NodeInfo *ni, void **memp, bool with_jso
     ni->incarnation = n->local ? (uint64_t)cr_state_generation(D.st) : n->incarnation;
     ni->address = n->local ? (D.address ? D.address : "") : n->address;
     ni->last_seen_ms = n->local ? now_ms() : n->last_seen_wall;
-    if (with_json) {
+    if (with_json && n->slim) { /* the whole description is in state.db */
+        cr_state_node_t row;
+        if (cr_state_node_get(D.st, n->id, &row) == 0) {
+            m->json = row.desc_json ? cr_strdup(row.desc_json) : NULL;
+            cr_state_node_free(&row);
+        }
+        ni->node_json = m->json;
+    } else if (with_json) {
         json_t *jn = hw_node_to_json(d);
         m->json = json_dumps(jn, JSON_COMPACT);
         json_decref(jn);
