@@ -47,6 +47,14 @@ out=$("$CORRAL" train --workers 2 --resources-per-worker GPU=1 --placement STRIC
     --env CUDA_DEVICE_ORDER=PCI_BUS_ID -- $PY "$EX/torchrun_style.py" 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "2 rank(s) on gpu-[ab],gpu-[ab]" <<<"$out" && ok "torchrun_style.py runs unchanged on gpu-a and gpu-b" ||
     fail "torchrun style: rc=$rc $out"
+# get_device() on simulated GPU nodes: the CPU (no CUDA runtime here), said once per rank
+out=$("$CORRAL" train --workers 4 --resources-per-worker GPU=1 --placement SPREAD --env "$PP" -- \
+    $PY -c 'import corral.train.torch as ct, os; ct.get_device(); d = ct.get_device(); print("dev", d, os.environ["CUDA_VISIBLE_DEVICES"], os.environ["CORRAL_NODE_ID"])' 2>&1); rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c '^\[rank [0-3]\] dev cpu GPU-' <<<"$out")" = 4 ] &&
+    [ "$(grep -c 'no CUDA runtime' <<<"$out")" = 4 ] &&
+    [ "$(sed -n 's/^\[rank [0-3]\] dev cpu \(GPU-[^ ]*\) \(gpu-[ab]\)$/\2 \1/p' <<<"$out" | sort -u | wc -l)" = 4 ] &&
+    ok "4 ranks on 2 GPU nodes: a distinct GPU each, get_device() is the CPU, said once per rank" ||
+    fail "get_device: rc=$rc $out"
 "$CORRAL" pg list --json | jq -e 'length == 0' >/dev/null && ok "every train group removed" ||
     fail "groups left: $("$CORRAL" pg list)"
 finish
