@@ -30,6 +30,18 @@ typedef struct outputs {
     cr_buf_t *out, *err; /* with prefix: the partial line held */
 } outputs_t;
 void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, size_t len);
+/* Ctrl-C or SIGTERM while a job is followed stops the job (run_cmd.c):
+ * cli_catch_interrupts installs the handler (the old ones saved), and
+ * cli_stop_on_interrupt, the follow's tick (corral_set_tick) with a
+ * cli_stopper_t, stops the job through a second connection once. */
+#include <signal.h>
+typedef struct cli_stopper {
+    const char *cmd; /* "corral run", for messages */
+    const char *job_id;
+    bool sent;
+} cli_stopper_t;
+void cli_catch_interrupts(struct sigaction *old_int, struct sigaction *old_term);
+int cli_stop_on_interrupt(void *arg);
 
 /* Discovers the node the way every command does: --spec FILE, or
  * --root DIR / CORRAL_SYSFS_ROOT, or this machine. Prints why on failure.

@@ -18,11 +18,19 @@ static const char run_usage[] =
  * head that cannot follow gets the old way: gathered at the end. */
 
 /* Ctrl-C (or SIGTERM) while waiting stops the job rather than leaving it
- * running behind the user's back. */
+ * running behind the user's back (corral run and corral train). */
 static volatile sig_atomic_t interrupted;
 static void on_interrupt(int sig)
 {
     interrupted = sig;
+}
+
+void cli_catch_interrupts(struct sigaction *old_int, struct sigaction *old_term)
+{
+    struct sigaction sa = {.sa_handler = on_interrupt};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, old_int);
+    sigaction(SIGTERM, &sa, old_term);
 }
 
 static void on_log(void *arg, unsigned worker, int stream, const char *data, size_t len)
@@ -64,27 +72,22 @@ void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, siz
 /* The tick of the follow: Ctrl-C stops the job, through a second
  * connection (the first is busy following), and the follow goes on to
  * the job's end so that its last output and exit code are shown. */
-typedef struct stopper {
-    const char *job_id;
-    bool sent;
-} stopper_t;
-
-static int on_tick(void *arg)
+int cli_stop_on_interrupt(void *arg)
 {
-    stopper_t *st = arg;
+    cli_stopper_t *st = arg;
     if (!interrupted || st->sent)
         return 0;
     st->sent = true;
-    fprintf(stderr, "corral run: signal %d: stopping job %s\n", (int)interrupted, st->job_id);
+    fprintf(stderr, "%s: signal %d: stopping job %s\n", st->cmd, (int)interrupted, st->job_id);
     corral_t *c2;
     char *why = NULL;
     if (corral_connect(NULL, NULL, &c2, &why) < 0) {
-        fprintf(stderr, "corral run: cannot stop job %s: %s\n", st->job_id, why ? why : "");
+        fprintf(stderr, "%s: cannot stop job %s: %s\n", st->cmd, st->job_id, why ? why : "");
         free(why);
         return 1; /* stop following rather than wait unseen */
     }
     if (corral_stop(c2, st->job_id, 0) < 0)
-        fprintf(stderr, "corral run: %s\n", corral_errmsg(c2));
+        fprintf(stderr, "%s: %s\n", st->cmd, corral_errmsg(c2));
     corral_disconnect(c2);
     return 0;
 }
@@ -340,10 +343,8 @@ int cli_run(int argc, char **argv)
                                                   : CORRAL_RESTART_NONE;
     /* caught from before the submission, so that no signal can leave the
      * job running unseen */
-    struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    struct sigaction old_int, old_term;
+    cli_catch_interrupts(&old_int, &old_term);
     if (corral_submit(c, &spec, &job_id) < 0) {
         fprintf(stderr, "corral run: %s\n", corral_errmsg(c));
         goto out;
@@ -358,8 +359,8 @@ int cli_run(int argc, char **argv)
     outputs_t o = {.n = workers, .prefix = workers > 1};
     o.out = cr_calloc(o.n + 1, sizeof(*o.out));
     o.err = cr_calloc(o.n + 1, sizeof(*o.err));
-    stopper_t st = {.job_id = job_id};
-    corral_set_tick(c, on_tick, &st);
+    cli_stopper_t st = {.cmd = "corral run", .job_id = job_id};
+    corral_set_tick(c, cli_stop_on_interrupt, &st);
     err = corral_job_logs_follow(c, job_id, -1, cli_on_follow, &o);
     corral_set_tick(c, NULL, NULL);
     if (err == CR_ENOSYS) { /* a head that cannot follow: the output at the end */

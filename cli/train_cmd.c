@@ -83,32 +83,6 @@ static void print_tail(corral_t *c, const char *job_id, unsigned rank)
     cr_buf_free(&b);
 }
 
-static volatile sig_atomic_t interrupted;
-static void on_interrupt(int sig)
-{
-    interrupted = sig;
-}
-
-typedef struct stopper {
-    const char *job_id;
-    bool sent;
-} stopper_t;
-
-static int on_tick(void *arg)
-{
-    stopper_t *st = arg;
-    if (!interrupted || st->sent)
-        return 0;
-    st->sent = true;
-    fprintf(stderr, "corral train: signal %d: stopping the gang\n", (int)interrupted);
-    corral_t *c2;
-    if (corral_connect(NULL, NULL, &c2, NULL) < 0)
-        return 1;
-    corral_stop(c2, st->job_id, 0);
-    corral_disconnect(c2);
-    return 0;
-}
-
 static int usage(const char *fmt, const char *arg)
 {
     fprintf(stderr, "corral train: ");
@@ -287,11 +261,10 @@ int cli_train(int argc, char **argv)
         fprintf(stderr, "corral train: %s\n", corral_errmsg(c));
         goto out_pg;
     }
-    struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    stopper_t stp = {.job_id = job_id};
-    corral_set_tick(c, on_tick, &stp);
+    struct sigaction old_int, old_term;
+    cli_catch_interrupts(&old_int, &old_term);
+    cli_stopper_t stp = {.cmd = "corral train", .job_id = job_id};
+    corral_set_tick(c, cli_stop_on_interrupt, &stp);
     outputs_t o = {.n = workers, .prefix = true, .label = "rank "};
     o.out = cr_calloc(o.n + 1, sizeof(*o.out));
     o.err = cr_calloc(o.n + 1, sizeof(*o.err));
