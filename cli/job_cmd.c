@@ -3,6 +3,7 @@
 #include "cli.h"
 #include <corral/corral.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -250,17 +251,25 @@ static json_t *res_json(const corral_resource_t *r, size_t n)
         json_object_set_new(x, "total", json_real(r[i].total));
         json_object_set_new(x, "free", json_real(r[i].free));
         json_object_set_new(x, "used", json_real(r[i].total - r[i].free));
+        if (!isnan(r[i].reported_free))
+            json_object_set_new(x, "reported_free", json_real(r[i].reported_free));
         json_object_set_new(o, r[i].name, x);
     }
     return o;
 }
 
+/* The agent's own count is shown only where it differs from the head's. */
 static void res_print(const corral_resource_t *r, size_t n)
 {
-    printf("  %-14s %12s %12s %12s\n", "RESOURCE", "TOTAL", "USED", "FREE");
+    bool differ = false;
+    for (size_t i = 0; i < n; i++)
+        differ |= !isnan(r[i].reported_free) && r[i].reported_free != r[i].free;
+    printf("  %-14s %12s %12s %12s%s\n", "RESOURCE", "TOTAL", "USED", "FREE",
+           differ ? "   AGENT FREE" : "");
     for (size_t i = 0; i < n; i++) {
-        char t[32], u[32], f[32];
-        if (!strcmp(r[i].name, "memory") || strstr(r[i].name, "memory")) {
+        char t[32], u[32], f[32], a[32] = "";
+        bool bytes = strstr(r[i].name, "memory") != NULL;
+        if (bytes) {
             cli_format_bytes((uint64_t)r[i].total, t, sizeof(t));
             cli_format_bytes((uint64_t)(r[i].total - r[i].free), u, sizeof(u));
             cli_format_bytes((uint64_t)r[i].free, f, sizeof(f));
@@ -269,7 +278,16 @@ static void res_print(const corral_resource_t *r, size_t n)
             snprintf(u, sizeof(u), "%g", r[i].total - r[i].free);
             snprintf(f, sizeof(f), "%g", r[i].free);
         }
-        printf("  %-14s %12s %12s %12s\n", r[i].name, t, u, f);
+        if (differ && !isnan(r[i].reported_free)) {
+            if (bytes && r[i].reported_free >= 0)
+                cli_format_bytes((uint64_t)r[i].reported_free, a, sizeof(a));
+            else
+                snprintf(a, sizeof(a), "%g", r[i].reported_free);
+        }
+        printf("  %-14s %12s %12s %12s", r[i].name, t, u, f);
+        if (differ)
+            printf(" %12s", a);
+        putchar('\n');
     }
 }
 

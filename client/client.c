@@ -12,6 +12,7 @@
 #include "net/net.h"
 #include "sched/sched.h"
 #include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
@@ -652,7 +653,7 @@ static double units(const char *name, int64_t amount)
 }
 
 static void res_from(corral_resource_t **out, size_t *n, Corral__Quantity **tot, size_t nt,
-                     Corral__Quantity **fr, size_t nf)
+                     Corral__Quantity **fr, size_t nf, Corral__Quantity **rf, size_t nr)
 {
     *out = cr_calloc(nt + 1, sizeof(**out));
     *n = nt;
@@ -662,6 +663,10 @@ static void res_from(corral_resource_t **out, size_t *n, Corral__Quantity **tot,
         for (size_t k = 0; k < nf; k++)
             if (strcmp(fr[k]->name, tot[i]->name) == 0)
                 (*out)[i].free = units(fr[k]->name, fr[k]->amount);
+        (*out)[i].reported_free = NAN;
+        for (size_t k = 0; k < nr; k++)
+            if (strcmp(rf[k]->name, tot[i]->name) == 0)
+                (*out)[i].reported_free = units(rf[k]->name, rf[k]->amount);
     }
 }
 
@@ -676,7 +681,7 @@ static int got_status(corral_t *c, const Corral__Envelope *e, void *arg)
     s->head_address = cr_strdup(r->head_address);
     s->pending_jobs = r->pending_jobs;
     s->running_jobs = r->running_jobs;
-    res_from(&s->res, &s->nres, r->total, r->n_total, r->free, r->n_free);
+    res_from(&s->res, &s->nres, r->total, r->n_total, r->free, r->n_free, NULL, 0);
     s->nodes = cr_calloc(r->n_nodes + 1, sizeof(*s->nodes));
     s->nnodes = r->n_nodes;
     for (size_t i = 0; i < r->n_nodes; i++) {
@@ -687,7 +692,8 @@ static int got_status(corral_t *c, const Corral__Envelope *e, void *arg)
         n->state = cr_strdup((unsigned)ni->state < CR_ARRAY_SIZE(node_state_names)
                                  ? node_state_names[ni->state]
                                  : "UNKNOWN");
-        res_from(&n->res, &n->nres, ni->total, ni->n_total, ni->free, ni->n_free);
+        res_from(&n->res, &n->nres, ni->total, ni->n_total, ni->free, ni->n_free, ni->reported_free,
+                 ni->n_reported_free);
         n->labels = cr_calloc(ni->n_labels + 1, sizeof(*n->labels));
         n->nlabels = ni->n_labels;
         for (size_t k = 0; k < ni->n_labels; k++)

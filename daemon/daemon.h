@@ -24,6 +24,11 @@ typedef struct pg pg_t;
 
 /* A node of the cluster: the head's own (local, its agent in-process) or
  * one whose agent joined over TCP. */
+typedef struct node_free {
+    int32_t rid; /* resource id in D.cluster, -1 unknown there */
+    int64_t amount;
+} node_free_t;
+
 typedef struct node {
     char *id;
     int sn; /* index in the scheduler's view */
@@ -39,6 +44,9 @@ typedef struct node {
     bool slim;    /* desc keeps labels and names only; the whole is in state.db */
     uint32_t ndev;
     uint32_t port_req;      /* PortRequests outstanding */
+    node_free_t *rfree;     /* free as its agent last reported it (heartbeats) */
+    uint8_t nrfree;
+    uint8_t drift_beats; /* beats in a row it reported less free than the head counts */
 } node_t;
 
 typedef struct wk {

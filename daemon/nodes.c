@@ -150,6 +150,7 @@ static void node_free(node_t *n)
 {
     free(n->id);
     free(n->address);
+    free(n->rfree);
     if (!n->local)
         hw_node_free(n->desc);
     free(n);
@@ -588,6 +589,10 @@ static void h_register(cr_conn_t *c, const Corral__Envelope *e)
     n->conn = c;
     n->state = CORRAL__NODE_STATE__NODE_ALIVE;
     n->waiting = false;
+    free(n->rfree); /* until its first beat on this connection */
+    n->rfree = NULL;
+    n->nrfree = 0;
+    n->drift_beats = 0;
     n->last_seen = cr_mono_ms();
     n->last_seen_wall = now_ms();
     cr_conn_set_data(c, n);
@@ -642,20 +647,90 @@ static node_t *agent_node(cr_conn_t *c, const Corral__Envelope *e)
     return n;
 }
 
-static void h_heartbeat(cr_conn_t *c, const Corral__Envelope *e, node_t *n)
-{
-    Corral__HeartbeatAck ack = CORRAL__HEARTBEAT_ACK__INIT;
-    ack.seq = e->heartbeat->seq;
-    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
-    a.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT_ACK;
-    a.heartbeat_ack = &ack;
-    reply(c, e, &a);
-}
-
 static wk_t *node_worker(node_t *n, const char *worker_id)
 {
     wk_t *w = worker_find(worker_id);
     return w && w->node == n ? w : NULL;
+}
+
+/* Beats in a row an agent may report less free than the head counts
+ * before it is an event: a start or a stop in flight is one or two. */
+#define DRIFT_BEATS 3
+
+/* What the agent counts free, kept for `corral nodes`, and held against
+ * what the head counts: an agent that sees less free than the head does,
+ * beat after beat, runs something the head does not know. */
+static void note_free(node_t *n, Corral__Quantity *const *q, size_t nq)
+{
+    if (nq > 64)
+        nq = 64;
+    if (nq != n->nrfree) {
+        free(n->rfree);
+        n->rfree = nq ? cr_calloc(nq, sizeof(*n->rfree)) : NULL;
+        n->nrfree = (uint8_t)nq;
+    }
+    sched_cluster_t *c = D.cluster;
+    sched_cluster_sync(c);
+    char less[200] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < nq; i++) {
+        int rid = sched_syms_find(&c->res, q[i]->name, strlen(q[i]->name));
+        n->rfree[i].rid = rid < c->nres ? rid : -1;
+        n->rfree[i].amount = q[i]->amount;
+        if (n->rfree[i].rid < 0 || (size_t)n->sn >= c->nnodes)
+            continue;
+        int64_t head = c->avail[(size_t)rid * c->nnodes + (size_t)n->sn];
+        if (q[i]->amount < head && at < sizeof(less))
+            at += (size_t)snprintf(less + at, sizeof(less) - at, "%s%s %g < %g", at ? ", " : "",
+                                   q[i]->name, (double)q[i]->amount / CR_QTY_ONE,
+                                   (double)head / CR_QTY_ONE);
+    }
+    if (less[0]) {
+        if (n->drift_beats < DRIFT_BEATS && ++n->drift_beats == DRIFT_BEATS)
+            event_node("node_drift", n,
+                       "node %s: its agent counts less free than the head (%s) for %d beats; "
+                       "something the head did not place holds resources there",
+                       n->id, less, DRIFT_BEATS);
+    } else {
+        if (n->drift_beats == DRIFT_BEATS)
+            event_node("node_drift_cleared", n, "node %s: its agent and the head agree again",
+                       n->id);
+        n->drift_beats = 0;
+    }
+}
+
+/* A worker's start or end the agent had not seen acknowledged: applied
+ * as the message that first carried it was (twice is harmless). */
+static void apply_change(node_t *n, const Corral__WorkerReport *r)
+{
+    wk_t *w = node_worker(n, r->worker_id);
+    if (!w)
+        return;
+    if (r->state == CORRAL__WORKER_STATE__WORKER_RUNNING ||
+        r->state == CORRAL__WORKER_STATE__WORKER_STARTING) {
+        agent_started_t st = {.worker_id = r->worker_id,
+                              .attempt = r->attempt,
+                              .pid = r->pid,
+                              .start_time = r->start_time,
+                              .cpus = ""};
+        worker_started(w, &st);
+    } else {
+        worker_ended(w, r);
+    }
+}
+
+static void h_heartbeat(cr_conn_t *c, const Corral__Envelope *e, node_t *n)
+{
+    const Corral__Heartbeat *hb = e->heartbeat;
+    for (size_t i = 0; i < hb->n_changes; i++)
+        apply_change(n, hb->changes[i]);
+    note_free(n, hb->free, hb->n_free);
+    Corral__HeartbeatAck ack = CORRAL__HEARTBEAT_ACK__INIT;
+    ack.seq = hb->seq;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT_ACK;
+    a.heartbeat_ack = &ack;
+    reply(c, e, &a);
 }
 
 /* Output an agent forwards: written at its offset into the head's copy. */
@@ -838,6 +913,7 @@ typedef struct node_mem {
     Corral__Quantity **tot, **fr;
     Corral__KeyValue *kv;
     Corral__KeyValue **kvp;
+    Corral__Quantity *rq, **rfp;
     char *json;
 } node_mem_t;
 
@@ -871,6 +947,20 @@ void node_fill(const node_t *n, Corral__NodeInfo *ni, void **memp, bool with_jso
     ni->n_total = k;
     ni->free = m->fr;
     ni->n_free = k;
+    m->rq = cr_calloc(n->nrfree + 1u, sizeof(*m->rq));
+    m->rfp = cr_calloc(n->nrfree + 1u, sizeof(*m->rfp));
+    size_t nr = 0;
+    for (size_t i = 0; i < n->nrfree && !dead; i++) {
+        if (n->rfree[i].rid < 0)
+            continue;
+        corral__quantity__init(&m->rq[nr]);
+        m->rq[nr].name = c->res.str[n->rfree[i].rid];
+        m->rq[nr].amount = n->rfree[i].amount;
+        m->rfp[nr] = &m->rq[nr];
+        nr++;
+    }
+    ni->reported_free = m->rfp;
+    ni->n_reported_free = nr;
     const cr_node_t *d = n->desc;
     m->kv = cr_calloc(d->labels.n + 1, sizeof(*m->kv));
     m->kvp = cr_calloc(d->labels.n + 1, sizeof(*m->kvp));
@@ -910,6 +1000,8 @@ void node_fill_free(Corral__NodeInfo *ni, void *mem)
     free(m->fr);
     free(m->kv);
     free(m->kvp);
+    free(m->rq);
+    free(m->rfp);
     free(m->json);
     free(m);
 }

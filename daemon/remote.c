@@ -24,10 +24,33 @@ typedef struct fwd {
     uint64_t off[2];
 } fwd_t;
 
+/* What a worker or a reservation holds of this node's resources, by
+ * resource id of A.view. */
+typedef struct use {
+    uint8_t n;
+    uint8_t rid[SCHED_REQ_MAX];
+    int64_t qty[SCHED_REQ_MAX];
+} use_t;
+
+typedef struct wuse {
+    char *worker_id;
+    use_t u;
+} wuse_t;
+
+/* A worker's start or end not yet acknowledged by the head: sent at once
+ * (WorkerStarted, WorkerExit), and again in each heartbeat until one that
+ * carried it is acknowledged, or in the next Register. */
+typedef struct change {
+    Corral__WorkerReport *r;
+    uint64_t seq; /* the first heartbeat that carried it, 0 none */
+    bool in_reg;  /* in the Register sent last */
+} change_t;
+
 typedef struct resv {
     char txn[48];
     char pg[24];
     uint64_t devs;
+    use_t u;
     bool committed;
     int64_t expires; /* cr_mono_ms, prepared ones */
 } resv_t;
@@ -47,7 +70,9 @@ static struct {
     uv_signal_t sig_term, sig_int;
     uint32_t backoff, heartbeat_ms;
     uint64_t seq;
-    CR_VEC(Corral__WorkerReport *) unreported; /* exits while the head was away */
+    sched_cluster_t *view; /* this node alone: its totals, its resource ids */
+    CR_VEC(change_t) changes;
+    CR_VEC(wuse_t) uses; /* running workers outside placement groups */
     CR_VEC(fwd_t) fwd;
     CR_VEC(resv_t) resv;
 } A;
@@ -130,6 +155,135 @@ static void fwd_drop(const char *worker_id)
         }
 }
 
+/* ------------------------------------------------------ what is in use */
+
+/* Quantities by name into a use: those this node has (the head places
+ * nothing else here); none named is one CPU, as the head counts it
+ * (build_request). */
+static void use_of(use_t *u, Corral__Quantity *const *q, size_t n, bool default_cpu)
+{
+    memset(u, 0, sizeof(*u));
+    for (size_t i = 0; i < n && u->n < SCHED_REQ_MAX; i++) {
+        int rid = sched_syms_find(&A.view->res, q[i]->name, strlen(q[i]->name));
+        if (rid < 0 || rid >= A.view->nres)
+            continue;
+        u->rid[u->n] = (uint8_t)rid;
+        u->qty[u->n++] = q[i]->amount;
+    }
+    int cpu = sched_syms_find(&A.view->res, "CPU", 3);
+    if (n == 0 && default_cpu && cpu >= 0 && cpu < A.view->nres) {
+        u->rid[0] = (uint8_t)cpu;
+        u->qty[0] = CR_QTY_ONE;
+        u->n = 1;
+    }
+}
+
+static void use_add(const char *worker_id, const use_t *u)
+{
+    wuse_t *w = CR_VEC_PUSH(&A.uses);
+    w->worker_id = cr_strdup(worker_id);
+    w->u = *u;
+}
+
+static const use_t *use_find(const char *worker_id)
+{
+    for (size_t i = 0; i < A.uses.n; i++)
+        if (strcmp(A.uses.v[i].worker_id, worker_id) == 0)
+            return &A.uses.v[i].u;
+    return NULL;
+}
+
+static void use_drop(const char *worker_id)
+{
+    for (size_t i = 0; i < A.uses.n; i++)
+        if (strcmp(A.uses.v[i].worker_id, worker_id) == 0) {
+            free(A.uses.v[i].worker_id);
+            A.uses.v[i] = A.uses.v[--A.uses.n];
+            return;
+        }
+}
+
+/* The node's free resources as this agent sees them: its totals less its
+ * workers (those in a placement group's bundle count through the group's
+ * reservation) and its reservations. fr has room for SCHED_MAX_RES. */
+static size_t free_now(Corral__Quantity *fr, Corral__Quantity **frp)
+{
+    int64_t left[SCHED_MAX_RES];
+    int nres = A.view->nres < SCHED_MAX_RES ? A.view->nres : SCHED_MAX_RES;
+    for (int r = 0; r < nres; r++)
+        left[r] = A.view->total[r];
+    for (size_t i = 0; i < A.uses.n; i++)
+        for (int k = 0; k < A.uses.v[i].u.n; k++)
+            left[A.uses.v[i].u.rid[k]] -= A.uses.v[i].u.qty[k];
+    for (size_t i = 0; i < A.resv.n; i++)
+        for (int k = 0; k < A.resv.v[i].u.n; k++)
+            left[A.resv.v[i].u.rid[k]] -= A.resv.v[i].u.qty[k];
+    size_t n = 0;
+    for (int r = 0; r < nres; r++) {
+        if (A.view->total[r] <= 0)
+            continue;
+        corral__quantity__init(&fr[n]);
+        fr[n].name = A.view->res.str[r];
+        fr[n].amount = left[r];
+        frp[n] = &fr[n];
+        n++;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------ the agent's news */
+
+static Corral__WorkerReport *report_copy(const Corral__WorkerReport *r)
+{
+    Corral__WorkerReport *c = cr_malloc(sizeof(*c));
+    *c = *r;
+    c->worker_id = cr_strdup(r->worker_id);
+    c->job_id = cr_strdup(r->job_id ? r->job_id : "");
+    c->reason = cr_strdup(r->reason ? r->reason : "");
+    return c;
+}
+
+static void report_free(Corral__WorkerReport *r)
+{
+    free(r->worker_id);
+    free(r->job_id);
+    free(r->reason);
+    free(r);
+}
+
+/* A change for the head, kept until acknowledged; a worker's end
+ * replaces its start. */
+static void change_add(const Corral__WorkerReport *r)
+{
+    bool ended = r->state != CORRAL__WORKER_STATE__WORKER_RUNNING;
+    for (size_t i = 0; ended && i < A.changes.n; i++)
+        if (strcmp(A.changes.v[i].r->worker_id, r->worker_id) == 0 &&
+            A.changes.v[i].r->state == CORRAL__WORKER_STATE__WORKER_RUNNING) {
+            report_free(A.changes.v[i].r);
+            A.changes.v[i] = A.changes.v[--A.changes.n];
+            break;
+        }
+    change_t *c = CR_VEC_PUSH(&A.changes);
+    memset(c, 0, sizeof(*c));
+    c->r = report_copy(r);
+}
+
+/* Drops the changes a beat up to seq carried (or the Register, when
+ * seq is 0). */
+static void changes_acked(uint64_t seq)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < A.changes.n; i++) {
+        change_t *c = &A.changes.v[i];
+        if (seq ? (c->seq && c->seq <= seq) : c->in_reg) {
+            report_free(c->r);
+            continue;
+        }
+        A.changes.v[keep++] = *c;
+    }
+    A.changes.n = keep;
+}
+
 /* ------------------------------------------------- the table on disk */
 
 /* The running workers, in agent_<id>/workers.json, rewritten on every start
@@ -144,11 +298,18 @@ static void save_table(void)
     for (size_t i = 0; i < n; i++) {
         const char *out = agent_log_path(A.agent, v[i]->worker_id, 0);
         const char *err = agent_log_path(A.agent, v[i]->worker_id, 1);
-        json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:i, s:i, s:i, s:I, s:s?, s:s?}", "id", v[i]->worker_id,
-                           "job", v[i]->job_id, "index", (int)v[i]->worker_index, "attempt",
-                           (int)v[i]->attempt, "pid", v[i]->pid, "start_time",
-                           (json_int_t)v[i]->start_time, "out", out, "err", err));
+        json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:I, s:s?, s:s?}", "id", v[i]->worker_id,
+                              "job", v[i]->job_id, "index", (int)v[i]->worker_index, "attempt",
+                              (int)v[i]->attempt, "pid", v[i]->pid, "start_time",
+                              (json_int_t)v[i]->start_time, "out", out, "err", err);
+        const use_t *u = use_find(v[i]->worker_id);
+        if (u) {
+            json_t *uj = json_object();
+            for (int k = 0; k < u->n; k++)
+                json_object_set_new(uj, A.view->res.str[u->rid[k]], json_integer(u->qty[k]));
+            json_object_set_new(o, "uses", uj);
+        }
+        json_array_append_new(arr, o);
     }
     agent_reports_free(v, n);
     char *path = cr_asprintf("%s/workers.json", A.dir), *tmp = cr_asprintf("%s.tmp", path);
@@ -185,6 +346,20 @@ static void load_table(void)
         const char *err = json_string_value(json_object_get(o, "err"));
         if (agent_adopt(A.agent, &r, st, out, err)) {
             fwd_add(id, out, err, true);
+            json_t *uj = json_object_get(o, "uses");
+            const char *name;
+            json_t *amt;
+            use_t u = {0};
+            json_object_foreach(uj, name, amt)
+            {
+                int rid = sched_syms_find(&A.view->res, name, strlen(name));
+                if (rid >= 0 && rid < A.view->nres && u.n < SCHED_REQ_MAX && json_is_integer(amt)) {
+                    u.rid[u.n] = (uint8_t)rid;
+                    u.qty[u.n++] = json_integer_value(amt);
+                }
+            }
+            if (json_is_object(uj))
+                use_add(id, &u);
             adopted++;
         }
     }
@@ -192,8 +367,6 @@ static void load_table(void)
     if (adopted)
         fprintf(stderr, "corrald: adopted %zu worker(s) a previous agent left running\n", adopted);
 }
-
-/* ------------------------------------------------------ the agent's news */
 
 static void fwd_add(const char *worker_id, const char *out, const char *err, bool from_end)
 {
@@ -231,41 +404,28 @@ static void a_started(void *arg, const agent_started_t *s)
     e.body_case = CORRAL__ENVELOPE__BODY_WORKER_STARTED;
     e.worker_started = &ws;
     send_msg(&e);
-}
-
-static Corral__WorkerReport *report_copy(const Corral__WorkerReport *r)
-{
-    Corral__WorkerReport *c = cr_malloc(sizeof(*c));
-    *c = *r;
-    c->worker_id = cr_strdup(r->worker_id);
-    c->job_id = cr_strdup(r->job_id ? r->job_id : "");
-    c->reason = cr_strdup(r->reason ? r->reason : "");
-    return c;
-}
-
-static void report_free(Corral__WorkerReport *r)
-{
-    free(r->worker_id);
-    free(r->job_id);
-    free(r->reason);
-    free(r);
+    Corral__WorkerReport r = CORRAL__WORKER_REPORT__INIT;
+    r.worker_id = (char *)s->worker_id;
+    r.state = CORRAL__WORKER_STATE__WORKER_RUNNING;
+    r.pid = s->pid;
+    r.attempt = s->attempt;
+    r.start_time = s->start_time;
+    change_add(&r);
 }
 
 static void a_exited(void *arg, const Corral__WorkerReport *r)
 {
     fwd_drop(r->worker_id); /* its output reaches the head before its exit */
+    use_drop(r->worker_id);
     if (!A.stopping)
         save_table();
-    if (!A.conn || !A.registered) {
-        *CR_VEC_PUSH(&A.unreported) = report_copy(r);
-    } else {
-        Corral__WorkerExit x = CORRAL__WORKER_EXIT__INIT;
-        x.report = (Corral__WorkerReport *)r;
-        Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-        e.body_case = CORRAL__ENVELOPE__BODY_WORKER_EXIT;
-        e.worker_exit = &x;
-        send_msg(&e);
-    }
+    change_add(r);
+    Corral__WorkerExit x = CORRAL__WORKER_EXIT__INIT;
+    x.report = (Corral__WorkerReport *)r;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_WORKER_EXIT;
+    e.worker_exit = &x;
+    send_msg(&e);
     if (A.stopping && agent_running(A.agent) == 0)
         uv_stop(&A.loop);
 }
@@ -306,6 +466,7 @@ static void h_prepare(const Corral__Envelope *e)
             snprintf(r->txn, sizeof(r->txn), "%s", p->txn_id);
             snprintf(r->pg, sizeof(r->pg), "%s", p->reservations[i]->pg_id);
             r->devs = want[i];
+            use_of(&r->u, p->reservations[i]->resources, p->reservations[i]->n_resources, false);
             r->expires = cr_mono_ms() + (p->lease_ms ? p->lease_ms : 10000);
         }
     Corral__PrepareReply pr = CORRAL__PREPARE_REPLY__INIT;
@@ -384,10 +545,23 @@ static void on_hb(uv_timer_t *t)
     hb.node_id = A.node->id;
     hb.incarnation = A.incarnation;
     hb.seq = ++A.seq;
+    Corral__Quantity fr[SCHED_MAX_RES];
+    Corral__Quantity *frp[SCHED_MAX_RES];
+    hb.n_free = free_now(fr, frp);
+    hb.free = frp;
+    Corral__WorkerReport **ch = cr_calloc(A.changes.n + 1, sizeof(*ch));
+    for (size_t i = 0; i < A.changes.n; i++) {
+        ch[i] = A.changes.v[i].r;
+        if (!A.changes.v[i].seq)
+            A.changes.v[i].seq = hb.seq;
+    }
+    hb.changes = ch;
+    hb.n_changes = A.changes.n;
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
     e.heartbeat = &hb;
     send_msg(&e);
+    free(ch);
 }
 
 static void send_register(cr_conn_t *c)
@@ -397,12 +571,16 @@ static void send_register(cr_conn_t *c)
     json_decref(nj);
     Corral__WorkerReport **run = NULL;
     size_t nrun = agent_reports(A.agent, &run);
-    size_t nall = nrun + A.unreported.n;
-    Corral__WorkerReport **all = cr_calloc(nall + 1, sizeof(*all));
+    /* those running, and the ends the head has not acknowledged */
+    Corral__WorkerReport **all = cr_calloc(nrun + A.changes.n + 1, sizeof(*all));
     if (nrun)
         memcpy(all, run, nrun * sizeof(*all));
-    if (A.unreported.n)
-        memcpy(all + nrun, A.unreported.v, A.unreported.n * sizeof(*all));
+    size_t nall = nrun;
+    for (size_t i = 0; i < A.changes.n; i++) {
+        A.changes.v[i].in_reg = true;
+        if (A.changes.v[i].r->state != CORRAL__WORKER_STATE__WORKER_RUNNING)
+            all[nall++] = A.changes.v[i].r;
+    }
     char **txns = cr_calloc(A.resv.n + 1, sizeof(*txns));
     size_t nt = 0;
     for (size_t i = 0; i < A.resv.n; i++)
@@ -443,9 +621,7 @@ static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
         A.backoff = 0;
         A.heartbeat_ms = e->registered->heartbeat_ms ? e->registered->heartbeat_ms : 1000;
         uv_timer_start(&A.hb, on_hb, A.heartbeat_ms, A.heartbeat_ms);
-        for (size_t i = 0; i < A.unreported.n; i++) /* they were in the Register */
-            report_free(A.unreported.v[i]);
-        A.unreported.n = 0;
+        changes_acked(0); /* they were in the Register */
         fprintf(stderr, "corrald: agent %s registered with the head %s (heartbeat %u ms)\n",
                 A.node->id, A.o->head, A.heartbeat_ms);
         cr_info("registered with %s as %s", A.o->head, e->registered->node_id);
@@ -460,9 +636,20 @@ static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
             cr_warn("the head: %s", e->error->message);
         }
         break;
-    case CORRAL__ENVELOPE__BODY_WORKER_START:
-        agent_start(A.agent, e->worker_start);
+    case CORRAL__ENVELOPE__BODY_HEARTBEAT_ACK:
+        changes_acked(e->heartbeat_ack->seq);
         break;
+    case CORRAL__ENVELOPE__BODY_WORKER_START: {
+        const Corral__WorkerStart *ws = e->worker_start;
+        if (!ws->pg_id || !ws->pg_id[0]) { /* a bundle's worker counts through its group */
+            use_t u;
+            use_of(&u, ws->spec ? ws->spec->resources : NULL, ws->spec ? ws->spec->n_resources : 0,
+                   true);
+            use_add(ws->worker_id, &u);
+        }
+        agent_start(A.agent, ws);
+        break;
+    }
     case CORRAL__ENVELOPE__BODY_WORKER_STOP:
         if (agent_stop(A.agent, e->worker_stop->worker_id, e->worker_stop->grace_ms) < 0)
             cr_info("stop %s: not running here", e->worker_stop->worker_id);
@@ -577,6 +764,15 @@ int agent_main(const agent_opts_t *o)
             free(A.node->labels.v[i].value);
             A.node->labels.v[i].value = cr_strdup(A.node->id);
         }
+    char why[256] = "";
+    A.view = sched_cluster_new();
+    if (sched_cluster_add(A.view, A.node, why, sizeof(why)) < 0 ||
+        sched_cluster_finalize(A.view) < 0) {
+        fprintf(stderr, "corrald: node %s cannot be described to a scheduler: %s\n", A.node->id,
+                why);
+        sched_cluster_free(A.view);
+        return 1;
+    }
     const char *home = getenv("CORRAL_HOME");
     if (!home || !home[0])
         home = "/tmp/corral";
@@ -657,9 +853,13 @@ int agent_main(const agent_opts_t *o)
         free(A.fwd.v[i].path[1]);
     }
     CR_VEC_FREE(&A.fwd);
-    for (size_t i = 0; i < A.unreported.n; i++)
-        report_free(A.unreported.v[i]);
-    CR_VEC_FREE(&A.unreported);
+    for (size_t i = 0; i < A.changes.n; i++)
+        report_free(A.changes.v[i].r);
+    CR_VEC_FREE(&A.changes);
+    for (size_t i = 0; i < A.uses.n; i++)
+        free(A.uses.v[i].worker_id);
+    CR_VEC_FREE(&A.uses);
+    sched_cluster_free(A.view);
     CR_VEC_FREE(&A.resv);
     free(A.dir);
     free(A.logs);

@@ -6,9 +6,11 @@
  * file (`corral hw --spec specs/dgx-h100.yaml --json`) under its own id and
  * hostname (sim-00042) and the label corral.io/simulated=true, then a
  * Heartbeat every second, the N nodes' beats spread evenly over the
- * second. It answers Prepare with PrepareReply{ok} and Commit/Abort with
- * TxnDone, so that a placement group's two-phase reservation completes on
- * simulated nodes (they hold nothing: no device is checked); everything
+ * second, each carrying the node's free resources (all of its totals:
+ * nothing runs on a simulated node) as a real agent's does. It answers
+ * Prepare with PrepareReply{ok} and Commit/Abort with TxnDone, so that a
+ * placement group's two-phase reservation completes on simulated nodes
+ * (they hold nothing: no device is checked); everything
  * else it gets is counted, not answered. Nothing runs on a simulated node.
  *
  * Signals: SIGUSR1 stops the heartbeats of node 0 (its connection stays
@@ -25,6 +27,7 @@
  *            --node-json F --nodes N [--prefix sim] [--inflight 256] */
 #include "base/base.h"
 #include "net/net.h"
+#include <corral/accel.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
@@ -48,6 +51,8 @@ static struct {
     sim_t *sims;
     size_t n, next_connect, inflight, max_inflight, nreg;
     json_t *tmpl;
+    Corral__Quantity *free_q, **free_p; /* the template's resources, in fixed point */
+    size_t nfree;
     uint64_t incarnation;
     int64_t t_first, t_reg;
     size_t hb_cursor;
@@ -227,6 +232,8 @@ static void on_tick(uv_timer_t *t)
         hb.node_id = s->id;
         hb.incarnation = G.incarnation;
         hb.seq = ++s->seq;
+        hb.free = G.free_p;
+        hb.n_free = G.nfree;
         s->last_beat = cr_mono_ms();
         Corral__Envelope e = CORRAL__ENVELOPE__INIT;
         e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
@@ -354,6 +361,20 @@ int main(int argc, char **argv)
     if (!json_is_object(G.tmpl)) {
         fprintf(stderr, "loadgen: %s: not a node description (corral hw --json)\n", node_json);
         return 1;
+    }
+    json_t *res = json_object_get(G.tmpl, "resources");
+    G.free_q = cr_calloc(json_object_size(res) + 1, sizeof(*G.free_q));
+    G.free_p = cr_calloc(json_object_size(res) + 1, sizeof(*G.free_p));
+    const char *rname;
+    json_t *rv;
+    json_object_foreach(res, rname, rv)
+    {
+        Corral__Quantity *q = &G.free_q[G.nfree];
+        corral__quantity__init(q);
+        q->name = (char *)rname;
+        q->amount = json_is_integer(rv) ? (int64_t)json_integer_value(rv) * CR_QTY_ONE
+                                        : (int64_t)(json_number_value(rv) * CR_QTY_ONE);
+        G.free_p[G.nfree++] = q;
     }
     uint8_t token[CR_TOKEN_LEN];
     if (cr_token_read(token_file, token) < 0) {

@@ -212,6 +212,12 @@ int corral_job_logs_follow(corral_t *c, const char *job_id, int worker_index, co
 typedef struct corral_resource {
     char *name;         /* "GPU", "CPU", "memory", ... */
     double total, free; /* units (memory: bytes) */
+    /* Free as the node's agent counted it in its last heartbeat (its
+     * workers and reservations against its totals); NAN where no agent
+     * reports (the head's own node, cluster-wide sums). Below free for
+     * beats in a row means the agent runs what the head did not place
+     * (a node_drift event says so). */
+    double reported_free;
 } corral_resource_t;
 
 typedef struct corral_node {

@@ -2,7 +2,10 @@
 # Head kill -9 and restart with jobs running on agents (issue 5): the agents
 # keep their workers running through the outage, reconnect with backoff,
 # report them, and the new head adopts them (same pids), losing no
-# acknowledged job; a job submitted just before the kill is still there.
+# acknowledged job; a job submitted just before the kill is still there. A
+# worker that ends while the head is frozen, its WorkerExit never read,
+# still has its exit code recorded: the agent keeps every change until a
+# heartbeat that carried it is acknowledged, and reports it on rejoining.
 . "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" crestart
 head_up "$SPECS/cpu-only.yaml"
 agent_up gpu-a "$SPECS/dgx-h100.yaml" 127.0.0.2
@@ -40,4 +43,20 @@ grep -q "^end gpu-a" <<<"$out" && grep -q "^end gpu-b" <<<"$out" &&
     ok "output of both remote workers, from both sides of the restart" || fail "logs: $out"
 wait_job "$id2" SUCCEEDED 15 && ok "job $id2 ran once the GPUs were free" ||
     fail "job $id2: $(status "$id2" | jq -c '{state,reason}')"
+# a worker ends while the head is frozen: its WorkerExit dies unread with
+# the head, the change it was comes back with the agent's Register
+id3=$("$CORRAL" run --detach --label-selector corral.io/node-id=gpu-a -- sh -c 'sleep 1; exit 7' |
+    awk '{print $NF}')
+wait_started "$id3" 5 || fail "job $id3 did not start"
+hpid=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
+kill -STOP "$hpid"
+sleep 1.6
+kill -KILL "$hpid"
+sleep 0.2
+head_up "$SPECS/cpu-only.yaml"
+wait_job "$id3" FAILED 10
+js=$(status "$id3")
+[ "$(jq -r .exit_code <<<"$js")" = 7 ] && [ "$(jq -r '.workers[0].state' <<<"$js")" = EXITED ] &&
+    ok "job $id3: exit code 7 from a WorkerExit the old head never read" ||
+    fail "job $id3 after the frozen head: $(jq -c '{state,reason,exit_code,w:.workers[0].state}' <<<"$js")"
 finish

@@ -35,6 +35,16 @@ out=$("$CORRAL" run --gpus 1 --workers 2 --placement STRICT_SPREAD \
 [ $rc -eq 0 ] && [ "$(sed 's/^\[[0-9]\] //' <<<"$out" | sort | tr '\n' ' ')" = "gpu-a gpu-b " ] &&
     ok "STRICT_SPREAD GPU gang on gpu-a and gpu-b" || fail "spread: rc=$rc $out"
 
+# heartbeats carry the free resources the agent counts: the same as the head's
+gpu_free() { "$CORRAL" nodes --json | jq -c '.[] | select(.node_id == "gpu-a") | .resources.GPU | [.free, .reported_free]'; }
+id=$("$CORRAL" run --detach --gpus 2 --label-selector corral.io/node-id=gpu-a -- sleep 30)
+got=; for i in $(seq 50); do got=$(gpu_free); [ "$got" = "[6,6]" ] && break; sleep 0.1; done
+[ "$got" = "[6,6]" ] && ok "gpu-a's agent reports 6 GPUs free while 2 run, as the head counts" ||
+    fail "reported free while running: $got"
+"$CORRAL" job stop "$id" >/dev/null
+got=; for i in $(seq 50); do got=$(gpu_free); [ "$got" = "[8,8]" ] && break; sleep 0.1; done
+[ "$got" = "[8,8]" ] && ok "and 8 once the job is stopped" || fail "reported free after stop: $got"
+
 # a wrong token is refused and logged
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$CORRAL_HOME/bad.token"; chmod 600 "$CORRAL_HOME/bad.token"
 out=$("$CORRAL" start --address "$ADDR" --token-file "$CORRAL_HOME/bad.token" --hw-spec "$SPECS/cpu-only.yaml" --node-id intruder 2>&1); rc=$?
@@ -56,4 +66,6 @@ wait $flood
 sleep $(awk "BEGIN{print $DEAD/1000}")
 [ "$("$CORRAL" nodes --json | jq '[.[] | select(.state == "ALIVE")] | length')" = 7 ] &&
     ok "every node still ALIVE after the flood" || fail "after flood: $("$CORRAL" nodes --json | jq -c '[.[]|{node_id,state}]')"
+! "$CORRAL" events --json | grep -q '"kind":"node_drift"' && ok "no agent ever counted less free than the head" ||
+    fail "drift: $("$CORRAL" events --json | grep node_drift)"
 finish

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 #include "daemon/harness.h"
 #include <ftw.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -209,6 +210,225 @@ static void test_detached_conn(void **state)
     cr_conn_free_detached(c);
 }
 
+/* ---- an agent's heartbeats: changes and free resources ---- */
+
+static const Corral__Envelope *send_got(fx_t *f, cr_conn_t *c, Corral__Envelope *e, uint64_t id)
+{
+    e->id = id;
+    head_dispatch(c, e);
+    for (int i = 0; i < 4; i++)
+        head_harness_run();
+    return answer(&f->got, id);
+}
+
+static void beat(fx_t *f, cr_conn_t *a, uint64_t seq, Corral__WorkerReport *change,
+                 int64_t cpu_free)
+{
+    Corral__Heartbeat h = CORRAL__HEARTBEAT__INIT;
+    h.node_id = "remote-1";
+    h.incarnation = 1;
+    h.seq = seq;
+    Corral__WorkerReport *ch[] = {change};
+    h.changes = change ? ch : NULL;
+    h.n_changes = change ? 1 : 0;
+    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
+    q.name = "CPU";
+    q.amount = cpu_free;
+    h.free = qs;
+    h.n_free = 1;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
+    e.heartbeat = &h;
+    const Corral__Envelope *a2 = send_got(f, a, &e, 100 + seq);
+    assert_int_equal(a2->body_case, CORRAL__ENVELOPE__BODY_HEARTBEAT_ACK);
+    assert_int_equal(a2->heartbeat_ack->seq, seq);
+}
+
+static const Corral__JobInfo *job_info(fx_t *f, cr_conn_t *c, const char *job_id, uint64_t id)
+{
+    Corral__JobStatusRequest sr = CORRAL__JOB_STATUS_REQUEST__INIT;
+    sr.job_id = (char *)job_id;
+    Corral__Envelope s = CORRAL__ENVELOPE__INIT;
+    s.body_case = CORRAL__ENVELOPE__BODY_JOB_STATUS;
+    s.job_status = &sr;
+    const Corral__Envelope *a = send_got(f, c, &s, id);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_INFO);
+    return a->job_info;
+}
+
+/* how many events of this kind the head has logged */
+static int events_of(fx_t *f, cr_conn_t *c, const char *kind, uint64_t id)
+{
+    Corral__EventsRequest er = CORRAL__EVENTS_REQUEST__INIT;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_EVENTS_REQUEST;
+    e.events_request = &er;
+    const Corral__Envelope *a = send_got(f, c, &e, id);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_EVENT_LIST);
+    int n = 0;
+    for (size_t i = 0; i < a->event_list->n_events; i++)
+        n += strcmp(a->event_list->events[i]->kind, kind) == 0;
+    return n;
+}
+
+/* CPU free of remote-1 as the head counts it and as its agent reported it
+ * (-1 when not reported) */
+static void node_free_cpu(fx_t *f, cr_conn_t *c, uint64_t id, int64_t *head, int64_t *agent)
+{
+    Corral__NodeList nl = CORRAL__NODE_LIST__INIT;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_NODE_LIST;
+    e.node_list = &nl;
+    const Corral__Envelope *a = send_got(f, c, &e, id);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_NODE_LIST_REPLY);
+    *head = *agent = -1;
+    for (size_t i = 0; i < a->node_list_reply->n_nodes; i++) {
+        const Corral__NodeInfo *ni = a->node_list_reply->nodes[i];
+        if (strcmp(ni->node_id, "remote-1"))
+            continue;
+        for (size_t k = 0; k < ni->n_free; k++)
+            if (!strcmp(ni->free[k]->name, "CPU"))
+                *head = ni->free[k]->amount;
+        for (size_t k = 0; k < ni->n_reported_free; k++)
+            if (!strcmp(ni->reported_free[k]->name, "CPU"))
+                *agent = ni->reported_free[k]->amount;
+    }
+}
+
+/* A worker's start and end that reach the head only in heartbeats (their
+ * WorkerStarted and WorkerExit were lost) are applied, twice harmlessly;
+ * the free resources an agent reports are kept, and an agent that counts
+ * less free than the head for three beats in a row is a node_drift event,
+ * cleared once they agree. */
+static void test_heartbeat_changes_and_free(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+
+    hw_options_t o = {.spec_path = CORRAL_SOURCE_DIR "/specs/cpu-only.yaml"};
+    cr_node_t *node = NULL;
+    char *msg = NULL;
+    assert_int_equal(hw_discover(&o, &node, &msg), 0);
+    snprintf(node->id, sizeof(node->id), "remote-1");
+    for (size_t i = 0; i < node->labels.n; i++) /* as agent_main does */
+        if (strcmp(node->labels.v[i].key, "corral.io/node-id") == 0) {
+            free(node->labels.v[i].value);
+            node->labels.v[i].value = cr_strdup("remote-1");
+        }
+    json_t *nj = hw_node_to_json(node);
+    char *njs = json_dumps(nj, JSON_COMPACT);
+    json_decref(nj);
+    hw_node_free(node);
+    Corral__Register r = CORRAL__REGISTER__INIT;
+    r.node_json = njs;
+    r.incarnation = 1;
+    r.address = "10.0.0.2";
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
+    e.register_ = &r;
+    assert_int_equal(send_got(f, ag, &e, 1)->body_case, CORRAL__ENVELOPE__BODY_REGISTERED);
+    free(njs);
+
+    int64_t head, agent;
+    node_free_cpu(f, cl, 2, &head, &agent);
+    assert_true(head > 2 * CR_QTY_ONE);
+    assert_int_equal(agent, -1); /* no beat yet */
+    const int64_t total = head;
+
+    char *argv[] = {"true"};
+    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
+    q.name = "CPU";
+    q.amount = 2 * CR_QTY_ONE;
+    Corral__WorkerSpec ws = CORRAL__WORKER_SPEC__INIT;
+    ws.argv = argv;
+    ws.n_argv = 1;
+    ws.resources = qs;
+    ws.n_resources = 1;
+    Corral__JobSpec spec = CORRAL__JOB_SPEC__INIT;
+    spec.name = "hb";
+    spec.worker = &ws;
+    spec.selector = "corral.io/node-id=remote-1";
+    Corral__JobSubmit js = CORRAL__JOB_SUBMIT__INIT;
+    js.spec = &spec;
+    Corral__Envelope se = CORRAL__ENVELOPE__INIT;
+    se.body_case = CORRAL__ENVELOPE__BODY_JOB_SUBMIT;
+    se.job_submit = &js;
+    const Corral__Envelope *a = send_got(f, cl, &se, 3);
+    if (a->body_case == CORRAL__ENVELOPE__BODY_ERROR)
+        fail_msg("submit: %s", a->error->message);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
+    char job_id[32];
+    cr_strlcpy(job_id, a->job_submitted->job_id, sizeof(job_id));
+    const Corral__WorkerStart *start = NULL;
+    for (size_t i = 0; i < f->got.n; i++)
+        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_START)
+            start = f->got.v[i]->worker_start;
+    assert_non_null(start);
+    char worker_id[48];
+    cr_strlcpy(worker_id, start->worker_id, sizeof(worker_id));
+    uint32_t attempt = start->attempt;
+    assert_int_equal(job_info(f, cl, job_id, 4)->workers[0]->state,
+                     CORRAL__WORKER_STATE__WORKER_STARTING);
+
+    /* its start, in a beat only */
+    Corral__WorkerReport run = CORRAL__WORKER_REPORT__INIT;
+    run.worker_id = worker_id;
+    run.state = CORRAL__WORKER_STATE__WORKER_RUNNING;
+    run.pid = 4242;
+    run.attempt = attempt;
+    beat(f, ag, 1, &run, total - 2 * CR_QTY_ONE);
+    const Corral__JobInfo *ji = job_info(f, cl, job_id, 5);
+    assert_int_equal(ji->state, CORRAL__JOB_STATE__JOB_RUNNING);
+    assert_int_equal(ji->workers[0]->state, CORRAL__WORKER_STATE__WORKER_RUNNING);
+    assert_int_equal(ji->workers[0]->pid, 4242);
+    node_free_cpu(f, cl, 6, &head, &agent);
+    assert_int_equal(head, total - 2 * CR_QTY_ONE);
+    assert_int_equal(agent, total - 2 * CR_QTY_ONE);
+
+    /* its end, in a beat only, then again in the next */
+    Corral__WorkerReport end = CORRAL__WORKER_REPORT__INIT;
+    end.worker_id = worker_id;
+    end.job_id = job_id;
+    end.state = CORRAL__WORKER_STATE__WORKER_EXITED;
+    end.pid = 4242;
+    end.exit_code = 3;
+    end.attempt = attempt;
+    beat(f, ag, 2, &end, total);
+    beat(f, ag, 3, &end, total);
+    ji = job_info(f, cl, job_id, 7);
+    assert_int_equal(ji->state, CORRAL__JOB_STATE__JOB_FAILED);
+    assert_int_equal(ji->exit_code, 3);
+    assert_int_equal(ji->workers[0]->state, CORRAL__WORKER_STATE__WORKER_EXITED);
+    assert_int_equal(events_of(f, cl, "exited", 8), 1);
+    node_free_cpu(f, cl, 9, &head, &agent);
+    assert_int_equal(head, total);
+    assert_int_equal(agent, total);
+
+    /* the agent counts one CPU less than the head: an event on the third beat */
+    assert_int_equal(events_of(f, cl, "node_drift", 10), 0);
+    beat(f, ag, 4, NULL, total - CR_QTY_ONE);
+    beat(f, ag, 5, NULL, total - CR_QTY_ONE);
+    assert_int_equal(events_of(f, cl, "node_drift", 11), 0);
+    beat(f, ag, 6, NULL, total - CR_QTY_ONE);
+    beat(f, ag, 7, NULL, total - CR_QTY_ONE);
+    assert_int_equal(events_of(f, cl, "node_drift", 12), 1);
+    node_free_cpu(f, cl, 13, &head, &agent);
+    assert_int_equal(head, total);
+    assert_int_equal(agent, total - CR_QTY_ONE);
+    beat(f, ag, 8, NULL, total);
+    assert_int_equal(events_of(f, cl, "node_drift_cleared", 14), 1);
+    /* more free than the head counts (a start in flight) is no drift */
+    for (uint64_t s = 9; s < 13; s++)
+        beat(f, ag, s, NULL, total + CR_QTY_ONE);
+    assert_int_equal(events_of(f, cl, "node_drift", 15), 1);
+
+    head_harness_conn_closed(ag);
+    head_harness_conn_closed(cl);
+    cr_conn_free_detached(ag);
+    cr_conn_free_detached(cl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +437,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_unserved_message_is_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_detached_conn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_heartbeat_changes_and_free, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
