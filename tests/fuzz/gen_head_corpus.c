@@ -8,7 +8,7 @@
  *
  * Not part of the build; regenerate with (from the repository root, after
  * `make build`):
- *   build/corral hw --spec specs/dgx-h100.yaml --json > /tmp/node.json
+ *   build/corral-tools hw --spec specs/dgx-h100.yaml --json > /tmp/node.json
  *   cc -O1 -Ibuild/proto/gen -o /tmp/gen_head_corpus tests/fuzz/gen_head_corpus.c \
  *      build/proto/libcorral_proto.a -lprotobuf-c
  *   /tmp/gen_head_corpus /tmp/node.json tests/fuzz/corpus/head */
@@ -102,6 +102,25 @@ static void heartbeat(int agent, uint64_t seq)
     q.amount = 8 * 10000;
     h.free = qs;
     h.n_free = 1;
+    ENV(e, heartbeat, HEARTBEAT, &h);
+    put(agent, &e);
+}
+
+/* a beat carrying a worker's start (code < 0) or end, as an agent whose
+ * WorkerStarted or WorkerExit went astray sends it */
+static void heartbeat_change(int agent, uint64_t seq, const char *worker_id, int code)
+{
+    Corral__WorkerReport r = CORRAL__WORKER_REPORT__INIT, *rs[1] = {&r};
+    r.worker_id = (char *)worker_id;
+    r.state = code < 0 ? CORRAL__WORKER_STATE__WORKER_RUNNING : CORRAL__WORKER_STATE__WORKER_EXITED;
+    r.pid = 4242;
+    r.exit_code = code < 0 ? 0 : code;
+    Corral__Heartbeat h = CORRAL__HEARTBEAT__INIT;
+    h.node_id = agent == 1 ? "dgx-h100-02" : "dgx-h100-03";
+    h.incarnation = 1;
+    h.seq = seq;
+    h.changes = rs;
+    h.n_changes = 1;
     ENV(e, heartbeat, HEARTBEAT, &h);
     put(agent, &e);
 }
@@ -377,5 +396,14 @@ int main(int argc, char **argv)
     worker_exit(1, "1", "job1-w0", 0, 0);
     client_queries("1");
     save(dir, "shutdown");
+
+    /* 8: a remote worker's start and end in heartbeats only, the end twice */
+    reg(1, 1);
+    submit(1, 1, NULL, false, 0, REMOTE);
+    heartbeat_change(1, 1, "job1-w0", -1);
+    heartbeat_change(1, 2, "job1-w0", 3);
+    heartbeat_change(1, 3, "job1-w0", 3);
+    client_queries("1");
+    save(dir, "changes_in_beats");
     return 0;
 }
