@@ -21,6 +21,8 @@
 /* Called for each answer to the pending request; returns 1 when it was
  * the last one. */
 typedef int (*answer_fn)(corral_t *c, const Corral__Envelope *e, void *arg);
+/* Called with the one answer to request i of a batch (call_many). */
+typedef void (*item_fn)(corral_t *c, const Corral__Envelope *e, void *arg, size_t i);
 
 struct corral {
     uv_loop_t loop;
@@ -32,6 +34,10 @@ struct corral {
     answer_fn fn;
     void *arg;
     bool done, timed_out, interrupted;
+    /* a batch (call_many): requests want .. want + nitems - 1 */
+    size_t nitems, nleft;
+    item_fn ifn;
+    int *item_err;       /* 1 until answered, then 0 or the head's error */
     uv_timer_t timer;    /* bounds each call: a wedged head does not hang us */
     corral_tick_fn tick; /* following calls: asked every TICK_MS whether to end */
     void *tick_arg;
@@ -57,6 +63,26 @@ static void on_ready(cr_conn_t *conn, void *data)
 static void on_message(cr_conn_t *conn, const Corral__Envelope *e, void *data)
 {
     corral_t *c = data;
+    if (c->nitems) {
+        if (c->done || e->reply_to < c->want || e->reply_to - c->want >= c->nitems)
+            return;
+        size_t i = (size_t)(e->reply_to - c->want);
+        if (c->item_err[i] != 1)
+            return; /* answered already */
+        c->item_err[i] = 0;
+        if (e->body_case == CORRAL__ENVELOPE__BODY_ERROR) {
+            c->item_err[i] = e->error->code < 0 ? e->error->code : CR_EIO;
+            if (!c->err) { /* the first refusal is the batch's message */
+                c->err = c->item_err[i];
+                set_msg(c, "%s", e->error->message ? e->error->message : cr_strerror(c->err));
+            }
+        } else {
+            c->ifn(c, e, c->arg, i);
+        }
+        if (--c->nleft == 0)
+            c->done = true;
+        return;
+    }
     if (c->done || e->reply_to != c->want)
         return; /* an answer to nothing we wait for */
     if (e->body_case == CORRAL__ENVELOPE__BODY_ERROR) {
@@ -254,6 +280,77 @@ static int call_ex(corral_t *c, Corral__Envelope *e, answer_fn fn, void *arg, bo
     if (!c->done) {
         set_msg(c, "the head closed the connection: %s", cr_strerror(c->close_err));
         return c->close_err ? c->close_err : CR_EIO;
+    }
+    return c->err;
+}
+
+/* Sends the n requests in one write, then runs the loop until each has
+ * its one answer (fn for an answer, errs[i] the head's error for a
+ * refusal), or CORRAL_CALL_TIMEOUT_MS pass. Returns 0 when every request
+ * was answered without an error, else the first error (the transport's,
+ * or the first refusal, its message in c->msg); errs[i] is 0 or request
+ * i's error (the transport's for those never answered). */
+static int call_many(corral_t *c, Corral__Envelope **es, size_t n, item_fn fn, void *arg, int *errs)
+{
+    c->msg[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        errs[i] = -ENOTCONN;
+    if (n == 0)
+        return 0;
+    if (!c->conn || c->closed) {
+        set_msg(c, "the connection to the head is closed");
+        return -ENOTCONN;
+    }
+    c->err = 0;
+    c->done = false;
+    c->timed_out = c->interrupted = false;
+    c->item_err = errs;
+    c->ifn = fn;
+    c->arg = arg;
+    int err = 0;
+    cr_net_hold(c->net);
+    for (size_t i = 0; i < n && !err; i++) {
+        es[i]->id = cr_conn_next_id(c->conn);
+        if (i == 0)
+            c->want = es[i]->id;
+        if (es[i]->id != c->want + i) { /* ids are consecutive: they index the batch */
+            err = CR_EIO;
+            set_msg(c, "request ids are not consecutive");
+            break;
+        }
+        err = cr_conn_send(c->conn, es[i]);
+        if (err < 0)
+            set_msg(c, "cannot send %s: %s", cr_msg_name(es[i]->body_case), cr_strerror(err));
+        else
+            errs[i] = 1;
+        c->nitems = i + 1;
+    }
+    cr_net_flush(c->net);
+    c->nleft = 0;
+    for (size_t i = 0; i < c->nitems; i++)
+        c->nleft += errs[i] == 1;
+    c->done = c->nleft == 0;
+    c->timer.data = c;
+    uv_timer_start(&c->timer, on_timeout, CORRAL_CALL_TIMEOUT_MS, 0);
+    while (!c->done && !c->closed && uv_run(&c->loop, UV_RUN_ONCE))
+        ;
+    uv_timer_stop(&c->timer);
+    int lost = c->timed_out ? CR_EAGAIN : c->close_err ? c->close_err : CR_EIO;
+    for (size_t i = 0; i < c->nitems; i++)
+        if (errs[i] == 1)
+            errs[i] = lost;
+    c->nitems = 0;
+    c->item_err = NULL;
+    if (err < 0)
+        return err;
+    if (!c->done && c->timed_out) {
+        set_msg(c, "no answer from the head to %zu of %zu %s within %d ms", c->nleft, n,
+                cr_msg_name(es[0]->body_case), CORRAL_CALL_TIMEOUT_MS);
+        return CR_EAGAIN;
+    }
+    if (!c->done) {
+        set_msg(c, "the head closed the connection: %s", cr_strerror(c->close_err));
+        return lost;
     }
     return c->err;
 }
@@ -1056,6 +1153,107 @@ int corral_pg_create(corral_t *c, const corral_pg_spec_t *spec, corral_pg_t *out
     cr__pg_create_free(r);
     if (err < 0)
         corral_pg_free(out);
+    return err;
+}
+
+typedef struct pg_many {
+    corral_pg_t *out;
+    int *errs;
+} pg_many_t;
+
+static void got_pg_item(corral_t *c, const Corral__Envelope *e, void *arg, size_t i)
+{
+    pg_many_t *m = arg;
+    if (e->body_case != CORRAL__ENVELOPE__BODY_PG_CREATED || !e->pg_created->pg) {
+        m->errs[i] = CR_EPARSE;
+        if (!c->err) {
+            c->err = CR_EPARSE;
+            set_msg(c, "unexpected answer %s", cr_msg_name(e->body_case));
+        }
+        return;
+    }
+    pg_from(&m->out[i], e->pg_created->pg);
+}
+
+int corral_pg_create_many(corral_t *c, const corral_pg_spec_t *specs, size_t n, corral_pg_t *out,
+                          int *errs)
+{
+    memset(out, 0, n * sizeof(*out));
+    int *own = errs ? NULL : cr_calloc(n + 1, sizeof(*own));
+    if (!errs)
+        errs = own;
+    c->msg[0] = '\0';
+    Corral__PgCreate **rs = cr_calloc(n + 1, sizeof(*rs));
+    Corral__Envelope *es = cr_calloc(n + 1, sizeof(*es));
+    Corral__Envelope **ep = cr_calloc(n + 1, sizeof(*ep));
+    int err = 0;
+    for (size_t i = 0; i < n && !err; i++) {
+        char why[256];
+        rs[i] = cr__pg_create_build(&specs[i], why, sizeof(why));
+        if (!rs[i]) {
+            set_msg(c, "group %zu: %s", i, why);
+            err = CR_EINVAL;
+            break;
+        }
+        corral__envelope__init(&es[i]);
+        es[i].body_case = CORRAL__ENVELOPE__BODY_PG_CREATE;
+        es[i].pg_create = rs[i];
+        ep[i] = &es[i];
+    }
+    if (err) { /* nothing sent */
+        for (size_t i = 0; i < n; i++)
+            errs[i] = CR_EINVAL;
+    } else {
+        pg_many_t m = {.out = out, .errs = errs};
+        err = call_many(c, ep, n, got_pg_item, &m, errs);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (rs[i])
+            cr__pg_create_free(rs[i]);
+        if (errs[i])
+            corral_pg_free(&out[i]);
+    }
+    free(rs);
+    free(es);
+    free(ep);
+    free(own);
+    return err;
+}
+
+static void got_ack_item(corral_t *c, const Corral__Envelope *e, void *arg, size_t i)
+{
+    int *errs = arg;
+    if (e->body_case != CORRAL__ENVELOPE__BODY_ACK) {
+        errs[i] = CR_EPARSE;
+        if (!c->err) {
+            c->err = CR_EPARSE;
+            set_msg(c, "unexpected answer %s", cr_msg_name(e->body_case));
+        }
+    }
+}
+
+int corral_pg_remove_many(corral_t *c, const char *const *ids_or_names, size_t n, int *errs)
+{
+    int *own = errs ? NULL : cr_calloc(n + 1, sizeof(*own));
+    if (!errs)
+        errs = own;
+    Corral__PgRemove *rs = cr_calloc(n + 1, sizeof(*rs));
+    Corral__Envelope *es = cr_calloc(n + 1, sizeof(*es));
+    Corral__Envelope **ep = cr_calloc(n + 1, sizeof(*ep));
+    for (size_t i = 0; i < n; i++) {
+        corral__pg_remove__init(&rs[i]);
+        rs[i].pg_id = "";
+        rs[i].name = (char *)ids_or_names[i];
+        corral__envelope__init(&es[i]);
+        es[i].body_case = CORRAL__ENVELOPE__BODY_PG_REMOVE;
+        es[i].pg_remove = &rs[i];
+        ep[i] = &es[i];
+    }
+    int err = call_many(c, ep, n, got_ack_item, errs, errs);
+    free(rs);
+    free(es);
+    free(ep);
+    free(own);
     return err;
 }
 

@@ -1,12 +1,20 @@
 /* Placement groups created and removed per second through libcorral
- * (issue 4, "Performance"): one client, one connection, a group of one
- * bundle created (waiting until CREATED) and removed, in a loop for the
- * given seconds, against the head at CORRAL_HOME/session_latest.
- *   bench_runtime_pg SECONDS [RESOURCES]
+ * (issue 4, "Performance"), against the head at CORRAL_HOME/session_latest,
+ * one client on one connection, for the given seconds:
+ *   bench_runtime_pg SECONDS [RESOURCES] [BATCH]
+ * BATCH 1 (the default): a group of one bundle created (waiting until
+ * CREATED) and removed, one after the other, each a round trip.
+ * BATCH N > 1: as Ray's own benchmark of placement groups does
+ * (placement_group() returns at once; the groups are waited on together,
+ * then removed): N groups created with corral_pg_create_many (every one
+ * waited on until CREATED), then removed with corral_pg_remove_many; a
+ * cycle is one group created and removed. RESOURCES must then fit N
+ * groups at once (e.g. CPU=0.01).
  * Prints "pg_cycles N" and "pg_seconds S" on stdout; then, for the same
  * time, the round trips of a request that changes nothing (PgList of no
  * groups): "rt_calls N", "rt_seconds S", the transport's floor. */
 #include <corral/corral.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +28,64 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* one group at a time; false on an error (said on stderr) */
+static bool cycle_one(corral_t *c, const corral_pg_spec_t *spec)
+{
+    corral_pg_t pg;
+    if (corral_pg_create(c, spec, &pg) < 0) {
+        fprintf(stderr, "bench_runtime_pg: create: %s\n", corral_errmsg(c));
+        return false;
+    }
+    if (strcmp(pg.state, "CREATED") != 0) {
+        fprintf(stderr, "bench_runtime_pg: group %s: %s\n", pg.state, pg.reason);
+        corral_pg_free(&pg);
+        return false;
+    }
+    if (corral_pg_remove(c, pg.pg_id) < 0) {
+        fprintf(stderr, "bench_runtime_pg: remove: %s\n", corral_errmsg(c));
+        corral_pg_free(&pg);
+        return false;
+    }
+    corral_pg_free(&pg);
+    return true;
+}
+
+/* n groups at once, then their removal at once */
+static bool cycle_many(corral_t *c, const corral_pg_spec_t *specs, size_t n, corral_pg_t *pgs,
+                       const char **ids)
+{
+    bool ok = true;
+    if (corral_pg_create_many(c, specs, n, pgs, NULL) < 0) {
+        fprintf(stderr, "bench_runtime_pg: create: %s\n", corral_errmsg(c));
+        ok = false;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (pgs[i].pg_id)
+            ids[k++] = pgs[i].pg_id;
+        if (ok && pgs[i].state && strcmp(pgs[i].state, "CREATED") != 0) {
+            fprintf(stderr, "bench_runtime_pg: group %s: %s\n", pgs[i].state, pgs[i].reason);
+            ok = false;
+        }
+    }
+    if (corral_pg_remove_many(c, ids, k, NULL) < 0) {
+        fprintf(stderr, "bench_runtime_pg: remove: %s\n", corral_errmsg(c));
+        ok = false;
+    }
+    for (size_t i = 0; i < n; i++)
+        corral_pg_free(&pgs[i]);
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     double secs = argc > 1 ? atof(argv[1]) : 3;
     const char *res = argc > 2 ? argv[2] : "GPU=1";
+    long batch = argc > 3 ? atol(argv[3]) : 1;
+    if (batch < 1 || batch > 100000) {
+        fprintf(stderr, "usage: bench_runtime_pg SECONDS [RESOURCES] [BATCH 1..100000]\n");
+        return 2;
+    }
     corral_t *c;
     char *why = NULL;
     if (corral_connect(NULL, NULL, &c, &why) < 0) {
@@ -33,27 +95,24 @@ int main(int argc, char **argv)
     corral_bundle_spec_t b = {.resources = res};
     char name[32];
     snprintf(name, sizeof(name), "bench-%d", (int)getpid());
-    corral_pg_spec_t spec = {.name = name, .bundles = &b, .nbundles = 1, .wait = 1};
+    corral_pg_spec_t spec = {
+        .name = batch == 1 ? name : NULL, .bundles = &b, .nbundles = 1, .wait = 1};
+    corral_pg_spec_t *specs = calloc((size_t)batch, sizeof(*specs));
+    corral_pg_t *pgs = calloc((size_t)batch, sizeof(*pgs));
+    const char **ids = calloc((size_t)batch, sizeof(*ids));
+    for (long i = 0; i < batch; i++)
+        specs[i] = spec; /* unnamed: the head names each */
     long n = 0;
     double t0 = now_s(), t;
     do {
-        corral_pg_t pg;
-        if (corral_pg_create(c, &spec, &pg) < 0) {
-            fprintf(stderr, "bench_runtime_pg: create: %s\n", corral_errmsg(c));
+        if (batch == 1 ? !cycle_one(c, &spec) : !cycle_many(c, specs, (size_t)batch, pgs, ids))
             return 1;
-        }
-        if (strcmp(pg.state, "CREATED") != 0) {
-            fprintf(stderr, "bench_runtime_pg: group %s: %s\n", pg.state, pg.reason);
-            return 1;
-        }
-        if (corral_pg_remove(c, pg.pg_id) < 0) {
-            fprintf(stderr, "bench_runtime_pg: remove: %s\n", corral_errmsg(c));
-            return 1;
-        }
-        corral_pg_free(&pg);
-        n++;
+        n += batch;
         t = now_s();
     } while (t - t0 < secs);
+    free(specs);
+    free(pgs);
+    free(ids);
     printf("pg_cycles %ld\npg_seconds %.3f\n", n, t - t0);
     n = 0;
     t0 = now_s();

@@ -314,6 +314,19 @@ int corral_pg_spec_check(const corral_pg_spec_t *spec, char *why, size_t size);
 /* Removes a group, by id or by name (an id is tried first), releasing
  * what it reserved. */
 int corral_pg_remove(corral_t *c, const char *id_or_name);
+/* Many groups at once, as Ray's placement_group() calls that return at
+ * once and are waited on together: every request is sent (in one write)
+ * before any answer is awaited, so n groups cost one round trip, not n.
+ * out[i] is group i as corral_pg_create would give it; errs (n entries,
+ * may be NULL) gets 0 or group i's error, and out[i] is zeroed for a
+ * group with an error. Returns 0 when every group was answered without
+ * an error, else the first error, with its message in corral_errmsg (a
+ * malformed spec: CR_EINVAL naming it, nothing sent). */
+int corral_pg_create_many(corral_t *c, const corral_pg_spec_t *specs, size_t n, corral_pg_t *out,
+                          int *errs);
+/* Removes n groups (ids or names), all requests sent before any answer is
+ * awaited; errs and the result as corral_pg_create_many's. */
+int corral_pg_remove_many(corral_t *c, const char *const *ids_or_names, size_t n, int *errs);
 /* Every group the head knows. */
 int corral_pg_list(corral_t *c, corral_pg_t **out, size_t *n);
 void corral_pg_free(corral_pg_t *pg);

@@ -100,5 +100,26 @@ for _ in $(seq 50); do [ "$(free_gpus)" = 8 ] && break; sleep 0.1; done
 out=$("$CORRAL" pg remove nosuch 2>&1); rc=$?
 [ $rc -eq 1 ] && ok "remove of no such group fails" || fail "remove nosuch: rc=$rc $out"
 
+# many groups at once (corral_pg_create_many / corral_pg_remove_many): one
+# round trip for eight groups, eight distinct GPUs; a removal of a name
+# that is no group fails for that name only
+ex=${CORRAL_BUILD_DIR:-$(dirname "$CORRAL")}/examples/libcorral_pg_batch
+out=$("$ex" 8 GPU=1 nosuch-group); rc=$?
+created=$(grep -c '^group [0-7] pg[0-9]* CREATED ' <<<"$out")
+gpus=$(sed -n 's/^group .* CREATED [^ ]* \[\([0-7]\)\]$/\1/p' <<<"$out" | sort -u | wc -l)
+[ "$created" = 8 ] && [ "$gpus" = 8 ] && ok "8 groups created at once on 8 distinct GPUs" ||
+    fail "create_many: rc=$rc $out"
+[ $rc -eq 1 ] && grep -q '^removed 8 of 9$' <<<"$out" && grep -q '^not removed nosuch-group: error ' <<<"$out" &&
+    ok "remove_many: 8 removed, the unknown name refused alone" || fail "remove_many: rc=$rc $out"
+for _ in $(seq 50); do [ "$(free_gpus)" = 8 ] && break; sleep 0.1; done
+[ "$(free_gpus)" = 8 ] && ok "every GPU free again after the batch" || fail "GPU free $(free_gpus) after the batch"
+out=$("$ex" 3 GPU=9 2>&1); rc=$?
+[ $rc -eq 1 ] && [ "$(grep -c '^group [0-2] not created: error ' <<<"$out")" = 3 ] &&
+    grep -q "create: infeasible: .*GPU=9.*GPU=8" <<<"$out" &&
+    ok "an infeasible batch: each group refused, the reason said" || fail "infeasible batch: rc=$rc $out"
+out=$("$ex" 2 GPU=x 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "group 0: .*GPU" <<<"$out" && ok "a malformed spec in a batch: nothing sent, named" ||
+    fail "bad batch: rc=$rc $out"
+
 "$CORRAL" stop >/dev/null 2>&1
 finish
