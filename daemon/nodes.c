@@ -657,9 +657,7 @@ static wk_t *node_worker(node_t *n, const char *worker_id)
  * before it is an event: a start or a stop in flight is one or two. */
 #define DRIFT_BEATS 3
 
-/* What the agent counts free, kept for `corral nodes`, and held against
- * what the head counts: an agent that sees less free than the head does,
- * beat after beat, runs something the head does not know. */
+/* What the agent counts free, kept for `corral nodes`. */
 static void note_free(node_t *n, Corral__Quantity *const *q, size_t nq)
 {
     if (nq > 64)
@@ -669,34 +667,50 @@ static void note_free(node_t *n, Corral__Quantity *const *q, size_t nq)
         n->rfree = nq ? cr_calloc(nq, sizeof(*n->rfree)) : NULL;
         n->nrfree = (uint8_t)nq;
     }
-    sched_cluster_t *c = D.cluster;
-    sched_cluster_sync(c);
-    char less[200] = "";
-    size_t at = 0;
+    const sched_cluster_t *c = D.cluster;
     for (size_t i = 0; i < nq; i++) {
         int rid = sched_syms_find(&c->res, q[i]->name, strlen(q[i]->name));
         n->rfree[i].rid = rid < c->nres ? rid : -1;
         n->rfree[i].amount = q[i]->amount;
-        if (n->rfree[i].rid < 0 || (size_t)n->sn >= c->nnodes)
-            continue;
-        int64_t head = c->avail[(size_t)rid * c->nnodes + (size_t)n->sn];
-        if (q[i]->amount < head && at < sizeof(less))
-            at += (size_t)snprintf(less + at, sizeof(less) - at, "%s%s %g < %g", at ? ", " : "",
-                                   q[i]->name, (double)q[i]->amount / CR_QTY_ONE,
-                                   (double)head / CR_QTY_ONE);
     }
-    if (less[0]) {
-        if (n->drift_beats < DRIFT_BEATS && ++n->drift_beats == DRIFT_BEATS)
-            event_node("node_drift", n,
-                       "node %s: its agent counts less free than the head (%s) for %d beats; "
-                       "something the head did not place holds resources there",
-                       n->id, less, DRIFT_BEATS);
-    } else {
+}
+
+/* What the agent counts free held against what the head counts, each
+ * beat: an agent that sees less free than the head does, beat after
+ * beat, runs something the head does not know. */
+static void check_drift(node_t *n)
+{
+    sched_cluster_t *c = D.cluster;
+    sched_cluster_sync(c);
+    bool less = false;
+    for (size_t i = 0; i < n->nrfree && !less; i++)
+        less = n->rfree[i].rid >= 0 && (size_t)n->sn < c->nnodes &&
+               n->rfree[i].amount < c->avail[(size_t)n->rfree[i].rid * c->nnodes + (size_t)n->sn];
+    if (!less) {
         if (n->drift_beats == DRIFT_BEATS)
             event_node("node_drift_cleared", n, "node %s: its agent and the head agree again",
                        n->id);
         n->drift_beats = 0;
+        return;
     }
+    if (n->drift_beats >= DRIFT_BEATS || ++n->drift_beats < DRIFT_BEATS)
+        return;
+    char what[200] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < n->nrfree && at < sizeof(what); i++) {
+        int rid = n->rfree[i].rid;
+        if (rid < 0)
+            continue;
+        int64_t head = c->avail[(size_t)rid * c->nnodes + (size_t)n->sn];
+        if (n->rfree[i].amount < head)
+            at += (size_t)snprintf(what + at, sizeof(what) - at, "%s%s %g < %g", at ? ", " : "",
+                                   c->res.str[rid], (double)n->rfree[i].amount / CR_QTY_ONE,
+                                   (double)head / CR_QTY_ONE);
+    }
+    event_node("node_drift", n,
+               "node %s: its agent counts less free than the head (%s) for %d beats; something "
+               "the head did not place holds resources there",
+               n->id, what, DRIFT_BEATS);
 }
 
 /* A worker's start or end the agent had not seen acknowledged: applied
@@ -724,7 +738,9 @@ static void h_heartbeat(cr_conn_t *c, const Corral__Envelope *e, node_t *n)
     const Corral__Heartbeat *hb = e->heartbeat;
     for (size_t i = 0; i < hb->n_changes; i++)
         apply_change(n, hb->changes[i]);
-    note_free(n, hb->free, hb->n_free);
+    if (!hb->free_same)
+        note_free(n, hb->free, hb->n_free);
+    check_drift(n);
     Corral__HeartbeatAck ack = CORRAL__HEARTBEAT_ACK__INIT;
     ack.seq = hb->seq;
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;

@@ -73,6 +73,10 @@ static struct {
     sched_cluster_t *view; /* this node alone: its totals, its resource ids */
     CR_VEC(change_t) changes;
     CR_VEC(wuse_t) uses; /* running workers outside placement groups */
+    /* free resources by resource id: as the head last acknowledged them
+     * (free_acked_seq), and as last sent (free_sent_seq) */
+    int64_t free_acked[SCHED_MAX_RES], free_sent[SCHED_MAX_RES];
+    uint64_t free_acked_seq, free_sent_seq;
     CR_VEC(fwd_t) fwd;
     CR_VEC(resv_t) resv;
 } A;
@@ -205,10 +209,11 @@ static void use_drop(const char *worker_id)
 
 /* The node's free resources as this agent sees them: its totals less its
  * workers (those in a placement group's bundle count through the group's
- * reservation) and its reservations. fr has room for SCHED_MAX_RES. */
-static size_t free_now(Corral__Quantity *fr, Corral__Quantity **frp)
+ * reservation) and its reservations, by resource id in left and as
+ * quantities (those the node has) in fr; each has room for SCHED_MAX_RES. */
+static size_t free_now(int64_t *left, Corral__Quantity *fr, Corral__Quantity **frp)
 {
-    int64_t left[SCHED_MAX_RES];
+    memset(left, 0, SCHED_MAX_RES * sizeof(*left));
     int nres = A.view->nres < SCHED_MAX_RES ? A.view->nres : SCHED_MAX_RES;
     for (int r = 0; r < nres; r++)
         left[r] = A.view->total[r];
@@ -547,8 +552,17 @@ static void on_hb(uv_timer_t *t)
     hb.seq = ++A.seq;
     Corral__Quantity fr[SCHED_MAX_RES];
     Corral__Quantity *frp[SCHED_MAX_RES];
-    hb.n_free = free_now(fr, frp);
-    hb.free = frp;
+    int64_t left[SCHED_MAX_RES];
+    size_t nfr = free_now(left, fr, frp);
+    /* with none in flight, what the head holds is what it acknowledged */
+    if (A.free_acked_seq && !A.free_sent_seq && memcmp(left, A.free_acked, sizeof(left)) == 0) {
+        hb.free_same = true; /* the head has it: say so rather than send it again */
+    } else {
+        hb.n_free = nfr;
+        hb.free = frp;
+        memcpy(A.free_sent, left, sizeof(left));
+        A.free_sent_seq = hb.seq;
+    }
     Corral__WorkerReport **ch = cr_calloc(A.changes.n + 1, sizeof(*ch));
     for (size_t i = 0; i < A.changes.n; i++) {
         ch[i] = A.changes.v[i].r;
@@ -622,6 +636,7 @@ static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
         A.heartbeat_ms = e->registered->heartbeat_ms ? e->registered->heartbeat_ms : 1000;
         uv_timer_start(&A.hb, on_hb, A.heartbeat_ms, A.heartbeat_ms);
         changes_acked(0); /* they were in the Register */
+        A.free_acked_seq = A.free_sent_seq = 0; /* a new head, or one that forgot */
         fprintf(stderr, "corrald: agent %s registered with the head %s (heartbeat %u ms)\n",
                 A.node->id, A.o->head, A.heartbeat_ms);
         cr_info("registered with %s as %s", A.o->head, e->registered->node_id);
@@ -638,6 +653,11 @@ static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
         break;
     case CORRAL__ENVELOPE__BODY_HEARTBEAT_ACK:
         changes_acked(e->heartbeat_ack->seq);
+        if (A.free_sent_seq && e->heartbeat_ack->seq >= A.free_sent_seq) {
+            memcpy(A.free_acked, A.free_sent, sizeof(A.free_acked));
+            A.free_acked_seq = A.free_sent_seq;
+            A.free_sent_seq = 0;
+        }
         break;
     case CORRAL__ENVELOPE__BODY_WORKER_START: {
         const Corral__WorkerStart *ws = e->worker_start;

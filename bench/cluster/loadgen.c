@@ -6,8 +6,9 @@
  * file (`corral hw --spec specs/dgx-h100.yaml --json`) under its own id and
  * hostname (sim-00042) and the label corral.io/simulated=true, then a
  * Heartbeat every second, the N nodes' beats spread evenly over the
- * second, each carrying the node's free resources (all of its totals:
- * nothing runs on a simulated node) as a real agent's does. It answers
+ * second, carrying the node's free resources (all of its totals: nothing
+ * runs on a simulated node) until a beat is acknowledged, then free_same,
+ * as a real agent's do. It answers
  * Prepare with PrepareReply{ok} and Commit/Abort with TxnDone, so that a
  * placement group's two-phase reservation completes on simulated nodes
  * (they hold nothing: no device is checked); everything
@@ -40,6 +41,7 @@ typedef struct sim {
     cr_conn_t *conn;
     char id[32];
     bool registered, silent;
+    bool free_acked; /* a beat carrying its free resources was acknowledged */
     uint64_t seq;
     int64_t last_beat; /* cr_mono_ms */
 } sim_t;
@@ -145,6 +147,7 @@ static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
         }
         break;
     case CORRAL__ENVELOPE__BODY_HEARTBEAT_ACK:
+        s->free_acked = true;
         G.acks++;
         G.acks_sec++;
         break;
@@ -232,8 +235,12 @@ static void on_tick(uv_timer_t *t)
         hb.node_id = s->id;
         hb.incarnation = G.incarnation;
         hb.seq = ++s->seq;
-        hb.free = G.free_p;
-        hb.n_free = G.nfree;
+        if (s->free_acked) { /* nothing changes on a simulated node */
+            hb.free_same = true;
+        } else {
+            hb.free = G.free_p;
+            hb.n_free = G.nfree;
+        }
         s->last_beat = cr_mono_ms();
         Corral__Envelope e = CORRAL__ENVELOPE__INIT;
         e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;

@@ -221,6 +221,8 @@ static const Corral__Envelope *send_got(fx_t *f, cr_conn_t *c, Corral__Envelope 
     return answer(&f->got, id);
 }
 
+#define SAME INT64_MIN /* a beat with free_same */
+
 static void beat(fx_t *f, cr_conn_t *a, uint64_t seq, Corral__WorkerReport *change,
                  int64_t cpu_free)
 {
@@ -234,8 +236,9 @@ static void beat(fx_t *f, cr_conn_t *a, uint64_t seq, Corral__WorkerReport *chan
     Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
     q.name = "CPU";
     q.amount = cpu_free;
-    h.free = qs;
-    h.n_free = 1;
+    h.free = cpu_free == SAME ? NULL : qs;
+    h.n_free = cpu_free == SAME ? 0 : 1;
+    h.free_same = cpu_free == SAME;
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
     e.heartbeat = &h;
@@ -408,10 +411,10 @@ static void test_heartbeat_changes_and_free(void **state)
     /* the agent counts one CPU less than the head: an event on the third beat */
     assert_int_equal(events_of(f, cl, "node_drift", 10), 0);
     beat(f, ag, 4, NULL, total - CR_QTY_ONE);
-    beat(f, ag, 5, NULL, total - CR_QTY_ONE);
+    beat(f, ag, 5, NULL, SAME); /* as the last: still one less */
     assert_int_equal(events_of(f, cl, "node_drift", 11), 0);
-    beat(f, ag, 6, NULL, total - CR_QTY_ONE);
-    beat(f, ag, 7, NULL, total - CR_QTY_ONE);
+    beat(f, ag, 6, NULL, SAME);
+    beat(f, ag, 7, NULL, SAME);
     assert_int_equal(events_of(f, cl, "node_drift", 12), 1);
     node_free_cpu(f, cl, 13, &head, &agent);
     assert_int_equal(head, total);
