@@ -56,6 +56,8 @@ struct cr_conn {
     uint64_t last_id;
     void *data;
     cr_buf_t held; /* frames sent while the net is held (cr_net_hold) */
+    /* in the net's list of connections with held frames (hpprev NULL: not) */
+    cr_conn_t *hnext, **hpprev;
     /* a detached connection (tests): no socket, no net; sends go to sink */
     bool detached;
     void (*sink)(void *arg, const Corral__Envelope *e);
@@ -74,6 +76,7 @@ struct cr_net {
     cr_conn_t *conns;
     size_t live; /* listeners and connections not yet freed */
     int hold;    /* cr_net_hold depth: frames wait in each conn's held */
+    cr_conn_t *holding; /* the connections with held frames, for cr_net_flush */
     bool closing;
     void (*done)(void *);
     void *done_data;
@@ -86,6 +89,17 @@ typedef struct write_req {
     size_t len;
     uint8_t *bytes;
 } write_req_t;
+
+static void held_unlink(cr_conn_t *c)
+{
+    if (!c->hpprev)
+        return;
+    *c->hpprev = c->hnext;
+    if (c->hnext)
+        c->hnext->hpprev = c->hpprev;
+    c->hnext = NULL;
+    c->hpprev = NULL;
+}
 
 static void net_maybe_free(cr_net_t *n)
 {
@@ -135,6 +149,7 @@ static void conn_release(cr_conn_t *c)
     *c->pprev = c->next;
     if (c->next)
         c->next->pprev = c->pprev;
+    held_unlink(c);
     if (c->announced && n->cb.on_close)
         n->cb.on_close(c, c->close_err, n->data);
     cr_frame_dec_fini(&c->dec);
@@ -245,12 +260,15 @@ void cr_net_hold(cr_net_t *n)
     n->hold++;
 }
 
+/* Only the connections that have frames held are visited: a head with
+ * 10,000 agents flushes every turn of its loop. */
 void cr_net_flush(cr_net_t *n)
 {
     if (n->hold > 0 && --n->hold > 0)
         return;
-    for (cr_conn_t *c = n->conns, *next; c; c = next) {
-        next = c->next;
+    while (n->holding) {
+        cr_conn_t *c = n->holding;
+        held_unlink(c);
         flush_conn(c);
     }
 }
@@ -272,6 +290,13 @@ static int send_env(cr_conn_t *c, const Corral__Envelope *e)
         return err;
     }
     if (c->net->hold && c->ready) { /* written at cr_net_flush, with the others */
+        if (!c->hpprev) {
+            c->hnext = c->net->holding;
+            if (c->hnext)
+                c->hnext->hpprev = &c->hnext;
+            c->net->holding = c;
+            c->hpprev = &c->net->holding;
+        }
         cr_buf_append(&c->held, (const char *)w->bytes, w->len);
         c->queued += w->len;
         free(w->bytes);
