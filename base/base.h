@@ -78,6 +78,11 @@ size_t cr_strlcpy(char *dst, const char *src, size_t size);
 /* Trims ASCII whitespace in place at both ends; returns s. */
 char *cr_strtrim(char *s);
 bool cr_str_has_prefix(const char *s, const char *prefix);
+/* n bytes as 2n lowercase hex digits in out (room for 2n + 1), terminated. */
+void cr_hex_encode(const uint8_t *b, size_t n, char *out);
+/* len hex digits (either case) as len / 2 bytes in out; false when len is
+ * odd or a character is no hex digit (out then holds garbage). */
+bool cr_hex_decode(const char *hex, size_t len, uint8_t *out);
 /* Strict integer parsers: the whole string (after trimming) must be a number. */
 int cr_parse_i64(const char *s, int base, int64_t *out);
 int cr_parse_u64(const char *s, int base, uint64_t *out);

@@ -158,3 +158,37 @@ void cr_cpulist_format(const uint64_t *bits, size_t nbits, cr_buf_t *out)
         c = e + 1;
     }
 }
+
+void cr_hex_encode(const uint8_t *b, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+bool cr_hex_decode(const char *hex, size_t len, uint8_t *out)
+{
+    if (len % 2)
+        return false;
+    for (size_t i = 0; i < len / 2; i++) {
+        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return false;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return true;
+}

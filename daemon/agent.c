@@ -4,6 +4,8 @@
 #include "daemon/agent.h"
 #include <stdio.h>
 #include <time.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -375,4 +377,19 @@ void agent_free(agent_t *a)
         aw_free(a->ws.v[i]);
     CR_VEC_FREE(&a->ws);
     free(a);
+}
+
+uint32_t agent_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof(a);
+    uint32_t port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
 }

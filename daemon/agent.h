@@ -66,6 +66,9 @@ void agent_reports_free(Corral__WorkerReport **v, size_t n);
 /* Log files of a running worker, NULL when unknown. */
 const char *agent_log_path(const agent_t *a, const char *worker_id, int stream);
 
+/* A TCP port free on this host now, 0 when none could be had: an agent's
+ * answer to a PortRequest (the rendezvous port of a distributed job). */
+uint32_t agent_free_port(void);
 /* Field 22 of /proc/PID/stat (0 when unreadable); *state gets field 3. */
 int64_t agent_proc_stat(int pid, char *state);
 

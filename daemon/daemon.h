@@ -150,6 +150,12 @@ void jobs_free(void);
 job_t *job_find(const char *id);
 wk_t *worker_find(const char *worker_id);
 void job_stop(job_t *j, uint32_t grace_ms);
+/* Device indices as state.db keeps them: "0,3,5" appended to out, and
+ * back (at most MAX_DEVS into devs; the count). */
+void devs_format(const int *devs, size_t n, cr_buf_t *out);
+size_t devs_parse(const char *s, int *devs);
+/* The scheduler's strategy for a gang's or a group's (PACK when unknown). */
+sched_strategy_t strategy_of(Corral__Strategy s);
 int build_request(const Corral__WorkerSpec *ws, sched_resreq_t *req, char *why, size_t size);
 void db_worker(const wk_t *w);
 /* what the agents say of a worker */
@@ -161,6 +167,8 @@ void job_port_ready(job_t *j, uint32_t port, const char *why);
 
 /* nodes.c */
 node_t *node_add_local(cr_node_t *desc, char *why, size_t size);
+/* The head's own node in state.db (incarnation 1, address "local"). */
+void node_record_local(void);
 node_t *node_by_id(const char *id);
 node_t *node_of(int sn);
 void node_start_worker(wk_t *w);
@@ -209,6 +217,9 @@ typedef struct agent_opts {
     const char *node_id;
 } agent_opts_t;
 int agent_main(const agent_opts_t *o);
+/* $CORRAL_HOME (default /tmp/corral), created when missing; NULL when it
+ * cannot be, said on stderr. */
+const char *corral_home(void);
 
 /* main.c helpers shared with remote.c */
 int make_dir_session(const char *prefix);

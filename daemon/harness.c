@@ -80,16 +80,7 @@ int head_harness_init(const char *spec_path, const char *dir)
         head_harness_fini();
         return e;
     }
-    json_t *nj = hw_node_to_json(D.node);
-    char *njs = json_dumps(nj, JSON_COMPACT);
-    json_decref(nj);
-    cr_state_node_t nrow = {.id = D.self->id,
-                            .incarnation = 1,
-                            .address = "local",
-                            .state = CR_NODE_ALIVE,
-                            .desc_json = njs};
-    db_check(cr_state_node_put(D.st, &nrow, now_ms()));
-    free(njs);
+    node_record_local();
 
     uv_loop_init(&D.loop);
     agent_config_t ac = {.loop = &D.loop,

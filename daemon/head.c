@@ -114,11 +114,32 @@ static cr_worker_state_t db_worker_state(Corral__WorkerState s)
     }
 }
 
+void devs_format(const int *devs, size_t n, cr_buf_t *out)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_buf_printf(out, "%s%d", i ? "," : "", devs[i]);
+}
+
+size_t devs_parse(const char *s, int *devs)
+{
+    size_t n = 0;
+    for (const char *p = s; p && *p && n < MAX_DEVS;) {
+        char *end;
+        long d = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        devs[n++] = (int)d;
+        if (*end != ',')
+            break;
+        p = end + 1;
+    }
+    return n;
+}
+
 void db_worker(const wk_t *w)
 {
     cr_buf_t devs = {0};
-    for (size_t i = 0; i < w->ndevs; i++)
-        cr_buf_printf(&devs, "%s%d", i ? "," : "", w->devs[i]);
+    devs_format(w->devs, w->ndevs, &devs);
     cr_state_worker_t r = {.job_id = w->job->id,
                            .index = w->index,
                            .node_id = w->node ? w->node->id : NULL,
@@ -400,8 +421,7 @@ void worker_started(wk_t *w, const agent_started_t *s)
     }
     db_worker(w);
     cr_buf_t devs = {0};
-    for (size_t k = 0; k < w->ndevs; k++)
-        cr_buf_printf(&devs, "%s%d", k ? "," : "", w->devs[k]);
+    devs_format(w->devs, w->ndevs, &devs);
     event("started", j, "worker %d on %s pid %d devices [%s] cpus %s%s%s", w->index,
           w->node ? w->node->id : "?", w->pid, devs.s ? devs.s : "",
           s->cpus && s->cpus[0] ? s->cpus : "-", s->warning && s->warning[0] ? ": " : "",
@@ -611,7 +631,7 @@ static void start_workers(job_t *j)
 
 /* ------------------------------------------------------------- placement */
 
-static sched_strategy_t strategy_of(Corral__Strategy s)
+sched_strategy_t strategy_of(Corral__Strategy s)
 {
     switch (s) {
     case CORRAL__STRATEGY__STRATEGY_SPREAD:
@@ -821,9 +841,7 @@ static char *spec_json(const Corral__JobSpec *s)
     uint8_t *pb = cr_malloc(len ? len : 1);
     corral__job_spec__pack(s, pb);
     char *hex = cr_malloc(2 * len + 1);
-    for (size_t i = 0; i < len; i++)
-        snprintf(hex + 2 * i, 3, "%02x", pb[i]);
-    hex[2 * len] = '\0';
+    cr_hex_encode(pb, len, hex);
     json_object_set_new(o, "pb", json_string(hex));
     free(hex);
     free(pb);
@@ -1431,13 +1449,7 @@ static Corral__JobSpec *spec_load(const char *sj)
     Corral__JobSpec *spec = NULL;
     size_t len = hex ? strlen(hex) / 2 : 0;
     uint8_t *pb = cr_malloc(len + 1);
-    bool okhex = hex && strlen(hex) % 2 == 0;
-    for (size_t i = 0; okhex && i < len; i++) {
-        unsigned v;
-        okhex = sscanf(hex + 2 * i, "%2x", &v) == 1;
-        pb[i] = (uint8_t)v;
-    }
-    if (okhex)
+    if (hex && cr_hex_decode(hex, strlen(hex), pb))
         spec = corral__job_spec__unpack(NULL, len, pb);
     if (spec && (!spec->worker || spec->worker->n_argv == 0)) {
         corral__job_spec__free_unpacked(spec, NULL);
@@ -1503,14 +1515,7 @@ static job_t *job_load(const cr_state_job_t *r)
         w->attempt = v[k].restarts;
         w->out_path = v[k].stdout_path ? cr_strdup(v[k].stdout_path) : NULL;
         w->err_path = v[k].stderr_path ? cr_strdup(v[k].stderr_path) : NULL;
-        for (char *p = v[k].devices, *end; p && *p && w->ndevs < MAX_DEVS; p = end + 1) {
-            long d = strtol(p, &end, 10);
-            if (end == p)
-                break;
-            w->devs[w->ndevs++] = (int)d;
-            if (*end != ',')
-                break;
-        }
+        w->ndevs = devs_parse(v[k].devices, w->devs);
         if (w->exit_code && w->state == CORRAL__WORKER_STATE__WORKER_EXITED && !j->exit_code)
             j->exit_code = w->exit_code;
         if (w->signal && !j->exit_code)

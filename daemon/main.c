@@ -166,14 +166,9 @@ static bool reuse_session(const char *home)
  * now, not at the first job. */
 static int make_session(void)
 {
-    const char *home = getenv("CORRAL_HOME");
-    if (!home || !home[0])
-        home = "/tmp/corral";
-    if (mkdir(home, 0700) < 0 && errno != EEXIST) {
-        fprintf(stderr, "corrald: cannot create %s: %s (set CORRAL_HOME to a writable directory)\n",
-                home, strerror(errno));
-        return -errno;
-    }
+    const char *home = corral_home();
+    if (!home)
+        return CR_EIO;
     if (reuse_session(home))
         return 0;
     char stamp[64];
@@ -427,16 +422,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "corrald: %s\n", err);
         goto out;
     }
-    json_t *nj = hw_node_to_json(D.node);
-    char *njs = json_dumps(nj, JSON_COMPACT);
-    json_decref(nj);
-    cr_state_node_t nrow = {.id = D.self->id,
-                            .incarnation = 1,
-                            .address = "local",
-                            .state = CR_NODE_ALIVE,
-                            .desc_json = njs};
-    db_check(cr_state_node_put(D.st, &nrow, now_ms()));
-    free(njs);
+    node_record_local();
 
     uint8_t token[CR_TOKEN_LEN];
     char *tokpath = cr_asprintf("%s/token", D.session);

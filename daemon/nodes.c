@@ -86,6 +86,20 @@ static void db_node(const node_t *n)
     free(njs);
 }
 
+void node_record_local(void)
+{
+    json_t *nj = hw_node_to_json(D.self->desc);
+    char *njs = json_dumps(nj, JSON_COMPACT);
+    json_decref(nj);
+    cr_state_node_t row = {.id = D.self->id,
+                           .incarnation = 1,
+                           .address = "local",
+                           .state = CR_NODE_ALIVE,
+                           .desc_json = njs};
+    db_check(cr_state_node_put(D.st, &row, now_ms()));
+    free(njs);
+}
+
 /* A change of state alone: the row's state, not the whole description
  * serialized and written again (db_node). 10,000 agents disconnecting at
  * once stalled the loop 6.6 s on re-serializing their descriptions. */
@@ -341,26 +355,10 @@ void node_stop_worker(wk_t *w, uint32_t grace_ms)
     send_to(n, &e); /* a node without its agent: the stop happens when it is reconciled or dead */
 }
 
-/* A TCP port that is free on this host now (the local agent's answer). */
-static uint32_t free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    socklen_t len = sizeof(a);
-    uint32_t port = 0;
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
 void node_request_port(node_t *n, job_t *j)
 {
     if (n->local) {
-        uint32_t p = free_port();
+        uint32_t p = agent_free_port();
         job_port_ready(j, p, p ? NULL : strerror(errno));
         return;
     }

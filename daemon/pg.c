@@ -294,8 +294,7 @@ static void db_bundles(const pg_t *g)
 {
     for (int b = 0; b < g->nb; b++) {
         cr_buf_t devs = {0};
-        for (size_t d = 0; d < g->bndevs[b]; d++)
-            cr_buf_printf(&devs, "%s%d", d ? "," : "", g->bdevs[b][d]);
+        devs_format(g->bdevs[b], g->bndevs[b], &devs);
         db_check(cr_state_pg_set_bundle(D.st, g->id, b, g->bnode[b] ? g->bnode[b]->id : NULL,
                                         devs.s, now_ms()));
         cr_buf_free(&devs);
@@ -339,12 +338,10 @@ static bool try_place(pg_t *g, bool *infeasible, char *why, size_t size)
             return false;
         }
     }
-    static const sched_strategy_t strat[] = {SCHED_PACK, SCHED_SPREAD_PG, SCHED_STRICT_PACK,
-                                             SCHED_STRICT_SPREAD};
     sched_request_t r = {.nbundles = (uint32_t)g->nb,
                          .bundles = g->bundles,
                          .policy = SCHED_HYBRID,
-                         .strategy = strat[g->spec->strategy & 3],
+                         .strategy = strategy_of(g->spec->strategy),
                          .domain_key = domain,
                          .affinity_node = -1};
     sched_result_t res;
@@ -602,9 +599,7 @@ void pgs_free(void)
 static char *hex_of(const uint8_t *b, size_t n)
 {
     char *h = cr_malloc(2 * n + 1);
-    for (size_t i = 0; i < n; i++)
-        snprintf(h + 2 * i, 3, "%02x", b[i]);
-    h[2 * n] = '\0';
+    cr_hex_encode(b, n, h);
     return h;
 }
 
@@ -850,16 +845,10 @@ static Corral__PgCreate *spec_of(const cr_state_pg_t *r)
     json_t *o = json_loads(r->bundles[0].resources_json, 0, NULL);
     const char *hex = json_string_value(json_object_get(o, "pb"));
     Corral__PgCreate *s = NULL;
-    if (hex && strlen(hex) % 2 == 0) {
+    if (hex) {
         size_t len = strlen(hex) / 2;
         uint8_t *pb = cr_malloc(len + 1);
-        bool ok = true;
-        for (size_t i = 0; ok && i < len; i++) {
-            unsigned v;
-            ok = sscanf(hex + 2 * i, "%2x", &v) == 1;
-            pb[i] = (uint8_t)v;
-        }
-        if (ok)
+        if (cr_hex_decode(hex, strlen(hex), pb))
             s = corral__pg_create__unpack(NULL, len, pb);
         free(pb);
     }
@@ -901,14 +890,7 @@ void pgs_recover(void)
                 break;
             }
             g->bnode[b] = nd;
-            for (char *p = sb->devices, *end; p && *p && g->bndevs[b] < MAX_DEVS; p = end + 1) {
-                long d = strtol(p, &end, 10);
-                if (end == p)
-                    break;
-                g->bdevs[b][g->bndevs[b]++] = (int)d;
-                if (*end != ',')
-                    break;
-            }
+            g->bndevs[b] = devs_parse(sb->devices, g->bdevs[b]);
             x[b].node = nd->sn;
             x[b].req = g->bundles[b].req;
             x[b].devs = g->bdevs[b];

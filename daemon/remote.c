@@ -526,21 +526,6 @@ static void leases(void)
 
 /* ---------------------------------------------------------- the head */
 
-static uint32_t free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    socklen_t len = sizeof(a);
-    uint32_t port = 0;
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
 static void on_hb(uv_timer_t *t)
 {
     leases();
@@ -676,7 +661,7 @@ static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
         break;
     case CORRAL__ENVELOPE__BODY_PORT_REQUEST: {
         Corral__PortReply pr = CORRAL__PORT_REPLY__INIT;
-        pr.port = free_port();
+        pr.port = agent_free_port();
         Corral__Envelope a = CORRAL__ENVELOPE__INIT;
         a.body_case = CORRAL__ENVELOPE__BODY_PORT_REPLY;
         a.port_reply = &pr;
@@ -770,6 +755,19 @@ static void walk_close(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
+const char *corral_home(void)
+{
+    const char *home = getenv("CORRAL_HOME");
+    if (!home || !home[0])
+        home = "/tmp/corral";
+    if (mkdir(home, 0700) < 0 && errno != EEXIST) {
+        fprintf(stderr, "corrald: cannot create %s: %s (set CORRAL_HOME to a writable directory)\n",
+                home, strerror(errno));
+        return NULL;
+    }
+    return home;
+}
+
 int agent_main(const agent_opts_t *o)
 {
     A.o = o;
@@ -793,14 +791,9 @@ int agent_main(const agent_opts_t *o)
         sched_cluster_free(A.view);
         return 1;
     }
-    const char *home = getenv("CORRAL_HOME");
-    if (!home || !home[0])
-        home = "/tmp/corral";
-    if (mkdir(home, 0700) < 0 && errno != EEXIST) {
-        fprintf(stderr, "corrald: cannot create %s: %s (set CORRAL_HOME to a writable directory)\n",
-                home, strerror(errno));
+    const char *home = corral_home();
+    if (!home)
         return 1;
-    }
     A.dir = cr_asprintf("%s/agent_%s", home, A.node->id);
     A.logs = cr_asprintf("%s/logs", A.dir);
     if ((mkdir(A.dir, 0700) < 0 && errno != EEXIST) ||

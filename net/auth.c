@@ -36,8 +36,7 @@ static int write_all(int fd, const char *s, size_t n)
 int cr_token_write(const char *path, const uint8_t token[CR_TOKEN_LEN])
 {
     char text[2 * CR_TOKEN_LEN + 2];
-    for (int i = 0; i < CR_TOKEN_LEN; i++)
-        snprintf(text + 2 * i, 3, "%02x", token[i]);
+    cr_hex_encode(token, CR_TOKEN_LEN, text);
     text[2 * CR_TOKEN_LEN] = '\n';
     text[2 * CR_TOKEN_LEN + 1] = '\0';
 
@@ -78,17 +77,6 @@ out_free:
     free(tmp);
     cr_wipe(text, sizeof(text));
     return err;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 int cr_token_read(const char *path, uint8_t token[CR_TOKEN_LEN])
@@ -132,12 +120,7 @@ int cr_token_read(const char *path, uint8_t token[CR_TOKEN_LEN])
     size_t len = (size_t)n;
     if (len == 2 * CR_TOKEN_LEN + 1 && text[len - 1] == '\n')
         len--;
-    bool ok = len == 2 * CR_TOKEN_LEN;
-    for (size_t i = 0; ok && i < CR_TOKEN_LEN; i++) {
-        int hi = hexval(text[2 * i]), lo = hexval(text[2 * i + 1]);
-        ok = hi >= 0 && lo >= 0;
-        token[i] = ok ? (uint8_t)(hi << 4 | lo) : 0;
-    }
+    bool ok = len == 2 * CR_TOKEN_LEN && cr_hex_decode(text, len, token);
     if (!ok) {
         cr_warn("token file %s is malformed: expected %d hex digits and a newline; copy it "
                 "again from the head's session directory (session_latest/token)",

@@ -22,6 +22,24 @@ static void test_parse_numbers(void **state)
     assert_int_equal(cr_parse_u64("99999999999999999999999", 10, &u), CR_ERANGE);
 }
 
+static void test_hex(void **state)
+{
+    const uint8_t b[] = {0x00, 0x7f, 0x80, 0xff, 0x1a};
+    char h[2 * sizeof(b) + 1];
+    cr_hex_encode(b, sizeof(b), h);
+    assert_string_equal(h, "007f80ff1a");
+    uint8_t back[sizeof(b)];
+    assert_true(cr_hex_decode(h, strlen(h), back));
+    assert_memory_equal(back, b, sizeof(b));
+    assert_true(cr_hex_decode("AbCd", 4, back));
+    assert_int_equal(back[0], 0xab);
+    assert_int_equal(back[1], 0xcd);
+    assert_false(cr_hex_decode("abc", 3, back)); /* odd */
+    assert_false(cr_hex_decode("0g", 2, back));  /* no hex digit */
+    assert_false(cr_hex_decode(" 1", 2, back));
+    assert_true(cr_hex_decode("", 0, back));
+}
+
 static void test_cpulist(void **state)
 {
     uint64_t bits[4];
@@ -101,9 +119,9 @@ static void test_buf_and_vec(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_cpulist),
-        cmocka_unit_test(test_files_under_root), cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_buf_and_vec),
+        cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_hex),
+        cmocka_unit_test(test_cpulist),       cmocka_unit_test(test_files_under_root),
+        cmocka_unit_test(test_errors),        cmocka_unit_test(test_buf_and_vec),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
