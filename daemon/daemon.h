@@ -154,6 +154,11 @@ void job_stop(job_t *j, uint32_t grace_ms);
  * back (at most MAX_DEVS into devs; the count). */
 void devs_format(const int *devs, size_t n, cr_buf_t *out);
 size_t devs_parse(const char *s, int *devs);
+/* Asks the scheduler to place n bundles (strategy, domain: a label key
+ * they share a value of, or NULL): SCHED_OK with *placement, or RETRY or
+ * INFEASIBLE with why. */
+sched_status_t schedule_bundles(uint32_t n, sched_bundle_t *bundles, Corral__Strategy strategy,
+                                const char *domain, uint64_t *placement, char *why, size_t size);
 /* The scheduler's strategy for a gang's or a group's (PACK when unknown). */
 sched_strategy_t strategy_of(Corral__Strategy s);
 int build_request(const Corral__WorkerSpec *ws, sched_resreq_t *req, char *why, size_t size);

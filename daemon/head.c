@@ -662,31 +662,39 @@ static sched_status_t place(job_t *j, char *reason, size_t size)
         }
         return SCHED_OK;
     }
-    int domain = -1;
-    if (j->spec->domain && j->spec->domain[0]) {
-        domain = sched_syms_find(&D.cluster->labels, j->spec->domain, strlen(j->spec->domain));
-        if (domain < 0) {
-            snprintf(reason, size, "no node has the label %s", j->spec->domain);
+    sched_status_t st = schedule_bundles((uint32_t)j->n, j->bundles, j->spec->strategy,
+                                         j->spec->domain, &j->placement, reason, size);
+    if (st == SCHED_OK)
+        assign(j);
+    return st;
+}
+
+sched_status_t schedule_bundles(uint32_t n, sched_bundle_t *bundles, Corral__Strategy strategy,
+                                const char *domain, uint64_t *placement, char *why, size_t size)
+{
+    int key = -1;
+    if (domain && domain[0]) {
+        key = sched_syms_find(&D.cluster->labels, domain, strlen(domain));
+        if (key < 0) {
+            snprintf(why, size, "no node has the label %s", domain);
             return SCHED_INFEASIBLE;
         }
     }
-    sched_request_t r = {.nbundles = (uint32_t)j->n,
-                         .bundles = j->bundles,
+    sched_request_t r = {.nbundles = n,
+                         .bundles = bundles,
                          .policy = SCHED_HYBRID,
-                         .strategy = strategy_of(j->spec->strategy),
-                         .domain_key = domain,
+                         .strategy = strategy_of(strategy),
+                         .domain_key = key,
                          .affinity_node = -1};
     sched_result_t res;
     int err = sched_schedule(D.cluster, &D.scfg, &r, &D.rng, &res);
     if (err < 0) {
-        snprintf(reason, size, "scheduler error: %s", cr_strerror(err));
+        snprintf(why, size, "scheduler error: %s", cr_strerror(err));
         return SCHED_INFEASIBLE;
     }
-    if (res.status == SCHED_OK) {
-        j->placement = res.placement;
-        assign(j);
-    }
-    snprintf(reason, size, "%s", res.reason);
+    if (res.status == SCHED_OK)
+        *placement = res.placement;
+    snprintf(why, size, "%s", res.reason);
     return res.status;
 }
 

@@ -328,36 +328,12 @@ static void rollback(pg_t *g, const char *why)
  * or cannot ever (INFEASIBLE: *infeasible, why). */
 static bool try_place(pg_t *g, bool *infeasible, char *why, size_t size)
 {
-    *infeasible = false;
-    int domain = -1;
-    if (g->spec->domain && g->spec->domain[0]) {
-        domain = sched_syms_find(&D.cluster->labels, g->spec->domain, strlen(g->spec->domain));
-        if (domain < 0) {
-            snprintf(why, size, "no node has the label %s", g->spec->domain);
-            *infeasible = true;
-            return false;
-        }
-    }
-    sched_request_t r = {.nbundles = (uint32_t)g->nb,
-                         .bundles = g->bundles,
-                         .policy = SCHED_HYBRID,
-                         .strategy = strategy_of(g->spec->strategy),
-                         .domain_key = domain,
-                         .affinity_node = -1};
-    sched_result_t res;
-    int err = sched_schedule(D.cluster, &D.scfg, &r, &D.rng, &res);
-    if (err < 0) {
-        snprintf(why, size, "scheduler error: %s", cr_strerror(err));
-        *infeasible = true;
+    sched_status_t st = schedule_bundles((uint32_t)g->nb, g->bundles, g->spec->strategy,
+                                         g->spec->domain, &g->placement, why, size);
+    *infeasible = st == SCHED_INFEASIBLE;
+    if (st != SCHED_OK)
         return false;
-    }
-    if (res.status != SCHED_OK) {
-        snprintf(why, size, "%s", res.reason);
-        *infeasible = res.status == SCHED_INFEASIBLE;
-        return false;
-    }
-    g->placement = res.placement;
-    const sched_placement_t *p = sched_placement_get(D.cluster, res.placement);
+    const sched_placement_t *p = sched_placement_get(D.cluster, g->placement);
     for (int b = 0; b < g->nb; b++) {
         const sched_alloc_t *al = sched__alloc(p, (uint32_t)b);
         g->bnode[b] = node_of(al->node);
