@@ -58,6 +58,29 @@ int64_t agent_proc_stat(int pid, char *state)
     return p ? strtoll(p + 1, NULL, 10) : 0;
 }
 
+bool agent_proc_env(int pid, const char *name, char *val, size_t size)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+    char *env = NULL;
+    size_t len = 0;
+    if (cr_read_file_alloc("/", path, &env, &len) < 0)
+        return false;
+    size_t nl = strlen(name);
+    bool found = false;
+    for (size_t at = 0; at < len && !found;) {
+        const char *v = env + at;
+        size_t vl = strnlen(v, len - at);
+        if (vl > nl && memcmp(v, name, nl) == 0 && v[nl] == '=') {
+            cr_strlcpy(val, v + nl + 1, size);
+            found = true;
+        }
+        at += vl + 1;
+    }
+    free(env);
+    return found;
+}
+
 agent_t *agent_new(const agent_config_t *cfg)
 {
     agent_t *a = cr_calloc(1, sizeof(*a));

@@ -69,6 +69,10 @@ const char *agent_log_path(const agent_t *a, const char *worker_id, int stream);
 /* A TCP port free on this host now, 0 when none could be had: an agent's
  * answer to a PortRequest (the rendezvous port of a distributed job). */
 uint32_t agent_free_port(void);
+/* The value of variable name in the environment process pid started with
+ * (/proc/PID/environ) into val; false when unreadable or not set. */
+bool agent_proc_env(int pid, const char *name, char *val, size_t size);
+
 /* Field 22 of /proc/PID/stat (0 when unreadable); *state gets field 3. */
 int64_t agent_proc_stat(int pid, char *state);
 

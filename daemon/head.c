@@ -11,7 +11,9 @@
 #include "daemon/daemon.h"
 #include "daemon/follow.h"
 #include "daemon/waiters.h"
+#include <dirent.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -1663,6 +1665,46 @@ static void job_recover(job_t *j)
     job_check_done(j);
 }
 
+/* Workers a previous head started in a turn of its loop it never
+ * committed (it was killed in the middle): nothing in state.db names
+ * them, so nobody would ever stop them. They are found by the variable
+ * every local worker gets, CORRAL_AGENT_SOCKET naming this session's
+ * socket, and stopped (SIGKILL to their process group: the work was never
+ * acknowledged). A worker the head adopted is kept; so is anything that
+ * is no group leader (its group goes with its leader). A process of a
+ * worker that made a process group of its own is stopped too: the head
+ * cannot tell it from an orphan, and stopping the job would not reach it
+ * either. */
+static void sweep_orphans(void)
+{
+    if (!D.sock)
+        return;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || pid <= 1 || pid == (long)getpid() || getpgid((pid_t)pid) != (pid_t)pid)
+            continue; /* a group leader only: its group goes with it */
+        char sock[256], wid[64] = "";
+        if (!agent_proc_env((int)pid, "CORRAL_AGENT_SOCKET", sock, sizeof(sock)) ||
+            strcmp(sock, D.sock) != 0)
+            continue;
+        agent_proc_env((int)pid, "CORRAL_WORKER_ID", wid, sizeof(wid));
+        const wk_t *w = wid[0] ? worker_find(wid) : NULL;
+        if (w && wk_alive(w) && w->node == D.self && w->pid == (int)pid)
+            continue; /* adopted */
+        if (kill(-(pid_t)pid, SIGKILL) == 0)
+            event("orphan", NULL,
+                  "stopped worker %s (pid %ld): the previous head started it in work it never "
+                  "recorded",
+                  wid[0] ? wid : "?", pid);
+    }
+    closedir(d);
+}
+
 /* Reads the session back after a head died: nodes, groups, finished jobs
  * as they were, running ones adopted, waiting for their agents or
  * restarted, pending ones queued again. */
@@ -1697,6 +1739,7 @@ void recover(void)
     }
     event("recovered", NULL, "%zu job(s) read back from the previous head, %d active", D.jobs.n,
           active);
+    sweep_orphans();
     try_pending();
 }
 

@@ -33,6 +33,7 @@ wait_final() {
 
 out=$("$CORRAL" start --head --hw-spec "$SPEC" 2>&1) || { fail "start: $out"; exit 1; }
 S1=$(readlink "$CORRAL_HOME/session_latest")
+S1_DIR="$CORRAL_HOME/$S1"
 
 # a finished job and a running 2-worker gang, then kill -9 of the head
 done_id=$("$CORRAL" run --detach -- true)
@@ -48,7 +49,18 @@ pend=$("$CORRAL" run --detach --gpus 1 --workers 7 -- sleep 30)
 kill_head
 for p in $pids; do gone "$p" && fail "worker $p died with the head"; done
 
+# what a head killed in the middle of a turn leaves behind: a worker it
+# spawned (CORRAL_AGENT_SOCKET of this session, its own process group) in
+# work it never committed, unknown to state.db
+CORRAL_AGENT_SOCKET="$S1_DIR/corrald.sock" CORRAL_WORKER_ID=job999-w0 setsid sleep 60 &
+orphan=$!
+WPIDS="$WPIDS $orphan"
+sleep 0.2
 out=$("$CORRAL" start --head --hw-spec "$SPEC" 2>&1) || { fail "restart: $out"; exit 1; }
+for _ in $(seq 50); do gone "$orphan" && break; sleep 0.05; done
+gone "$orphan" && "$CORRAL" events | grep -q "stopped worker job999-w0 (pid $orphan)" &&
+    ok "an orphan of unrecorded work is stopped at the restart, with an event" ||
+    fail "orphan $orphan: $("$CORRAL" events | tail -3)"
 [ "$(readlink "$CORRAL_HOME/session_latest")" = "$S1" ] && ok "the dead head's session is taken over" ||
     fail "session: $S1 -> $(readlink "$CORRAL_HOME/session_latest")"
 list=$("$CORRAL" job list --json)
