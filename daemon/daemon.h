@@ -172,8 +172,10 @@ void job_port_ready(job_t *j, uint32_t port, const char *why);
 
 /* nodes.c */
 node_t *node_add_local(cr_node_t *desc, char *why, size_t size);
-/* The head's own node in state.db (incarnation 1, address "local"). */
-void node_record_local(void);
+/* A node's row in state.db: its description, incarnation, address, state
+ * and last beat (a slim node's description is there already: its state
+ * only). The head's own node is recorded so at start. */
+void node_record(const node_t *n);
 node_t *node_by_id(const char *id);
 node_t *node_of(int sn);
 void node_start_worker(wk_t *w);

@@ -80,7 +80,7 @@ int head_harness_init(const char *spec_path, const char *dir)
         head_harness_fini();
         return e;
     }
-    node_record_local();
+    node_record(D.self);
 
     uv_loop_init(&D.loop);
     agent_config_t ac = {.loop = &D.loop,

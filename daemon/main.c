@@ -422,7 +422,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "corrald: %s\n", err);
         goto out;
     }
-    node_record_local();
+    node_record(D.self);
 
     uint8_t token[CR_TOKEN_LEN];
     char *tokpath = cr_asprintf("%s/token", D.session);

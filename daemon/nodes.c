@@ -67,7 +67,7 @@ static void node_slim(node_t *n)
     n->slim = true;
 }
 
-static void db_node(const node_t *n)
+void node_record(const node_t *n)
 {
     if (n->slim) { /* the description in state.db is the whole one */
         db_node_state(n);
@@ -86,22 +86,8 @@ static void db_node(const node_t *n)
     free(njs);
 }
 
-void node_record_local(void)
-{
-    json_t *nj = hw_node_to_json(D.self->desc);
-    char *njs = json_dumps(nj, JSON_COMPACT);
-    json_decref(nj);
-    cr_state_node_t row = {.id = D.self->id,
-                           .incarnation = 1,
-                           .address = "local",
-                           .state = CR_NODE_ALIVE,
-                           .desc_json = njs};
-    db_check(cr_state_node_put(D.st, &row, now_ms()));
-    free(njs);
-}
-
 /* A change of state alone: the row's state, not the whole description
- * serialized and written again (db_node). 10,000 agents disconnecting at
+ * serialized and written again (node_record). 10,000 agents disconnecting at
  * once stalled the loop 6.6 s on re-serializing their descriptions. */
 static void db_node_state(const node_t *n)
 {
@@ -594,7 +580,7 @@ static void h_register(cr_conn_t *c, const Corral__Envelope *e)
     n->last_seen = cr_mono_ms();
     n->last_seen_wall = now_ms();
     cr_conn_set_data(c, n);
-    db_node(n);
+    node_record(n);
 
     Corral__Registered ok = CORRAL__REGISTERED__INIT;
     ok.node_id = n->id;
