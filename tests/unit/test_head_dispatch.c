@@ -87,15 +87,36 @@ static int teardown(void **state)
     return 0;
 }
 
-static void test_submit_fails_with_the_harness_reason(void **state)
+static const Corral__Envelope *send_got(fx_t *f, cr_conn_t *c, Corral__Envelope *e, uint64_t id)
 {
-    fx_t *f = *state;
-    cr_conn_t *c = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    e->id = id;
+    head_dispatch(c, e);
+    for (int i = 0; i < 4; i++)
+        head_harness_run();
+    return answer(&f->got, id);
+}
 
+static const Corral__JobInfo *job_info(fx_t *f, cr_conn_t *c, const char *job_id, uint64_t id)
+{
+    Corral__JobStatusRequest sr = CORRAL__JOB_STATUS_REQUEST__INIT;
+    sr.job_id = (char *)job_id;
+    Corral__Envelope s = CORRAL__ENVELOPE__INIT;
+    s.body_case = CORRAL__ENVELOPE__BODY_JOB_STATUS;
+    s.job_status = &sr;
+    const Corral__Envelope *a = send_got(f, c, &s, id);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_INFO);
+    return a->job_info;
+}
+
+/* A one-worker job running `true` with amount of resource res, on nodes
+ * matching selector (NULL: any): the head's answer. */
+static const Corral__Envelope *submit(fx_t *f, cr_conn_t *c, uint64_t id, const char *res,
+                                      int64_t amount, const char *selector)
+{
     char *argv[] = {"true"};
     Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
-    q.name = "GPU";
-    q.amount = CR_QTY_ONE;
+    q.name = (char *)res;
+    q.amount = amount;
     Corral__WorkerSpec ws = CORRAL__WORKER_SPEC__INIT;
     ws.argv = argv;
     ws.n_argv = 1;
@@ -104,32 +125,27 @@ static void test_submit_fails_with_the_harness_reason(void **state)
     Corral__JobSpec spec = CORRAL__JOB_SPEC__INIT;
     spec.name = "t";
     spec.worker = &ws;
+    spec.selector = (char *)(selector ? selector : "");
     Corral__JobSubmit js = CORRAL__JOB_SUBMIT__INIT;
     js.spec = &spec;
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.id = 7;
     e.body_case = CORRAL__ENVELOPE__BODY_JOB_SUBMIT;
     e.job_submit = &js;
-    head_dispatch(c, &e);
-    for (int i = 0; i < 4; i++)
-        head_harness_run();
+    return send_got(f, c, &e, id);
+}
 
-    const Corral__Envelope *a = answer(&f->got, 7);
+static void test_submit_fails_with_the_harness_reason(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *c = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+
+    const Corral__Envelope *a = submit(f, c, 7, "GPU", CR_QTY_ONE, NULL);
     assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
     char job_id[32];
     assert_true(a->job_submitted->job_id[0]);
     cr_strlcpy(job_id, a->job_submitted->job_id, sizeof(job_id));
 
-    Corral__JobStatusRequest sr = CORRAL__JOB_STATUS_REQUEST__INIT;
-    sr.job_id = job_id;
-    Corral__Envelope s = CORRAL__ENVELOPE__INIT;
-    s.id = 8;
-    s.body_case = CORRAL__ENVELOPE__BODY_JOB_STATUS;
-    s.job_status = &sr;
-    head_dispatch(c, &s);
-    a = answer(&f->got, 8);
-    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_INFO);
-    const Corral__JobInfo *ji = a->job_info;
+    const Corral__JobInfo *ji = job_info(f, c, job_id, 8);
     assert_string_equal(ji->job_id, job_id);
     assert_int_equal(ji->state, CORRAL__JOB_STATE__JOB_FAILED);
     assert_int_equal(ji->n_workers, 1);
@@ -212,15 +228,6 @@ static void test_detached_conn(void **state)
 
 /* ---- an agent's heartbeats: changes and free resources ---- */
 
-static const Corral__Envelope *send_got(fx_t *f, cr_conn_t *c, Corral__Envelope *e, uint64_t id)
-{
-    e->id = id;
-    head_dispatch(c, e);
-    for (int i = 0; i < 4; i++)
-        head_harness_run();
-    return answer(&f->got, id);
-}
-
 #define SAME INT64_MIN /* a beat with free_same */
 
 static void beat(fx_t *f, cr_conn_t *a, uint64_t seq, Corral__WorkerReport *change,
@@ -245,18 +252,6 @@ static void beat(fx_t *f, cr_conn_t *a, uint64_t seq, Corral__WorkerReport *chan
     const Corral__Envelope *a2 = send_got(f, a, &e, 100 + seq);
     assert_int_equal(a2->body_case, CORRAL__ENVELOPE__BODY_HEARTBEAT_ACK);
     assert_int_equal(a2->heartbeat_ack->seq, seq);
-}
-
-static const Corral__JobInfo *job_info(fx_t *f, cr_conn_t *c, const char *job_id, uint64_t id)
-{
-    Corral__JobStatusRequest sr = CORRAL__JOB_STATUS_REQUEST__INIT;
-    sr.job_id = (char *)job_id;
-    Corral__Envelope s = CORRAL__ENVELOPE__INIT;
-    s.body_case = CORRAL__ENVELOPE__BODY_JOB_STATUS;
-    s.job_status = &sr;
-    const Corral__Envelope *a = send_got(f, c, &s, id);
-    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_INFO);
-    return a->job_info;
 }
 
 /* how many events of this kind the head has logged */
@@ -339,25 +334,8 @@ static void test_heartbeat_changes_and_free(void **state)
     assert_int_equal(agent, -1); /* no beat yet */
     const int64_t total = head;
 
-    char *argv[] = {"true"};
-    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
-    q.name = "CPU";
-    q.amount = 2 * CR_QTY_ONE;
-    Corral__WorkerSpec ws = CORRAL__WORKER_SPEC__INIT;
-    ws.argv = argv;
-    ws.n_argv = 1;
-    ws.resources = qs;
-    ws.n_resources = 1;
-    Corral__JobSpec spec = CORRAL__JOB_SPEC__INIT;
-    spec.name = "hb";
-    spec.worker = &ws;
-    spec.selector = "corral.io/node-id=remote-1";
-    Corral__JobSubmit js = CORRAL__JOB_SUBMIT__INIT;
-    js.spec = &spec;
-    Corral__Envelope se = CORRAL__ENVELOPE__INIT;
-    se.body_case = CORRAL__ENVELOPE__BODY_JOB_SUBMIT;
-    se.job_submit = &js;
-    const Corral__Envelope *a = send_got(f, cl, &se, 3);
+    const Corral__Envelope *a =
+        submit(f, cl, 3, "CPU", 2 * CR_QTY_ONE, "corral.io/node-id=remote-1");
     if (a->body_case == CORRAL__ENVELOPE__BODY_ERROR)
         fail_msg("submit: %s", a->error->message);
     assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
