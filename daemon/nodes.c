@@ -7,9 +7,7 @@
 #include "daemon/follow.h"
 #include <fcntl.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <stdio.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -7,9 +7,7 @@
 #include "daemon/daemon.h"
 #include <fcntl.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <stdio.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -164,22 +162,22 @@ static void fwd_drop(const char *worker_id)
 /* Quantities by name into a use: those this node has (the head places
  * nothing else here); none named is one CPU, as the head counts it
  * (build_request). */
+static void use_push(use_t *u, const char *name, int64_t amount)
+{
+    int rid = sched_syms_find(&A.view->res, name, strlen(name));
+    if (rid < 0 || rid >= A.view->nres || u->n >= SCHED_REQ_MAX)
+        return;
+    u->rid[u->n] = (uint8_t)rid;
+    u->qty[u->n++] = amount;
+}
+
 static void use_of(use_t *u, Corral__Quantity *const *q, size_t n, bool default_cpu)
 {
     memset(u, 0, sizeof(*u));
-    for (size_t i = 0; i < n && u->n < SCHED_REQ_MAX; i++) {
-        int rid = sched_syms_find(&A.view->res, q[i]->name, strlen(q[i]->name));
-        if (rid < 0 || rid >= A.view->nres)
-            continue;
-        u->rid[u->n] = (uint8_t)rid;
-        u->qty[u->n++] = q[i]->amount;
-    }
-    int cpu = sched_syms_find(&A.view->res, "CPU", 3);
-    if (n == 0 && default_cpu && cpu >= 0 && cpu < A.view->nres) {
-        u->rid[0] = (uint8_t)cpu;
-        u->qty[0] = CR_QTY_ONE;
-        u->n = 1;
-    }
+    for (size_t i = 0; i < n; i++)
+        use_push(u, q[i]->name, q[i]->amount);
+    if (n == 0 && default_cpu)
+        use_push(u, "CPU", CR_QTY_ONE);
 }
 
 static void use_add(const char *worker_id, const use_t *u)
@@ -357,11 +355,8 @@ static void load_table(void)
             use_t u = {0};
             json_object_foreach(uj, name, amt)
             {
-                int rid = sched_syms_find(&A.view->res, name, strlen(name));
-                if (rid >= 0 && rid < A.view->nres && u.n < SCHED_REQ_MAX && json_is_integer(amt)) {
-                    u.rid[u.n] = (uint8_t)rid;
-                    u.qty[u.n++] = json_integer_value(amt);
-                }
+                if (json_is_integer(amt))
+                    use_push(&u, name, json_integer_value(amt));
             }
             if (json_is_object(uj))
                 use_add(id, &u);
