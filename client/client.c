@@ -1161,18 +1161,24 @@ typedef struct pg_many {
     int *errs;
 } pg_many_t;
 
+/* An answer in a batch that is not the one asked for: errs[i], and for
+ * the batch's first error c->err and the message. */
+static void item_unexpected(corral_t *c, const Corral__Envelope *e, int *errs, size_t i)
+{
+    errs[i] = CR_EPARSE;
+    if (!c->err) {
+        c->err = CR_EPARSE;
+        set_msg(c, "unexpected answer %s", cr_msg_name(e->body_case));
+    }
+}
+
 static void got_pg_item(corral_t *c, const Corral__Envelope *e, void *arg, size_t i)
 {
     pg_many_t *m = arg;
-    if (e->body_case != CORRAL__ENVELOPE__BODY_PG_CREATED || !e->pg_created->pg) {
-        m->errs[i] = CR_EPARSE;
-        if (!c->err) {
-            c->err = CR_EPARSE;
-            set_msg(c, "unexpected answer %s", cr_msg_name(e->body_case));
-        }
-        return;
-    }
-    pg_from(&m->out[i], e->pg_created->pg);
+    if (e->body_case == CORRAL__ENVELOPE__BODY_PG_CREATED && e->pg_created->pg)
+        pg_from(&m->out[i], e->pg_created->pg);
+    else /* a PgCreated without its group is as unexpected as another answer */
+        item_unexpected(c, e, m->errs, i);
 }
 
 int corral_pg_create_many(corral_t *c, const corral_pg_spec_t *specs, size_t n, corral_pg_t *out,
@@ -1222,14 +1228,8 @@ int corral_pg_create_many(corral_t *c, const corral_pg_spec_t *specs, size_t n, 
 
 static void got_ack_item(corral_t *c, const Corral__Envelope *e, void *arg, size_t i)
 {
-    int *errs = arg;
-    if (e->body_case != CORRAL__ENVELOPE__BODY_ACK) {
-        errs[i] = CR_EPARSE;
-        if (!c->err) {
-            c->err = CR_EPARSE;
-            set_msg(c, "unexpected answer %s", cr_msg_name(e->body_case));
-        }
-    }
+    if (e->body_case != CORRAL__ENVELOPE__BODY_ACK)
+        item_unexpected(c, e, arg, i);
 }
 
 int corral_pg_remove_many(corral_t *c, const char *const *ids_or_names, size_t n, int *errs)
