@@ -3,11 +3,13 @@
  * (DESIGN.md "Runtime"). The same code serves the agent inside a head
  * (ops call the head directly) and an agent that joined a head over TCP
  * (ops send WorkerStarted and WorkerExit). */
-#ifndef CORRAL_DAEMON_AGENT_H
-#define CORRAL_DAEMON_AGENT_H
+#ifndef CORRAL_AGENT_AGENT_H
+#define CORRAL_AGENT_AGENT_H
 
 #include "agent/launch.h"
 #include "hw/hw.h"
+#include "net/net.h"
+#include "sched/sched.h"
 #include "proto/corral.pb-c.h"
 #include <uv.h>
 
@@ -76,4 +78,21 @@ bool agent_proc_env(int pid, const char *name, char *val, size_t size);
 /* Field 22 of /proc/PID/stat (0 when unreadable); *state gets field 3. */
 int64_t agent_proc_stat(int pid, char *state);
 
+/* How long a worker stopped at the agent's own shutdown gets between
+ * SIGTERM and SIGKILL. */
+#define AGENT_STOP_GRACE_MS 2000
+
+/* corrald --address HEAD:PORT (join.c): an agent that joins a head over
+ * TCP, on its own loop, until SIGTERM or a fatal refusal. node is the
+ * discovered description (the agent takes it over), hwo how it was
+ * discovered. Returns the process's exit status. */
+typedef struct agent_opts {
+    const char *head;
+    const char *token_file;
+    const char *node_ip;
+    const char *node_id;
+    cr_node_t *node;
+    const hw_options_t *hwo;
+} agent_opts_t;
+int agent_main(const agent_opts_t *o);
 #endif

@@ -4,7 +4,10 @@
  * output, holds two-phase reservations with a lease, and keeps its workers
  * running through a head outage, reconnecting with backoff and reporting
  * them on the next Register. */
-#include "daemon/daemon.h"
+#include "agent/agent.h"
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -738,7 +741,7 @@ static void on_signal(uv_signal_t *h, int signum)
     Corral__WorkerReport **run = NULL;
     size_t n = agent_reports(A.agent, &run);
     for (size_t i = 0; i < n; i++)
-        agent_stop(A.agent, run[i]->worker_id, SHUTDOWN_GRACE_MS);
+        agent_stop(A.agent, run[i]->worker_id, AGENT_STOP_GRACE_MS);
     agent_reports_free(run, n);
     if (n == 0)
         uv_stop(&A.loop);
@@ -750,24 +753,11 @@ static void walk_close(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-const char *corral_home(void)
-{
-    const char *home = getenv("CORRAL_HOME");
-    if (!home || !home[0])
-        home = "/tmp/corral";
-    if (mkdir(home, 0700) < 0 && errno != EEXIST) {
-        fprintf(stderr, "corrald: cannot create %s: %s (set CORRAL_HOME to a writable directory)\n",
-                home, strerror(errno));
-        return NULL;
-    }
-    return home;
-}
-
 int agent_main(const agent_opts_t *o)
 {
     A.o = o;
-    A.node = D.node;
-    A.hwo = D.hwo;
+    A.node = o->node;
+    A.hwo = *o->hwo;
     if (o->node_id)
         snprintf(A.node->id, sizeof(A.node->id), "%.63s", o->node_id);
     if (!A.node->id[0])
@@ -786,7 +776,7 @@ int agent_main(const agent_opts_t *o)
         sched_cluster_free(A.view);
         return 1;
     }
-    const char *home = corral_home();
+    const char *home = cr_corral_home();
     if (!home)
         return 1;
     A.dir = cr_asprintf("%s/agent_%s", home, A.node->id);
@@ -820,7 +810,7 @@ int agent_main(const agent_opts_t *o)
         return 1;
     }
     free(tokpath);
-    A.incarnation = (uint64_t)now_ms();
+    A.incarnation = (uint64_t)cr_wall_ms();
     uv_loop_init(&A.loop);
     char name[160];
     snprintf(name, sizeof(name), "agent:%.128s:%d", A.node->id, (int)getpid());

@@ -1,7 +1,7 @@
 /* The agent's worker table (agent.h): one entry per worker process this
  * node runs, started with agent/launch or adopted from a previous daemon
  * through a pidfd. */
-#include "daemon/agent.h"
+#include "agent/agent.h"
 #include <stdio.h>
 #include <time.h>
 #include <netinet/in.h>

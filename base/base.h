@@ -71,6 +71,13 @@ void cr_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* ---- clocks (never in sched/ or hw/: those are pure) ---- */
 /* Milliseconds of CLOCK_MONOTONIC, for timeouts and intervals. */
 int64_t cr_mono_ms(void);
+/* Milliseconds since the epoch (CLOCK_REALTIME), for records people read. */
+int64_t cr_wall_ms(void);
+
+/* ---- the corral home ---- */
+/* $CORRAL_HOME (default /tmp/corral), created when missing; NULL when it
+ * cannot be, said on stderr. Shared by the head and the agent. */
+const char *cr_corral_home(void);
 
 /* ---- strings ---- */
 /* Copies at most size-1 bytes and always terminates; returns strlen(src). */

@@ -2,7 +2,7 @@
  * The set-up and the tear-down follow main.c's for --head, less the
  * session directory, the token, the listeners and the signals. */
 #include "daemon/harness.h"
-#include "daemon/follow.h"
+#include "head/follow.h"
 #include <jansson.h>
 #include <stdio.h>
 #include <sys/stat.h>

@@ -13,7 +13,7 @@
 #ifndef CORRAL_DAEMON_HARNESS_H
 #define CORRAL_DAEMON_HARNESS_H
 
-#include "daemon/daemon.h"
+#include "head/head.h"
 
 #define HEAD_HARNESS_REFUSAL "not started in the fuzz harness"
 

@@ -2,9 +2,9 @@
  * one node, on one libuv loop) or an agent that joins a head (--address
  * HEAD:PORT). Options, the session directory, the token, the listeners
  * (DESIGN.md "Runtime", docs/runtime.md, docs/cluster.md). */
-#include "daemon/daemon.h"
-#include "daemon/follow.h"
-#include "daemon/waiters.h"
+#include "head/head.h"
+#include "head/follow.h"
+#include "head/waiters.h"
 #include <getopt.h>
 #include <malloc.h>
 #include <jansson.h>
@@ -166,7 +166,7 @@ static bool reuse_session(const char *home)
  * now, not at the first job. */
 static int make_session(void)
 {
-    const char *home = corral_home();
+    const char *home = cr_corral_home();
     if (!home)
         return CR_EIO;
     if (reuse_session(home))
@@ -391,6 +391,8 @@ int main(int argc, char **argv)
         hw_node_sort_labels(D.node);
     if (ao.head) {
         ao.token_file = token_file;
+        ao.node = D.node;
+        ao.hwo = &D.hwo;
         rc = agent_main(&ao);
         goto out;
     }

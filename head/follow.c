@@ -6,7 +6,7 @@
  * every FOLLOW_PERIOD_MS costs one fstat per followed file and adds no
  * process in the workers' output path. The timer runs only while someone
  * follows. */
-#include "daemon/follow.h"
+#include "head/follow.h"
 #include <stdio.h>
 #include <sys/stat.h>
 

@@ -6,10 +6,10 @@
  * messages and worker dispatch; pg.c placement groups and the two-phase
  * reservation; agent.c the worker table of a node; remote.c an agent that
  * joins a head over TCP; main.c options and the session. */
-#ifndef CORRAL_DAEMON_H
-#define CORRAL_DAEMON_H
+#ifndef CORRAL_HEAD_HEAD_H
+#define CORRAL_HEAD_HEAD_H
 
-#include "daemon/agent.h"
+#include "agent/agent.h"
 #include "head/state.h"
 #include "hw/hw.h"
 #include "net/net.h"
@@ -215,21 +215,5 @@ const Corral__Bundle *pg_bundle_spec(const pg_t *g, int b);
 bool pg_created(const pg_t *g);
 const char *pg_name(const pg_t *g);
 void pg_job_gone(job_t *j);
-
-/* remote.c: corrald --address HEAD:PORT */
-typedef struct agent_opts {
-    const char *head;
-    const char *token_file;
-    const char *node_ip;
-    const char *node_id;
-} agent_opts_t;
-int agent_main(const agent_opts_t *o);
-/* $CORRAL_HOME (default /tmp/corral), created when missing; NULL when it
- * cannot be, said on stderr. */
-const char *corral_home(void);
-
-/* main.c helpers shared with remote.c */
-int make_dir_session(const char *prefix);
-int apply_overrides(const char *resources, const char *labels);
 
 #endif

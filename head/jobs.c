@@ -8,9 +8,9 @@
  * every worker once the others are stopped (RESTART_GANG) is started again
  * on the same devices. A worker lost with its node takes the gang's
  * placement with it: the gang is placed again (any policy but none). */
-#include "daemon/daemon.h"
-#include "daemon/follow.h"
-#include "daemon/waiters.h"
+#include "head/head.h"
+#include "head/follow.h"
+#include "head/waiters.h"
 #include <dirent.h>
 #include <jansson.h>
 #include <signal.h>

@@ -3,8 +3,8 @@
  * ALIVE -> SUSPECT -> DEAD, a new incarnation on rejoin, worker start and
  * stop through each node's agent, forwarded output, and reconciling the
  * workers an agent reports after a reconnect or a head restart. */
-#include "daemon/daemon.h"
-#include "daemon/follow.h"
+#include "head/head.h"
+#include "head/follow.h"
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>

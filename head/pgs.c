@@ -4,7 +4,7 @@
  * all said yes, Abort everywhere on any refusal, timeout or lost agent (the
  * group then waits and is tried again). A job runs in a group's bundles,
  * one worker per bundle. */
-#include "daemon/daemon.h"
+#include "head/head.h"
 #include <jansson.h>
 #include <stdio.h>
 

@@ -4,7 +4,7 @@
  * for the next poll: 2 ms or more, docs/benchmarks.md, Runtime). A
  * handful are parked at a time, so a plain list. Each has a timer; its
  * memory goes in the timer's close callback. */
-#include "daemon/waiters.h"
+#include "head/waiters.h"
 
 typedef struct waiter {
     uv_timer_t timer;
