@@ -618,7 +618,7 @@ static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
         A.backoff = 0;
         A.heartbeat_ms = e->registered->heartbeat_ms ? e->registered->heartbeat_ms : 1000;
         uv_timer_start(&A.hb, on_hb, A.heartbeat_ms, A.heartbeat_ms);
-        changes_acked(0); /* they were in the Register */
+        changes_acked(0);                       /* they were in the Register */
         A.free_acked_seq = A.free_sent_seq = 0; /* a new head, or one that forgot */
         fprintf(stderr, "corrald: agent %s registered with the head %s (heartbeat %u ms)\n",
                 A.node->id, A.o->head, A.heartbeat_ms);
@@ -799,12 +799,13 @@ int agent_main(const agent_opts_t *o)
         fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
     free(logfile);
     uint8_t token[CR_TOKEN_LEN];
-    char *tokpath = o->token_file ? cr_strdup(o->token_file)
-                                  : cr_asprintf("%s/session_latest/token", home);
+    char *tokpath =
+        o->token_file ? cr_strdup(o->token_file) : cr_asprintf("%s/session_latest/token", home);
     int err = cr_token_read(tokpath, token);
     if (err < 0) {
-        fprintf(stderr, "corrald: cannot read the cluster token %s: %s (give the head's token with "
-                        "--token-file)\n",
+        fprintf(stderr,
+                "corrald: cannot read the cluster token %s: %s (give the head's token with "
+                "--token-file)\n",
                 tokpath, cr_strerror(err));
         free(tokpath);
         return 1;

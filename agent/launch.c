@@ -418,8 +418,8 @@ static void reap(cr_worker_t *w)
     int status = 0;
     pid_t r;
     siginfo_t si = {0};
-    if (w->leader_gone || (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-                           si.si_pid == 0))
+    if (w->leader_gone ||
+        (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0))
         return; /* still running (another child's SIGCHLD) */
     /* whatever the leader left in its group goes with it (nothing may keep
      * a device once the worker is reported gone), killed while the

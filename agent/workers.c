@@ -162,8 +162,9 @@ static void on_worker_exit(cr_worker_t *cw, const cr_worker_exit_t *ex, void *ar
 {
     aw_t *w = arg;
     Corral__WorkerReport r;
-    report_init(&r, w, ex->stopped ? CORRAL__WORKER_STATE__WORKER_STOPPED
-                                   : CORRAL__WORKER_STATE__WORKER_EXITED);
+    report_init(&r, w,
+                ex->stopped ? CORRAL__WORKER_STATE__WORKER_STOPPED
+                            : CORRAL__WORKER_STATE__WORKER_EXITED);
     r.exit_code = (int32_t)ex->code;
     r.signal = ex->signal;
     r.reason = ex->killed ? "killed after the grace period" : "";
@@ -188,8 +189,9 @@ static void on_adopt_exit(uv_poll_t *h, int status, int events)
     uv_timer_stop(&ad->timer);
     kill(-w->pid, SIGKILL); /* what the leader left in its group, as launch does */
     Corral__WorkerReport r;
-    report_init(&r, w, ad->stopping ? CORRAL__WORKER_STATE__WORKER_STOPPED
-                                    : CORRAL__WORKER_STATE__WORKER_EXITED);
+    report_init(&r, w,
+                ad->stopping ? CORRAL__WORKER_STATE__WORKER_STOPPED
+                             : CORRAL__WORKER_STATE__WORKER_EXITED);
     r.exit_code = -1;
     r.code_unknown = true;
     r.reason = "exited (code unknown: adopted after a head restart)";
@@ -303,8 +305,8 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
                           .worker_index = (int)ws->worker_index,
                           .agent_socket = a->cfg.socket,
                           .log_dir = a->cfg.logs,
-                          .bind = ws->bind == CORRAL__BIND__BIND_NONE ? CR_BIND_NONE
-                                                                      : CR_BIND_CLOSEST};
+                          .bind =
+                              ws->bind == CORRAL__BIND__BIND_NONE ? CR_BIND_NONE : CR_BIND_CLOSEST};
     aw_t *w = cr_calloc(1, sizeof(*w));
     w->a = a;
     w->id = cr_strdup(ws->worker_id);

@@ -1,11 +1,37 @@
-/* corrald's shared insides: the head (jobs, placement groups, nodes and
- * their agents, the event log) and the agent, on one libuv loop
- * (DESIGN.md "Runtime", docs/runtime.md, docs/cluster.md).
+/* The head's internal header: the control service of a cluster (DESIGN.md
+ * "Runtime", docs/runtime.md, docs/cluster.md), one libuv loop, one
+ * server struct D.
  *
- * Files: head.c jobs and their handlers; nodes.c membership, the agents'
- * messages and worker dispatch; pg.c placement groups and the two-phase
- * reservation; agent.c the worker table of a node; remote.c an agent that
- * joins a head over TCP; main.c options and the session. */
+ * One file per thing the head owns, each with its state and handlers:
+ *   turn.c       the server struct D, answers, the group commit of a loop
+ *                turn, the end of a shutdown (every module uses it)
+ *   events.c     the event log
+ *   placement.c  the head's use of sched/: requests, bundles, strategies
+ *   nodes.c      membership: the node table, agents registering and
+ *                beating, ALIVE -> SUSPECT -> DEAD, ports of an agent
+ *   pgs.c        placement groups and their two-phase reservation
+ *   jobs.c       jobs: submit, place, start, restart, stop (jobs.h has the
+ *                jobs module's own types; workers.c, logs.c and recover.c
+ *                are the rest of that module)
+ *   workers.c    a job's workers on their nodes and what agents say of them
+ *   logs.c       a job's output: JobLogs, forwarded output, follow ops
+ *   recover.c    a new head taking over the state of one that died
+ *   dispatch.c   the message tables of clients and agents, status, stop
+ *   head.c       corrald --head: set-up, the loop's callbacks, tear-down
+ *   session.c    the head's session directory and token
+ *   state.c      SQLite (state.h), follow.c, waiters.c: followers, waits
+ *
+ * The calls run one way: head.c, dispatch.c -> jobs module -> pgs.c ->
+ * nodes.c -> placement.c, events.c, turn.c. What a lower module must tell
+ * the ones above it (a node died, a group was removed, capacity came
+ * back) goes through one table, D.watch, that head.c fills at start: the
+ * one documented way up.
+ *
+ * Ownership (Redis's one server struct): D's fields are grouped by the
+ * module that owns them, and only that module writes them; others call
+ * the functions below. A module's entities (node_t, pg_t, job_t) are
+ * written only by their module; node_t is public for reading, pg_t and
+ * job_t are opaque outside their module. */
 #ifndef CORRAL_HEAD_HEAD_H
 #define CORRAL_HEAD_HEAD_H
 
@@ -20,10 +46,11 @@
 #define MAX_DEVS 64
 
 typedef struct job job_t;
+typedef struct wk wk_t;
 typedef struct pg pg_t;
 
 /* A node of the cluster: the head's own (local, its agent in-process) or
- * one whose agent joined over TCP. */
+ * one whose agent joined over TCP. Written by nodes.c only. */
 typedef struct node_free {
     int32_t rid; /* resource id in D.cluster, -1 unknown there */
     int64_t amount;
@@ -43,113 +70,94 @@ typedef struct node {
     bool waiting; /* known from state.db after a head restart, not yet back */
     bool slim;    /* desc keeps labels and names only; the whole is in state.db */
     uint32_t ndev;
-    uint32_t port_req;      /* PortRequests outstanding */
-    node_free_t *rfree;     /* free as its agent last reported it (heartbeats) */
+    uint32_t port_req;  /* PortRequests outstanding */
+    node_free_t *rfree; /* free as its agent last reported it (heartbeats) */
     uint8_t nrfree;
     uint8_t drift_beats; /* beats in a row it reported less free than the head counts */
 } node_t;
 
-typedef struct wk {
-    job_t *job;
-    int index;
-    char id[48];
-    node_t *node;
-    int bundle; /* of the job's placement group, -1 none */
-    Corral__WorkerState state;
-    int pid;
-    int64_t start_time;
-    int exit_code, signal;
-    char *reason;
-    int devs[MAX_DEVS];
-    size_t ndevs;
-    char *out_path, *err_path; /* on the head (remote output is forwarded here) */
-    int attempt;      /* restarts of this worker so far: CORRAL_RESTART_COUNT */
-    bool restart_due; /* to be started again when the backoff ends */
-    char cause[96];   /* why it is restarted, for the event */
-} wk_t;
+/* What lower modules tell the upper ones (head.c fills it): the one way
+ * up. Each may be NULL in a harness that has no such listener. */
+typedef struct head_watch {
+    /* n was declared dead (why): its workers are lost, its bundles back */
+    void (*node_lost)(node_t *n, const char *why);
+    /* n's agent disconnected (n may come back) */
+    void (*node_disconnected)(node_t *n);
+    /* g is being removed: the jobs running in it stop and let go of it */
+    void (*group_removed)(pg_t *g);
+    /* g is created: the jobs waiting for it may start */
+    void (*group_created)(pg_t *g);
+    /* capacity came back or the cluster changed: what waits is tried again */
+    void (*retry)(void);
+} head_watch_t;
 
-struct job {
-    int64_t id;
-    char idstr[24];
-    char *name;
-    Corral__JobSpec *spec; /* a copy, packed and unpacked */
-    cr_job_state_t state;
-    char *reason;
-    int exit_code;
-    int64_t submitted_ms, finished_ms;
-    int n;
-    wk_t *wk;
-    sched_bundle_t *bundles;
-    uint64_t placement; /* 0: none held */
-    pg_t *pg;           /* running in this group */
-    bool stopping, failed;
-    bool unknown_exit;    /* an adopted worker ended: its exit code cannot be known */
-    bool replace;         /* its placement was lost with a node: place the gang again */
-    int restarts;         /* done or scheduled, every worker and gang restart counted */
-    bool restart_pending; /* a restart waits for its backoff (and, gang, the others' exit) */
-    bool backoff_over;
-    uv_timer_t *timer; /* the backoff; NULL until the first restart */
-    int64_t fail_us;      /* when the worker whose failure decided the job ended */
-    uint32_t master_port; /* distributed jobs: the rendezvous port of this start */
-    bool port_wait;       /* waiting for the port before starting the gang */
-};
-
-typedef struct daemon {
+typedef struct head {
+    /* head.c: the process */
     uv_loop_t loop;
-    node_t *self; /* the head's own node (NULL in a fuzzing harness without one) */
-    cr_node_t *node;
+    cr_node_t *node; /* this node's description */
     hw_options_t hwo;
-    agent_t *agent; /* the local agent */
-    sched_cluster_t *cluster;
-    sched_config_t scfg;
-    sched_rng_t rng;
-    cr_state_t *st;
+    agent_t *agent; /* the local agent, in-process */
     cr_net_t *net;
     uv_signal_t sig_term, sig_int;
     uv_timer_t tick; /* membership, leases */
+    head_watch_t watch;
+    /* session.c */
     char *session, *logs, *sock, *address;
     int port;
     const char *listen; /* TCP address, NULL: 127.0.0.1 */
+    bool reused;        /* the session of a head that died: recover() reads it back */
+    /* turn.c */
+    cr_state_t *st;
+    bool shutting_down, closed;
+    int running_workers; /* started and not ended: the shutdown waits for them */
+    /* placement.c: the scheduler's view, read by nodes.c and pgs.c */
+    sched_cluster_t *cluster;
+    sched_config_t scfg;
+    sched_rng_t rng;
+    /* nodes.c */
+    node_t *self; /* the head's own node (NULL in a harness without one) */
     CR_VEC(node_t *) nodes;
+    uint32_t heartbeat_ms, suspect_ms, dead_ms;
+    /* jobs.c */
     CR_VEC(job_t *) jobs;
     CR_VEC(job_t *) pending; /* waiting for resources, in arrival order */
+    /* pgs.c */
     CR_VEC(pg_t *) pgs;
-    bool shutting_down, closed;
-    bool reused; /* the session of a head that died: recover() reads it back */
-    int running_workers;
-    uint32_t heartbeat_ms, suspect_ms, dead_ms;
-    int exit_status;
-} daemon_t;
+} head_t;
 
-extern daemon_t D;
+extern head_t D;
 
-int64_t now_ms(void);
-void event(const char *kind, const job_t *j, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-void event_node(const char *kind, const node_t *n, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* ------------------------------------------------------------- turn.c */
 void db_check(int err);
 void reply(cr_conn_t *c, const Corral__Envelope *req, Corral__Envelope *ans);
 void reply_ack(cr_conn_t *c, const Corral__Envelope *req);
-const char *node_name(void);
-
-/* head.c */
-extern const struct follow_ops head_follow_ops;
-void head_dispatch(cr_conn_t *c, const Corral__Envelope *e);
-/* head_dispatch inside the turn's group commit (answers held until it
- * commits); head_batch opens it for other work of the turn (worker exits,
- * timers); head_batch_fini commits what is left and closes it. */
-void head_handle(cr_conn_t *c, const Corral__Envelope *e);
+/* A turn's group commit: head_batch opens it for the work of this turn
+ * (a message, a worker exit, a timer); what is sent meanwhile is held
+ * until the commit when the loop is about to wait. head_batch_fini
+ * commits what is left and closes it. */
 void head_batch(void);
 void head_batch_fini(void);
-void try_pending(void);
+/* Once shutting down, nothing runs and the net is not closed yet: closes
+ * the net, the signals and the tick, so that the loop ends. */
 void maybe_finish_shutdown(void);
-void begin_shutdown(const char *why);
-void recover(void);
-void jobs_free(void);
-job_t *job_find(const char *id);
-wk_t *worker_find(const char *worker_id);
-void job_stop(job_t *j, uint32_t grace_ms);
+/* The watch's retry, when set. */
+void head_retry(void);
+
+/* ----------------------------------------------------------- events.c */
+/* An event: of a job (job_id, 0 none) on node, of the cluster on the
+ * head's node (head_event), of node n (event_node). The jobs module's
+ * event() names a job_t (jobs.h). */
+void event_v(const char *kind, int64_t job_id, const char *node, const char *fmt, va_list ap);
+void head_event(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void event_node(const char *kind, const node_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *node_name(void);
+void req_events(cr_conn_t *c, const Corral__Envelope *e);
+/* Each event after since_seq handed to emit; how many. */
+size_t events_since(uint64_t since_seq, void (*emit)(void *ctx, const Corral__Event *ev),
+                    void *ctx);
+
+/* -------------------------------------------------------- placement.c */
 /* Device indices as state.db keeps them: "0,3,5" appended to out, and
  * back (at most MAX_DEVS into devs; the count). */
 void devs_format(const int *devs, size_t n, cr_buf_t *out);
@@ -162,15 +170,8 @@ sched_status_t schedule_bundles(uint32_t n, sched_bundle_t *bundles, Corral__Str
 /* The scheduler's strategy for a gang's or a group's (PACK when unknown). */
 sched_strategy_t strategy_of(Corral__Strategy s);
 int build_request(const Corral__WorkerSpec *ws, sched_resreq_t *req, char *why, size_t size);
-void db_worker(const wk_t *w);
-/* what the agents say of a worker */
-void worker_started(wk_t *w, const agent_started_t *s);
-void worker_ended(wk_t *w, const Corral__WorkerReport *r);
-/* its node died, or it was not found again: reason */
-void worker_lost(wk_t *w, const char *reason);
-void job_port_ready(job_t *j, uint32_t port, const char *why);
 
-/* nodes.c */
+/* ------------------------------------------------------------ nodes.c */
 node_t *node_add_local(cr_node_t *desc, char *why, size_t size);
 /* A node's row in state.db: its description, incarnation, address, state
  * and last beat (a slim node's description is there already: its state
@@ -178,23 +179,38 @@ node_t *node_add_local(cr_node_t *desc, char *why, size_t size);
 void node_record(const node_t *n);
 node_t *node_by_id(const char *id);
 node_t *node_of(int sn);
-void node_start_worker(wk_t *w);
-void node_stop_worker(wk_t *w, uint32_t grace_ms);
-/* Asks n's agent for a free port; job_port_ready answers. */
-void node_request_port(node_t *n, job_t *j);
-void nodes_dispatch(cr_conn_t *c, const Corral__Envelope *e); /* agent messages */
+/* The node whose agent is on c, its last word noted (SUSPECT -> ALIVE);
+ * NULL, answered with an error, when c has not registered. */
+node_t *node_of_agent(cr_conn_t *c, const Corral__Envelope *e);
+/* The address other workers reach n at. */
+const char *node_address(const node_t *n);
+/* Sends e to n's agent (e->id set): 0, or -ENOTCONN / the send's error. */
+int node_send(node_t *n, Corral__Envelope *e);
+/* Asks n's agent for a free TCP port; done(key, port, why) answers (port
+ * 0 with why on failure), maybe at once. key is copied (at most 23 bytes). */
+typedef void (*node_port_fn)(const char *key, uint32_t port, const char *why);
+void node_request_port(node_t *n, const char *key, node_port_fn done);
+/* The membership messages of an agent: Register (the node, or NULL when
+ * refused: then the connection is closing), Heartbeat, PortReply, Error. */
+node_t *nodes_register(cr_conn_t *c, const Corral__Envelope *e, bool *fresh);
+void nodes_heartbeat(cr_conn_t *c, const Corral__Envelope *e, node_t *n);
+void nodes_port_reply(node_t *n, const Corral__Envelope *e);
 void nodes_conn_closed(cr_conn_t *c);
 void nodes_tick(void);
 void nodes_recover(void);
 void nodes_free(void);
-bool nodes_is_agent_msg(Corral__Envelope__BodyCase b);
+void req_node_list(cr_conn_t *c, const Corral__Envelope *e);
+/* The nodes and the totals over alive ones into s; free with
+ * nodes_status_free(mem). */
+void nodes_status(Corral__ClusterStatus *s, void **mem);
+void nodes_status_free(Corral__ClusterStatus *s, void *mem);
 void node_fill(const node_t *n, Corral__NodeInfo *ni, void **mem, bool with_json);
 void node_fill_free(Corral__NodeInfo *ni, void *mem);
 const char *node_state_name(Corral__NodeState s);
 
-/* pg.c */
+/* -------------------------------------------------------------- pgs.c */
 pg_t *pg_find(const char *id_or_name);
-void pg_dispatch(cr_conn_t *c, const Corral__Envelope *e);
+void req_pg(cr_conn_t *c, const Corral__Envelope *e); /* PgCreate, PgRemove, PgList */
 void pgs_try_pending(void);
 void pgs_node_lost(node_t *n);
 void pgs_prepare_reply(node_t *n, const Corral__PrepareReply *r);
@@ -205,15 +221,93 @@ void pgs_tick(void);
 void pgs_free(void);
 void pgs_client_gone(cr_conn_t *c);
 size_t pgs_pending(void);
-/* Bundle b of g for a worker of j: its node and devices; false with why
- * when the group is not created or the bundle is taken. */
-bool pg_bundle_take(pg_t *g, int b, job_t *j, node_t **node, int *devs, size_t *ndevs,
+/* Bundle b of g for a job (holder: its id string): its node and devices;
+ * false with why when the group is not created or the bundle is taken. */
+bool pg_bundle_take(pg_t *g, int b, const char *holder, node_t **node, int *devs, size_t *ndevs,
                     char *why, size_t size);
-void pg_bundle_give(pg_t *g, int b, const job_t *j);
+void pg_bundle_give(pg_t *g, int b, const char *holder);
 int pg_nbundles(const pg_t *g);
 const Corral__Bundle *pg_bundle_spec(const pg_t *g, int b);
 bool pg_created(const pg_t *g);
 const char *pg_name(const pg_t *g);
-void pg_job_gone(job_t *j);
+int64_t pg_id(const pg_t *g);
+
+/* -------------------------------------- the jobs module (jobs.c, ...) */
+extern const struct follow_ops head_follow_ops; /* logs.c */
+void req_job_submit(cr_conn_t *c, const Corral__Envelope *e);
+void req_job_status(cr_conn_t *c, const Corral__Envelope *e);
+void req_job_list(cr_conn_t *c, const Corral__Envelope *e);
+void req_job_stop(cr_conn_t *c, const Corral__Envelope *e);
+void req_job_logs(cr_conn_t *c, const Corral__Envelope *e);
+void try_pending(void);
+void jobs_stop_all(uint32_t grace_ms);
+void jobs_free(void);
+size_t jobs_count(cr_job_state_t s);
+/* the watch's node_lost and group_removed for jobs */
+void jobs_node_lost(node_t *n, const char *why);
+void jobs_group_removed(pg_t *g);
+/* What an agent says of workers (workers.c): on n's connection ... */
+void workers_started_msg(node_t *n, const Corral__WorkerStarted *s);
+void workers_exit_msg(node_t *n, const Corral__WorkerExit *x);
+void workers_heartbeat(node_t *n, const Corral__Heartbeat *hb);
+/* ... on Register: a fresh or rejoined node's old workers are stopped,
+ * a reconnected one's reconciled with what the head believes. */
+void workers_registered(node_t *n, const Corral__Register *r, bool fresh);
+void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch);
+/* ... and the in-process agent's callbacks */
+void workers_local_started(void *arg, const agent_started_t *s);
+void workers_local_exited(void *arg, const Corral__WorkerReport *r);
+void recover(void); /* recover.c */
+
+/* ------------------------------------------------------------ head.c */
+/* corrald --head: runs the head until it stops; the exit status. node
+ * and hwo are the discovered node (the caller frees node after). */
+typedef struct head_opts {
+    cr_node_t *node;
+    const hw_options_t *hwo;
+    const char *listen; /* TCP address, NULL: 127.0.0.1 */
+    uint32_t port;      /* 0: any (or the dead head's when taking over) */
+    const char *token_file;
+    uint32_t heartbeat_ms, suspect_ms, dead_ms; /* 0: 1000, 3000, 10000 */
+} head_opts_t;
+int head_main(const head_opts_t *o);
+/* The head without its session, token, listeners and signals, for
+ * head_main and the fuzzing harness (daemon/harness.c): init sets up D
+ * around the node; open opens state.db at dbpath; start (D.loop
+ * initialised) starts the local agent, the followers and the tick; stop
+ * undoes start and frees jobs and groups; fini closes the state and
+ * frees the nodes and the scheduler's view. Messages are said on stderr,
+ * prefixed with who. */
+typedef struct head_core {
+    const char *who;
+    cr_node_t *node;
+    const hw_options_t *hwo;
+    uint32_t heartbeat_ms, suspect_ms, dead_ms;
+    uint64_t seed;            /* the scheduler's random generator */
+    const char *refuse_start; /* agent_config_t.refuse_start */
+} head_core_t;
+int head_core_init(const head_core_t *c);
+int head_core_open(const head_core_t *c, const char *dbpath);
+void head_core_start(const head_core_t *c);
+void head_core_stop(void);
+void head_core_fini(void);
+/* What goes when a connection closes: its waits, its node's agent, its
+ * followers, its groups' waits. */
+void head_conn_closed(cr_conn_t *c);
+
+/* --------------------------------------------------------- session.c */
+/* $CORRAL_HOME/session_<time>_<pid>/ with logs/, and session_latest
+ * pointing at it, or the session of a head that died, taken over (then
+ * D.reused). Fills D.session, D.logs, D.sock; said on stderr on failure. */
+int session_make(void);
+/* Writes text into the session's file name. */
+int session_write(const char *name, const char *text);
+int session_token(const char *token_file, uint8_t token[CR_TOKEN_LEN]);
+
+/* ---------------------------------------------------------- dispatch.c */
+void head_dispatch(cr_conn_t *c, const Corral__Envelope *e);
+/* head_dispatch inside the turn's group commit */
+void head_handle(cr_conn_t *c, const Corral__Envelope *e);
+void begin_shutdown(const char *why);
 
 #endif

@@ -1,6 +1,7 @@
-/* The head's jobs: placement, starting workers through their nodes'
- * agents, restart policies, stop, the client handlers, and recovery after
- * a head restart (docs/runtime.md).
+/* The head's jobs (docs/runtime.md): submit, place, start, restart, stop,
+ * and their requests. The rest of the jobs module: workers.c (a job's
+ * workers on their nodes), logs.c (their output), recover.c (after a head
+ * restart); jobs.h is the module's own header.
  *
  * A failing worker fails the gang (the others are stopped and the job
  * takes its exit code) unless the job's restart policy has restarts left:
@@ -8,170 +9,22 @@
  * every worker once the others are stopped (RESTART_GANG) is started again
  * on the same devices. A worker lost with its node takes the gang's
  * placement with it: the gang is placed again (any policy but none). */
-#include "head/head.h"
+#include "head/jobs.h"
 #include "head/follow.h"
 #include "head/waiters.h"
-#include <dirent.h>
 #include <jansson.h>
-#include <signal.h>
 #include <stdio.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <time.h>
-#include <unistd.h>
 
-#define LOG_CHUNK (64 * 1024)
-#define LOG_MAX (8u << 20) /* the tail of a log file a JobLogs answer carries */
 #define DEFAULT_BACKOFF_MS 100 /* before the first restart, doubling */
 #define MAX_BACKOFF_MS 5000
 
-daemon_t D;
-
-int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-const char *node_name(void)
-{
-    return D.self ? D.self->id : "head";
-}
-
-/* ---------------------------------------------------------------- events */
-
-static void event_v(const char *kind, const job_t *j, const char *node, const char *fmt,
-                    va_list ap)
-{
-    char msg[512];
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    cr_state_event_t ev = {.time_ms = now_ms(),
-                           .kind = (char *)kind,
-                           .job_id = j ? j->id : 0,
-                           .node_id = (char *)node,
-                           .message = msg};
-    if (D.st && cr_state_event_append(D.st, &ev, NULL) < 0)
-        cr_warn("events: %s", cr_state_errmsg(D.st));
-    cr_info("%s%s%s: %s", kind, j ? " job " : "", j ? j->idstr : "", msg);
-}
-
-void event(const char *kind, const job_t *j, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    event_v(kind, j, node_name(), fmt, ap);
-    va_end(ap);
-}
-
-void event_node(const char *kind, const node_t *n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    event_v(kind, NULL, n->id, fmt, ap);
-    va_end(ap);
-}
-
-void db_check(int err)
-{
-    if (err < 0)
-        cr_warn("state: %s", cr_state_errmsg(D.st));
-}
-
-void reply(cr_conn_t *c, const Corral__Envelope *req, Corral__Envelope *ans)
-{
-    ans->reply_to = req->id;
-    int err = cr_conn_send(c, ans);
-    if (err < 0)
-        cr_warn("reply to %s: %s", cr_conn_peer(c), cr_strerror(err));
-}
-
-void reply_ack(cr_conn_t *c, const Corral__Envelope *req)
-{
-    Corral__Ack ack = CORRAL__ACK__INIT;
-    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
-    a.body_case = CORRAL__ENVELOPE__BODY_ACK;
-    a.ack = &ack;
-    reply(c, req, &a);
-}
-
-/* --------------------------------------------------------------- workers */
-
-static cr_worker_state_t db_worker_state(Corral__WorkerState s)
-{
-    switch (s) {
-    case CORRAL__WORKER_STATE__WORKER_STARTING:
-        return CR_WORKER_STARTING;
-    case CORRAL__WORKER_STATE__WORKER_RUNNING:
-        return CR_WORKER_RUNNING;
-    case CORRAL__WORKER_STATE__WORKER_STOPPED:
-        return CR_WORKER_STOPPED;
-    case CORRAL__WORKER_STATE__WORKER_LOST:
-        return CR_WORKER_LOST;
-    case CORRAL__WORKER_STATE__WORKER_EXITED:
-    case CORRAL__WORKER_STATE__WORKER_FAILED:
-        return CR_WORKER_EXITED;
-    default:
-        return CR_WORKER_PENDING;
-    }
-}
-
-void devs_format(const int *devs, size_t n, cr_buf_t *out)
-{
-    for (size_t i = 0; i < n; i++)
-        cr_buf_printf(out, "%s%d", i ? "," : "", devs[i]);
-}
-
-size_t devs_parse(const char *s, int *devs)
-{
-    size_t n = 0;
-    for (const char *p = s; p && *p && n < MAX_DEVS;) {
-        char *end;
-        long d = strtol(p, &end, 10);
-        if (end == p)
-            break;
-        devs[n++] = (int)d;
-        if (*end != ',')
-            break;
-        p = end + 1;
-    }
-    return n;
-}
-
-void db_worker(const wk_t *w)
-{
-    cr_buf_t devs = {0};
-    devs_format(w->devs, w->ndevs, &devs);
-    cr_state_worker_t r = {.job_id = w->job->id,
-                           .index = w->index,
-                           .node_id = w->node ? w->node->id : NULL,
-                           .devices = devs.s,
-                           .pid = w->pid,
-                           .pgid = w->pid,
-                           .start_time = w->start_time,
-                           .state = db_worker_state(w->state),
-                           .exit_code = w->exit_code,
-                           .exit_signal = w->signal,
-                           .restarts = w->attempt,
-                           .stdout_path = w->out_path,
-                           .stderr_path = w->err_path};
-    db_check(cr_state_worker_update(D.st, &r, now_ms()));
-    cr_buf_free(&devs);
-}
-
-static bool wk_alive(const wk_t *w)
-{
-    return w->state == CORRAL__WORKER_STATE__WORKER_STARTING ||
-           w->state == CORRAL__WORKER_STATE__WORKER_RUNNING;
-}
-
-static void job_set_state(job_t *j, cr_job_state_t s, const char *reason)
+void job_set_state(job_t *j, cr_job_state_t s, const char *reason)
 {
     char *copy = reason ? cr_strdup(reason) : NULL; /* reason may be j->reason */
     j->state = s;
     free(j->reason);
     j->reason = copy;
-    db_check(cr_state_job_set_state(D.st, j->id, s, copy, now_ms()));
+    db_check(cr_state_job_set_state(D.st, j->id, s, copy, cr_wall_ms()));
 }
 
 static void release_placement(job_t *j)
@@ -183,13 +36,13 @@ static void release_placement(job_t *j)
     if (j->pg)
         for (int i = 0; i < j->n; i++)
             if (j->wk[i].bundle >= 0) {
-                pg_bundle_give(j->pg, j->wk[i].bundle, j);
+                pg_bundle_give(j->pg, j->wk[i].bundle, j->idstr);
                 j->wk[i].bundle = -1;
             }
 }
 
 /* Every worker has ended: the job's final state, its devices back. */
-static void job_check_done(job_t *j)
+void job_check_done(job_t *j)
 {
     for (int i = 0; i < j->n; i++)
         if (wk_alive(&j->wk[i]))
@@ -198,7 +51,7 @@ static void job_check_done(job_t *j)
         return;
     if (j->replace && !j->failed && !j->stopping)
         return; /* waiting in the queue to be placed again */
-    j->finished_ms = now_ms();
+    j->finished_ms = cr_wall_ms();
     if (j->failed) {
         job_set_state(j, CR_JOB_FAILED, j->reason);
     } else if (j->stopping) {
@@ -222,14 +75,10 @@ static void job_check_done(job_t *j)
     pgs_try_pending();
 }
 
-static void restart_cancel(job_t *j);
-static void wk_stop(wk_t *w, uint64_t grace_ms);
 static void remove_pending(job_t *j);
 
 /* The first failure of a gang decides the job; the rest are stopped. */
-static void job_fail(job_t *j, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void job_fail(job_t *j, int code, const char *fmt, ...)
+void job_fail(job_t *j, int code, const char *fmt, ...)
 {
     if (j->failed || j->stopping)
         return;
@@ -253,8 +102,6 @@ static void job_fail(job_t *j, int code, const char *fmt, ...)
 }
 
 static void start_workers(job_t *j);
-static void start_one(job_t *j, wk_t *w);
-static void restart_check(job_t *j);
 
 /* How long to wait before restart number n (1, 2, ...): the job's backoff
  * (or the default) doubled each time, capped. */
@@ -277,7 +124,7 @@ static void on_backoff(uv_timer_t *t)
 }
 
 /* A pending restart given up: the job fails or stops instead. */
-static void restart_cancel(job_t *j)
+void restart_cancel(job_t *j)
 {
     if (!j->restart_pending)
         return;
@@ -288,7 +135,7 @@ static void restart_cancel(job_t *j)
         j->wk[i].restart_due = false;
 }
 
-static void wk_reset(wk_t *w)
+void wk_reset(wk_t *w)
 {
     free(w->reason);
     w->reason = NULL;
@@ -300,7 +147,7 @@ static void wk_reset(wk_t *w)
 /* Once the backoff is over and, for a gang, every worker has ended: the
  * workers due are started again on their devices (a gang whose placement
  * went with a node is placed again first). */
-static void restart_check(job_t *j)
+void restart_check(job_t *j)
 {
     if (!j->restart_pending || !j->backoff_over)
         return;
@@ -348,7 +195,7 @@ static void restart_check(job_t *j)
 
 /* Schedules the restart the job's policy asks for after worker w failed
  * with cause; false when the policy has none left. */
-static bool restart_schedule(job_t *j, wk_t *w, const char *cause)
+bool restart_schedule(job_t *j, wk_t *w, const char *cause)
 {
     Corral__RestartPolicy pol = j->spec->restart;
     if (pol == CORRAL__RESTART_POLICY__RESTART_NONE || j->failed || j->stopping ||
@@ -356,7 +203,7 @@ static bool restart_schedule(job_t *j, wk_t *w, const char *cause)
         return false;
     bool gang = pol == CORRAL__RESTART_POLICY__RESTART_GANG || j->replace || j->spec->distributed;
     j->restarts++;
-    db_check(cr_state_job_set_restarts(D.st, j->id, j->restarts, now_ms()));
+    db_check(cr_state_job_set_restarts(D.st, j->id, j->restarts, cr_wall_ms()));
     uint64_t delay = backoff_ms(j, j->restarts);
     for (int i = 0; i < j->n; i++) {
         wk_t *x = &j->wk[i];
@@ -384,181 +231,6 @@ static bool restart_schedule(job_t *j, wk_t *w, const char *cause)
     return true;
 }
 
-/* ----------------------------------------------- what the agents report */
-
-wk_t *worker_find(const char *worker_id)
-{
-    /* ids are "job<J>-w<I>" */
-    if (strncmp(worker_id, "job", 3) != 0)
-        return NULL;
-    char *end;
-    long long id = strtoll(worker_id + 3, &end, 10);
-    if (end == worker_id + 3 || strncmp(end, "-w", 2) != 0)
-        return NULL;
-    char *e2;
-    long idx = strtol(end + 2, &e2, 10);
-    if (e2 == end + 2 || *e2)
-        return NULL;
-    char idstr[24];
-    snprintf(idstr, sizeof(idstr), "%lld", id);
-    job_t *j = job_find(idstr);
-    if (!j || idx < 0 || idx >= j->n)
-        return NULL;
-    return &j->wk[idx];
-}
-
-void worker_started(wk_t *w, const agent_started_t *s)
-{
-    job_t *j = w->job;
-    if ((int)s->attempt != w->attempt || w->state != CORRAL__WORKER_STATE__WORKER_STARTING)
-        return; /* an older attempt's news */
-    w->pid = s->pid;
-    w->start_time = s->start_time;
-    w->state = CORRAL__WORKER_STATE__WORKER_RUNNING;
-    if (w->node && w->node->local) {
-        free(w->out_path);
-        free(w->err_path);
-        w->out_path = s->out_path ? cr_strdup(s->out_path) : NULL;
-        w->err_path = s->err_path ? cr_strdup(s->err_path) : NULL;
-    }
-    db_worker(w);
-    cr_buf_t devs = {0};
-    devs_format(w->devs, w->ndevs, &devs);
-    event("started", j, "worker %d on %s pid %d devices [%s] cpus %s%s%s", w->index,
-          w->node ? w->node->id : "?", w->pid, devs.s ? devs.s : "",
-          s->cpus && s->cpus[0] ? s->cpus : "-", s->warning && s->warning[0] ? ": " : "",
-          s->warning ? s->warning : "");
-    cr_buf_free(&devs);
-    follow_pump();
-}
-
-static void worker_gone(wk_t *w)
-{
-    if (wk_alive(w))
-        D.running_workers--;
-}
-
-void worker_ended(wk_t *w, const Corral__WorkerReport *r)
-{
-    job_t *j = w->job;
-    if ((int)r->attempt != w->attempt || !wk_alive(w))
-        return; /* an older attempt's news, or already decided (lost) */
-    worker_gone(w);
-    free(w->reason);
-    w->reason = r->reason && r->reason[0] ? cr_strdup(r->reason) : NULL;
-    if (r->state == CORRAL__WORKER_STATE__WORKER_FAILED) {
-        w->state = CORRAL__WORKER_STATE__WORKER_FAILED;
-        w->exit_code = 127;
-        db_worker(w);
-        event("failed", j, "worker %d: %s", w->index, w->reason ? w->reason : "did not start");
-        char cause[160];
-        snprintf(cause, sizeof(cause), "start failure (%s)", w->reason ? w->reason : "?");
-        if (!restart_schedule(j, w, cause))
-            job_fail(j, 127, "worker %d: %s", w->index, w->reason ? w->reason : "did not start");
-        restart_check(j);
-        job_check_done(j);
-        maybe_finish_shutdown();
-        return;
-    }
-    bool stopped = r->state == CORRAL__WORKER_STATE__WORKER_STOPPED;
-    w->state = stopped ? CORRAL__WORKER_STATE__WORKER_STOPPED : CORRAL__WORKER_STATE__WORKER_EXITED;
-    w->exit_code = r->exit_code;
-    w->signal = r->signal;
-    db_worker(w);
-    if (r->code_unknown) {
-        event("exited", j, "worker %d (pid %d) %s%s", w->index, w->pid,
-              w->reason ? w->reason : "exited", stopped ? ", stopped on request" : "");
-        if (!stopped)
-            j->unknown_exit = true;
-    } else if (r->signal) {
-        event("exited", j, "worker %d (pid %d) ended by signal %d%s", w->index, w->pid, r->signal,
-              w->reason ? " after the grace period" : "");
-    } else {
-        event("exited", j, "worker %d (pid %d) exited with code %d", w->index, w->pid,
-              (int)r->exit_code);
-    }
-    /* a worker already being stopped for a restart that is scheduled (its
-     * gang's peers fail on their own when one of them goes): part of that
-     * restart, not another failure */
-    bool in_restart = j->restart_pending && w->restart_due;
-    bool failure = !stopped && !r->code_unknown && (r->signal || r->exit_code != 0);
-    if (failure && j->failed && r->ended_us && r->ended_us < j->fail_us) {
-        /* its report came later, but it ended first: the gang failed because of it */
-        int code = r->signal ? 128 + r->signal : (int)r->exit_code;
-        free(j->reason);
-        j->reason = r->signal ? cr_asprintf("worker %d ended by signal %d", w->index, r->signal)
-                              : cr_asprintf("worker %d exited with code %d", w->index, code);
-        j->exit_code = code;
-        j->fail_us = r->ended_us;
-    }
-    if (failure && !in_restart && !j->failed) {
-        int code = r->signal ? 128 + r->signal : (int)r->exit_code;
-        j->fail_us = r->ended_us;
-        char cause[64];
-        if (r->signal)
-            snprintf(cause, sizeof(cause), "signal %d", r->signal);
-        else
-            snprintf(cause, sizeof(cause), "exit code %d", code);
-        if (!restart_schedule(j, w, cause)) {
-            if (j->spec->max_restarts && j->spec->restart != CORRAL__RESTART_POLICY__RESTART_NONE)
-                job_fail(j, code, "worker %d ended with %s after %d restart(s), the limit",
-                         w->index, cause, j->restarts);
-            else if (r->signal)
-                job_fail(j, code, "worker %d ended by signal %d", w->index, r->signal);
-            else
-                job_fail(j, code, "worker %d exited with code %d", w->index, code);
-        }
-    }
-    restart_check(j);
-    job_check_done(j);
-    follow_pump();
-    maybe_finish_shutdown();
-}
-
-void worker_lost(wk_t *w, const char *reason)
-{
-    job_t *j = w->job;
-    bool was_alive = wk_alive(w);
-    if (!was_alive && w->state != CORRAL__WORKER_STATE__WORKER_UNSPECIFIED &&
-        !(j->restart_pending && w->restart_due))
-        return;
-    worker_gone(w);
-    w->state = CORRAL__WORKER_STATE__WORKER_LOST;
-    free(w->reason);
-    w->reason = cr_strdup(reason);
-    db_worker(w);
-    event("lost", j, "worker %d lost: %s", w->index, reason);
-    if (cr_job_state_is_final(j->state) || j->failed || j->stopping) {
-        job_check_done(j);
-        maybe_finish_shutdown();
-        return;
-    }
-    /* the placement went with the node */
-    j->placement = 0;
-    j->replace = true;
-    char cause[128];
-    snprintf(cause, sizeof(cause), "loss (%s)", reason);
-    if (!restart_schedule(j, w, cause))
-        job_fail(j, 255, "worker %d lost: %s", w->index, reason);
-    restart_check(j);
-    job_check_done(j);
-    maybe_finish_shutdown();
-}
-
-static void wk_stop(wk_t *w, uint64_t grace_ms)
-{
-    if (wk_alive(w))
-        node_stop_worker(w, (uint32_t)grace_ms);
-}
-
-static void start_one(job_t *j, wk_t *w)
-{
-    w->state = CORRAL__WORKER_STATE__WORKER_STARTING;
-    D.running_workers++;
-    db_worker(w);
-    node_start_worker(w); /* may report back at once (local agent) */
-}
-
 /* Fills each worker's node and devices from the job's placement or group. */
 static bool assign(job_t *j)
 {
@@ -568,10 +240,11 @@ static bool assign(job_t *j)
         if (j->pg) {
             int b = j->spec->bundle_index >= 0 ? j->spec->bundle_index : i;
             char why[256];
-            if (!pg_bundle_take(j->pg, b, j, &w->node, w->devs, &w->ndevs, why, sizeof(why))) {
+            if (!pg_bundle_take(j->pg, b, j->idstr, &w->node, w->devs, &w->ndevs, why,
+                                sizeof(why))) {
                 for (int k = 0; k < i; k++)
                     if (j->wk[k].bundle >= 0) {
-                        pg_bundle_give(j->pg, j->wk[k].bundle, j);
+                        pg_bundle_give(j->pg, j->wk[k].bundle, j->idstr);
                         j->wk[k].bundle = -1;
                     }
                 return false;
@@ -605,9 +278,10 @@ static void start_gang_now(job_t *j)
     job_check_done(j);
 }
 
-void job_port_ready(job_t *j, uint32_t port, const char *why)
+void job_port_ready(const char *job_id, uint32_t port, const char *why)
 {
-    if (!j->port_wait)
+    job_t *j = job_find(job_id);
+    if (!j || !j->port_wait)
         return;
     j->port_wait = false;
     if (!port) {
@@ -625,26 +299,10 @@ static void start_workers(job_t *j)
     job_set_state(j, CR_JOB_RUNNING, NULL);
     if (j->spec->distributed && j->n > 0 && j->wk[0].node) {
         j->port_wait = true;
-        node_request_port(j->wk[0].node, j);
+        node_request_port(j->wk[0].node, j->idstr, job_port_ready);
         return;
     }
     start_gang_now(j);
-}
-
-/* ------------------------------------------------------------- placement */
-
-sched_strategy_t strategy_of(Corral__Strategy s)
-{
-    switch (s) {
-    case CORRAL__STRATEGY__STRATEGY_SPREAD:
-        return SCHED_SPREAD_PG;
-    case CORRAL__STRATEGY__STRATEGY_STRICT_PACK:
-        return SCHED_STRICT_PACK;
-    case CORRAL__STRATEGY__STRATEGY_STRICT_SPREAD:
-        return SCHED_STRICT_SPREAD;
-    default:
-        return SCHED_PACK;
-    }
 }
 
 /* RETRY keeps the job pending; INFEASIBLE is refused before it gets here
@@ -658,8 +316,7 @@ static sched_status_t place(job_t *j, char *reason, size_t size)
             return SCHED_RETRY;
         }
         if (!assign(j)) {
-            snprintf(reason, size, "the bundles of placement group %s are in use",
-                     pg_name(j->pg));
+            snprintf(reason, size, "the bundles of placement group %s are in use", pg_name(j->pg));
             return SCHED_RETRY;
         }
         return SCHED_OK;
@@ -669,35 +326,6 @@ static sched_status_t place(job_t *j, char *reason, size_t size)
     if (st == SCHED_OK)
         assign(j);
     return st;
-}
-
-sched_status_t schedule_bundles(uint32_t n, sched_bundle_t *bundles, Corral__Strategy strategy,
-                                const char *domain, uint64_t *placement, char *why, size_t size)
-{
-    int key = -1;
-    if (domain && domain[0]) {
-        key = sched_syms_find(&D.cluster->labels, domain, strlen(domain));
-        if (key < 0) {
-            snprintf(why, size, "no node has the label %s", domain);
-            return SCHED_INFEASIBLE;
-        }
-    }
-    sched_request_t r = {.nbundles = n,
-                         .bundles = bundles,
-                         .policy = SCHED_HYBRID,
-                         .strategy = strategy_of(strategy),
-                         .domain_key = key,
-                         .affinity_node = -1};
-    sched_result_t res;
-    int err = sched_schedule(D.cluster, &D.scfg, &r, &D.rng, &res);
-    if (err < 0) {
-        snprintf(why, size, "scheduler error: %s", cr_strerror(err));
-        return SCHED_INFEASIBLE;
-    }
-    if (res.status == SCHED_OK)
-        *placement = res.placement;
-    snprintf(why, size, "%s", res.reason);
-    return res.status;
 }
 
 static void placed(job_t *j)
@@ -752,48 +380,6 @@ static void remove_pending(job_t *j)
         }
 }
 
-/* Parses a worker's resources into one bundle request; CR_EINFEASIBLE
- * with why for names no node has. */
-int build_request(const Corral__WorkerSpec *ws, sched_resreq_t *req, char *why, size_t size)
-{
-    memset(req, 0, sizeof(*req));
-    sched_cluster_sync(D.cluster); /* resources of nodes that joined since */
-    if (ws->n_resources > SCHED_REQ_MAX) {
-        snprintf(why, size, "at most %d resources per worker", SCHED_REQ_MAX);
-        return CR_EINVAL;
-    }
-    for (size_t i = 0; i < ws->n_resources; i++) {
-        const Corral__Quantity *q = ws->resources[i];
-        int rid = sched_syms_find(&D.cluster->res, q->name, strlen(q->name));
-        if (rid < 0 || rid >= D.cluster->nres) {
-            snprintf(why, size, "no node has resource %s", q->name);
-            return CR_EINFEASIBLE;
-        }
-        if (q->amount <= 0) {
-            snprintf(why, size, "resource %s: amount must be positive", q->name);
-            return CR_EINVAL;
-        }
-        if (sched_check_unit_qty(rid, q->amount, why, size) < 0)
-            return CR_EINVAL;
-        for (int k = 0; k < req->n; k++)
-            if (req->id[k] == rid) {
-                snprintf(why, size, "resource %s is named twice", q->name);
-                return CR_EINVAL;
-            }
-        req->id[req->n] = (uint8_t)rid;
-        req->qty[req->n++] = q->amount;
-    }
-    if (req->n == 0) { /* nothing asked: one CPU, so the worker counts */
-        int rid = sched_syms_find(&D.cluster->res, "CPU", 3);
-        if (rid >= 0 && rid < D.cluster->nres) {
-            req->id[0] = (uint8_t)rid;
-            req->qty[0] = CR_QTY_ONE;
-            req->n = 1;
-        }
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------------ jobs */
 
 static void free_handle(uv_handle_t *h)
@@ -801,7 +387,7 @@ static void free_handle(uv_handle_t *h)
     free(h);
 }
 
-static void job_free(job_t *j)
+void job_free(job_t *j)
 {
     for (int i = 0; j->wk && i < j->n; i++) {
         free(j->wk[i].reason);
@@ -868,7 +454,7 @@ static const cr_restart_policy_t restart_policy_db[] = {
 
 /* The job's bundles (one per worker) from its spec; CR_EINVAL or
  * CR_EINFEASIBLE with why. */
-static int job_bundles(job_t *j, char *why, size_t size)
+int job_bundles(job_t *j, char *why, size_t size)
 {
     const Corral__JobSpec *s = j->spec;
     sched_resreq_t req;
@@ -905,7 +491,7 @@ static job_t *job_new(const Corral__JobSpec *s)
     return j;
 }
 
-static void job_workers(job_t *j)
+void job_workers(job_t *j)
 {
     j->wk = cr_calloc((size_t)j->n, sizeof(*j->wk));
     for (int i = 0; i < j->n; i++) {
@@ -917,7 +503,7 @@ static void job_workers(job_t *j)
     }
 }
 
-static void h_submit(cr_conn_t *c, const Corral__Envelope *e)
+void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
 {
     const Corral__JobSpec *s = e->job_submit->spec;
     char why[256] = "";
@@ -967,7 +553,7 @@ static void h_submit(cr_conn_t *c, const Corral__Envelope *e)
             return;
         }
     }
-    j->submitted_ms = now_ms();
+    j->submitted_ms = cr_wall_ms();
     j->id = 0;
     snprintf(j->idstr, sizeof(j->idstr), "new");
     job_workers(j);
@@ -1108,7 +694,7 @@ static void send_job_info(cr_conn_t *c, uint64_t id, void *key)
 
 #define MAX_STATUS_WAIT_MS 30000 /* under the client's CORRAL_CALL_TIMEOUT_MS */
 
-static void h_job_status(cr_conn_t *c, const Corral__Envelope *e)
+void req_job_status(cr_conn_t *c, const Corral__Envelope *e)
 {
     job_t *j = job_find(e->job_status->job_id);
     if (!j) {
@@ -1124,7 +710,7 @@ static void h_job_status(cr_conn_t *c, const Corral__Envelope *e)
     send_job_info(c, e->id, j);
 }
 
-static void h_job_list(cr_conn_t *c, const Corral__Envelope *e)
+void req_job_list(cr_conn_t *c, const Corral__Envelope *e)
 {
     const Corral__JobList *q = e->job_list;
     size_t n = D.jobs.n;
@@ -1179,7 +765,7 @@ void job_stop(job_t *j, uint32_t grace_ms)
     job_check_done(j);
 }
 
-static void h_job_stop(cr_conn_t *c, const Corral__Envelope *e)
+void req_job_stop(cr_conn_t *c, const Corral__Envelope *e)
 {
     job_t *j = job_find(e->job_stop->job_id);
     if (!j) {
@@ -1193,697 +779,58 @@ static void h_job_stop(cr_conn_t *c, const Corral__Envelope *e)
     reply_ack(c, e);
 }
 
-/* Sends one log file (its last LOG_MAX bytes) as chunks. */
-static void send_log(cr_conn_t *c, const Corral__Envelope *e, const job_t *j, const wk_t *w,
-                     const char *path, Corral__LogStream stream)
+void event(const char *kind, const job_t *j, const char *fmt, ...)
 {
-    if (!path)
-        return;
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return;
-    fseek(fp, 0, SEEK_END);
-    long size = ftell(fp);
-    long start = size > (long)LOG_MAX ? size - (long)LOG_MAX : 0;
-    fseek(fp, start, SEEK_SET);
-    uint8_t *buf = cr_malloc(LOG_CHUNK);
-    size_t got;
-    uint64_t off = (uint64_t)start;
-    while ((got = fread(buf, 1, LOG_CHUNK, fp)) > 0) {
-        Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
-        ch.job_id = (char *)j->idstr;
-        ch.worker_index = (uint32_t)w->index;
-        ch.stream = stream;
-        ch.offset = off;
-        ch.data.data = buf;
-        ch.data.len = got;
-        off += got;
-        Corral__Envelope a = CORRAL__ENVELOPE__INIT;
-        a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
-        a.log_chunk = &ch;
-        reply(c, e, &a);
-    }
-    free(buf);
-    fclose(fp);
+    va_list ap;
+    va_start(ap, fmt);
+    event_v(kind, j ? j->id : 0, node_name(), fmt, ap);
+    va_end(ap);
 }
 
-static void h_job_logs(cr_conn_t *c, const Corral__Envelope *e)
+void jobs_stop_all(uint32_t grace_ms)
 {
-    const Corral__JobLogs *q = e->job_logs;
-    job_t *j = job_find(q->job_id);
-    if (!j) {
-        cr_conn_reply_error(c, e->id, CR_ENOENT, "no job %s", q->job_id);
-        return;
-    }
-    if (q->worker_index >= j->n) {
-        cr_conn_reply_error(c, e->id, CR_EINVAL, "job %s has %d worker(s): no worker %d",
-                            j->idstr, j->n, q->worker_index);
-        return;
-    }
-    if (q->follow) { /* daemon/follow.c answers from here on, eof included */
-        if (follow_add(c, e->id, j->idstr, q->worker_index, q->offset) < 0)
-            cr_conn_reply_error(c, e->id, CR_ENOENT, "no job %s", q->job_id);
-        return;
-    }
-    for (int i = 0; i < j->n; i++) {
-        if (q->worker_index >= 0 && q->worker_index != i)
-            continue;
-        send_log(c, e, j, &j->wk[i], j->wk[i].out_path, CORRAL__LOG_STREAM__LOG_STDOUT);
-        send_log(c, e, j, &j->wk[i], j->wk[i].err_path, CORRAL__LOG_STREAM__LOG_STDERR);
-    }
-    Corral__LogChunk end = CORRAL__LOG_CHUNK__INIT;
-    end.job_id = j->idstr;
-    end.eof = true;
-    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
-    a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
-    a.log_chunk = &end;
-    reply(c, e, &a);
+    for (size_t i = 0; i < D.jobs.n; i++)
+        job_stop(D.jobs.v[i], grace_ms);
 }
 
-/* ---------------------------------------------------------- status, nodes */
-
-static void h_status(cr_conn_t *c, const Corral__Envelope *e)
+size_t jobs_count(cr_job_state_t s)
 {
-    sched_cluster_sync(D.cluster);
-    size_t n = D.nodes.n;
-    Corral__NodeInfo *ni = cr_calloc(n + 1, sizeof(*ni));
-    Corral__NodeInfo **nip = cr_calloc(n + 1, sizeof(*nip));
-    void **mem = cr_calloc(n + 1, sizeof(*mem));
-    for (size_t i = 0; i < n; i++) {
-        node_fill(D.nodes.v[i], &ni[i], &mem[i], false);
-        nip[i] = &ni[i];
-    }
-    /* cluster totals over alive nodes */
-    const sched_cluster_t *cl = D.cluster;
-    size_t nres = (size_t)cl->nres;
-    Corral__Quantity *q = cr_calloc(2 * nres + 1, sizeof(*q));
-    Corral__Quantity **tot = cr_calloc(nres + 1, sizeof(*tot)), **fr = cr_calloc(nres + 1, sizeof(*fr));
-    size_t k = 0;
-    for (size_t r = 0; r < nres; r++) {
-        int64_t t = 0, f = 0;
-        for (size_t x = 0; x < n; x++) {
-            const node_t *nd = D.nodes.v[x];
-            if (nd->state == CORRAL__NODE_STATE__NODE_DEAD || nd->waiting)
-                continue;
-            t += cl->total[r * cl->nnodes + (size_t)nd->sn];
-            f += cl->avail[r * cl->nnodes + (size_t)nd->sn];
-        }
-        if (t <= 0)
-            continue;
-        corral__quantity__init(&q[2 * k]);
-        corral__quantity__init(&q[2 * k + 1]);
-        q[2 * k].name = q[2 * k + 1].name = cl->res.str[r];
-        q[2 * k].amount = t;
-        q[2 * k + 1].amount = f;
-        tot[k] = &q[2 * k];
-        fr[k] = &q[2 * k + 1];
-        k++;
-    }
-    Corral__ClusterStatus s = CORRAL__CLUSTER_STATUS__INIT;
-    s.head_address = D.address;
-    s.nodes = nip;
-    s.n_nodes = n;
-    s.total = tot;
-    s.n_total = k;
-    s.free = fr;
-    s.n_free = k;
-    for (size_t i = 0; i < D.jobs.n; i++) {
-        s.pending_jobs += D.jobs.v[i]->state == CR_JOB_PENDING;
-        s.running_jobs += D.jobs.v[i]->state == CR_JOB_RUNNING;
-    }
-    s.pending_groups = (uint32_t)pgs_pending();
-    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
-    a.body_case = CORRAL__ENVELOPE__BODY_CLUSTER_STATUS;
-    a.cluster_status = &s;
-    reply(c, e, &a);
-    for (size_t i = 0; i < n; i++)
-        node_fill_free(&ni[i], mem[i]);
-    free(q);
-    free(tot);
-    free(fr);
-    free(mem);
-    free(nip);
-    free(ni);
-}
-
-static void h_node_list(cr_conn_t *c, const Corral__Envelope *e)
-{
-    sched_cluster_sync(D.cluster);
-    size_t n = D.nodes.n;
-    Corral__NodeInfo *ni = cr_calloc(n + 1, sizeof(*ni));
-    Corral__NodeInfo **nip = cr_calloc(n + 1, sizeof(*nip));
-    void **mem = cr_calloc(n + 1, sizeof(*mem));
-    for (size_t i = 0; i < n; i++) {
-        node_fill(D.nodes.v[i], &ni[i], &mem[i], e->node_list->with_json);
-        nip[i] = &ni[i];
-    }
-    Corral__NodeListReply r = CORRAL__NODE_LIST_REPLY__INIT;
-    r.nodes = nip;
-    r.n_nodes = n;
-    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
-    a.body_case = CORRAL__ENVELOPE__BODY_NODE_LIST_REPLY;
-    a.node_list_reply = &r;
-    reply(c, e, &a);
-    for (size_t i = 0; i < n; i++)
-        node_fill_free(&ni[i], mem[i]);
-    free(mem);
-    free(nip);
-    free(ni);
-}
-
-static void h_events(cr_conn_t *c, const Corral__Envelope *e)
-{
-    const Corral__EventsRequest *q = e->events_request;
-    cr_state_event_t *v = NULL;
     size_t n = 0;
-    int err = cr_state_event_list(D.st, (int64_t)q->since_seq, 0, &v, &n);
-    if (err < 0) {
-        cr_conn_reply_error(c, e->id, err, "%s", cr_state_errmsg(D.st));
-        return;
-    }
-    size_t first = q->limit && n > q->limit ? n - q->limit : 0; /* the newest */
-    Corral__Event *evs = cr_calloc(n + 1, sizeof(*evs));
-    Corral__Event **p = cr_calloc(n + 1, sizeof(*p));
-    char(*ids)[24] = cr_calloc(n + 1, sizeof(*ids));
-    for (size_t i = first; i < n; i++) {
-        Corral__Event *ev = &evs[i - first];
-        corral__event__init(ev);
-        ev->seq = (uint64_t)v[i].id;
-        ev->time_ms = v[i].time_ms;
-        ev->kind = v[i].kind;
-        if (v[i].job_id)
-            snprintf(ids[i], sizeof(ids[i]), "%lld", (long long)v[i].job_id);
-        ev->job_id = ids[i];
-        ev->node_id = v[i].node_id ? v[i].node_id : "";
-        ev->message = v[i].message ? v[i].message : "";
-        p[i - first] = ev;
-    }
-    Corral__EventList r = CORRAL__EVENT_LIST__INIT;
-    r.events = p;
-    r.n_events = n - first;
-    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
-    a.body_case = CORRAL__ENVELOPE__BODY_EVENT_LIST;
-    a.event_list = &r;
-    reply(c, e, &a);
-    if (q->follow) /* then each new event, pushed by daemon/follow.c */
-        follow_events_add(c, e->id, n ? (uint64_t)v[n - 1].id : q->since_seq);
-    free(ids);
-    free(p);
-    free(evs);
-    cr_state_event_list_free(v, n);
-}
-
-/* ------------------------------------- following logs and events (follow.c) */
-
-static int fo_nworkers(void *arg, const char *job_id)
-{
-    const job_t *j = job_find(job_id);
-    return j ? j->n : -1;
-}
-
-static void fo_paths(void *arg, const char *job_id, int i, const char **out, const char **err)
-{
-    const job_t *j = job_find(job_id);
-    *out = *err = NULL;
-    if (j && i >= 0 && i < j->n) {
-        *out = j->wk[i].out_path;
-        *err = j->wk[i].err_path;
-    }
-}
-
-static bool fo_is_final(void *arg, const char *job_id)
-{
-    const job_t *j = job_find(job_id);
-    return !j || cr_job_state_is_final(j->state);
-}
-
-static size_t fo_events_since(void *arg, uint64_t since_seq,
-                              void (*emit)(void *ctx, const Corral__Event *ev), void *ctx)
-{
-    cr_state_event_t *v = NULL;
-    size_t n = 0;
-    if (cr_state_event_list(D.st, (int64_t)since_seq, 0, &v, &n) < 0)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char id[24] = "";
-        if (v[i].job_id)
-            snprintf(id, sizeof(id), "%lld", (long long)v[i].job_id);
-        Corral__Event ev = CORRAL__EVENT__INIT;
-        ev.seq = (uint64_t)v[i].id;
-        ev.time_ms = v[i].time_ms;
-        ev.kind = v[i].kind;
-        ev.job_id = id;
-        ev.node_id = v[i].node_id ? v[i].node_id : "";
-        ev.message = v[i].message ? v[i].message : "";
-        emit(ctx, &ev);
-    }
-    cr_state_event_list_free(v, n);
+    for (size_t i = 0; i < D.jobs.n; i++)
+        n += D.jobs.v[i]->state == s;
     return n;
 }
 
-const follow_ops_t head_follow_ops = {.nworkers = fo_nworkers,
-                                        .paths = fo_paths,
-                                        .is_final = fo_is_final,
-                                        .events_since = fo_events_since};
-
-
-
-/* -------------------------------------------------------------- recovery */
-
-/* The spec stored by spec_json ("pb": the packed spec in hex); NULL when
- * it is missing or damaged. */
-static Corral__JobSpec *spec_load(const char *sj)
+void job_leave_group(job_t *j)
 {
-    json_t *o = sj ? json_loads(sj, 0, NULL) : NULL;
-    const char *hex = json_string_value(json_object_get(o, "pb"));
-    Corral__JobSpec *spec = NULL;
-    size_t len = hex ? strlen(hex) / 2 : 0;
-    uint8_t *pb = cr_malloc(len + 1);
-    if (hex && cr_hex_decode(hex, strlen(hex), pb))
-        spec = corral__job_spec__unpack(NULL, len, pb);
-    if (spec && (!spec->worker || spec->worker->n_argv == 0)) {
-        corral__job_spec__free_unpacked(spec, NULL);
-        spec = NULL;
-    }
-    free(pb);
-    json_decref(o);
-    return spec;
-}
-
-static const Corral__WorkerState worker_state_proto[] = {
-    [CR_WORKER_PENDING] = CORRAL__WORKER_STATE__WORKER_UNSPECIFIED,
-    [CR_WORKER_STARTING] = CORRAL__WORKER_STATE__WORKER_STARTING,
-    [CR_WORKER_RUNNING] = CORRAL__WORKER_STATE__WORKER_RUNNING,
-    [CR_WORKER_EXITED] = CORRAL__WORKER_STATE__WORKER_EXITED,
-    [CR_WORKER_STOPPED] = CORRAL__WORKER_STATE__WORKER_STOPPED,
-    [CR_WORKER_LOST] = CORRAL__WORKER_STATE__WORKER_LOST,
-};
-
-/* A job as state.db has it, workers included; NULL when its spec cannot
- * be read (an active one is then failed in the database). */
-static job_t *job_load(const cr_state_job_t *r)
-{
-    Corral__JobSpec *spec = spec_load(r->spec_json);
-    if (!spec) {
-        cr_warn("state: job %lld: its spec cannot be read back; left out", (long long)r->id);
-        if (!cr_job_state_is_final(r->state))
-            db_check(cr_state_job_set_state(D.st, r->id, CR_JOB_FAILED,
-                                            "lost in a head restart: its spec could not be read",
-                                            now_ms()));
-        return NULL;
-    }
-    job_t *j = cr_calloc(1, sizeof(*j));
-    j->spec = spec;
-    j->id = r->id;
-    snprintf(j->idstr, sizeof(j->idstr), "%lld", (long long)r->id);
-    j->name = cr_strdup(r->name ? r->name : spec->worker->argv[0]);
-    j->state = r->state;
-    j->reason = r->reason ? cr_strdup(r->reason) : NULL;
-    j->restarts = r->restarts;
-    j->submitted_ms = r->created_ms;
-    j->finished_ms = cr_job_state_is_final(r->state) ? r->updated_ms : 0;
-    j->n = spec->num_workers ? (int)spec->num_workers : 1;
-    if (spec->placement_group && spec->placement_group[0])
-        j->pg = pg_find(spec->placement_group);
-    char why[256];
-    if (!j->pg && job_bundles(j, why, sizeof(why)) < 0)
-        j->bundles = cr_calloc((size_t)j->n, sizeof(*j->bundles));
-    job_workers(j);
-    cr_state_worker_t *v = NULL;
-    size_t n = 0;
-    db_check(cr_state_worker_list(D.st, j->id, NULL, &v, &n));
-    for (size_t k = 0; k < n; k++) {
-        if (v[k].index < 0 || v[k].index >= j->n)
-            continue;
-        wk_t *w = &j->wk[v[k].index];
-        w->state = worker_state_proto[v[k].state];
-        w->node = v[k].node_id ? node_by_id(v[k].node_id) : NULL;
-        w->pid = v[k].pid;
-        w->start_time = v[k].start_time;
-        w->exit_code = v[k].exit_code;
-        w->signal = v[k].exit_signal;
-        w->attempt = v[k].restarts;
-        w->out_path = v[k].stdout_path ? cr_strdup(v[k].stdout_path) : NULL;
-        w->err_path = v[k].stderr_path ? cr_strdup(v[k].stderr_path) : NULL;
-        w->ndevs = devs_parse(v[k].devices, w->devs);
-        if (w->exit_code && w->state == CORRAL__WORKER_STATE__WORKER_EXITED && !j->exit_code)
-            j->exit_code = w->exit_code;
-        if (w->signal && !j->exit_code)
-            j->exit_code = 128 + w->signal;
-    }
-    cr_state_worker_list_free(v, n);
-    if (j->state == CR_JOB_SUCCEEDED)
-        j->exit_code = 0;
-    else if (j->state == CR_JOB_STOPPED)
-        j->exit_code = 143;
-    else if (j->state == CR_JOB_FAILED && !j->exit_code)
-        j->exit_code = 1;
-    return j;
-}
-
-/* The job's resources again, where its workers run. */
-static void job_retake(job_t *j)
-{
-    if (j->pg) {
-        for (int i = 0; i < j->n; i++) {
-            wk_t *w = &j->wk[i];
-            if (!wk_alive(w))
-                continue;
-            int b = j->spec->bundle_index >= 0 ? j->spec->bundle_index : i;
-            node_t *nd;
-            int devs[MAX_DEVS];
-            size_t nds;
-            char why[256];
-            if (pg_bundle_take(j->pg, b, j, &nd, devs, &nds, why, sizeof(why)))
-                w->bundle = b;
-            else
-                event("warning", j, "worker %d: bundle %d cannot be held again: %s", i, b, why);
-        }
+    if (!j->pg)
         return;
-    }
-    sched_exact_t *x = cr_calloc((size_t)j->n, sizeof(*x));
-    bool all = true;
-    for (int i = 0; i < j->n; i++) {
-        const wk_t *w = &j->wk[i];
-        if (!w->node) {
-            all = false;
-            break;
-        }
-        x[i].node = w->node->sn;
-        x[i].req = j->bundles[i].req;
-        x[i].devs = w->devs;
-        x[i].ndevs = w->ndevs;
-    }
-    int err = all ? sched_take_exact(D.cluster, (uint32_t)j->n, x, &j->placement) : CR_EINVAL;
-    free(x);
-    if (err < 0)
-        event("warning", j,
-              "the resources its workers hold cannot be reserved again (%s): the scheduler may "
-              "place other work on them",
-              cr_strerror(err));
+    for (int b = 0; b < pg_nbundles(j->pg); b++)
+        pg_bundle_give(j->pg, b, j->idstr);
 }
 
-/* A job that was running: each worker recorded running on this node is
- * adopted when its pid still names the same process (same start time),
- * else lost; one on another node waits for that node's agent to come back
- * (nodes.c reconciles it, or the node is declared dead). Lost workers go
- * through the job's restart policy. */
-static void job_recover(job_t *j)
+void jobs_node_lost(node_t *n, const char *why)
 {
-    int adopted = 0, waiting = 0;
-    const char *lost_why[64] = {0};
-    for (int i = 0; i < j->n; i++) {
-        wk_t *w = &j->wk[i];
-        const char *gone = NULL;
-        if (w->state == CORRAL__WORKER_STATE__WORKER_UNSPECIFIED) {
-            gone = "it had not been started";
-        } else if (wk_alive(w)) {
-            if (!w->node) {
-                gone = "its node is unknown";
-            } else if (!w->node->local) {
-                waiting++;
-                continue;
-            } else {
-                char state = 0;
-                int64_t st = w->pid > 0 ? agent_proc_stat(w->pid, &state) : 0;
-                Corral__WorkerReport r = CORRAL__WORKER_REPORT__INIT;
-                r.worker_id = w->id;
-                r.job_id = j->idstr;
-                r.worker_index = (uint32_t)i;
-                r.attempt = (uint32_t)w->attempt;
-                r.pid = w->pid;
-                if (st == 0 || state == 'Z')
-                    gone = "its process is gone";
-                else if (st != w->start_time)
-                    gone = "its pid now names another process";
-                else if (!agent_adopt(D.agent, &r, w->start_time, w->out_path, w->err_path))
-                    gone = "its process is gone";
-            }
-        } else {
-            continue;
-        }
-        if (gone) {
-            if (i < 64)
-                lost_why[i] = gone;
-        } else {
-            adopted++;
-            w->state = CORRAL__WORKER_STATE__WORKER_RUNNING;
-            event("adopted", j, "adopted worker %d (pid %d)", i, w->pid);
-        }
-    }
-    for (int i = 0; i < j->n; i++)
-        if (wk_alive(&j->wk[i]))
-            D.running_workers++;
-    if (adopted || waiting)
-        job_retake(j);
-    if (adopted && !j->failed)
-        job_set_state(j, CR_JOB_RUNNING,
-                      waiting ? "adopted after a head restart; waiting for agents"
-                              : "adopted after a head restart");
-    for (int i = 0; i < j->n && i < 64; i++) {
-        if (!lost_why[i])
-            continue;
-        wk_t *w = &j->wk[i];
-        if (w->state == CORRAL__WORKER_STATE__WORKER_UNSPECIFIED) {
-            /* a gang that was never fully started: restarted or failed whole */
-            w->state = CORRAL__WORKER_STATE__WORKER_STARTING;
-            D.running_workers++;
-        }
-        char why[128];
-        snprintf(why, sizeof(why), "%s (lost in a head restart)", lost_why[i]);
-        worker_lost(w, why);
-    }
-    /* a worker that had failed: its restart was due (or the outcome
-     * unrecorded); the job fails and the others are stopped */
-    for (int i = 0; i < j->n && !j->failed && !j->restart_pending; i++) {
-        const wk_t *w = &j->wk[i];
-        if (w->state == CORRAL__WORKER_STATE__WORKER_EXITED && (w->signal || w->exit_code))
-            job_fail(j, w->signal ? 128 + w->signal : w->exit_code,
-                     "lost in a head restart: worker %d had ended with %s %d", i,
-                     w->signal ? "signal" : "exit code", w->signal ? w->signal : w->exit_code);
-    }
-    job_check_done(j);
-}
-
-/* Workers a previous head started in a turn of its loop it never
- * committed (it was killed in the middle): nothing in state.db names
- * them, so nobody would ever stop them. They are found by the variable
- * every local worker gets, CORRAL_AGENT_SOCKET naming this session's
- * socket, and stopped (SIGKILL to their process group: the work was never
- * acknowledged). A worker the head adopted is kept; so is anything that
- * is no group leader (its group goes with its leader). A process of a
- * worker that made a process group of its own is stopped too: the head
- * cannot tell it from an orphan, and stopping the job would not reach it
- * either. */
-static void sweep_orphans(void)
-{
-    if (!D.sock)
-        return;
-    DIR *d = opendir("/proc");
-    if (!d)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        char *end;
-        long pid = strtol(de->d_name, &end, 10);
-        if (*end || pid <= 1 || pid == (long)getpid() || getpgid((pid_t)pid) != (pid_t)pid)
-            continue; /* a group leader only: its group goes with it */
-        char sock[256], wid[64] = "";
-        if (!agent_proc_env((int)pid, "CORRAL_AGENT_SOCKET", sock, sizeof(sock)) ||
-            strcmp(sock, D.sock) != 0)
-            continue;
-        agent_proc_env((int)pid, "CORRAL_WORKER_ID", wid, sizeof(wid));
-        const wk_t *w = wid[0] ? worker_find(wid) : NULL;
-        if (w && wk_alive(w) && w->node == D.self && w->pid == (int)pid)
-            continue; /* adopted */
-        if (kill(-(pid_t)pid, SIGKILL) == 0)
-            event("orphan", NULL,
-                  "stopped worker %s (pid %ld): the previous head started it in work it never "
-                  "recorded",
-                  wid[0] ? wid : "?", pid);
-    }
-    closedir(d);
-}
-
-/* Reads the session back after a head died: nodes, groups, finished jobs
- * as they were, running ones adopted, waiting for their agents or
- * restarted, pending ones queued again. */
-void recover(void)
-{
-    nodes_recover();
-    pgs_recover();
-    cr_state_job_t *v = NULL;
-    size_t n = 0;
-    if (cr_state_job_list(D.st, false, &v, &n) < 0) {
-        cr_warn("state: %s: nothing recovered", cr_state_errmsg(D.st));
-        return;
-    }
-    int active = 0;
-    for (size_t i = 0; i < n; i++) {
-        job_t *j = job_load(&v[i]);
-        if (j)
-            *CR_VEC_PUSH(&D.jobs) = j;
-    }
-    cr_state_job_list_free(v, n);
     for (size_t i = 0; i < D.jobs.n; i++) {
         job_t *j = D.jobs.v[i];
-        if (cr_job_state_is_final(j->state))
-            continue;
-        active++;
-        if (j->state == CR_JOB_PENDING || j->state == CR_JOB_PLACING) {
-            event("recovered", j, "pending again after a head restart");
-            *CR_VEC_PUSH(&D.pending) = j;
-        } else {
-            job_recover(j);
-        }
+        for (int k = 0; k < j->n; k++)
+            if (j->wk[k].node == n)
+                worker_lost(&j->wk[k], why);
     }
-    event("recovered", NULL, "%zu job(s) read back from the previous head, %d active", D.jobs.n,
-          active);
-    sweep_orphans();
-    try_pending();
 }
 
-/* -------------------------------------------------------------- shutdown */
-
-static void net_closed(void *data)
+void jobs_group_removed(pg_t *g)
 {
-    D.closed = true;
-}
-
-static void on_force(uv_timer_t *t)
-{
-    /* remote workers whose agents did not answer in time */
-    D.running_workers = 0;
-    maybe_finish_shutdown();
-}
-
-static void batch_end(uv_prepare_t *h);
-static uv_prepare_t batch;
-static bool batch_ready;
-
-void maybe_finish_shutdown(void)
-{
-    if (!D.shutting_down || D.running_workers > 0 || D.closed || !D.net)
-        return;
-    if (batch_ready) /* the turn's answers go before the net does */
-        batch_end(&batch);
-    cr_net_t *n = D.net;
-    D.net = NULL;
-    follow_fini();
-    uv_close((uv_handle_t *)&D.sig_term, NULL);
-    uv_close((uv_handle_t *)&D.sig_int, NULL);
-    uv_timer_stop(&D.tick);
-    uv_close((uv_handle_t *)&D.tick, NULL);
-    cr_net_close(n, net_closed, NULL);
-}
-
-void begin_shutdown(const char *why)
-{
-    static uv_timer_t force;
-    if (D.shutting_down)
-        return;
-    D.shutting_down = true;
-    event("shutdown", NULL, "%s: stopping %d worker(s)", why, D.running_workers);
     for (size_t i = 0; i < D.jobs.n; i++)
-        job_stop(D.jobs.v[i], SHUTDOWN_GRACE_MS);
-    uv_timer_init(&D.loop, &force);
-    uv_timer_start(&force, on_force, SHUTDOWN_GRACE_MS + 2000, 0);
-    uv_unref((uv_handle_t *)&force);
-    maybe_finish_shutdown();
-}
-
-static void h_shutdown(cr_conn_t *c, const Corral__Envelope *e)
-{
-    reply_ack(c, e);
-    begin_shutdown("corral stop");
-}
-
-/* ----------------------------------------------------------- group commit */
-
-/* What the messages and events handled in one turn of the loop change is
- * committed together when the loop is about to wait again (a libuv
- * prepare handle), and every answer and message sent meanwhile goes out
- * only after (an acknowledged request survives kill -9): one transaction
- * per turn, one write per connection. */
-static bool batching;
-static cr_net_t *batch_net;
-
-static void batch_end(uv_prepare_t *h)
-{
-    uv_prepare_stop(h);
-    if (!batching)
-        return;
-    batching = false;
-    if (D.st && cr_state_commit(D.st) < 0)
-        cr_warn("state: %s: what the last turn changed is not recorded", cr_state_errmsg(D.st));
-    if (batch_net)
-        cr_net_flush(batch_net);
-    batch_net = NULL;
-}
-
-void head_batch(void)
-{
-    if (!batch_ready) {
-        uv_prepare_init(&D.loop, &batch);
-        batch_ready = true;
+        if (D.jobs.v[i]->pg == g && !cr_job_state_is_final(D.jobs.v[i]->state))
+            job_stop(D.jobs.v[i], DEFAULT_GRACE_MS);
+    for (size_t i = 0; i < D.jobs.n; i++) {
+        job_t *j = D.jobs.v[i];
+        if (j->pg != g)
+            continue;
+        job_leave_group(j);
+        for (int k = 0; k < j->n; k++)
+            j->wk[k].bundle = -1;
+        j->pg = NULL;
     }
-    if (batching || !D.st || cr_state_begin(D.st) < 0)
-        return;
-    batching = true;
-    batch_net = D.net; /* a Shutdown may let go of D.net */
-    if (batch_net)
-        cr_net_hold(batch_net);
-    if (!uv_is_closing((uv_handle_t *)&batch))
-        uv_prepare_start(&batch, batch_end);
-}
-
-void head_batch_fini(void)
-{
-    if (!batch_ready)
-        return;
-    batch_end(&batch);
-    if (!uv_is_closing((uv_handle_t *)&batch))
-        uv_close((uv_handle_t *)&batch, NULL);
-}
-
-void head_handle(cr_conn_t *c, const Corral__Envelope *e)
-{
-    head_batch();
-    head_dispatch(c, e);
-}
-
-/* ------------------------------------------------------------ dispatching */
-
-typedef void (*handler_fn)(cr_conn_t *c, const Corral__Envelope *e);
-static const struct {
-    Corral__Envelope__BodyCase body;
-    handler_fn fn;
-} handlers[] = {
-    {CORRAL__ENVELOPE__BODY_JOB_SUBMIT, h_submit},
-    {CORRAL__ENVELOPE__BODY_JOB_STATUS, h_job_status},
-    {CORRAL__ENVELOPE__BODY_JOB_LIST, h_job_list},
-    {CORRAL__ENVELOPE__BODY_JOB_STOP, h_job_stop},
-    {CORRAL__ENVELOPE__BODY_JOB_LOGS, h_job_logs},
-    {CORRAL__ENVELOPE__BODY_STATUS_REQUEST, h_status},
-    {CORRAL__ENVELOPE__BODY_NODE_LIST, h_node_list},
-    {CORRAL__ENVELOPE__BODY_EVENTS_REQUEST, h_events},
-    {CORRAL__ENVELOPE__BODY_SHUTDOWN, h_shutdown},
-    {CORRAL__ENVELOPE__BODY_PG_CREATE, pg_dispatch},
-    {CORRAL__ENVELOPE__BODY_PG_REMOVE, pg_dispatch},
-    {CORRAL__ENVELOPE__BODY_PG_LIST, pg_dispatch},
-};
-
-void head_dispatch(cr_conn_t *c, const Corral__Envelope *e)
-{
-    if (cr_conn_role(c) == CORRAL__ROLE__ROLE_AGENT) {
-        nodes_dispatch(c, e);
-        return;
-    }
-    for (size_t i = 0; i < CR_ARRAY_SIZE(handlers); i++)
-        if (handlers[i].body == e->body_case) {
-            handlers[i].fn(c, e);
-            return;
-        }
-    cr_conn_reply_error(c, e->id, CR_ENOSYS, "%s is not served by this head",
-                        cr_msg_name(e->body_case));
 }

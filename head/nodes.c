@@ -1,10 +1,11 @@
-/* The head's nodes: its own (with the agent in-process) and those whose
- * agents joined over TCP (docs/cluster.md). Registration, heartbeats,
- * ALIVE -> SUSPECT -> DEAD, a new incarnation on rejoin, worker start and
- * stop through each node's agent, forwarded output, and reconciling the
- * workers an agent reports after a reconnect or a head restart. */
+/* The head's nodes, its membership (docs/cluster.md): its own node (with
+ * the agent in-process) and those whose agents joined over TCP.
+ * Registration, heartbeats and the free resources they carry, ALIVE ->
+ * SUSPECT -> DEAD, a new incarnation on rejoin, the ports an agent hands
+ * out, and the nodes as `corral nodes` and `corral status` show them.
+ * What happens to a node's workers and bundles is the jobs' and the
+ * groups' business: a death is told through D.watch. */
 #include "head/head.h"
-#include "head/follow.h"
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -14,7 +15,8 @@
 typedef struct port_wait {
     uint64_t req;
     node_t *node;
-    char job[24];
+    char key[24];
+    node_port_fn done;
 } port_wait_t;
 static CR_VEC(port_wait_t) port_waits;
 
@@ -80,7 +82,7 @@ void node_record(const node_t *n)
                            .state = db_state(n->state),
                            .desc_json = njs,
                            .last_heartbeat_ms = n->last_seen_wall};
-    db_check(cr_state_node_put(D.st, &row, now_ms()));
+    db_check(cr_state_node_put(D.st, &row, cr_wall_ms()));
     free(njs);
 }
 
@@ -89,7 +91,7 @@ void node_record(const node_t *n)
  * once stalled the loop 6.6 s on re-serializing their descriptions. */
 static void db_node_state(const node_t *n)
 {
-    db_check(cr_state_node_set_state(D.st, n->id, db_state(n->state), now_ms()));
+    db_check(cr_state_node_set_state(D.st, n->id, db_state(n->state), cr_wall_ms()));
 }
 
 node_t *node_by_id(const char *id)
@@ -128,7 +130,7 @@ static node_t *node_new(cr_node_t *desc, char *why, size_t size)
     n->desc = desc;
     n->state = CORRAL__NODE_STATE__NODE_ALIVE;
     n->last_seen = cr_mono_ms();
-    n->last_seen_wall = now_ms();
+    n->last_seen_wall = cr_wall_ms();
     *CR_VEC_PUSH(&D.nodes) = n;
     return n;
 }
@@ -162,7 +164,7 @@ void nodes_free(void)
     CR_VEC_FREE(&port_waits);
 }
 
-static int send_to(node_t *n, Corral__Envelope *e)
+int node_send(node_t *n, Corral__Envelope *e)
 {
     if (!n->conn)
         return -ENOTCONN;
@@ -173,191 +175,33 @@ static int send_to(node_t *n, Corral__Envelope *e)
     return err;
 }
 
-/* ------------------------------------------------------ starting workers */
-
-/* The address other workers reach node n at. */
-static const char *node_addr(const node_t *n)
+const char *node_address(const node_t *n)
 {
     if (n->local || !n->address || !n->address[0])
         return D.listen && strcmp(D.listen, "0.0.0.0") ? D.listen : "127.0.0.1";
     return n->address;
 }
 
-/* The unit resource name of worker w's devices ("GPU", "TPU"), "" when
- * none: from its bundle in a placement group, else from the job's spec. */
-static const char *accel_type(const wk_t *w)
-{
-    const job_t *j = w->job;
-    const Corral__Bundle *b = j->pg ? pg_bundle_spec(j->pg, w->bundle) : NULL;
-    Corral__Quantity **q = b ? b->resources : j->spec->worker->resources;
-    size_t n = b ? b->n_resources : j->spec->worker->n_resources;
-    for (size_t i = 0; i < n; i++) {
-        int rid = sched_syms_find(&D.cluster->res, q[i]->name, strlen(q[i]->name));
-        if (rid >= 0 && sched_resource_is_unit(rid))
-            return q[i]->name;
-    }
-    return "";
-}
-
-typedef struct envb {
-    Corral__KeyValue kv[24];
-    Corral__KeyValue *p[24];
-    char val[24][256];
-    size_t n;
-} envb_t;
-
-static void envb_add(envb_t *b, const char *k, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void envb_add(envb_t *b, const char *k, const char *fmt, ...)
-{
-    if (b->n == CR_ARRAY_SIZE(b->kv))
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->val[b->n], sizeof(b->val[b->n]), fmt, ap);
-    va_end(ap);
-    corral__key_value__init(&b->kv[b->n]);
-    b->kv[b->n].key = (char *)k;
-    b->kv[b->n].value = b->val[b->n];
-    b->p[b->n] = &b->kv[b->n];
-    b->n++;
-}
-
-/* The rank variables of torch.distributed, JAX and TPU slices for worker w
- * of a distributed job (docs/train.md). */
-static void rank_env(const wk_t *w, envb_t *b)
-{
-    const job_t *j = w->job;
-    int local_rank = 0, local_size = 0, node_rank = 0, nnodes = 0;
-    const node_t **seen = cr_calloc((size_t)j->n + 1, sizeof(*seen));
-    cr_buf_t hosts = {0};
-    for (int i = 0; i < j->n; i++) {
-        const node_t *ni = j->wk[i].node;
-        int at = -1;
-        for (int k = 0; k < nnodes && at < 0; k++)
-            if (seen[k] == ni)
-                at = k;
-        if (at < 0) { /* nodes in the order of their first rank */
-            at = nnodes;
-            seen[nnodes++] = ni;
-            cr_buf_printf(&hosts, "%s%s", at ? "," : "", ni ? node_addr(ni) : "?");
-        }
-        if (ni == w->node) {
-            node_rank = at;
-            if (i < w->index)
-                local_rank++;
-            local_size++;
-        }
-    }
-    free(seen);
-    const char *master = node_addr(j->wk[0].node);
-    envb_add(b, "MASTER_ADDR", "%s", master);
-    envb_add(b, "MASTER_PORT", "%u", j->master_port);
-    envb_add(b, "RANK", "%d", w->index);
-    envb_add(b, "WORLD_SIZE", "%d", j->n);
-    envb_add(b, "LOCAL_RANK", "%d", local_rank);
-    envb_add(b, "LOCAL_WORLD_SIZE", "%d", local_size);
-    envb_add(b, "NODE_RANK", "%d", node_rank);
-    envb_add(b, "GROUP_RANK", "%d", node_rank);
-    envb_add(b, "NNODES", "%d", nnodes);
-    envb_add(b, "JAX_COORDINATOR_ADDRESS", "%s:%u", master, j->master_port);
-    envb_add(b, "JAX_PROCESS_ID", "%d", w->index);
-    envb_add(b, "JAX_NUM_PROCESSES", "%d", j->n);
-    const char *type = accel_type(w);
-    if (strcmp(type, "TPU") == 0) {
-        envb_add(b, "TPU_WORKER_ID", "%d", node_rank);
-        envb_add(b, "TPU_WORKER_HOSTNAMES", "%s", hosts.s ? hosts.s : "");
-    }
-    cr_buf_free(&hosts);
-}
-
-void node_start_worker(wk_t *w)
-{
-    job_t *j = w->job;
-    node_t *n = w->node;
-    Corral__WorkerStart ws = CORRAL__WORKER_START__INIT;
-    ws.job_id = j->idstr;
-    ws.worker_id = w->id;
-    ws.worker_index = (uint32_t)w->index;
-    ws.num_workers = (uint32_t)j->n;
-    ws.attempt = (uint32_t)w->attempt;
-    ws.spec = j->spec->worker;
-    uint32_t devs[MAX_DEVS];
-    for (size_t i = 0; i < w->ndevs; i++)
-        devs[i] = (uint32_t)w->devs[i];
-    ws.devices = devs;
-    ws.n_devices = w->ndevs;
-    ws.pg_id = j->pg ? (char *)pg_name(j->pg) : "";
-    ws.bundle_index = w->bundle >= 0 ? (uint32_t)w->bundle : 0;
-    ws.bind = j->spec->bind;
-    ws.grace_ms = j->spec->grace_ms;
-    envb_t *b = cr_calloc(1, sizeof(*b));
-    envb_add(b, "CORRAL_ACCELERATOR_TYPE", "%s", accel_type(w));
-    if (j->spec->distributed)
-        rank_env(w, b);
-    ws.extra_env = b->p;
-    ws.n_extra_env = b->n;
-    if (!n) {
-        free(b);
-        worker_lost(w, "it has no node");
-        return;
-    }
-    if (n->local) {
-        agent_start(D.agent, &ws);
-        free(b);
-        return;
-    }
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_WORKER_START;
-    e.worker_start = &ws;
-    int err = send_to(n, &e);
-    free(b);
-    if (err < 0) {
-        char why[160];
-        snprintf(why, sizeof(why), "node %s's agent cannot be reached (%s)", n->id,
-                 cr_strerror(err));
-        worker_lost(w, why);
-    }
-}
-
-void node_stop_worker(wk_t *w, uint32_t grace_ms)
-{
-    node_t *n = w->node;
-    if (!n)
-        return;
-    if (n->local) {
-        agent_stop(D.agent, w->id, grace_ms);
-        return;
-    }
-    Corral__WorkerStop s = CORRAL__WORKER_STOP__INIT;
-    s.worker_id = w->id;
-    s.grace_ms = grace_ms;
-    s.reason = "stopped by the head";
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_WORKER_STOP;
-    e.worker_stop = &s;
-    send_to(n, &e); /* a node without its agent: the stop happens when it is reconciled or dead */
-}
-
-void node_request_port(node_t *n, job_t *j)
+void node_request_port(node_t *n, const char *key, node_port_fn done)
 {
     if (n->local) {
         uint32_t p = agent_free_port();
-        job_port_ready(j, p, p ? NULL : strerror(errno));
+        done(key, p, p ? NULL : strerror(errno));
         return;
     }
     Corral__PortRequest pr = CORRAL__PORT_REQUEST__INIT;
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_PORT_REQUEST;
     e.port_request = &pr;
-    if (send_to(n, &e) < 0) {
-        job_port_ready(j, 0, "its agent is not connected");
+    if (node_send(n, &e) < 0) {
+        done(key, 0, "its agent is not connected");
         return;
     }
     port_wait_t *pw = CR_VEC_PUSH(&port_waits);
     pw->req = e.id;
     pw->node = n;
-    snprintf(pw->job, sizeof(pw->job), "%s", j->idstr);
+    snprintf(pw->key, sizeof(pw->key), "%s", key);
+    pw->done = done;
 }
 
 static void port_answer(node_t *n, uint64_t reply_to, uint32_t port, const char *why)
@@ -367,9 +211,7 @@ static void port_answer(node_t *n, uint64_t reply_to, uint32_t port, const char 
         if (pw.node != n || (reply_to && pw.req != reply_to))
             continue;
         port_waits.v[i--] = port_waits.v[--port_waits.n];
-        job_t *j = job_find(pw.job);
-        if (j)
-            job_port_ready(j, port, why);
+        pw.done(pw.key, port, why);
     }
 }
 
@@ -404,104 +246,33 @@ static void node_dead(node_t *n, const char *why)
     port_answer(n, 0, 0, "its node died");
     char reason[192];
     snprintf(reason, sizeof(reason), "node %s died (%s)", n->id, why);
-    for (size_t i = 0; i < D.jobs.n; i++) {
-        job_t *j = D.jobs.v[i];
-        for (int k = 0; k < j->n; k++)
-            if (j->wk[k].node == n)
-                worker_lost(&j->wk[k], reason);
-    }
-    pgs_node_lost(n);
+    if (D.watch.node_lost)
+        D.watch.node_lost(n, reason);
     if (n->conn) {
         cr_conn_t *c = n->conn;
         n->conn = NULL;
         cr_conn_set_data(c, NULL);
         cr_conn_close(c, 0);
     }
-    try_pending();
-    pgs_try_pending();
+    head_retry();
     maybe_finish_shutdown();
 }
 
-static void send_stop(cr_conn_t *c, const char *worker_id, const char *why)
-{
-    Corral__WorkerStop s = CORRAL__WORKER_STOP__INIT;
-    s.worker_id = (char *)worker_id;
-    s.grace_ms = SHUTDOWN_GRACE_MS;
-    s.reason = (char *)why;
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_WORKER_STOP;
-    e.worker_stop = &s;
-    e.id = cr_conn_next_id(c);
-    cr_conn_send(c, &e);
-}
-
-/* The workers an agent reports on (re)connecting, against what the head
- * believes runs there: matching ones are kept (adopted), finished ones
- * recorded, unknown or unwanted ones stopped, missing ones lost. */
-static void reconcile(node_t *n, const Corral__Register *r)
-{
-    CR_VEC(wk_t *) seen = {0};
-    for (size_t i = 0; i < r->n_workers; i++) {
-        const Corral__WorkerReport *rep = r->workers[i];
-        wk_t *w = worker_find(rep->worker_id);
-        bool alive = w && (w->state == CORRAL__WORKER_STATE__WORKER_STARTING ||
-                           w->state == CORRAL__WORKER_STATE__WORKER_RUNNING);
-        bool wanted = alive && w->node == n && (int)rep->attempt == w->attempt &&
-                      !w->job->stopping && !w->job->failed && !w->restart_due;
-        bool running = rep->state == CORRAL__WORKER_STATE__WORKER_RUNNING ||
-                       rep->state == CORRAL__WORKER_STATE__WORKER_STARTING;
-        if (!wanted) {
-            if (running)
-                send_stop(n->conn, rep->worker_id, "unknown to the head, or no longer wanted");
-            if (running)
-                event_node("stale", n, "stopping worker %s on %s: %s", rep->worker_id, n->id,
-                           w ? "the head no longer wants it" : "unknown to the head");
-            if (w && alive && w->node == n && (int)rep->attempt == w->attempt)
-                *CR_VEC_PUSH(&seen) = w; /* its stop is under way: not lost */
-            continue;
-        }
-        *CR_VEC_PUSH(&seen) = w;
-        if (running) {
-            if (w->state != CORRAL__WORKER_STATE__WORKER_RUNNING || w->pid != rep->pid) {
-                w->state = CORRAL__WORKER_STATE__WORKER_RUNNING;
-                w->pid = rep->pid;
-                w->start_time = rep->start_time;
-            }
-            event("adopted", w->job, "worker %d (pid %d) still runs on %s", w->index, w->pid,
-                  n->id);
-        } else {
-            worker_ended(w, rep);
-        }
-    }
-    for (size_t i = 0; i < D.jobs.n; i++) {
-        job_t *j = D.jobs.v[i];
-        for (int k = 0; k < j->n; k++) {
-            wk_t *w = &j->wk[k];
-            if (w->node != n || (w->state != CORRAL__WORKER_STATE__WORKER_STARTING &&
-                                 w->state != CORRAL__WORKER_STATE__WORKER_RUNNING))
-                continue;
-            bool found = false;
-            for (size_t s = 0; s < seen.n && !found; s++)
-                found = seen.v[s] == w;
-            if (!found)
-                worker_lost(w, "its agent no longer runs it");
-        }
-    }
-    CR_VEC_FREE(&seen);
-}
-
-static void h_register(cr_conn_t *c, const Corral__Envelope *e)
+/* Register: the node, new, back or rejoining, answered with Registered;
+ * *fresh when what its agent ran before is not the head's any more. NULL
+ * when refused (the connection is closing). */
+node_t *nodes_register(cr_conn_t *c, const Corral__Envelope *e, bool *fresh_out)
 {
     const Corral__Register *r = e->register_;
     if (cr_conn_data(c)) {
         reg_refuse(c, e, CR_EINVAL, "this connection has registered already");
-        return;
+        return NULL;
     }
     json_error_t je;
     json_t *jn = json_loads(r->node_json, 0, &je);
     if (!jn) {
         reg_refuse(c, e, CR_EPARSE, "node_json is not JSON: %s (line %d)", je.text, je.line);
-        return;
+        return NULL;
     }
     cr_node_t *desc = hw_node_new();
     hw_json_error_t herr;
@@ -510,13 +281,13 @@ static void h_register(cr_conn_t *c, const Corral__Envelope *e)
     if (err < 0) {
         reg_refuse(c, e, CR_ESCHEMA, "node_json at %s: %s", herr.path, herr.msg);
         hw_node_free(desc);
-        return;
+        return NULL;
     }
     const char *id = desc_id(desc);
     if (!id[0]) {
         reg_refuse(c, e, CR_EINVAL, "the node has neither an id nor a hostname");
         hw_node_free(desc);
-        return;
+        return NULL;
     }
     node_t *n = node_by_id(id);
     if (n && n->local) {
@@ -525,7 +296,7 @@ static void h_register(cr_conn_t *c, const Corral__Envelope *e)
                    "the hardware spec's id)",
                    id);
         hw_node_free(desc);
-        return;
+        return NULL;
     }
     if (n && n->conn && n->conn != c && n->state != CORRAL__NODE_STATE__NODE_DEAD) {
         reg_refuse(c, e, CR_EEXIST,
@@ -533,7 +304,7 @@ static void h_register(cr_conn_t *c, const Corral__Envelope *e)
                    "own id (--node-id or the hardware spec's id)",
                    id, cr_conn_peer(n->conn));
         hw_node_free(desc);
-        return;
+        return NULL;
     }
     char why[256];
     bool rejoin = false, fresh = false;
@@ -542,7 +313,7 @@ static void h_register(cr_conn_t *c, const Corral__Envelope *e)
         if (!n) {
             reg_refuse(c, e, CR_EINVAL, "node %s cannot be scheduled: %s", id, why);
             hw_node_free(desc);
-            return;
+            return NULL;
         }
         fresh = true;
     } else if (n->waiting && n->incarnation == r->incarnation) {
@@ -556,7 +327,7 @@ static void h_register(cr_conn_t *c, const Corral__Envelope *e)
         if (sched_cluster_replace(D.cluster, n->sn, desc, why, sizeof(why)) < 0) {
             reg_refuse(c, e, CR_EINVAL, "node %s cannot rejoin: %s", id, why);
             hw_node_free(desc);
-            return;
+            return NULL;
         }
         hw_node_free(n->desc);
         n->desc = desc;
@@ -576,7 +347,7 @@ static void h_register(cr_conn_t *c, const Corral__Envelope *e)
     n->nrfree = 0;
     n->drift_beats = 0;
     n->last_seen = cr_mono_ms();
-    n->last_seen_wall = now_ms();
+    n->last_seen_wall = cr_wall_ms();
     cr_conn_set_data(c, n);
     node_record(n);
 
@@ -591,27 +362,18 @@ static void h_register(cr_conn_t *c, const Corral__Envelope *e)
     a.registered = &ok;
     reply(c, e, &a);
     node_slim(n);
-    event_node(fresh ? "node_joined" : rejoin ? "node_rejoined" : "node_reconnected", n,
-               "node %s (incarnation %llu) at %s: %u device(s)%s%s", n->id,
+    event_node(fresh    ? "node_joined"
+               : rejoin ? "node_rejoined"
+                        : "node_reconnected",
+               n, "node %s (incarnation %llu) at %s: %u device(s)%s%s", n->id,
                (unsigned long long)n->incarnation, n->address, n->ndev,
                n->desc->simulated ? ", simulated" : "",
                was_waiting ? ", back after a head restart" : "");
-    if (rejoin || fresh) {
-        for (size_t i = 0; i < r->n_workers; i++)
-            if (r->workers[i]->state == CORRAL__WORKER_STATE__WORKER_RUNNING ||
-                r->workers[i]->state == CORRAL__WORKER_STATE__WORKER_STARTING) {
-                send_stop(c, r->workers[i]->worker_id, "stale: from before the node rejoined");
-                event_node("stale", n, "stopping worker %s on %s: from before the node rejoined",
-                           r->workers[i]->worker_id, n->id);
-            }
-    } else {
-        reconcile(n, r);
-    }
-    try_pending();
-    pgs_try_pending();
+    *fresh_out = rejoin || fresh;
+    return n;
 }
 
-static node_t *agent_node(cr_conn_t *c, const Corral__Envelope *e)
+node_t *node_of_agent(cr_conn_t *c, const Corral__Envelope *e)
 {
     node_t *n = cr_conn_data(c);
     if (!n) {
@@ -620,19 +382,13 @@ static node_t *agent_node(cr_conn_t *c, const Corral__Envelope *e)
         return NULL;
     }
     n->last_seen = cr_mono_ms();
-    n->last_seen_wall = now_ms();
+    n->last_seen_wall = cr_wall_ms();
     if (n->state == CORRAL__NODE_STATE__NODE_SUSPECT) {
         n->state = CORRAL__NODE_STATE__NODE_ALIVE;
         db_node_state(n);
         event_node("node_alive", n, "node %s is alive again", n->id);
     }
     return n;
-}
-
-static wk_t *node_worker(node_t *n, const char *worker_id)
-{
-    wk_t *w = worker_find(worker_id);
-    return w && w->node == n ? w : NULL;
 }
 
 /* Beats in a row an agent may report less free than the head counts
@@ -695,31 +451,11 @@ static void check_drift(node_t *n)
                n->id, what, DRIFT_BEATS);
 }
 
-/* A worker's start or end the agent had not seen acknowledged: applied
- * as the message that first carried it was (twice is harmless). */
-static void apply_change(node_t *n, const Corral__WorkerReport *r)
-{
-    wk_t *w = node_worker(n, r->worker_id);
-    if (!w)
-        return;
-    if (r->state == CORRAL__WORKER_STATE__WORKER_RUNNING ||
-        r->state == CORRAL__WORKER_STATE__WORKER_STARTING) {
-        agent_started_t st = {.worker_id = r->worker_id,
-                              .attempt = r->attempt,
-                              .pid = r->pid,
-                              .start_time = r->start_time,
-                              .cpus = ""};
-        worker_started(w, &st);
-    } else {
-        worker_ended(w, r);
-    }
-}
-
-static void h_heartbeat(cr_conn_t *c, const Corral__Envelope *e, node_t *n)
+/* A beat: the free resources it carries (its worker changes are
+ * workers.c's), the drift check, the HeartbeatAck. */
+void nodes_heartbeat(cr_conn_t *c, const Corral__Envelope *e, node_t *n)
 {
     const Corral__Heartbeat *hb = e->heartbeat;
-    for (size_t i = 0; i < hb->n_changes; i++)
-        apply_change(n, hb->changes[i]);
     if (!hb->free_same)
         note_free(n, hb->free, hb->n_free);
     check_drift(n);
@@ -731,98 +467,16 @@ static void h_heartbeat(cr_conn_t *c, const Corral__Envelope *e, node_t *n)
     reply(c, e, &a);
 }
 
-/* Output an agent forwards: written at its offset into the head's copy. */
-static void h_log_chunk(node_t *n, const Corral__LogChunk *ch)
+/* PortReply, or an Error an agent answered a PortRequest with. */
+void nodes_port_reply(node_t *n, const Corral__Envelope *e)
 {
-    job_t *j = job_find(ch->job_id);
-    if (!j || ch->worker_index >= (uint32_t)j->n)
-        return;
-    wk_t *w = &j->wk[ch->worker_index];
-    if (w->node != n)
-        return;
-    char **path = ch->stream == CORRAL__LOG_STREAM__LOG_STDERR ? &w->err_path : &w->out_path;
-    if (!*path) {
-        *path = cr_asprintf("%s/%s.%s", D.logs, w->id,
-                            ch->stream == CORRAL__LOG_STREAM__LOG_STDERR ? "err" : "out");
-        db_worker(w);
-    }
-    int fd = open(*path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
-        return;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) == 0 && ch->offset > (uint64_t)sb.st_size) {
-        /* output is forwarded in order: a gap would only be an agent's
-         * mistake (or a sparse file grown at will) */
-        cr_warn("output of %s from %s: offset %llu past the %lld bytes received; dropped", w->id,
-                n->id, (unsigned long long)ch->offset, (long long)sb.st_size);
-        close(fd);
-        return;
-    }
-    if (pwrite(fd, ch->data.data, ch->data.len, (off_t)ch->offset) < 0)
-        cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
-    close(fd);
-    follow_pump();
-}
-
-void nodes_dispatch(cr_conn_t *c, const Corral__Envelope *e)
-{
-    if (e->body_case == CORRAL__ENVELOPE__BODY_REGISTER) {
-        h_register(c, e);
-        return;
-    }
-    node_t *n = agent_node(c, e);
-    if (!n)
-        return;
-    switch (e->body_case) {
-    case CORRAL__ENVELOPE__BODY_HEARTBEAT:
-        h_heartbeat(c, e, n);
-        break;
-    case CORRAL__ENVELOPE__BODY_WORKER_STARTED: {
-        const Corral__WorkerStarted *s = e->worker_started;
-        wk_t *w = node_worker(n, s->worker_id);
-        if (w) {
-            agent_started_t st = {.worker_id = s->worker_id,
-                                  .attempt = s->attempt,
-                                  .pid = s->pid,
-                                  .start_time = s->start_time,
-                                  .cpus = s->cpus,
-                                  .warning = s->warning};
-            worker_started(w, &st);
-        }
-        break;
-    }
-    case CORRAL__ENVELOPE__BODY_WORKER_EXIT: {
-        wk_t *w = node_worker(n, e->worker_exit->report->worker_id);
-        if (w)
-            worker_ended(w, e->worker_exit->report);
-        break;
-    }
-    case CORRAL__ENVELOPE__BODY_LOG_CHUNK:
-        h_log_chunk(n, e->log_chunk);
-        break;
-    case CORRAL__ENVELOPE__BODY_PREPARE_REPLY:
-        pgs_prepare_reply(n, e->prepare_reply);
-        break;
-    case CORRAL__ENVELOPE__BODY_TXN_DONE:
-        pgs_txn_done(n, e->txn_done);
-        break;
-    case CORRAL__ENVELOPE__BODY_PORT_REPLY:
+    if (e->body_case == CORRAL__ENVELOPE__BODY_PORT_REPLY) {
         port_answer(n, e->reply_to, e->port_reply->port, "the agent found no free port");
-        break;
-    case CORRAL__ENVELOPE__BODY_ERROR:
-        cr_warn("node %s: %s", n->id, e->error->message);
-        if (e->reply_to)
-            port_answer(n, e->reply_to, 0, e->error->message);
-        break;
-    case CORRAL__ENVELOPE__BODY_ACK:
-    case CORRAL__ENVELOPE__BODY_EVENT:
-        break;
-    default:
-        cr_conn_reply_error(c, e->id, CR_ENOSYS, "%s is not served to agents",
-                            cr_msg_name(e->body_case));
+        return;
     }
+    cr_warn("node %s: %s", n->id, e->error->message);
+    if (e->reply_to)
+        port_answer(n, e->reply_to, 0, e->error->message);
 }
 
 void nodes_conn_closed(cr_conn_t *c)
@@ -832,7 +486,8 @@ void nodes_conn_closed(cr_conn_t *c)
         return;
     n->conn = NULL;
     port_answer(n, 0, 0, "its agent disconnected");
-    pgs_conn_closed(n);
+    if (D.watch.node_disconnected)
+        D.watch.node_disconnected(n);
     if (n->state == CORRAL__NODE_STATE__NODE_ALIVE && !D.shutting_down) {
         n->state = CORRAL__NODE_STATE__NODE_SUSPECT;
         db_node_state(n);
@@ -974,7 +629,7 @@ void node_fill(const node_t *n, Corral__NodeInfo *ni, void **memp, bool with_jso
     ni->state = n->state;
     ni->incarnation = n->local ? (uint64_t)cr_state_generation(D.st) : n->incarnation;
     ni->address = n->local ? (D.address ? D.address : "") : n->address;
-    ni->last_seen_ms = n->local ? now_ms() : n->last_seen_wall;
+    ni->last_seen_ms = n->local ? cr_wall_ms() : n->last_seen_wall;
     if (with_json && n->slim) { /* the whole description is in state.db */
         cr_state_node_t row;
         if (cr_state_node_get(D.st, n->id, &row) == 0) {
@@ -1001,5 +656,98 @@ void node_fill_free(Corral__NodeInfo *ni, void *mem)
     free(m->rq);
     free(m->rfp);
     free(m->json);
+    free(m);
+}
+
+void req_node_list(cr_conn_t *c, const Corral__Envelope *e)
+{
+    sched_cluster_sync(D.cluster);
+    size_t n = D.nodes.n;
+    Corral__NodeInfo *ni = cr_calloc(n + 1, sizeof(*ni));
+    Corral__NodeInfo **nip = cr_calloc(n + 1, sizeof(*nip));
+    void **mem = cr_calloc(n + 1, sizeof(*mem));
+    for (size_t i = 0; i < n; i++) {
+        node_fill(D.nodes.v[i], &ni[i], &mem[i], e->node_list->with_json);
+        nip[i] = &ni[i];
+    }
+    Corral__NodeListReply r = CORRAL__NODE_LIST_REPLY__INIT;
+    r.nodes = nip;
+    r.n_nodes = n;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_NODE_LIST_REPLY;
+    a.node_list_reply = &r;
+    reply(c, e, &a);
+    for (size_t i = 0; i < n; i++)
+        node_fill_free(&ni[i], mem[i]);
+    free(mem);
+    free(nip);
+    free(ni);
+}
+
+typedef struct status_mem {
+    Corral__NodeInfo *ni, **nip;
+    void **mem;
+    Corral__Quantity *q, **tot, **fr;
+} status_mem_t;
+
+void nodes_status(Corral__ClusterStatus *s, void **memp)
+{
+    sched_cluster_sync(D.cluster);
+    size_t n = D.nodes.n;
+    status_mem_t *m = cr_calloc(1, sizeof(*m));
+    m->ni = cr_calloc(n + 1, sizeof(*m->ni));
+    m->nip = cr_calloc(n + 1, sizeof(*m->nip));
+    m->mem = cr_calloc(n + 1, sizeof(*m->mem));
+    for (size_t i = 0; i < n; i++) {
+        node_fill(D.nodes.v[i], &m->ni[i], &m->mem[i], false);
+        m->nip[i] = &m->ni[i];
+    }
+    /* cluster totals over alive nodes */
+    const sched_cluster_t *cl = D.cluster;
+    size_t nres = (size_t)cl->nres;
+    m->q = cr_calloc(2 * nres + 1, sizeof(*m->q));
+    m->tot = cr_calloc(nres + 1, sizeof(*m->tot));
+    m->fr = cr_calloc(nres + 1, sizeof(*m->fr));
+    size_t k = 0;
+    for (size_t r = 0; r < nres; r++) {
+        int64_t t = 0, f = 0;
+        for (size_t x = 0; x < n; x++) {
+            const node_t *nd = D.nodes.v[x];
+            if (nd->state == CORRAL__NODE_STATE__NODE_DEAD || nd->waiting)
+                continue;
+            t += cl->total[r * cl->nnodes + (size_t)nd->sn];
+            f += cl->avail[r * cl->nnodes + (size_t)nd->sn];
+        }
+        if (t <= 0)
+            continue;
+        corral__quantity__init(&m->q[2 * k]);
+        corral__quantity__init(&m->q[2 * k + 1]);
+        m->q[2 * k].name = m->q[2 * k + 1].name = cl->res.str[r];
+        m->q[2 * k].amount = t;
+        m->q[2 * k + 1].amount = f;
+        m->tot[k] = &m->q[2 * k];
+        m->fr[k] = &m->q[2 * k + 1];
+        k++;
+    }
+    s->nodes = m->nip;
+    s->n_nodes = n;
+    s->total = m->tot;
+    s->n_total = k;
+    s->free = m->fr;
+    s->n_free = k;
+    *memp = m;
+}
+
+void nodes_status_free(Corral__ClusterStatus *s, void *mem)
+{
+    status_mem_t *m = mem;
+    for (size_t i = 0; i < s->n_nodes; i++)
+        node_fill_free(&m->ni[i], m->mem[i]);
+    free(m->q);
+    free(m->tot);
+    free(m->fr);
+    free(m->mem);
+    free(m->nip);
+    free(m->ni);
     free(m);
 }

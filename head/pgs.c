@@ -25,14 +25,18 @@ struct pg {
     node_t **bnode;
     int (*bdevs)[MAX_DEVS];
     size_t *bndevs;
-    const job_t **bjob; /* the job using each bundle */
+    char (*bjob)[24]; /* the job using each bundle, "" none */
     /* the two-phase reservation under way */
     char txn[48];
     uint32_t txn_seq;
     node_t **txn_nodes;
     size_t ntxn, votes;
     int64_t txn_deadline, retry_at;
-    CR_VEC(struct waiter { cr_conn_t *c; uint64_t req; }) waiters;
+    CR_VEC(struct waiter {
+        cr_conn_t *c;
+        uint64_t req;
+    })
+    waiters;
 };
 
 static const char *state_name(Corral__PgState s)
@@ -91,8 +95,8 @@ const char *pg_name(const pg_t *g)
     return g->name ? g->name : g->idstr;
 }
 
-bool pg_bundle_take(pg_t *g, int b, job_t *j, node_t **node, int *devs, size_t *ndevs, char *why,
-                    size_t size)
+bool pg_bundle_take(pg_t *g, int b, const char *holder, node_t **node, int *devs, size_t *ndevs,
+                    char *why, size_t size)
 {
     if (g->state != CORRAL__PG_STATE__PG_CREATED) {
         snprintf(why, size, "placement group %s is %s", pg_name(g), state_name(g->state));
@@ -102,29 +106,26 @@ bool pg_bundle_take(pg_t *g, int b, job_t *j, node_t **node, int *devs, size_t *
         snprintf(why, size, "placement group %s has no bundle %d", pg_name(g), b);
         return false;
     }
-    if (g->bjob[b] && g->bjob[b] != j) {
-        snprintf(why, size, "bundle %d of %s is used by job %s", b, pg_name(g), g->bjob[b]->idstr);
+    if (g->bjob[b][0] && strcmp(g->bjob[b], holder) != 0) {
+        snprintf(why, size, "bundle %d of %s is used by job %s", b, pg_name(g), g->bjob[b]);
         return false;
     }
-    g->bjob[b] = j;
+    snprintf(g->bjob[b], sizeof(g->bjob[b]), "%s", holder);
     *node = g->bnode[b];
-    memcpy(devs, g->bdevs[b], g->bndevs[b] * sizeof(int));
     *ndevs = g->bndevs[b];
+    memcpy(devs, g->bdevs[b], g->bndevs[b] * sizeof(int));
     return true;
 }
 
-void pg_bundle_give(pg_t *g, int b, const job_t *j)
+void pg_bundle_give(pg_t *g, int b, const char *holder)
 {
-    if (b >= 0 && b < g->nb && g->bjob[b] == j)
-        g->bjob[b] = NULL;
+    if (b >= 0 && b < g->nb && strcmp(g->bjob[b], holder) == 0)
+        g->bjob[b][0] = '\0';
 }
 
-void pg_job_gone(job_t *j)
+int64_t pg_id(const pg_t *g)
 {
-    if (!j->pg)
-        return;
-    for (int b = 0; b < j->pg->nb; b++)
-        pg_bundle_give(j->pg, b, j);
+    return g->id;
 }
 
 size_t pgs_pending(void)
@@ -232,7 +233,7 @@ static void set_state(pg_t *g, Corral__PgState s, const char *reason)
     free(g->reason);
     g->reason = copy;
     if (g->id)
-        db_check(cr_state_pg_set_state(D.st, g->id, db_state(s), now_ms()));
+        db_check(cr_state_pg_set_state(D.st, g->id, db_state(s), cr_wall_ms()));
 }
 
 static void pg_event(const char *kind, const pg_t *g, const char *fmt, ...)
@@ -244,7 +245,7 @@ static void pg_event(const char *kind, const pg_t *g, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    event(kind, NULL, "placement group %s: %s", pg_name(g), msg);
+    head_event(kind, "placement group %s: %s", pg_name(g), msg);
 }
 
 static void send_txn(node_t *n, Corral__Envelope *e)
@@ -296,7 +297,7 @@ static void db_bundles(const pg_t *g)
         cr_buf_t devs = {0};
         devs_format(g->bdevs[b], g->bndevs[b], &devs);
         db_check(cr_state_pg_set_bundle(D.st, g->id, b, g->bnode[b] ? g->bnode[b]->id : NULL,
-                                        devs.s, now_ms()));
+                                        devs.s, cr_wall_ms()));
         cr_buf_free(&devs);
     }
 }
@@ -311,7 +312,8 @@ static void created(pg_t *g)
     pg_event("pg_created", g, "%d bundle(s) on %s", g->nb, where.s ? where.s : "");
     cr_buf_free(&where);
     answer_waiters(g, 0, NULL);
-    try_pending();
+    if (D.watch.group_created)
+        D.watch.group_created(g);
 }
 
 /* Back to waiting after a failed reservation: tried again later. */
@@ -663,7 +665,7 @@ static int pg_persist(pg_t *g)
                          .state = CR_PG_PENDING,
                          .bundles = bs,
                          .n_bundles = (size_t)g->nb};
-    int err = cr_state_pg_create(D.st, &row, now_ms(), &g->id);
+    int err = cr_state_pg_create(D.st, &row, cr_wall_ms(), &g->id);
     for (int b = 0; b < g->nb; b++)
         free(js[b]);
     free(js);
@@ -697,10 +699,9 @@ static void h_create(cr_conn_t *c, const Corral__Envelope *e)
     bool infeasible;
     bool ok = try_place(g, &infeasible, why, sizeof(why));
     if (infeasible) {
-        event("infeasible", NULL, "placement group %s: %s", g->name ? g->name : "", why);
+        head_event("infeasible", "placement group %s: %s", g->name ? g->name : "", why);
         cr_conn_reply_error(c, e->id, CR_EINFEASIBLE, "infeasible: cannot reserve %d bundle(s): %s",
-                            g->nb,
-                            why);
+                            g->nb, why);
         pg_free(g);
         return;
     }
@@ -733,30 +734,20 @@ static void h_remove(cr_conn_t *c, const Corral__Envelope *e)
     const char *key = r->pg_id && r->pg_id[0] ? r->pg_id : r->name;
     pg_t *g = pg_find(key);
     if (!g) {
-        cr_conn_reply_error(c, e->id, CR_ENOENT, "no placement group %s (corral pg list shows them)",
-                            key);
+        cr_conn_reply_error(c, e->id, CR_ENOENT,
+                            "no placement group %s (corral pg list shows them)", key);
         return;
     }
-    for (size_t i = 0; i < D.jobs.n; i++)
-        if (D.jobs.v[i]->pg == g && !cr_job_state_is_final(D.jobs.v[i]->state))
-            job_stop(D.jobs.v[i], DEFAULT_GRACE_MS);
+    /* the jobs running in it stop, and hold nothing of it any more */
+    if (D.watch.group_removed)
+        D.watch.group_removed(g);
     bool preparing = g->state == CORRAL__PG_STATE__PG_PREPARING;
     release_remote(g, preparing, "the group was removed");
     unplace(g);
     answer_waiters(g, CR_EAGAIN, "the placement group was removed before it was created");
     g->state = CORRAL__PG_STATE__PG_REMOVED;
     pg_event("pg_removed", g, "removed");
-    /* gone for good: its row, its name (free for a new group), its memory;
-     * the jobs that ran in it, stopping, hold nothing of it any more */
-    for (size_t i = 0; i < D.jobs.n; i++) {
-        job_t *j = D.jobs.v[i];
-        if (j->pg != g)
-            continue;
-        pg_job_gone(j);
-        for (int k = 0; k < j->n; k++)
-            j->wk[k].bundle = -1;
-        j->pg = NULL;
-    }
+    /* gone for good: its row, its name (free for a new group), its memory */
     db_check(cr_state_pg_delete(D.st, g->id));
     for (size_t i = 0; i < D.pgs.n; i++)
         if (D.pgs.v[i] == g) {
@@ -766,8 +757,7 @@ static void h_remove(cr_conn_t *c, const Corral__Envelope *e)
         }
     pg_free(g);
     reply_ack(c, e);
-    try_pending();
-    pgs_try_pending();
+    head_retry();
 }
 
 static void h_list(cr_conn_t *c, const Corral__Envelope *e)
@@ -798,7 +788,7 @@ static void h_list(cr_conn_t *c, const Corral__Envelope *e)
     free(infos);
 }
 
-void pg_dispatch(cr_conn_t *c, const Corral__Envelope *e)
+void req_pg(cr_conn_t *c, const Corral__Envelope *e)
 {
     switch (e->body_case) {
     case CORRAL__ENVELOPE__BODY_PG_CREATE:

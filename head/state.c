@@ -279,7 +279,7 @@ struct cr_state {
     char *path;
     int64_t generation;
     bool in_tx;
-    int depth; /* cr_state_begin calls inside the open transaction */
+    int depth;  /* cr_state_begin calls inside the open transaction */
     int tx_err; /* the first failure since cr_state_begin: the transaction is doomed */
     sqlite3_stmt *stmt[S__COUNT];
     char errmsg[CR_STATE_ERRMSG_MAX];

@@ -1,0 +1,138 @@
+/* The head's message tables (as Slurm's proc_req.c and Redis's command
+ * table): a client's request goes to the module that owns what it names,
+ * an agent's message to membership, its workers or its reservations. Also
+ * the cluster status, which spans them, and `corral stop`. */
+#include "head/head.h"
+#include <stdio.h>
+
+static void on_force(uv_timer_t *t)
+{
+    /* remote workers whose agents did not answer in time */
+    D.running_workers = 0;
+    maybe_finish_shutdown();
+}
+
+void begin_shutdown(const char *why)
+{
+    static uv_timer_t force;
+    if (D.shutting_down)
+        return;
+    D.shutting_down = true;
+    head_event("shutdown", "%s: stopping %d worker(s)", why, D.running_workers);
+    jobs_stop_all(SHUTDOWN_GRACE_MS);
+    uv_timer_init(&D.loop, &force);
+    uv_timer_start(&force, on_force, SHUTDOWN_GRACE_MS + 2000, 0);
+    uv_unref((uv_handle_t *)&force);
+    maybe_finish_shutdown();
+}
+
+static void req_shutdown(cr_conn_t *c, const Corral__Envelope *e)
+{
+    reply_ack(c, e);
+    begin_shutdown("corral stop");
+}
+
+static void req_status(cr_conn_t *c, const Corral__Envelope *e)
+{
+    Corral__ClusterStatus s = CORRAL__CLUSTER_STATUS__INIT;
+    void *mem;
+    nodes_status(&s, &mem);
+    s.head_address = D.address;
+    s.pending_jobs = (uint32_t)jobs_count(CR_JOB_PENDING);
+    s.running_jobs = (uint32_t)jobs_count(CR_JOB_RUNNING);
+    s.pending_groups = (uint32_t)pgs_pending();
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_CLUSTER_STATUS;
+    a.cluster_status = &s;
+    reply(c, e, &a);
+    nodes_status_free(&s, mem);
+}
+
+typedef void (*handler_fn)(cr_conn_t *c, const Corral__Envelope *e);
+static const struct {
+    Corral__Envelope__BodyCase body;
+    handler_fn fn;
+} handlers[] = {
+    {CORRAL__ENVELOPE__BODY_JOB_SUBMIT, req_job_submit},
+    {CORRAL__ENVELOPE__BODY_JOB_STATUS, req_job_status},
+    {CORRAL__ENVELOPE__BODY_JOB_LIST, req_job_list},
+    {CORRAL__ENVELOPE__BODY_JOB_STOP, req_job_stop},
+    {CORRAL__ENVELOPE__BODY_JOB_LOGS, req_job_logs},
+    {CORRAL__ENVELOPE__BODY_STATUS_REQUEST, req_status},
+    {CORRAL__ENVELOPE__BODY_NODE_LIST, req_node_list},
+    {CORRAL__ENVELOPE__BODY_EVENTS_REQUEST, req_events},
+    {CORRAL__ENVELOPE__BODY_SHUTDOWN, req_shutdown},
+    {CORRAL__ENVELOPE__BODY_PG_CREATE, req_pg},
+    {CORRAL__ENVELOPE__BODY_PG_REMOVE, req_pg},
+    {CORRAL__ENVELOPE__BODY_PG_LIST, req_pg},
+};
+
+/* An agent's messages. Register first; everything else names the node of
+ * the connection (which it marks alive). */
+static void agent_message(cr_conn_t *c, const Corral__Envelope *e)
+{
+    if (e->body_case == CORRAL__ENVELOPE__BODY_REGISTER) {
+        bool fresh = false;
+        node_t *n = nodes_register(c, e, &fresh);
+        if (n) {
+            workers_registered(n, e->register_, fresh);
+            head_retry();
+        }
+        return;
+    }
+    node_t *n = node_of_agent(c, e);
+    if (!n)
+        return;
+    switch (e->body_case) {
+    case CORRAL__ENVELOPE__BODY_HEARTBEAT:
+        workers_heartbeat(n, e->heartbeat); /* the changes it carries, then the beat */
+        nodes_heartbeat(c, e, n);
+        break;
+    case CORRAL__ENVELOPE__BODY_WORKER_STARTED:
+        workers_started_msg(n, e->worker_started);
+        break;
+    case CORRAL__ENVELOPE__BODY_WORKER_EXIT:
+        workers_exit_msg(n, e->worker_exit);
+        break;
+    case CORRAL__ENVELOPE__BODY_LOG_CHUNK:
+        logs_chunk_msg(n, e->log_chunk);
+        break;
+    case CORRAL__ENVELOPE__BODY_PREPARE_REPLY:
+        pgs_prepare_reply(n, e->prepare_reply);
+        break;
+    case CORRAL__ENVELOPE__BODY_TXN_DONE:
+        pgs_txn_done(n, e->txn_done);
+        break;
+    case CORRAL__ENVELOPE__BODY_PORT_REPLY:
+    case CORRAL__ENVELOPE__BODY_ERROR:
+        nodes_port_reply(n, e);
+        break;
+    case CORRAL__ENVELOPE__BODY_ACK:
+    case CORRAL__ENVELOPE__BODY_EVENT:
+        break;
+    default:
+        cr_conn_reply_error(c, e->id, CR_ENOSYS, "%s is not served to agents",
+                            cr_msg_name(e->body_case));
+    }
+}
+
+void head_dispatch(cr_conn_t *c, const Corral__Envelope *e)
+{
+    if (cr_conn_role(c) == CORRAL__ROLE__ROLE_AGENT) {
+        agent_message(c, e);
+        return;
+    }
+    for (size_t i = 0; i < CR_ARRAY_SIZE(handlers); i++)
+        if (handlers[i].body == e->body_case) {
+            handlers[i].fn(c, e);
+            return;
+        }
+    cr_conn_reply_error(c, e->id, CR_ENOSYS, "%s is not served by this head",
+                        cr_msg_name(e->body_case));
+}
+
+void head_handle(cr_conn_t *c, const Corral__Envelope *e)
+{
+    head_batch();
+    head_dispatch(c, e);
+}

@@ -1,0 +1,281 @@
+/* corrald --head (docs/runtime.md): the head's set-up, the callbacks of
+ * its loop (connections, signals, the tick) and its tear-down. The core
+ * that the fuzzing harness shares (head_core_init/fini) is the head less
+ * its session, token, listeners and signals.
+ *
+ * The watch (head.h) is filled here: what nodes.c and pgs.c tell the
+ * modules above them. */
+#include "head/head.h"
+#include "head/follow.h"
+#include "head/waiters.h"
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+/* ----------------------------------------------------------- the watch */
+
+static void watch_node_lost(node_t *n, const char *why)
+{
+    jobs_node_lost(n, why);
+    pgs_node_lost(n);
+}
+
+static void watch_group_created(pg_t *g)
+{
+    try_pending();
+}
+
+static void watch_retry(void)
+{
+    try_pending();
+    pgs_try_pending();
+}
+
+static const head_watch_t watch = {.node_lost = watch_node_lost,
+                                   .node_disconnected = pgs_conn_closed,
+                                   .group_removed = jobs_group_removed,
+                                   .group_created = watch_group_created,
+                                   .retry = watch_retry};
+
+/* ------------------------------------------------------ the loop's work */
+
+static void on_tick(uv_timer_t *t)
+{
+    head_batch();
+    nodes_tick();
+    pgs_tick();
+}
+
+void head_conn_closed(cr_conn_t *c)
+{
+    cr_waiters_drop_conn(c);
+    nodes_conn_closed(c);
+    follow_conn_closed(c);
+    pgs_client_gone(c);
+}
+
+static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
+{
+    head_handle(c, e);
+}
+
+static void on_ready(cr_conn_t *c, void *data)
+{
+    cr_debug("%s %s connected", cr_role_name(cr_conn_role(c)), cr_conn_peer(c));
+}
+
+static void on_close(cr_conn_t *c, int err, void *data)
+{
+    if (err && err != CR_EACCES)
+        cr_info("connection %s closed: %s", cr_conn_peer(c), cr_strerror(err));
+    else if (err == CR_EACCES)
+        cr_warn("connection %s refused: bad token", cr_conn_peer(c));
+    head_batch();
+    head_conn_closed(c);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    begin_shutdown(signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/* --------------------------------------------------------------- core */
+
+int head_core_init(const head_core_t *c)
+{
+    D.node = c->node;
+    D.hwo = *c->hwo;
+    D.heartbeat_ms = c->heartbeat_ms ? c->heartbeat_ms : 1000;
+    D.suspect_ms = c->suspect_ms ? c->suspect_ms : 3000;
+    D.dead_ms = c->dead_ms ? c->dead_ms : 10000;
+    D.watch = watch;
+    D.cluster = sched_cluster_new();
+    char why[256];
+    if (!(D.self = node_add_local(D.node, why, sizeof(why))) ||
+        sched_cluster_finalize(D.cluster) < 0) {
+        fprintf(stderr, "%s: the scheduler cannot represent this node: %s\n", c->who, why);
+        return CR_EINVAL;
+    }
+    D.scfg = (sched_config_t){.top_k = 1, .spread_threshold_pct = 50};
+    D.rng.s = c->seed;
+    return 0;
+}
+
+int head_core_open(const head_core_t *c, const char *dbpath)
+{
+    char err[CR_STATE_ERRMSG_MAX];
+    int e = cr_state_open(dbpath, &D.st, err, sizeof(err));
+    if (e < 0) {
+        fprintf(stderr, "%s: %s\n", c->who, err);
+        return e;
+    }
+    node_record(D.self);
+    return 0;
+}
+
+void head_core_start(const head_core_t *c)
+{
+    agent_config_t ac = {.loop = &D.loop,
+                         .node = D.node,
+                         .hwo = &D.hwo,
+                         .logs = D.logs,
+                         .socket = D.sock,
+                         .ops = {.started = workers_local_started, .exited = workers_local_exited},
+                         .refuse_start = c->refuse_start};
+    D.agent = agent_new(&ac);
+    follow_init(&D.loop, &head_follow_ops, NULL);
+    uv_timer_init(&D.loop, &D.tick);
+    uint32_t every = D.heartbeat_ms / 2 < 100 ? D.heartbeat_ms / 2 : 100;
+    uv_timer_start(&D.tick, on_tick, every ? every : 10, every ? every : 10);
+}
+
+void head_core_stop(void)
+{
+    head_batch_fini(); /* a turn's writes not yet committed */
+    follow_fini();
+    agent_free(D.agent);
+    D.agent = NULL;
+    jobs_free();
+    pgs_free();
+}
+
+void head_core_fini(void)
+{
+    if (D.st)
+        cr_state_close(D.st);
+    D.st = NULL;
+    nodes_free();
+    sched_cluster_free(D.cluster);
+    D.cluster = NULL;
+}
+
+/* ------------------------------------------------------------ the head */
+
+/* Listens on the session's socket and on TCP (the dead head's port when
+ * its session is taken over and no port is given), and writes address
+ * and corrald.pid into the session. */
+static int listen_all(uint32_t port)
+{
+    int e;
+    if ((e = cr_net_listen_unix(D.net, D.sock)) < 0) {
+        fprintf(stderr, "corrald: cannot listen on %s: %s\n", D.sock, cr_strerror(e));
+        return e;
+    }
+    if (D.reused && port == 0) { /* the dead head's port: its agents reconnect there */
+        char *af = cr_asprintf("%s/address", D.session);
+        FILE *fp = fopen(af, "r");
+        char line[128];
+        if (fp && fgets(line, sizeof(line), fp)) {
+            const char *colon = strrchr(line, ':');
+            port = colon ? (uint32_t)strtoul(colon + 1, NULL, 10) : 0;
+        }
+        if (fp)
+            fclose(fp);
+        free(af);
+        if (!port || cr_net_listen_tcp(D.net, D.listen, (int)port, &D.port) != 0)
+            port = 0;
+        else
+            goto listening;
+    }
+    if ((e = cr_net_listen_tcp(D.net, D.listen, (int)port, &D.port)) < 0) {
+        fprintf(stderr, "corrald: cannot listen on %s:%u: %s\n", D.listen ? D.listen : "127.0.0.1",
+                port, cr_strerror(e));
+        return e;
+    }
+listening:
+    D.address = cr_asprintf(
+        "%s:%d", D.listen && strcmp(D.listen, "0.0.0.0") ? D.listen : "127.0.0.1", D.port);
+    char *text = cr_asprintf("%s\n", D.address), *pidtext = cr_asprintf("%d\n", (int)getpid());
+    e = session_write("address", text);
+    if (e == 0)
+        e = session_write("corrald.pid", pidtext);
+    free(text);
+    free(pidtext);
+    return e;
+}
+
+int head_main(const head_opts_t *o)
+{
+    int rc = 1;
+    D.listen = o->listen;
+    head_core_t core = {.who = "corrald",
+                        .node = o->node,
+                        .hwo = o->hwo,
+                        .heartbeat_ms = o->heartbeat_ms,
+                        .suspect_ms = o->suspect_ms,
+                        .dead_ms = o->dead_ms,
+                        .seed = (uint64_t)getpid()};
+    if (head_core_init(&core) < 0)
+        goto out;
+    /* the session once the node is known (a bad spec does not move
+     * session_latest); an unwritable CORRAL_HOME is still reported at start */
+    if (session_make() < 0)
+        goto out;
+    char *logfile = cr_asprintf("%s/corrald.log", D.logs);
+    if (cr_log_set_file(logfile) < 0)
+        fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
+    free(logfile);
+    char *dbpath = cr_asprintf("%s/state.db", D.session);
+    int e = head_core_open(&core, dbpath);
+    free(dbpath);
+    if (e < 0)
+        goto out;
+    uint8_t token[CR_TOKEN_LEN];
+    if (session_token(o->token_file, token) < 0)
+        goto out;
+
+    uv_loop_init(&D.loop);
+    char name[160];
+    snprintf(name, sizeof(name), "corrald:%.128s:%d", node_name(), (int)getpid());
+    cr_net_config_t nc = {.token = token, .name = name};
+    cr_net_callbacks_t cb = {.on_ready = on_ready, .on_message = on_message, .on_close = on_close};
+    D.net = cr_net_new(&D.loop, &nc, &cb, NULL);
+    memset(token, 0, sizeof(token));
+    if (!D.net) {
+        fprintf(stderr, "corrald: cannot set up the transport\n");
+        goto loop_out;
+    }
+    if (listen_all(o->port) < 0)
+        goto loop_out;
+    head_core_start(&core);
+    uv_signal_init(&D.loop, &D.sig_term);
+    uv_signal_init(&D.loop, &D.sig_int);
+    uv_signal_start(&D.sig_term, on_signal, SIGTERM);
+    uv_signal_start(&D.sig_int, on_signal, SIGINT);
+    head_event("started", "head on %s%s: %zu device(s), socket %s, tcp %s", node_name(),
+               D.node->simulated ? " (simulated)" : "", D.node->devices.n, D.sock, D.address);
+    fprintf(stderr, "corrald: head %s serving %s and %s\n", node_name(), D.sock, D.address);
+    if (D.reused)
+        recover();
+
+    uv_run(&D.loop, UV_RUN_DEFAULT);
+    rc = 0;
+    goto done;
+
+loop_out:
+    if (D.net) {
+        cr_net_close(D.net, NULL, NULL);
+        D.net = NULL;
+    }
+done:
+    head_core_stop();
+    uv_run(&D.loop, UV_RUN_DEFAULT); /* close callbacks of released workers */
+    if (uv_loop_close(&D.loop) != 0)
+        cr_warn("loop closed with handles left");
+out:
+    if (D.st && rc == 0)
+        head_event("stopped", "clean exit");
+    if (D.sock && rc != 0)
+        unlink(D.sock);
+    if (rc == 0 && D.session) { /* a clean exit: the next head starts a new session */
+        char *pidf = cr_asprintf("%s/corrald.pid", D.session);
+        unlink(pidf);
+        free(pidf);
+    }
+    head_core_fini();
+    free(D.session);
+    free(D.logs);
+    free(D.sock);
+    free(D.address);
+    return rc;
+}

@@ -1,0 +1,149 @@
+/* A job's output (docs/runtime.md "Following output and events"): the
+ * JobLogs answer, the output remote agents forward into the head's copy,
+ * and the follow ops that let follow.c stream logs of the job table. Part
+ * of the jobs module (jobs.h). */
+#include "head/jobs.h"
+#include "head/follow.h"
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LOG_CHUNK (64 * 1024)
+
+#define LOG_MAX (8u << 20) /* the tail of a log file a JobLogs answer carries */
+
+/* Sends one log file (its last LOG_MAX bytes) as chunks. */
+static void send_log(cr_conn_t *c, const Corral__Envelope *e, const job_t *j, const wk_t *w,
+                     const char *path, Corral__LogStream stream)
+{
+    if (!path)
+        return;
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return;
+    fseek(fp, 0, SEEK_END);
+    long size = ftell(fp);
+    long start = size > (long)LOG_MAX ? size - (long)LOG_MAX : 0;
+    fseek(fp, start, SEEK_SET);
+    uint8_t *buf = cr_malloc(LOG_CHUNK);
+    size_t got;
+    uint64_t off = (uint64_t)start;
+    while ((got = fread(buf, 1, LOG_CHUNK, fp)) > 0) {
+        Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
+        ch.job_id = (char *)j->idstr;
+        ch.worker_index = (uint32_t)w->index;
+        ch.stream = stream;
+        ch.offset = off;
+        ch.data.data = buf;
+        ch.data.len = got;
+        off += got;
+        Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+        a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+        a.log_chunk = &ch;
+        reply(c, e, &a);
+    }
+    free(buf);
+    fclose(fp);
+}
+
+void req_job_logs(cr_conn_t *c, const Corral__Envelope *e)
+{
+    const Corral__JobLogs *q = e->job_logs;
+    job_t *j = job_find(q->job_id);
+    if (!j) {
+        cr_conn_reply_error(c, e->id, CR_ENOENT, "no job %s", q->job_id);
+        return;
+    }
+    if (q->worker_index >= j->n) {
+        cr_conn_reply_error(c, e->id, CR_EINVAL, "job %s has %d worker(s): no worker %d", j->idstr,
+                            j->n, q->worker_index);
+        return;
+    }
+    if (q->follow) { /* daemon/follow.c answers from here on, eof included */
+        if (follow_add(c, e->id, j->idstr, q->worker_index, q->offset) < 0)
+            cr_conn_reply_error(c, e->id, CR_ENOENT, "no job %s", q->job_id);
+        return;
+    }
+    for (int i = 0; i < j->n; i++) {
+        if (q->worker_index >= 0 && q->worker_index != i)
+            continue;
+        send_log(c, e, j, &j->wk[i], j->wk[i].out_path, CORRAL__LOG_STREAM__LOG_STDOUT);
+        send_log(c, e, j, &j->wk[i], j->wk[i].err_path, CORRAL__LOG_STREAM__LOG_STDERR);
+    }
+    Corral__LogChunk end = CORRAL__LOG_CHUNK__INIT;
+    end.job_id = j->idstr;
+    end.eof = true;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+    a.log_chunk = &end;
+    reply(c, e, &a);
+}
+
+static int fo_nworkers(void *arg, const char *job_id)
+{
+    const job_t *j = job_find(job_id);
+    return j ? j->n : -1;
+}
+
+static void fo_paths(void *arg, const char *job_id, int i, const char **out, const char **err)
+{
+    const job_t *j = job_find(job_id);
+    *out = *err = NULL;
+    if (j && i >= 0 && i < j->n) {
+        *out = j->wk[i].out_path;
+        *err = j->wk[i].err_path;
+    }
+}
+
+static bool fo_is_final(void *arg, const char *job_id)
+{
+    const job_t *j = job_find(job_id);
+    return !j || cr_job_state_is_final(j->state);
+}
+
+static size_t fo_events_since(void *arg, uint64_t since_seq,
+                              void (*emit)(void *ctx, const Corral__Event *ev), void *ctx)
+{
+    return events_since(since_seq, emit, ctx);
+}
+
+const follow_ops_t head_follow_ops = {.nworkers = fo_nworkers,
+                                      .paths = fo_paths,
+                                      .is_final = fo_is_final,
+                                      .events_since = fo_events_since};
+
+/* Output an agent forwards: written at its offset into the head's copy. */
+void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch)
+{
+    job_t *j = job_find(ch->job_id);
+    if (!j || ch->worker_index >= (uint32_t)j->n)
+        return;
+    wk_t *w = &j->wk[ch->worker_index];
+    if (w->node != n)
+        return;
+    char **path = ch->stream == CORRAL__LOG_STREAM__LOG_STDERR ? &w->err_path : &w->out_path;
+    if (!*path) {
+        *path = cr_asprintf("%s/%s.%s", D.logs, w->id,
+                            ch->stream == CORRAL__LOG_STREAM__LOG_STDERR ? "err" : "out");
+        db_worker(w);
+    }
+    int fd = open(*path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
+        return;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) == 0 && ch->offset > (uint64_t)sb.st_size) {
+        /* output is forwarded in order: a gap would only be an agent's
+         * mistake (or a sparse file grown at will) */
+        cr_warn("output of %s from %s: offset %llu past the %lld bytes received; dropped", w->id,
+                n->id, (unsigned long long)ch->offset, (long long)sb.st_size);
+        close(fd);
+        return;
+    }
+    if (pwrite(fd, ch->data.data, ch->data.len, (off_t)ch->offset) < 0)
+        cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
+    close(fd);
+    follow_pump();
+}

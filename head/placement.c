@@ -1,0 +1,113 @@
+/* The head's use of the scheduler (sched/): a worker spec as a resource
+ * request, a gang's or a group's bundles placed on the cluster view, the
+ * strategies, and device lists as state.db keeps them. Shared by jobs.c
+ * and pgs.c. */
+#include "head/head.h"
+#include <stdio.h>
+
+void devs_format(const int *devs, size_t n, cr_buf_t *out)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_buf_printf(out, "%s%d", i ? "," : "", devs[i]);
+}
+
+size_t devs_parse(const char *s, int *devs)
+{
+    size_t n = 0;
+    for (const char *p = s; p && *p && n < MAX_DEVS;) {
+        char *end;
+        long d = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        devs[n++] = (int)d;
+        if (*end != ',')
+            break;
+        p = end + 1;
+    }
+    return n;
+}
+
+sched_strategy_t strategy_of(Corral__Strategy s)
+{
+    switch (s) {
+    case CORRAL__STRATEGY__STRATEGY_SPREAD:
+        return SCHED_SPREAD_PG;
+    case CORRAL__STRATEGY__STRATEGY_STRICT_PACK:
+        return SCHED_STRICT_PACK;
+    case CORRAL__STRATEGY__STRATEGY_STRICT_SPREAD:
+        return SCHED_STRICT_SPREAD;
+    default:
+        return SCHED_PACK;
+    }
+}
+
+sched_status_t schedule_bundles(uint32_t n, sched_bundle_t *bundles, Corral__Strategy strategy,
+                                const char *domain, uint64_t *placement, char *why, size_t size)
+{
+    int key = -1;
+    if (domain && domain[0]) {
+        key = sched_syms_find(&D.cluster->labels, domain, strlen(domain));
+        if (key < 0) {
+            snprintf(why, size, "no node has the label %s", domain);
+            return SCHED_INFEASIBLE;
+        }
+    }
+    sched_request_t r = {.nbundles = n,
+                         .bundles = bundles,
+                         .policy = SCHED_HYBRID,
+                         .strategy = strategy_of(strategy),
+                         .domain_key = key,
+                         .affinity_node = -1};
+    sched_result_t res;
+    int err = sched_schedule(D.cluster, &D.scfg, &r, &D.rng, &res);
+    if (err < 0) {
+        snprintf(why, size, "scheduler error: %s", cr_strerror(err));
+        return SCHED_INFEASIBLE;
+    }
+    if (res.status == SCHED_OK)
+        *placement = res.placement;
+    snprintf(why, size, "%s", res.reason);
+    return res.status;
+}
+
+/* Parses a worker's resources into one bundle request; CR_EINFEASIBLE
+ * with why for names no node has. */
+int build_request(const Corral__WorkerSpec *ws, sched_resreq_t *req, char *why, size_t size)
+{
+    memset(req, 0, sizeof(*req));
+    sched_cluster_sync(D.cluster); /* resources of nodes that joined since */
+    if (ws->n_resources > SCHED_REQ_MAX) {
+        snprintf(why, size, "at most %d resources per worker", SCHED_REQ_MAX);
+        return CR_EINVAL;
+    }
+    for (size_t i = 0; i < ws->n_resources; i++) {
+        const Corral__Quantity *q = ws->resources[i];
+        int rid = sched_syms_find(&D.cluster->res, q->name, strlen(q->name));
+        if (rid < 0 || rid >= D.cluster->nres) {
+            snprintf(why, size, "no node has resource %s", q->name);
+            return CR_EINFEASIBLE;
+        }
+        if (q->amount <= 0) {
+            snprintf(why, size, "resource %s: amount must be positive", q->name);
+            return CR_EINVAL;
+        }
+        if (sched_check_unit_qty(rid, q->amount, why, size) < 0)
+            return CR_EINVAL;
+        for (int k = 0; k < req->n; k++)
+            if (req->id[k] == rid) {
+                snprintf(why, size, "resource %s is named twice", q->name);
+                return CR_EINVAL;
+            }
+        req->id[req->n] = (uint8_t)rid;
+        req->qty[req->n++] = q->amount;
+    }
+    if (req->n == 0) { /* nothing asked: one CPU, so the worker counts */
+        int rid = sched_syms_find(&D.cluster->res, "CPU", 3);
+        if (rid >= 0 && rid < D.cluster->nres) {
+            req->id[0] = (uint8_t)rid;
+            req->qty[0] = CR_QTY_ONE;
+            req->n = 1;
+        }
+    }
+    return 0;
+}
