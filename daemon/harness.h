@@ -1,5 +1,5 @@
 /* A head without sockets or signals, for fuzz targets and unit tests: D
- * set up as corrald --head sets it up (head_core_* in head/head.c), a simulated node from a
+ * set up as corrald --head sets it up (head_core_* in head/server.c), a simulated node from a
  * hardware spec, a state.db in a given directory, the local agent, a
  * libuv loop, and no listener. Messages go in through head_dispatch on
  * detached connections (cr_conn_new_detached, net/net.h); the loop runs

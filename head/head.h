@@ -17,14 +17,14 @@
  *   logs.c       a job's output: JobLogs, forwarded output, follow ops
  *   recover.c    a new head taking over the state of one that died
  *   dispatch.c   the message tables of clients and agents, status, stop
- *   head.c       corrald --head: set-up, the loop's callbacks, tear-down
+ *   server.c     corrald --head: set-up, the loop's callbacks, tear-down
  *   session.c    the head's session directory and token
  *   state.c      SQLite (state.h), follow.c, waiters.c: followers, waits
  *
- * The calls run one way: head.c, dispatch.c -> jobs module -> pgs.c ->
+ * The calls run one way: server.c, dispatch.c -> jobs module -> pgs.c ->
  * nodes.c -> placement.c, events.c, turn.c. What a lower module must tell
  * the ones above it (a node died, a group was removed, capacity came
- * back) goes through one table, D.watch, that head.c fills at start: the
+ * back) goes through one table, D.watch, that server.c fills at start: the
  * one documented way up.
  *
  * Ownership (Redis's one server struct): D's fields are grouped by the
@@ -76,7 +76,7 @@ typedef struct node {
     uint8_t drift_beats; /* beats in a row it reported less free than the head counts */
 } node_t;
 
-/* What lower modules tell the upper ones (head.c fills it): the one way
+/* What lower modules tell the upper ones (server.c fills it): the one way
  * up. Each may be NULL in a harness that has no such listener. */
 typedef struct head_watch {
     /* n was declared dead (why): its workers are lost, its bundles back */
@@ -92,7 +92,7 @@ typedef struct head_watch {
 } head_watch_t;
 
 typedef struct head {
-    /* head.c: the process */
+    /* server.c: the process */
     uv_loop_t loop;
     cr_node_t *node; /* this node's description */
     hw_options_t hwo;
@@ -154,7 +154,7 @@ void event_node(const char *kind, const node_t *n, const char *fmt, ...)
 const char *node_name(void);
 void req_events(cr_conn_t *c, const Corral__Envelope *e);
 /* Each event after since_seq handed to emit; how many. */
-size_t events_since(uint64_t since_seq, void (*emit)(void *ctx, const Corral__Event *ev),
+size_t events_each_since(uint64_t since_seq, void (*emit)(void *ctx, const Corral__Event *ev),
                     void *ctx);
 
 /* -------------------------------------------------------- placement.c */
@@ -259,7 +259,7 @@ void workers_local_started(void *arg, const agent_started_t *s);
 void workers_local_exited(void *arg, const Corral__WorkerReport *r);
 void recover(void); /* recover.c */
 
-/* ------------------------------------------------------------ head.c */
+/* ---------------------------------------------------------- server.c */
 /* corrald --head: runs the head until it stops; the exit status. node
  * and hwo are the discovered node (the caller frees node after). */
 typedef struct head_opts {

@@ -105,7 +105,7 @@ static bool fo_is_final(void *arg, const char *job_id)
 static size_t fo_events_since(void *arg, uint64_t since_seq,
                               void (*emit)(void *ctx, const Corral__Event *ev), void *ctx)
 {
-    return events_since(since_seq, emit, ctx);
+    return events_each_since(since_seq, emit, ctx);
 }
 
 const follow_ops_t head_follow_ops = {.nworkers = fo_nworkers,
