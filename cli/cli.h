@@ -18,7 +18,7 @@ int cli_job(int argc, char **argv);
 int cli_status(int argc, char **argv);
 int cli_nodes(int argc, char **argv);
 int cli_events(int argc, char **argv);
-int cli_pg(int argc, char **argv); /* pg_cmd.c */
+int cli_pg(int argc, char **argv);    /* pg_cmd.c */
 int cli_train(int argc, char **argv); /* train_cmd.c */
 
 /* Workers' output as it is followed (run_cmd.c): with prefix, each line
@@ -42,6 +42,37 @@ typedef struct cli_stopper {
 } cli_stopper_t;
 void cli_catch_interrupts(struct sigaction *old_int, struct sigaction *old_term);
 int cli_stop_on_interrupt(void *arg);
+
+/* A command's options (cli/opts.c): a table ended by {0}, parsed with
+ * getopt_long; --help (-h) is every command's. FLAG sets a bool, STR a
+ * const char * (borrowed from argv), UINT an unsigned in lo..hi, CALL
+ * calls call(dst, name, arg), which prints its own message and returns 0
+ * or CLI_USAGE. cli_parse_opts returns the index of the first positional
+ * argument; CLI_OPTS_HELP once the usage is printed for --help;
+ * CLI_OPTS_BAD once the problem and the usage are printed on stderr. With
+ * in_order, parsing stops at the first positional argument (a command
+ * and its own options follow). */
+typedef enum { CLI_OPT_FLAG, CLI_OPT_STR, CLI_OPT_UINT, CLI_OPT_CALL } cli_opt_kind_t;
+typedef struct cli_opt {
+    const char *name; /* without the dashes */
+    char abbr;        /* a one-letter form (-f), 0 none */
+    cli_opt_kind_t kind;
+    void *dst;
+    unsigned lo, hi;
+    int (*call)(void *dst, const char *name, const char *arg);
+} cli_opt_t;
+/* clang-format off */
+#define CLI_FLAG(n, p) {.name = (n), .kind = CLI_OPT_FLAG, .dst = (p)}
+#define CLI_FLAG1(a, n, p) {.name = (n), .abbr = (a), .kind = CLI_OPT_FLAG, .dst = (p)}
+#define CLI_STR(n, p) {.name = (n), .kind = CLI_OPT_STR, .dst = (p)}
+#define CLI_UINT(n, p, l, h) {.name = (n), .kind = CLI_OPT_UINT, .dst = (p), .lo = (l), .hi = (h)}
+#define CLI_CALL(n, fn, p) {.name = (n), .kind = CLI_OPT_CALL, .dst = (p), .call = (fn)}
+#define CLI_END {.name = NULL}
+/* clang-format on */
+#define CLI_OPTS_HELP (-1)
+#define CLI_OPTS_BAD (-2)
+int cli_parse_opts(const char *cmd, const cli_opt_t *t, int argc, char **argv, const char *usage,
+                   bool in_order);
 
 /* Discovers the node the way every command does: --spec FILE, or
  * --root DIR / CORRAL_SYSFS_ROOT, or this machine. Prints why on failure.

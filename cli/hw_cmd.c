@@ -28,8 +28,10 @@ static int parse_devlist(const char *s, int **out, size_t *n, char *why, size_t 
     size_t pos = 0;
     int count = cr_cpulist_parse(s, bits, 1024, &pos);
     if (count < 0) {
-        snprintf(why, whysize, "bad device list '%s' at offset %zu: expected indices such as "
-                 "0,3 or 0-3", s, pos);
+        snprintf(why, whysize,
+                 "bad device list '%s' at offset %zu: expected indices such as "
+                 "0,3 or 0-3",
+                 s, pos);
         return count;
     }
     *out = cr_calloc((size_t)count + 1, sizeof(int));
@@ -59,16 +61,18 @@ static void print_node(const cr_node_t *n)
             else
                 snprintf(numa, sizeof(numa), "-");
             printf("%-4d %-10s %-9s %-13s %-4s %-8s %-6s %-9s %s%s%s\n", d->index,
-                   d->sku[0] ? d->sku : d->product[0] ? d->product : "?", mem,
-                   d->pci[0] ? d->pci : "-", numa, d->nic[0] ? d->nic : "-", d->resource,
+                   d->sku[0]       ? d->sku
+                   : d->product[0] ? d->product
+                                   : "?",
+                   mem, d->pci[0] ? d->pci : "-", numa, d->nic[0] ? d->nic : "-", d->resource,
                    hw_health_name(d->health), d->isolation_id[0] ? d->isolation_id : "-",
                    d->mig_profile[0] ? "  MIG " : "", d->mig_profile);
         }
     }
     cli_format_bytes(n->memory, mem, sizeof(mem));
     printf("\nhost: %s%s%d sockets, %d cores, %d threads, %zu NUMA nodes, %s memory\n",
-           n->cpu.model, n->cpu.model[0] ? ", " : "", n->cpu.sockets, n->cpu.cores,
-           n->cpu.threads, n->numa.n, mem);
+           n->cpu.model, n->cpu.model[0] ? ", " : "", n->cpu.sockets, n->cpu.cores, n->cpu.threads,
+           n->numa.n, mem);
     for (size_t i = 0; i < n->numa.n; i++) {
         cli_format_bytes(n->numa.v[i].memory, mem, sizeof(mem));
         printf("  numa %d: cpus %s, %s\n", n->numa.v[i].id, n->numa.v[i].cpus, mem);
@@ -108,9 +112,12 @@ static void print_node(const cr_node_t *n)
 int cli_hw(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"json", no_argument, 0, 'j'},         {"spec", required_argument, 0, 's'},
-        {"root", required_argument, 0, 'r'},   {"isolate", required_argument, 0, 'i'},
-        {"check", no_argument, 0, 'c'},        {"help", no_argument, 0, 'h'},
+        {"json", no_argument, 0, 'j'},
+        {"spec", required_argument, 0, 's'},
+        {"root", required_argument, 0, 'r'},
+        {"isolate", required_argument, 0, 'i'},
+        {"check", no_argument, 0, 'c'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     bool json = false, do_check = false;

@@ -25,58 +25,28 @@ static corral_t *connect_or_say(const char *cmd)
     return c;
 }
 
-/* Parses [--json] plus the positional arguments left in argv[optind..]. */
+/* Parses [--json] and those of --limit, --grace, --worker, --follow (-f)
+ * given a destination; the positional arguments are left in
+ * argv[optind..]. 0, -1 after --help, or CLI_USAGE. */
 static int parse_common(int argc, char **argv, const char *usage, bool *json, unsigned *limit,
                         unsigned *grace, unsigned *worker, bool *follow)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, 0, 'j'},
-        {"limit", required_argument, 0, 'l'},
-        {"grace", required_argument, 0, 'g'},
-        {"worker", required_argument, 0, 'w'},
-        {"follow", no_argument, 0, 'f'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    int opt;
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "hf", opts, NULL)) != -1) {
-        unsigned *dst = opt == 'l' ? limit : opt == 'w' ? worker : grace;
-        switch (opt) {
-        case 'f':
-            if (!follow) {
-                fprintf(stderr, "corral: %s: not an option of this command\n%s", argv[optind - 1],
-                        usage);
-                return CLI_USAGE;
-            }
-            *follow = true;
-            break;
-        case 'j':
-            *json = true;
-            break;
-        case 'l':
-        case 'w':
-        case 'g': {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (!dst || !optarg[0] || *end || v < 0 || v > 100000000) {
-                fprintf(stderr, "corral: %s: expected a number, got '%s'\n%s", argv[optind - 1],
-                        optarg, usage);
-                return CLI_USAGE;
-            }
-            *dst = (unsigned)v;
-            break;
-        }
-        case 'h':
-            fputs(usage, stdout);
-            return -1;
-        default:
-            fprintf(stderr, "corral: unknown or incomplete option '%s'\n%s", argv[optind - 1],
-                    usage);
-            return CLI_USAGE;
-        }
-    }
+    cli_opt_t t[6];
+    size_t n = 0;
+    t[n++] = (cli_opt_t)CLI_FLAG("json", json);
+    if (limit)
+        t[n++] = (cli_opt_t)CLI_UINT("limit", limit, 0, 100000000);
+    if (grace)
+        t[n++] = (cli_opt_t)CLI_UINT("grace", grace, 0, 100000000);
+    if (worker)
+        t[n++] = (cli_opt_t)CLI_UINT("worker", worker, 0, 100000000);
+    if (follow)
+        t[n++] = (cli_opt_t)CLI_FLAG1('f', "follow", follow);
+    t[n] = (cli_opt_t)CLI_END;
+    int first = cli_parse_opts("corral", t, argc, argv, usage, false);
+    if (first < 0)
+        return first == CLI_OPTS_HELP ? -1 : CLI_USAGE;
+    optind = first;
     return 0;
 }
 

@@ -2,7 +2,6 @@
  * reserved together for jobs to run in later (docs/runtime.md). */
 #include "cli.h"
 #include <corral/corral.h>
-#include <getopt.h>
 #include <stdio.h>
 
 static const char pg_usage[] =
@@ -81,66 +80,38 @@ static int split_bundles(char *text, corral_bundle_spec_t **out, size_t *n)
 
 static int pg_create(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"bundles", required_argument, 0, 'b'},
-        {"strategy", required_argument, 0, 's'},
-        {"label-selector", required_argument, 0, 'S'},
-        {"domain", required_argument, 0, 'D'},
-        {"no-wait", no_argument, 0, 'n'},
-        {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    const char *bundles = NULL;
+    const char *bundles = NULL, *strategy = NULL;
     corral_pg_spec_t spec = {.wait = 1};
-    bool json = false;
-    int opt;
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'b':
-            bundles = optarg;
-            break;
-        case 's':
-            if (corral_strategy_parse(optarg, &spec.strategy) < 0) {
-                fprintf(stderr,
-                        "corral pg create: --strategy: expected PACK, SPREAD, STRICT_PACK or "
-                        "STRICT_SPREAD, got '%s'\n%s",
-                        optarg, pg_usage);
-                return CLI_USAGE;
-            }
-            break;
-        case 'S':
-            spec.selector = optarg;
-            break;
-        case 'D':
-            spec.domain = optarg;
-            break;
-        case 'n':
-            spec.wait = 0;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'h':
-            fputs(pg_usage, stdout);
-            return CLI_OK;
-        default:
-            fprintf(stderr, "corral pg create: unknown or incomplete option '%s'\n%s",
-                    argv[optind - 1], pg_usage);
-            return CLI_USAGE;
-        }
+    bool json = false, no_wait = false;
+    const cli_opt_t opts[] = {
+        CLI_STR("bundles", &bundles),
+        CLI_STR("strategy", &strategy),
+        CLI_STR("label-selector", &spec.selector),
+        CLI_STR("domain", &spec.domain),
+        CLI_FLAG("no-wait", &no_wait),
+        CLI_FLAG("json", &json),
+        CLI_END,
+    };
+    int first = cli_parse_opts("corral pg create", opts, argc, argv, pg_usage, false);
+    if (first < 0)
+        return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
+    if (strategy && corral_strategy_parse(strategy, &spec.strategy) < 0) {
+        fprintf(stderr,
+                "corral pg create: --strategy: expected PACK, SPREAD, STRICT_PACK or "
+                "STRICT_SPREAD, got '%s'\n%s",
+                strategy, pg_usage);
+        return CLI_USAGE;
     }
-    if (optind + 1 != argc || !bundles) {
+    spec.wait = !no_wait;
+    if (first + 1 != argc || !bundles) {
         fprintf(stderr, "corral pg create: %s\n%s",
-                optind >= argc      ? "no group name given"
-                : optind + 1 < argc ? "one group name, please"
-                                    : "--bundles is required",
+                first >= argc      ? "no group name given"
+                : first + 1 < argc ? "one group name, please"
+                                   : "--bundles is required",
                 pg_usage);
         return CLI_USAGE;
     }
-    spec.name = argv[optind];
+    spec.name = argv[first];
     char *text = cr_strdup(bundles);
     corral_bundle_spec_t *bv = NULL;
     if (split_bundles(text, &bv, &spec.nbundles) < 0) {
@@ -192,29 +163,18 @@ out_free:
 
 static int pg_list_or_remove(int argc, char **argv, bool remove)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
     const char *sub = remove ? "remove" : "list";
     bool json = false;
-    int opt;
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (opt == 'h') {
-            fputs(pg_usage, stdout);
-            return CLI_OK;
-        }
-        if (opt != 'j' || remove) { /* remove prints nothing to format */
-            fprintf(stderr, "corral pg %s: unknown or incomplete option '%s'\n%s", sub,
-                    argv[optind - 1], pg_usage);
-            return CLI_USAGE;
-        }
-        json = true;
-    }
-    if (argc - optind != (remove ? 1 : 0)) {
+    const cli_opt_t opts[] = {
+        CLI_FLAG("json", &json),
+        CLI_END,
+    };
+    /* remove prints nothing to format: no --json */
+    int first = cli_parse_opts(remove ? "corral pg remove" : "corral pg list", opts + remove, argc,
+                               argv, pg_usage, false);
+    if (first < 0)
+        return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
+    if (argc - first != (remove ? 1 : 0)) {
         fprintf(stderr, "corral pg %s: %s\n%s", sub,
                 remove ? "give one group, by name or id" : "unexpected argument", pg_usage);
         return CLI_USAGE;
@@ -228,11 +188,11 @@ static int pg_list_or_remove(int argc, char **argv, bool remove)
     }
     int rc = CLI_FAIL;
     if (remove) {
-        if (corral_pg_remove(c, argv[optind]) < 0) {
+        if (corral_pg_remove(c, argv[first]) < 0) {
             fprintf(stderr, "corral pg remove: %s\n", corral_errmsg(c));
             goto out;
         }
-        printf("placement group %s removed\n", argv[optind]);
+        printf("placement group %s removed\n", argv[first]);
     } else {
         corral_pg_t *v;
         size_t n;

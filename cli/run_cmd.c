@@ -153,150 +153,114 @@ static int wait_then_print(corral_t *c, const char *job_id, outputs_t *o, corral
     return 0;
 }
 
+typedef struct run_opts {
+    char res[256];
+    int nres;
+    CR_VEC(const char *) env;
+} run_opts_t;
+
+static int opt_count(void *dst, const char *name, const char *arg)
+{
+    run_opts_t *r = dst;
+    unsigned count;
+    if (parse_count(name[0] == 'g' ? "--gpus" : "--tpus", arg, &count))
+        return CLI_USAGE;
+    snprintf(r->res, sizeof(r->res), "%s=%u", name[0] == 'g' ? "GPU" : "TPU", count);
+    r->nres++;
+    return 0;
+}
+
+static int opt_resources(void *dst, const char *name, const char *arg)
+{
+    run_opts_t *r = dst;
+    snprintf(r->res, sizeof(r->res), "%s", arg);
+    r->nres++;
+    return 0;
+}
+
+static int opt_workers(void *dst, const char *name, const char *arg)
+{
+    return parse_count("--workers", arg, dst);
+}
+
+static int opt_env(void *dst, const char *name, const char *arg)
+{
+    run_opts_t *r = dst;
+    if (!strchr(arg, '=') || arg[0] == '=') {
+        fprintf(stderr, "corral run: --env: expected K=V, got '%s'\n%s", arg, run_usage);
+        return CLI_USAGE;
+    }
+    *CR_VEC_PUSH(&r->env) = arg;
+    return 0;
+}
+
+/* Whether arg is one of the comma-separated words (--restart, --bind). */
+static bool one_of(const char *arg, const char *words)
+{
+    size_t n = strlen(arg);
+    for (const char *w = words; *w;) {
+        size_t k = strcspn(w, ",");
+        if (k == n && !strncmp(w, arg, n))
+            return true;
+        w += k + (w[k] == ',');
+    }
+    return false;
+}
+
 int cli_run(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"gpus", required_argument, 0, 'g'},
-        {"tpus", required_argument, 0, 't'},
-        {"resources", required_argument, 0, 'r'},
-        {"workers", required_argument, 0, 'w'},
-        {"env", required_argument, 0, 'e'},
-        {"name", required_argument, 0, 'n'},
-        {"detach", no_argument, 0, 'd'},
-        {"max-restarts", required_argument, 0, 'm'},
-        {"restart", required_argument, 0, 'R'},
-        {"placement", required_argument, 0, 'P'},
-        {"label-selector", required_argument, 0, 'S'},
-        {"domain", required_argument, 0, 'D'},
-        {"pg", required_argument, 0, 'G'},
-        {"bundle", required_argument, 0, 'B'},
-        {"bind", required_argument, 0, 'b'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    char res[256] = "";
-    const char *name = NULL;
-    unsigned workers = 1, count, max_restarts = 0;
-    const char *restart = NULL;
-    int nres = 0, opt, rc = CLI_FAIL;
-    bool detach = false, has_strategy = false, has_bundle = false;
+    run_opts_t ro = {.res = ""};
+    const char *name = NULL, *restart = NULL, *placement = NULL, *bind_s = NULL;
+    unsigned workers = 1, max_restarts = 0, bundle = ~0u;
+    int rc = CLI_FAIL;
+    bool detach = false;
     corral_strategy_t strategy = CORRAL_PACK;
     corral_bind_t bind = CORRAL_BIND_CLOSEST;
     const char *selector = NULL, *domain = NULL, *pg = NULL;
-    unsigned bundle = 0;
-    CR_VEC(const char *) env = {0};
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'g':
-        case 't':
-            if (parse_count(opt == 'g' ? "--gpus" : "--tpus", optarg, &count)) {
-                CR_VEC_FREE(&env);
-                return CLI_USAGE;
-            }
-            snprintf(res, sizeof(res), "%s=%u", opt == 'g' ? "GPU" : "TPU", count);
-            nres++;
-            break;
-        case 'r':
-            snprintf(res, sizeof(res), "%s", optarg);
-            nres++;
-            break;
-        case 'w':
-            if (parse_count("--workers", optarg, &workers)) {
-                CR_VEC_FREE(&env);
-                return CLI_USAGE;
-            }
-            break;
-        case 'e':
-            if (!strchr(optarg, '=') || optarg[0] == '=') {
-                fprintf(stderr, "corral run: --env: expected K=V, got '%s'\n%s", optarg, run_usage);
-                CR_VEC_FREE(&env);
-                return CLI_USAGE;
-            }
-            *CR_VEC_PUSH(&env) = optarg;
-            break;
-        case 'n':
-            name = optarg;
-            break;
-        case 'd':
-            detach = true;
-            break;
-        case 'm': {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (!optarg[0] || *end || v < 0 || v > 1000) {
-                fprintf(stderr, "corral run: --max-restarts: expected 0 to 1000, got '%s'\n%s",
-                        optarg, run_usage);
-                CR_VEC_FREE(&env);
-                return CLI_USAGE;
-            }
-            max_restarts = (unsigned)v;
-            break;
-        }
-        case 'R':
-            if (strcmp(optarg, "worker") && strcmp(optarg, "gang") && strcmp(optarg, "none")) {
-                fprintf(stderr,
-                        "corral run: --restart: expected worker, gang or none, got '%s'\n%s",
-                        optarg, run_usage);
-                CR_VEC_FREE(&env);
-                return CLI_USAGE;
-            }
-            restart = optarg;
-            break;
-        case 'P':
-            if (corral_strategy_parse(optarg, &strategy) < 0) {
-                fprintf(stderr,
-                        "corral run: --placement: expected PACK, SPREAD, STRICT_PACK or "
-                        "STRICT_SPREAD, got '%s'\n%s",
-                        optarg, run_usage);
-                CR_VEC_FREE(&env);
-                return CLI_USAGE;
-            }
-            has_strategy = true;
-            break;
-        case 'S':
-            selector = optarg;
-            break;
-        case 'D':
-            domain = optarg;
-            break;
-        case 'G':
-            pg = optarg;
-            break;
-        case 'B': {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (!optarg[0] || *end || v < 0 || v > 100000) {
-                fprintf(stderr, "corral run: --bundle: expected a bundle index, got '%s'\n%s",
-                        optarg, run_usage);
-                CR_VEC_FREE(&env);
-                return CLI_USAGE;
-            }
-            bundle = (unsigned)v;
-            has_bundle = true;
-            break;
-        }
-        case 'b':
-            if (strcmp(optarg, "closest") && strcmp(optarg, "none")) {
-                fprintf(stderr, "corral run: --bind: expected closest or none, got '%s'\n%s",
-                        optarg, run_usage);
-                CR_VEC_FREE(&env);
-                return CLI_USAGE;
-            }
-            bind = strcmp(optarg, "none") ? CORRAL_BIND_CLOSEST : CORRAL_BIND_NONE;
-            break;
-        case 'h':
-            fputs(run_usage, stdout);
-            CR_VEC_FREE(&env);
-            return CLI_OK;
-        default:
-            fprintf(stderr, "corral run: unknown or incomplete option '%s'\n%s", argv[optind - 1],
-                    run_usage);
-            CR_VEC_FREE(&env);
-            return CLI_USAGE;
-        }
+    const cli_opt_t opts[] = {
+        CLI_CALL("gpus", opt_count, &ro),
+        CLI_CALL("tpus", opt_count, &ro),
+        CLI_CALL("resources", opt_resources, &ro),
+        CLI_CALL("workers", opt_workers, &workers),
+        CLI_CALL("env", opt_env, &ro),
+        CLI_STR("name", &name),
+        CLI_FLAG("detach", &detach),
+        CLI_UINT("max-restarts", &max_restarts, 0, 1000),
+        CLI_STR("restart", &restart),
+        CLI_STR("placement", &placement),
+        CLI_STR("label-selector", &selector),
+        CLI_STR("domain", &domain),
+        CLI_STR("pg", &pg),
+        CLI_UINT("bundle", &bundle, 0, 100000),
+        CLI_STR("bind", &bind_s),
+        CLI_END,
+    };
+    /* options stop at the command, whose own options are its */
+    int first = cli_parse_opts("corral run", opts, argc, argv, run_usage, true);
+    if (first < 0) {
+        CR_VEC_FREE(&ro.env);
+        return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
     }
+    optind = first;
+    const char *bad = NULL, *got = NULL;
+    if (restart && !one_of(restart, "worker,gang,none"))
+        bad = "--restart: expected worker, gang or none", got = restart;
+    else if (placement && corral_strategy_parse(placement, &strategy) < 0)
+        bad = "--placement: expected PACK, SPREAD, STRICT_PACK or STRICT_SPREAD", got = placement;
+    else if (bind_s && !one_of(bind_s, "closest,none"))
+        bad = "--bind: expected closest or none", got = bind_s;
+    if (bad) {
+        fprintf(stderr, "corral run: %s, got '%s'\n%s", bad, got, run_usage);
+        CR_VEC_FREE(&ro.env);
+        return CLI_USAGE;
+    }
+    if (bind_s)
+        bind = strcmp(bind_s, "none") ? CORRAL_BIND_CLOSEST : CORRAL_BIND_NONE;
+    bool has_strategy = placement != NULL, has_bundle = bundle != ~0u;
+    if (!has_bundle)
+        bundle = 0;
+    int nres = ro.nres;
+    char *res = ro.res;
     const char *conflict = NULL;
     if (nres > 1)
         conflict = "give one of --gpus, --tpus, --resources";
@@ -308,22 +272,22 @@ int cli_run(int argc, char **argv)
         conflict = "no command given";
     if (conflict) {
         fprintf(stderr, "corral run: %s\n%s", conflict, run_usage);
-        CR_VEC_FREE(&env);
+        CR_VEC_FREE(&ro.env);
         return CLI_USAGE;
     }
-    *CR_VEC_PUSH(&env) = NULL;
+    *CR_VEC_PUSH(&ro.env) = NULL;
 
     corral_t *c;
     char *why = NULL, *job_id = NULL;
     if (corral_connect(NULL, NULL, &c, &why) < 0) {
         fprintf(stderr, "corral run: %s\n", why ? why : "cannot connect");
         free(why);
-        CR_VEC_FREE(&env);
+        CR_VEC_FREE(&ro.env);
         return CLI_FAIL;
     }
     corral_job_spec_t spec = {.name = name,
                               .argv = (const char *const *)(argv + optind),
-                              .env = env.v,
+                              .env = ro.env.v,
                               .resources = res[0] ? res : NULL,
                               .num_workers = workers,
                               .max_restarts = max_restarts,
@@ -396,6 +360,6 @@ out:
     sigaction(SIGTERM, &old_term, NULL);
     free(job_id);
     corral_disconnect(c);
-    CR_VEC_FREE(&env);
+    CR_VEC_FREE(&ro.env);
     return rc;
 }

@@ -126,18 +126,18 @@ typedef struct sim {
     arrival_t *arr;
     size_t narr;
     heap_t done;
-    double t;                /* simulated seconds */
+    double t; /* simulated seconds */
     double prev_clock;
-    fvec_t lat;              /* seconds of real time per decision */
-    fvec_t gang_wait;        /* simulated seconds */
+    fvec_t lat;       /* seconds of real time per decision */
+    fvec_t gang_wait; /* simulated seconds */
     size_t placed, infeasible, gangs;
     char reasons[MAX_REASONS][256];
     size_t nreasons;
-    int unit[8];             /* unit resources present */
+    int unit[8]; /* unit resources present */
     int nunit;
     double util[SAMPLES][8];
     double sample_t[SAMPLES];
-    double frag[SAMPLES];    /* -1: nothing pending */
+    double frag[SAMPLES]; /* -1: nothing pending */
     int nsamples;
 } sim_t;
 
@@ -262,11 +262,10 @@ static void report(sim_t *s, const char *cluster, const char *trace, double wall
         json_object_set_new(j, "pending_at_end", json_integer((json_int_t)pending));
         json_object_set_new(j, "decisions", json_integer((json_int_t)s->lat.n));
         json_object_set_new(j, "decisions_per_s", json_real(rate));
-        json_object_set_new(j, "latency_us", json_pack("{s:f,s:f,s:f}", "p50",
-                                                       pct(&s->lat, 0.5) * 1e6, "p99",
-                                                       pct(&s->lat, 0.99) * 1e6, "max",
-                                                       s->lat.n ? s->lat.v[s->lat.n - 1] * 1e6
-                                                                : 0.0));
+        json_object_set_new(j, "latency_us",
+                            json_pack("{s:f,s:f,s:f}", "p50", pct(&s->lat, 0.5) * 1e6, "p99",
+                                      pct(&s->lat, 0.99) * 1e6, "max",
+                                      s->lat.n ? s->lat.v[s->lat.n - 1] * 1e6 : 0.0));
         json_object_set_new(j, "gang_wait_s",
                             json_pack("{s:I,s:f,s:f,s:f}", "count", (json_int_t)s->gang_wait.n,
                                       "p50", pct(&s->gang_wait, 0.5), "p99",
@@ -276,8 +275,8 @@ static void report(sim_t *s, const char *cluster, const char *trace, double wall
         for (int u = 0; u < s->nunit; u++) {
             json_t *arr = json_array();
             for (int k = 0; k < s->nsamples; k++)
-                json_array_append_new(arr, json_pack("{s:f,s:f}", "t", s->sample_t[k], "pct",
-                                                     s->util[k][u]));
+                json_array_append_new(
+                    arr, json_pack("{s:f,s:f}", "t", s->sample_t[k], "pct", s->util[k][u]));
             json_object_set_new(ut, sched_syms_name(&s->c->res, s->unit[u]), arr);
         }
         json_object_set_new(j, "utilization", ut);
@@ -294,8 +293,8 @@ static void report(sim_t *s, const char *cluster, const char *trace, double wall
         return;
     }
     printf("corral sim: %s (%zu nodes) under %s\n", cluster, s->c->nnodes, trace);
-    printf("requests:   %zu arrived, %zu placed, %zu infeasible, %zu pending at the end\n",
-           s->narr, s->placed, s->infeasible, pending);
+    printf("requests:   %zu arrived, %zu placed, %zu infeasible, %zu pending at the end\n", s->narr,
+           s->placed, s->infeasible, pending);
     printf("decisions:  %zu in %.3f s of scheduler time: %.0f per second (whole run %.2f s)\n",
            s->lat.n, sched_time, rate, wall);
     printf("latency:    p50 %.2f us, p99 %.2f us, max %.2f us\n", pct(&s->lat, 0.5) * 1e6,
@@ -353,8 +352,7 @@ static int simulate(const char *cluster, const char *trace, bool json, size_t ma
     size_t k = 0;
     for (size_t i = 0; i < tr.streams.n; i++)
         for (uint32_t j = 0; j < tr.streams.v[i].count; j++)
-            s->arr[k++] = (arrival_t){tr.streams.v[i].at + j * tr.streams.v[i].every,
-                                      (uint32_t)i};
+            s->arr[k++] = (arrival_t){tr.streams.v[i].at + j * tr.streams.v[i].every, (uint32_t)i};
     qsort(s->arr, s->narr, sizeof(arrival_t), cmp_arrival);
     for (int r = 0; r < c->nres && s->nunit < 8; r++)
         if (sched_resource_is_unit(r) && c->sumtotal[r] > 0)
@@ -509,8 +507,8 @@ static int bench(const char *cluster)
      * host each): the search must skip them */
     sched_bundle_t tb = {0};
     sched_parse_resources(&c->res, "TPU=1", &tb.req, &e);
-    sched_request_t r_one = {.nbundles = 1, .bundles = &tb, .domain_key = -1,
-                             .policy = SCHED_NODE_AFFINITY};
+    sched_request_t r_one = {
+        .nbundles = 1, .bundles = &tb, .domain_key = -1, .policy = SCHED_NODE_AFFINITY};
     uint64_t busy[64];
     int nbusy = 0;
     for (size_t s = 0; s < c->slices.n && nbusy < 64; s += 4) {
@@ -531,8 +529,11 @@ static int bench(const char *cluster)
     memset(pb, 0, sizeof(pb));
     for (int i = 0; i < 4; i++)
         sched_parse_resources(&c->res, "CPU=1", &pb[i].req, &e);
-    sched_request_t rp = {.nbundles = 4, .bundles = pb, .strategy = SCHED_PACK,
-                          .domain_key = -1, .affinity_node = -1};
+    sched_request_t rp = {.nbundles = 4,
+                          .bundles = pb,
+                          .strategy = SCHED_PACK,
+                          .domain_key = -1,
+                          .affinity_node = -1};
     rc |= time_group(c, &rp, 20000, &p99, &rate);
     figure("sched_pg_create_remove", rate, "per_s");
     figure("sched_pg_create_p99", p99, "us");
@@ -552,9 +553,12 @@ static int bench(const char *cluster)
 int cli_sim(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"cluster", required_argument, NULL, 'c'}, {"workload", required_argument, NULL, 'w'},
-        {"json", no_argument, NULL, 'j'},          {"bench", no_argument, NULL, 'b'},
-        {"max-pending", required_argument, NULL, 'm'}, {"help", no_argument, NULL, 'h'},
+        {"cluster", required_argument, NULL, 'c'},
+        {"workload", required_argument, NULL, 'w'},
+        {"json", no_argument, NULL, 'j'},
+        {"bench", no_argument, NULL, 'b'},
+        {"max-pending", required_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'},
         {"tick", required_argument, NULL, 't'},
         {NULL, 0, NULL, 0},
     };
@@ -566,10 +570,18 @@ int cli_sim(int argc, char **argv)
     optind = 1;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (ch) {
-        case 'c': cluster = optarg; break;
-        case 'w': trace = optarg; break;
-        case 'j': json = true; break;
-        case 'b': do_bench = true; break;
+        case 'c':
+            cluster = optarg;
+            break;
+        case 'w':
+            trace = optarg;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'b':
+            do_bench = true;
+            break;
         case 'm': {
             uint64_t v;
             if (cr_parse_u64(optarg, 10, &v) || v == 0 || v > 10000000) {
@@ -588,8 +600,12 @@ int cli_sim(int argc, char **argv)
             }
             break;
         }
-        case 'h': usage(stdout); return CLI_OK;
-        default: usage(stderr); return CLI_USAGE;
+        case 'h':
+            usage(stdout);
+            return CLI_OK;
+        default:
+            usage(stderr);
+            return CLI_USAGE;
         }
     }
     if (optind < argc || !cluster || (!trace && !do_bench)) {

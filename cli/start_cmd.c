@@ -2,7 +2,6 @@
 #include "cli.h"
 #include <corral/corral.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -76,78 +75,54 @@ static bool alive(int pid)
     return !(rp && rp[1] == ' ' && rp[2] == 'Z');
 }
 
+/* The options corrald takes as they are: passed on. */
+typedef struct passed {
+    const char *args[40];
+    char names[16][24];
+    int na, nn;
+} passed_t;
+
+static int opt_pass(void *dst, const char *name, const char *arg)
+{
+    passed_t *p = dst;
+    if (p->na + 4 >= (int)CR_ARRAY_SIZE(p->args) || p->nn == (int)CR_ARRAY_SIZE(p->names))
+        return 0;
+    snprintf(p->names[p->nn], sizeof(p->names[p->nn]), "--%s", name);
+    p->args[p->na++] = p->names[p->nn++];
+    p->args[p->na++] = arg;
+    return 0;
+}
+
 int cli_start(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"head", no_argument, 0, 'H'},
-        {"hw-spec", required_argument, 0, 's'},
-        {"resources", required_argument, 0, 'r'},
-        {"labels", required_argument, 0, 'l'},
-        {"port", required_argument, 0, 'p'},
-        {"address", required_argument, 0, 'a'},
-        {"token-file", required_argument, 0, 't'},
-        {"node-ip", required_argument, 0, 'i'},
-        {"node-id", required_argument, 0, 'n'},
-        {"listen", required_argument, 0, 'L'},
-        {"heartbeat-ms", required_argument, 0, 'B'},
-        {"suspect-after-ms", required_argument, 0, 'S'},
-        {"dead-after-ms", required_argument, 0, 'X'},
-        {"block", no_argument, 0, 'b'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    /* opts' names with their dashes, in the same order */
-    static const char *const flags[] = {
-        "--head",    "--hw-spec",    "--resources",    "--labels",
-        "--port",    "--address",    "--token-file",   "--node-ip",
-        "--node-id", "--listen",     "--heartbeat-ms", "--suspect-after-ms",
-        "--dead-after-ms", "--block", "--help",
-    };
-    const char *args[40];
-    int na = 1, opt, idx = 0;
+    passed_t p = {.na = 1};
     bool head = false, block = false;
     const char *address = NULL;
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
-        switch (opt) {
-        case 'H':
-            head = true;
-            break;
-        case 'b':
-            block = true;
-            break;
-        case 'a':
-            address = optarg;
-            break;
-        case 's':
-        case 'r':
-        case 'l':
-        case 'p':
-        case 't':
-        case 'i':
-        case 'n':
-        case 'L':
-        case 'B':
-        case 'S':
-        case 'X':
-            if (na + 2 >= (int)CR_ARRAY_SIZE(args))
-                break;
-            args[na++] = flags[idx]; /* corrald takes the same long options */
-            args[na++] = optarg;
-            break;
-        case 'h':
-            fputs(start_usage, stdout);
-            return CLI_OK;
-        default:
-            fprintf(stderr, "corral start: unknown or incomplete option '%s'\n%s", argv[optind - 1],
-                    start_usage);
-            return CLI_USAGE;
-        }
-    }
-    if (head == !!address || optind < argc) {
+    const cli_opt_t opts[] = {
+        CLI_FLAG("head", &head),
+        CLI_CALL("hw-spec", opt_pass, &p),
+        CLI_CALL("resources", opt_pass, &p),
+        CLI_CALL("labels", opt_pass, &p),
+        CLI_CALL("port", opt_pass, &p),
+        CLI_STR("address", &address),
+        CLI_CALL("token-file", opt_pass, &p),
+        CLI_CALL("node-ip", opt_pass, &p),
+        CLI_CALL("node-id", opt_pass, &p),
+        CLI_CALL("listen", opt_pass, &p),
+        CLI_CALL("heartbeat-ms", opt_pass, &p),
+        CLI_CALL("suspect-after-ms", opt_pass, &p),
+        CLI_CALL("dead-after-ms", opt_pass, &p),
+        CLI_FLAG("block", &block),
+        CLI_END,
+    };
+    int first = cli_parse_opts("corral start", opts, argc, argv, start_usage, false);
+    if (first < 0)
+        return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
+    const char **args = p.args;
+    int na = p.na;
+    if (head == !!address || first < argc) {
         fprintf(stderr, "corral start: %s\n%s",
-                optind < argc ? "unexpected arguments"
+                first < argc ? "unexpected arguments"
                 : head        ? "--head and --address exclude each other"
                               : "give --head (start a head) or --address HEAD:PORT (join one)",
                 start_usage);

@@ -188,8 +188,8 @@ int cli_train(int argc, char **argv)
             domain = "corral.io/tpu-slice-name";
         snprintf(sel, sizeof(sel), "corral.io/tpu-slice-topology=%s", topo);
         if (accel)
-            snprintf(sel + strlen(sel), sizeof(sel) - strlen(sel),
-                     ",corral.io/accelerator-type=%s", accel);
+            snprintf(sel + strlen(sel), sizeof(sel) - strlen(sel), ",corral.io/accelerator-type=%s",
+                     accel);
     }
     if (!res)
         res = "GPU=1";
@@ -198,8 +198,9 @@ int cli_train(int argc, char **argv)
         double per;
         corral_status_t st;
         if (!first_resource(res, name, sizeof(name), &per) || corral_status(c, &st) < 0) {
-            fprintf(stderr, "corral train: cannot count the cluster's devices for '%s'; give "
-                            "--workers\n",
+            fprintf(stderr,
+                    "corral train: cannot count the cluster's devices for '%s'; give "
+                    "--workers\n",
                     res);
             corral_disconnect(c);
             return CLI_FAIL;
