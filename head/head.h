@@ -110,7 +110,9 @@ typedef struct head {
     cr_state_t *st;
     bool shutting_down, closed;
     int running_workers; /* started and not ended: the shutdown waits for them */
-    /* placement.c: the scheduler's view, read by nodes.c and pgs.c */
+    /* the scheduler's view (sched/): nodes.c adds, loses and restores
+     * nodes in it; jobs.c and pgs.c place and release through placement.c
+     * and sched_release */
     sched_cluster_t *cluster;
     sched_config_t scfg;
     sched_rng_t rng;
