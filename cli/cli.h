@@ -47,7 +47,8 @@ int cli_stop_on_interrupt(void *arg);
  * getopt_long; --help (-h) is every command's. FLAG sets a bool, STR a
  * const char * (borrowed from argv), UINT an unsigned in lo..hi, CALL
  * calls call(dst, name, arg), which prints its own message and returns 0
- * or CLI_USAGE. cli_parse_opts returns the index of the first positional
+ * or CLI_USAGE. usage follows every message on stderr; --help prints
+ * usage then help (NULL: nothing more). cli_parse_opts returns the index of the first positional
  * argument; CLI_OPTS_HELP once the usage is printed for --help;
  * CLI_OPTS_BAD once the problem and the usage are printed on stderr. With
  * in_order, parsing stops at the first positional argument (a command
@@ -72,7 +73,7 @@ typedef struct cli_opt {
 #define CLI_OPTS_HELP (-1)
 #define CLI_OPTS_BAD (-2)
 int cli_parse_opts(const char *cmd, const cli_opt_t *t, int argc, char **argv, const char *usage,
-                   bool in_order);
+                   const char *help, bool in_order);
 
 /* Discovers the node the way every command does: --spec FILE, or
  * --root DIR / CORRAL_SYSFS_ROOT, or this machine. Prints why on failure.

@@ -1,24 +1,23 @@
 /* corral hw: what accelerators this node has, how to isolate them, and
  * what looks wrong. */
 #include "cli.h"
-#include <getopt.h>
 #include <stdio.h>
 
 static const char usage_line[] =
     "usage: corral hw [--json] [--spec FILE] [--root DIR] [--isolate LIST] [--check]\n";
 
+static const char help[] =
+    "\n"
+    "  --json          print the node description (schema corral.node/v1)\n"
+    "  --spec FILE     describe the simulated node of a hardware spec (YAML or JSON)\n"
+    "  --root DIR      read /sys, /dev and /proc under DIR (also CORRAL_SYSFS_ROOT)\n"
+    "  --isolate LIST  the environment a worker given devices LIST (e.g. 0,3 or 0-3)\n"
+    "                  would get, one VAR=VALUE a line (or JSON with --json)\n"
+    "  --check         list what is suspicious; exit 1 when anything is\n";
+
 static void usage(FILE *fp)
 {
     fputs(usage_line, fp);
-    if (fp == stdout)
-        fputs("\n"
-              "  --json          print the node description (schema corral.node/v1)\n"
-              "  --spec FILE     describe the simulated node of a hardware spec (YAML or JSON)\n"
-              "  --root DIR      read /sys, /dev and /proc under DIR (also CORRAL_SYSFS_ROOT)\n"
-              "  --isolate LIST  the environment a worker given devices LIST (e.g. 0,3 or 0-3)\n"
-              "                  would get, one VAR=VALUE a line (or JSON with --json)\n"
-              "  --check         list what is suspicious; exit 1 when anything is\n",
-              fp);
 }
 
 /* "0,3", "0-3", "" (no devices) */
@@ -111,48 +110,17 @@ static void print_node(const cr_node_t *n)
 
 int cli_hw(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, 0, 'j'},
-        {"spec", required_argument, 0, 's'},
-        {"root", required_argument, 0, 'r'},
-        {"isolate", required_argument, 0, 'i'},
-        {"check", no_argument, 0, 'c'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
     bool json = false, do_check = false;
     const char *spec = NULL, *root = NULL, *isolate = NULL;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'j':
-            json = true;
-            break;
-        case 's':
-            spec = optarg;
-            break;
-        case 'r':
-            root = optarg;
-            break;
-        case 'i':
-            isolate = optarg;
-            break;
-        case 'c':
-            do_check = true;
-            break;
-        case 'h':
-            usage(stdout);
-            return CLI_OK;
-        default:
-            fprintf(stderr, "corral hw: unknown or incomplete option '%s'\n", argv[optind - 1]);
-            usage(stderr);
-            return CLI_USAGE;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "corral hw: unexpected argument '%s'\n", argv[optind]);
+    const cli_opt_t opts[] = {
+        CLI_FLAG("json", &json),      CLI_STR("spec", &spec),       CLI_STR("root", &root),
+        CLI_STR("isolate", &isolate), CLI_FLAG("check", &do_check), CLI_END,
+    };
+    int first = cli_parse_opts("corral hw", opts, argc, argv, usage_line, help, false);
+    if (first < 0)
+        return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
+    if (first < argc) {
+        fprintf(stderr, "corral hw: unexpected argument '%s'\n", argv[first]);
         usage(stderr);
         return CLI_USAGE;
     }

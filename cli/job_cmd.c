@@ -43,7 +43,7 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, un
     if (follow)
         t[n++] = (cli_opt_t)CLI_FLAG1('f', "follow", follow);
     t[n] = (cli_opt_t)CLI_END;
-    int first = cli_parse_opts("corral", t, argc, argv, usage, false);
+    int first = cli_parse_opts("corral", t, argc, argv, usage, NULL, false);
     if (first < 0)
         return first == CLI_OPTS_HELP ? -1 : CLI_USAGE;
     optind = first;

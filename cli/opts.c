@@ -8,7 +8,7 @@
 #define MAX_OPTS 40
 
 int cli_parse_opts(const char *cmd, const cli_opt_t *t, int argc, char **argv, const char *usage,
-                   bool in_order)
+                   const char *help, bool in_order)
 {
     struct option lo[MAX_OPTS + 2];
     char abbrs[2 * MAX_OPTS + 3];
@@ -34,6 +34,8 @@ int cli_parse_opts(const char *cmd, const cli_opt_t *t, int argc, char **argv, c
     while ((opt = getopt_long(argc, argv, abbrs, lo, NULL)) != -1) {
         if (opt == 'h') {
             fputs(usage, stdout);
+            if (help)
+                fputs(help, stdout);
             return CLI_OPTS_HELP;
         }
         for (size_t i = 0; opt > MAX_OPTS && i < n; i++)

@@ -92,7 +92,7 @@ static int pg_create(int argc, char **argv)
         CLI_FLAG("json", &json),
         CLI_END,
     };
-    int first = cli_parse_opts("corral pg create", opts, argc, argv, pg_usage, false);
+    int first = cli_parse_opts("corral pg create", opts, argc, argv, pg_usage, NULL, false);
     if (first < 0)
         return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
     if (strategy && corral_strategy_parse(strategy, &spec.strategy) < 0) {
@@ -171,7 +171,7 @@ static int pg_list_or_remove(int argc, char **argv, bool remove)
     };
     /* remove prints nothing to format: no --json */
     int first = cli_parse_opts(remove ? "corral pg remove" : "corral pg list", opts + remove, argc,
-                               argv, pg_usage, false);
+                               argv, pg_usage, NULL, false);
     if (first < 0)
         return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
     if (argc - first != (remove ? 1 : 0)) {

@@ -236,7 +236,7 @@ int cli_run(int argc, char **argv)
         CLI_END,
     };
     /* options stop at the command, whose own options are its */
-    int first = cli_parse_opts("corral run", opts, argc, argv, run_usage, true);
+    int first = cli_parse_opts("corral run", opts, argc, argv, run_usage, NULL, true);
     if (first < 0) {
         CR_VEC_FREE(&ro.env);
         return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;

@@ -115,7 +115,7 @@ int cli_start(int argc, char **argv)
         CLI_FLAG("block", &block),
         CLI_END,
     };
-    int first = cli_parse_opts("corral start", opts, argc, argv, start_usage, false);
+    int first = cli_parse_opts("corral start", opts, argc, argv, start_usage, NULL, false);
     if (first < 0)
         return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
     const char **args = p.args;
@@ -123,8 +123,8 @@ int cli_start(int argc, char **argv)
     if (head == !!address || first < argc) {
         fprintf(stderr, "corral start: %s\n%s",
                 first < argc ? "unexpected arguments"
-                : head        ? "--head and --address exclude each other"
-                              : "give --head (start a head) or --address HEAD:PORT (join one)",
+                : head       ? "--head and --address exclude each other"
+                             : "give --head (start a head) or --address HEAD:PORT (join one)",
                 start_usage);
         return CLI_USAGE;
     }
