@@ -659,49 +659,59 @@ void node_fill_free(Corral__NodeInfo *ni, void *mem)
     free(m);
 }
 
-void req_node_list(cr_conn_t *c, const Corral__Envelope *e)
+/* Every node as a NodeInfo, for NodeList and ClusterStatus. */
+typedef struct status_mem {
+    Corral__NodeInfo *ni, **nip;
+    void **mem;
+    size_t n;
+    Corral__Quantity *q, **tot, **fr;
+} status_mem_t;
+
+static status_mem_t *fill_all(bool with_json)
 {
     sched_cluster_sync(D.cluster);
-    size_t n = D.nodes.n;
-    Corral__NodeInfo *ni = cr_calloc(n + 1, sizeof(*ni));
-    Corral__NodeInfo **nip = cr_calloc(n + 1, sizeof(*nip));
-    void **mem = cr_calloc(n + 1, sizeof(*mem));
-    for (size_t i = 0; i < n; i++) {
-        node_fill(D.nodes.v[i], &ni[i], &mem[i], e->node_list->with_json);
-        nip[i] = &ni[i];
+    status_mem_t *m = cr_calloc(1, sizeof(*m));
+    m->n = D.nodes.n;
+    m->ni = cr_calloc(m->n + 1, sizeof(*m->ni));
+    m->nip = cr_calloc(m->n + 1, sizeof(*m->nip));
+    m->mem = cr_calloc(m->n + 1, sizeof(*m->mem));
+    for (size_t i = 0; i < m->n; i++) {
+        node_fill(D.nodes.v[i], &m->ni[i], &m->mem[i], with_json);
+        m->nip[i] = &m->ni[i];
     }
+    return m;
+}
+
+static void fill_all_free(status_mem_t *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        node_fill_free(&m->ni[i], m->mem[i]);
+    free(m->q);
+    free(m->tot);
+    free(m->fr);
+    free(m->mem);
+    free(m->nip);
+    free(m->ni);
+    free(m);
+}
+
+void req_node_list(cr_conn_t *c, const Corral__Envelope *e)
+{
+    status_mem_t *m = fill_all(e->node_list->with_json);
     Corral__NodeListReply r = CORRAL__NODE_LIST_REPLY__INIT;
-    r.nodes = nip;
-    r.n_nodes = n;
+    r.nodes = m->nip;
+    r.n_nodes = m->n;
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_NODE_LIST_REPLY;
     a.node_list_reply = &r;
     reply(c, e, &a);
-    for (size_t i = 0; i < n; i++)
-        node_fill_free(&ni[i], mem[i]);
-    free(mem);
-    free(nip);
-    free(ni);
+    fill_all_free(m);
 }
-
-typedef struct status_mem {
-    Corral__NodeInfo *ni, **nip;
-    void **mem;
-    Corral__Quantity *q, **tot, **fr;
-} status_mem_t;
 
 void nodes_status(Corral__ClusterStatus *s, void **memp)
 {
-    sched_cluster_sync(D.cluster);
-    size_t n = D.nodes.n;
-    status_mem_t *m = cr_calloc(1, sizeof(*m));
-    m->ni = cr_calloc(n + 1, sizeof(*m->ni));
-    m->nip = cr_calloc(n + 1, sizeof(*m->nip));
-    m->mem = cr_calloc(n + 1, sizeof(*m->mem));
-    for (size_t i = 0; i < n; i++) {
-        node_fill(D.nodes.v[i], &m->ni[i], &m->mem[i], false);
-        m->nip[i] = &m->ni[i];
-    }
+    status_mem_t *m = fill_all(false);
+    size_t n = m->n;
     /* cluster totals over alive nodes */
     const sched_cluster_t *cl = D.cluster;
     size_t nres = (size_t)cl->nres;
@@ -740,14 +750,5 @@ void nodes_status(Corral__ClusterStatus *s, void **memp)
 
 void nodes_status_free(Corral__ClusterStatus *s, void *mem)
 {
-    status_mem_t *m = mem;
-    for (size_t i = 0; i < s->n_nodes; i++)
-        node_fill_free(&m->ni[i], m->mem[i]);
-    free(m->q);
-    free(m->tot);
-    free(m->fr);
-    free(m->mem);
-    free(m->nip);
-    free(m->ni);
-    free(m);
+    fill_all_free(mem);
 }
