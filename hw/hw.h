@@ -64,7 +64,13 @@ typedef struct hw_options {
  * failures become warnings in node->warnings; only a bad spec or an
  * unusable root fails the whole call. *errmsg (malloc'ed) says why. */
 int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg);
-/* Environment for a worker given devices devs (node indices). */
+/* The vendors' rules on which devices one process may hold together: a
+ * MIG instance alone; where the node has "module-set" domains (Gaudi),
+ * more than one of their devices only as exactly one set. CR_EINVAL with
+ * *why (malloc'ed) saying which rule; devs are valid and distinct. */
+int hw_isolate_rules(const cr_node_t *node, const int *devs, size_t ndevs, char **why);
+/* Environment for a worker given devices devs (node indices); refuses
+ * what hw_isolate_rules refuses. */
 int hw_isolate(const hw_options_t *opts, const cr_node_t *node, const int *devs, size_t ndevs,
                cr_envlist_t *out, char **errmsg);
 /* Runs one component's probe into a fresh node, in a child process when
