@@ -99,6 +99,17 @@ cr_link_kind_t hw_topo_pair(const cr_node_t *node, int a, int b, int *count);
 /* "80Gi", "512MiB", "1.5T" or a plain number of bytes. */
 int hw_parse_size(const char *s, uint64_t *out);
 
+/* ---- YAML or JSON files checked against a schema (hw/spec.c) ---- */
+/* Checks a parsed document (NULL when empty); on a mismatch fills je with
+ * the path of the bad value and what was expected there. */
+typedef int (*hw_yaml_check_fn)(const json_t *root, void *ctx, hw_json_error_t *je);
+/* Parses YAML (or JSON, by a .json name) and runs check; on failure
+ * returns a negative code and *errmsg says "FILE:LINE:COL: path: what". */
+int hw_yaml_check_buffer(const char *name, const char *what, const char *data, size_t len,
+                         hw_yaml_check_fn check, void *ctx, char **errmsg);
+int hw_yaml_check_file(const char *path, const char *what, hw_yaml_check_fn check, void *ctx,
+                       char **errmsg);
+
 /* ---- the spec loader (sim backend, hw/spec.c) ---- */
 /* Loads a YAML or JSON hardware spec into node. On failure returns a
  * negative code and *errmsg says "FILE:LINE:COL: what was expected". */

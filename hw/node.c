@@ -61,6 +61,7 @@ cr_device_t *cr_node_add_device(cr_node_t *node)
     d->index = (int)(node->devices.n - 1);
     d->numa = -1;
     d->parent = -1;
+    d->partition = -1;
     d->vendor_index = -1;
     return d;
 }
@@ -301,6 +302,7 @@ int hw_health_parse(const char *s, cr_health_t *out)
 static const char *const link_names[CR_LINK_KIND_COUNT] = {
     [CR_LINK_NVLINK] = "nvlink",
     [CR_LINK_NVSWITCH] = "nvswitch",
+    [CR_LINK_XGMI_SAME_GPU] = "xgmi-same-gpu",
     [CR_LINK_XGMI] = "xgmi",
     [CR_LINK_ICI] = "ici",
     [CR_LINK_NEURONLINK] = "neuronlink",
