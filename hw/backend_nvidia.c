@@ -531,6 +531,7 @@ static void add_gpu(probe_ctx_t *c, unsigned index, nvmlDevice_t h)
     memset(&d, 0, sizeof(d));
     d.numa = -1;
     d.parent = -1;
+    d.partition = -1;
     d.vendor_index = (int)index;
     d.health = CR_HEALTH_OK;
     set_identity(&d);

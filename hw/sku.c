@@ -32,14 +32,20 @@ static const struct pci_row {
     {0x10de, 0x1db4, "V100"},
     {0x10de, 0x1db5, "V100"},
     {0x10de, 0x1db6, "V100"},
-    /* AMD */
+    /* AMD: every Instinct id of Ray's amd_product_dict
+     * (python/ray/_private/accelerators/amd_gpu.py) */
     {0x1002, 0x74a1, "MI300X"},
+    {0x1002, 0x74a9, "MI300X-HF"},
+    {0x1002, 0x74a2, "MI308X"},
     {0x1002, 0x74a0, "MI300A"},
     {0x1002, 0x74a5, "MI325X"},
-    {0x1002, 0x740c, "MI250X"},
+    {0x1002, 0x75a0, "MI350X"},
+    {0x1002, 0x75a3, "MI355X"},
+    {0x1002, 0x740c, "MI250"},  /* Ray: AMD-Instinct-MI250X-MI250 */
     {0x1002, 0x7408, "MI250X"},
     {0x1002, 0x740f, "MI210"},
     {0x1002, 0x738c, "MI100"},
+    {0x1002, 0x66a1, "MI50"},
     /* Google TPU */
     {0x1ae0, 0x0027, "TPU-V3"},        /* v2 and v3 share this id */
     {0x1ae0, 0x005e, "TPU-V4"},
@@ -70,11 +76,18 @@ static const struct name_row {
     const char *a, *b;
     const char *sku;
 } name_rows[] = {
+    /* NVML's names: "NVIDIA GB200", "NVIDIA B300 SXM6 AC", "NVIDIA RTX PRO
+     * 6000 Blackwell Server Edition"; a GB row before its B row, whose name
+     * it contains */
     {"GH200", NULL, "GH200"},
+    {"GB300", NULL, "GB300"},
+    {"GB200", NULL, "GB200"},
+    {"B300", NULL, "B300"},
+    {"B200", NULL, "B200"},
+    {"RTX PRO 6000", "Blackwell", "RTX-PRO-6000-Blackwell"},
     {"H200", NULL, "H200"},
     {"H100", NULL, "H100"},
     {"H800", NULL, "H800"},
-    {"B200", NULL, "B200"},
     {"A100", "80G", "A100-80G"},
     {"A100", "40G", "A100-40G"},
     {"A100", NULL, "A100"},
@@ -85,10 +98,15 @@ static const struct name_row {
     {"A10", NULL, "A10"},
     {"T4", NULL, "T4"},
     {"V100", NULL, "V100"},
+    {"MI300X-HF", NULL, "MI300X-HF"},
     {"MI300X", NULL, "MI300X"},
+    {"MI308X", NULL, "MI308X"},
     {"MI300A", NULL, "MI300A"},
     {"MI325X", NULL, "MI325X"},
-    {"MI250", NULL, "MI250X"},
+    {"MI350X", NULL, "MI350X"},
+    {"MI355X", NULL, "MI355X"},
+    {"MI250X", NULL, "MI250X"},
+    {"MI250", NULL, "MI250"},
     {"MI210", NULL, "MI210"},
     {"MI100", NULL, "MI100"},
     {"v6e", NULL, "TPU-V6E"},
@@ -96,8 +114,10 @@ static const struct name_row {
     {"v5litepod", NULL, "TPU-V5LITEPOD"},
     {"v5e", NULL, "TPU-V5LITEPOD"},
     {"v4", NULL, "TPU-V4"},
+    {"Trainium3", NULL, "Trainium3"},
     {"Trainium2", NULL, "Trainium2"},
     {"Trainium", NULL, "Trainium"},
+    {"trn3", NULL, "Trainium3"},
     {"trn2", NULL, "Trainium2"},
     {"trn1", NULL, "Trainium"},
     {"Inferentia2", NULL, "Inferentia2"},

@@ -284,7 +284,7 @@ static const hw_topo_legend_t legend[] = {
      "NVLink: # links bonded together, directly or through NVSwitches"},
     {"PART", K(CR_LINK_XGMI_SAME_GPU),
      "partitions of one AMD GPU (CPX, DPX): its on-package Infinity Fabric"},
-    {"XGMI", K(CR_LINK_XGMI), "AMD Infinity Fabric (xGMI) link between GPUs, one hop"},
+    {"XGMI", K(CR_LINK_XGMI), "AMD Infinity Fabric (xGMI) link, one hop"},
     {"ICI", K(CR_LINK_ICI), "TPU inter-chip interconnect: neighbours in the slice mesh"},
     {"NL", K(CR_LINK_NEURONLINK), "AWS NeuronLink between Neuron devices"},
     {"ROCE", K(CR_LINK_ROCE), "Gaudi on-chip RoCE ports wired module to module"},
