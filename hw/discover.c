@@ -202,6 +202,8 @@ int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg)
     if (!opts->no_plugins)
         hw_plugins_load(&env);
     cr_node_t *node = hw_node_new();
+    /* day-zero SKU rows first: every backend names its devices with them */
+    hw_skus_load(&env, node, NULL);
 
     if (env.spec_path) {
         cr_node_t *sim = NULL;

@@ -111,6 +111,12 @@ int cr_node_set_label(cr_node_t *node, const char *key, const char *value)
 {
     if (!key || !*key || !value)
         return CR_EINVAL;
+    /* a Ray type name as the type label: corral's canonical name is kept */
+    if (strcmp(key, "corral.io/accelerator-type") == 0) {
+        const char *canon = hw_sku_canonical(value);
+        if (canon)
+            value = canon;
+    }
     for (size_t i = 0; i < node->labels.n; i++) {
         if (strcmp(node->labels.v[i].key, key) == 0) {
             free(node->labels.v[i].value);
