@@ -62,6 +62,7 @@ cr_device_t *cr_node_add_device(cr_node_t *node)
     d->numa = -1;
     d->parent = -1;
     d->partition = -1;
+    d->memory_numa = -1;
     d->vendor_index = -1;
     return d;
 }

@@ -34,7 +34,7 @@ static const field_t device_fields[] = {
     FS(cr_device_t, compute_capability), FS(cr_device_t, isolation_id),
     FI(cr_device_t, vendor_index), FS(cr_device_t, driver),      FH(cr_device_t, health),
     FS(cr_device_t, health_reason), FI(cr_device_t, parent),     FB(cr_device_t, mig_enabled),
-    FS(cr_device_t, mig_profile),  FI(cr_device_t, partition),
+    FS(cr_device_t, mig_profile),  FI(cr_device_t, partition),   FI(cr_device_t, memory_numa),
 };
 
 static const field_t link_fields[] = {

@@ -25,7 +25,7 @@ DEVICE_DEFAULTS = {
     "cpus": "", "nic": "", "memory": 0, "compute_units": 0, "cores": 0,
     "compute_capability": "", "isolation_id": "", "vendor_index": -1, "driver": "",
     "health": "unknown", "health_reason": "", "parent": -1, "mig_enabled": False,
-    "mig_profile": "", "partition": -1, "coords": [],
+    "mig_profile": "", "partition": -1, "memory_numa": -1, "coords": [],
 }
 LINK_DEFAULTS = {"count": 1, "bandwidth_gbps": 0}
 DOMAIN_DEFAULTS = {"name": "", "accelerator_type": "", "topology": "", "worker_id": -1,

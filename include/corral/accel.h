@@ -82,6 +82,8 @@ typedef struct cr_device {
     char mig_profile[24];       /* "1g.10gb" for a MIG instance */
     int partition;              /* a partition's index in its physical GPU (AMD CPX: 0..7),
                                    else -1; partitions share the GPU's PCI address */
+    int memory_numa;            /* the NUMA node the device's own memory is (Grace C2C:
+                                   nvidia-smi topo -m's "GPU NUMA ID"), else -1 */
 } cr_device_t;
 
 typedef struct cr_link {
@@ -213,7 +215,8 @@ typedef struct cr_accel_component {
 
 /* ---- what backends call to fill the node (copying their arguments) ---- */
 const char *cr_hw_getenv(const cr_hw_env_t *env, const char *name);
-cr_device_t *cr_node_add_device(cr_node_t *node);  /* zeroed, index set, numa/parent/partition -1 */
+cr_device_t *cr_node_add_device(cr_node_t *node);  /* zeroed, index set, numa/parent/partition/
+                                                      memory_numa -1 */
 int cr_node_add_link(cr_node_t *node, int a, int b, cr_link_kind_t kind, int count,
                      double bandwidth_gbps);
 cr_domain_t *cr_node_add_domain(cr_node_t *node, const char *kind, const char *name);
