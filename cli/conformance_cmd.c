@@ -50,16 +50,16 @@ typedef struct check {
 
 typedef struct report {
     CR_VEC(check_t) checks;
-    bool real;         /* read from this machine's hardware, not a fixture */
+    bool real; /* read from this machine's hardware, not a fixture */
     char why_not_real[160];
     char sku[32], driver[32], runtime[64];
-    bool quiet;        /* --json: the lines go to stderr */
+    bool quiet; /* --json: the lines go to stderr */
 } report_t;
 
-static void add(report_t *r, const char *backend, const char *name, result_t res,
-                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void add(report_t *r, const char *backend, const char *name, result_t res,
-                const char *fmt, ...)
+static void add(report_t *r, const char *backend, const char *name, result_t res, const char *fmt,
+                ...) __attribute__((format(printf, 5, 6)));
+static void add(report_t *r, const char *backend, const char *name, result_t res, const char *fmt,
+                ...)
 {
     check_t *c = CR_VEC_PUSH(&r->checks);
     memset(c, 0, sizeof(*c));
@@ -200,8 +200,10 @@ static void nvidia_discovery(report_t *r, const cr_node_t *n)
             continue;
         smi_gpu_t g;
         if (parse_smi_line(line, &g) != 0) {
-            add(r, "nvidia", "discovery", R_FAIL, "nvidia-smi printed '%.120s': not index, "
-                                                  "uuid, name, memory, bus id, driver", line);
+            add(r, "nvidia", "discovery", R_FAIL,
+                "nvidia-smi printed '%.120s': not index, "
+                "uuid, name, memory, bus id, driver",
+                line);
             bad++;
             continue;
         }
@@ -291,8 +293,7 @@ static void nvidia_topology(report_t *r, const cr_node_t *n)
         if (sscanf(line, "GPU%d", &row) != 1 || strncmp(line, "GPU", 3) != 0)
             continue;
         char *save = NULL, *tok = strtok_r(line, " \t", &save);
-        for (int col = 0; (tok = strtok_r(NULL, " \t", &save)) && col < (int)count_gpus(n);
-             col++) {
+        for (int col = 0; (tok = strtok_r(NULL, " \t", &save)) && col < (int)count_gpus(n); col++) {
             if (col <= row)
                 continue;
             const cr_device_t *a = gpu_by_index(n, row), *b = gpu_by_index(n, col);
@@ -443,8 +444,8 @@ static void torch_isolation(report_t *r, const cr_envlist_t *env, const char *wa
             add(r, "nvidia", "isolation", R_PASS,
                 "PyTorch (CUDA %s) under corral's environment sees exactly %s", ver, want);
         else
-            add(r, "nvidia", "isolation", R_FAIL, "PyTorch sees %d devices, the first %s; want 1, %s",
-                count, full, want);
+            add(r, "nvidia", "isolation", R_FAIL,
+                "PyTorch sees %d devices, the first %s; want 1, %s", count, full, want);
     }
 }
 
@@ -492,8 +493,8 @@ static void nvidia_isolation(report_t *r, const cr_node_t *n)
         add(r, "nvidia", "isolation", R_SKIP,
             "no CUDA driver library (libcuda.so.1) to ask: isolation not verified");
     else if (strcmp(buf, "noinit") == 0)
-        add(r, "nvidia", "isolation", R_FAIL,
-            "cuInit failed under CUDA_VISIBLE_DEVICES=%s", cr_envlist_get(&env, "CUDA_VISIBLE_DEVICES"));
+        add(r, "nvidia", "isolation", R_FAIL, "cuInit failed under CUDA_VISIBLE_DEVICES=%s",
+            cr_envlist_get(&env, "CUDA_VISIBLE_DEVICES"));
     else if (sscanf(buf, "%d %95s %d", &count, uuid, &version) != 3)
         add(r, "nvidia", "isolation", R_FAIL, "the CUDA child said '%s'", buf);
     else if (count != 1 || strcmp(uuid, want) != 0)
@@ -591,10 +592,18 @@ static void xml_text(FILE *fp, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
-        case '<': fputs("&lt;", fp); break;
-        case '>': fputs("&gt;", fp); break;
-        case '&': fputs("&amp;", fp); break;
-        case '"': fputs("&quot;", fp); break;
+        case '<':
+            fputs("&lt;", fp);
+            break;
+        case '>':
+            fputs("&gt;", fp);
+            break;
+        case '&':
+            fputs("&amp;", fp);
+            break;
+        case '"':
+            fputs("&quot;", fp);
+            break;
         default:
             if ((unsigned char)*s >= 0x20 || *s == '\n' || *s == '\t')
                 fputc(*s, fp);
@@ -615,8 +624,9 @@ static int write_junit(const report_t *r, const char *path)
         skips += r->checks.v[i].result == R_SKIP || !r->real;
     }
     fprintf(fp, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    fprintf(fp, "<testsuite name=\"corral-conformance\" tests=\"%zu\" failures=\"%zu\" "
-                "skipped=\"%zu\">\n",
+    fprintf(fp,
+            "<testsuite name=\"corral-conformance\" tests=\"%zu\" failures=\"%zu\" "
+            "skipped=\"%zu\">\n",
             r->checks.n, fails, skips);
     for (size_t i = 0; i < r->checks.n; i++) {
         const check_t *c = &r->checks.v[i];
@@ -710,9 +720,15 @@ int cli_conformance(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'b': backend = optarg; break;
-        case 'j': as_json = true; break;
-        case 'u': junit = optarg; break;
+        case 'b':
+            backend = optarg;
+            break;
+        case 'j':
+            as_json = true;
+            break;
+        case 'u':
+            junit = optarg;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             fputs("Checks this node's accelerators against the vendors' tools and runtimes.\n"
@@ -723,7 +739,8 @@ int cli_conformance(int argc, char **argv)
                   "real hardware). docs/hardware.md, \"Conformance on real hardware\".\n",
                   stdout);
             return CLI_OK;
-        default: return usage(NULL);
+        default:
+            return usage(NULL);
         }
     }
     if (optind < argc)
@@ -731,8 +748,9 @@ int cli_conformance(int argc, char **argv)
     if (as_json && junit)
         return usage("--json and --junit go one at a time");
     if (backend && !hw_component_find(backend)) {
-        fprintf(stderr, "corral conformance: no backend '%s' (built in: nvidia, amd, intel, "
-                        "tpu, neuron, gaudi)\n",
+        fprintf(stderr,
+                "corral conformance: no backend '%s' (built in: nvidia, amd, intel, "
+                "tpu, neuron, gaudi)\n",
                 backend);
         return CLI_USAGE;
     }
@@ -792,8 +810,8 @@ int cli_conformance(int argc, char **argv)
         cli_print_json(j);
         json_decref(j);
     } else {
-        printf("corral conformance: %zu passed, %zu failed, %zu checks in all; %s\n", passes,
-               fails, r.checks.n, verified ? "verified on this machine" : "not verified");
+        printf("corral conformance: %zu passed, %zu failed, %zu checks in all; %s\n", passes, fails,
+               r.checks.n, verified ? "verified on this machine" : "not verified");
     }
     if (junit && write_junit(&r, junit) != CLI_OK)
         rc = CLI_FAIL;

@@ -62,8 +62,10 @@ static void print_node(const cr_node_t *n)
             if (d->partition >= 0)
                 snprintf(part, sizeof(part), "  partition %d", d->partition);
             printf("%-4d %-10s %-9s %-13s %-4s %-8s %-6s %-9s %s%s%s%s\n", d->index,
-                   d->sku[0] ? d->sku : d->product[0] ? d->product : "?", mem,
-                   d->pci[0] ? d->pci : "-", numa, d->nic[0] ? d->nic : "-", d->resource,
+                   d->sku[0]       ? d->sku
+                   : d->product[0] ? d->product
+                                   : "?",
+                   mem, d->pci[0] ? d->pci : "-", numa, d->nic[0] ? d->nic : "-", d->resource,
                    hw_health_name(d->health), d->isolation_id[0] ? d->isolation_id : "-",
                    d->mig_profile[0] ? "  MIG " : "", d->mig_profile, part);
         }

@@ -636,8 +636,8 @@ static json_t *to_json(const view_t *v)
         json_object_set_new(x, "pci", json_string(d->pci));
         json_object_set_new(x, "pci_path", json_string(d->pci_path));
         json_object_set_new(x, "numa", json_integer(device_numa(n, i)));
-        json_object_set_new(x, "gpu_numa_id", d->memory_numa >= 0 ? json_integer(d->memory_numa)
-                                                                   : json_null());
+        json_object_set_new(x, "gpu_numa_id",
+                            d->memory_numa >= 0 ? json_integer(d->memory_numa) : json_null());
         json_object_set_new(x, "cpus", json_string(d->cpus));
         json_object_set_new(x, "island", json_integer(v->island[i]));
         json_object_set_new(x, "nearest_nic",

@@ -20,7 +20,7 @@ static const char *const vars[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"
 typedef struct gpu {
     unsigned kfd_node;
     int hip_index;
-    int dev; /* index in node->devices, -1 while off */
+    int dev;       /* index in node->devices, -1 while off */
     int partition; /* index within its physical GPU, -1 when not partitioned */
     hw_kfd_node_t p;
     CR_VEC(hw_kfd_iolink_t) xgmi;

@@ -17,12 +17,12 @@ static const struct pci_row {
     const char *sku;
 } pci_rows[] = {
     /* NVIDIA */
-    {0x10de, 0x2330, "H100"},     /* H100 SXM5 80GB */
-    {0x10de, 0x2331, "H100"},     /* H100 PCIe */
-    {0x10de, 0x2321, "H100"},     /* H100 NVL */
+    {0x10de, 0x2330, "H100"}, /* H100 SXM5 80GB */
+    {0x10de, 0x2331, "H100"}, /* H100 PCIe */
+    {0x10de, 0x2321, "H100"}, /* H100 NVL */
     {0x10de, 0x2324, "H800"},
-    {0x10de, 0x2335, "H200"},     /* H200 SXM 141GB */
-    {0x10de, 0x233b, "H200"},     /* H200 NVL */
+    {0x10de, 0x2335, "H200"}, /* H200 SXM 141GB */
+    {0x10de, 0x233b, "H200"}, /* H200 NVL */
     {0x10de, 0x2342, "GH200"},
     {0x10de, 0x2901, "B200"},
     {0x10de, 0x20b0, "A100-40G"}, /* A100 SXM4 40GB */
@@ -49,13 +49,13 @@ static const struct pci_row {
     {0x1002, 0x74a5, "MI325X"},
     {0x1002, 0x75a0, "MI350X"},
     {0x1002, 0x75a3, "MI355X"},
-    {0x1002, 0x740c, "MI250"},  /* Ray: AMD-Instinct-MI250X-MI250 */
+    {0x1002, 0x740c, "MI250"}, /* Ray: AMD-Instinct-MI250X-MI250 */
     {0x1002, 0x7408, "MI250X"},
     {0x1002, 0x740f, "MI210"},
     {0x1002, 0x738c, "MI100"},
     {0x1002, 0x66a1, "MI50"},
     /* Google TPU */
-    {0x1ae0, 0x0027, "TPU-V3"},        /* v2 and v3 share this id */
+    {0x1ae0, 0x0027, "TPU-V3"}, /* v2 and v3 share this id */
     {0x1ae0, 0x005e, "TPU-V4"},
     {0x1ae0, 0x0063, "TPU-V5LITEPOD"},
     {0x1ae0, 0x0062, "TPU-V5P"},
@@ -414,8 +414,8 @@ static int sku_check(const json_t *root, void *ctx, hw_json_error_t *je)
                 ok |= strcmp(key, fields[k]) == 0;
             if (!ok) {
                 snprintf(path, sizeof(path), "skus[%zu].%s", idx, key);
-                return sku_fail(je, path,
-                                "unknown field '%s'; expected one of: sku, pci, names, aliases", key);
+                return sku_fail(
+                    je, path, "unknown field '%s'; expected one of: sku, pci, names, aliases", key);
             }
         }
         const char *sku = json_string_value(json_object_get(row, "sku"));
@@ -428,9 +428,8 @@ static int sku_check(const json_t *root, void *ctx, hw_json_error_t *je)
                             "MI450X");
         }
         if (!is_type_name(sku))
-            return sku_fail(je, path,
-                            "'%s' is not a type name: 1 to 31 letters, digits, '-', '_' or '.'",
-                            sku);
+            return sku_fail(
+                je, path, "'%s' is not a type name: 1 to 31 letters, digits, '-', '_' or '.'", sku);
         const json_t *pci, *names, *aliases;
         int err = str_list(row, "pci", idx, je, &pci);
         if (!err)
@@ -518,8 +517,9 @@ int hw_skus_load(const cr_hw_env_t *env, cr_node_t *warn_to, size_t *nrows)
     CR_VEC(char *) files = {0};
     struct dirent *de;
     while ((de = readdir(dp)))
-        if (de->d_name[0] != '.' && (has_suffix(de->d_name, ".yaml") || has_suffix(de->d_name, ".yml") ||
-                                     has_suffix(de->d_name, ".json")))
+        if (de->d_name[0] != '.' &&
+            (has_suffix(de->d_name, ".yaml") || has_suffix(de->d_name, ".yml") ||
+             has_suffix(de->d_name, ".json")))
             *CR_VEC_PUSH(&files) = cr_asprintf("%s/%s", dir, de->d_name);
     closedir(dp);
     if (files.n)

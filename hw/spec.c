@@ -628,10 +628,9 @@ static int parse(builder_t *b, size_t len)
         switch (ev->type) {
         case FYET_DOCUMENT_START:
             if (++b->ndocs > 1)
-                err = fail_at(b, at.line ? at : last,
-                              "%s: a second document starts here",
+                err = fail_at(b, at.line ? at : last, "%s: a second document starts here",
                               strcmp(b->what, "hardware spec") == 0 ? "a spec holds one node"
-                                                                     : "one document per file");
+                                                                    : "one document per file");
             break;
         case FYET_MAPPING_START:
         case FYET_SEQUENCE_START:
@@ -751,8 +750,8 @@ int hw_yaml_check_buffer(const char *name, const char *what, const char *data, s
     if (errmsg)
         *errmsg = NULL;
     if (len > SPEC_MAX_BYTES) {
-        b.err = cr_asprintf("%s: %zu bytes is too large for a %s (at most %u MiB)", name, len,
-                            what, SPEC_MAX_BYTES >> 20);
+        b.err = cr_asprintf("%s: %zu bytes is too large for a %s (at most %u MiB)", name, len, what,
+                            SPEC_MAX_BYTES >> 20);
         err = CR_E2BIG;
         goto out;
     }

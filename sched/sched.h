@@ -149,7 +149,7 @@ typedef struct sched_node {
     uint64_t unitmask[SCHED_R_PREDEFINED]; /* tracked devices of each unit resource */
     uint8_t unitsz[SCHED_R_PREDEFINED];    /* units per tracked device (0, 1: one);
                                             * requests take whole devices of them */
-    uint64_t solomask;       /* devices a worker gets alone, one at most (MIG instances) */
+    uint64_t solomask; /* devices a worker gets alone, one at most (MIG instances) */
 } sched_node_t;
 
 typedef struct sched_label { int32_t key, val; } sched_label_t;

@@ -37,18 +37,18 @@ typedef enum cr_health {
 } cr_health_t;
 
 typedef enum cr_link_kind {
-    CR_LINK_NVLINK = 0,     /* direct NVLink (bridge or point-to-point) */
-    CR_LINK_NVSWITCH,       /* NVLink through NVSwitch */
-    CR_LINK_XGMI_SAME_GPU,  /* between partitions of one AMD GPU (CPX, DPX): on-package */
-    CR_LINK_XGMI,           /* AMD Infinity Fabric between GPUs */
-    CR_LINK_ICI,            /* TPU inter-chip interconnect */
-    CR_LINK_NEURONLINK,     /* AWS NeuronLink */
-    CR_LINK_ROCE,           /* Gaudi on-chip RoCE ports between modules */
-    CR_LINK_PCIE_SWITCH,    /* same PCIe switch (PIX) */
-    CR_LINK_PCIE_MULTI,     /* several PCIe switches, no host bridge (PXB) */
-    CR_LINK_PCIE_HOSTBRIDGE,/* through one host bridge (PHB) */
-    CR_LINK_NUMA,           /* between host bridges of one NUMA node (NODE) */
-    CR_LINK_CPU,            /* across the CPU interconnect, e.g. UPI (SYS) */
+    CR_LINK_NVLINK = 0,      /* direct NVLink (bridge or point-to-point) */
+    CR_LINK_NVSWITCH,        /* NVLink through NVSwitch */
+    CR_LINK_XGMI_SAME_GPU,   /* between partitions of one AMD GPU (CPX, DPX): on-package */
+    CR_LINK_XGMI,            /* AMD Infinity Fabric between GPUs */
+    CR_LINK_ICI,             /* TPU inter-chip interconnect */
+    CR_LINK_NEURONLINK,      /* AWS NeuronLink */
+    CR_LINK_ROCE,            /* Gaudi on-chip RoCE ports between modules */
+    CR_LINK_PCIE_SWITCH,     /* same PCIe switch (PIX) */
+    CR_LINK_PCIE_MULTI,      /* several PCIe switches, no host bridge (PXB) */
+    CR_LINK_PCIE_HOSTBRIDGE, /* through one host bridge (PHB) */
+    CR_LINK_NUMA,            /* between host bridges of one NUMA node (NODE) */
+    CR_LINK_CPU,             /* across the CPU interconnect, e.g. UPI (SYS) */
     CR_LINK_KIND_COUNT
 } cr_link_kind_t;
 
@@ -215,8 +215,8 @@ typedef struct cr_accel_component {
 
 /* ---- what backends call to fill the node (copying their arguments) ---- */
 const char *cr_hw_getenv(const cr_hw_env_t *env, const char *name);
-cr_device_t *cr_node_add_device(cr_node_t *node);  /* zeroed, index set, numa/parent/partition/
-                                                      memory_numa -1 */
+cr_device_t *cr_node_add_device(cr_node_t *node); /* zeroed, index set, numa/parent/partition/
+                                                     memory_numa -1 */
 int cr_node_add_link(cr_node_t *node, int a, int b, cr_link_kind_t kind, int count,
                      double bandwidth_gbps);
 cr_domain_t *cr_node_add_domain(cr_node_t *node, const char *kind, const char *name);

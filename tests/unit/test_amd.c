@@ -342,8 +342,8 @@ static void test_mi300x_cpx(void **state)
     /* the capture has no PCI files: give GPU 0 and GPU 4 their NUMA nodes */
     fixture_tree_write(root, "/sys/bus/pci/devices/0000:05:00.0/numa_node", "0\n");
     fixture_tree_write(root, "/sys/bus/pci/devices/0000:85:00.0/numa_node", "1\n");
-    static const char *const attrs[][2] = {{"vendor", "0x1002\n"}, {"device", "0x74a1\n"},
-                                           {"class", "0x120000\n"}};
+    static const char *const attrs[][2] = {
+        {"vendor", "0x1002\n"}, {"device", "0x74a1\n"}, {"class", "0x120000\n"}};
     for (size_t k = 0; k < CR_ARRAY_SIZE(attrs); k++) {
         char rel[128];
         snprintf(rel, sizeof(rel), "/sys/bus/pci/devices/0000:05:00.0/%s", attrs[k][0]);

@@ -268,7 +268,8 @@ static unsigned placed_modules(sched_cluster_t *c, const cr_node_t *n, const sch
     if (r->status != SCHED_OK)
         fail_msg("status %d: %s", r->status, r->reason);
     int ids[8];
-    size_t k = sched_alloc_devices(c, sched__alloc(sched_placement_get(c, r->placement), 0), ids, 8);
+    size_t k =
+        sched_alloc_devices(c, sched__alloc(sched_placement_get(c, r->placement), 0), ids, 8);
     unsigned m = 0;
     for (size_t i = 0; i < k; i++)
         m |= 1u << n->devices.v[ids[i]].vendor_index;

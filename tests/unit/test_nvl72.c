@@ -124,7 +124,9 @@ static sched_result_t gang(sched_cluster_t *c)
     sched_err_t e;
     for (int i = 0; i < TRAYS; i++)
         assert_int_equal(sched_parse_resources(&c->res, "GPU=4", &b[i].req, &e), 0);
-    sched_request_t r = {.nbundles = TRAYS, .bundles = b, .strategy = SCHED_PACK,
+    sched_request_t r = {.nbundles = TRAYS,
+                         .bundles = b,
+                         .strategy = SCHED_PACK,
                          .domain_key = sched_syms_intern(&c->labels, "corral.io/nvlink-clique",
                                                          strlen("corral.io/nvlink-clique"))};
     sched_result_t out;

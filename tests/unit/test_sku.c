@@ -14,18 +14,12 @@ static const struct {
     uint16_t device;
     const char *ray, *sku;
 } ray_amd[] = {
-    {0x66a1, "AMD-Instinct-MI50", "MI50"},
-    {0x738c, "AMD-Instinct-MI100", "MI100"},
-    {0x7408, "AMD-Instinct-MI250X", "MI250X"},
-    {0x740c, "AMD-Instinct-MI250X-MI250", "MI250"},
-    {0x740f, "AMD-Instinct-MI210", "MI210"},
-    {0x74a0, "AMD-Instinct-MI300A", "MI300A"},
-    {0x74a1, "AMD-Instinct-MI300X-OAM", "MI300X"},
-    {0x74a2, "AMD-Instinct-MI308X-OAM", "MI308X"},
-    {0x74a9, "AMD-Instinct-MI300X-HF", "MI300X-HF"},
-    {0x74a5, "AMD-Instinct-MI325X-OAM", "MI325X"},
-    {0x75a0, "AMD-Instinct-MI350X-OAM", "MI350X"},
-    {0x75a3, "AMD-Instinct-MI355X-OAM", "MI355X"},
+    {0x66a1, "AMD-Instinct-MI50", "MI50"},           {0x738c, "AMD-Instinct-MI100", "MI100"},
+    {0x7408, "AMD-Instinct-MI250X", "MI250X"},       {0x740c, "AMD-Instinct-MI250X-MI250", "MI250"},
+    {0x740f, "AMD-Instinct-MI210", "MI210"},         {0x74a0, "AMD-Instinct-MI300A", "MI300A"},
+    {0x74a1, "AMD-Instinct-MI300X-OAM", "MI300X"},   {0x74a2, "AMD-Instinct-MI308X-OAM", "MI308X"},
+    {0x74a9, "AMD-Instinct-MI300X-HF", "MI300X-HF"}, {0x74a5, "AMD-Instinct-MI325X-OAM", "MI325X"},
+    {0x75a0, "AMD-Instinct-MI350X-OAM", "MI350X"},   {0x75a3, "AMD-Instinct-MI355X-OAM", "MI355X"},
 };
 
 static void test_ray_amd_table(void **state)
@@ -185,9 +179,9 @@ static void test_day_zero_sku(void **state)
          "names, aliases"},
         {"skus:\n  - pci: [\"1002:75b0\"]\n", "/30-bad.yaml:2:5: skus[0]: expected 'sku:'"},
         {"skus:\n  - sku: MI 999\n    names: [x]\n", "/30-bad.yaml:2:10: skus[0].sku: 'MI 999' is "
-                                                   "not a type name"},
+                                                     "not a type name"},
         {"skus:\n  - sku: MI999\n", "/30-bad.yaml:2:5: skus[0]: SKU MI999 says nothing to "
-                                   "recognise it by"},
+                                    "recognise it by"},
         {"sku: [\n", "/30-bad.yaml:2:1: YAML syntax error"},
         {"skus: 3\n", "/30-bad.yaml:1:7: skus: expected a list of SKUs, found a number"},
     };
