@@ -180,15 +180,18 @@ static struct {
     char *dir; /* the directory they came from */
 } loaded;
 
+static void row_fini(loaded_sku_t *r)
+{
+    free(r->sku);
+    cr_free_strv(r->aliases.v, r->aliases.n);
+    cr_free_strv(r->names.v, r->names.n);
+    CR_VEC_FREE(&r->pci);
+}
+
 static void loaded_free(void)
 {
-    for (size_t i = 0; i < loaded.rows.n; i++) {
-        loaded_sku_t *r = &loaded.rows.v[i];
-        free(r->sku);
-        cr_free_strv(r->aliases.v, r->aliases.n);
-        cr_free_strv(r->names.v, r->names.n);
-        CR_VEC_FREE(&r->pci);
-    }
+    for (size_t i = 0; i < loaded.rows.n; i++)
+        row_fini(&loaded.rows.v[i]);
     CR_VEC_FREE(&loaded.rows);
     free(loaded.dir);
     loaded.dir = NULL;
@@ -366,13 +369,8 @@ typedef struct sku_ctx {
 
 static void rows_free(sku_ctx_t *x)
 {
-    for (size_t i = 0; i < x->rows.n; i++) {
-        loaded_sku_t *r = &x->rows.v[i];
-        free(r->sku);
-        cr_free_strv(r->aliases.v, r->aliases.n);
-        cr_free_strv(r->names.v, r->names.n);
-        CR_VEC_FREE(&r->pci);
-    }
+    for (size_t i = 0; i < x->rows.n; i++)
+        row_fini(&x->rows.v[i]);
     CR_VEC_FREE(&x->rows);
 }
 

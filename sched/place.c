@@ -76,18 +76,25 @@ bool sched__fits_now(const sched_cluster_t *c, int n, const sched_resreq_t *q, b
     return true;
 }
 
+/* Whether the vendor's rules (sched__rules_pool) leave no device set of
+ * node n, free or not, for qty of resource r. */
+static bool rules_refuse(const sched_cluster_t *c, int n, int r, int64_t qty)
+{
+    const sched_node_t *sn = &c->nodes.v[n];
+    if (r >= SCHED_R_PREDEFINED || qty < CR_QTY_ONE || !sched__has_rules(sn, r))
+        return false;
+    int k = (int)(qty / (sched__units(sn, r) * CR_QTY_ONE));
+    return !sched__rules_pool(c, n, r, k, sn->unitmask[r]);
+}
+
 bool sched__fits_ever(const sched_cluster_t *c, int n, const sched_resreq_t *q)
 {
     if (!c->alive[n])
         return false;
-    const sched_node_t *sn = &c->nodes.v[n];
     for (int k = 0; k < q->n; k++) {
         int r = q->id[k];
-        if (r >= c->nres || TOT(c, r, n) < q->qty[k] || !sched__granule_ok(c, n, r, q->qty[k]))
-            return false;
-        if (r < SCHED_R_PREDEFINED && q->qty[k] >= CR_QTY_ONE && sched__has_rules(sn, r) &&
-            !sched__rules_pool(c, n, r, (int)(q->qty[k] / (sched__units(sn, r) * CR_QTY_ONE)),
-                               sn->unitmask[r]))
+        if (r >= c->nres || TOT(c, r, n) < q->qty[k] || !sched__granule_ok(c, n, r, q->qty[k]) ||
+            rules_refuse(c, n, r, q->qty[k]))
             return false;
     }
     return true;
@@ -666,35 +673,27 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
                      sched_node_name(c, maxnode[k]), have);
             goto out;
         }
-        /* a node with enough in total but devices of several units */
+        /* a node with enough in total but devices of several units, or
+         * whose vendor's rules keep the request from it */
         for (size_t n = 0; n < c->nnodes; n++) {
             if (!c->alive[n] || (b->sel.n && !sched_selector_match(c, &b->sel, (int)n)))
                 continue;
             for (int k = 0; k < b->req.n; k++) {
                 int r = b->req.id[k];
-                if (r >= c->nres || TOT(c, r, n) < b->req.qty[k] ||
-                    sched__granule_ok(c, (int)n, r, b->req.qty[k]))
+                if (r >= c->nres || TOT(c, r, n) < b->req.qty[k])
                     continue;
-                sched__fmt(out, size, "%s requests on %s must be whole devices of %d %s",
-                           sched_syms_name(&c->res, r), sched_node_name(c, (int)n),
-                           sched__units(&c->nodes.v[n], r),
-                           r == SCHED_R_NEURON_CORES ? "cores" : "units");
-                goto out;
-            }
-        }
-        /* a node with enough in total that the vendor's rules keep from it */
-        for (size_t n = 0; n < c->nnodes; n++) {
-            if (!c->alive[n] || (b->sel.n && !sched_selector_match(c, &b->sel, (int)n)))
-                continue;
-            for (int k = 0; k < b->req.n; k++) {
-                int r = b->req.id[k];
-                if (r >= c->nres || TOT(c, r, n) < b->req.qty[k] ||
-                    !sched__granule_ok(c, (int)n, r, b->req.qty[k]) ||
-                    sched__fits_ever(c, (int)n, &b->req))
-                    continue;
-                fmt_q(c, r, b->req.qty[k], want, sizeof(want));
-                rules_why(c, (int)n, r, want, out, size);
-                goto out;
+                if (!sched__granule_ok(c, (int)n, r, b->req.qty[k])) {
+                    sched__fmt(out, size, "%s requests on %s must be whole devices of %d %s",
+                               sched_syms_name(&c->res, r), sched_node_name(c, (int)n),
+                               sched__units(&c->nodes.v[n], r),
+                               r == SCHED_R_NEURON_CORES ? "cores" : "units");
+                    goto out;
+                }
+                if (rules_refuse(c, (int)n, r, b->req.qty[k])) {
+                    fmt_q(c, r, b->req.qty[k], want, sizeof(want));
+                    rules_why(c, (int)n, r, want, out, size);
+                    goto out;
+                }
             }
         }
         cr_buf_t all = {0};

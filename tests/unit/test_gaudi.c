@@ -7,7 +7,7 @@
 #include <cmocka.h>
 #include "fixture_tree.h"
 #include "hw/gaudi_sysfs.h"
-#include "sched/sched.h"
+#include "sched_fixture.h"
 #include <sys/stat.h>
 
 /* module id -> PCI address and NUMA node, from MACHINES.md */
@@ -247,29 +247,11 @@ static void test_half_box_has_no_fabric(void **state)
 }
 
 /* The module sets as domains, and the scheduler choosing among them. */
-static sched_result_t place_hpus(sched_cluster_t *c, const char *res)
-{
-    sched_bundle_t b;
-    memset(&b, 0, sizeof(b));
-    sched_err_t e;
-    if (sched_parse_resources(&c->res, res, &b.req, &e))
-        fail_msg("resources '%s': %s", res, e.msg);
-    sched_request_t r = {.nbundles = 1, .bundles = &b, .policy = SCHED_HYBRID, .domain_key = -1};
-    sched_result_t out;
-    sched_config_t cfg = {.top_k = 1};
-    sched_rng_t rng = {1};
-    sched_schedule(c, &cfg, &r, &rng, &out);
-    return out;
-}
-
 /* The module ids a placement gave, as a bit mask. */
 static unsigned placed_modules(sched_cluster_t *c, const cr_node_t *n, const sched_result_t *r)
 {
-    if (r->status != SCHED_OK)
-        fail_msg("status %d: %s", r->status, r->reason);
     int ids[8];
-    size_t k =
-        sched_alloc_devices(c, sched__alloc(sched_placement_get(c, r->placement), 0), ids, 8);
+    size_t k = sched_fixture_devices(c, r, ids, 8);
     unsigned m = 0;
     for (size_t i = 0; i < k; i++)
         m |= 1u << n->devices.v[ids[i]].vendor_index;
@@ -289,20 +271,20 @@ static void test_module_sets(void **state)
     char msg[200];
     assert_int_equal(sched_cluster_add(c, n, msg, sizeof(msg)), 0);
     assert_int_equal(sched_cluster_finalize(c), 0);
-    sched_result_t r = place_hpus(c, "HPU=3");
+    sched_result_t r = sched_fixture_place(c, "HPU=3");
     assert_int_equal(r.status, SCHED_INFEASIBLE);
     assert_non_null(strstr(r.reason, "module sets (of 2, 4, 8 devices)"));
     /* a pair, then a quad: the first free set of the size, in the table's
      * order; the quad 0-3 is broken by the pair, so 4-7 */
-    r = place_hpus(c, "HPU=2");
+    r = sched_fixture_place(c, "HPU=2");
     assert_int_equal(placed_modules(c, n, &r), 0x03);
-    r = place_hpus(c, "HPU=4");
+    r = sched_fixture_place(c, "HPU=4");
     assert_int_equal(placed_modules(c, n, &r), 0xf0);
-    r = place_hpus(c, "HPU=2");
+    r = sched_fixture_place(c, "HPU=2");
     assert_int_equal(placed_modules(c, n, &r), 0x0c);
     /* nothing whole is left for 2; 1 is any module (none left either) */
-    assert_int_equal(place_hpus(c, "HPU=2").status, SCHED_RETRY);
-    assert_int_equal(place_hpus(c, "HPU=8").status, SCHED_RETRY);
+    assert_int_equal(sched_fixture_place(c, "HPU=2").status, SCHED_RETRY);
+    assert_int_equal(sched_fixture_place(c, "HPU=8").status, SCHED_RETRY);
     sched_cluster_free(c);
     /* one module unhealthy: its pair, quad and the eight are not offered,
      * the others are */
@@ -311,12 +293,12 @@ static void test_module_sets(void **state)
     c = sched_cluster_new();
     assert_int_equal(sched_cluster_add(c, n, msg, sizeof(msg)), 0);
     assert_int_equal(sched_cluster_finalize(c), 0);
-    assert_int_equal(place_hpus(c, "HPU=8").status, SCHED_INFEASIBLE);
-    r = place_hpus(c, "HPU=4");
+    assert_int_equal(sched_fixture_place(c, "HPU=8").status, SCHED_INFEASIBLE);
+    r = sched_fixture_place(c, "HPU=4");
     assert_int_equal(placed_modules(c, n, &r), 0x0f);
-    r = place_hpus(c, "HPU=2");
+    r = sched_fixture_place(c, "HPU=2");
     assert_int_equal(placed_modules(c, n, &r), 0x30);
-    r = place_hpus(c, "HPU=1");
+    r = sched_fixture_place(c, "HPU=1");
     assert_int_equal(placed_modules(c, n, &r), 0x80);
     sched_cluster_free(c);
     hw_node_free(n);

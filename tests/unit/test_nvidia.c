@@ -9,7 +9,7 @@
 #include <cmocka.h>
 #include "fixture_tree.h"
 #include "hw/nvml_api.h"
-#include "sched/sched.h"
+#include "sched_fixture.h"
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -294,30 +294,6 @@ static void test_mig(void **state)
     fixture_close(&f);
 }
 
-static sched_result_t place_gpus(sched_cluster_t *c, const char *res)
-{
-    sched_bundle_t b;
-    memset(&b, 0, sizeof(b));
-    sched_err_t e;
-    if (sched_parse_resources(&c->res, res, &b.req, &e))
-        fail_msg("resources '%s': %s", res, e.msg);
-    sched_request_t r = {.nbundles = 1, .bundles = &b, .policy = SCHED_HYBRID, .domain_key = -1};
-    sched_result_t out;
-    sched_config_t cfg = {.top_k = 1};
-    sched_rng_t rng = {1};
-    sched_schedule(c, &cfg, &r, &rng, &out);
-    return out;
-}
-
-/* The devices a placement gave, as node indices (ascending). */
-static size_t placed(sched_cluster_t *c, const sched_result_t *r, int *ids, size_t max)
-{
-    assert_int_equal(r->status, SCHED_OK);
-    const sched_placement_t *p = sched_placement_get(c, r->placement);
-    assert_non_null(p);
-    return sched_alloc_devices(c, sched__alloc(p, 0), ids, max);
-}
-
 /* The scheduler on the MIG fixture (7 whole GPUs, GPU 0 split into 4
  * instances): a worker gets whole GPUs or one MIG instance, never more
  * than one instance and never an instance beside a GPU (NVIDIA MIG user
@@ -332,32 +308,32 @@ static void test_mig_placement(void **state)
     assert_int_equal(sched_cluster_add(c, n, msg, sizeof(msg)), 0);
     assert_int_equal(sched_cluster_finalize(c), 0);
     /* 9 > 7 whole GPUs: never made up with MIG instances */
-    sched_result_t r = place_gpus(c, "GPU=9");
+    sched_result_t r = sched_fixture_place(c, "GPU=9");
     assert_int_equal(r.status, SCHED_INFEASIBLE);
     assert_non_null(strstr(r.reason, "4 MIG instances go one to a worker"));
     assert_non_null(strstr(r.reason, "7 whole GPUs"));
     /* 7 takes the whole GPUs 1..7 */
-    r = place_gpus(c, "GPU=7");
+    r = sched_fixture_place(c, "GPU=7");
     int ids[16];
-    assert_int_equal(placed(c, &r, ids, 16), 7);
+    assert_int_equal(sched_fixture_devices(c, &r, ids, 16), 7);
     for (int i = 0; i < 7; i++)
         assert_int_equal(ids[i], i + 1);
     /* no whole GPU left: GPU=2 cannot be two MIG instances, GPU=1 can be one */
-    assert_int_equal(place_gpus(c, "GPU=2").status, SCHED_RETRY);
+    assert_int_equal(sched_fixture_place(c, "GPU=2").status, SCHED_RETRY);
     for (int k = 0; k < 4; k++) {
-        r = place_gpus(c, "GPU=1");
-        assert_int_equal(placed(c, &r, ids, 16), 1);
+        r = sched_fixture_place(c, "GPU=1");
+        assert_int_equal(sched_fixture_devices(c, &r, ids, 16), 1);
         assert_int_equal(n->devices.v[ids[0]].parent, 0);
         assert_true(n->devices.v[ids[0]].mig_profile[0] != '\0');
     }
-    assert_int_equal(place_gpus(c, "GPU=1").status, SCHED_RETRY);
+    assert_int_equal(sched_fixture_place(c, "GPU=1").status, SCHED_RETRY);
     sched_cluster_free(c);
     /* a fresh view: GPU=1 prefers a whole GPU while one is free */
     c = sched_cluster_new();
     assert_int_equal(sched_cluster_add(c, n, msg, sizeof(msg)), 0);
     assert_int_equal(sched_cluster_finalize(c), 0);
-    r = place_gpus(c, "GPU=1");
-    assert_int_equal(placed(c, &r, ids, 16), 1);
+    r = sched_fixture_place(c, "GPU=1");
+    assert_int_equal(sched_fixture_devices(c, &r, ids, 16), 1);
     assert_int_equal(n->devices.v[ids[0]].parent, -1);
     assert_false(n->devices.v[ids[0]].mig_enabled);
     sched_cluster_free(c);
