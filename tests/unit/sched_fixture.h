@@ -6,6 +6,17 @@
 
 #include "sched/sched.h"
 
+/* A finalized cluster view of one node. */
+static inline sched_cluster_t *sched_fixture_cluster(const cr_node_t *n)
+{
+    sched_cluster_t *c = sched_cluster_new();
+    char msg[200];
+    if (sched_cluster_add(c, n, msg, sizeof(msg)))
+        fail_msg("sched_cluster_add: %s", msg);
+    assert_int_equal(sched_cluster_finalize(c), 0);
+    return c;
+}
+
 static inline sched_result_t sched_fixture_place(sched_cluster_t *c, const char *res)
 {
     sched_bundle_t b;

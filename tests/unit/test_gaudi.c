@@ -267,10 +267,7 @@ static void test_module_sets(void **state)
     for (size_t i = 0; i < n->domains.n; i++)
         nsets += strcmp(n->domains.v[i].kind, "module-set") == 0;
     assert_int_equal(nsets, 7);
-    sched_cluster_t *c = sched_cluster_new();
-    char msg[200];
-    assert_int_equal(sched_cluster_add(c, n, msg, sizeof(msg)), 0);
-    assert_int_equal(sched_cluster_finalize(c), 0);
+    sched_cluster_t *c = sched_fixture_cluster(n);
     sched_result_t r = sched_fixture_place(c, "HPU=3");
     assert_int_equal(r.status, SCHED_INFEASIBLE);
     assert_non_null(strstr(r.reason, "module sets (of 2, 4, 8 devices)"));
@@ -290,9 +287,7 @@ static void test_module_sets(void **state)
      * the others are */
     n->devices.v[hw_device_find(n, "gaudi", 6)].health = CR_HEALTH_UNHEALTHY;
     cr_node_add_resource(n, "HPU", -CR_QTY_ONE); /* as discovery counts it */
-    c = sched_cluster_new();
-    assert_int_equal(sched_cluster_add(c, n, msg, sizeof(msg)), 0);
-    assert_int_equal(sched_cluster_finalize(c), 0);
+    c = sched_fixture_cluster(n);
     assert_int_equal(sched_fixture_place(c, "HPU=8").status, SCHED_INFEASIBLE);
     r = sched_fixture_place(c, "HPU=4");
     assert_int_equal(placed_modules(c, n, &r), 0x0f);

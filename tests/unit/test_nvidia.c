@@ -303,10 +303,7 @@ static void test_mig_placement(void **state)
 {
     fixture_env_t f;
     cr_node_t *n = discover_with("dgx-h100", "dgx-h100-mig", NULL, &f);
-    sched_cluster_t *c = sched_cluster_new();
-    char msg[200];
-    assert_int_equal(sched_cluster_add(c, n, msg, sizeof(msg)), 0);
-    assert_int_equal(sched_cluster_finalize(c), 0);
+    sched_cluster_t *c = sched_fixture_cluster(n);
     /* 9 > 7 whole GPUs: never made up with MIG instances */
     sched_result_t r = sched_fixture_place(c, "GPU=9");
     assert_int_equal(r.status, SCHED_INFEASIBLE);
@@ -329,9 +326,7 @@ static void test_mig_placement(void **state)
     assert_int_equal(sched_fixture_place(c, "GPU=1").status, SCHED_RETRY);
     sched_cluster_free(c);
     /* a fresh view: GPU=1 prefers a whole GPU while one is free */
-    c = sched_cluster_new();
-    assert_int_equal(sched_cluster_add(c, n, msg, sizeof(msg)), 0);
-    assert_int_equal(sched_cluster_finalize(c), 0);
+    c = sched_fixture_cluster(n);
     r = sched_fixture_place(c, "GPU=1");
     assert_int_equal(sched_fixture_devices(c, &r, ids, 16), 1);
     assert_int_equal(n->devices.v[ids[0]].parent, -1);
