@@ -339,7 +339,13 @@ static void test_bad_xml(void **state)
     size_t len = 0;
     assert_int_equal(cr_read_file_alloc("/", src, &xml, &len), 0);
     snprintf(trunc, sizeof(trunc), "%s/truncated.xml", dir);
-    xml[len / 3] = '\0';
+    /* cut before the first object: the document is open and unfinished.
+     * (Cut inside the objects, Debian's hwloc 2.9 leaks the ones it had
+     * built on its error path, which LeakSanitizer reports; that is
+     * hwloc's, not a thing corral could free.) */
+    char *obj = strstr(xml, "<object");
+    assert_non_null(obj);
+    *obj = '\0';
     write_file(trunc, xml);
     free(xml);
     snprintf(empty, sizeof(empty), "%s/empty.xml", dir);
@@ -353,7 +359,7 @@ static void test_bad_xml(void **state)
         cr_hw_env_t env = {.root = f.root, .getenv = fixture_getenv, .getenv_ctx = &f};
         cr_node_t *n = hw_node_new();
         cr_device_t *d = cr_node_add_device(n);
-        cr_strlcpy(d->pci, "0000:18:00.0", sizeof(d->pci));
+        cr_strlcpy(d->pci, "0000:1b:00.0", sizeof(d->pci));
         assert_int_equal(hw_host_probe(&env, n), 0);
         assert_int_equal(n->warnings.n, 1);
         assert_non_null(strstr(n->warnings.v[0], files[i]));
