@@ -10,6 +10,7 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 int cli_hw(int argc, char **argv);
 int cli_topo(int argc, char **argv);
 int cli_sim(int argc, char **argv);
+int cli_conformance(int argc, char **argv); /* conformance_cmd.c */
 /* the runtime (docs/runtime.md): start_cmd.c, run_cmd.c, job_cmd.c */
 int cli_start(int argc, char **argv);
 int cli_stop(int argc, char **argv);

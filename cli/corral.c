@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-/* hw, topo and sim live in corral-tools (cli/tools.c says why): found
+/* hw, topo, sim and conformance live in corral-tools (cli/tools.c says why): found
  * beside this corral (the build tree, an install's bin/), else
  * $CORRAL_TOOLS, else the PATH, and run with the same arguments. */
 static int cli_tools(int argc, char **argv)
@@ -37,6 +37,8 @@ static const struct {
     {"hw", cli_tools, "this node's accelerators, host topology and labels"},
     {"topo", cli_tools, "the device-to-device connection matrix and domains"},
     {"sim", cli_tools, "the scheduler on a simulated cluster and workload"},
+    {"conformance", cli_tools,
+     "this node's accelerators against the vendors' tools, on real hardware"},
     {"start", cli_start, "start a head (corrald) on this machine"},
     {"stop", cli_stop, "stop the head and its workers"},
     {"status", cli_status, "the head, its nodes, devices used and free, pending work"},

@@ -59,13 +59,16 @@ static void print_node(const cr_node_t *n)
                 snprintf(numa, sizeof(numa), "%d", d->numa);
             else
                 snprintf(numa, sizeof(numa), "-");
-            printf("%-4d %-10s %-9s %-13s %-4s %-8s %-6s %-9s %s%s%s\n", d->index,
+            char part[24] = "";
+            if (d->partition >= 0)
+                snprintf(part, sizeof(part), "  partition %d", d->partition);
+            printf("%-4d %-10s %-9s %-13s %-4s %-8s %-6s %-9s %s%s%s%s\n", d->index,
                    d->sku[0]       ? d->sku
                    : d->product[0] ? d->product
                                    : "?",
                    mem, d->pci[0] ? d->pci : "-", numa, d->nic[0] ? d->nic : "-", d->resource,
                    hw_health_name(d->health), d->isolation_id[0] ? d->isolation_id : "-",
-                   d->mig_profile[0] ? "  MIG " : "", d->mig_profile);
+                   d->mig_profile[0] ? "  MIG " : "", d->mig_profile, part);
         }
     }
     cli_format_bytes(n->memory, mem, sizeof(mem));

@@ -1,5 +1,5 @@
 /* corral-tools: the commands that read hardware and run the scheduler
- * offline (hw, topo, sim), in their own executable.
+ * offline (hw, topo, sim, conformance), in their own executable.
  *
  * Why apart from `corral`: these link hwloc, libfyaml, jansson, libudev
  * (through hwloc) and the backends, which the runtime commands (run, job,
@@ -28,11 +28,12 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int argc, char **argv);
-    } tools[] = {{"hw", cli_hw}, {"topo", cli_topo}, {"sim", cli_sim}};
+    } tools[] = {
+        {"hw", cli_hw}, {"topo", cli_topo}, {"sim", cli_sim}, {"conformance", cli_conformance}};
     for (size_t i = 0; argc >= 2 && i < CR_ARRAY_SIZE(tools); i++)
         if (strcmp(argv[1], tools[i].name) == 0)
             return tools[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "corral-tools: expected hw, topo or sim (run it as 'corral hw', "
-                    "'corral topo', 'corral sim')\n");
+    fprintf(stderr, "corral-tools: expected hw, topo, sim or conformance (run it as 'corral hw', "
+                    "'corral topo', 'corral sim', 'corral conformance')\n");
     return CLI_USAGE;
 }

@@ -100,10 +100,17 @@ static void view_init(view_t *v, const cr_node_t *node)
         cr_strlcpy(parent, v->names[p], sizeof(parent));
         snprintf(v->names[i], sizeof(v->names[i]), "%.16s-mig%d", parent, ord % 1000);
     }
-    for (size_t k = 0; k < node->nics.n; k++) {
-        snprintf(v->names[nd + k], sizeof(v->names[nd + k]), "NIC%zu", k);
-        v->rows[v->nrows++] = (int)(nd + k);
-    }
+    /* RDMA-capable NICs (the compute fabric) first, then the rest, each
+     * in the node's order: the columns a job looks at come first, not the
+     * management Ethernet that sorts first by PCI address */
+    size_t pos = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t k = 0; k < node->nics.n; k++) {
+            if (node->nics.v[k].rdma != (pass == 0))
+                continue;
+            snprintf(v->names[nd + k], sizeof(v->names[nd + k]), "NIC%zu", pos++);
+            v->rows[v->nrows++] = (int)(nd + k);
+        }
     v->nislands = hw_topo_islands(node, 0, v->island);
 }
 
@@ -206,7 +213,7 @@ static void print_matrix(const view_t *v)
     cr_buf_printf(&b, "%-*s", (int)(wname + 2), "");
     for (size_t c = 0; c < v->nrows; c++)
         cr_buf_printf(&b, "%-*s", (int)(w[c] + 2), v->names[v->rows[c]]);
-    cr_buf_printf(&b, "%-*s  NUMA Affinity", (int)wcpu, "CPU Affinity");
+    cr_buf_printf(&b, "%-*s  NUMA Affinity  GPU NUMA ID", (int)wcpu, "CPU Affinity");
     put_line(&b);
     for (size_t r = 0; r < v->nrows; r++) {
         size_t i = (size_t)v->rows[r];
@@ -217,9 +224,13 @@ static void print_matrix(const view_t *v)
         const char *cpus;
         int numa;
         affinity(v, i, &cpus, &numa);
-        char nbuf[16];
+        char nbuf[16], gbuf[16];
         snprintf(nbuf, sizeof(nbuf), numa >= 0 ? "%d" : "N/A", numa);
-        cr_buf_printf(&b, "%-*s  %s", (int)wcpu, cpus[0] ? cpus : "N/A", nbuf);
+        /* as nvidia-smi topo -m: the NUMA node that is the GPU's own memory
+         * (Grace C2C), N/A where it has none */
+        int gnuma = i < v->node->devices.n ? v->node->devices.v[i].memory_numa : -1;
+        snprintf(gbuf, sizeof(gbuf), gnuma >= 0 ? "%d" : "N/A", gnuma);
+        cr_buf_printf(&b, "%-*s  %-13s  %s", (int)wcpu, cpus[0] ? cpus : "N/A", nbuf, gbuf);
         put_line(&b);
     }
     cr_buf_free(&b);
@@ -258,7 +269,8 @@ static void print_nics(const view_t *v)
     if (!n->nics.n)
         return;
     printf("\nNIC Legend:\n\n");
-    for (size_t k = 0; k < n->nics.n; k++) {
+    for (size_t r = v->ndevrows; r < v->nrows; r++) {
+        size_t k = (size_t)v->rows[r] - n->devices.n;
         const cr_nic_t *x = &n->nics.v[k];
         cr_buf_t b = {0};
         if (x->rdma)
@@ -624,6 +636,8 @@ static json_t *to_json(const view_t *v)
         json_object_set_new(x, "pci", json_string(d->pci));
         json_object_set_new(x, "pci_path", json_string(d->pci_path));
         json_object_set_new(x, "numa", json_integer(device_numa(n, i)));
+        json_object_set_new(x, "gpu_numa_id",
+                            d->memory_numa >= 0 ? json_integer(d->memory_numa) : json_null());
         json_object_set_new(x, "cpus", json_string(d->cpus));
         json_object_set_new(x, "island", json_integer(v->island[i]));
         json_object_set_new(x, "nearest_nic",
@@ -649,7 +663,8 @@ static json_t *to_json(const view_t *v)
     json_object_set_new(o, "mig_instances", mig);
 
     json_t *nics = json_array();
-    for (size_t k = 0; k < n->nics.n; k++) {
+    for (size_t r = v->ndevrows; r < v->nrows; r++) {
+        size_t k = (size_t)v->rows[r] - nd;
         const cr_nic_t *x = &n->nics.v[k];
         json_t *j = json_object();
         json_object_set_new(j, "name", json_string(v->names[nd + k]));

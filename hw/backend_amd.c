@@ -20,7 +20,8 @@ static const char *const vars[] = {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"
 typedef struct gpu {
     unsigned kfd_node;
     int hip_index;
-    int dev; /* index in node->devices, -1 while off */
+    int dev;       /* index in node->devices, -1 while off */
+    int partition; /* index within its physical GPU, -1 when not partitioned */
     hw_kfd_node_t p;
     CR_VEC(hw_kfd_iolink_t) xgmi;
 } gpu_t;
@@ -140,14 +141,32 @@ static void gfx_name(uint64_t v, char *out, size_t size)
              (unsigned)(v % 100));
 }
 
+/* Partitions (CPX, DPX, ... on MI300-class GPUs) are KFD nodes of one PCI
+ * device: amdkfd ORs the partition's node id into location_id (low bits
+ * of the PCI function field; the kernel's own comment in
+ * kfd_topology_add_device(): "On multi-partition nodes, node id =
+ * location_id[31:28]" in some releases). The GPU function of amdgpu is .0,
+ * so nodes that share domain, bus and device number are partitions of one
+ * GPU, numbered by those bits. */
+static uint64_t pci_key(const hw_kfd_node_t *p)
+{
+    return p->domain << 16 | (p->location_id & 0xfff8);
+}
+
+static int partition_of(const hw_kfd_node_t *p)
+{
+    uint64_t hi = (p->location_id >> 28) & 0xf;
+    return hi ? (int)hi : (int)(p->location_id & 7);
+}
+
 static int add_device(const cr_hw_env_t *env, cr_node_t *node, gpu_t *g, uint64_t memory,
                       const char *driver, char *why)
 {
     const hw_kfd_node_t *p = &g->p;
     char pci[20];
     snprintf(pci, sizeof(pci), "%04x:%02x:%02x.%x", (unsigned)p->domain,
-             (unsigned)(p->location_id >> 8), (unsigned)(p->location_id >> 3) & 0x1f,
-             (unsigned)p->location_id & 7);
+             (unsigned)(p->location_id >> 8) & 0xff, (unsigned)(p->location_id >> 3) & 0x1f,
+             g->partition >= 0 ? 0u : (unsigned)p->location_id & 7);
     hw_pci_attr_t attr = {.numa = -1};
     char path[160];
     snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s", pci);
@@ -178,8 +197,12 @@ static int add_device(const cr_hw_env_t *env, cr_node_t *node, gpu_t *g, uint64_
         gfx_name(p->gfx_target_version, gfx, sizeof(gfx));
         snprintf(d->product, sizeof(d->product), "AMD %s", sku ? sku : gfx);
     }
-    if (p->unique_id)
+    /* partitions share their GPU's unique_id: the UUID names the partition */
+    if (p->unique_id && g->partition >= 0)
+        snprintf(d->uuid, sizeof(d->uuid), "GPU-%016" PRIx64 "-p%d", p->unique_id, g->partition);
+    else if (p->unique_id)
         snprintf(d->uuid, sizeof(d->uuid), "GPU-%016" PRIx64, p->unique_id);
+    d->partition = g->partition;
     cr_strlcpy(d->pci, pci, sizeof(d->pci));
     d->pci_vendor = (uint16_t)p->vendor_id;
     d->pci_device = (uint16_t)p->device_id;
@@ -218,8 +241,10 @@ static void add_links(cr_node_t *node, gpu_vec_t *gpus)
             uint64_t count = 1;
             if (l->min_bandwidth && l->max_bandwidth >= l->min_bandwidth)
                 count = (l->max_bandwidth + l->min_bandwidth / 2) / l->min_bandwidth;
-            cr_node_add_link(node, g->dev, h->dev, CR_LINK_XGMI, (int)count,
-                             (double)l->max_bandwidth / 1000.0);
+            /* partitions of one GPU talk over its on-package fabric */
+            bool same = g->partition >= 0 && h->partition >= 0 && pci_key(&g->p) == pci_key(&h->p);
+            cr_node_add_link(node, g->dev, h->dev, same ? CR_LINK_XGMI_SAME_GPU : CR_LINK_XGMI,
+                             (int)count, (double)l->max_bandwidth / 1000.0);
         }
     }
 }
@@ -260,6 +285,61 @@ static bool node_kind_known(const char *root, unsigned id, bool *is_gpu)
     return true;
 }
 
+/* What a KFD node is, as far as the first pass could tell. */
+enum kind { K_CPU, K_GPU, K_GPU_OFF, K_UNKNOWN };
+
+typedef struct kfd_entry {
+    unsigned id;
+    enum kind kind;
+    hw_kfd_node_t p;
+    char why[WHY_SIZE];
+} kfd_entry_t;
+
+/* Whether some readable GPU node has an xGMI link to node id: xGMI joins
+ * GPUs only, so id is a GPU. */
+static bool xgmi_peer_of(const char *root, const kfd_entry_t *e, size_t n, unsigned id)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (e[i].kind != K_GPU)
+            continue;
+        gpu_t g = {.kfd_node = e[i].id};
+        char why[WHY_SIZE];
+        bool hit = false;
+        if (read_xgmi(root, &g, why) == 0)
+            for (size_t k = 0; k < g.xgmi.n && !hit; k++)
+                hit = g.xgmi.v[k].node_to == id;
+        CR_VEC_FREE(&g.xgmi);
+        if (hit)
+            return true;
+    }
+    return false;
+}
+
+/* A node whose properties and gpu_id cannot be read still has a kind that
+ * decides every later GPU's HIP index. amdkfd numbers the CPU nodes of
+ * the CRAT table first and adds GPU nodes after them
+ * (kfd_topology_init(), then kfd_topology_add_device() per GPU, in
+ * drivers/gpu/drm/amd/amdkfd/kfd_topology.c), so a node after a GPU is a
+ * GPU and a node before a CPU is a CPU; a node an xGMI link reaches is a
+ * GPU. Only a node between the last CPU and the first GPU that nothing
+ * links to stays unknown. */
+static void resolve_kinds(const char *root, kfd_entry_t *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (e[i].kind != K_UNKNOWN)
+            continue;
+        bool gpu_before = false, cpu_after = false;
+        for (size_t k = 0; k < i; k++)
+            gpu_before |= e[k].kind == K_GPU || e[k].kind == K_GPU_OFF;
+        for (size_t k = i + 1; k < n; k++)
+            cpu_after |= e[k].kind == K_CPU;
+        if (gpu_before || xgmi_peer_of(root, e, n, e[i].id))
+            e[i].kind = K_GPU_OFF;
+        else if (cpu_after)
+            e[i].kind = K_CPU;
+    }
+}
+
 static int probe(const cr_hw_env_t *env, cr_node_t *node)
 {
     unsigned *ids;
@@ -270,37 +350,55 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
     char driver[32] = "";
     if (cr_read_file(env->root, "/sys/module/amdgpu/version", driver, sizeof(driver)) != 0)
         driver[0] = '\0';
-    gpu_vec_t gpus = {0};
-    char why[WHY_SIZE], path[128];
-    int hip_index = 0;
+    kfd_entry_t *e = cr_calloc(nids ? nids : 1, sizeof(*e));
+    char path[128];
     for (size_t i = 0; i < nids; i++) {
-        hw_kfd_node_t p;
+        e[i].id = ids[i];
         snprintf(path, sizeof(path), KFD_NODES "/%u/properties", ids[i]);
-        if (read_props(env->root, path, parse_node, &p, why) != 0) {
-            bool is_gpu;
-            if (!node_kind_known(env->root, ids[i], &is_gpu)) {
-                /* every later GPU's HIP index depends on this node's kind */
-                cr_node_warn(node,
-                             "amd: %s; GPUs from KFD node %u on are off because their "
-                             "HIP index is unknown",
-                             why, ids[i]);
-                break;
-            }
-            if (is_gpu) {
-                cr_node_warn(node, "amd: %s; GPU %d is off", why, hip_index);
-                hip_index++;
-            } else {
-                cr_node_warn(node, "amd: %s; CPU node skipped", why);
-            }
+        if (read_props(env->root, path, parse_node, &e[i].p, e[i].why) == 0) {
+            e[i].kind = e[i].p.simd_count ? K_GPU : K_CPU;
             continue;
         }
-        if (p.simd_count == 0)
+        bool is_gpu;
+        if (!node_kind_known(env->root, ids[i], &is_gpu))
+            e[i].kind = K_UNKNOWN;
+        else if (is_gpu)
+            e[i].kind = K_GPU_OFF;
+        else {
+            e[i].kind = K_CPU;
+            cr_node_warn(node, "amd: %s; CPU node skipped", e[i].why);
+        }
+    }
+    resolve_kinds(env->root, e, nids);
+
+    gpu_vec_t gpus = {0};
+    char why[WHY_SIZE];
+    int hip_index = 0;
+    for (size_t i = 0; i < nids; i++) {
+        if (e[i].kind == K_UNKNOWN) {
+            /* every later GPU's HIP index depends on this node's kind */
+            cr_node_warn(node,
+                         "amd: %s; GPUs from KFD node %u on are off because their HIP index is "
+                         "unknown",
+                         e[i].why, ids[i]);
+            break;
+        }
+        if (e[i].kind == K_CPU)
             continue;
+        if (e[i].kind == K_GPU_OFF) {
+            cr_node_warn(node, "amd: %s; GPU %d is off", e[i].why, hip_index);
+            hip_index++;
+            continue;
+        }
         gpu_t *g = CR_VEC_PUSH(&gpus);
         g->kfd_node = ids[i];
         g->hip_index = hip_index++;
         g->dev = -1;
-        g->p = p;
+        g->p = e[i].p;
+        g->partition = -1;
+        for (size_t k = 0; k < nids; k++)
+            if (k != i && e[k].kind == K_GPU && pci_key(&e[k].p) == pci_key(&g->p))
+                g->partition = partition_of(&g->p);
         uint64_t memory;
         if (read_memory(env->root, ids[i], &memory, why) != 0 ||
             read_xgmi(env->root, g, why) != 0 || add_device(env, node, g, memory, driver, why) != 0)
@@ -311,6 +409,7 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
     for (size_t i = 0; i < gpus.n; i++)
         CR_VEC_FREE(&gpus.v[i].xgmi);
     CR_VEC_FREE(&gpus);
+    free(e);
     free(ids);
     return 0;
 }

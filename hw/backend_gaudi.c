@@ -181,8 +181,40 @@ static void add_fabric(cr_node_t *node, const module_vec_t *mods, size_t functio
                              f->ports_per_pair * f->gbps_per_port);
 }
 
+/* The module sets one process may use together (Intel Gaudi docs,
+ * "Multiple Workloads on a Single Docker": only 2-Gaudi sets 0,1 2,3 4,5
+ * 6,7 and 4-Gaudi sets 0,1,2,3 4,5,6,7 are supported, besides the whole
+ * box of eight), by module id. A set is offered when all its modules are
+ * on the node. */
+static const struct module_set {
+    const char *name;
+    int first, count;
+} module_sets[] = {
+    {"modules 0-1", 0, 2}, {"modules 2-3", 2, 2}, {"modules 4-5", 4, 2}, {"modules 6-7", 6, 2},
+    {"modules 0-3", 0, 4}, {"modules 4-7", 4, 4}, {"modules 0-7", 0, 8},
+};
+
+static void add_module_sets(cr_node_t *node, size_t first_dev, const module_vec_t *mods)
+{
+    for (size_t s = 0; s < CR_ARRAY_SIZE(module_sets); s++) {
+        const struct module_set *ms = &module_sets[s];
+        int at[8];
+        int found = 0;
+        for (int id = ms->first; id < ms->first + ms->count; id++)
+            for (size_t i = 0; i < mods->n; i++)
+                if (mods->v[i].id == id)
+                    at[found++] = (int)(first_dev + i);
+        if (found != ms->count)
+            continue;
+        cr_domain_t *d = cr_node_add_domain(node, "module-set", ms->name);
+        for (int k = 0; k < found; k++)
+            cr_domain_add_member(d, at[k]);
+    }
+}
+
 static int probe(const cr_hw_env_t *env, cr_node_t *node)
 {
+    size_t first_dev = node->devices.n;
     module_vec_t mods = {0};
     size_t functions = collect(env, node, &mods);
     if (mods.n)
@@ -212,6 +244,7 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
         cr_strlcpy(d->health_reason, m->reason, sizeof(d->health_reason));
     }
     add_fabric(node, &mods, functions);
+    add_module_sets(node, first_dev, &mods);
     CR_VEC_FREE(&mods);
     return 0;
 }

@@ -1,11 +1,17 @@
 /* Intel GPUs (Data Center GPU Max and Flex, Arc) through DRM sysfs:
  * /sys/class/drm/card<n>/device is the PCI function, vendor 0x8086 with a
  * display class (0x03). Level Zero numbers the GPUs it sees; with
- * ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 it numbers them in PCI address order, and
- * with ZE_FLAT_DEVICE_HIERARCHY=COMPOSITE one card is one device (not one
- * per tile), so a card's isolation id is its position among the Intel
- * display-class functions in PCI order, and workers get ZE_AFFINITY_MASK
- * with those two set beside it.
+ * ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 it numbers them in PCI address order.
+ *
+ * The device hierarchy follows Intel's recommendation: FLAT, Level Zero's
+ * default, in which each stack (tile) of a card is a root device, so a
+ * Max 1550 (two stacks) is two devices (Intel oneAPI GPU Optimization
+ * Guide, "Exposing the Device Hierarchy": "The FLAT mode is the default
+ * mode ... The recommendation is to use FLAT mode"). CORRAL_INTEL_HIERARCHY=
+ * COMPOSITE makes one card one device instead. A device's isolation id is
+ * its Level Zero index in that hierarchy (stacks of the cards before it
+ * counted), and workers get ZE_AFFINITY_MASK with ZE_FLAT_DEVICE_HIERARCHY
+ * set to the hierarchy the ids are in.
  *
  * Integrated graphics is counted in that order (Level Zero sees it too) but
  * not listed: Intel's IGD is always bus 0, device 2, function 0, and it
@@ -22,17 +28,39 @@
 static const char *const vars[] = {"ZE_AFFINITY_MASK", "ZE_ENABLE_PCI_ID_DEVICE_ORDER",
                                    "ZE_FLAT_DEVICE_HIERARCHY", NULL};
 
-/* What sysfs does not say: the product name and Xe-core count per PCI id. */
+/* What sysfs does not say: the product name, Xe-core and stack count per
+ * PCI id (Max 1550: two stacks of 64 Xe cores; Max 1100: one of 56). */
 static const struct model_row {
     uint16_t device;
     const char *product;
-    int xe_cores;
+    int xe_cores, stacks;
 } models[] = {
-    {0x0bd5, "Intel Data Center GPU Max 1550", 128},
-    {0x0bda, "Intel Data Center GPU Max 1100", 56},
-    {0x56c0, "Intel Data Center GPU Flex 170", 32},
-    {0x56a0, "Intel Arc A770 Graphics", 32},
+    {0x0bd5, "Intel Data Center GPU Max 1550", 128, 2},
+    {0x0bda, "Intel Data Center GPU Max 1100", 56, 1},
+    {0x56c0, "Intel Data Center GPU Flex 170", 32, 1},
+    {0x56a0, "Intel Arc A770 Graphics", 32, 1},
 };
+
+static const struct model_row *model_of(uint16_t device)
+{
+    for (size_t k = 0; k < CR_ARRAY_SIZE(models); k++)
+        if (models[k].device == device)
+            return &models[k];
+    return NULL;
+}
+
+/* FLAT (the default) or COMPOSITE, from CORRAL_INTEL_HIERARCHY. */
+static bool flat_wanted(const cr_hw_env_t *env, cr_node_t *node)
+{
+    const char *h = cr_hw_getenv(env, "CORRAL_INTEL_HIERARCHY");
+    if (!h || !*h || strcmp(h, "FLAT") == 0)
+        return true;
+    if (strcmp(h, "COMPOSITE") == 0)
+        return false;
+    if (node)
+        cr_node_warn(node, "CORRAL_INTEL_HIERARCHY=%s: expected FLAT or COMPOSITE; using FLAT", h);
+    return true;
+}
 
 typedef struct card {
     char name[32]; /* "card1" */
@@ -134,19 +162,21 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
     collect(env->root, &cards);
     if (cards.n)
         qsort(cards.v, cards.n, sizeof(card_t), cmp_card);
+    bool flat = flat_wanted(env, node);
+    int ze_index = 0; /* Level Zero's index of the card's first device */
     for (size_t i = 0; i < cards.n; i++) {
         card_t *c = &cards.v[i];
         uint64_t memory = 0;
+        const struct model_row *m = c->why[0] ? NULL : model_of(c->attr.device);
+        int stacks = flat && m ? m->stacks : 1;
+        int first = ze_index;
+        ze_index += stacks;
         if (!c->why[0] && strcmp(c->pci, INTEL_IGD_ADDRESS) == 0)
             continue;
         if (c->why[0] || read_memory(env->root, c, &memory, c->why) != 0) {
-            cr_node_warn(node, "intel: %s; %s (GPU %zu) is off", c->why, c->name, i);
+            cr_node_warn(node, "intel: %s; %s (GPU %d) is off", c->why, c->name, first);
             continue;
         }
-        const struct model_row *m = NULL;
-        for (size_t k = 0; k < CR_ARRAY_SIZE(models); k++)
-            if (models[k].device == c->attr.device)
-                m = &models[k];
         const char *sku = cr_accel_sku_by_pci(c->attr.vendor, c->attr.device);
         char path[128], drv[32] = "", ver[32] = "";
         snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/driver", c->pci);
@@ -155,38 +185,51 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
             if (cr_read_file(env->root, path, ver, sizeof(ver)) != 0)
                 ver[0] = '\0';
         }
-        cr_device_t *d = cr_node_add_device(node);
-        cr_strlcpy(d->backend, "intel", sizeof(d->backend));
-        cr_strlcpy(d->vendor, "Intel", sizeof(d->vendor));
-        cr_strlcpy(d->resource, "GPU", sizeof(d->resource));
-        cr_strlcpy(d->sku, sku ? sku : "", sizeof(d->sku));
-        if (m)
-            cr_strlcpy(d->product, m->product, sizeof(d->product));
-        else
-            snprintf(d->product, sizeof(d->product), "Intel GPU 8086:%04x", c->attr.device);
-        cr_strlcpy(d->pci, c->pci, sizeof(d->pci));
-        d->pci_vendor = c->attr.vendor;
-        d->pci_device = c->attr.device;
-        d->numa = c->attr.numa;
-        d->memory = memory;
-        d->compute_units = m ? m->xe_cores : 0;
-        snprintf(d->isolation_id, sizeof(d->isolation_id), "%zu", i);
-        d->vendor_index = (int)i;
-        cr_strlcpy(d->driver, ver, sizeof(d->driver));
-        d->health = CR_HEALTH_OK;
+        for (int k = 0; k < stacks; k++) {
+            cr_device_t *d = cr_node_add_device(node);
+            cr_strlcpy(d->backend, "intel", sizeof(d->backend));
+            cr_strlcpy(d->vendor, "Intel", sizeof(d->vendor));
+            cr_strlcpy(d->resource, "GPU", sizeof(d->resource));
+            cr_strlcpy(d->sku, sku ? sku : "", sizeof(d->sku));
+            if (m && stacks > 1)
+                snprintf(d->product, sizeof(d->product), "%s (stack %d)", m->product, k);
+            else if (m)
+                cr_strlcpy(d->product, m->product, sizeof(d->product));
+            else
+                snprintf(d->product, sizeof(d->product), "Intel GPU 8086:%04x", c->attr.device);
+            cr_strlcpy(d->pci, c->pci, sizeof(d->pci));
+            d->pci_vendor = c->attr.vendor;
+            d->pci_device = c->attr.device;
+            d->numa = c->attr.numa;
+            /* each stack has its own memory (the guide's "Memory in FLAT Mode") */
+            d->memory = memory / (uint64_t)stacks;
+            d->compute_units = m ? m->xe_cores / stacks : 0;
+            d->partition = stacks > 1 ? k : -1;
+            snprintf(d->isolation_id, sizeof(d->isolation_id), "%d", first + k);
+            d->vendor_index = first + k;
+            cr_strlcpy(d->driver, ver, sizeof(d->driver));
+            d->health = CR_HEALTH_OK;
+        }
     }
     CR_VEC_FREE(&cards);
     return 0;
 }
 
+/* The ids are in the hierarchy discovery used: FLAT when a card was split
+ * into stacks, else the one asked for (with one stack per card, the two
+ * number devices alike). */
 static int isolate(const cr_hw_env_t *env, const cr_node_t *node, const int *devs, size_t ndevs,
                    cr_envlist_t *out)
 {
+    bool flat = flat_wanted(env, NULL);
+    for (size_t i = 0; i < node->devices.n; i++)
+        if (strcmp(node->devices.v[i].backend, "intel") == 0 && node->devices.v[i].partition >= 0)
+            flat = true;
     int err = cr_isolate_ids(out, "ZE_AFFINITY_MASK", node, devs, ndevs);
     if (!err)
         err = cr_envlist_set(out, "ZE_ENABLE_PCI_ID_DEVICE_ORDER", "1");
     if (!err)
-        err = cr_envlist_set(out, "ZE_FLAT_DEVICE_HIERARCHY", "COMPOSITE");
+        err = cr_envlist_set(out, "ZE_FLAT_DEVICE_HIERARCHY", flat ? "FLAT" : "COMPOSITE");
     return err;
 }
 

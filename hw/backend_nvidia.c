@@ -531,6 +531,8 @@ static void add_gpu(probe_ctx_t *c, unsigned index, nvmlDevice_t h)
     memset(&d, 0, sizeof(d));
     d.numa = -1;
     d.parent = -1;
+    d.partition = -1;
+    d.memory_numa = -1;
     d.vendor_index = (int)index;
     d.health = CR_HEALTH_OK;
     set_identity(&d);
@@ -562,6 +564,12 @@ static void add_gpu(probe_ctx_t *c, unsigned index, nvmlDevice_t h)
     } else {
         call_failed(nv, &d, "PCI info", r);
     }
+    /* a GPU whose memory the OS shows as a NUMA node (Grace Hopper and
+     * Blackwell over C2C); NOT_SUPPORTED on PCIe-attached GPUs */
+    unsigned numa_id;
+    if (nv->nvmlDeviceGetNumaNodeId && nv->nvmlDeviceGetNumaNodeId(h, &numa_id) == NVML_SUCCESS &&
+        numa_id < 4096)
+        d.memory_numa = (int)numa_id;
     nvmlMemory_t mem;
     r = nv->nvmlDeviceGetMemoryInfo(h, &mem);
     if (r == NVML_SUCCESS)

@@ -202,6 +202,8 @@ int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg)
     if (!opts->no_plugins)
         hw_plugins_load(&env);
     cr_node_t *node = hw_node_new();
+    /* day-zero SKU rows first: every backend names its devices with them */
+    hw_skus_load(&env, node, NULL);
 
     if (env.spec_path) {
         cr_node_t *sim = NULL;
@@ -250,6 +252,59 @@ int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg)
     return 0;
 }
 
+/* Whether devs[0..ndevs) (valid, distinct) is one of the node's module
+ * sets, by the members of its "module-set" domains. */
+static bool is_module_set(const cr_node_t *node, const int *devs, size_t ndevs)
+{
+    for (size_t i = 0; i < node->domains.n; i++) {
+        const cr_domain_t *d = &node->domains.v[i];
+        if (strcmp(d->kind, "module-set") != 0 || d->nmembers != ndevs)
+            continue;
+        size_t hit = 0;
+        for (size_t k = 0; k < ndevs; k++)
+            for (size_t m = 0; m < d->nmembers; m++)
+                hit += d->members[m] == devs[k];
+        if (hit == ndevs)
+            return true;
+    }
+    return false;
+}
+
+int hw_isolate_rules(const cr_node_t *node, const int *devs, size_t ndevs, char **why)
+{
+    *why = NULL;
+    if (ndevs < 2)
+        return 0;
+    for (size_t k = 0; k < ndevs; k++) {
+        const cr_device_t *d = &node->devices.v[devs[k]];
+        if (d->parent >= 0 && d->mig_profile[0]) {
+            /* NVIDIA MIG user guide, "CUDA Device Enumeration" */
+            *why = cr_asprintf("device %d is a MIG instance (%s): CUDA shows a process one MIG "
+                               "instance and none beside other GPUs, so a worker gets it alone",
+                               devs[k], d->mig_profile);
+            return CR_EINVAL;
+        }
+    }
+    bool in_set = false;
+    for (size_t i = 0; i < node->domains.n && !in_set; i++)
+        if (strcmp(node->domains.v[i].kind, "module-set") == 0)
+            for (size_t m = 0; m < node->domains.v[i].nmembers; m++)
+                in_set |= node->domains.v[i].members[m] == devs[0];
+    if (in_set && !is_module_set(node, devs, ndevs)) {
+        cr_buf_t sets = {0};
+        cr_buf_append(&sets, "", 0);
+        for (size_t i = 0; i < node->domains.n; i++)
+            if (strcmp(node->domains.v[i].kind, "module-set") == 0)
+                cr_buf_printf(&sets, "%s%s", sets.len ? ", " : "", node->domains.v[i].name);
+        *why = cr_asprintf("devices of %s run together in one process only as one of the "
+                           "vendor's module sets (%s); give one device or one whole set",
+                           node->devices.v[devs[0]].backend, sets.s);
+        cr_buf_free(&sets);
+        return CR_EINVAL;
+    }
+    return 0;
+}
+
 int hw_isolate(const hw_options_t *opts, const cr_node_t *node, const int *devs, size_t ndevs,
                cr_envlist_t *out, char **errmsg)
 {
@@ -275,6 +330,15 @@ int hw_isolate(const hw_options_t *opts, const cr_node_t *node, const int *devs,
                     *errmsg = cr_asprintf("device %d is named twice", devs[i]);
                 return CR_EINVAL;
             }
+    }
+    char *why;
+    int rc = hw_isolate_rules(node, devs, ndevs, &why);
+    if (rc) {
+        if (errmsg)
+            *errmsg = why;
+        else
+            free(why);
+        return rc;
     }
     /* every backend present on the node isolates, even with no device
      * given, so that a worker never sees devices it was not given */

@@ -64,7 +64,13 @@ typedef struct hw_options {
  * failures become warnings in node->warnings; only a bad spec or an
  * unusable root fails the whole call. *errmsg (malloc'ed) says why. */
 int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg);
-/* Environment for a worker given devices devs (node indices). */
+/* The vendors' rules on which devices one process may hold together: a
+ * MIG instance alone; where the node has "module-set" domains (Gaudi),
+ * more than one of their devices only as exactly one set. CR_EINVAL with
+ * *why (malloc'ed) saying which rule; devs are valid and distinct. */
+int hw_isolate_rules(const cr_node_t *node, const int *devs, size_t ndevs, char **why);
+/* Environment for a worker given devices devs (node indices); refuses
+ * what hw_isolate_rules refuses. */
 int hw_isolate(const hw_options_t *opts, const cr_node_t *node, const int *devs, size_t ndevs,
                cr_envlist_t *out, char **errmsg);
 /* Runs one component's probe into a fresh node, in a child process when
@@ -90,8 +96,41 @@ int hw_host_probe(const cr_hw_env_t *env, cr_node_t *node);
  * and its count (NV18: CR_LINK_NVSWITCH, 18). */
 cr_link_kind_t hw_topo_pair(const cr_node_t *node, int a, int b, int *count);
 
+/* ---- accelerator types (hw/sku.c) ---- */
+/* The canonical types a name stands for: itself when canonical, the type
+ * of an alias (Ray's "AMD-Instinct-MI300X-OAM" is MI300X), the types of a
+ * family alias (Ray's "Intel-GAUDI": Gaudi, Gaudi2, Gaudi3). Returns how
+ * many went into out (0: an unknown name); the strings live on. */
+size_t hw_sku_expand(const char *name, const char **out, size_t max);
+/* The one canonical type of name, or NULL (unknown, or a family). */
+const char *hw_sku_canonical(const char *name);
+/* The SKU directory: $CORRAL_SKU_DIR, else $CORRAL_CONF/skus.d, else
+ * /etc/corral/skus.d (buf holds the composed path). */
+const char *hw_skus_dir(const cr_hw_env_t *env, char *buf, size_t size);
+/* (Re)loads the SKU files (*.yaml, *.yml, *.json) of that directory, in
+ * name order, replacing rows loaded before; their rows are consulted
+ * before the built-in ones. A file that does not validate adds nothing
+ * and becomes a warning (on warn_to, else the log) that says
+ * FILE:LINE:COL and what to fix; returns its error, 0 when all loaded.
+ * *nrows (may be NULL): the rows loaded. */
+int hw_skus_load(const cr_hw_env_t *env, cr_node_t *warn_to, size_t *nrows);
+/* Validates one SKU file's text without loading it (tests, fuzzing). */
+int hw_skus_check_buffer(const char *name, const char *data, size_t len, size_t *nrows,
+                         char **errmsg);
+
 /* "80Gi", "512MiB", "1.5T" or a plain number of bytes. */
 int hw_parse_size(const char *s, uint64_t *out);
+
+/* ---- YAML or JSON files checked against a schema (hw/spec.c) ---- */
+/* Checks a parsed document (NULL when empty); on a mismatch fills je with
+ * the path of the bad value and what was expected there. */
+typedef int (*hw_yaml_check_fn)(const json_t *root, void *ctx, hw_json_error_t *je);
+/* Parses YAML (or JSON, by a .json name) and runs check; on failure
+ * returns a negative code and *errmsg says "FILE:LINE:COL: path: what". */
+int hw_yaml_check_buffer(const char *name, const char *what, const char *data, size_t len,
+                         hw_yaml_check_fn check, void *ctx, char **errmsg);
+int hw_yaml_check_file(const char *path, const char *what, hw_yaml_check_fn check, void *ctx,
+                       char **errmsg);
 
 /* ---- the spec loader (sim backend, hw/spec.c) ---- */
 /* Loads a YAML or JSON hardware spec into node. On failure returns a

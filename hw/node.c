@@ -61,6 +61,8 @@ cr_device_t *cr_node_add_device(cr_node_t *node)
     d->index = (int)(node->devices.n - 1);
     d->numa = -1;
     d->parent = -1;
+    d->partition = -1;
+    d->memory_numa = -1;
     d->vendor_index = -1;
     return d;
 }
@@ -110,6 +112,12 @@ int cr_node_set_label(cr_node_t *node, const char *key, const char *value)
 {
     if (!key || !*key || !value)
         return CR_EINVAL;
+    /* a Ray type name as the type label: corral's canonical name is kept */
+    if (strcmp(key, "corral.io/accelerator-type") == 0) {
+        const char *canon = hw_sku_canonical(value);
+        if (canon)
+            value = canon;
+    }
     for (size_t i = 0; i < node->labels.n; i++) {
         if (strcmp(node->labels.v[i].key, key) == 0) {
             free(node->labels.v[i].value);
@@ -301,6 +309,7 @@ int hw_health_parse(const char *s, cr_health_t *out)
 static const char *const link_names[CR_LINK_KIND_COUNT] = {
     [CR_LINK_NVLINK] = "nvlink",
     [CR_LINK_NVSWITCH] = "nvswitch",
+    [CR_LINK_XGMI_SAME_GPU] = "xgmi-same-gpu",
     [CR_LINK_XGMI] = "xgmi",
     [CR_LINK_ICI] = "ici",
     [CR_LINK_NEURONLINK] = "neuronlink",

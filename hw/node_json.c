@@ -25,16 +25,20 @@ typedef struct field {
 #define FK(T, m) {#m, F_LINKKIND, offsetof(T, m), sizeof(cr_link_kind_t)}
 
 static const field_t device_fields[] = {
-    FI(cr_device_t, index),        FS(cr_device_t, backend),     FS(cr_device_t, vendor),
-    FS(cr_device_t, resource),     FS(cr_device_t, sku),         FS(cr_device_t, product),
-    FS(cr_device_t, uuid),         FS(cr_device_t, pci),         FS(cr_device_t, pci_path),
-    FX(cr_device_t, pci_vendor),   FX(cr_device_t, pci_device),  FI(cr_device_t, numa),
-    FS(cr_device_t, cpus),         FS(cr_device_t, nic),         FM(cr_device_t, memory),
-    FI(cr_device_t, compute_units), FI(cr_device_t, cores),
-    FS(cr_device_t, compute_capability), FS(cr_device_t, isolation_id),
-    FI(cr_device_t, vendor_index), FS(cr_device_t, driver),      FH(cr_device_t, health),
-    FS(cr_device_t, health_reason), FI(cr_device_t, parent),     FB(cr_device_t, mig_enabled),
-    FS(cr_device_t, mig_profile),
+    FI(cr_device_t, index),         FS(cr_device_t, backend),
+    FS(cr_device_t, vendor),        FS(cr_device_t, resource),
+    FS(cr_device_t, sku),           FS(cr_device_t, product),
+    FS(cr_device_t, uuid),          FS(cr_device_t, pci),
+    FS(cr_device_t, pci_path),      FX(cr_device_t, pci_vendor),
+    FX(cr_device_t, pci_device),    FI(cr_device_t, numa),
+    FS(cr_device_t, cpus),          FS(cr_device_t, nic),
+    FM(cr_device_t, memory),        FI(cr_device_t, compute_units),
+    FI(cr_device_t, cores),         FS(cr_device_t, compute_capability),
+    FS(cr_device_t, isolation_id),  FI(cr_device_t, vendor_index),
+    FS(cr_device_t, driver),        FH(cr_device_t, health),
+    FS(cr_device_t, health_reason), FI(cr_device_t, parent),
+    FB(cr_device_t, mig_enabled),   FS(cr_device_t, mig_profile),
+    FI(cr_device_t, partition),     FI(cr_device_t, memory_numa),
 };
 
 static const field_t link_fields[] = {

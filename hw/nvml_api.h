@@ -161,6 +161,7 @@ typedef struct nvmlGpuFabricInfo_st {
        unsigned int *failed), 0)                                                                   \
     X(nvmlReturn_t, nvmlDeviceGetGpuFabricInfo,                                                    \
       (nvmlDevice_t dev, nvmlGpuFabricInfo_t *info), 0)                                            \
+    X(nvmlReturn_t, nvmlDeviceGetNumaNodeId, (nvmlDevice_t dev, unsigned int *node), 0)            \
     X(nvmlReturn_t, nvmlDeviceGetUtilizationRates,                                                 \
       (nvmlDevice_t dev, nvmlUtilization_t *util), 0)                                              \
     X(nvmlReturn_t, nvmlDeviceGetPowerUsage, (nvmlDevice_t dev, unsigned int *milliwatts), 0)      \

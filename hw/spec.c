@@ -50,6 +50,7 @@ typedef struct anchor {
 
 typedef struct builder {
     const char *name, *data;
+    const char *what; /* "hardware spec", "SKU file": for messages */
     json_t *root;
     pnode_t proot;
     CR_VEC(frame_t) stack;
@@ -627,8 +628,9 @@ static int parse(builder_t *b, size_t len)
         switch (ev->type) {
         case FYET_DOCUMENT_START:
             if (++b->ndocs > 1)
-                err = fail_at(b, at.line ? at : last,
-                              "a spec holds one node: a second document starts here");
+                err = fail_at(b, at.line ? at : last, "%s: a second document starts here",
+                              strcmp(b->what, "hardware spec") == 0 ? "a spec holds one node"
+                                                                    : "one document per file");
             break;
         case FYET_MAPPING_START:
         case FYET_SEQUENCE_START:
@@ -740,43 +742,24 @@ static int schema_error(builder_t *b, const hw_json_error_t *je)
     return fail_at(b, at, "%s%s", je->msg, hint);
 }
 
-int hw_spec_load_buffer(const char *name, const char *data, size_t len, cr_node_t *node,
-                        char **errmsg)
+int hw_yaml_check_buffer(const char *name, const char *what, const char *data, size_t len,
+                         hw_yaml_check_fn check, void *ctx, char **errmsg)
 {
-    builder_t b = {.name = name, .data = data};
+    builder_t b = {.name = name, .data = data, .what = what};
     int err;
     if (errmsg)
         *errmsg = NULL;
     if (len > SPEC_MAX_BYTES) {
-        b.err = cr_asprintf("%s: %zu bytes is too large for a hardware spec (at most %u MiB)", name,
-                            len, SPEC_MAX_BYTES >> 20);
+        b.err = cr_asprintf("%s: %zu bytes is too large for a %s (at most %u MiB)", name, len, what,
+                            SPEC_MAX_BYTES >> 20);
         err = CR_E2BIG;
         goto out;
     }
     if ((err = check_utf8(&b, len)) || (err = parse(&b, len)))
         goto out;
-    if (!b.root || json_is_null(b.root)) {
-        err = fail_at(&b, b.proot.at,
-                      "the spec is empty; expected a mapping of node fields "
-                      "such as id, hostname, cpu, memory and devices");
-        goto out;
-    }
-    if (!json_is_object(b.root)) {
-        err = fail_at(&b, b.proot.at,
-                      "a hardware spec must be a mapping of node fields (id, "
-                      "hostname, cpu, memory, devices, ...), found %s",
-                      hw_json_kind(b.root));
-        goto out;
-    }
-    const json_t *devs = json_object_get(b.root, "devices");
-    if (json_array_size(devs) > SPEC_MAX_DEVICES) {
-        const pnode_t *pn = find_kid(&b.proot, "devices");
-        err = fail_at(&b, pn ? pn->at : b.proot.at, "devices: %zu devices; a node holds at most %d",
-                      json_array_size(devs), SPEC_MAX_DEVICES);
-        goto out;
-    }
     hw_json_error_t je;
-    if (hw_node_from_json(b.root, node, &je) != 0)
+    memset(&je, 0, sizeof(je));
+    if (check(b.root, ctx, &je) != 0)
         err = schema_error(&b, &je);
 out:
     if (err && !b.err)
@@ -789,7 +772,39 @@ out:
     return err;
 }
 
-int hw_spec_load(const char *path, cr_node_t *node, char **errmsg)
+static int spec_check(const json_t *root, void *ctx, hw_json_error_t *je)
+{
+    if (!root || json_is_null(root)) {
+        snprintf(je->msg, sizeof(je->msg),
+                 "the spec is empty; expected a mapping of node fields such as id, hostname, "
+                 "cpu, memory and devices");
+        return CR_ESCHEMA;
+    }
+    if (!json_is_object(root)) {
+        snprintf(je->msg, sizeof(je->msg),
+                 "a hardware spec must be a mapping of node fields (id, hostname, cpu, memory, "
+                 "devices, ...), found %s",
+                 hw_json_kind(root));
+        return CR_ESCHEMA;
+    }
+    const json_t *devs = json_object_get(root, "devices");
+    if (json_array_size(devs) > SPEC_MAX_DEVICES) {
+        snprintf(je->path, sizeof(je->path), "devices");
+        snprintf(je->msg, sizeof(je->msg), "%zu devices; a node holds at most %d",
+                 json_array_size(devs), SPEC_MAX_DEVICES);
+        return CR_ESCHEMA;
+    }
+    return hw_node_from_json(root, ctx, je);
+}
+
+int hw_spec_load_buffer(const char *name, const char *data, size_t len, cr_node_t *node,
+                        char **errmsg)
+{
+    return hw_yaml_check_buffer(name, "hardware spec", data, len, spec_check, node, errmsg);
+}
+
+int hw_yaml_check_file(const char *path, const char *what, hw_yaml_check_fn check, void *ctx,
+                       char **errmsg)
 {
     if (errmsg)
         *errmsg = NULL;
@@ -830,14 +845,13 @@ int hw_spec_load(const char *path, cr_node_t *node, char **errmsg)
     fp = NULL;
     if (len > SPEC_MAX_BYTES) {
         if (errmsg)
-            *errmsg = cr_asprintf("%s: larger than %u MiB: too large for a hardware spec, which "
-                                  "describes one node",
-                                  path, SPEC_MAX_BYTES >> 20);
+            *errmsg = cr_asprintf("%s: larger than %u MiB: too large for a %s", path,
+                                  SPEC_MAX_BYTES >> 20, what);
         err = CR_E2BIG;
         goto out_free;
     }
     buf[len] = '\0';
-    err = hw_spec_load_buffer(path, buf, len, node, errmsg);
+    err = hw_yaml_check_buffer(path, what, buf, len, check, ctx, errmsg);
     goto out_free;
 out_close:
     if (err == CR_EIO && errmsg)
@@ -849,4 +863,9 @@ out_msg:
 out_free:
     free(buf);
     return err;
+}
+
+int hw_spec_load(const char *path, cr_node_t *node, char **errmsg)
+{
+    return hw_yaml_check_file(path, "hardware spec", spec_check, node, errmsg);
 }

@@ -253,6 +253,7 @@ static const struct {
 } symbols[CR_LINK_KIND_COUNT + 1] = {
     [CR_LINK_NVLINK] = {"NV", true},
     [CR_LINK_NVSWITCH] = {"NV", true},
+    [CR_LINK_XGMI_SAME_GPU] = {"PART", false},
     [CR_LINK_XGMI] = {"XGMI", false},
     [CR_LINK_ICI] = {"ICI", false},
     [CR_LINK_NEURONLINK] = {"NL", false},
@@ -281,6 +282,8 @@ static const hw_topo_legend_t legend[] = {
     {"X", 0, "the device itself"},
     {"NV#", K(CR_LINK_NVLINK) | K(CR_LINK_NVSWITCH),
      "NVLink: # links bonded together, directly or through NVSwitches"},
+    {"PART", K(CR_LINK_XGMI_SAME_GPU),
+     "partitions of one AMD GPU (CPX, DPX): its on-package Infinity Fabric"},
     {"XGMI", K(CR_LINK_XGMI), "AMD Infinity Fabric (xGMI) link, one hop"},
     {"ICI", K(CR_LINK_ICI), "TPU inter-chip interconnect: neighbours in the slice mesh"},
     {"NL", K(CR_LINK_NEURONLINK), "AWS NeuronLink between Neuron devices"},

@@ -223,6 +223,10 @@ static int node_build(sched_cluster_t *c, const cr_node_t *node, int nidx, int n
         sd->units = (uint8_t)(rid == SCHED_R_NEURON_CORES && d->cores > 1 && d->cores < 256
                                   ? d->cores : 1);
         local[i] = n->ndev;
+        /* CUDA sees one MIG device per process, and never beside a whole
+         * GPU (NVIDIA MIG user guide, "CUDA Device Enumeration") */
+        if (d->parent >= 0 && d->mig_profile[0])
+            n->solomask |= 1ull << n->ndev;
         n->unitmask[rid] |= 1ull << n->ndev;
         n->ndev++;
     }
@@ -306,6 +310,34 @@ static int node_build(sched_cluster_t *c, const cr_node_t *node, int nidx, int n
             *CR_VEC_PUSH(&c->groups) = m;
             n->nnuma++;
         }
+    }
+    /* the vendor's device sets, after islands and NUMA nodes */
+    for (size_t i = 0; i < node->domains.n; i++) {
+        const cr_domain_t *d = &node->domains.v[i];
+        if (strcmp(d->kind, "module-set") != 0)
+            continue;
+        uint64_t m = 0;
+        bool whole = d->nmembers > 0;
+        for (size_t k = 0; k < d->nmembers; k++) {
+            int hw = d->members[k];
+            if (hw >= 0 && (size_t)hw < node->devices.n && hw < (int)CR_ARRAY_SIZE(local) &&
+                local[hw] >= 0)
+                m |= 1ull << local[hw];
+            else
+                whole = false;
+        }
+        if (n->nset == 255)
+            continue;
+        for (size_t k = 0; k < d->nmembers && !n->set_res; k++) {
+            int hw = d->members[k];
+            if (hw >= 0 && (size_t)hw < node->devices.n && hw < (int)CR_ARRAY_SIZE(local) &&
+                local[hw] >= 0)
+                n->set_res = c->dev.v[dev0 + local[hw]].res;
+        }
+        /* a set with a device that cannot be scheduled stays, empty: the
+         * node still takes only whole sets, and that one is not among them */
+        *CR_VEC_PUSH(&c->groups) = whole ? m & tracked : 0;
+        n->nset++;
     }
     qsort(&c->lab.v[lab0], n->nlabels, sizeof(sched_label_t), cmp_label);
     for (int r = 0; r < SCHED_MAX_RES; r++)
@@ -392,7 +424,7 @@ int sched_cluster_replace(sched_cluster_t *c, int node, const cr_node_t *desc, c
     c->nodes.v[node] = n;
     c->dead_lab += was.nlabels;
     c->dead_dev += was.ndev;
-    c->dead_grp += (size_t)was.nisland + was.nnuma;
+    c->dead_grp += (size_t)was.nisland + was.nnuma + was.nset;
     *CR_VEC_PUSH(&c->repl) = node;
     for (int r = 0; r < SCHED_MAX_RES; r++)
         *CR_VEC_PUSH(&c->repl_total) = total[r];
@@ -437,7 +469,7 @@ static void compact(sched_cluster_t *c)
     size_t lab = 0, dev = 0, grp = 0;
     for (size_t i = 0; i < c->nodes.n; i++) {
         sched_node_t *n = &c->nodes.v[i];
-        size_t ng = (size_t)n->nisland + n->nnuma;
+        size_t ng = (size_t)n->nisland + n->nnuma + n->nset;
         memmove(&c->lab.v[lab], &c->lab.v[n->label_off], n->nlabels * sizeof(sched_label_t));
         memmove(&c->dev.v[dev], &c->dev.v[n->dev_off], n->ndev * sizeof(sched_dev_t));
         memmove(&c->devfree[dev], &c->devfree[n->dev_off], n->ndev * sizeof(int32_t));

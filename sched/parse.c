@@ -1,6 +1,7 @@
 /* Parsers for what people type: resource requests, quantities, label
  * selectors and TPU topologies. Every error names the byte it stopped at. */
 #include "sched.h"
+#include "hw/hw.h"
 #include "hw/tpu.h"
 #include <ctype.h>
 #include <stdio.h>
@@ -291,6 +292,46 @@ static int parse_value(sched_syms_t *labels, const char *s, size_t *ip, size_t l
     return 0;
 }
 
+/* Values of corral.io/accelerator-type name canonical types: a Ray type
+ * name becomes corral's ("AMD-Instinct-MI300X-OAM" is MI300X), and a
+ * family name all of its types ("Intel-GAUDI": k=v becomes k in (Gaudi,
+ * Gaudi2, Gaudi3), k!=v k notin (...)), so Ray users' selectors work. */
+static int canon_types(sched_syms_t *labels, sched_term_t *t, int pos, sched_err_t *err)
+{
+    if (strcmp(labels->str[t->key], "corral.io/accelerator-type") != 0 || !t->nvals)
+        return 0;
+    int32_t vals[SCHED_SEL_VALS];
+    int n = 0;
+    for (int k = 0; k < t->nvals; k++) {
+        const char *types[SCHED_SEL_VALS];
+        size_t nt = hw_sku_expand(labels->str[t->vals[k]], types, SCHED_SEL_VALS);
+        if (!nt) {
+            if (n == SCHED_SEL_VALS)
+                return fail(err, pos, "more than %d accelerator types in one term", SCHED_SEL_VALS);
+            vals[n++] = t->vals[k]; /* a type corral does not know: as written */
+            continue;
+        }
+        for (size_t j = 0; j < nt; j++) {
+            int32_t v = sched_syms_intern(labels, types[j], strlen(types[j]));
+            bool dup = false;
+            for (int m = 0; m < n; m++)
+                dup |= vals[m] == v;
+            if (dup)
+                continue;
+            if (n == SCHED_SEL_VALS)
+                return fail(err, pos, "more than %d accelerator types in one term", SCHED_SEL_VALS);
+            vals[n++] = v;
+        }
+    }
+    if (n > 1 && t->op == SCHED_OP_EQ)
+        t->op = SCHED_OP_IN;
+    else if (n > 1 && t->op == SCHED_OP_NE)
+        t->op = SCHED_OP_NOTIN;
+    memcpy(t->vals, vals, (size_t)n * sizeof(vals[0]));
+    t->nvals = (uint8_t)n;
+    return 0;
+}
+
 static bool val_in(const sched_term_t *t, int32_t v)
 {
     for (int k = 0; k < t->nvals; k++)
@@ -418,6 +459,9 @@ int sched_parse_selector(sched_syms_t *labels, const char *s, sched_selector_t *
                 return rc;
             t->nvals = 1;
         }
+        int rc = canon_types(labels, t, (int)ts, err);
+        if (rc)
+            return rc;
         out->n++;
         if (!key_satisfiable(out, t->key))
             return fail(err, (int)ts, "selector can never match: this term contradicts an "

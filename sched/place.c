@@ -60,6 +60,9 @@ bool sched__fits_now(const sched_cluster_t *c, int n, const sched_resreq_t *q, b
         if (qty >= CR_QTY_ONE) {
             if (wf < qty / dev)
                 return false;
+            if (sched__has_rules(sn, r) &&
+                !sched__rules_pool(c, n, r, (int)(qty / dev), c->freemask[n] & m))
+                return false;
             continue;
         }
         if (wf >= 1)
@@ -73,14 +76,27 @@ bool sched__fits_now(const sched_cluster_t *c, int n, const sched_resreq_t *q, b
     return true;
 }
 
+/* Whether the vendor's rules (sched__rules_pool) leave no device set of
+ * node n, free or not, for qty of resource r. */
+static bool rules_refuse(const sched_cluster_t *c, int n, int r, int64_t qty)
+{
+    const sched_node_t *sn = &c->nodes.v[n];
+    if (r >= SCHED_R_PREDEFINED || qty < CR_QTY_ONE || !sched__has_rules(sn, r))
+        return false;
+    int k = (int)(qty / (sched__units(sn, r) * CR_QTY_ONE));
+    return !sched__rules_pool(c, n, r, k, sn->unitmask[r]);
+}
+
 bool sched__fits_ever(const sched_cluster_t *c, int n, const sched_resreq_t *q)
 {
     if (!c->alive[n])
         return false;
-    for (int k = 0; k < q->n; k++)
-        if (q->id[k] >= c->nres || TOT(c, q->id[k], n) < q->qty[k] ||
-            !sched__granule_ok(c, n, q->id[k], q->qty[k]))
+    for (int k = 0; k < q->n; k++) {
+        int r = q->id[k];
+        if (r >= c->nres || TOT(c, r, n) < q->qty[k] || !sched__granule_ok(c, n, r, q->qty[k]) ||
+            rules_refuse(c, n, r, q->qty[k]))
             return false;
+    }
     return true;
 }
 
@@ -169,10 +185,35 @@ static uint64_t best_group(const uint64_t *groups, int ng, uint64_t pool, int k)
     return best;
 }
 
+/* The vendor's rules on which devices one worker may hold together, for k
+ * whole devices out of pool: a MIG instance goes alone (k == 1), and then
+ * only when no whole GPU is in the pool, so that GPU=1 means a whole GPU
+ * while one is free; where the node has exact sets (Gaudi modules), k > 1
+ * takes the first set of k that lies in the pool. Returns the devices to
+ * choose among, exactly the set where sets apply, or 0 when the rules
+ * leave none. */
+uint64_t sched__rules_pool(const sched_cluster_t *c, int n, int r, int k, uint64_t pool)
+{
+    const sched_node_t *sn = &c->nodes.v[n];
+    if (pool & sn->solomask) {
+        uint64_t whole = pool & ~sn->solomask;
+        if (k > 1 || whole)
+            pool = whole;
+    }
+    if (k > 1 && sn->nset && r == sn->set_res) {
+        const uint64_t *g = &c->groups.v[sn->group_off + sn->nisland + sn->nnuma];
+        for (int i = 0; i < sn->nset; i++)
+            if (g[i] && __builtin_popcountll(g[i]) == k && (g[i] & pool) == g[i])
+                return g[i];
+        return 0;
+    }
+    return __builtin_popcountll(pool) >= k ? pool : 0;
+}
+
 uint64_t sched__choose_whole(const sched_cluster_t *c, int n, int r, int k)
 {
     const sched_node_t *sn = &c->nodes.v[n];
-    uint64_t free = c->freemask[n] & sn->unitmask[r];
+    uint64_t free = sched__rules_pool(c, n, r, k, c->freemask[n] & sn->unitmask[r]);
     if (__builtin_popcountll(free) < k)
         return 0;
     if (r == SCHED_R_TPU && k > 1) {
@@ -527,6 +568,39 @@ static void fmt_q(const sched_cluster_t *c, int r, int64_t q, char *buf, size_t 
 }
 
 /* Why no node can take bundle b (ever, or now), for a person. */
+/* Why node n's vendor rules refuse want (a request of resource r). */
+static void rules_why(const sched_cluster_t *c, int n, int r, const char *want, char *out,
+                      size_t size)
+{
+    const sched_node_t *sn = &c->nodes.v[n];
+    const char *name = sched_node_name(c, n);
+    if (sn->nset && sn->set_res == r) {
+        char sizes[64] = "";
+        size_t len = 0;
+        uint64_t seen = 0;
+        const uint64_t *g = &c->groups.v[sn->group_off + sn->nisland + sn->nnuma];
+        for (int i = 0; i < sn->nset; i++) {
+            int pc = __builtin_popcountll(g[i]);
+            if (!g[i] || (seen >> pc & 1))
+                continue;
+            seen |= 1ull << pc;
+            len += (size_t)snprintf(sizes + len, len < sizeof(sizes) ? sizeof(sizes) - len : 0,
+                                    "%s%d", len ? ", " : "", pc);
+        }
+        sched__fmt(out, size,
+                   "%s on %s: its vendor runs more than one of these devices in one process only "
+                   "as one of its module sets (of %s devices); ask for 1 or a set's size",
+                   want, name, len ? sizes : "none left whole");
+        return;
+    }
+    int whole = __builtin_popcountll(sn->unitmask[r] & ~sn->solomask);
+    sched__fmt(out, size,
+               "%s on %s: its %d MIG instances go one to a worker and never beside a whole GPU "
+               "(NVIDIA's MIG user guide), and it has %d whole GPU%s",
+               want, name, __builtin_popcountll(sn->unitmask[r] & sn->solomask), whole,
+               whole == 1 ? "" : "s");
+}
+
 void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool use_hold,
                     char *out, size_t size)
 {
@@ -599,20 +673,27 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
                      sched_node_name(c, maxnode[k]), have);
             goto out;
         }
-        /* a node with enough in total but devices of several units */
+        /* a node with enough in total but devices of several units, or
+         * whose vendor's rules keep the request from it */
         for (size_t n = 0; n < c->nnodes; n++) {
             if (!c->alive[n] || (b->sel.n && !sched_selector_match(c, &b->sel, (int)n)))
                 continue;
             for (int k = 0; k < b->req.n; k++) {
                 int r = b->req.id[k];
-                if (r >= c->nres || TOT(c, r, n) < b->req.qty[k] ||
-                    sched__granule_ok(c, (int)n, r, b->req.qty[k]))
+                if (r >= c->nres || TOT(c, r, n) < b->req.qty[k])
                     continue;
-                sched__fmt(out, size, "%s requests on %s must be whole devices of %d %s",
-                           sched_syms_name(&c->res, r), sched_node_name(c, (int)n),
-                           sched__units(&c->nodes.v[n], r),
-                           r == SCHED_R_NEURON_CORES ? "cores" : "units");
-                goto out;
+                if (!sched__granule_ok(c, (int)n, r, b->req.qty[k])) {
+                    sched__fmt(out, size, "%s requests on %s must be whole devices of %d %s",
+                               sched_syms_name(&c->res, r), sched_node_name(c, (int)n),
+                               sched__units(&c->nodes.v[n], r),
+                               r == SCHED_R_NEURON_CORES ? "cores" : "units");
+                    goto out;
+                }
+                if (rules_refuse(c, (int)n, r, b->req.qty[k])) {
+                    fmt_q(c, r, b->req.qty[k], want, sizeof(want));
+                    rules_why(c, (int)n, r, want, out, size);
+                    goto out;
+                }
             }
         }
         cr_buf_t all = {0};

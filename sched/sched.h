@@ -139,6 +139,9 @@ typedef struct sched_node {
     uint32_t dev_off;        /* into cluster->dev */
     uint16_t ndev;
     uint8_t nisland, nnuma;  /* device groups, islands then NUMA nodes, in cluster->groups */
+    uint8_t nset;            /* then the vendor's exact device sets (Gaudi module sets): a
+                              * request of more than one device takes exactly one of them */
+    uint8_t set_res;         /* the resource of the devices in those sets */
     uint32_t group_off;
     int32_t slice;           /* TPU slice index, -1 none */
     int32_t slice_worker;
@@ -146,6 +149,7 @@ typedef struct sched_node {
     uint64_t unitmask[SCHED_R_PREDEFINED]; /* tracked devices of each unit resource */
     uint8_t unitsz[SCHED_R_PREDEFINED];    /* units per tracked device (0, 1: one);
                                             * requests take whole devices of them */
+    uint64_t solomask; /* devices a worker gets alone, one at most (MIG instances) */
 } sched_node_t;
 
 typedef struct sched_label { int32_t key, val; } sched_label_t;

@@ -34,6 +34,13 @@ bool sched__fits_ever(const sched_cluster_t *c, int n, const sched_resreq_t *q);
 bool sched__granule_ok(const sched_cluster_t *c, int n, int r, int64_t qty);
 int sched__util_after(const sched_cluster_t *c, int n, const sched_resreq_t *q);
 uint64_t sched__choose_whole(const sched_cluster_t *c, int n, int r, int k);
+/* What the vendor lets one worker hold together, out of pool (place.c). */
+uint64_t sched__rules_pool(const sched_cluster_t *c, int n, int r, int k, uint64_t pool);
+/* Whether node n has such rules for resource r. */
+static inline bool sched__has_rules(const sched_node_t *sn, int r)
+{
+    return (sn->solomask & sn->unitmask[r]) || (sn->nset && sn->set_res == r);
+}
 int sched__choose_frac(const sched_cluster_t *c, int n, int r, int64_t qty);
 int sched__take(sched_cluster_t *c, int n, const sched_resreq_t *q, sched_alloc_t *al);
 void sched__give(sched_cluster_t *c, const sched_alloc_t *al);

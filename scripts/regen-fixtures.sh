@@ -21,9 +21,13 @@ for dir in "$src"/tests/fixtures/hw/*/; do
         "$corral" hw --json >"$dir/expected.json.tmp"
     )
     mv "$dir/expected.json.tmp" "$dir/expected.json"
-    if [ "$m" != "dgx-h100-mig" ]; then
+    # dgx-h100-mig has no spec of its own; gb200-tray's are written below
+    if [ "$m" != "dgx-h100-mig" ] && [ "$m" != "gb200-tray" ]; then
         (cd "$src" && python3 scripts/spec-from-node.py "tests/fixtures/hw/$m/expected.json" \
             -o "specs/$(spec_name "$m").yaml")
     fi
     echo "regenerated $m"
 done
+# the 18 trays of one GB200 NVL72 rack, from the gb200-tray fixture
+python3 "$src/scripts/nvl72-rack.py"
+echo "regenerated specs/gb200-nvl72"

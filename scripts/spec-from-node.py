@@ -25,7 +25,7 @@ DEVICE_DEFAULTS = {
     "cpus": "", "nic": "", "memory": 0, "compute_units": 0, "cores": 0,
     "compute_capability": "", "isolation_id": "", "vendor_index": -1, "driver": "",
     "health": "unknown", "health_reason": "", "parent": -1, "mig_enabled": False,
-    "mig_profile": "", "coords": [],
+    "mig_profile": "", "partition": -1, "memory_numa": -1, "coords": [],
 }
 LINK_DEFAULTS = {"count": 1, "bandwidth_gbps": 0}
 DOMAIN_DEFAULTS = {"name": "", "accelerator_type": "", "topology": "", "worker_id": -1,
@@ -216,6 +216,19 @@ def header(node, source):
     return lines
 
 
+def render(node, spec, source):
+    """The YAML text of spec (spec_of(node)), with its header."""
+    out = header(node, source)
+    order = ["id", "hostname", "addresses", "labels", "platform", "cpu", "memory", "devices",
+             "links", "domains", "nics", "resources"]
+    for k in order:
+        if k in spec:
+            if k in ("devices", "cpu", "links", "domains", "nics", "resources"):
+                out.append("")
+            emit(out, k, spec[k], 0, blank_between=(k == "devices"))
+    return "\n".join(out) + "\n"
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("node_json", nargs="?", default="-",
@@ -232,15 +245,7 @@ def main(argv):
     except (OSError, ValueError) as e:
         print("spec-from-node: %s: %s" % (args.node_json, e), file=sys.stderr)
         return 1
-    out = header(node, source)
-    order = ["id", "hostname", "addresses", "labels", "platform", "cpu", "memory", "devices",
-             "links", "domains", "nics", "resources"]
-    for k in order:
-        if k in spec:
-            if k in ("devices", "cpu", "links", "domains", "nics", "resources"):
-                out.append("")
-            emit(out, k, spec[k], 0, blank_between=(k == "devices"))
-    text = "\n".join(out) + "\n"
+    text = render(node, spec, source)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fp:
             fp.write(text)

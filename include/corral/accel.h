@@ -23,7 +23,7 @@ extern "C" {
 
 /* Bump on any change to a struct in this header or to an operation's
  * signature. Version 1: corral 0.1. */
-#define CR_ACCEL_ABI_VERSION 1
+#define CR_ACCEL_ABI_VERSION 2
 #define CR_ACCEL_COMPONENT_SYMBOL "corral_accel_component"
 
 /* Fixed-point quantities: 1 unit = CR_QTY_ONE (1/10000 resolution). */
@@ -37,17 +37,18 @@ typedef enum cr_health {
 } cr_health_t;
 
 typedef enum cr_link_kind {
-    CR_LINK_NVLINK = 0,     /* direct NVLink (bridge or point-to-point) */
-    CR_LINK_NVSWITCH,       /* NVLink through NVSwitch */
-    CR_LINK_XGMI,           /* AMD Infinity Fabric */
-    CR_LINK_ICI,            /* TPU inter-chip interconnect */
-    CR_LINK_NEURONLINK,     /* AWS NeuronLink */
-    CR_LINK_ROCE,           /* Gaudi on-chip RoCE ports between modules */
-    CR_LINK_PCIE_SWITCH,    /* same PCIe switch (PIX) */
-    CR_LINK_PCIE_MULTI,     /* several PCIe switches, no host bridge (PXB) */
-    CR_LINK_PCIE_HOSTBRIDGE,/* through one host bridge (PHB) */
-    CR_LINK_NUMA,           /* between host bridges of one NUMA node (NODE) */
-    CR_LINK_CPU,            /* across the CPU interconnect, e.g. UPI (SYS) */
+    CR_LINK_NVLINK = 0,      /* direct NVLink (bridge or point-to-point) */
+    CR_LINK_NVSWITCH,        /* NVLink through NVSwitch */
+    CR_LINK_XGMI_SAME_GPU,   /* between partitions of one AMD GPU (CPX, DPX): on-package */
+    CR_LINK_XGMI,            /* AMD Infinity Fabric between GPUs */
+    CR_LINK_ICI,             /* TPU inter-chip interconnect */
+    CR_LINK_NEURONLINK,      /* AWS NeuronLink */
+    CR_LINK_ROCE,            /* Gaudi on-chip RoCE ports between modules */
+    CR_LINK_PCIE_SWITCH,     /* same PCIe switch (PIX) */
+    CR_LINK_PCIE_MULTI,      /* several PCIe switches, no host bridge (PXB) */
+    CR_LINK_PCIE_HOSTBRIDGE, /* through one host bridge (PHB) */
+    CR_LINK_NUMA,            /* between host bridges of one NUMA node (NODE) */
+    CR_LINK_CPU,             /* across the CPU interconnect, e.g. UPI (SYS) */
     CR_LINK_KIND_COUNT
 } cr_link_kind_t;
 
@@ -79,6 +80,10 @@ typedef struct cr_device {
     int parent;                 /* a MIG instance's physical GPU index, else -1 */
     bool mig_enabled;           /* MIG mode on (physical GPU) */
     char mig_profile[24];       /* "1g.10gb" for a MIG instance */
+    int partition;              /* a partition's index in its physical GPU (AMD CPX: 0..7),
+                                   else -1; partitions share the GPU's PCI address */
+    int memory_numa;            /* the NUMA node the device's own memory is (Grace C2C:
+                                   nvidia-smi topo -m's "GPU NUMA ID"), else -1 */
 } cr_device_t;
 
 typedef struct cr_link {
@@ -210,7 +215,8 @@ typedef struct cr_accel_component {
 
 /* ---- what backends call to fill the node (copying their arguments) ---- */
 const char *cr_hw_getenv(const cr_hw_env_t *env, const char *name);
-cr_device_t *cr_node_add_device(cr_node_t *node);  /* zeroed, index set, numa/parent -1 */
+cr_device_t *cr_node_add_device(cr_node_t *node); /* zeroed, index set, numa/parent/partition/
+                                                     memory_numa -1 */
 int cr_node_add_link(cr_node_t *node, int a, int b, cr_link_kind_t kind, int count,
                      double bandwidth_gbps);
 cr_domain_t *cr_node_add_domain(cr_node_t *node, const char *kind, const char *name);

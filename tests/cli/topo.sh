@@ -46,12 +46,12 @@ expect_text() { # name file
 cat >"$tmp/a100.want" <<'EOF'
 node pcie-a100-01 (pcie-a100-01): 4 GPU, 1 NIC
 
-      GPU0  GPU1  GPU2  GPU3  NIC0  CPU Affinity  NUMA Affinity
-GPU0  X     NV12  SYS   SYS   NODE  0-31,64-95    0
-GPU1  NV12  X     SYS   SYS   NODE  0-31,64-95    0
-GPU2  SYS   SYS   X     NV12  SYS   32-63,96-127  1
-GPU3  SYS   SYS   NV12  X     SYS   32-63,96-127  1
-NIC0  NODE  NODE  SYS   SYS   X     0-31,64-95    0
+      GPU0  GPU1  GPU2  GPU3  NIC0  CPU Affinity  NUMA Affinity  GPU NUMA ID
+GPU0  X     NV12  SYS   SYS   NODE  0-31,64-95    0              N/A
+GPU1  NV12  X     SYS   SYS   NODE  0-31,64-95    0              N/A
+GPU2  SYS   SYS   X     NV12  SYS   32-63,96-127  1              N/A
+GPU3  SYS   SYS   NV12  X     SYS   32-63,96-127  1              N/A
+NIC0  NODE  NODE  SYS   SYS   X     0-31,64-95    0              N/A
 
 Legend:
 
@@ -87,12 +87,12 @@ expect_text a100 topo_pcie_a100.json
 cat >"$tmp/v6e.want" <<'EOF'
 node v6e-s1-w3 (v6e-s1-w3): 4 TPU, 1 NIC
 
-      TPU0  TPU1  TPU2  TPU3  NIC0  CPU Affinity   NUMA Affinity
-TPU0  X     ICI   ICI   PHB   PHB   0-44,90-134    0
-TPU1  ICI   X     PHB   ICI   PHB   0-44,90-134    0
-TPU2  ICI   PHB   X     ICI   PHB   45-89,135-179  1
-TPU3  PHB   ICI   ICI   X     PHB   45-89,135-179  1
-NIC0  PHB   PHB   PHB   PHB   X     0-44,90-134    0
+      TPU0  TPU1  TPU2  TPU3  NIC0  CPU Affinity   NUMA Affinity  GPU NUMA ID
+TPU0  X     ICI   ICI   PHB   PHB   0-44,90-134    0              N/A
+TPU1  ICI   X     PHB   ICI   PHB   0-44,90-134    0              N/A
+TPU2  ICI   PHB   X     ICI   PHB   45-89,135-179  1              N/A
+TPU3  PHB   ICI   ICI   X     PHB   45-89,135-179  1              N/A
+NIC0  PHB   PHB   PHB   PHB   X     0-44,90-134    0              N/A
 
 Legend:
 
@@ -136,8 +136,8 @@ expect_text v6e topo_tpu_v6e_w3.json
 cat >"$tmp/cpu.want" <<'EOF'
 node cpu-01 (cpu-01): no accelerators, 1 NIC
 
-      NIC0  CPU Affinity  NUMA Affinity
-NIC0  X     0-15          0
+      NIC0  CPU Affinity  NUMA Affinity  GPU NUMA ID
+NIC0  X     0-15          0              N/A
 
 Legend:
 
@@ -170,13 +170,13 @@ expect_lines() { # name file line...
 }
 expect_lines dgx topo_dgx_h100.json \
     "node dgx-h100-01 (dgx-h100-01): 8 GPU, 5 NICs" \
-    "GPU0  X     NV18  NV18  NV18  NV18  NV18  NV18  NV18  PIX   NODE  SYS   SYS   NODE  0-55,112-167    0" \
-    "GPU7  NV18  NV18  NV18  NV18  NV18  NV18  NV18  X     SYS   SYS   NODE  PIX   SYS   56-111,168-223  1" \
+    "GPU0  X     NV18  NV18  NV18  NV18  NV18  NV18  NV18  PIX   NODE  SYS   SYS   NODE  0-55,112-167    0              N/A" \
+    "GPU7  NV18  NV18  NV18  NV18  NV18  NV18  NV18  X     SYS   SYS   NODE  PIX   SYS   56-111,168-223  1              N/A" \
     "  NIC4: eno1 (10 Gb/s, 0000:03:00.0)" \
     "  island 0: GPU0 GPU1 GPU2 GPU3 GPU4 GPU5 GPU6 GPU7 (NV18)" \
     "  NUMA 1 (cpus 56-111,168-223): GPU4 GPU5 GPU6 GPU7 NIC2 NIC3"
 expect_lines mi300x topo_mi300x.json \
-    "GPU3  XGMI  XGMI  XGMI  X     XGMI  XGMI  XGMI  XGMI  NODE  NODE  NODE  PIX   SYS   SYS   SYS   SYS   0-95,192-287    0" \
+    "GPU3  XGMI  XGMI  XGMI  X     XGMI  XGMI  XGMI  XGMI  NODE  NODE  NODE  PIX   SYS   SYS   SYS   SYS   0-95,192-287    0              N/A" \
     "  XGMI = AMD Infinity Fabric (xGMI) link, one hop" \
     "  xgmi-hive hive0: GPU0 GPU1 GPU2 GPU3 GPU4 GPU5 GPU6 GPU7"
 expect_lines trn1 topo_trn1.json \
@@ -184,8 +184,8 @@ expect_lines trn1 topo_trn1.json \
     "  NL   = AWS NeuronLink between Neuron devices" \
     "  island 0: ND0 ND1 ND2 ND3 ND4 ND5 ND6 ND7 ND8 ND9 ND10 ND11 ND12 ND13 ND14 ND15 (NL)"
 expect_lines mix topo_pcie_mix.json \
-    "GPU0  X     PIX   PXB   PHB   NODE  SYS   NODE  SYS   SYS   PXB   PXB   NODE  NODE  SYS   SYS   0-15          0" \
-    "GPU7  SYS   SYS   SYS   SYS   SYS   SYS   PIX   X     SYS   SYS   SYS   SYS   SYS   SYS   SYS   N/A           N/A" \
+    "GPU0  X     PIX   PXB   PHB   NODE  SYS   NODE  SYS   SYS   PXB   PXB   NODE  NODE  SYS   SYS   0-15          0              N/A" \
+    "GPU7  SYS   SYS   SYS   SYS   SYS   SYS   PIX   X     SYS   SYS   SYS   SYS   SYS   SYS   SYS   N/A           N/A            N/A" \
     "  GPU0-mig1: device 10 on GPU0, 3g.40gb" \
     "  island 2: GPU2 GPU3 GPU4 GPU5 (NV6, XGMI, ICI)" \
     "  NUMA unknown: GPU7"
@@ -195,6 +195,23 @@ expect_lines v5p topo_tpu_v5p_w1.json \
 # the 3-D mesh: this host's chips all lie in plane z=1
 sed -n '/^  z=0$/,/^$/p' "$tmp/v5p.txt" | grep -q TPU && fail "v5p: a chip drawn in plane z=0"
 sed -n '/^  z=1$/,$p' "$tmp/v5p.txt" | grep -qxF "  y1  TPU2  TPU3" || fail "v5p: plane z=1 lacks TPU2 TPU3"
+
+# ---- the recorded DGX H100: its compute NICs first, as nvidia-smi topo -m ----
+# The management eno1 sorts first by PCI address; the eight RDMA NICs, one
+# per GPU behind its PCIe switch (NVIDIA DGX H100 user guide, "Network
+# Modules"), come first: NIC0 is GPU0's ibp24s0, NIC7 GPU7's ibp220s0.
+(
+    eval "$("$CORRAL_SOURCE_DIR/scripts/fixture-env.sh" dgx-h100 "${CORRAL_BUILD_DIR:-$CORRAL_SOURCE_DIR/build}")"
+    "$CORRAL" topo
+) >"$tmp/dgxfix.txt" 2>"$tmp/err" || fail "dgx fixture: exit $?: $(cat "$tmp/err")"
+for line in \
+    "GPU0  X     NV18  NV18  NV18  NV18  NV18  NV18  NV18  PIX   NODE  NODE  NODE  SYS   SYS   SYS   SYS   NODE  0-55,112-167    0              N/A" \
+    "GPU7  NV18  NV18  NV18  NV18  NV18  NV18  NV18  X     SYS   SYS   SYS   SYS   NODE  NODE  NODE  PIX   SYS   56-111,168-223  1              N/A" \
+    "  NIC0: ibp24s0 (mlx5_0, RDMA, 400 Gb/s, 0000:18:00.0)" \
+    "  NIC7: ibp220s0 (mlx5_11, RDMA, 400 Gb/s, 0000:dc:00.0)" \
+    "  NIC8: eno1 (10 Gb/s, 0000:03:00.0)"; do
+    grep -qxF -- "$line" "$tmp/dgxfix.txt" || fail "dgx fixture: no line '$line'"
+done
 
 # ---- deterministic ----
 "$CORRAL" topo --node "$DATA/topo_dgx_h100.json" >"$tmp/again.txt"
@@ -268,8 +285,8 @@ json.dump(j, open(sys.argv[2], "w"))
 EOF
 expect_lines custom "$tmp/custom.json" \
     "node pcie-a100-01 (pcie-a100-01): 2 GPU, 1 DEV, 1 widget, 1 NIC" \
-    "         GPU0  GPU1  DEV0  widget0  NIC0  CPU Affinity  NUMA Affinity" \
-    "widget0  SYS   SYS   NV12  X        SYS   32-63,96-127  1"
+    "         GPU0  GPU1  DEV0  widget0  NIC0  CPU Affinity  NUMA Affinity  GPU NUMA ID" \
+    "widget0  SYS   SYS   NV12  X        SYS   32-63,96-127  1              N/A"
 
 # ---- bad input: one clear message naming the file, exit 1 ----
 expect_bad() { # what file pattern
@@ -296,7 +313,7 @@ else
     [ "$hw_rc" -eq 0 ] || fail "corral hw --spec (a node description as a spec): exit $hw_rc: $(cat "$tmp/hw.err")"
     "$CORRAL" topo --spec "$tmp/spec.json" >"$tmp/spec.txt" 2>"$tmp/err" || fail "topo --spec: exit $?: $(cat "$tmp/err")"
     head -1 "$tmp/spec.txt" | grep -q '\[simulated' || fail "topo --spec: header does not say simulated: $(head -1 "$tmp/spec.txt")"
-    grep -qxF "GPU0  X     NV12  SYS   SYS   NODE  0-31,64-95    0" "$tmp/spec.txt" ||
+    grep -qxF "GPU0  X     NV12  SYS   SYS   NODE  0-31,64-95    0              N/A" "$tmp/spec.txt" ||
         fail "topo --spec: GPU0 row differs: $(grep '^GPU0' "$tmp/spec.txt")"
     "$CORRAL" topo --spec "$tmp/spec.json" --json >"$tmp/spec.json.out" || fail "topo --spec --json: exit $?"
     $PY -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["simulated"] is True' "$tmp/spec.json.out" ||

@@ -531,6 +531,18 @@ nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t dev, nvmlGpuFabricInfo_t *i
     return NVML_SUCCESS;
 }
 
+/* "numa_id": the NUMA node of a C2C GPU's memory; absent: NOT_SUPPORTED,
+ * as NVML answers for PCIe GPUs */
+nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t dev, unsigned int *node)
+{
+    DEVICE(dev);
+    json_t *v = json_object_get(dev->j, "numa_id");
+    if (dev->mig || !json_is_integer(v))
+        return NVML_ERROR_NOT_SUPPORTED;
+    *node = (unsigned)json_integer_value(v);
+    return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev, nvmlUtilization_t *util)
 {
     DEVICE(dev);

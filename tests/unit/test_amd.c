@@ -196,20 +196,58 @@ static void test_broken_properties(void **state)
     fixture_close(&f);
 }
 
-/* When not even gpu_id tells whether a node is a GPU, later GPUs' HIP
- * indices are unknown and they are off too. */
+/* When not even gpu_id tells a node's kind, the order amdkfd numbers nodes
+ * in does (CPU nodes of the CRAT table first, then one node per GPU:
+ * kfd_topology_init() and kfd_topology_add_device() in the kernel's
+ * drivers/gpu/drm/amd/amdkfd/kfd_topology.c), and so does an xGMI link to
+ * it (xGMI joins GPUs only): one unreadable node turns off only itself. */
 static void test_unknown_node_kind(void **state)
 {
     fixture_env_t f;
     char root[64];
     fixture_open(&f, "mi300x-8");
     fixture_tree_copy(&f, root, sizeof(root));
+    /* KFD node 5 is GPU 3: after GPU nodes, so a GPU; the others keep their index */
     fixture_tree_write(root, KFD "/5/properties", "\x01\x02garbage");
     fixture_tree_sh(root, "rm sys/class/kfd/kfd/topology/nodes/5/gpu_id");
     cr_node_t *n = fixture_discover(&f, root);
-    assert_int_equal(n->devices.n, 3);
+    assert_int_equal(n->devices.n, 7);
     assert_int_equal(n->warnings.n, 1);
-    assert_int_equal(fixture_count_warnings(n, "nodes/5/properties", "HIP index is unknown"), 1);
+    assert_int_equal(fixture_count_warnings(n, "nodes/5/properties", "GPU 3 is off"), 1);
+    for (size_t i = 0; i < 7; i++) {
+        int hip = (int)i < 3 ? (int)i : (int)i + 1;
+        char id[8];
+        snprintf(id, sizeof(id), "%d", hip);
+        assert_string_equal(n->devices.v[i].isolation_id, id);
+        assert_string_equal(n->devices.v[i].pci, pcis[hip]);
+    }
+    hw_node_free(n);
+    /* KFD node 2 is GPU 0, the first GPU: its peers' xGMI links name it */
+    fixture_tree_write(root, KFD "/2/properties", "\x01\x02garbage");
+    fixture_tree_sh(root, "rm sys/class/kfd/kfd/topology/nodes/2/gpu_id");
+    n = fixture_discover(&f, root);
+    assert_int_equal(n->devices.n, 6);
+    assert_int_equal(fixture_count_warnings(n, "nodes/2/properties", "GPU 0 is off"), 1);
+    assert_string_equal(n->devices.v[0].isolation_id, "1");
+    hw_node_free(n);
+    fixture_tree_remove(root);
+    /* KFD node 0 is a CPU: a CPU node follows it, so it is one too */
+    fixture_tree_copy(&f, root, sizeof(root));
+    fixture_tree_write(root, KFD "/0/properties", "\x01\x02garbage");
+    fixture_tree_sh(root, "rm -f sys/class/kfd/kfd/topology/nodes/0/gpu_id");
+    n = fixture_discover(&f, root);
+    assert_int_equal(n->devices.n, 8);
+    assert_string_equal(n->devices.v[0].isolation_id, "0");
+    assert_int_equal(fixture_count_warnings(n, "HIP index is unknown", NULL), 0);
+    hw_node_free(n);
+    /* only a node between the last CPU and the first GPU that no link
+     * names stays unknown; the GPUs after it are off then */
+    fixture_tree_sh(root, "rm -f sys/class/kfd/kfd/topology/nodes/1/gpu_id && "
+                          "printf 'x' > sys/class/kfd/kfd/topology/nodes/1/properties && "
+                          "rm -rf sys/class/kfd/kfd/topology/nodes/0");
+    n = fixture_discover(&f, root);
+    assert_int_equal(fixture_count_warnings(n, "nodes/1/properties", "HIP index is unknown"), 1);
+    assert_int_equal(n->devices.n, 0);
     hw_node_free(n);
     fixture_tree_remove(root);
     fixture_close(&f);
@@ -263,6 +301,134 @@ static void test_numeric_order_and_link_count(void **state)
     assert_true(l->bandwidth_gbps == 128.0);
     assert_int_equal(n->domains.n, 1);
     assert_int_equal(n->domains.v[0].nmembers, 8);
+    hw_node_free(n);
+    fixture_tree_remove(root);
+    fixture_close(&f);
+}
+
+/* ---- partitions: real captures from ROCm's k8s-device-plugin ---- */
+
+/* Unpacks tests/fixtures/hw/<machine>/kfd-topology.tar.gz into a fresh
+ * root (see that directory's README.md for where the capture comes from). */
+static void unpack_capture(const char *machine, char *root, size_t size)
+{
+    snprintf(root, size, "/tmp/corral-kfd-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    char cmd[1400];
+    snprintf(cmd, sizeof(cmd), "tar -xzf '%s/tests/fixtures/hw/%s/kfd-topology.tar.gz' -C '%s'",
+             CORRAL_SOURCE_DIR, machine, root);
+    assert_int_equal(system(cmd), 0);
+}
+
+static int count_kind(const cr_node_t *n, cr_link_kind_t kind)
+{
+    int k = 0;
+    for (size_t i = 0; i < n->links.n; i++)
+        k += n->links.v[i].kind == kind;
+    return k;
+}
+
+/* 8 MI300X in CPX mode, 63 partitions recorded (the last GPU shows 7). */
+static void test_mi300x_cpx(void **state)
+{
+    /* the capture's location_id buses, in KFD order */
+    static const char *const gpu_pci[8] = {"0000:05:00.0", "0000:27:00.0", "0000:47:00.0",
+                                           "0000:65:00.0", "0000:85:00.0", "0000:a7:00.0",
+                                           "0000:c7:00.0", "0000:e5:00.0"};
+    fixture_env_t f;
+    char root[64];
+    fixture_open(&f, "cpu-only");
+    unpack_capture("mi300x-cpx", root, sizeof(root));
+    /* the capture has no PCI files: give GPU 0 and GPU 4 their NUMA nodes */
+    fixture_tree_write(root, "/sys/bus/pci/devices/0000:05:00.0/numa_node", "0\n");
+    fixture_tree_write(root, "/sys/bus/pci/devices/0000:85:00.0/numa_node", "1\n");
+    static const char *const attrs[][2] = {
+        {"vendor", "0x1002\n"}, {"device", "0x74a1\n"}, {"class", "0x120000\n"}};
+    for (size_t k = 0; k < CR_ARRAY_SIZE(attrs); k++) {
+        char rel[128];
+        snprintf(rel, sizeof(rel), "/sys/bus/pci/devices/0000:05:00.0/%s", attrs[k][0]);
+        fixture_tree_write(root, rel, attrs[k][1]);
+        snprintf(rel, sizeof(rel), "/sys/bus/pci/devices/0000:85:00.0/%s", attrs[k][0]);
+        fixture_tree_write(root, rel, attrs[k][1]);
+    }
+    cr_node_t *n = fixture_discover(&f, root);
+    assert_int_equal(n->devices.n, 63);
+    assert_int_equal(n->warnings.n, 0);
+    for (size_t i = 0; i < 63; i++) {
+        const cr_device_t *d = &n->devices.v[i];
+        char id[8];
+        snprintf(id, sizeof(id), "%zu", i);
+        assert_string_equal(d->sku, "MI300X");
+        assert_int_equal(d->partition, (int)(i % 8));
+        assert_string_equal(d->pci, gpu_pci[i / 8]);
+        assert_string_equal(d->isolation_id, id); /* the HIP index: every partition is a device */
+        assert_int_equal(d->compute_units, 152 / 4);
+        assert_int_equal(d->numa, i / 8 == 0 ? 0 : i / 8 == 4 ? 1 : -1);
+        assert_int_equal(d->parent, -1);
+        for (size_t k = 0; k < i; k++)
+            assert_string_not_equal(d->uuid, n->devices.v[k].uuid);
+    }
+    /* inside one GPU: xgmi-same-gpu, 819200 MB/s; across GPUs: xgmi */
+    const cr_link_t *l = hw_node_find_link(n, 0, 1);
+    assert_non_null(l);
+    assert_int_equal(l->kind, CR_LINK_XGMI_SAME_GPU);
+    assert_true(l->bandwidth_gbps == 819.2);
+    l = hw_node_find_link(n, 7, 8);
+    assert_non_null(l);
+    assert_int_equal(l->kind, CR_LINK_XGMI);
+    assert_int_equal(count_kind(n, CR_LINK_XGMI_SAME_GPU), 7 * 28 + 21);
+    assert_int_equal(count_kind(n, CR_LINK_XGMI), 63 * 62 / 2 - (7 * 28 + 21));
+    assert_true(fixture_resource(n, "GPU") == 63 * CR_QTY_ONE);
+    /* one hive: the capture's hive_id is the same on every partition */
+    assert_int_equal(n->domains.n, 1);
+    assert_int_equal(n->domains.v[0].nmembers, 63);
+    hw_node_free(n);
+    fixture_tree_remove(root);
+    fixture_close(&f);
+}
+
+/* 8 MI308X in CPX mode: 4 partitions of 20 CUs and 48 GiB per GPU. */
+static void test_mi308x_cpx(void **state)
+{
+    /* the capture's domain and location_id bus of each GPU, in KFD order */
+    static const char *const gpu_pci[8] = {"0000:0a:00.0", "0000:80:00.0", "0000:a4:00.0",
+                                           "0000:c8:00.0", "0001:0b:00.0", "0001:81:00.0",
+                                           "0001:a5:00.0", "0001:c9:00.0"};
+    fixture_env_t f;
+    char root[64];
+    fixture_open(&f, "cpu-only");
+    unpack_capture("mi308x-cpx", root, sizeof(root));
+    cr_node_t *n = fixture_discover(&f, root);
+    assert_int_equal(n->devices.n, 32);
+    assert_int_equal(n->warnings.n, 0);
+    for (size_t i = 0; i < 32; i++) {
+        const cr_device_t *d = &n->devices.v[i];
+        assert_string_equal(d->sku, "MI308X");
+        assert_int_equal(d->partition, (int)(i % 4));
+        assert_string_equal(d->pci, gpu_pci[i / 4]);
+        assert_int_equal(d->compute_units, 20);
+        /* the capture's own mem_banks/0 size (48 GiB, a little less on some) */
+        char path[256], line[128];
+        unsigned long long want = 0;
+        snprintf(path, sizeof(path), "%s" KFD "/%zu/mem_banks/0/properties", root, i + 2);
+        FILE *fp = fopen(path, "r");
+        assert_non_null(fp);
+        while (fgets(line, sizeof(line), fp))
+            sscanf(line, "size_in_bytes %llu", &want);
+        fclose(fp);
+        assert_true(want > 51000000000ull && d->memory == want);
+    }
+    assert_int_equal(count_kind(n, CR_LINK_XGMI_SAME_GPU), 8 * 6);
+    assert_string_equal(cr_node_get_label(n, "corral.io/accelerator-type"), "MI308X");
+    hw_node_free(n);
+    /* one unreadable partition turns off only itself (KFD node 4: GPU 0's
+     * partition 2, HIP index 2) */
+    fixture_tree_write(root, KFD "/4/properties", "simd_count lots\n");
+    n = fixture_discover(&f, root);
+    assert_int_equal(n->devices.n, 31);
+    assert_int_equal(fixture_count_warnings(n, "nodes/4/properties", "GPU 2 is off"), 1);
+    assert_string_equal(n->devices.v[2].isolation_id, "3");
+    assert_int_equal(n->devices.v[2].partition, 3);
     hw_node_free(n);
     fixture_tree_remove(root);
     fixture_close(&f);
@@ -324,6 +490,8 @@ int main(void)
         cmocka_unit_test(test_unknown_node_kind),
         cmocka_unit_test(test_broken_bank_and_link),
         cmocka_unit_test(test_numeric_order_and_link_count),
+        cmocka_unit_test(test_mi300x_cpx),
+        cmocka_unit_test(test_mi308x_cpx),
         cmocka_unit_test(test_no_kfd),
         cmocka_unit_test(test_telemetry),
     };

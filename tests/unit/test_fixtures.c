@@ -25,6 +25,7 @@ static const struct machine {
     {"gaudi2-8", "gaudi2-8"},
     {"intel-max-1100-2", "intel-max-1100-2"},
     {"cpu-only", "cpu-only"},
+    {"gb200-tray", "gb200-nvl72/tray-01"},
 };
 
 /* Prints where two JSON values first differ, for a readable failure. */

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 #include "fixture_tree.h"
 #include "hw/gaudi_sysfs.h"
+#include "sched_fixture.h"
 #include <sys/stat.h>
 
 /* module id -> PCI address and NUMA node, from MACHINES.md */
@@ -94,10 +95,25 @@ static void test_isolation(void **state)
     fixture_env_t f;
     fixture_open(&f, "gaudi2-8");
     cr_node_t *n = fixture_discover(&f, NULL);
-    int devs[] = {hw_device_find(n, "gaudi", 5), hw_device_find(n, "gaudi", 0)};
+    int devs[] = {hw_device_find(n, "gaudi", 7), hw_device_find(n, "gaudi", 6)};
     char *v = fixture_isolate(&f, n, devs, 2, "HABANA_VISIBLE_MODULES");
-    assert_string_equal(v, "5,0");
+    assert_string_equal(v, "7,6");
     free(v);
+    /* modules 5 and 0 are no set Intel supports in one process (Intel
+     * Gaudi docs, "Multiple Workloads on a Single Docker": 2-Gaudi sets
+     * 0,1 2,3 4,5 6,7; 4-Gaudi sets 0,1,2,3 4,5,6,7) */
+    hw_options_t o = fixture_options(&f);
+    cr_envlist_t env = {0};
+    char *msg = NULL;
+    int bad[] = {hw_device_find(n, "gaudi", 5), hw_device_find(n, "gaudi", 0)};
+    assert_int_equal(hw_isolate(&o, n, bad, 2, &env, &msg), CR_EINVAL);
+    assert_non_null(strstr(msg, "module sets (modules 0-1, modules 2-3, modules 4-5, modules 6-7, "
+                                "modules 0-3, modules 4-7, modules 0-7)"));
+    free(msg);
+    int three[] = {0, 1, 2};
+    assert_int_equal(hw_isolate(&o, n, three, 3, &env, &msg), CR_EINVAL);
+    free(msg);
+    cr_envlist_free(&env);
     v = fixture_isolate(&f, n, NULL, 0, "HABANA_VISIBLE_MODULES");
     assert_string_equal(v, "");
     free(v);
@@ -230,6 +246,60 @@ static void test_half_box_has_no_fabric(void **state)
     fixture_close(&f);
 }
 
+/* The module sets as domains, and the scheduler choosing among them. */
+/* The module ids a placement gave, as a bit mask. */
+static unsigned placed_modules(sched_cluster_t *c, const cr_node_t *n, const sched_result_t *r)
+{
+    int ids[8];
+    size_t k = sched_fixture_devices(c, r, ids, 8);
+    unsigned m = 0;
+    for (size_t i = 0; i < k; i++)
+        m |= 1u << n->devices.v[ids[i]].vendor_index;
+    return m;
+}
+
+static void test_module_sets(void **state)
+{
+    fixture_env_t f;
+    fixture_open(&f, "gaudi2-8");
+    cr_node_t *n = fixture_discover(&f, NULL);
+    size_t nsets = 0;
+    for (size_t i = 0; i < n->domains.n; i++)
+        nsets += strcmp(n->domains.v[i].kind, "module-set") == 0;
+    assert_int_equal(nsets, 7);
+    sched_cluster_t *c = sched_fixture_cluster(n);
+    sched_result_t r = sched_fixture_place(c, "HPU=3");
+    assert_int_equal(r.status, SCHED_INFEASIBLE);
+    assert_non_null(strstr(r.reason, "module sets (of 2, 4, 8 devices)"));
+    /* a pair, then a quad: the first free set of the size, in the table's
+     * order; the quad 0-3 is broken by the pair, so 4-7 */
+    r = sched_fixture_place(c, "HPU=2");
+    assert_int_equal(placed_modules(c, n, &r), 0x03);
+    r = sched_fixture_place(c, "HPU=4");
+    assert_int_equal(placed_modules(c, n, &r), 0xf0);
+    r = sched_fixture_place(c, "HPU=2");
+    assert_int_equal(placed_modules(c, n, &r), 0x0c);
+    /* nothing whole is left for 2; 1 is any module (none left either) */
+    assert_int_equal(sched_fixture_place(c, "HPU=2").status, SCHED_RETRY);
+    assert_int_equal(sched_fixture_place(c, "HPU=8").status, SCHED_RETRY);
+    sched_cluster_free(c);
+    /* one module unhealthy: its pair, quad and the eight are not offered,
+     * the others are */
+    n->devices.v[hw_device_find(n, "gaudi", 6)].health = CR_HEALTH_UNHEALTHY;
+    cr_node_add_resource(n, "HPU", -CR_QTY_ONE); /* as discovery counts it */
+    c = sched_fixture_cluster(n);
+    assert_int_equal(sched_fixture_place(c, "HPU=8").status, SCHED_INFEASIBLE);
+    r = sched_fixture_place(c, "HPU=4");
+    assert_int_equal(placed_modules(c, n, &r), 0x0f);
+    r = sched_fixture_place(c, "HPU=2");
+    assert_int_equal(placed_modules(c, n, &r), 0x30);
+    r = sched_fixture_place(c, "HPU=1");
+    assert_int_equal(placed_modules(c, n, &r), 0x80);
+    sched_cluster_free(c);
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -241,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_status),
         cmocka_unit_test(test_other_accel_and_legacy_class),
         cmocka_unit_test(test_half_box_has_no_fabric),
+        cmocka_unit_test(test_module_sets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -99,14 +99,23 @@ static void test_dgx_host(void **state)
     assert_string_equal(n->numa.v[1].cpus, "56-111,168-223");
     assert_int_equal(n->memory, 2048 * GiB);
 
-    assert_int_equal(n->nics.n, 5);
+    /* the eight compute NICs of a DGX H100, one per GPU (NVIDIA DGX H100
+     * user guide, "Network Modules": port, GPU, interface, RDMA device),
+     * and the management Ethernet */
+    assert_int_equal(n->nics.n, 9);
     static const struct {
         const char *name, *pci, *rdma;
         int numa;
         uint64_t speed;
     } want[] = {
-        {"ib0", "0000:1a:00.0", "mlx5_0", 0, 400000}, {"ib1", "0000:3c:00.0", "mlx5_1", 0, 400000},
-        {"ib2", "0000:9c:00.0", "mlx5_2", 1, 400000}, {"ib3", "0000:bc:00.0", "mlx5_3", 1, 400000},
+        {"ibp24s0", "0000:18:00.0", "mlx5_0", 0, 400000},
+        {"ibp64s0", "0000:40:00.0", "mlx5_3", 0, 400000},
+        {"ibp79s0", "0000:4f:00.0", "mlx5_4", 0, 400000},
+        {"ibp94s0", "0000:5e:00.0", "mlx5_5", 0, 400000},
+        {"ibp154s0", "0000:9a:00.0", "mlx5_6", 1, 400000},
+        {"ibp192s0", "0000:c0:00.0", "mlx5_9", 1, 400000},
+        {"ibp206s0", "0000:ce:00.0", "mlx5_10", 1, 400000},
+        {"ibp220s0", "0000:dc:00.0", "mlx5_11", 1, 400000},
         {"eno1", "0000:03:00.0", "", 0, 10000},
     };
     for (size_t i = 0; i < CR_ARRAY_SIZE(want); i++) {
@@ -126,8 +135,8 @@ static void test_dgx_host(void **state)
 
 static void test_dgx_devices(void **state)
 {
-    static const char *const pcis[] = {"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0",
-                                       "0000:9a:00.0", "0000:db:00.0", NULL};
+    static const char *const pcis[] = {"0000:1b:00.0", "0000:43:00.0", "0000:52:00.0",
+                                       "0000:9d:00.0", "0000:df:00.0", NULL};
     probe_t p;
     probe_fixture(&p, "dgx-h100", pcis);
     cr_node_t *n = p.node;
@@ -135,29 +144,31 @@ static void test_dgx_devices(void **state)
                       *g4 = &n->devices.v[3], *g7 = &n->devices.v[4];
     assert_int_equal(g0->numa, 0);
     assert_string_equal(g0->cpus, "0-55,112-167");
-    assert_string_equal(g0->nic, "ib0");
     assert_int_equal(g4->numa, 1);
     assert_string_equal(g4->cpus, "56-111,168-223");
-    assert_string_equal(g4->nic, "ib2");
-    assert_string_equal(g2->nic, "ib1");
-    assert_string_equal(g7->nic, "ib3");
+    /* each GPU's own compute NIC, behind its PCIe switch (the user guide's
+     * GPU column: GPU 0 ibp24s0, 1 ibp64s0, 2 ibp79s0, 4 ibp154s0, 7 ibp220s0) */
+    assert_string_equal(g0->nic, "ibp24s0");
+    assert_string_equal(g1->nic, "ibp64s0");
+    assert_string_equal(g2->nic, "ibp79s0");
+    assert_string_equal(g4->nic, "ibp154s0");
+    assert_string_equal(g7->nic, "ibp220s0");
 
     /* hb<N>, root port, switch upstream port, downstream port, device */
     assert_true(cr_str_has_prefix(g0->pci_path, "hb"));
-    assert_true(ends_with(g0->pci_path, "/0000:18:00.0"));
+    assert_true(ends_with(g0->pci_path, "/0000:1b:00.0"));
     assert_int_equal(count_parts(g0->pci_path), 5);
-    /* GPU 0, GPU 1 and ib0 are below one switch: they meet at its upstream
-     * port, one downstream port each */
+    /* GPU 0 and its NIC are below one switch: they meet at its upstream
+     * port, one downstream port each; GPU 1 is below another */
     char a[160], b[160], c[160];
     parent_path(g0->pci_path, a, sizeof(a));
     parent_path(g1->pci_path, b, sizeof(b));
-    parent_path(nic(n, "ib0")->pci_path, c, sizeof(c));
+    parent_path(nic(n, "ibp24s0")->pci_path, c, sizeof(c));
     parent_path(a, a, sizeof(a));
     parent_path(b, b, sizeof(b));
     parent_path(c, c, sizeof(c));
-    assert_string_equal(a, b);
+    assert_string_not_equal(a, b);
     assert_string_equal(a, c);
-    /* GPU 2 is below another switch, on another host bridge */
     assert_int_not_equal(strncmp(g0->pci_path, g2->pci_path, 3), 0);
 
     const cr_domain_t *d0 = domain(n, "numa", "numa0"), *d1 = domain(n, "numa", "numa1");
@@ -328,7 +339,13 @@ static void test_bad_xml(void **state)
     size_t len = 0;
     assert_int_equal(cr_read_file_alloc("/", src, &xml, &len), 0);
     snprintf(trunc, sizeof(trunc), "%s/truncated.xml", dir);
-    xml[len / 3] = '\0';
+    /* cut before the first object: the document is open and unfinished.
+     * (Cut inside the objects, Debian's hwloc 2.9 leaks the ones it had
+     * built on its error path, which LeakSanitizer reports; that is
+     * hwloc's, not a thing corral could free.) */
+    char *obj = strstr(xml, "<object");
+    assert_non_null(obj);
+    *obj = '\0';
     write_file(trunc, xml);
     free(xml);
     snprintf(empty, sizeof(empty), "%s/empty.xml", dir);
@@ -342,7 +359,7 @@ static void test_bad_xml(void **state)
         cr_hw_env_t env = {.root = f.root, .getenv = fixture_getenv, .getenv_ctx = &f};
         cr_node_t *n = hw_node_new();
         cr_device_t *d = cr_node_add_device(n);
-        cr_strlcpy(d->pci, "0000:18:00.0", sizeof(d->pci));
+        cr_strlcpy(d->pci, "0000:1b:00.0", sizeof(d->pci));
         assert_int_equal(hw_host_probe(&env, n), 0);
         assert_int_equal(n->warnings.n, 1);
         assert_non_null(strstr(n->warnings.v[0], files[i]));

@@ -73,6 +73,12 @@ static void test_isolation(void **state)
     v = fixture_isolate(&f, n, devs, 1, "ZE_ENABLE_PCI_ID_DEVICE_ORDER");
     assert_string_equal(v, "1");
     free(v);
+    /* Intel's recommended (and Level Zero's default) hierarchy; with one
+     * stack per card it numbers devices as COMPOSITE would */
+    v = fixture_isolate(&f, n, devs, 1, "ZE_FLAT_DEVICE_HIERARCHY");
+    assert_string_equal(v, "FLAT");
+    free(v);
+    fixture_setenv(&f, "CORRAL_INTEL_HIERARCHY", "COMPOSITE");
     v = fixture_isolate(&f, n, devs, 1, "ZE_FLAT_DEVICE_HIERARCHY");
     assert_string_equal(v, "COMPOSITE");
     free(v);
@@ -84,6 +90,64 @@ static void test_isolation(void **state)
     assert_string_equal(v, "");
     free(v);
     hw_node_free(n);
+    fixture_close(&f);
+}
+
+/* A Max 1550 has two stacks: in FLAT, Intel's recommended hierarchy and
+ * Level Zero's default, each stack is a root device (Intel oneAPI GPU
+ * Optimization Guide, "Exposing the Device Hierarchy" and "FLAT Mode
+ * Programming": each stack has its own memory); COMPOSITE on request
+ * makes the card one device. The fixture's two Max 1100 cards become
+ * Max 1550s (PCI id 0x0bd5) here. */
+static void test_max1550_hierarchy(void **state)
+{
+    fixture_env_t f;
+    char root[64];
+    fixture_open(&f, "intel-max-1100-2");
+    fixture_tree_copy(&f, root, sizeof(root));
+    fixture_tree_sh(root, "for d in sys/bus/pci/devices/*/device; do echo 0x0bd5 > $d; done");
+    cr_node_t *n = fixture_discover(&f, root);
+    assert_int_equal(n->devices.n, 4);
+    assert_int_equal(n->warnings.n, 0);
+    static const char *const pcis[2] = {"0000:29:00.0", "0000:9a:00.0"};
+    for (int i = 0; i < 4; i++) {
+        const cr_device_t *d = &n->devices.v[i];
+        char id[8], product[64];
+        snprintf(id, sizeof(id), "%d", i);
+        snprintf(product, sizeof(product), "Intel Data Center GPU Max 1550 (stack %d)", i % 2);
+        assert_string_equal(d->sku, "Intel-GPU-Max-1550");
+        assert_string_equal(d->product, product);
+        assert_string_equal(d->pci, pcis[i / 2]);
+        assert_int_equal(d->partition, i % 2);
+        assert_string_equal(d->isolation_id, id);
+        assert_int_equal(d->compute_units, 64);
+        assert_true(d->memory == 24ull << 30); /* the card's 48 GiB in two stacks */
+    }
+    int devs[] = {3, 2};
+    char *v = fixture_isolate(&f, n, devs, 2, "ZE_AFFINITY_MASK");
+    assert_string_equal(v, "3,2");
+    free(v);
+    v = fixture_isolate(&f, n, devs, 2, "ZE_FLAT_DEVICE_HIERARCHY");
+    assert_string_equal(v, "FLAT");
+    free(v);
+    hw_node_free(n);
+    fixture_setenv(&f, "CORRAL_INTEL_HIERARCHY", "COMPOSITE");
+    n = fixture_discover(&f, root);
+    assert_int_equal(n->devices.n, 2);
+    assert_string_equal(n->devices.v[1].product, "Intel Data Center GPU Max 1550");
+    assert_string_equal(n->devices.v[1].isolation_id, "1");
+    assert_int_equal(n->devices.v[1].partition, -1);
+    assert_int_equal(n->devices.v[1].compute_units, 128);
+    v = fixture_isolate(&f, n, devs + 1, 0, "ZE_FLAT_DEVICE_HIERARCHY");
+    assert_string_equal(v, "COMPOSITE");
+    free(v);
+    hw_node_free(n);
+    fixture_setenv(&f, "CORRAL_INTEL_HIERARCHY", "flat-ish");
+    n = fixture_discover(&f, root);
+    assert_int_equal(n->devices.n, 4);
+    assert_int_equal(fixture_count_warnings(n, "CORRAL_INTEL_HIERARCHY=flat-ish", "using FLAT"), 1);
+    hw_node_free(n);
+    fixture_tree_remove(root);
     fixture_close(&f);
 }
 
@@ -171,7 +235,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_devices),      cmocka_unit_test(test_isolation),
         cmocka_unit_test(test_xe_tiles),     cmocka_unit_test(test_igpu_and_foreign_cards),
-        cmocka_unit_test(test_broken_files),
+        cmocka_unit_test(test_broken_files), cmocka_unit_test(test_max1550_hierarchy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

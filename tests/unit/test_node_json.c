@@ -229,7 +229,8 @@ static void test_schema_errors(void **state)
                  "unknown field 'colour'; expected one of: index, backend, vendor, resource, sku, "
                  "product, uuid, pci, pci_path, pci_vendor, pci_device, numa, cpus, nic, memory, "
                  "compute_units, cores, compute_capability, isolation_id, vendor_index, driver, "
-                 "health, health_reason, parent, mig_enabled, mig_profile, coords");
+                 "health, health_reason, parent, mig_enabled, mig_profile, partition, memory_numa, "
+                 "coords");
     json_decref(j);
 
     j = rich_json();

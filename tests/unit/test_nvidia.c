@@ -9,6 +9,7 @@
 #include <cmocka.h>
 #include "fixture_tree.h"
 #include "hw/nvml_api.h"
+#include "sched_fixture.h"
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -274,12 +275,63 @@ static void test_mig(void **state)
     cr_envlist_t env = {0};
     int devs[] = {9, 1};
     char *msg = NULL;
-    assert_int_equal(hw_isolate(&o, n, devs, 2, &env, &msg), 0);
-    char want[256];
-    snprintf(want, sizeof(want), "%s,%s", n->devices.v[9].uuid, n->devices.v[1].uuid);
-    assert_string_equal(cr_envlist_get(&env, "CUDA_VISIBLE_DEVICES"), want);
+    assert_int_equal(hw_isolate(&o, n, devs, 1, &env, &msg), 0);
+    assert_string_equal(cr_envlist_get(&env, "CUDA_VISIBLE_DEVICES"), n->devices.v[9].uuid);
+    cr_envlist_free(&env);
+    /* CUDA enumerates one MIG device per process and none beside a whole
+     * GPU (NVIDIA MIG user guide, "CUDA Device Enumeration"): refused */
+    assert_int_equal(hw_isolate(&o, n, devs, 2, &env, &msg), CR_EINVAL);
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "MIG instance"));
+    free(msg);
+    msg = NULL;
+    int two_migs[] = {10, 11};
+    assert_int_equal(hw_isolate(&o, n, two_migs, 2, &env, &msg), CR_EINVAL);
+    free(msg);
     cr_envlist_free(&env);
     json_decref(j);
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
+/* The scheduler on the MIG fixture (7 whole GPUs, GPU 0 split into 4
+ * instances): a worker gets whole GPUs or one MIG instance, never more
+ * than one instance and never an instance beside a GPU (NVIDIA MIG user
+ * guide, "CUDA Device Enumeration": CUDA sees one MIG compute instance per
+ * process, and not alongside non-MIG devices). */
+static void test_mig_placement(void **state)
+{
+    fixture_env_t f;
+    cr_node_t *n = discover_with("dgx-h100", "dgx-h100-mig", NULL, &f);
+    sched_cluster_t *c = sched_fixture_cluster(n);
+    /* 9 > 7 whole GPUs: never made up with MIG instances */
+    sched_result_t r = sched_fixture_place(c, "GPU=9");
+    assert_int_equal(r.status, SCHED_INFEASIBLE);
+    assert_non_null(strstr(r.reason, "4 MIG instances go one to a worker"));
+    assert_non_null(strstr(r.reason, "7 whole GPUs"));
+    /* 7 takes the whole GPUs 1..7 */
+    r = sched_fixture_place(c, "GPU=7");
+    int ids[16];
+    assert_int_equal(sched_fixture_devices(c, &r, ids, 16), 7);
+    for (int i = 0; i < 7; i++)
+        assert_int_equal(ids[i], i + 1);
+    /* no whole GPU left: GPU=2 cannot be two MIG instances, GPU=1 can be one */
+    assert_int_equal(sched_fixture_place(c, "GPU=2").status, SCHED_RETRY);
+    for (int k = 0; k < 4; k++) {
+        r = sched_fixture_place(c, "GPU=1");
+        assert_int_equal(sched_fixture_devices(c, &r, ids, 16), 1);
+        assert_int_equal(n->devices.v[ids[0]].parent, 0);
+        assert_true(n->devices.v[ids[0]].mig_profile[0] != '\0');
+    }
+    assert_int_equal(sched_fixture_place(c, "GPU=1").status, SCHED_RETRY);
+    sched_cluster_free(c);
+    /* a fresh view: GPU=1 prefers a whole GPU while one is free */
+    c = sched_fixture_cluster(n);
+    r = sched_fixture_place(c, "GPU=1");
+    assert_int_equal(sched_fixture_devices(c, &r, ids, 16), 1);
+    assert_int_equal(n->devices.v[ids[0]].parent, -1);
+    assert_false(n->devices.v[ids[0]].mig_enabled);
+    sched_cluster_free(c);
     hw_node_free(n);
     fixture_close(&f);
 }
@@ -443,7 +495,7 @@ static void test_count_disagreement(void **state)
     assert_int_equal(count_backend(n, "nvidia"), 7);
     const char *w = find_warning(n, "NVML describes 7 GPUs but the PCI bus has 8");
     assert_non_null(w);
-    assert_non_null(strstr(w, "0000:db:00.0"));
+    assert_non_null(strstr(w, "0000:df:00.0"));
     hw_node_free(n);
     fixture_close(&f);
 }
@@ -580,7 +632,7 @@ static void test_nvml_errors(void **state)
     assert_non_null(strstr(d3->health_reason, "GPU is lost"));
     assert_non_null(find_warning(n, "is unhealthy: memory info: GPU is lost"));
     assert_non_null(find_warning(n, "NVML GPU 6: GPU is lost; left out"));
-    assert_non_null(find_warning(n, "not seen by NVML: 0000:ba:00.0"));
+    assert_non_null(find_warning(n, "not seen by NVML: 0000:d1:00.0"));
     assert_int_equal(n->devices.v[6].vendor_index, 7);
     assert_int_equal(fixture_resource(n, "GPU"), 6 * CR_QTY_ONE);
     hw_node_free(n);
@@ -784,6 +836,7 @@ int main(void)
         cmocka_unit_test(test_dgx_h100),
         cmocka_unit_test(test_pcie_a100),
         cmocka_unit_test(test_mig),
+        cmocka_unit_test(test_mig_placement),
         cmocka_unit_test(test_mig_unhealthy_parent),
         cmocka_unit_test(test_switches_without_address),
         cmocka_unit_test(test_isolate_by_uuid_and_index),

@@ -9,6 +9,7 @@
 #include "sched/sched.h"
 #include "sched/sched_int.h"
 #include "hw/hw.h"
+#include "sched_fixture.h"
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -27,24 +28,6 @@ static sched_cluster_t *trn1(void)
     hw_node_free(n);
     assert_int_equal(sched_cluster_finalize(c), 0);
     return c;
-}
-
-static sched_result_t ask(sched_cluster_t *c, const char *res)
-{
-    sched_bundle_t b;
-    memset(&b, 0, sizeof(b));
-    sched_err_t e;
-    if (sched_parse_resources(&c->res, res, &b.req, &e))
-        fail_msg("resources '%s': %s", res, e.msg);
-    sched_request_t r = {.nbundles = 1, .bundles = &b, .policy = SCHED_HYBRID, .domain_key = -1};
-    sched_config_t cfg = {.top_k = 1};
-    sched_rng_t rng = {1};
-    sched_result_t out;
-    sched_schedule(c, &cfg, &r, &rng, &out);
-    char msg[200];
-    if (sched_cluster_check(c, msg, sizeof(msg)))
-        fail_msg("invariant after %s: %s", res, msg);
-    return out;
 }
 
 static uint64_t mask_of(sched_cluster_t *c, const sched_result_t *r)
@@ -76,7 +59,7 @@ static void test_whole_devices(void **state)
     sched_result_t r[4];
     uint64_t all = 0;
     for (int i = 0; i < 4; i++) {
-        r[i] = ask(c, "neuron_cores=2");
+        r[i] = sched_fixture_place(c, "neuron_cores=2");
         uint64_t m = mask_of(c, &r[i]);
         assert_int_equal(__builtin_popcountll(m), 1);
         assert_int_equal(m & all, 0); /* distinct devices */
@@ -100,15 +83,16 @@ static void test_multiples_prefer_numa(void **state)
     (void)state;
     sched_cluster_t *c = trn1();
     uint64_t d0 = sched_cluster_digest(c);
-    sched_result_t r = ask(c, "neuron_cores=4");
+    sched_result_t r = sched_fixture_place(c, "neuron_cores=4");
     assert_int_equal(mask_of(c, &r), 0x3);
-    sched_result_t big = ask(c, "neuron_cores=10"); /* 5 devices: NUMA 0 still holds them */
+    sched_result_t big =
+        sched_fixture_place(c, "neuron_cores=10"); /* 5 devices: NUMA 0 still holds them */
     assert_int_equal(mask_of(c, &big), 0x7c);
     /* NUMA 0 has one device left: 2 devices come from NUMA 1, together */
-    sched_result_t r2 = ask(c, "neuron_cores=4");
+    sched_result_t r2 = sched_fixture_place(c, "neuron_cores=4");
     assert_int_equal(mask_of(c, &r2), 0x300);
     /* one device still fits NUMA 0's last one (best fit) */
-    sched_result_t r3 = ask(c, "neuron_cores=2");
+    sched_result_t r3 = sched_fixture_place(c, "neuron_cores=2");
     assert_int_equal(mask_of(c, &r3), 0x80);
     assert_int_equal(sched_release(c, r.placement), 0);
     assert_int_equal(sched_release(c, big.placement), 0);
@@ -125,20 +109,20 @@ static void test_part_device_refused(void **state)
     uint64_t d0 = sched_cluster_digest(c);
     static const char *const bad[] = {"neuron_cores=3", "neuron_cores=1", "neuron_cores=0.5"};
     for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++) {
-        sched_result_t r = ask(c, bad[i]);
+        sched_result_t r = sched_fixture_place(c, bad[i]);
         assert_int_equal(r.status, SCHED_INFEASIBLE);
         assert_string_equal(r.reason,
                             "neuron_cores requests on trn1-01 must be whole devices of 2 cores");
     }
     assert_int_equal(sched_cluster_digest(c), d0);
     /* more than the node has in total keeps its usual reason */
-    sched_result_t r = ask(c, "neuron_cores=34");
+    sched_result_t r = sched_fixture_place(c, "neuron_cores=34");
     assert_int_equal(r.status, SCHED_INFEASIBLE);
     assert_non_null(strstr(r.reason, "in total"));
     /* all 16 devices, then nothing is left: retry, not infeasible */
-    sched_result_t all = ask(c, "neuron_cores=32");
+    sched_result_t all = sched_fixture_place(c, "neuron_cores=32");
     assert_int_equal(mask_of(c, &all), 0xffff);
-    r = ask(c, "neuron_cores=2");
+    r = sched_fixture_place(c, "neuron_cores=2");
     assert_int_equal(r.status, SCHED_RETRY);
     assert_int_equal(sched_release(c, all.placement), 0);
     assert_int_equal(sched_cluster_digest(c), d0);
@@ -166,7 +150,7 @@ static void test_property_random(void **state)
             int q = 1 + (int)(sched_rng_next(&rng) % 8);
             char res[32];
             snprintf(res, sizeof(res), "neuron_cores=%d", q);
-            sched_result_t r = ask(c, res);
+            sched_result_t r = sched_fixture_place(c, res);
             int freedev = 16 - __builtin_popcountll(used);
             if (q % 2) {
                 assert_int_equal(r.status, SCHED_INFEASIBLE);

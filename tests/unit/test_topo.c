@@ -481,8 +481,9 @@ static void test_zero_devices(void **state)
 
 static void test_symbols_and_legend(void **state)
 {
-    static const char *const want[CR_LINK_KIND_COUNT + 1] = {
-        "NV18", "NV18", "XGMI", "ICI", "NL", "ROCE", "PIX", "PXB", "PHB", "NODE", "SYS", "X"};
+    static const char *const want[CR_LINK_KIND_COUNT + 1] = {"NV18", "NV18", "PART", "XGMI", "ICI",
+                                                             "NL",   "ROCE", "PIX",  "PXB",  "PHB",
+                                                             "NODE", "SYS",  "X"};
     char buf[16];
     for (int k = 0; k <= CR_LINK_KIND_COUNT; k++)
         assert_string_equal(hw_topo_symbol((cr_link_kind_t)k, 18, buf, sizeof(buf)), want[k]);
