@@ -11,12 +11,20 @@
 
 /* Slice shapes per generation, as Cloud TPU offers them (Ray keeps the
  * same table). Where two shapes have the same chip count, the usual one
- * comes first: it is what a pod type alone implies. */
+ * comes first: it is what a pod type alone implies. v5p: the table of
+ * cloud.google.com/tpu/docs/v5p ("most common single-slice shapes":
+ * 2x2x1 ... 16x16x24, v5p-128 = 4x4x4 on 16 hosts) plus 2x2x4 (v5p-32);
+ * larger 3D slices that are not listed follow the grid rule of the row
+ * (each side a multiple of 4), and a pod type alone then means the most
+ * cube-like such shape (tpu_topology_for_chips). */
 /* clang-format off */
 static const char *const topo_v2[] = {"2x2", "4x4", "4x8", "8x8", "8x16", "16x16", NULL};
 static const char *const topo_v3[] = {"2x2",  "4x4",   "4x8",   "8x8",
                                       "8x16", "16x16", "16x32", "32x32", NULL};
 static const char *const topo_3d[] = {"2x2x1", "2x2x2", "2x2x4", "2x4x4", NULL};
+static const char *const topo_v5p[] = {"2x2x1", "2x2x2",  "2x2x4",   "2x4x4",    "4x4x4",
+                                       "4x4x8", "4x8x8",  "8x8x8",   "8x8x16",   "8x16x16",
+                                       "16x16x16", "16x16x24", NULL};
 static const char *const topo_v5e_v6e[] = {"1x1", "2x2", "2x4",  "4x4",   "2x8",
                                            "4x8", "8x8", "8x16", "16x16", NULL};
 static const char *const topo_v7x[] = {"2x2x1", "2x2x2", "2x2x4", "2x4x4",  "4x4x4",
@@ -34,7 +42,7 @@ static const tpu_gen_t gens[] = {
      .cores_per_chip = 1, .hbm_gib = 16, .pod_counts_cores = false, .ndims = 2,
      .single_host_chips = 8, .topologies = topo_v5e_v6e},
     {.name = "v5p", .sku = "TPU-V5P", .pci_device = 0x0062, .cores_per_chip = 2, .hbm_gib = 95,
-     .pod_counts_cores = true, .ndims = 3, .topologies = topo_3d, .grid_step = 4,
+     .pod_counts_cores = true, .ndims = 3, .topologies = topo_v5p, .grid_step = 4,
      .grid_max = {16, 16, 24}},
     {.name = "v6e", .sku = "TPU-V6E", .pci_device = 0x006f, .cores_per_chip = 1, .hbm_gib = 32,
      .pod_counts_cores = false, .ndims = 2, .single_host_chips = 8,
@@ -222,6 +230,28 @@ void tpu_topology_list(const tpu_gen_t *g, char *buf, size_t size)
                  g->grid_step, g->grid_max[0], g->grid_max[1], g->grid_max[2]);
 }
 
+/* The most cube-like AxBxC (A <= B <= C) of g's grid rule with that many
+ * chips: the smallest longest side, then the smallest middle one. */
+static int grid_for_chips(const tpu_gen_t *g, int chips, tpu_topology_t *out)
+{
+    int st = g->grid_step, best = 0;
+    if (st <= 0 || chips % (st * st * st) != 0)
+        return CR_ENOENT;
+    for (int a = st; a <= g->grid_max[0]; a += st)
+        for (int b = a; b <= g->grid_max[1]; b += st) {
+            if (chips % (a * b) != 0)
+                continue;
+            int c = chips / (a * b);
+            if (c < b || c % st != 0 || c > g->grid_max[2])
+                continue;
+            if (!best || c < out->dims[2] || (c == out->dims[2] && b < out->dims[1])) {
+                *out = (tpu_topology_t){.ndims = 3, .dims = {a, b, c}};
+                best = 1;
+            }
+        }
+    return best ? 0 : CR_ENOENT;
+}
+
 int tpu_topology_for_chips(const tpu_gen_t *g, int chips, tpu_topology_t *out)
 {
     for (const char *const *s = g->topologies; *s; s++) {
@@ -231,7 +261,49 @@ int tpu_topology_for_chips(const tpu_gen_t *g, int chips, tpu_topology_t *out)
             return 0;
         }
     }
-    return CR_ENOENT;
+    return grid_for_chips(g, chips, out);
+}
+
+void tpu_topology_nearest(const tpu_gen_t *g, int chips, char *buf, size_t size)
+{
+    /* the closest chip count below or at `chips` and the closest above */
+    int below = 0, above = 0;
+    for (const char *const *s = g->topologies; *s; s++) {
+        tpu_topology_t v;
+        if (tpu_topology_parse(*s, &v) != 0)
+            continue;
+        int n = tpu_topology_chips(&v);
+        if (n <= chips && n > below)
+            below = n;
+        if (n > chips && (!above || n < above))
+            above = n;
+    }
+    tpu_topology_t grid;
+    if (grid_for_chips(g, chips, &grid) == 0)
+        below = chips;
+    size_t off = 0;
+    if (size)
+        buf[0] = '\0';
+    for (int pass = 0; pass < 2; pass++) {
+        int want = pass ? above : below;
+        if (!want)
+            continue;
+        bool listed = false;
+        for (const char *const *s = g->topologies; *s && off < size; s++) {
+            tpu_topology_t v;
+            if (tpu_topology_parse(*s, &v) != 0 || tpu_topology_chips(&v) != want)
+                continue;
+            int n = snprintf(buf + off, size - off, "%s%s (%d chips)", off ? ", " : "", *s, want);
+            off += n > 0 ? (size_t)n : 0;
+            listed = true;
+        }
+        if (!listed && tpu_topology_for_chips(g, want, &grid) == 0 && off < size) {
+            char t[32];
+            tpu_topology_format(&grid, t, sizeof(t));
+            int n = snprintf(buf + off, size - off, "%s%s (%d chips)", off ? ", " : "", t, want);
+            off += n > 0 ? (size_t)n : 0;
+        }
+    }
 }
 
 int tpu_pod_type_parse(const char *s, tpu_pod_type_t *out)
@@ -268,15 +340,21 @@ void tpu_pod_type_format(const tpu_gen_t *g, int chips, char *buf, size_t size)
     snprintf(buf, size, "%s-%d", g->name, g->pod_counts_cores ? chips * g->cores_per_chip : chips);
 }
 
-int tpu_host_bounds(const tpu_gen_t *g, const tpu_topology_t *t, tpu_topology_t *host)
+int tpu_host_bounds(const tpu_gen_t *g, const tpu_topology_t *t, int host_chips,
+                    tpu_topology_t *host)
 {
     int chips = tpu_topology_chips(t);
-    if (chips <= g->single_host_chips) {
+    if (host_chips <= 0) /* the usual host: one for a small v5e/v6e slice, else 4 chips */
+        host_chips = chips <= g->single_host_chips ? chips : TPU_CHIPS_PER_HOST;
+    if (host_chips == chips && (chips <= g->single_host_chips || chips <= TPU_CHIPS_PER_HOST)) {
         *host = *t;
         return 0;
     }
+    /* a multi-host slice: 2x2 (2D) or 2x2x1 (3D) blocks of 4 chips, also
+     * for a v6e-8 / v5litepod-8 (2x4) on two 4-chip VMs (xpk's
+     * ct6e-standard-4t for v6e-8 has 2 VMs) */
     tpu_topology_t h = {.ndims = t->ndims, .dims = {2, 2, 1}};
-    if (chips < TPU_CHIPS_PER_HOST)
+    if (host_chips != TPU_CHIPS_PER_HOST || chips < TPU_CHIPS_PER_HOST)
         return CR_EINVAL;
     for (int i = 0; i < t->ndims; i++)
         if (t->dims[i] % h.dims[i] != 0)
@@ -285,18 +363,18 @@ int tpu_host_bounds(const tpu_gen_t *g, const tpu_topology_t *t, tpu_topology_t 
     return 0;
 }
 
-int tpu_worker_count(const tpu_gen_t *g, const tpu_topology_t *t)
+int tpu_worker_count(const tpu_gen_t *g, const tpu_topology_t *t, int host_chips)
 {
     tpu_topology_t h;
-    int err = tpu_host_bounds(g, t, &h);
+    int err = tpu_host_bounds(g, t, host_chips, &h);
     return err ? err : tpu_topology_chips(t) / tpu_topology_chips(&h);
 }
 
-int tpu_chip_coords(const tpu_gen_t *g, const tpu_topology_t *t, int worker, int chip,
-                    int coords[TPU_MAX_DIMS])
+int tpu_chip_coords(const tpu_gen_t *g, const tpu_topology_t *t, int host_chips, int worker,
+                    int chip, int coords[TPU_MAX_DIMS])
 {
     tpu_topology_t h;
-    int err = tpu_host_bounds(g, t, &h);
+    int err = tpu_host_bounds(g, t, host_chips, &h);
     if (err)
         return err;
     int nworkers = tpu_topology_chips(t) / tpu_topology_chips(&h);
