@@ -13,6 +13,7 @@
 #include "head/state.h"
 #include "hw/hw.h"
 #include "net/net.h"
+#include "sched/gang.h"
 #include "sched/sched.h"
 
 #define DEFAULT_GRACE_MS 5000
@@ -91,6 +92,7 @@ struct job {
     uv_timer_t *timer; /* the backoff; NULL until the first restart */
     int64_t fail_us;      /* when the worker whose failure decided the job ended */
     uint32_t master_port; /* distributed jobs: the rendezvous port of this start */
+    uint32_t jax_port;    /* and JAX's coordinator's, another one */
     bool port_wait;       /* waiting for the port before starting the gang */
 };
 
@@ -109,7 +111,8 @@ typedef struct daemon {
     uv_timer_t tick; /* membership, leases */
     char *session, *logs, *sock, *address;
     int port;
-    const char *listen; /* TCP address, NULL: 127.0.0.1 */
+    const char *listen;  /* TCP address, NULL: 127.0.0.1 */
+    const char *node_ip; /* --node-ip: the address other nodes reach this one at */
     CR_VEC(node_t *) nodes;
     CR_VEC(job_t *) jobs;
     CR_VEC(job_t *) pending; /* waiting for resources, in arrival order */
@@ -168,7 +171,7 @@ void worker_started(wk_t *w, const agent_started_t *s);
 void worker_ended(wk_t *w, const Corral__WorkerReport *r);
 /* its node died, or it was not found again: reason */
 void worker_lost(wk_t *w, const char *reason);
-void job_port_ready(job_t *j, uint32_t port, const char *why);
+void job_port_ready(job_t *j, uint32_t port, uint32_t jax_port, const char *why);
 
 /* nodes.c */
 node_t *node_add_local(cr_node_t *desc, char *why, size_t size);
@@ -180,6 +183,9 @@ node_t *node_by_id(const char *id);
 node_t *node_of(int sn);
 void node_start_worker(wk_t *w);
 void node_stop_worker(wk_t *w, uint32_t grace_ms);
+/* Worker w where it was placed, for sched/gang.c; addr (size bytes) holds
+ * the address other nodes reach its node at. */
+void node_gang_slot(const wk_t *w, sched_gang_slot_t *out, char *addr, size_t size);
 /* Asks n's agent for a free port; job_port_ready answers. */
 void node_request_port(node_t *n, job_t *j);
 void nodes_dispatch(cr_conn_t *c, const Corral__Envelope *e); /* agent messages */

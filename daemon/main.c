@@ -16,7 +16,8 @@
 
 static const char usage_line[] =
     "usage: corrald --head [--hw-spec FILE] [--resources 'K=V,...'] [--labels 'k=v,...'] "
-    "[--port N] [--listen ADDR] [--token-file F] [--heartbeat-ms N] [--suspect-after-ms N] "
+    "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
+    "[--suspect-after-ms N] "
     "[--dead-after-ms N] [--block]\n"
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...]\n";
@@ -395,6 +396,7 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    D.node_ip = ao.node_ip;
     D.cluster = sched_cluster_new();
     char why[256];
     if (!(D.self = node_add_local(D.node, why, sizeof(why))) ||
@@ -487,9 +489,8 @@ int main(int argc, char **argv)
         goto loop_out;
     }
 listening:
-    D.address = cr_asprintf("%s:%d", D.listen && strcmp(D.listen, "0.0.0.0") ? D.listen
-                                                                                : "127.0.0.1",
-                            D.port);
+    D.address = cr_asprintf(
+        "%s:%d", D.listen && strcmp(D.listen, "0.0.0.0") ? D.listen : "127.0.0.1", D.port);
     char *text = cr_asprintf("%s\n", D.address), *pidtext = cr_asprintf("%d\n", (int)getpid());
     e = write_file("address", text);
     if (e == 0)

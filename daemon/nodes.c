@@ -5,6 +5,7 @@
  * workers an agent reports after a reconnect or a head restart. */
 #include "daemon/daemon.h"
 #include "daemon/follow.h"
+#include "sched/gang.h"
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -175,12 +176,26 @@ static int send_to(node_t *n, Corral__Envelope *e)
 
 /* ------------------------------------------------------ starting workers */
 
-/* The address other workers reach node n at. */
-static const char *node_addr(const node_t *n)
+/* The address other workers reach node n at: its advertised one (an
+ * agent's --node-ip, else the address its connection came from; the
+ * head's own --node-ip or --listen), never loopback when a gang spans
+ * nodes: a head on a wildcard --listen without --node-ip is reached at the
+ * address the gang's other nodes connected to (sched_addr_is_local_only). */
+static const char *node_addr(const node_t *n, const job_t *j, char *buf, size_t size)
 {
-    if (n->local || !n->address || !n->address[0])
-        return D.listen && strcmp(D.listen, "0.0.0.0") ? D.listen : "127.0.0.1";
-    return n->address;
+    if (!n->local && n->address && n->address[0])
+        return n->address;
+    if (D.node_ip && D.node_ip[0])
+        return D.node_ip;
+    if (!sched_addr_is_local_only(D.listen))
+        return D.listen;
+    for (int i = 0; j && i < j->n; i++) {
+        const node_t *o = j->wk[i].node;
+        if (o && !o->local && o->conn && cr_conn_local_ip(o->conn, buf, size) == 0 &&
+            !sched_addr_is_local_only(buf))
+            return buf;
+    }
+    return "127.0.0.1";
 }
 
 /* The unit resource name of worker w's devices ("GPU", "TPU"), "" when
@@ -199,76 +214,87 @@ static const char *accel_type(const wk_t *w)
     return "";
 }
 
-typedef struct envb {
-    Corral__KeyValue kv[24];
-    Corral__KeyValue *p[24];
-    char val[24][256];
-    size_t n;
-} envb_t;
-
-static void envb_add(envb_t *b, const char *k, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void envb_add(envb_t *b, const char *k, const char *fmt, ...)
+void node_gang_slot(const wk_t *w, sched_gang_slot_t *out, char *addr, size_t size)
 {
-    if (b->n == CR_ARRAY_SIZE(b->kv))
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->val[b->n], sizeof(b->val[b->n]), fmt, ap);
-    va_end(ap);
-    corral__key_value__init(&b->kv[b->n]);
-    b->kv[b->n].key = (char *)k;
-    b->kv[b->n].value = b->val[b->n];
-    b->p[b->n] = &b->kv[b->n];
-    b->n++;
+    const node_t *n = w->node;
+    const char *wid =
+        n && n->desc ? cr_node_get_label(n->desc, "corral.io/tpu-slice-worker-id") : NULL;
+    int64_t v = -1;
+    if (!wid || cr_parse_i64(wid, 10, &v) != 0 || v < 0 || v > 1000000)
+        v = -1;
+    int first = -1;
+    for (size_t i = 0; i < w->ndevs; i++)
+        if (first < 0 || w->devs[i] < first)
+            first = w->devs[i];
+    char tmp[256];
+    snprintf(addr, size, "%s", n ? node_addr(n, w->job, tmp, sizeof(tmp)) : "?");
+    *out = (sched_gang_slot_t){.node = n ? n->sn : -1,
+                               .addr = addr,
+                               .slice_worker = (int)v,
+                               .first_dev = first,
+                               .ndevs = (int)w->ndevs};
 }
 
-/* The rank variables of torch.distributed, JAX and TPU slices for worker w
- * of a distributed job (docs/train.md). */
-static void rank_env(const wk_t *w, envb_t *b)
+/* The variables of torch.distributed, JAX and a TPU slice for worker w of
+ * a distributed job, whose workers are in rank order (sched/gang.c). */
+static void rank_env(const wk_t *w, cr_envlist_t *out)
 {
     const job_t *j = w->job;
-    int local_rank = 0, local_size = 0, node_rank = 0, nnodes = 0;
-    const node_t **seen = cr_calloc((size_t)j->n + 1, sizeof(*seen));
-    cr_buf_t hosts = {0};
-    for (int i = 0; i < j->n; i++) {
-        const node_t *ni = j->wk[i].node;
-        int at = -1;
-        for (int k = 0; k < nnodes && at < 0; k++)
-            if (seen[k] == ni)
-                at = k;
-        if (at < 0) { /* nodes in the order of their first rank */
-            at = nnodes;
-            seen[nnodes++] = ni;
-            cr_buf_printf(&hosts, "%s%s", at ? "," : "", ni ? node_addr(ni) : "?");
-        }
-        if (ni == w->node) {
-            node_rank = at;
-            if (i < w->index)
-                local_rank++;
-            local_size++;
-        }
+    sched_gang_slot_t *s = cr_calloc((size_t)j->n, sizeof(*s));
+    char(*addr)[256] = cr_calloc((size_t)j->n, sizeof(*addr));
+    for (int i = 0; i < j->n; i++)
+        node_gang_slot(&j->wk[i], &s[i], addr[i], sizeof(addr[i]));
+    cr_envlist_t job = {0}; /* a view of what the job sets */
+    const Corral__WorkerSpec *ws = j->spec->worker;
+    for (size_t i = 0; i < ws->n_env; i++)
+        *CR_VEC_PUSH(&job.vars) = (cr_kv_t){.key = ws->env[i]->key, .value = ws->env[i]->value};
+    const char *topo = w->node && w->node->desc
+                           ? cr_node_get_label(w->node->desc, "corral.io/tpu-slice-topology")
+                           : NULL;
+    sched_gang_t g = {.slots = s,
+                      .n = j->n,
+                      .run_id = j->idstr,
+                      .master_port = j->master_port,
+                      .jax_port = j->jax_port,
+                      .restart_count = w->attempt,
+                      .max_restarts = (int)j->spec->max_restarts,
+                      .job_env = &job,
+                      .tpu = strcmp(accel_type(w), "TPU") == 0,
+                      .tpu_topology = topo};
+    if (sched_gang_env(&g, w->index, out) < 0)
+        cr_warn("job %s worker %d: its rank variables do not fit", j->idstr, w->index);
+    CR_VEC_FREE(&job.vars);
+    free(addr);
+    free(s);
+}
+
+/* A worker's extra environment as the WorkerStart message carries it. */
+typedef struct envb {
+    cr_envlist_t env;
+    Corral__KeyValue *kv;
+    Corral__KeyValue **p;
+} envb_t;
+
+static void envb_pack(envb_t *b, Corral__WorkerStart *ws)
+{
+    size_t n = b->env.vars.n;
+    b->kv = cr_calloc(n + 1, sizeof(*b->kv));
+    b->p = cr_calloc(n + 1, sizeof(*b->p));
+    for (size_t i = 0; i < n; i++) {
+        corral__key_value__init(&b->kv[i]);
+        b->kv[i].key = b->env.vars.v[i].key;
+        b->kv[i].value = b->env.vars.v[i].value;
+        b->p[i] = &b->kv[i];
     }
-    free(seen);
-    const char *master = node_addr(j->wk[0].node);
-    envb_add(b, "MASTER_ADDR", "%s", master);
-    envb_add(b, "MASTER_PORT", "%u", j->master_port);
-    envb_add(b, "RANK", "%d", w->index);
-    envb_add(b, "WORLD_SIZE", "%d", j->n);
-    envb_add(b, "LOCAL_RANK", "%d", local_rank);
-    envb_add(b, "LOCAL_WORLD_SIZE", "%d", local_size);
-    envb_add(b, "NODE_RANK", "%d", node_rank);
-    envb_add(b, "GROUP_RANK", "%d", node_rank);
-    envb_add(b, "NNODES", "%d", nnodes);
-    envb_add(b, "JAX_COORDINATOR_ADDRESS", "%s:%u", master, j->master_port);
-    envb_add(b, "JAX_PROCESS_ID", "%d", w->index);
-    envb_add(b, "JAX_NUM_PROCESSES", "%d", j->n);
-    const char *type = accel_type(w);
-    if (strcmp(type, "TPU") == 0) {
-        envb_add(b, "TPU_WORKER_ID", "%d", node_rank);
-        envb_add(b, "TPU_WORKER_HOSTNAMES", "%s", hosts.s ? hosts.s : "");
-    }
-    cr_buf_free(&hosts);
+    ws->extra_env = b->p;
+    ws->n_extra_env = n;
+}
+
+static void envb_free(envb_t *b)
+{
+    cr_envlist_free(&b->env);
+    free(b->kv);
+    free(b->p);
 }
 
 void node_start_worker(wk_t *w)
@@ -291,27 +317,26 @@ void node_start_worker(wk_t *w)
     ws.bundle_index = w->bundle >= 0 ? (uint32_t)w->bundle : 0;
     ws.bind = j->spec->bind;
     ws.grace_ms = j->spec->grace_ms;
-    envb_t *b = cr_calloc(1, sizeof(*b));
-    envb_add(b, "CORRAL_ACCELERATOR_TYPE", "%s", accel_type(w));
+    envb_t b = {0};
+    cr_envlist_set(&b.env, "CORRAL_ACCELERATOR_TYPE", accel_type(w));
     if (j->spec->distributed)
-        rank_env(w, b);
-    ws.extra_env = b->p;
-    ws.n_extra_env = b->n;
+        rank_env(w, &b.env);
+    envb_pack(&b, &ws);
     if (!n) {
-        free(b);
+        envb_free(&b);
         worker_lost(w, "it has no node");
         return;
     }
     if (n->local) {
         agent_start(D.agent, &ws);
-        free(b);
+        envb_free(&b);
         return;
     }
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_WORKER_START;
     e.worker_start = &ws;
     int err = send_to(n, &e);
-    free(b);
+    envb_free(&b);
     if (err < 0) {
         char why[160];
         snprintf(why, sizeof(why), "node %s's agent cannot be reached (%s)", n->id,
@@ -342,8 +367,8 @@ void node_stop_worker(wk_t *w, uint32_t grace_ms)
 void node_request_port(node_t *n, job_t *j)
 {
     if (n->local) {
-        uint32_t p = agent_free_port();
-        job_port_ready(j, p, p ? NULL : strerror(errno));
+        uint32_t p2, p = agent_free_port(&p2);
+        job_port_ready(j, p, p2, p ? NULL : strerror(errno));
         return;
     }
     Corral__PortRequest pr = CORRAL__PORT_REQUEST__INIT;
@@ -351,7 +376,7 @@ void node_request_port(node_t *n, job_t *j)
     e.body_case = CORRAL__ENVELOPE__BODY_PORT_REQUEST;
     e.port_request = &pr;
     if (send_to(n, &e) < 0) {
-        job_port_ready(j, 0, "its agent is not connected");
+        job_port_ready(j, 0, 0, "its agent is not connected");
         return;
     }
     port_wait_t *pw = CR_VEC_PUSH(&port_waits);
@@ -360,7 +385,8 @@ void node_request_port(node_t *n, job_t *j)
     snprintf(pw->job, sizeof(pw->job), "%s", j->idstr);
 }
 
-static void port_answer(node_t *n, uint64_t reply_to, uint32_t port, const char *why)
+static void port_answer(node_t *n, uint64_t reply_to, uint32_t port, uint32_t port2,
+                        const char *why)
 {
     for (size_t i = 0; i < port_waits.n; i++) {
         port_wait_t pw = port_waits.v[i];
@@ -369,7 +395,7 @@ static void port_answer(node_t *n, uint64_t reply_to, uint32_t port, const char 
         port_waits.v[i--] = port_waits.v[--port_waits.n];
         job_t *j = job_find(pw.job);
         if (j)
-            job_port_ready(j, port, why);
+            job_port_ready(j, port, port2, why);
     }
 }
 
@@ -401,7 +427,7 @@ static void node_dead(node_t *n, const char *why)
     event_node("node_dead", n, "node %s declared dead: %s", n->id, why);
     uint64_t ids[1];
     sched_node_lost(D.cluster, n->sn, ids, 0);
-    port_answer(n, 0, 0, "its node died");
+    port_answer(n, 0, 0, 0, "its node died");
     char reason[192];
     snprintf(reason, sizeof(reason), "node %s died (%s)", n->id, why);
     for (size_t i = 0; i < D.jobs.n; i++) {
@@ -567,7 +593,14 @@ static void h_register(cr_conn_t *c, const Corral__Envelope *e)
     bool was_waiting = n->waiting;
     n->incarnation = r->incarnation;
     free(n->address);
-    n->address = cr_strdup(r->address && r->address[0] ? r->address : "127.0.0.1");
+    /* an agent without --node-ip says 127.0.0.1: where its connection came
+     * from is what the other nodes can reach, unless that is loopback too */
+    char peer[64];
+    const char *adv = r->address && r->address[0] ? r->address : "127.0.0.1";
+    if (sched_addr_is_local_only(adv) && cr_conn_peer_ip(c, peer, sizeof(peer)) == 0 &&
+        !sched_addr_is_local_only(peer))
+        adv = peer;
+    n->address = cr_strdup(adv);
     n->conn = c;
     n->state = CORRAL__NODE_STATE__NODE_ALIVE;
     n->waiting = false;
@@ -809,12 +842,13 @@ void nodes_dispatch(cr_conn_t *c, const Corral__Envelope *e)
         pgs_txn_done(n, e->txn_done);
         break;
     case CORRAL__ENVELOPE__BODY_PORT_REPLY:
-        port_answer(n, e->reply_to, e->port_reply->port, "the agent found no free port");
+        port_answer(n, e->reply_to, e->port_reply->port, e->port_reply->port2,
+                    "the agent found no free port");
         break;
     case CORRAL__ENVELOPE__BODY_ERROR:
         cr_warn("node %s: %s", n->id, e->error->message);
         if (e->reply_to)
-            port_answer(n, e->reply_to, 0, e->error->message);
+            port_answer(n, e->reply_to, 0, 0, e->error->message);
         break;
     case CORRAL__ENVELOPE__BODY_ACK:
     case CORRAL__ENVELOPE__BODY_EVENT:
@@ -831,7 +865,7 @@ void nodes_conn_closed(cr_conn_t *c)
     if (!n || n->conn != c)
         return;
     n->conn = NULL;
-    port_answer(n, 0, 0, "its agent disconnected");
+    port_answer(n, 0, 0, 0, "its agent disconnected");
     pgs_conn_closed(n);
     if (n->state == CORRAL__NODE_STATE__NODE_ALIVE && !D.shutting_down) {
         n->state = CORRAL__NODE_STATE__NODE_SUSPECT;
