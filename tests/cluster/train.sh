@@ -113,6 +113,17 @@ out=$("$CORRAL" train --workers 4 --resources-per-worker GPU=1 --placement SPREA
     [ "$(sed -n 's/^\[rank [0-3]\] dev cpu \(GPU-[^ ]*\) \(gpu-[ab]\)$/\2 \1/p' <<<"$out" | sort -u | wc -l)" = 4 ] &&
     ok "4 ranks on 2 GPU nodes: a distinct GPU each, get_device() is the CPU, said once per rank" ||
     fail "get_device: rc=$rc $out"
+# JAX: the arguments corral.train.jax.initialize() gives jax.distributed.initialize()
+# under corral train (JAX is not installed here: its argument computation only)
+out=$("$CORRAL" train --workers 4 --resources-per-worker GPU=1 --placement SPREAD --env "$PP" -- \
+    $PY -c 'import corral.train.jax as cj, os; a = cj.initialize_args(); print("jax", a["coordinator_address"], a["num_processes"], a["process_id"], os.environ["RANK"], os.environ["MASTER_PORT"])' 2>&1); rc=$?
+coord=$(sed -n 's/^\[rank 0\] jax \([^ ]*\) .*/\1/p' <<<"$out")
+bad=
+for r in 0 1 2 3; do grep -q "^\[rank $r\] jax $coord 4 $r $r [0-9]*$" <<<"$out" || bad=1; done
+mport=$(sed -n 's/^\[rank 0\] jax .* \([0-9]*\)$/\1/p' <<<"$out")
+[ $rc -eq 0 ] && [ -n "$coord" ] && [ -z "$bad" ] && [ "${coord##*:}" != "$mport" ] &&
+    ok "corral.train.jax.initialize_args(): one coordinator ($coord, not MASTER_PORT $mport), 4 processes, id = RANK" ||
+    fail "jax args: rc=$rc $out"
 "$CORRAL" pg list --json | jq -e 'length == 0' >/dev/null && ok "every train group removed" ||
     fail "groups left: $("$CORRAL" pg list)"
 finish
