@@ -40,7 +40,7 @@ typedef struct tpu_gen {
     const char *const *topologies; /* the valid slice shapes, NULL-terminated,
                                       the usual one for a chip count first */
     int grid_step;                 /* 3D: also valid, every AxBxC with A, B, C */
-    int grid_max[TPU_MAX_DIMS];    /*     multiples of grid_step up to grid_max */
+    int grid_max_chips;            /*     multiples of grid_step, up to this many chips */
 } tpu_gen_t;
 
 typedef struct tpu_topology {

@@ -62,15 +62,26 @@ static void test_valid_topologies(void **state)
     check_valid("v5p", "2x2x2", true);
     check_valid("v5p", "4x4x4", true); /* the grid rule */
     check_valid("v5p", "16x16x24", true);
-    check_valid("v5p", "4x4x28", false); /* beyond the grid */
+    /* xpk's system characteristics list these (v5p-896, v5p-7808,
+     * v5p-17920: the whole 8960-chip pod) */
+    check_valid("v5p", "4x4x28", true);
+    check_valid("v5p", "4x4x244", true);
+    check_valid("v5p", "16x20x28", true);
+    check_valid("v5p", "4x4x16", true);    /* the grid rule: not listed, same size as 4x8x8 */
+    check_valid("v5p", "16x20x32", false); /* more chips than the pod */
     check_valid("v5p", "4x4x6", false);
     check_valid("v5p", "4x4", false);
     check_valid("v4", "12x12x16", true);
-    check_valid("v4", "16x16x16", false);
+    check_valid("v4", "8x16x16", true);  /* xpk: v4-4096 */
+    check_valid("v4", "16x16x16", true); /* the 4096-chip pod */
+    check_valid("v4", "16x16x20", false);
     check_valid("v3", "32x32", true);
     check_valid("v2", "32x32", false);
     check_valid("v7x", "8x16x16", true);
-    check_valid("v7x", "4x4x12", false); /* no grid rule for v7x */
+    check_valid("v7x", "4x4x12", true);   /* xpk: tpu7x-384 */
+    check_valid("v7x", "1x1x1", true);    /* xpk: tpu7x-standard-1t */
+    check_valid("v7x", "16x24x24", true); /* xpk: the 9216-chip pod */
+    check_valid("v7x", "2x2x3", false);
 
     char list[512];
     tpu_topology_list(tpu_gen_find("v6e"), list, sizeof(list));
@@ -152,8 +163,18 @@ static void test_pod_types(void **state)
         {"v5p-4096", "8x16x16", 512},
         {"v5p-8192", "16x16x16", 1024},
         {"v5p-12288", "16x16x24", 1536},
-        /* not in the table: the most cube-like shape of the grid rule */
+        /* xpk's system characteristics (one shape per size) */
         {"v5p-768", "4x8x12", 96},
+        {"v5p-1408", "4x4x44", 176},
+        {"v5p-17920", "16x20x28", 2240},
+        {"v4-4096", "8x16x16", 512},
+        {"tpu7x-2", "1x1x1", 1},
+        {"tpu7x-8", "2x2x1", 1},
+        {"tpu7x-128", "4x4x4", 16},
+        {"tpu7x-18432", "16x24x24", 2304},
+        /* a size no table lists: the most cube-like shape of the grid rule
+         * (v4-8192 is the whole 4096-chip v4 pod) */
+        {"v4-8192", "16x16x16", 1024},
         /* v6e/v5e (cloud.google.com/tpu/docs/v6e, v5e: 2x4 8 chips, 4x4 16, 8x8 64) */
         {"v6e-8", "2x4", 1},
         {"v6e-16", "4x4", 4},
