@@ -69,8 +69,10 @@ void agent_reports_free(Corral__WorkerReport **v, size_t n);
 const char *agent_log_path(const agent_t *a, const char *worker_id, int stream);
 
 /* A TCP port free on this host now, 0 when none could be had: an agent's
- * answer to a PortRequest (the rendezvous port of a distributed job). */
-uint32_t agent_free_port(void);
+ * answer to a PortRequest (the rendezvous port of a distributed job); with
+ * second, another one besides (JAX's coordinator), both bound at once so
+ * that they differ. */
+uint32_t agent_free_port(uint32_t *second);
 /* The value of variable name in the environment process pid started with
  * (/proc/PID/environ) into val; false when unreadable or not set. */
 bool agent_proc_env(int pid, const char *name, char *val, size_t size);

@@ -659,7 +659,7 @@ static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
         break;
     case CORRAL__ENVELOPE__BODY_PORT_REQUEST: {
         Corral__PortReply pr = CORRAL__PORT_REPLY__INIT;
-        pr.port = agent_free_port();
+        pr.port = agent_free_port(&pr.port2);
         Corral__Envelope a = CORRAL__ENVELOPE__INIT;
         a.body_case = CORRAL__ENVELOPE__BODY_PORT_REPLY;
         a.port_reply = &pr;

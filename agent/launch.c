@@ -174,6 +174,7 @@ static int build_env(const cr_worker_spec_t *s, cr_envlist_t *env, char **errmsg
         }
         env_merge(env, &iso);
         cr_envlist_free(&iso);
+        env_merge(env, s->gang_env);
         cr_envlist_set(env, "CORRAL_NODE_ID", s->node->id);
     }
     char index[24];

@@ -39,10 +39,14 @@ typedef struct cr_worker_spec {
     const char *const *argv; /* NULL-terminated; argv[0] searched in the worker's PATH */
     const char *cwd;         /* NULL: the agent's working directory */
     const cr_envlist_t *env; /* the job's environment, NULL for none */
-    bool inherit_env;        /* start from the agent's environment, job's on top */
-    const cr_node_t *node;   /* this node, for isolation, CPUs and NICs */
-    const hw_options_t *hw;  /* how hw_isolate reads the world; NULL: defaults */
-    const int *devs;         /* the devices given (indices into node->devices) */
+    /* the head's variables for a distributed gang, applied after the
+     * isolation ones (a TPU mesh's bounds replace the lone process's);
+     * NULL for none */
+    const cr_envlist_t *gang_env;
+    bool inherit_env;       /* start from the agent's environment, job's on top */
+    const cr_node_t *node;  /* this node, for isolation, CPUs and NICs */
+    const hw_options_t *hw; /* how hw_isolate reads the world; NULL: defaults */
+    const int *devs;        /* the devices given (indices into node->devices) */
     size_t ndevs;
     const char *job_id;       /* CORRAL_JOB_ID */
     const char *worker_id;    /* CORRAL_WORKER_ID and the log file names: a plain name */
@@ -67,9 +71,9 @@ typedef void (*cr_worker_exit_cb)(cr_worker_t *w, const cr_worker_exit_t *exit, 
 /* Starts one worker. Its environment, later entries winning: the agent's
  * (when inherit_env), the job's, NCCL_SOCKET_IFNAME and UCX_NET_DEVICES
  * for the NICs nearest its devices (unless the job set them), the
- * isolation variables of every backend on the node (hw_isolate), then
- * CORRAL_NODE_ID, CORRAL_JOB_ID, CORRAL_WORKER_ID, CORRAL_WORKER_INDEX,
- * CORRAL_ACCELERATOR_IDS and CORRAL_AGENT_SOCKET.
+ * isolation variables of every backend on the node (hw_isolate), the
+ * gang's (gang_env), then CORRAL_NODE_ID, CORRAL_JOB_ID, CORRAL_WORKER_ID,
+ * CORRAL_WORKER_INDEX, CORRAL_ACCELERATOR_IDS and CORRAL_AGENT_SOCKET.
  *
  * The worker gets stdin from /dev/null, no other descriptor of the agent's
  * and default signal dispositions; argv[0] is searched in the PATH of the

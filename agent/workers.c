@@ -282,8 +282,9 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
         kv->key = spec->env[i]->key;
         kv->value = spec->env[i]->value;
     }
-    for (size_t i = 0; i < ws->n_extra_env; i++) { /* later entries win */
-        cr_kv_t *kv = CR_VEC_PUSH(&env.vars);
+    cr_envlist_t gang = {0}; /* the head's: after isolation, later entries winning */
+    for (size_t i = 0; i < ws->n_extra_env; i++) {
+        cr_kv_t *kv = CR_VEC_PUSH(&gang.vars);
         kv->key = ws->extra_env[i]->key;
         kv->value = ws->extra_env[i]->value;
     }
@@ -295,6 +296,7 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
     cr_worker_spec_t s = {.argv = (const char *const *)argv,
                           .cwd = spec->cwd && spec->cwd[0] ? spec->cwd : NULL,
                           .env = &env,
+                          .gang_env = &gang,
                           .inherit_env = true,
                           .node = a->cfg.node,
                           .hw = a->cfg.hwo,
@@ -317,6 +319,7 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
     int err = cr_worker_start(a->cfg.loop, &s, on_worker_exit, w, &w->w, &errmsg);
     free(argv);
     CR_VEC_FREE(&env.vars);
+    CR_VEC_FREE(&gang.vars);
     if (err < 0) {
         w->w = NULL;
         fail_start(a, ws, errmsg ? errmsg : cr_strerror(err));
@@ -404,17 +407,22 @@ void agent_free(agent_t *a)
     free(a);
 }
 
-uint32_t agent_free_port(void)
+uint32_t agent_free_port(uint32_t *second)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    socklen_t len = sizeof(a);
-    uint32_t port = 0;
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
+    int fd[2] = {-1, -1};
+    uint32_t port[2] = {0, 0};
+    for (int i = 0; i < (second ? 2 : 1); i++) {
+        fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        socklen_t len = sizeof(a);
+        if (fd[i] >= 0 && bind(fd[i], (struct sockaddr *)&a, sizeof(a)) == 0 &&
+            getsockname(fd[i], (struct sockaddr *)&a, &len) == 0)
+            port[i] = ntohs(a.sin_port);
+    }
+    for (int i = 0; i < 2; i++)
+        if (fd[i] >= 0)
+            close(fd[i]);
+    if (second)
+        *second = port[1];
+    return port[0];
 }

@@ -10,7 +10,8 @@
 
 static const char start_usage[] =
     "usage: corral start --head [--hw-spec FILE] [--resources 'K=V,...'] [--labels 'k=v,...'] "
-    "[--port N] [--listen ADDR] [--token-file F] [--heartbeat-ms N] [--suspect-after-ms N] "
+    "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
+    "[--suspect-after-ms N] "
     "[--dead-after-ms N] [--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--block]\n";

@@ -12,7 +12,8 @@
 
 static const char usage_line[] =
     "usage: corrald --head [--hw-spec FILE] [--resources 'K=V,...'] [--labels 'k=v,...'] "
-    "[--port N] [--listen ADDR] [--token-file F] [--heartbeat-ms N] [--suspect-after-ms N] "
+    "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
+    "[--suspect-after-ms N] "
     "[--dead-after-ms N] [--block]\n"
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...]\n";
@@ -223,6 +224,7 @@ int main(int argc, char **argv)
     ho.hwo = &hwo;
     ho.port = port;
     ho.token_file = token_file;
+    ho.node_ip = ao.node_ip;
     rc = head_main(&ho);
 out:
     hw_node_free(node);

@@ -86,7 +86,8 @@ void req_events(cr_conn_t *c, const Corral__Envelope *e)
     cr_state_event_list_free(v, n);
 }
 
-size_t events_each_since(uint64_t since_seq, void (*emit)(void *ctx, const Corral__Event *ev), void *ctx)
+size_t events_each_since(uint64_t since_seq, void (*emit)(void *ctx, const Corral__Event *ev),
+                         void *ctx)
 {
     cr_state_event_t *v = NULL;
     size_t n = 0;

@@ -104,8 +104,9 @@ typedef struct head {
     /* session.c */
     char *session, *logs, *sock, *address;
     int port;
-    const char *listen; /* TCP address, NULL: 127.0.0.1 */
-    bool reused;        /* the session of a head that died: recover() reads it back */
+    const char *listen;  /* TCP address, NULL: 127.0.0.1 */
+    const char *node_ip; /* --node-ip: the address other nodes reach this one at */
+    bool reused;         /* the session of a head that died: recover() reads it back */
     /* turn.c */
     cr_state_t *st;
     bool shutting_down, closed;
@@ -157,7 +158,7 @@ const char *node_name(void);
 void req_events(cr_conn_t *c, const Corral__Envelope *e);
 /* Each event after since_seq handed to emit; how many. */
 size_t events_each_since(uint64_t since_seq, void (*emit)(void *ctx, const Corral__Event *ev),
-                    void *ctx);
+                         void *ctx);
 
 /* -------------------------------------------------------- placement.c */
 /* Device indices as state.db keeps them: "0,3,5" appended to out, and
@@ -184,13 +185,20 @@ node_t *node_of(int sn);
 /* The node whose agent is on c, its last word noted (SUSPECT -> ALIVE);
  * NULL, answered with an error, when c has not registered. */
 node_t *node_of_agent(cr_conn_t *c, const Corral__Envelope *e);
-/* The address other workers reach n at. */
-const char *node_address(const node_t *n);
+/* The address other workers reach n at: its advertised one (an agent's
+ * --node-ip, else the address its connection came from; the head's own
+ * --node-ip or --listen), never loopback when a gang spans nodes: a head
+ * on a wildcard --listen without --node-ip is reached at the address the
+ * gang's other nodes (peers) connected to. buf (size bytes) may hold it. */
+const char *node_address(const node_t *n, node_t *const *peers, size_t npeers, char *buf,
+                         size_t size);
 /* Sends e to n's agent (e->id set): 0, or -ENOTCONN / the send's error. */
 int node_send(node_t *n, Corral__Envelope *e);
-/* Asks n's agent for a free TCP port; done(key, port, why) answers (port
- * 0 with why on failure), maybe at once. key is copied (at most 23 bytes). */
-typedef void (*node_port_fn)(const char *key, uint32_t port, const char *why);
+/* Asks n's agent for two free TCP ports (the rendezvous and JAX's
+ * coordinator); done(key, port, port2, why) answers (port 0 with why on
+ * failure; port2 0 from an agent that gives one), maybe at once. key is
+ * copied (at most 23 bytes). */
+typedef void (*node_port_fn)(const char *key, uint32_t port, uint32_t port2, const char *why);
 void node_request_port(node_t *n, const char *key, node_port_fn done);
 /* The membership messages of an agent: Register (the node, or NULL when
  * refused: then the connection is closing), Heartbeat, PortReply, Error. */
@@ -267,8 +275,9 @@ void recover(void); /* recover.c */
 typedef struct head_opts {
     cr_node_t *node;
     const hw_options_t *hwo;
-    const char *listen; /* TCP address, NULL: 127.0.0.1 */
-    uint32_t port;      /* 0: any (or the dead head's when taking over) */
+    const char *listen;  /* TCP address, NULL: 127.0.0.1 */
+    const char *node_ip; /* --node-ip */
+    uint32_t port;       /* 0: any (or the dead head's when taking over) */
     const char *token_file;
     uint32_t heartbeat_ms, suspect_ms, dead_ms; /* 0: 1000, 3000, 10000 */
 } head_opts_t;

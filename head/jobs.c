@@ -231,6 +231,32 @@ bool restart_schedule(job_t *j, wk_t *w, const char *cause)
     return true;
 }
 
+/* A distributed gang's workers in rank order (sched_gang_order: ranks
+ * contiguous per node, nodes in slice worker id order): worker r takes
+ * the node, devices and bundle placement slot order[r] got. */
+static void rank_order(job_t *j)
+{
+    sched_gang_slot_t *s = cr_calloc((size_t)j->n, sizeof(*s));
+    int *order = cr_calloc((size_t)j->n, sizeof(*order));
+    wk_t *was = cr_calloc((size_t)j->n, sizeof(*was));
+    char addr[256];
+    for (int i = 0; i < j->n; i++) {
+        worker_gang_slot(&j->wk[i], &s[i], addr, sizeof(addr));
+        was[i] = j->wk[i];
+    }
+    sched_gang_order(s, j->n, order);
+    for (int r = 0; r < j->n; r++) {
+        const wk_t *from = &was[order[r]];
+        j->wk[r].node = from->node;
+        j->wk[r].bundle = from->bundle;
+        j->wk[r].ndevs = from->ndevs;
+        memcpy(j->wk[r].devs, from->devs, sizeof(from->devs));
+    }
+    free(was);
+    free(order);
+    free(s);
+}
+
 /* Fills each worker's node and devices from the job's placement or group. */
 static bool assign(job_t *j)
 {
@@ -260,6 +286,8 @@ static bool assign(job_t *j)
         if (w->ndevs > MAX_DEVS)
             w->ndevs = MAX_DEVS;
     }
+    if (j->spec->distributed)
+        rank_order(j);
     return true;
 }
 
@@ -278,7 +306,7 @@ static void start_gang_now(job_t *j)
     job_check_done(j);
 }
 
-void job_port_ready(const char *job_id, uint32_t port, const char *why)
+void job_port_ready(const char *job_id, uint32_t port, uint32_t jax_port, const char *why)
 {
     job_t *j = job_find(job_id);
     if (!j || !j->port_wait)
@@ -291,6 +319,8 @@ void job_port_ready(const char *job_id, uint32_t port, const char *why)
         return;
     }
     j->master_port = port;
+    /* an agent from before PortReply.port2 gave one port only */
+    j->jax_port = jax_port ? jax_port : port < 65535 ? port + 1 : port - 1;
     start_gang_now(j);
 }
 

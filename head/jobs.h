@@ -6,6 +6,7 @@
 #define CORRAL_HEAD_JOBS_H
 
 #include "head/head.h"
+#include "sched/gang.h"
 
 struct wk {
     job_t *job;
@@ -49,6 +50,7 @@ struct job {
     uv_timer_t *timer;    /* the backoff; NULL until the first restart */
     int64_t fail_us;      /* when the worker whose failure decided the job ended */
     uint32_t master_port; /* distributed jobs: the rendezvous port of this start */
+    uint32_t jax_port;    /* and JAX's coordinator's, another one */
     bool port_wait;       /* waiting for the port before starting the gang */
 };
 
@@ -71,7 +73,7 @@ bool restart_schedule(job_t *j, wk_t *w, const char *cause);
 void restart_check(job_t *j);
 void restart_cancel(job_t *j);
 /* The rendezvous port of a distributed job's start (node_request_port's answer). */
-void job_port_ready(const char *job_id, uint32_t port, const char *why);
+void job_port_ready(const char *job_id, uint32_t port, uint32_t jax_port, const char *why);
 /* Lets go of the bundles the job holds in its group (not of the group). */
 void job_leave_group(job_t *j);
 
@@ -81,6 +83,9 @@ bool wk_alive(const wk_t *w);
 void wk_reset(wk_t *w);
 void wk_stop(wk_t *w, uint64_t grace_ms);
 void start_one(job_t *j, wk_t *w);
+/* Worker w where it was placed, for sched/gang.c; addr (size bytes) holds
+ * the address other nodes reach its node at. */
+void worker_gang_slot(const wk_t *w, sched_gang_slot_t *out, char *addr, size_t size);
 void db_worker(const wk_t *w);
 void worker_started(wk_t *w, const agent_started_t *s);
 void worker_ended(wk_t *w, const Corral__WorkerReport *r);

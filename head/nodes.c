@@ -6,6 +6,7 @@
  * What happens to a node's workers and bundles is the jobs' and the
  * groups' business: a death is told through D.watch. */
 #include "head/head.h"
+#include "sched/gang.h"
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -175,18 +176,29 @@ int node_send(node_t *n, Corral__Envelope *e)
     return err;
 }
 
-const char *node_address(const node_t *n)
+const char *node_address(const node_t *n, node_t *const *peers, size_t npeers, char *buf,
+                         size_t size)
 {
-    if (n->local || !n->address || !n->address[0])
-        return D.listen && strcmp(D.listen, "0.0.0.0") ? D.listen : "127.0.0.1";
-    return n->address;
+    if (!n->local && n->address && n->address[0])
+        return n->address;
+    if (D.node_ip && D.node_ip[0])
+        return D.node_ip;
+    if (!sched_addr_is_local_only(D.listen))
+        return D.listen;
+    for (size_t i = 0; i < npeers; i++) {
+        const node_t *o = peers[i];
+        if (o && !o->local && o->conn && cr_conn_local_ip(o->conn, buf, size) == 0 &&
+            !sched_addr_is_local_only(buf))
+            return buf;
+    }
+    return "127.0.0.1";
 }
 
 void node_request_port(node_t *n, const char *key, node_port_fn done)
 {
     if (n->local) {
-        uint32_t p = agent_free_port();
-        done(key, p, p ? NULL : strerror(errno));
+        uint32_t p2, p = agent_free_port(&p2);
+        done(key, p, p2, p ? NULL : strerror(errno));
         return;
     }
     Corral__PortRequest pr = CORRAL__PORT_REQUEST__INIT;
@@ -194,7 +206,7 @@ void node_request_port(node_t *n, const char *key, node_port_fn done)
     e.body_case = CORRAL__ENVELOPE__BODY_PORT_REQUEST;
     e.port_request = &pr;
     if (node_send(n, &e) < 0) {
-        done(key, 0, "its agent is not connected");
+        done(key, 0, 0, "its agent is not connected");
         return;
     }
     port_wait_t *pw = CR_VEC_PUSH(&port_waits);
@@ -204,14 +216,15 @@ void node_request_port(node_t *n, const char *key, node_port_fn done)
     pw->done = done;
 }
 
-static void port_answer(node_t *n, uint64_t reply_to, uint32_t port, const char *why)
+static void port_answer(node_t *n, uint64_t reply_to, uint32_t port, uint32_t port2,
+                        const char *why)
 {
     for (size_t i = 0; i < port_waits.n; i++) {
         port_wait_t pw = port_waits.v[i];
         if (pw.node != n || (reply_to && pw.req != reply_to))
             continue;
         port_waits.v[i--] = port_waits.v[--port_waits.n];
-        pw.done(pw.key, port, why);
+        pw.done(pw.key, port, port2, why);
     }
 }
 
@@ -243,7 +256,7 @@ static void node_dead(node_t *n, const char *why)
     event_node("node_dead", n, "node %s declared dead: %s", n->id, why);
     uint64_t ids[1];
     sched_node_lost(D.cluster, n->sn, ids, 0);
-    port_answer(n, 0, 0, "its node died");
+    port_answer(n, 0, 0, 0, "its node died");
     char reason[192];
     snprintf(reason, sizeof(reason), "node %s died (%s)", n->id, why);
     if (D.watch.node_lost)
@@ -338,7 +351,14 @@ node_t *nodes_register(cr_conn_t *c, const Corral__Envelope *e, bool *fresh_out)
     bool was_waiting = n->waiting;
     n->incarnation = r->incarnation;
     free(n->address);
-    n->address = cr_strdup(r->address && r->address[0] ? r->address : "127.0.0.1");
+    /* an agent without --node-ip says 127.0.0.1: where its connection came
+     * from is what the other nodes can reach, unless that is loopback too */
+    char peer[64];
+    const char *adv = r->address && r->address[0] ? r->address : "127.0.0.1";
+    if (sched_addr_is_local_only(adv) && cr_conn_peer_ip(c, peer, sizeof(peer)) == 0 &&
+        !sched_addr_is_local_only(peer))
+        adv = peer;
+    n->address = cr_strdup(adv);
     n->conn = c;
     n->state = CORRAL__NODE_STATE__NODE_ALIVE;
     n->waiting = false;
@@ -471,12 +491,13 @@ void nodes_heartbeat(cr_conn_t *c, const Corral__Envelope *e, node_t *n)
 void nodes_port_reply(node_t *n, const Corral__Envelope *e)
 {
     if (e->body_case == CORRAL__ENVELOPE__BODY_PORT_REPLY) {
-        port_answer(n, e->reply_to, e->port_reply->port, "the agent found no free port");
+        port_answer(n, e->reply_to, e->port_reply->port, e->port_reply->port2,
+                    "the agent found no free port");
         return;
     }
     cr_warn("node %s: %s", n->id, e->error->message);
     if (e->reply_to)
-        port_answer(n, e->reply_to, 0, e->error->message);
+        port_answer(n, e->reply_to, 0, 0, e->error->message);
 }
 
 void nodes_conn_closed(cr_conn_t *c)
@@ -485,7 +506,7 @@ void nodes_conn_closed(cr_conn_t *c)
     if (!n || n->conn != c)
         return;
     n->conn = NULL;
-    port_answer(n, 0, 0, "its agent disconnected");
+    port_answer(n, 0, 0, 0, "its agent disconnected");
     if (D.watch.node_disconnected)
         D.watch.node_disconnected(n);
     if (n->state == CORRAL__NODE_STATE__NODE_ALIVE && !D.shutting_down) {

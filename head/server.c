@@ -198,6 +198,7 @@ int head_main(const head_opts_t *o)
 {
     int rc = 1;
     D.listen = o->listen;
+    D.node_ip = o->node_ip;
     head_core_t core = {.who = "corrald",
                         .node = o->node,
                         .hwo = o->hwo,

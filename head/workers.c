@@ -62,77 +62,92 @@ static const char *accel_type(const wk_t *w)
     return "";
 }
 
-typedef struct envb {
-    Corral__KeyValue kv[24];
-    Corral__KeyValue *p[24];
-    char val[24][256];
-    size_t n;
-} envb_t;
-
-static void envb_add(envb_t *b, const char *k, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void envb_add(envb_t *b, const char *k, const char *fmt, ...)
+void worker_gang_slot(const wk_t *w, sched_gang_slot_t *out, char *addr, size_t size)
 {
-    if (b->n == CR_ARRAY_SIZE(b->kv))
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->val[b->n], sizeof(b->val[b->n]), fmt, ap);
-    va_end(ap);
-    corral__key_value__init(&b->kv[b->n]);
-    b->kv[b->n].key = (char *)k;
-    b->kv[b->n].value = b->val[b->n];
-    b->p[b->n] = &b->kv[b->n];
-    b->n++;
+    const node_t *n = w->node;
+    const char *wid =
+        n && n->desc ? cr_node_get_label(n->desc, "corral.io/tpu-slice-worker-id") : NULL;
+    int64_t v = -1;
+    if (!wid || cr_parse_i64(wid, 10, &v) != 0 || v < 0 || v > 1000000)
+        v = -1;
+    int first = -1;
+    for (size_t i = 0; i < w->ndevs; i++)
+        if (first < 0 || w->devs[i] < first)
+            first = w->devs[i];
+    char tmp[256];
+    const job_t *j = w->job;
+    node_t **peers = cr_calloc((size_t)j->n + 1, sizeof(*peers));
+    for (int i = 0; i < j->n; i++)
+        peers[i] = j->wk[i].node;
+    snprintf(addr, size, "%s", n ? node_address(n, peers, (size_t)j->n, tmp, sizeof(tmp)) : "?");
+    free(peers);
+    *out = (sched_gang_slot_t){.node = n ? n->sn : -1,
+                               .addr = addr,
+                               .slice_worker = (int)v,
+                               .first_dev = first,
+                               .ndevs = (int)w->ndevs};
 }
 
-/* The rank variables of torch.distributed, JAX and TPU slices for worker w
- * of a distributed job (docs/train.md). */
-static void rank_env(const wk_t *w, envb_t *b)
+/* The variables of torch.distributed, JAX and a TPU slice for worker w of
+ * a distributed job, whose workers are in rank order (sched/gang.c). */
+static void rank_env(const wk_t *w, cr_envlist_t *out)
 {
     const job_t *j = w->job;
-    int local_rank = 0, local_size = 0, node_rank = 0, nnodes = 0;
-    const node_t **seen = cr_calloc((size_t)j->n + 1, sizeof(*seen));
-    cr_buf_t hosts = {0};
-    for (int i = 0; i < j->n; i++) {
-        const node_t *ni = j->wk[i].node;
-        int at = -1;
-        for (int k = 0; k < nnodes && at < 0; k++)
-            if (seen[k] == ni)
-                at = k;
-        if (at < 0) { /* nodes in the order of their first rank */
-            at = nnodes;
-            seen[nnodes++] = ni;
-            cr_buf_printf(&hosts, "%s%s", at ? "," : "", ni ? node_address(ni) : "?");
-        }
-        if (ni == w->node) {
-            node_rank = at;
-            if (i < w->index)
-                local_rank++;
-            local_size++;
-        }
+    sched_gang_slot_t *s = cr_calloc((size_t)j->n, sizeof(*s));
+    char(*addr)[256] = cr_calloc((size_t)j->n, sizeof(*addr));
+    for (int i = 0; i < j->n; i++)
+        worker_gang_slot(&j->wk[i], &s[i], addr[i], sizeof(addr[i]));
+    cr_envlist_t job = {0}; /* a view of what the job sets */
+    const Corral__WorkerSpec *ws = j->spec->worker;
+    for (size_t i = 0; i < ws->n_env; i++)
+        *CR_VEC_PUSH(&job.vars) = (cr_kv_t){.key = ws->env[i]->key, .value = ws->env[i]->value};
+    const char *topo = w->node && w->node->desc
+                           ? cr_node_get_label(w->node->desc, "corral.io/tpu-slice-topology")
+                           : NULL;
+    sched_gang_t g = {.slots = s,
+                      .n = j->n,
+                      .run_id = j->idstr,
+                      .master_port = j->master_port,
+                      .jax_port = j->jax_port,
+                      .restart_count = w->attempt,
+                      .max_restarts = (int)j->spec->max_restarts,
+                      .job_env = &job,
+                      .tpu = strcmp(accel_type(w), "TPU") == 0,
+                      .tpu_topology = topo};
+    if (sched_gang_env(&g, w->index, out) < 0)
+        cr_warn("job %s worker %d: its rank variables do not fit", j->idstr, w->index);
+    CR_VEC_FREE(&job.vars);
+    free(addr);
+    free(s);
+}
+
+/* A worker's extra environment as the WorkerStart message carries it. */
+typedef struct envb {
+    cr_envlist_t env;
+    Corral__KeyValue *kv;
+    Corral__KeyValue **p;
+} envb_t;
+
+static void envb_pack(envb_t *b, Corral__WorkerStart *ws)
+{
+    size_t n = b->env.vars.n;
+    b->kv = cr_calloc(n + 1, sizeof(*b->kv));
+    b->p = cr_calloc(n + 1, sizeof(*b->p));
+    for (size_t i = 0; i < n; i++) {
+        corral__key_value__init(&b->kv[i]);
+        b->kv[i].key = b->env.vars.v[i].key;
+        b->kv[i].value = b->env.vars.v[i].value;
+        b->p[i] = &b->kv[i];
     }
-    free(seen);
-    const char *master = node_address(j->wk[0].node);
-    envb_add(b, "MASTER_ADDR", "%s", master);
-    envb_add(b, "MASTER_PORT", "%u", j->master_port);
-    envb_add(b, "RANK", "%d", w->index);
-    envb_add(b, "WORLD_SIZE", "%d", j->n);
-    envb_add(b, "LOCAL_RANK", "%d", local_rank);
-    envb_add(b, "LOCAL_WORLD_SIZE", "%d", local_size);
-    envb_add(b, "NODE_RANK", "%d", node_rank);
-    envb_add(b, "GROUP_RANK", "%d", node_rank);
-    envb_add(b, "NNODES", "%d", nnodes);
-    envb_add(b, "JAX_COORDINATOR_ADDRESS", "%s:%u", master, j->master_port);
-    envb_add(b, "JAX_PROCESS_ID", "%d", w->index);
-    envb_add(b, "JAX_NUM_PROCESSES", "%d", j->n);
-    const char *type = accel_type(w);
-    if (strcmp(type, "TPU") == 0) {
-        envb_add(b, "TPU_WORKER_ID", "%d", node_rank);
-        envb_add(b, "TPU_WORKER_HOSTNAMES", "%s", hosts.s ? hosts.s : "");
-    }
-    cr_buf_free(&hosts);
+    ws->extra_env = b->p;
+    ws->n_extra_env = n;
+}
+
+static void envb_free(envb_t *b)
+{
+    cr_envlist_free(&b->env);
+    free(b->kv);
+    free(b->p);
 }
 
 /* Starts w on its node: through the in-process agent, or a WorkerStart to
@@ -157,27 +172,26 @@ static void start_on_node(wk_t *w)
     ws.bundle_index = w->bundle >= 0 ? (uint32_t)w->bundle : 0;
     ws.bind = j->spec->bind;
     ws.grace_ms = j->spec->grace_ms;
-    envb_t *b = cr_calloc(1, sizeof(*b));
-    envb_add(b, "CORRAL_ACCELERATOR_TYPE", "%s", accel_type(w));
+    envb_t b = {0};
+    cr_envlist_set(&b.env, "CORRAL_ACCELERATOR_TYPE", accel_type(w));
     if (j->spec->distributed)
-        rank_env(w, b);
-    ws.extra_env = b->p;
-    ws.n_extra_env = b->n;
+        rank_env(w, &b.env);
+    envb_pack(&b, &ws);
     if (!n) {
-        free(b);
+        envb_free(&b);
         worker_lost(w, "it has no node");
         return;
     }
     if (n->local) {
         agent_start(D.agent, &ws);
-        free(b);
+        envb_free(&b);
         return;
     }
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_WORKER_START;
     e.worker_start = &ws;
     int err = node_send(n, &e);
-    free(b);
+    envb_free(&b);
     if (err < 0) {
         char why[160];
         snprintf(why, sizeof(why), "node %s's agent cannot be reached (%s)", n->id,

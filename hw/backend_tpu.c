@@ -37,8 +37,15 @@ static const char *const vars[] = {"TPU_VISIBLE_CHIPS",  "TPU_CHIPS_PER_PROCESS_
                                    "TPU_HOST_BOUNDS",    NULL};
 
 /* Bounds per number of chips given, for a worker that has part of a host
- * (Ray's values: one chip 1,1,1; two chips 1,2,1; four of an 8-chip host a
- * 2x2 block). A worker with the whole host gets no variable at all. */
+ * and runs alone (a multi-process gang on a slice gets the mesh variables
+ * of sched/gang.c instead). One chip 1,1,1 and two chips 1,2,1 are Ray's
+ * values too (python/ray/_private/accelerators/tpu.py). Four chips of an
+ * 8-chip host are corral's own: Ray sets only TPU_VISIBLE_CHIPS there and
+ * leaves the bounds to libtpu, whose default for a v5e/v6e host is its
+ * whole 2x4; corral says the 4 chips are one 2x2 block in a process of
+ * its own (2,2,1 / 1,1,1), the recipe of JAX issue 14977 for running two
+ * processes of 4 chips on one host. A worker with the whole host gets no
+ * variable at all. */
 static const struct bounds_row {
     size_t chips;
     const char *chips_bounds, *process_bounds;
@@ -438,7 +445,7 @@ typedef struct slice {
     tpu_pod_type_t pod;
     tpu_topology_t topo;
     char pod_str[32], topo_str[32];
-    int worker_id, worker_count;
+    int worker_id, worker_count, host_chips;
     char **hosts;
     size_t nhosts;
 } slice_t;
@@ -521,18 +528,19 @@ static bool slice_check(const slice_src_t *src, const tpu_gen_t *pci_gen, size_t
                      src->src[F_TYPE], type, s->gen->name, pci_gen->name);
         return false;
     }
-    tpu_topology_list(s->gen, valid, sizeof(valid));
     if (!topo && tpu_topology_for_chips(s->gen, s->pod.chips, &s->topo) != 0) {
+        tpu_topology_nearest(s->gen, s->pod.chips, valid, sizeof(valid));
         cr_node_warn(node,
-                     "tpu: %s=%s has %d chips, which no %s slice shape has (valid: %s); no "
-                     "slice described",
+                     "tpu: %s=%s has %d chips, which no %s slice shape has (nearest: %s); "
+                     "no slice described",
                      src->src[F_TYPE], type, s->pod.chips, s->gen->name, valid);
         return false;
     }
     tpu_topology_format(&s->topo, s->topo_str, sizeof(s->topo_str));
     if (!tpu_topology_is_valid(s->gen, &s->topo)) {
+        tpu_topology_nearest(s->gen, tpu_topology_chips(&s->topo), valid, sizeof(valid));
         cr_node_warn(node,
-                     "tpu: %s=%s is not a valid %s topology: expected one of %s; no slice "
+                     "tpu: %s=%s is not a %s slice shape Google offers (nearest: %s); no slice "
                      "described",
                      topo ? src->src[F_TOPOLOGY] : "topology", s->topo_str, s->gen->name, valid);
         return false;
@@ -547,21 +555,25 @@ static bool slice_check(const slice_src_t *src, const tpu_gen_t *pci_gen, size_t
     }
     tpu_pod_type_format(s->gen, s->pod.chips, s->pod_str, sizeof(s->pod_str));
     tpu_topology_t host;
-    if (tpu_host_bounds(s->gen, &s->topo, &host) != 0) {
+    if (tpu_host_bounds(s->gen, &s->topo, (int)nchips, &host) != 0) {
+        /* the host sizes the slice has: 4-chip blocks, or one host of all */
+        char sizes[64] = "";
+        int all = tpu_topology_chips(&s->topo);
+        tpu_topology_t h;
+        if (all > 4 && tpu_host_bounds(s->gen, &s->topo, 4, &h) == 0)
+            snprintf(sizes, sizeof(sizes), "4");
+        if (tpu_host_bounds(s->gen, &s->topo, all, &h) == 0)
+            snprintf(sizes + strlen(sizes), sizeof(sizes) - strlen(sizes), "%s%d%s",
+                     sizes[0] ? " (one of several hosts) or " : "", all,
+                     sizes[0] ? " (the only host)" : "");
         cr_node_warn(node,
-                     "tpu: a %s slice of shape %s does not split into hosts; no slice "
-                     "described",
-                     s->gen->name, s->topo_str);
+                     "tpu: this host has %zu TPU chips but a host of a %s slice (%s) has %s; "
+                     "no slice described",
+                     nchips, s->pod_str, s->topo_str, sizes[0] ? sizes : "4");
         return false;
     }
-    s->worker_count = tpu_worker_count(s->gen, &s->topo);
-    if ((int)nchips != tpu_topology_chips(&host)) {
-        cr_node_warn(node,
-                     "tpu: this host has %zu TPU chips but each host of a %s slice (%s) has "
-                     "%d; no slice described",
-                     nchips, s->pod_str, s->topo_str, tpu_topology_chips(&host));
-        return false;
-    }
+    s->host_chips = (int)nchips;
+    s->worker_count = tpu_worker_count(s->gen, &s->topo, s->host_chips);
 
     const char *wid = src->val[F_WORKER];
     int64_t w = 0;
@@ -672,7 +684,7 @@ static int probe(const cr_hw_env_t *env, cr_node_t *node)
                 d->memory = (uint64_t)s.gen->hbm_gib << 30;
                 d->compute_units = s.gen->cores_per_chip;
             }
-            tpu_chip_coords(s.gen, &s.topo, s.worker_id, (int)i, d->coords);
+            tpu_chip_coords(s.gen, &s.topo, s.host_chips, s.worker_id, (int)i, d->coords);
             d->ncoords = s.topo.ndims;
         }
         for (size_t i = 0; i < chips.n; i++)

@@ -12,7 +12,9 @@
  *   v6e N counts chips: v6e-16 is 16 chips.
  * - Multi-host slices have 4 chips per host: a 2x2 block of a 2D mesh, a
  *   2x2x1 block of a 3D one. v5e/v6e slices of at most 8 chips (1x1, 2x2,
- *   2x4) are one host holding all of them.
+ *   2x4) are usually one host holding all of them, but a 2x4 also comes as
+ *   two hosts of 4 (xpk: ct6e-standard-4t, 2 VMs, for v6e-8): how many
+ *   chips a host has comes from the machine.
  * - Hosts are numbered x-fastest over the grid of host blocks, and chips on
  *   a host x-fastest inside the block (what JAX reports as device coords). */
 #ifndef CORRAL_HW_TPU_H
@@ -38,7 +40,7 @@ typedef struct tpu_gen {
     const char *const *topologies; /* the valid slice shapes, NULL-terminated,
                                       the usual one for a chip count first */
     int grid_step;                 /* 3D: also valid, every AxBxC with A, B, C */
-    int grid_max[TPU_MAX_DIMS];    /*     multiples of grid_step up to grid_max */
+    int grid_max_chips;            /*     multiples of grid_step, up to this many chips */
 } tpu_gen_t;
 
 typedef struct tpu_topology {
@@ -75,9 +77,15 @@ bool tpu_topology_equal(const tpu_topology_t *a, const tpu_topology_t *b);
 bool tpu_topology_is_valid(const tpu_gen_t *g, const tpu_topology_t *t);
 /* The valid shapes of g as "1x1, 2x2, ...", for messages. */
 void tpu_topology_list(const tpu_gen_t *g, char *buf, size_t size);
-/* The usual shape of a g slice with that many chips: the first table entry
- * with that count. Returns 0 or CR_ENOENT. */
+/* The default shape of a g slice with that many chips (what a pod type
+ * without TPU_TOPOLOGY means): the first table entry with that count, else,
+ * for a generation with a 3D grid rule, its most cube-like shape (v5p-128:
+ * 4x4x4). Returns 0 or CR_ENOENT. */
 int tpu_topology_for_chips(const tpu_gen_t *g, int chips, tpu_topology_t *out);
+/* The valid shapes of g nearest to `chips` chips (those of the closest
+ * count at or below it and of the closest above), as "2x4 (8 chips), 4x4
+ * (16 chips)", for the message that refuses a shape. */
+void tpu_topology_nearest(const tpu_gen_t *g, int chips, char *buf, size_t size);
 
 /* Parses "v6e-16", "v5litepod-8", "tpu7x-16". Returns 0, CR_EPARSE (not
  * "<gen>-<N>"), CR_ENOENT (unknown generation) or CR_EINVAL (N is not a
@@ -86,18 +94,23 @@ int tpu_pod_type_parse(const char *s, tpu_pod_type_t *out);
 /* "v6e-16" for a chip count. */
 void tpu_pod_type_format(const tpu_gen_t *g, int chips, char *buf, size_t size);
 
-/* The block of chips one host holds in a slice of shape t: 2x2 (2D) or
- * 2x2x1 (3D) for multi-host slices, the whole slice for a v5e/v6e slice of
- * up to 8 chips. Returns 0 or CR_EINVAL when t does not split into such
- * blocks. */
-int tpu_host_bounds(const tpu_gen_t *g, const tpu_topology_t *t, tpu_topology_t *host);
-/* Number of hosts of a slice of shape t, or a negative error. */
-int tpu_worker_count(const tpu_gen_t *g, const tpu_topology_t *t);
+/* The block of chips one host holds in a slice of shape t when each host
+ * has host_chips chips (what the machine has; 0: the usual host of that
+ * slice: the whole slice for a v5e/v6e slice of up to 8 chips, else 4):
+ * the whole slice when host_chips is all its chips, else 2x2 (2D) or
+ * 2x2x1 (3D) blocks of 4 chips, which is how a multi-host slice splits,
+ * a v6e-8 or v5litepod-8 (2x4) on two 4-chip VMs included. Returns 0 or
+ * CR_EINVAL when t does not split into such hosts. */
+int tpu_host_bounds(const tpu_gen_t *g, const tpu_topology_t *t, int host_chips,
+                    tpu_topology_t *host);
+/* Number of hosts of a slice of shape t (host_chips as above), or a
+ * negative error. */
+int tpu_worker_count(const tpu_gen_t *g, const tpu_topology_t *t, int host_chips);
 /* Mesh coordinates of chip `chip` (0-based, the host's own order) of host
- * `worker` in a slice of shape t. coords[2] is 0 for 2D shapes. Returns 0
- * or CR_EINVAL when worker or chip is out of range. */
-int tpu_chip_coords(const tpu_gen_t *g, const tpu_topology_t *t, int worker, int chip,
-                    int coords[TPU_MAX_DIMS]);
+ * `worker` in a slice of shape t (host_chips as above). coords[2] is 0 for
+ * 2D shapes. Returns 0 or CR_EINVAL when worker or chip is out of range. */
+int tpu_chip_coords(const tpu_gen_t *g, const tpu_topology_t *t, int host_chips, int worker,
+                    int chip, int coords[TPU_MAX_DIMS]);
 /* Whether two chips are ICI neighbours in a mesh (one step along one axis). */
 bool tpu_coords_adjacent(const int a[TPU_MAX_DIMS], const int b[TPU_MAX_DIMS]);
 

@@ -9,18 +9,64 @@
 #define TPU_MAX_DIM 1024
 #define TPU_MAX_CHIPS (1 << 20)
 
-/* Slice shapes per generation, as Cloud TPU offers them (Ray keeps the
- * same table). Where two shapes have the same chip count, the usual one
- * comes first: it is what a pod type alone implies. */
+/* Slice shapes per generation, as Cloud TPU offers them. Where two shapes
+ * have the same chip count, the usual one comes first: it is what a pod
+ * type alone implies. v4, v5p and tpu7x: xpk's system characteristics
+ * (src/xpk/core/system_characteristics.py: one shape per size, which is
+ * the shape GKE gives that pod type; in order of size here), which agree
+ * with cloud.google.com/tpu/docs/v5p's table (2x2x1 ... 16x16x24, v5p-128
+ * = 4x4x4 on 16 hosts) and add tpu7x's one-chip VM 1x1x1. Other 3D shapes
+ * of the same generations follow the grid rule of the row (each side a
+ * multiple of 4, up to the pod's chips: v4 4096, v5p 8960, tpu7x 9216),
+ * and a size no row lists means the most cube-like such shape. v5e/v6e:
+ * cloud.google.com/tpu/docs/v5e and v6e (1x1 ... 16x16). */
 /* clang-format off */
 static const char *const topo_v2[] = {"2x2", "4x4", "4x8", "8x8", "8x16", "16x16", NULL};
 static const char *const topo_v3[] = {"2x2",  "4x4",   "4x8",   "8x8",
                                       "8x16", "16x16", "16x32", "32x32", NULL};
-static const char *const topo_3d[] = {"2x2x1", "2x2x2", "2x2x4", "2x4x4", NULL};
+static const char *const topo_v4[] = {"2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8",
+                                      "4x8x8", "8x8x8", "8x8x12", "8x8x16", "8x16x16", NULL};
+static const char *const topo_v5p[] = {"2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8",
+                                       "4x4x12", "4x8x8", "4x4x20", "4x8x12", "4x4x28", "8x8x8",
+                                       "4x12x12", "4x8x20", "4x4x44", "8x8x12", "4x4x52",
+                                       "4x8x28", "4x12x20", "8x8x16", "4x4x68", "8x12x12",
+                                       "4x4x76", "8x8x20", "4x12x28", "4x8x44", "4x4x92",
+                                       "8x12x16", "4x20x20", "4x8x52", "12x12x12", "8x8x28",
+                                       "4x4x116", "8x12x20", "4x4x124", "8x16x16", "4x12x44",
+                                       "4x8x68", "4x20x28", "12x12x16", "4x4x148", "4x8x76",
+                                       "4x12x52", "8x16x20", "4x4x164", "8x12x28", "4x4x172",
+                                       "8x8x44", "12x12x20", "4x8x92", "4x4x188", "12x16x16",
+                                       "4x28x28", "8x20x20", "4x12x68", "8x8x52", "4x4x212",
+                                       "12x12x24", "4x20x44", "8x16x28", "4x12x76", "4x8x116",
+                                       "4x4x236", "12x16x20", "4x4x244", "4x8x124", "12x12x28",
+                                       "16x16x16", "4x20x52", "8x12x44", "8x8x68", "4x12x92",
+                                       "8x20x28", "12x16x24", "4x8x148", "12x20x20", "8x8x76",
+                                       "4x28x44", "8x12x52", "16x16x20", "12x12x36", "4x8x164",
+                                       "12x16x28", "4x20x68", "4x8x172", "4x12x116", "8x16x44",
+                                       "12x20x24", "4x28x52", "8x8x92", "4x12x124", "4x8x188",
+                                       "4x20x76", "16x16x24", "12x24x24", "16x20x28", NULL};
 static const char *const topo_v5e_v6e[] = {"1x1", "2x2", "2x4",  "4x4",   "2x8",
                                            "4x8", "8x8", "8x16", "16x16", NULL};
-static const char *const topo_v7x[] = {"2x2x1", "2x2x2", "2x2x4", "2x4x4",  "4x4x4",
-                                       "4x4x8", "4x8x8", "8x8x8", "8x8x16", "8x16x16", NULL};
+static const char *const topo_v7x[] = {"1x1x1", "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4",
+                                       "4x4x8", "4x4x12", "4x8x8", "4x4x20", "4x8x12", "4x4x28",
+                                       "8x8x8", "4x12x12", "4x8x20", "4x4x44", "8x8x12",
+                                       "4x4x52", "4x8x28", "4x12x20", "8x8x16", "4x4x68",
+                                       "8x12x12", "4x4x76", "8x8x20", "4x12x28", "4x8x44",
+                                       "4x4x92", "8x12x16", "4x20x20", "4x8x52", "12x12x12",
+                                       "8x8x28", "4x4x116", "8x12x20", "4x4x124", "8x16x16",
+                                       "4x12x44", "4x8x68", "4x20x28", "12x12x16", "4x4x148",
+                                       "4x8x76", "4x12x52", "8x16x20", "4x4x164", "8x12x28",
+                                       "4x4x172", "8x8x44", "12x12x20", "4x8x92", "4x4x188",
+                                       "12x16x16", "4x28x28", "8x20x20", "4x12x68", "8x8x52",
+                                       "4x4x212", "12x12x24", "4x20x44", "8x16x28", "4x12x76",
+                                       "4x8x116", "4x4x236", "12x16x20", "4x4x244", "4x8x124",
+                                       "12x12x28", "16x16x16", "4x20x52", "8x12x44", "8x8x68",
+                                       "4x12x92", "8x20x28", "12x16x24", "4x8x148", "12x20x20",
+                                       "8x8x76", "4x28x44", "8x12x52", "16x16x20", "12x12x36",
+                                       "4x8x164", "12x16x28", "4x20x68", "4x8x172", "4x12x116",
+                                       "8x16x44", "12x20x24", "4x28x52", "8x8x92", "4x12x124",
+                                       "4x8x188", "4x20x76", "16x16x24", "12x24x24", "16x16x32",
+                                       "16x20x28", "16x24x24", NULL};
 
 static const tpu_gen_t gens[] = {
     {.name = "v2", .sku = "TPU-V2", .pci_device = 0x0027, .cores_per_chip = 2, .hbm_gib = 8,
@@ -28,20 +74,20 @@ static const tpu_gen_t gens[] = {
     {.name = "v3", .sku = "TPU-V3", .pci_device = 0x0027, .cores_per_chip = 2, .hbm_gib = 16,
      .pod_counts_cores = true, .ndims = 2, .topologies = topo_v3},
     {.name = "v4", .sku = "TPU-V4", .pci_device = 0x005e, .cores_per_chip = 2, .hbm_gib = 32,
-     .pod_counts_cores = true, .ndims = 3, .topologies = topo_3d, .grid_step = 4,
-     .grid_max = {12, 12, 16}},
+     .pod_counts_cores = true, .ndims = 3, .topologies = topo_v4, .grid_step = 4,
+     .grid_max_chips = 4096},
     {.name = "v5litepod", .alias = "v5e", .sku = "TPU-V5LITEPOD", .pci_device = 0x0063,
      .cores_per_chip = 1, .hbm_gib = 16, .pod_counts_cores = false, .ndims = 2,
      .single_host_chips = 8, .topologies = topo_v5e_v6e},
     {.name = "v5p", .sku = "TPU-V5P", .pci_device = 0x0062, .cores_per_chip = 2, .hbm_gib = 95,
-     .pod_counts_cores = true, .ndims = 3, .topologies = topo_3d, .grid_step = 4,
-     .grid_max = {16, 16, 24}},
+     .pod_counts_cores = true, .ndims = 3, .topologies = topo_v5p, .grid_step = 4,
+     .grid_max_chips = 8960},
     {.name = "v6e", .sku = "TPU-V6E", .pci_device = 0x006f, .cores_per_chip = 1, .hbm_gib = 32,
      .pod_counts_cores = false, .ndims = 2, .single_host_chips = 8,
      .topologies = topo_v5e_v6e},
     {.name = "v7x", .alias = "tpu7x", .sku = "TPU-V7X", .pci_device = 0x0076,
      .cores_per_chip = 2, .hbm_gib = 192, .pod_counts_cores = true, .ndims = 3,
-     .topologies = topo_v7x},
+     .topologies = topo_v7x, .grid_step = 4, .grid_max_chips = 9216},
 };
 /* clang-format on */
 
@@ -201,9 +247,9 @@ bool tpu_topology_is_valid(const tpu_gen_t *g, const tpu_topology_t *t)
     if (g->grid_step <= 0)
         return false;
     for (int i = 0; i < t->ndims; i++)
-        if (t->dims[i] % g->grid_step != 0 || t->dims[i] > g->grid_max[i])
+        if (t->dims[i] % g->grid_step != 0)
             return false;
-    return true;
+    return tpu_topology_chips(t) <= g->grid_max_chips;
 }
 
 void tpu_topology_list(const tpu_gen_t *g, char *buf, size_t size)
@@ -218,8 +264,30 @@ void tpu_topology_list(const tpu_gen_t *g, char *buf, size_t size)
         off += (size_t)n;
     }
     if (g->grid_step > 0 && off < size)
-        snprintf(buf + off, size - off, ", and AxBxC with each a multiple of %d up to %dx%dx%d",
-                 g->grid_step, g->grid_max[0], g->grid_max[1], g->grid_max[2]);
+        snprintf(buf + off, size - off, ", and AxBxC with each a multiple of %d, up to %d chips",
+                 g->grid_step, g->grid_max_chips);
+}
+
+/* The most cube-like AxBxC (A <= B <= C) of g's grid rule with that many
+ * chips: the smallest longest side, then the smallest middle one. */
+static int grid_for_chips(const tpu_gen_t *g, int chips, tpu_topology_t *out)
+{
+    int st = g->grid_step, best = 0;
+    if (st <= 0 || chips > g->grid_max_chips || chips % (st * st * st) != 0)
+        return CR_ENOENT;
+    for (int a = st; a * a * a <= chips; a += st)
+        for (int b = a; a * b * b <= chips; b += st) {
+            if (chips % (a * b) != 0)
+                continue;
+            int c = chips / (a * b);
+            if (c < b || c % st != 0)
+                continue;
+            if (!best || c < out->dims[2] || (c == out->dims[2] && b < out->dims[1])) {
+                *out = (tpu_topology_t){.ndims = 3, .dims = {a, b, c}};
+                best = 1;
+            }
+        }
+    return best ? 0 : CR_ENOENT;
 }
 
 int tpu_topology_for_chips(const tpu_gen_t *g, int chips, tpu_topology_t *out)
@@ -231,7 +299,49 @@ int tpu_topology_for_chips(const tpu_gen_t *g, int chips, tpu_topology_t *out)
             return 0;
         }
     }
-    return CR_ENOENT;
+    return grid_for_chips(g, chips, out);
+}
+
+void tpu_topology_nearest(const tpu_gen_t *g, int chips, char *buf, size_t size)
+{
+    /* the closest chip count below or at `chips` and the closest above */
+    int below = 0, above = 0;
+    for (const char *const *s = g->topologies; *s; s++) {
+        tpu_topology_t v;
+        if (tpu_topology_parse(*s, &v) != 0)
+            continue;
+        int n = tpu_topology_chips(&v);
+        if (n <= chips && n > below)
+            below = n;
+        if (n > chips && (!above || n < above))
+            above = n;
+    }
+    tpu_topology_t grid;
+    if (grid_for_chips(g, chips, &grid) == 0)
+        below = chips;
+    size_t off = 0;
+    if (size)
+        buf[0] = '\0';
+    for (int pass = 0; pass < 2; pass++) {
+        int want = pass ? above : below;
+        if (!want)
+            continue;
+        bool listed = false;
+        for (const char *const *s = g->topologies; *s && off < size; s++) {
+            tpu_topology_t v;
+            if (tpu_topology_parse(*s, &v) != 0 || tpu_topology_chips(&v) != want)
+                continue;
+            int n = snprintf(buf + off, size - off, "%s%s (%d chips)", off ? ", " : "", *s, want);
+            off += n > 0 ? (size_t)n : 0;
+            listed = true;
+        }
+        if (!listed && tpu_topology_for_chips(g, want, &grid) == 0 && off < size) {
+            char t[32];
+            tpu_topology_format(&grid, t, sizeof(t));
+            int n = snprintf(buf + off, size - off, "%s%s (%d chips)", off ? ", " : "", t, want);
+            off += n > 0 ? (size_t)n : 0;
+        }
+    }
 }
 
 int tpu_pod_type_parse(const char *s, tpu_pod_type_t *out)
@@ -268,15 +378,23 @@ void tpu_pod_type_format(const tpu_gen_t *g, int chips, char *buf, size_t size)
     snprintf(buf, size, "%s-%d", g->name, g->pod_counts_cores ? chips * g->cores_per_chip : chips);
 }
 
-int tpu_host_bounds(const tpu_gen_t *g, const tpu_topology_t *t, tpu_topology_t *host)
+int tpu_host_bounds(const tpu_gen_t *g, const tpu_topology_t *t, int host_chips,
+                    tpu_topology_t *host)
 {
     int chips = tpu_topology_chips(t);
-    if (chips <= g->single_host_chips) {
+    if (host_chips <= 0) /* the usual host: all of a small slice, else 4 chips */
+        host_chips = chips <= g->single_host_chips || chips <= TPU_CHIPS_PER_HOST
+                         ? chips
+                         : TPU_CHIPS_PER_HOST;
+    if (host_chips == chips && (chips <= g->single_host_chips || chips <= TPU_CHIPS_PER_HOST)) {
         *host = *t;
         return 0;
     }
+    /* a multi-host slice: 2x2 (2D) or 2x2x1 (3D) blocks of 4 chips, also
+     * for a v6e-8 / v5litepod-8 (2x4) on two 4-chip VMs (xpk's
+     * ct6e-standard-4t for v6e-8 has 2 VMs) */
     tpu_topology_t h = {.ndims = t->ndims, .dims = {2, 2, 1}};
-    if (chips < TPU_CHIPS_PER_HOST)
+    if (host_chips != TPU_CHIPS_PER_HOST || chips < TPU_CHIPS_PER_HOST)
         return CR_EINVAL;
     for (int i = 0; i < t->ndims; i++)
         if (t->dims[i] % h.dims[i] != 0)
@@ -285,18 +403,18 @@ int tpu_host_bounds(const tpu_gen_t *g, const tpu_topology_t *t, tpu_topology_t 
     return 0;
 }
 
-int tpu_worker_count(const tpu_gen_t *g, const tpu_topology_t *t)
+int tpu_worker_count(const tpu_gen_t *g, const tpu_topology_t *t, int host_chips)
 {
     tpu_topology_t h;
-    int err = tpu_host_bounds(g, t, &h);
+    int err = tpu_host_bounds(g, t, host_chips, &h);
     return err ? err : tpu_topology_chips(t) / tpu_topology_chips(&h);
 }
 
-int tpu_chip_coords(const tpu_gen_t *g, const tpu_topology_t *t, int worker, int chip,
-                    int coords[TPU_MAX_DIMS])
+int tpu_chip_coords(const tpu_gen_t *g, const tpu_topology_t *t, int host_chips, int worker,
+                    int chip, int coords[TPU_MAX_DIMS])
 {
     tpu_topology_t h;
-    int err = tpu_host_bounds(g, t, &h);
+    int err = tpu_host_bounds(g, t, host_chips, &h);
     if (err)
         return err;
     int nworkers = tpu_topology_chips(t) / tpu_topology_chips(&h);

@@ -877,6 +877,33 @@ const char *cr_conn_peer(const cr_conn_t *c)
     return c->peer;
 }
 
+static int ip_of(const cr_conn_t *c, bool peer, char *buf, size_t size)
+{
+    if (c->is_unix)
+        return -ENOTSUP;
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    int err = peer ? uv_tcp_getpeername(&c->u.tcp, (struct sockaddr *)&ss, &len)
+                   : uv_tcp_getsockname(&c->u.tcp, (struct sockaddr *)&ss, &len);
+    if (err < 0)
+        return err;
+    if (ss.ss_family == AF_INET)
+        return uv_ip4_name((struct sockaddr_in *)&ss, buf, size);
+    if (ss.ss_family == AF_INET6)
+        return uv_ip6_name((struct sockaddr_in6 *)&ss, buf, size);
+    return -EAFNOSUPPORT;
+}
+
+int cr_conn_peer_ip(const cr_conn_t *c, char *buf, size_t size)
+{
+    return ip_of(c, true, buf, size);
+}
+
+int cr_conn_local_ip(const cr_conn_t *c, char *buf, size_t size)
+{
+    return ip_of(c, false, buf, size);
+}
+
 Corral__Role cr_conn_role(const cr_conn_t *c)
 {
     return c->server ? c->hs.role : CORRAL__ROLE__ROLE_HEAD;

@@ -262,6 +262,11 @@ void cr_conn_close(cr_conn_t *c, int err);
 
 /* The peer as seen from here ("unix:/run/x.sock#3", "127.0.0.1:4242"). */
 const char *cr_conn_peer(const cr_conn_t *c);
+/* The IP address of a TCP connection's peer ("10.0.0.2"), or of this end
+ * (the address the peer reached us at), into buf. Returns 0, or -ENOTSUP
+ * for a Unix socket, or a negative libuv error. */
+int cr_conn_peer_ip(const cr_conn_t *c, char *buf, size_t size);
+int cr_conn_local_ip(const cr_conn_t *c, char *buf, size_t size);
 /* The peer's role once the handshake ended (the server's side), or ours. */
 Corral__Role cr_conn_role(const cr_conn_t *c);
 bool cr_conn_is_ready(const cr_conn_t *c);

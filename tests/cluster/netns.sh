@@ -3,8 +3,11 @@
 # to the head over a veth pair; taking the link down makes its node SUSPECT
 # then DEAD while its worker keeps running on the far side, the gang
 # restarts on a node still reachable, and when the link comes back the
-# agent rejoins and its stale worker is stopped. Needs root and `ip netns`
-# (skipped, 77, otherwise).
+# agent rejoins and its stale worker is stopped. A distributed gang over
+# the head (on --listen 0.0.0.0, no --node-ip) and the far agent gets a
+# MASTER_ADDR both can reach, never loopback, and (with /usr/bin/python3's
+# torch) its gloo ranks meet there. Needs root and `ip netns` (skipped, 77,
+# otherwise).
 NS=crt$$
 VH=crh$$ VA=cra$$
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns add "$NS" 2>/dev/null; then
@@ -25,13 +28,15 @@ ip link add "$VH" type veth peer name "$VA" netns "$NS" &&
     { echo "FAIL: cannot set up the veth pair"; exit 1; }
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$CORRAL_HOME/cluster.token"
 chmod 600 "$CORRAL_HOME/cluster.token"
-head_up "$SPECS/cpu-only.yaml" --listen 0.0.0.0 --token-file "$CORRAL_HOME/cluster.token"
+head_up "$SPECS/cpu-only.yaml" --listen 0.0.0.0 --token-file "$CORRAL_HOME/cluster.token" \
+    --labels zone=z1,corral.io/tpu-slice-worker-id=0
 PORT=${ADDR##*:}
 ip netns exec "$NS" "$CORRAL" start --address "10.213.0.1:$PORT" --token-file "$CORRAL_HOME/cluster.token" \
-    --hw-spec "$SPECS/dgx-h100.yaml" --node-id gpu-far --node-ip 10.213.0.2 >/dev/null ||
+    --hw-spec "$SPECS/dgx-h100.yaml" --node-id gpu-far --node-ip 10.213.0.2 \
+    --labels zone=z1,corral.io/tpu-slice-worker-id=1 >/dev/null ||
     { echo "FAIL: the agent in $NS did not join"; exit 1; }
 WPIDS="$WPIDS $(agent_pid gpu-far)"
-agent_up gpu-near "$SPECS/dgx-h100.yaml" 127.0.0.2
+agent_up gpu-near "$SPECS/dgx-h100.yaml" 127.0.0.2 --labels zone=z2
 [ "$(node_state gpu-far)" = ALIVE ] && ok "an agent in its own network namespace joined over the veth" ||
     fail "gpu-far: $(node_state gpu-far)"
 
@@ -60,4 +65,29 @@ wait_node gpu-far 15 ALIVE && ok "link up: gpu-far rejoins" || fail "gpu-far did
 for _ in $(seq 200); do gone "$pid" && break; sleep 0.05; done
 gone "$pid" && ok "its stale worker was stopped" || fail "stale worker $pid still runs"
 "$CORRAL" job stop "$id" >/dev/null
+
+# a gang over the head and gpu-far (zone z1; their slice worker ids put
+# rank 0 on the head): MASTER_ADDR is the head as gpu-far reaches it. The
+# head has no --node-ip and listens on 0.0.0.0: the address gpu-far
+# connected to, 10.213.0.1, never 127.0.0.1
+out=$("$CORRAL" train --workers 2 --resources-per-worker CPU=1 --placement STRICT_SPREAD --domain zone -- \
+    sh -c 'echo "r=$RANK node=$CORRAL_NODE_ID master=$MASTER_ADDR"' 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "^\[rank 0\] r=0 node=cpu-01 master=10.213.0.1$" <<<"$out" &&
+    grep -q "^\[rank 1\] r=1 node=gpu-far master=10.213.0.1$" <<<"$out" &&
+    ok "gang over the head (rank 0, --listen 0.0.0.0) and gpu-far: MASTER_ADDR 10.213.0.1 for both" ||
+    fail "master addr: rc=$rc $out"
+# torch's store at that address, reached from across the veth (gloo's own
+# pairs would use each host's name, which the namespace shares: not this)
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    out=$("$CORRAL" train --workers 2 --resources-per-worker CPU=1 --placement STRICT_SPREAD --domain zone -- \
+        /usr/bin/python3 -c 'import os, datetime, torch.distributed as d
+r = int(os.environ["RANK"])
+s = d.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), 2, r == 0, datetime.timedelta(seconds=30))
+s.set("from%d" % r, os.environ["CORRAL_NODE_ID"])
+print("rank", r, "sees", s.get("from%d" % (1 - r)).decode())' 2>&1); rc=$?
+    [ $rc -eq 0 ] && grep -q "^\[rank 0\] rank 0 sees gpu-far$" <<<"$out" &&
+        grep -q "^\[rank 1\] rank 1 sees cpu-01$" <<<"$out" &&
+        ok "torch's TCPStore on the head at MASTER_ADDR: both ranks meet across the veth" ||
+        fail "store across: rc=$rc $out"
+fi
 finish

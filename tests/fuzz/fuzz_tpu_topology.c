@@ -22,16 +22,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const tpu_gen_t *gens = tpu_gens(&n);
     for (size_t i = 0; i < n; i++) {
         bool valid = tpu_topology_is_valid(&gens[i], &t);
-        int workers = tpu_worker_count(&gens[i], &t);
+        int workers = tpu_worker_count(&gens[i], &t, 0);
         if (!valid || workers <= 0)
             continue;
         tpu_topology_t h;
-        if (tpu_host_bounds(&gens[i], &t, &h) != 0)
+        if (tpu_host_bounds(&gens[i], &t, 0, &h) != 0)
             abort();
         int per = tpu_topology_chips(&h);
         for (int c = 0; c < per; c++) {
             int co[TPU_MAX_DIMS];
-            if (tpu_chip_coords(&gens[i], &t, workers - 1, c, co) != 0)
+            if (tpu_chip_coords(&gens[i], &t, 0, workers - 1, c, co) != 0)
                 abort();
             for (int d = 0; d < TPU_MAX_DIMS; d++)
                 if (co[d] < 0 || co[d] >= t.dims[d])

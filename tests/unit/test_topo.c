@@ -569,9 +569,14 @@ static void test_speed_72(void **state)
     assert_int_equal(hw_topo_cell(&m, 71, 72)->kind, CR_LINK_CPU);
     hw_topo_matrix_fini(&m);
     int island[72];
-    double t0 = now_ms();
-    assert_int_equal(hw_topo_islands(n, 0, island), 1);
-    double islands_ms = now_ms() - t0;
+    double islands_ms = 1e9;
+    for (int run = 0; run < 20; run++) { /* the best of 20, as for the matrix */
+        double t0 = now_ms();
+        assert_int_equal(hw_topo_islands(n, 0, island), 1);
+        double t = now_ms() - t0;
+        if (t < islands_ms)
+            islands_ms = t;
+    }
     /* the budget is 1 ms (even at -O0); sanitizers get slack, and the
      * minimum of 20 runs keeps a busy machine from failing it */
 #if defined(__SANITIZE_ADDRESS__)
@@ -579,7 +584,7 @@ static void test_speed_72(void **state)
 #else
     const double budget = 1.0;
 #endif
-    print_message("72 GPUs + 8 NICs: matrix %.3f ms (best of 20), islands %.3f ms\n", best,
+    print_message("72 GPUs + 8 NICs: matrix %.3f ms, islands %.3f ms (best of 20 each)\n", best,
                   islands_ms);
     assert_true(best < budget);
     assert_true(islands_ms < budget);

@@ -51,7 +51,6 @@ static size_t warnings_with(const cr_node_t *n, const char *a, const char *b)
     return k;
 }
 
-
 static const char *const tpu_pci[] = {"0000:00:04.0", "0000:00:05.0", "0000:00:06.0",
                                       "0000:00:07.0"};
 static const int tpu_numa[] = {0, 0, 1, 1};
@@ -331,6 +330,68 @@ static void test_slice_from_partial_env(void **state)
     fixture_setenv(&f, "TPU_WORKER_ID", "");
     n = discover(&f);
     assert_int_equal(warnings_with(n, "TPU_WORKER_ID", "not set"), 1);
+    assert_null(find_domain(n, "tpu-slice"));
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
+static void test_small_multi_host_and_defaults(void **state)
+{
+    /* a v6e-8 (2x4) as two hosts of 4 chips: xpk's system characteristics
+     * list ct6e-standard-4t with 2 VMs for v6e-8, and GKE runs it; how many
+     * chips a host holds comes from the machine (this one has 4). Host 1
+     * holds the upper 2x2 block: y in {2, 3}. */
+    fixture_env_t f;
+    fixture_open(&f, "tpu-v6e-4x4-w1");
+    fixture_setenv(&f, "TPU_ACCELERATOR_TYPE", "v6e-8");
+    fixture_setenv(&f, "TPU_TOPOLOGY", "2x4");
+    fixture_setenv(&f, "TPU_WORKER_HOSTNAMES", "v6e-8-w0,v6e-8-w1");
+    cr_node_t *n = discover(&f);
+    assert_int_equal(n->warnings.n, 0);
+    const cr_domain_t *s = find_domain(n, "tpu-slice");
+    assert_non_null(s);
+    assert_int_equal(s->worker_count, 2);
+    assert_int_equal(s->worker_id, 1);
+    assert_int_equal(s->nhosts, 2);
+    assert_string_equal(cr_node_get_label(n, "corral.io/tpu-slice-topology"), "2x4");
+    assert_int_equal(n->devices.v[0].coords[0], 0);
+    assert_int_equal(n->devices.v[0].coords[1], 2);
+    assert_int_equal(n->devices.v[3].coords[0], 1);
+    assert_int_equal(n->devices.v[3].coords[1], 3);
+    hw_node_free(n);
+    fixture_close(&f);
+
+    /* v5p-128 without TPU_TOPOLOGY is Google's 4x4x4 on 16 hosts
+     * (cloud.google.com/tpu/docs/v5p: 128 cores, 64 chips, 16 hosts) */
+    fixture_open(&f, "tpu-v5p-2x2x2-w1");
+    fixture_setenv(&f, "TPU_ACCELERATOR_TYPE", "v5p-128");
+    fixture_setenv(&f, "TPU_TOPOLOGY", "");
+    fixture_setenv(&f, "TPU_WORKER_ID", "5");
+    fixture_setenv(&f, "TPU_WORKER_HOSTNAMES", "");
+    n = discover(&f);
+    assert_int_equal(n->warnings.n, 0);
+    assert_string_equal(cr_node_get_label(n, "corral.io/tpu-slice-topology"), "4x4x4");
+    s = find_domain(n, "tpu-slice");
+    assert_non_null(s);
+    assert_int_equal(s->worker_count, 16);
+    /* host 5 of a 4x4x4: host grid 2x2x4, x fastest: (1, 0, 1) -> chips at
+     * x 2..3, y 0..1, z 1 */
+    assert_int_equal(n->devices.v[0].coords[0], 2);
+    assert_int_equal(n->devices.v[0].coords[1], 0);
+    assert_int_equal(n->devices.v[0].coords[2], 1);
+    hw_node_free(n);
+    fixture_close(&f);
+
+    /* a shape Google does not offer: refused, naming the nearest valid ones */
+    check_bad("tpu-v6e-4x4-w1", "TPU_TOPOLOGY", "4x3", "nearest: 2x4 (8 chips), 4x4 (16 chips)");
+    /* a pod type alone of a chip count no shape has (v5p-100: 50 chips) */
+    fixture_open(&f, "tpu-v5p-2x2x2-w0");
+    fixture_setenv(&f, "TPU_ACCELERATOR_TYPE", "v5p-100");
+    fixture_setenv(&f, "TPU_TOPOLOGY", "");
+    n = discover(&f);
+    assert_int_equal(n->warnings.n, 1);
+    assert_int_equal(
+        warnings_with(n, "v5p-100 has 50 chips", "nearest: 2x4x4 (32 chips), 4x4x4 (64 chips)"), 1);
     assert_null(find_domain(n, "tpu-slice"));
     hw_node_free(n);
     fixture_close(&f);
@@ -631,6 +692,7 @@ int main(void)
         cmocka_unit_test(test_bad_slice),
         cmocka_unit_test(test_bad_hostnames),
         cmocka_unit_test(test_slice_from_partial_env),
+        cmocka_unit_test(test_small_multi_host_and_defaults),
         cmocka_unit_test(test_odd_dev_entries),
         cmocka_unit_test(test_gce_metadata),
         cmocka_unit_test(test_gce_metadata_not_asked),

@@ -4,8 +4,10 @@
 the devices it was given, the checkpoint directory); ``save_checkpoint()``
 and ``load_checkpoint()`` keep one checkpoint in ``CORRAL_CHECKPOINT_DIR``
 so a restarted gang resumes. ``corral.train.torch`` has the PyTorch part
-(device, process group, model wrapping); it is imported on first use, so
-``import corral.train`` never imports torch.
+(device, process group, model wrapping), ``corral.train.jax`` the JAX part
+(``initialize()``: ``jax.distributed.initialize()`` with the process count
+and id corral set, which JAX itself does not read); both are imported on
+first use, so ``import corral.train`` never imports torch or JAX.
 """
 
 from ._context import TrainContext, get_context
@@ -18,12 +20,13 @@ __all__ = [
     "load_checkpoint",
     "checkpoint_path",
     "torch",
+    "jax",
 ]
 
 
 def __getattr__(name):
-    # corral.train.torch without an explicit import of the submodule
-    if name == "torch":
+    # corral.train.torch / .jax without an explicit import of the submodule
+    if name in ("torch", "jax"):
         import importlib
 
         return importlib.import_module(".torch", __name__)
