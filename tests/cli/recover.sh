@@ -25,7 +25,7 @@ kill_head() {
     gone "$h" || fail "head $h survived kill -9"
 }
 wait_final() {
-    for _ in $(seq 100); do
+    for _ in $(seq 600); do # 30 s: a loaded machine
         case $(status "$1" | jq -r .state) in SUCCEEDED | FAILED | STOPPED) return ;; esac
         sleep 0.05
     done

@@ -28,7 +28,14 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 ok() { echo "ok: $*"; }
 # a process that no longer exists or is a zombie
-gone() { [ ! -e /proc/$1 ] || [ "$(awk '{print $3}' /proc/$1/stat 2>/dev/null)" = Z ]; }
+# (the state after the last ')' of /proc/PID/stat: a name may hold spaces;
+# unreadable, as when it is reaped between two looks, is gone too, and so
+# is X, dead while being reaped)
+gone() {
+    local st
+    st=$(sed -n 's/.*) \([A-Za-z]\).*/\1/p' /proc/$1/stat 2>/dev/null)
+    [ -z "$st" ] || [ "$st" = Z ] || [ "$st" = X ]
+}
 status() { "$CORRAL" job status "$1" --json; }
 # Fails on any sanitizer report, prints the tally and exits with it.
 finish() {
