@@ -1,9 +1,13 @@
 /* Following a job's output while it is written (JobLogs{follow}).
  *
- * The head registers each following request with follow_add; a libuv
- * timer (every FOLLOW_PERIOD_MS, running only while someone follows) and
- * follow_pump() read what the workers' stdout and stderr files gained
- * since the last look and send it as LogChunk answers to the request.
+ * The head registers each following request with follow_add; follow_pump()
+ * reads what the workers' stdout and stderr files gained since the last
+ * look and sends it as LogChunk answers to the request, as much as the
+ * client's connection has room for (a few MiB queued), and
+ * follow_conn_drained() sends the next piece as soon as the client has
+ * read the last: output streams as fast as the client reads it. A libuv
+ * timer (every FOLLOW_PERIOD_MS, running only while someone follows)
+ * pumps too, for files that grow while their followers are caught up.
  * Once the job is final and every byte is sent, a last LogChunk with eof
  * ends the request and the follower is dropped.
  *
@@ -14,8 +18,8 @@
  *
  * Offsets in LogChunk are those of the current file of that worker and
  * stream; a client that only appends what it is given needs none. */
-#ifndef CORRAL_DAEMON_FOLLOW_H
-#define CORRAL_DAEMON_FOLLOW_H
+#ifndef CORRAL_HEAD_FOLLOW_H
+#define CORRAL_HEAD_FOLLOW_H
 
 #include "net/net.h"
 
@@ -63,6 +67,9 @@ int follow_events_add(cr_conn_t *c, uint64_t req_id, uint64_t since_seq);
  * now final. The timer calls it; the head may call it too (say when a
  * worker exits) to answer sooner. */
 void follow_pump(void);
+/* Everything queued on c was written (the net's on_drain): its log
+ * followers that are behind get their next piece now. */
+void follow_conn_drained(cr_conn_t *c);
 /* c is closing: forget its followers (call from on_close). */
 void follow_conn_closed(cr_conn_t *c);
 /* How many requests are being followed (tests, status). */

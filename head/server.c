@@ -59,6 +59,11 @@ static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
     head_handle(c, e);
 }
 
+static void on_drain(cr_conn_t *c, void *data)
+{
+    follow_conn_drained(c);
+}
+
 static void on_ready(cr_conn_t *c, void *data)
 {
     cr_debug("%s %s connected", cr_role_name(cr_conn_role(c)), cr_conn_peer(c));
@@ -228,7 +233,8 @@ int head_main(const head_opts_t *o)
     char name[160];
     snprintf(name, sizeof(name), "corrald:%.128s:%d", node_name(), (int)getpid());
     cr_net_config_t nc = {.token = token, .name = name};
-    cr_net_callbacks_t cb = {.on_ready = on_ready, .on_message = on_message, .on_close = on_close};
+    cr_net_callbacks_t cb = {
+        .on_ready = on_ready, .on_message = on_message, .on_close = on_close, .on_drain = on_drain};
     D.net = cr_net_new(&D.loop, &nc, &cb, NULL);
     memset(token, 0, sizeof(token));
     if (!D.net) {
