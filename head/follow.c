@@ -40,6 +40,7 @@ typedef struct follower {
     char *job_id;   /* NULL: an events follower */
     int worker;     /* -1 every worker */
     uint64_t start; /* the requested offset, for each first file */
+    bool whole;     /* from byte 0 however long a first file is */
     int n;          /* workers known */
     fstream_t (*fs)[2];
     uint64_t seq; /* events: the last one sent */
@@ -176,7 +177,7 @@ static bool read_file(follower_t *f, int worker, int stream, bool first, size_t 
     if (first) {
         s->seen = true;
         s->offset = f->start;
-        if (f->start == 0 && size > TAIL_MAX)
+        if (f->start == 0 && !f->whole && size > TAIL_MAX)
             s->offset = size - TAIL_MAX;
     }
     if (s->offset > size) /* truncated (or an offset past the end): what is there */
@@ -329,7 +330,8 @@ static follower_t *add(cr_conn_t *c, uint64_t req_id)
     return f;
 }
 
-int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index, uint64_t offset)
+int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index, uint64_t offset,
+               bool whole)
 {
     if (!F.ops.nworkers || F.ops.nworkers(F.arg, job_id) < 0)
         return CR_ENOENT;
@@ -338,6 +340,7 @@ int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_ind
     cr_conn_set_send_buffer(c, SOCK_BUF); /* fewer wakeups of the reader per MiB */
     f->worker = worker_index;
     f->start = offset;
+    f->whole = whole;
     F.pumping++;
     pump_logs(f);
     F.pumping--;

@@ -51,12 +51,12 @@ void follow_fini(void);
 /* Follows job_id's output for request req_id on c: worker_index -1 every
  * worker, else that one. offset: where to start in each file (0: from
  * the start, except that a file longer than 8 MiB starts with its last 8
- * MiB, as a JobLogs answer without follow does). What is there now is
+ * MiB, as a JobLogs answer without follow does, unless whole). What is there now is
  * sent at once; a job already final is answered completely, eof
  * included, before this returns. Returns 0, or CR_ENOENT (no such job,
  * nothing sent: the caller answers with an Error). */
-int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index,
-               uint64_t offset);
+int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index, uint64_t offset,
+               bool whole);
 /* Follows the event log for request req_id on c (EventsRequest{follow}):
  * each event after since_seq is pushed as an Event answering req_id, for
  * as long as c lives. The head answers the request's EventList itself
