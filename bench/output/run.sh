@@ -12,9 +12,14 @@
 #      MB/s of each (the slowest), and the worker's own write time beside
 #      the same writer into a plain file (followers must not slow it).
 # Timing: bash's $EPOCHREALTIME around each command, median of RUNS
-# (default 3). Prints `figure NAME VALUE UNIT` and `ratio NAME VALUE`
-# (corral over the peer named in NAME); notes go to stderr. Every run
-# checks the byte count that arrived.
+# (default 3). Beside each wall-clock figure, the CPU seconds per GiB that
+# every process of the path used (utime+stime: the head's and the agent's
+# from /proc/PID/stat, the rest as this shell's children), which a loaded
+# machine moves much less than wall time; and the worker's own write time
+# into its file (the floor corral's design sets: workers write files).
+# Prints `figure NAME VALUE UNIT` and `ratio NAME VALUE` (corral over the
+# peer named in NAME); notes go to stderr. Every run checks the byte count
+# that arrived.
 #   bench/output/run.sh                      (make bench-output)
 #   MIB=64 RUNS=5 FOLLOWERS=8 bench/output/run.sh
 set -euo pipefail
@@ -68,35 +73,72 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 
-# one timed run of `corral run` on node $1 into the sink; seconds on stdout
+HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
+TCK=$(getconf CLK_TCK)
+# CPU seconds so far into CPU: this shell's children (`times`, run here,
+# not in a subshell), the head, the agent
+cpu_now() {
+    times >"$TMP/times"
+    CPU=$(tail -1 "$TMP/times" | awk -v t="$TCK" -v h="$(awk '{print $14+$15}' /proc/$HPID/stat)" \
+        -v a="$(awk '{print $14+$15}' /proc/$APID/stat)" \
+        '{gsub(/[ms]/," ",$1); gsub(/[ms]/," ",$2); split($1,u," "); split($2,s," ");
+          printf "%.3f\n", u[1]*60+u[2]+s[1]*60+s[2]+(h+a)/t}')
+}
+cpu_mark() { cpu_now; C0=$CPU; }
+# CPU seconds per GiB since cpu_mark, into GIB
+cpu_gib() {
+    cpu_now
+    GIB=$(awk -v a="$C0" -v b="$CPU" -v m="$MIB" 'BEGIN{printf "%.3f\n", (b-a)*1024/m}')
+}
+
+# one timed run of `corral run` on node $1 into the sink: RES gets
+# "SECONDS CPU/GIB WORKER_SECONDS"
 run_on() {
     local t0 s
+    cpu_mark
     t0=$EPOCHREALTIME
-    "$CORRAL" run --label-selector "corral.io/node-id=$1" -- "$B" gen "$MIB" | "$B" sink >"$TMP/sink"
+    "$CORRAL" run --label-selector "corral.io/node-id=$1" -- "$B" gen "$MIB" "$TMP/wk1.s" |
+        "$B" sink >"$TMP/sink"
     s=$(since "$t0")
+    cpu_gib
     whole "$TMP/sink" "corral run on $1"
-    echo "$s"
+    RES="$s $GIB $(cat "$TMP/wk1.s")"
 }
 
 : >"$TMP/pipe"; : >"$TMP/local"; : >"$TMP/tcp"; : >"$TMP/remote"
 for r in $(seq 0 "$RUNS"); do # run 0 warms up
+    cpu_mark
     t0=$EPOCHREALTIME
     "$B" gen "$MIB" | "$B" sink >"$TMP/sink"
     p=$(since "$t0")
+    cpu_gib
+    p="$p $GIB"
     whole "$TMP/sink" pipe
-    l=$(run_on "$LOCAL")
-    t=$("$B" tcp "$MIB")
-    m=$(run_on bench-remote)
+    run_on "$LOCAL"
+    l=$RES
+    cpu_mark
+    "$B" tcp "$MIB" >"$TMP/tcp1"
+    cpu_gib
+    t="$(cat "$TMP/tcp1") $GIB"
+    run_on bench-remote
+    m=$RES
     [ "$r" = 0 ] && continue
     echo "$p" >>"$TMP/pipe"; echo "$l" >>"$TMP/local"; echo "$t" >>"$TMP/tcp"; echo "$m" >>"$TMP/remote"
 done
-P=$(median <"$TMP/pipe"); L=$(median <"$TMP/local"); T=$(median <"$TMP/tcp"); M=$(median <"$TMP/remote")
+col() { cut -d' ' -f"$2" "$TMP/$1" | median; }
+P=$(col pipe 1); L=$(col local 1); T=$(col tcp 1); M=$(col remote 1)
 figure output_pipe "$P"
 figure output_local "$L"
 ratio output_local_vs_pipe "$L" "$P"
+figure output_local_worker "$(col local 3)"
+echo "figure output_pipe_cpu $(col pipe 2) s/GiB"
+echo "figure output_local_cpu $(col local 2) s/GiB"
 figure output_tcp "$T"
 figure output_remote "$M"
 ratio output_remote_vs_tcp "$M" "$T"
+figure output_remote_worker "$(col remote 3)"
+echo "figure output_tcp_cpu $(col tcp 2) s/GiB"
+echo "figure output_remote_cpu $(col remote 2) s/GiB"
 
 # --- FOLLOWERS of one job: the worker waits for GO, so all are following
 # (from offset 0) before its first byte
