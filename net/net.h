@@ -39,7 +39,7 @@ typedef struct cr_frame_dec {
     size_t len;      /* payload length of the current frame */
     uint8_t *buf;    /* payload being assembled */
     size_t have, cap;
-    bool shrink;      /* free buf at the next feed (it was big) */
+    bool shrink;      /* buf was big: freed at the next header unless that frame is big */
     int err;          /* sticky: once failed, every feed fails */
     uint64_t bad_len; /* the length that made it fail */
 } cr_frame_dec_t;
