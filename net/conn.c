@@ -18,7 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define READ_BUF (256 * 1024)
+/* one read takes up to this much: a stream of 256 KiB output messages
+ * then mostly arrives whole in one read, handed on without the frame
+ * decoder's copy (the buffer is one per net, touched only as far as used) */
+#define READ_BUF (1024 * 1024)
 #define DEFAULT_HS_TIMEOUT_MS 5000
 #define DEFAULT_MAX_QUEUE (64u << 20)
 #define LINGER_MS 1000 /* how long a Refused may take to leave before we close */
