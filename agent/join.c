@@ -210,8 +210,8 @@ static bool fwd_exit(const Corral__WorkerReport *r)
 {
     for (size_t i = 0; i < A.fwd.n; i++) {
         fwd_t *f = &A.fwd.v[i];
-        if (strcmp(f->worker_id, r->worker_id) != 0)
-            continue;
+        if (f->exit || strcmp(f->worker_id, r->worker_id) != 0)
+            continue; /* (an earlier run of the same worker, still sending) */
         if (pump_one(f) && !A.stopping && A.conn && A.registered) {
             f->exit = report_copy(r);
             return true;
