@@ -25,6 +25,7 @@ typedef struct fwd {
     char *path[2];
     uint64_t off[2];
     Corral__WorkerReport *exit; /* it ended: told once its output is sent (fwd_exit) */
+    bool left;                  /* the last pump left bytes unsent */
 } fwd_t;
 
 /* What a worker or a reservation holds of this node's resources, by
@@ -81,6 +82,7 @@ static struct {
     int64_t free_acked[SCHED_MAX_RES], free_sent[SCHED_MAX_RES];
     uint64_t free_acked_seq, free_sent_seq;
     CR_VEC(fwd_t) fwd;
+    size_t fwd_next; /* the one pumped first next time */
     CR_VEC(resv_t) resv;
 } A;
 
@@ -183,10 +185,15 @@ static void fwd_end(size_t i)
  * output is left stays unsent, as it would with the worker's pipe. */
 static void fwd_pump_all(bool flush)
 {
+    size_t n = A.fwd.n;
+    for (size_t k = 0; k < n; k++) { /* from the next one each time: none starves */
+        fwd_t *f = &A.fwd.v[(A.fwd_next + k) % n];
+        f->left = pump_one(f);
+    }
+    A.fwd_next = n ? (A.fwd_next + 1) % n : 0;
     for (size_t i = 0; i < A.fwd.n;) {
         fwd_t *f = &A.fwd.v[i];
-        bool left = pump_one(f);
-        if (f->exit && (!left || flush)) {
+        if (f->exit && (!f->left || flush)) {
             fwd_end(i); /* the last slot moved into i */
             continue;
         }

@@ -42,6 +42,7 @@ typedef struct follower {
     uint64_t start; /* the requested offset, for each first file */
     bool whole;     /* from byte 0 however long a first file is */
     int n;          /* workers known */
+    int rr;         /* the worker read first at the next pump */
     fstream_t (*fs)[2];
     uint64_t seq; /* events: the last one sent */
     bool dead;    /* ended; freed by the next sweep */
@@ -256,7 +257,8 @@ static void pump_logs(follower_t *f)
     size_t queued = cr_conn_queued(f->conn);
     size_t budget = queued < QUEUE_HIGH ? QUEUE_HIGH - queued : 0;
     bool more = false;
-    for (int i = 0; i < n; i++) {
+    for (int k = 0; k < n; k++) { /* from the next worker each time: none starves */
+        int i = (f->rr + k) % n;
         if (f->worker >= 0 && f->worker != i)
             continue;
         const char *out = NULL, *err = NULL;
@@ -264,6 +266,7 @@ static void pump_logs(follower_t *f)
         if (!pump_file(f, i, 0, out, &budget, &more) || !pump_file(f, i, 1, err, &budget, &more))
             return;
     }
+    f->rr = n ? (f->rr + 1) % n : 0;
     if (final && !more) {
         send_chunk(f, f->worker, 0, 0, NULL, 0, true);
         f->dead = true;
