@@ -14,8 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FWD_CHUNK (64 * 1024)
-#define FWD_MS 50
+#define FWD_CHUNK (256 * 1024) /* bytes per LogChunk */
+#define FWD_MS 50              /* looking again at files that were caught up */
+#define FWD_HIGH (4u << 20)    /* bytes queued to the head before forwarding waits */
 #define MAX_BACKOFF_MS 5000
 
 typedef struct fwd {
@@ -23,6 +24,8 @@ typedef struct fwd {
     uint32_t index;
     char *path[2];
     uint64_t off[2];
+    Corral__WorkerReport *exit; /* it ended: told once its output is sent (fwd_exit) */
+    bool left;                  /* the last pump left bytes unsent */
 } fwd_t;
 
 /* What a worker or a reservation holds of this node's resources, by
@@ -79,6 +82,7 @@ static struct {
     int64_t free_acked[SCHED_MAX_RES], free_sent[SCHED_MAX_RES];
     uint64_t free_acked_seq, free_sent_seq;
     CR_VEC(fwd_t) fwd;
+    size_t fwd_next; /* the one pumped first next time */
     CR_VEC(resv_t) resv;
 } A;
 
@@ -97,12 +101,30 @@ static void send_msg(Corral__Envelope *e)
 
 /* ----------------------------------------------------- output forwarding */
 
-/* Sends what was written to f's files since last time (all of it when
- * drain); false when nothing was left. */
-static bool pump_one(fwd_t *f, bool drain)
+/* Output goes to the head as fast as the connection takes it: a pump
+ * reads what a worker's files gained and sends it while fewer than
+ * FWD_HIGH bytes wait to be written, and the connection's drain (on_drain)
+ * pumps again at once; the timer looks at files that were caught up. A
+ * head that reads slowly so holds at most FWD_HIGH bytes of this agent's
+ * memory: the rest waits in the files. A worker's exit is told once its
+ * output is sent (worker_ended), so the head has every byte before it
+ * calls the job final. */
+
+static Corral__WorkerReport *report_copy(const Corral__WorkerReport *r);
+static void report_free(Corral__WorkerReport *r);
+static void worker_ended(const Corral__WorkerReport *r);
+
+static bool fwd_room(void)
 {
-    bool more = false;
-    uint8_t *buf = NULL;
+    return A.conn && A.registered && cr_conn_queued(A.conn) < FWD_HIGH;
+}
+
+/* Sends what was written to f's files since last time, while the queue
+ * has room; false when nothing is left to send (all of it went). */
+static bool pump_one(fwd_t *f)
+{
+    static uint8_t buf[FWD_CHUNK]; /* one loop, one read at a time */
+    bool left = false;
     for (int s = 0; s < 2; s++) {
         if (!f->path[s])
             continue;
@@ -110,8 +132,11 @@ static bool pump_one(fwd_t *f, bool drain)
         if (fd < 0)
             continue;
         for (;;) {
-            if (!buf)
-                buf = cr_malloc(FWD_CHUNK);
+            if (!fwd_room()) { /* kept for the drain, or for when the head is back */
+                struct stat sb;
+                left |= fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > f->off[s];
+                break;
+            }
             ssize_t got = pread(fd, buf, FWD_CHUNK, (off_t)f->off[s]);
             if (got <= 0)
                 break;
@@ -125,39 +150,83 @@ static bool pump_one(fwd_t *f, bool drain)
             Corral__Envelope e = CORRAL__ENVELOPE__INIT;
             e.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
             e.log_chunk = &ch;
-            if (!A.conn || !A.registered)
-                break; /* kept for when the head is back */
             send_msg(&e);
             f->off[s] += (uint64_t)got;
-            more = true;
-            if (!drain)
-                break;
         }
         close(fd);
     }
-    free(buf);
-    return more;
+    return left;
+}
+
+static void fwd_free(size_t i)
+{
+    fwd_t *f = &A.fwd.v[i];
+    free(f->worker_id);
+    free(f->job_id);
+    free(f->path[0]);
+    free(f->path[1]);
+    if (f->exit)
+        report_free(f->exit);
+    A.fwd.v[i] = A.fwd.v[--A.fwd.n];
+}
+
+/* Ends f's forwarding (its worker exited): tells the exit, drops f. */
+static void fwd_end(size_t i)
+{
+    Corral__WorkerReport *r = A.fwd.v[i].exit;
+    A.fwd.v[i].exit = NULL;
+    fwd_free(i);
+    worker_ended(r);
+    report_free(r);
+}
+
+/* Pumps every forwarded worker; those that exited and have sent all end.
+ * flush: the head is gone (or this agent stops): exits are told now, what
+ * output is left stays unsent, as it would with the worker's pipe. */
+static void fwd_pump_all(bool flush)
+{
+    size_t n = A.fwd.n;
+    for (size_t k = 0; k < n; k++) { /* from the next one each time: none starves */
+        fwd_t *f = &A.fwd.v[(A.fwd_next + k) % n];
+        f->left = pump_one(f);
+    }
+    A.fwd_next = n ? (A.fwd_next + 1) % n : 0;
+    for (size_t i = 0; i < A.fwd.n;) {
+        fwd_t *f = &A.fwd.v[i];
+        if (f->exit && (!f->left || flush)) {
+            fwd_end(i); /* the last slot moved into i */
+            continue;
+        }
+        i++;
+    }
 }
 
 static void on_pump(uv_timer_t *t)
 {
-    for (size_t i = 0; i < A.fwd.n; i++)
-        pump_one(&A.fwd.v[i], false);
+    fwd_pump_all(!A.conn || !A.registered || A.stopping);
 }
 
-static void fwd_drop(const char *worker_id)
+static void on_drain(cr_conn_t *c, void *data)
 {
-    for (size_t i = 0; i < A.fwd.n; i++)
-        if (strcmp(A.fwd.v[i].worker_id, worker_id) == 0) {
-            fwd_t *f = &A.fwd.v[i];
-            pump_one(f, true);
-            free(f->worker_id);
-            free(f->job_id);
-            free(f->path[0]);
-            free(f->path[1]);
-            A.fwd.v[i] = A.fwd.v[--A.fwd.n];
-            return;
+    fwd_pump_all(false);
+}
+
+/* r's worker exited: true when its output is still on the way (its
+ * exit is told once it went), false when the caller tells it now. */
+static bool fwd_exit(const Corral__WorkerReport *r)
+{
+    for (size_t i = 0; i < A.fwd.n; i++) {
+        fwd_t *f = &A.fwd.v[i];
+        if (f->exit || strcmp(f->worker_id, r->worker_id) != 0)
+            continue; /* (an earlier run of the same worker, still sending) */
+        if (pump_one(f) && !A.stopping && A.conn && A.registered) {
+            f->exit = report_copy(r);
+            return true;
         }
+        fwd_free(i);
+        return false;
+    }
+    return false;
 }
 
 /* ------------------------------------------------------ what is in use */
@@ -418,7 +487,12 @@ static void a_started(void *arg, const agent_started_t *s)
 
 static void a_exited(void *arg, const Corral__WorkerReport *r)
 {
-    fwd_drop(r->worker_id); /* its output reaches the head before its exit */
+    if (!fwd_exit(r)) /* else its output reaches the head first, then worker_ended */
+        worker_ended(r);
+}
+
+static void worker_ended(const Corral__WorkerReport *r)
+{
     use_drop(r->worker_id);
     if (!A.stopping)
         save_table();
@@ -700,6 +774,7 @@ static void on_close(cr_conn_t *c, int err, void *data)
     uv_timer_stop(&A.hb);
     if (A.stopping || A.fatal)
         return;
+    fwd_pump_all(true); /* exits waiting on output go into the next Register */
     if (err == CR_EACCES) {
         fprintf(stderr,
                 "corrald: the head at %s refused this agent's token; use the head's token file "
@@ -816,7 +891,8 @@ int agent_main(const agent_opts_t *o)
     char name[160];
     snprintf(name, sizeof(name), "agent:%.128s:%d", A.node->id, (int)getpid());
     cr_net_config_t nc = {.token = token, .name = name};
-    cr_net_callbacks_t cb = {.on_ready = on_ready, .on_message = on_message, .on_close = on_close};
+    cr_net_callbacks_t cb = {
+        .on_ready = on_ready, .on_message = on_message, .on_close = on_close, .on_drain = on_drain};
     A.net = cr_net_new(&A.loop, &nc, &cb, NULL);
     memset(token, 0, sizeof(token));
     agent_config_t ac = {.loop = &A.loop,
@@ -845,12 +921,8 @@ int agent_main(const agent_opts_t *o)
     uv_walk(&A.loop, walk_close, NULL);
     uv_run(&A.loop, UV_RUN_DEFAULT);
     uv_loop_close(&A.loop);
-    for (size_t i = 0; i < A.fwd.n; i++) {
-        free(A.fwd.v[i].worker_id);
-        free(A.fwd.v[i].job_id);
-        free(A.fwd.v[i].path[0]);
-        free(A.fwd.v[i].path[1]);
-    }
+    while (A.fwd.n)
+        fwd_free(A.fwd.n - 1);
     CR_VEC_FREE(&A.fwd);
     for (size_t i = 0; i < A.changes.n; i++)
         report_free(A.changes.v[i].r);

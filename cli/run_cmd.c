@@ -325,7 +325,7 @@ int cli_run(int argc, char **argv)
     o.err = cr_calloc(o.n + 1, sizeof(*o.err));
     cli_stopper_t st = {.cmd = "corral run", .job_id = job_id};
     corral_set_tick(c, cli_stop_on_interrupt, &st);
-    err = corral_job_logs_follow(c, job_id, -1, cli_on_follow, &o);
+    err = corral_job_logs_follow_all(c, job_id, -1, cli_on_follow, &o);
     corral_set_tick(c, NULL, NULL);
     if (err == CR_ENOSYS) { /* a head that cannot follow: the output at the end */
         err = wait_then_print(c, job_id, &o, &job);

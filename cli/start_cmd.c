@@ -83,6 +83,24 @@ typedef struct passed {
     int na, nn;
 } passed_t;
 
+/* The head's line about its open-file limit, when it said one before
+ * answering (head/server.c raise_nofile), passed on to the user. */
+static void print_limit_note(int fd)
+{
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (strncmp(line, "corrald: open-file limit", 24) == 0)
+            printf("corral: %s\n", line + 9);
+    }
+}
+
 static int opt_pass(void *dst, const char *name, const char *arg)
 {
     passed_t *p = dst;
@@ -219,6 +237,7 @@ int cli_start(int argc, char **argv)
                            "address %s\n",
                            (int)pid, st.nnodes ? st.nodes[0].node_id : "?",
                            home && home[0] ? home : "/tmp/corral", st.head_address);
+                    print_limit_note(pfd[0]);
                     corral_status_free(&st);
                     rc = CLI_OK;
                 }

@@ -718,13 +718,14 @@ static int got_chunk(corral_t *c, const Corral__Envelope *e, void *arg)
 }
 
 static int job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg,
-                    bool follow)
+                    bool follow, bool whole)
 {
     logs_cb_t l = {fn, arg};
     Corral__JobLogs r = CORRAL__JOB_LOGS__INIT;
     r.job_id = (char *)job_id;
     r.worker_index = worker_index;
     r.follow = follow;
+    r.whole = whole;
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_JOB_LOGS;
     e.job_logs = &r;
@@ -733,13 +734,19 @@ static int job_logs(corral_t *c, const char *job_id, int worker_index, corral_lo
 
 int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg)
 {
-    return job_logs(c, job_id, worker_index, fn, arg, false);
+    return job_logs(c, job_id, worker_index, fn, arg, false, false);
 }
 
 int corral_job_logs_follow(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
                            void *arg)
 {
-    return job_logs(c, job_id, worker_index, fn, arg, true);
+    return job_logs(c, job_id, worker_index, fn, arg, true, false);
+}
+
+int corral_job_logs_follow_all(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
+                               void *arg)
+{
+    return job_logs(c, job_id, worker_index, fn, arg, true, true);
 }
 
 /* ---- the cluster ---- */

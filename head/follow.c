@@ -1,19 +1,31 @@
-/* Following job output and events for clients (daemon/follow.h).
+/* Following job output and events for clients (head/follow.h).
  *
- * Why polling the files rather than a pipe from each worker: the workers
+ * Why reading the files rather than a pipe from each worker: the workers
  * write straight into their log files (agent/launch.c), which survive a
- * head restart and serve JobLogs without follow; reading what they gained
- * every FOLLOW_PERIOD_MS costs one fstat per followed file and adds no
- * process in the workers' output path. The timer runs only while someone
- * follows. */
+ * head restart and serve JobLogs without follow, and a follower that
+ * reads slowly never slows a worker: it falls behind in the file, not in
+ * the worker's pipe.
+ *
+ * The pace is the client's (docs/runtime.md "Following output and
+ * events"): a pump sends a follower what its files gained while its
+ * connection's write queue is under QUEUE_HIGH, and the connection's
+ * drain (every queued byte written: follow_conn_drained) pumps it again
+ * at once. So a follower that reads at pipe speed gets pipe speed, one
+ * that stops reading holds at most QUEUE_HIGH bytes of the head's memory,
+ * and nothing is read from a file for it meanwhile. The timer (every
+ * FOLLOW_PERIOD_MS, running only while someone follows) is left for
+ * tailing: a follower that is caught up looks again for what was
+ * written since, one fstat per followed file. */
 #include "head/follow.h"
+#include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#define CHUNK (64 * 1024)
-#define TAIL_MAX (8u << 20)    /* a first look starts at most this far from the end */
-#define PUMP_BUDGET (1u << 20) /* bytes read per follower per pump */
-#define QUEUE_HIGH (4u << 20)  /* a slow reader is skipped until it drains */
+#define CHUNK (256 * 1024)    /* bytes per LogChunk */
+#define TAIL_MAX (8u << 20)   /* a first look starts at most this far from the end */
+#define QUEUE_HIGH (4u << 20) /* bytes queued to a follower before it waits for the drain */
+#define SOCK_BUF (2 << 20)    /* the send buffer asked for a follower's socket */
 
 typedef struct fstream {
     char *path;      /* the file followed now; NULL none yet */
@@ -28,7 +40,9 @@ typedef struct follower {
     char *job_id;   /* NULL: an events follower */
     int worker;     /* -1 every worker */
     uint64_t start; /* the requested offset, for each first file */
+    bool whole;     /* from byte 0 however long a first file is */
     int n;          /* workers known */
+    int rr;         /* the worker read first at the next pump */
     fstream_t (*fs)[2];
     uint64_t seq; /* events: the last one sent */
     bool dead;    /* ended; freed by the next sweep */
@@ -41,7 +55,8 @@ static struct {
     void *arg;
     follower_t *list;
     size_t count;
-    int pumping; /* follow_pump on the stack: frees wait for its sweep */
+    int pumping;        /* follow_pump on the stack: frees wait for its sweep */
+    uint8_t buf[CHUNK]; /* one loop, one read at a time */
 } F;
 
 static void timer_closed(uv_handle_t *h)
@@ -151,44 +166,40 @@ static bool read_file(follower_t *f, int worker, int stream, bool first, size_t 
 {
     fstream_t *s = &f->fs[worker][stream];
     *left = false;
-    FILE *fp = fopen(s->path, "rb");
-    if (!fp)
+    int fd = open(s->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return true; /* not created yet */
     struct stat st;
-    if (fstat(fileno(fp), &st) < 0) {
-        fclose(fp);
+    if (fstat(fd, &st) < 0) {
+        close(fd);
         return true;
     }
     uint64_t size = (uint64_t)st.st_size;
     if (first) {
         s->seen = true;
         s->offset = f->start;
-        if (f->start == 0 && size > TAIL_MAX)
+        if (f->start == 0 && !f->whole && size > TAIL_MAX)
             s->offset = size - TAIL_MAX;
     }
     if (s->offset > size) /* truncated (or an offset past the end): what is there */
         s->offset = first ? size : 0;
     bool ok = true;
-    if (s->offset<size && * budget> 0 && fseeko(fp, (off_t)s->offset, SEEK_SET) == 0) {
-        uint8_t *buf = cr_malloc(CHUNK);
-        while (*budget > 0 && s->offset < size) {
-            size_t want = CHUNK < *budget ? CHUNK : *budget;
-            if (want > size - s->offset)
-                want = (size_t)(size - s->offset);
-            size_t got = fread(buf, 1, want, fp);
-            if (got == 0)
-                break;
-            if (!send_chunk(f, worker, stream, s->offset, buf, got, false)) {
-                ok = false;
-                break;
-            }
-            s->offset += got;
-            *budget -= got;
+    while (*budget > 0 && s->offset < size) {
+        size_t want = CHUNK < *budget ? CHUNK : *budget;
+        if (want > size - s->offset)
+            want = (size_t)(size - s->offset);
+        ssize_t got = pread(fd, F.buf, want, (off_t)s->offset);
+        if (got <= 0)
+            break;
+        if (!send_chunk(f, worker, stream, s->offset, F.buf, (size_t)got, false)) {
+            ok = false;
+            break;
         }
-        free(buf);
+        s->offset += (uint64_t)got;
+        *budget -= (size_t)got;
     }
     *left = s->offset < size;
-    fclose(fp);
+    close(fd);
     return ok;
 }
 
@@ -225,6 +236,8 @@ static bool pump_file(follower_t *f, int worker, int stream, const char *path, s
     return true;
 }
 
+/* Sends f what its files gained, as much as its queue has room for; the
+ * drain of its connection brings it back for the rest. */
 static void pump_logs(follower_t *f)
 {
     int n = F.ops.nworkers(F.arg, f->job_id);
@@ -241,9 +254,11 @@ static void pump_logs(follower_t *f)
     /* asked before reading: a job final now has no writer left, so what
      * is read below is all there will ever be */
     bool final = F.ops.is_final(F.arg, f->job_id);
-    size_t budget = PUMP_BUDGET;
+    size_t queued = cr_conn_queued(f->conn);
+    size_t budget = queued < QUEUE_HIGH ? QUEUE_HIGH - queued : 0;
     bool more = false;
-    for (int i = 0; i < n; i++) {
+    for (int k = 0; k < n; k++) { /* from the next worker each time: none starves */
+        int i = (f->rr + k) % n;
         if (f->worker >= 0 && f->worker != i)
             continue;
         const char *out = NULL, *err = NULL;
@@ -251,6 +266,7 @@ static void pump_logs(follower_t *f)
         if (!pump_file(f, i, 0, out, &budget, &more) || !pump_file(f, i, 1, err, &budget, &more))
             return;
     }
+    f->rr = n ? (f->rr + 1) % n : 0;
     if (final && !more) {
         send_chunk(f, f->worker, 0, 0, NULL, 0, true);
         f->dead = true;
@@ -273,19 +289,33 @@ static void emit_event(void *ctx, const Corral__Event *ev)
         f->seq = ev->seq;
 }
 
+static void pump_one(follower_t *f)
+{
+    if (f->dead || cr_conn_queued(f->conn) >= QUEUE_HIGH)
+        return; /* a slow reader: its drain brings it back */
+    if (f->job_id) {
+        pump_logs(f);
+    } else {
+        ev_ctx_t ctx = {f};
+        F.ops.events_since(F.arg, f->seq, emit_event, &ctx);
+    }
+}
+
 void follow_pump(void)
 {
     F.pumping++;
-    for (follower_t *f = F.list; f; f = f->next) {
-        if (f->dead || cr_conn_queued(f->conn) > QUEUE_HIGH)
-            continue;
-        if (f->job_id) {
-            pump_logs(f);
-        } else {
-            ev_ctx_t ctx = {f};
-            F.ops.events_since(F.arg, f->seq, emit_event, &ctx);
-        }
-    }
+    for (follower_t *f = F.list; f; f = f->next)
+        pump_one(f);
+    F.pumping--;
+    sweep();
+}
+
+void follow_conn_drained(cr_conn_t *c)
+{
+    F.pumping++;
+    for (follower_t *f = F.list; f; f = f->next)
+        if (f->conn == c && f->job_id)
+            pump_one(f);
     F.pumping--;
     sweep();
 }
@@ -303,14 +333,17 @@ static follower_t *add(cr_conn_t *c, uint64_t req_id)
     return f;
 }
 
-int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index, uint64_t offset)
+int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index, uint64_t offset,
+               bool whole)
 {
     if (!F.ops.nworkers || F.ops.nworkers(F.arg, job_id) < 0)
         return CR_ENOENT;
     follower_t *f = add(c, req_id);
     f->job_id = cr_strdup(job_id);
+    cr_conn_set_send_buffer(c, SOCK_BUF); /* fewer wakeups of the reader per MiB */
     f->worker = worker_index;
     f->start = offset;
+    f->whole = whole;
     F.pumping++;
     pump_logs(f);
     F.pumping--;

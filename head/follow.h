@@ -1,9 +1,13 @@
 /* Following a job's output while it is written (JobLogs{follow}).
  *
- * The head registers each following request with follow_add; a libuv
- * timer (every FOLLOW_PERIOD_MS, running only while someone follows) and
- * follow_pump() read what the workers' stdout and stderr files gained
- * since the last look and send it as LogChunk answers to the request.
+ * The head registers each following request with follow_add; follow_pump()
+ * reads what the workers' stdout and stderr files gained since the last
+ * look and sends it as LogChunk answers to the request, as much as the
+ * client's connection has room for (a few MiB queued), and
+ * follow_conn_drained() sends the next piece as soon as the client has
+ * read the last: output streams as fast as the client reads it. A libuv
+ * timer (every FOLLOW_PERIOD_MS, running only while someone follows)
+ * pumps too, for files that grow while their followers are caught up.
  * Once the job is final and every byte is sent, a last LogChunk with eof
  * ends the request and the follower is dropped.
  *
@@ -14,8 +18,8 @@
  *
  * Offsets in LogChunk are those of the current file of that worker and
  * stream; a client that only appends what it is given needs none. */
-#ifndef CORRAL_DAEMON_FOLLOW_H
-#define CORRAL_DAEMON_FOLLOW_H
+#ifndef CORRAL_HEAD_FOLLOW_H
+#define CORRAL_HEAD_FOLLOW_H
 
 #include "net/net.h"
 
@@ -47,12 +51,12 @@ void follow_fini(void);
 /* Follows job_id's output for request req_id on c: worker_index -1 every
  * worker, else that one. offset: where to start in each file (0: from
  * the start, except that a file longer than 8 MiB starts with its last 8
- * MiB, as a JobLogs answer without follow does). What is there now is
+ * MiB, as a JobLogs answer without follow does, unless whole). What is there now is
  * sent at once; a job already final is answered completely, eof
  * included, before this returns. Returns 0, or CR_ENOENT (no such job,
  * nothing sent: the caller answers with an Error). */
-int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index,
-               uint64_t offset);
+int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index, uint64_t offset,
+               bool whole);
 /* Follows the event log for request req_id on c (EventsRequest{follow}):
  * each event after since_seq is pushed as an Event answering req_id, for
  * as long as c lives. The head answers the request's EventList itself
@@ -63,6 +67,9 @@ int follow_events_add(cr_conn_t *c, uint64_t req_id, uint64_t since_seq);
  * now final. The timer calls it; the head may call it too (say when a
  * worker exits) to answer sooner. */
 void follow_pump(void);
+/* Everything queued on c was written (the net's on_drain): its log
+ * followers that are behind get their next piece now. */
+void follow_conn_drained(cr_conn_t *c);
 /* c is closing: forget its followers (call from on_close). */
 void follow_conn_closed(cr_conn_t *c);
 /* How many requests are being followed (tests, status). */

@@ -61,7 +61,7 @@ void req_job_logs(cr_conn_t *c, const Corral__Envelope *e)
         return;
     }
     if (q->follow) { /* daemon/follow.c answers from here on, eof included */
-        if (follow_add(c, e->id, j->idstr, q->worker_index, q->offset) < 0)
+        if (follow_add(c, e->id, j->idstr, q->worker_index, q->offset, q->whole) < 0)
             cr_conn_reply_error(c, e->id, CR_ENOENT, "no job %s", q->job_id);
         return;
     }

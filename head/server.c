@@ -10,6 +10,7 @@
 #include "head/waiters.h"
 #include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* ----------------------------------------------------------- the watch */
@@ -57,6 +58,11 @@ void head_conn_closed(cr_conn_t *c)
 static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
 {
     head_handle(c, e);
+}
+
+static void on_drain(cr_conn_t *c, void *data)
+{
+    follow_conn_drained(c);
 }
 
 static void on_ready(cr_conn_t *c, void *data)
@@ -194,6 +200,46 @@ listening:
     return e;
 }
 
+/* Raises the soft open-file limit to the hard one: a head holds a socket
+ * per agent and client, and a soft limit of 1024 (or the 19,000 that
+ * stopped bench/cluster) is far below what a large cluster needs.
+ * Workers of the head's own node inherit it, as they inherit the head's
+ * other limits. Says so on stderr (corral start passes the line on) and
+ * puts the words in buf for the "started" event. */
+static void raise_nofile(char *buf, size_t size)
+{
+    struct rlimit rl;
+    buf[0] = '\0';
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return;
+    rlim_t want = rl.rlim_max;
+    if (want == RLIM_INFINITY) { /* the kernel's own cap then: fs.nr_open */
+        FILE *fp = fopen("/proc/sys/fs/nr_open", "r");
+        unsigned long long v = 0;
+        if (fp && fscanf(fp, "%llu", &v) == 1 && v > 0)
+            want = (rlim_t)v;
+        if (fp)
+            fclose(fp);
+        if (want == RLIM_INFINITY)
+            want = 1048576; /* the kernel's default fs.nr_open (fs/file.c sysctl_nr_open) */
+    }
+    unsigned long long was = (unsigned long long)rl.rlim_cur;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur >= want) {
+        snprintf(buf, size, "open-file limit %llu", was);
+        return;
+    }
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        snprintf(buf, size, "open-file limit %llu (raising it to the hard limit %llu failed: %s)",
+                 was, (unsigned long long)want, strerror(errno));
+        cr_warn("%s", buf);
+    } else {
+        snprintf(buf, size, "open-file limit raised from %llu to %llu (the hard limit)", was,
+                 (unsigned long long)want);
+    }
+    fprintf(stderr, "corrald: %s\n", buf);
+}
+
 int head_main(const head_opts_t *o)
 {
     int rc = 1;
@@ -216,6 +262,8 @@ int head_main(const head_opts_t *o)
     if (cr_log_set_file(logfile) < 0)
         fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
     free(logfile);
+    char nofile[160];
+    raise_nofile(nofile, sizeof(nofile));
     char *dbpath = cr_asprintf("%s/state.db", D.session);
     int e = head_core_open(&core, dbpath);
     free(dbpath);
@@ -229,7 +277,8 @@ int head_main(const head_opts_t *o)
     char name[160];
     snprintf(name, sizeof(name), "corrald:%.128s:%d", node_name(), (int)getpid());
     cr_net_config_t nc = {.token = token, .name = name};
-    cr_net_callbacks_t cb = {.on_ready = on_ready, .on_message = on_message, .on_close = on_close};
+    cr_net_callbacks_t cb = {
+        .on_ready = on_ready, .on_message = on_message, .on_close = on_close, .on_drain = on_drain};
     D.net = cr_net_new(&D.loop, &nc, &cb, NULL);
     memset(token, 0, sizeof(token));
     if (!D.net) {
@@ -243,8 +292,9 @@ int head_main(const head_opts_t *o)
     uv_signal_init(&D.loop, &D.sig_int);
     uv_signal_start(&D.sig_term, on_signal, SIGTERM);
     uv_signal_start(&D.sig_int, on_signal, SIGINT);
-    head_event("started", "head on %s%s: %zu device(s), socket %s, tcp %s", node_name(),
-               D.node->simulated ? " (simulated)" : "", D.node->devices.n, D.sock, D.address);
+    head_event("started", "head on %s%s: %zu device(s), socket %s, tcp %s%s%s", node_name(),
+               D.node->simulated ? " (simulated)" : "", D.node->devices.n, D.sock, D.address,
+               nofile[0] ? ", " : "", nofile);
     fprintf(stderr, "corrald: head %s serving %s and %s\n", node_name(), D.sock, D.address);
     if (D.reused)
         recover();

@@ -18,7 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define READ_BUF (64 * 1024)
+/* one read takes up to this much: a stream of 256 KiB output messages
+ * then mostly arrives whole in one read, handed on without the frame
+ * decoder's copy (the buffer is one per net, touched only as far as used) */
+#define READ_BUF (1024 * 1024)
 #define DEFAULT_HS_TIMEOUT_MS 5000
 #define DEFAULT_MAX_QUEUE (64u << 20)
 #define LINGER_MS 1000 /* how long a Refused may take to leave before we close */
@@ -74,8 +77,8 @@ struct cr_net {
     void *data;
     cr_listener_t *listeners;
     cr_conn_t *conns;
-    size_t live; /* listeners and connections not yet freed */
-    int hold;    /* cr_net_hold depth: frames wait in each conn's held */
+    size_t live;        /* listeners and connections not yet freed */
+    int hold;           /* cr_net_hold depth: frames wait in each conn's held */
     cr_conn_t *holding; /* the connections with held frames, for cr_net_flush */
     bool closing;
     void (*done)(void *);
@@ -972,4 +975,15 @@ void cr_conn_free_detached(cr_conn_t *c)
 size_t cr_conn_queued(const cr_conn_t *c)
 {
     return c->queued;
+}
+
+int cr_conn_set_send_buffer(cr_conn_t *c, int bytes)
+{
+    if (c->detached || c->closing || c->resolving)
+        return 0;
+    int have = 0;
+    int err = uv_send_buffer_size(&c->u.h, &have);
+    if (err == 0 && have >= bytes)
+        return 0;
+    return uv_send_buffer_size(&c->u.h, &bytes);
 }

@@ -30,6 +30,8 @@ int cr_frame_hdr(uint8_t hdr[CR_FRAME_HDR], size_t len, size_t max)
     return 0;
 }
 
+#define BIG (64 * 1024) /* a payload buffer above this is not kept between small frames */
+
 /* Grows the payload buffer to hold need bytes, doubling, never past the
  * frame's own length. */
 static void reserve(cr_frame_dec_t *d, size_t need)
@@ -50,11 +52,6 @@ int cr_frame_dec_feed(cr_frame_dec_t *d, const uint8_t *data, size_t n, size_t *
 {
     size_t pos = 0;
     *used = 0;
-    if (d->shrink) {
-        CR_FREE(d->buf);
-        d->cap = 0;
-        d->shrink = false;
-    }
     if (d->err)
         return d->err;
     while (d->hdr_have < CR_FRAME_HDR) {
@@ -75,6 +72,11 @@ int cr_frame_dec_feed(cr_frame_dec_t *d, const uint8_t *data, size_t n, size_t *
         }
         d->len = len;
         d->have = 0;
+        if (d->shrink && len <= BIG) { /* a big frame's buffer goes with the next small one */
+            CR_FREE(d->buf);
+            d->cap = 0;
+        }
+        d->shrink = false;
     }
     size_t avail = n - pos;
     if (avail == 0) {
@@ -102,9 +104,10 @@ int cr_frame_dec_feed(cr_frame_dec_t *d, const uint8_t *data, size_t n, size_t *
     *flen = d->len;
     d->hdr_have = 0;
     d->have = 0;
-    /* a big frame's buffer is not kept for the life of the connection;
-     * the caller reads *frame before the next feed, which frees it */
-    d->shrink = d->cap > 64 * 1024;
+    /* a big frame's buffer is not kept for the life of the connection:
+     * the next frame's header frees it, unless that frame is big too (a
+     * stream of output: one buffer for all, not a fresh one each) */
+    d->shrink = d->cap > BIG;
     return 1;
 }
 

@@ -39,7 +39,7 @@ typedef struct cr_frame_dec {
     size_t len;      /* payload length of the current frame */
     uint8_t *buf;    /* payload being assembled */
     size_t have, cap;
-    bool shrink;      /* free buf at the next feed (it was big) */
+    bool shrink;      /* buf was big: freed at the next header unless that frame is big */
     int err;          /* sticky: once failed, every feed fails */
     uint64_t bad_len; /* the length that made it fail */
 } cr_frame_dec_t;
@@ -287,6 +287,11 @@ void cr_net_hold(cr_net_t *n);
 void cr_net_flush(cr_net_t *n);
 /* Bytes queued whose write has not completed yet. */
 size_t cr_conn_queued(const cr_conn_t *c);
+/* Asks the kernel for a send buffer of at least bytes on c's socket
+ * (SO_SNDBUF; the kernel caps it at net.core.wmem_max): a bulk sender
+ * (log streams) then moves more per wakeup of its peer. Never shrinks
+ * it. 0 or a negative libuv error; nothing on a detached connection. */
+int cr_conn_set_send_buffer(cr_conn_t *c, int bytes);
 
 /* Test seam: a connection with no socket and no net, as the server side
  * of a peer of the given role that finished its handshake (fuzz targets

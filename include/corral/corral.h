@@ -196,7 +196,8 @@ int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_lo
 
 /* Follows the job's output as it is written: fn gets what each worker's
  * stdout and stderr already hold (the last 8 MiB of each), then each new
- * piece within about 50 ms of its writing, in order per worker and
+ * piece as the client takes it (within about 50 ms of its writing when
+ * the follower has caught up), in order per worker and
  * stream (pieces of different workers or streams interleave; a piece
  * may end inside a line). A restarted worker's output continues with
  * its new run's. Returns 0 once the job is final and everything has been
@@ -206,6 +207,11 @@ int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_lo
  * that cannot follow. */
 int corral_job_logs_follow(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
                            void *arg);
+/* The same from the first byte of each worker's output however long it
+ * is already: for following a job just submitted (corral run), whose
+ * workers may have written more than 8 MiB before the follow began. */
+int corral_job_logs_follow_all(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
+                               void *arg);
 
 /* ---- the cluster ---- */
 

@@ -165,7 +165,8 @@ static void test_limits(void **state)
 }
 
 /* A large frame trickling in grows the buffer with the data (a length
- * alone reserves nothing) and the buffer is let go after the frame. */
+ * alone reserves nothing); the next big frame reuses the buffer, the next
+ * small one lets it go. */
 static void test_big_frame_memory(void **state)
 {
     cr_frame_dec_t d;
@@ -192,8 +193,24 @@ static void test_big_frame_memory(void **state)
     assert_int_equal(r, 1);
     assert_int_equal(fl, len);
     assert_int_equal(f[len - 1], 7);
-    /* the next feed lets the big buffer go */
-    assert_int_equal(cr_frame_dec_feed(&d, hdr, 2, &used, &f, &fl), 0);
+    /* a big frame next reuses the buffer (a stream of them: one buffer) */
+    const uint8_t *big = d.buf;
+    assert_int_equal(cr_frame_dec_feed(&d, hdr, 4, &used, &f, &fl), 0);
+    assert_ptr_equal(d.buf, big);
+    got = 0;
+    while (got < len) {
+        size_t c = len - got < sizeof(chunk) ? len - got : sizeof(chunk);
+        r = cr_frame_dec_feed(&d, chunk, c, &used, &f, &fl);
+        got += c;
+    }
+    assert_int_equal(r, 1);
+    assert_ptr_equal(f, big);
+    /* the header of a small frame lets the big buffer go */
+    uint8_t small[4];
+    assert_int_equal(cr_frame_hdr(small, 10, 0), 0);
+    assert_int_equal(cr_frame_dec_feed(&d, small, 2, &used, &f, &fl), 0);
+    assert_non_null(d.buf); /* not knowing yet */
+    assert_int_equal(cr_frame_dec_feed(&d, small + 2, 2, &used, &f, &fl), 0);
     assert_null(d.buf);
     cr_frame_dec_fini(&d);
 }

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# bench/output (issue 18, "Job output at pipe speed"): MIB MiB of output
+# (default 256) from one worker (bench_output gen) through `corral run`,
+# each figure beside its peer measured in the same run:
+#   1. local: `corral run -- gen MIB | cat >/dev/null` on the head's own
+#      node, against the plain pipe `gen MIB | cat >/dev/null`;
+#   2. remote: the same on a second corrald (--address, the agent, on
+#      loopback as tests/cluster runs them): the worker's file, the agent's
+#      forwarding over TCP, the head's copy and the follow to the client;
+#      against one TCP loopback stream of MIB MiB (bench_output tcp);
+#   3. FOLLOWERS (default 4) `corral job logs -f` of one local job at once,
+#      MB/s of each (the slowest), and the worker's own write time beside
+#      that of the same job with no follower (followers must not slow it).
+# Timing: bash's $EPOCHREALTIME around each command, median of RUNS
+# (default 3). Beside each wall-clock figure, the CPU seconds per GiB that
+# every process of the path used (utime+stime: the head's and the agent's
+# from /proc/PID/stat, the rest as this shell's children), which a loaded
+# machine moves much less than wall time; and the worker's own write time
+# into its file (the floor corral's design sets: workers write files).
+# Prints `figure NAME VALUE UNIT` and `ratio NAME VALUE` (corral over the
+# peer named in NAME); notes go to stderr. Every run checks the byte count
+# that arrived.
+#   bench/output/run.sh                      (make bench-output)
+#   MIB=64 RUNS=5 FOLLOWERS=8 bench/output/run.sh
+set -euo pipefail
+SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD="${CORRAL_BUILD_DIR:-$SRC/build}"
+MIB="${MIB:-256}"
+RUNS="${RUNS:-3}"
+FOLLOWERS="${FOLLOWERS:-4}"
+CORRAL="$BUILD/corral"
+B="$BUILD/bench/bench_output"
+for f in "$CORRAL" "$BUILD/corrald" "$B"; do
+    [ -x "$f" ] || { echo "bench/output: no $f; run make build first" >&2; exit 2; }
+done
+command -v jq >/dev/null || { echo "bench/output: needs jq (scripts/deps.sh)" >&2; exit 2; }
+
+TMP="$(mktemp -d /tmp/bench-output.XXXXXX)"
+export CORRAL_HOME="$TMP/home"
+mkdir -p "$CORRAL_HOME"
+APID=""
+cleanup() {
+    [ -n "$APID" ] && kill -TERM "$APID" 2>/dev/null || true
+    "$CORRAL" stop >/dev/null 2>&1 || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+note() { echo "note: $*" >&2; }
+median() { sort -g | awk '{a[NR]=$1} END{if(NR==0){print "NA";exit} if(NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.6f\n", b-a}'; }
+mbs() { awk -v m="$MIB" -v s="$1" 'BEGIN{printf "%.1f", m*1048576/1e6/s}'; }
+figure() { echo "figure $1 $(mbs "$2") MB/s"; }
+ratio() { awk -v n="$1" -v a="$2" -v b="$3" 'BEGIN{if(a>0) printf "ratio %s %.2f\n", n, b/a}'; }
+BYTES=$((MIB * 1048576))
+# checks that file $1 (bench_output sink's "BYTES SECONDS") saw every byte
+whole() {
+    local got
+    got=$(cut -d' ' -f1 "$1")
+    [ "$got" = "$BYTES" ] || { echo "bench/output: $2: $got of $BYTES bytes arrived" >&2; exit 1; }
+}
+
+note "$(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load $(cut -d' ' -f1-3 /proc/loadavg), kernel $(uname -r); MIB=$MIB RUNS=$RUNS FOLLOWERS=$FOLLOWERS"
+"$CORRAL" start --head --hw-spec "$SRC/specs/cpu-only.yaml" >&2
+ADDR=$(cat "$CORRAL_HOME/session_latest/address")
+LOCAL=$("$CORRAL" nodes --json | jq -r '.[0].node_id')
+"$CORRAL" start --address "$ADDR" --token-file "$CORRAL_HOME/session_latest/token" \
+    --hw-spec "$SRC/specs/cpu-only.yaml" --node-id bench-remote --node-ip 127.0.0.1 >&2
+APID=$(cat "$CORRAL_HOME/agent_bench-remote/corrald.pid")
+for _ in $(seq 100); do
+    [ "$("$CORRAL" nodes --json | jq -r '.[] | select(.node_id == "bench-remote") | .state')" = ALIVE ] && break
+    sleep 0.1
+done
+
+HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
+TCK=$(getconf CLK_TCK)
+# CPU seconds so far into CPU: this shell's children (`times`, run here,
+# not in a subshell), the head, the agent
+cpu_now() {
+    times >"$TMP/times"
+    CPU=$(tail -1 "$TMP/times" | awk -v t="$TCK" -v h="$(awk '{print $14+$15}' /proc/$HPID/stat)" \
+        -v a="$(awk '{print $14+$15}' /proc/$APID/stat)" \
+        '{gsub(/[ms]/," ",$1); gsub(/[ms]/," ",$2); split($1,u," "); split($2,s," ");
+          printf "%.3f\n", u[1]*60+u[2]+s[1]*60+s[2]+(h+a)/t}')
+}
+cpu_mark() { cpu_now; C0=$CPU; }
+# CPU seconds per GiB since cpu_mark, into GIB
+cpu_gib() {
+    cpu_now
+    GIB=$(awk -v a="$C0" -v b="$CPU" -v m="$MIB" 'BEGIN{printf "%.3f\n", (b-a)*1024/m}')
+}
+
+# one timed run of `corral run` on node $1 into the sink: RES gets
+# "SECONDS CPU/GIB WORKER_SECONDS"
+run_on() {
+    local t0 s
+    cpu_mark
+    t0=$EPOCHREALTIME
+    "$CORRAL" run --label-selector "corral.io/node-id=$1" -- "$B" gen "$MIB" "$TMP/wk1.s" |
+        "$B" sink >"$TMP/sink"
+    s=$(since "$t0")
+    cpu_gib
+    whole "$TMP/sink" "corral run on $1"
+    RES="$s $GIB $(cat "$TMP/wk1.s")"
+}
+
+: >"$TMP/pipe"; : >"$TMP/local"; : >"$TMP/tcp"; : >"$TMP/remote"
+for r in $(seq 0 "$RUNS"); do # run 0 warms up
+    cpu_mark
+    t0=$EPOCHREALTIME
+    "$B" gen "$MIB" | "$B" sink >"$TMP/sink"
+    p=$(since "$t0")
+    cpu_gib
+    p="$p $GIB"
+    whole "$TMP/sink" pipe
+    run_on "$LOCAL"
+    l=$RES
+    cpu_mark
+    "$B" tcp "$MIB" >"$TMP/tcp1"
+    cpu_gib
+    t="$(cat "$TMP/tcp1") $GIB"
+    run_on bench-remote
+    m=$RES
+    [ "$r" = 0 ] && continue
+    echo "$p" >>"$TMP/pipe"; echo "$l" >>"$TMP/local"; echo "$t" >>"$TMP/tcp"; echo "$m" >>"$TMP/remote"
+done
+col() { cut -d' ' -f"$2" "$TMP/$1" | median; }
+P=$(col pipe 1); L=$(col local 1); T=$(col tcp 1); M=$(col remote 1)
+figure output_pipe "$P"
+figure output_local "$L"
+ratio output_local_vs_pipe "$L" "$P"
+figure output_local_worker "$(col local 3)"
+echo "figure output_pipe_cpu $(col pipe 2) s/GiB"
+echo "figure output_local_cpu $(col local 2) s/GiB"
+figure output_tcp "$T"
+figure output_remote "$M"
+ratio output_remote_vs_tcp "$M" "$T"
+figure output_remote_worker "$(col remote 3)"
+echo "figure output_tcp_cpu $(col tcp 2) s/GiB"
+echo "figure output_remote_cpu $(col remote 2) s/GiB"
+
+# --- FOLLOWERS of one job: the worker waits for GO, so all are following
+# (from offset 0) before its first byte
+: >"$TMP/fol"; : >"$TMP/wk"; : >"$TMP/file"
+for r in $(seq 1 "$RUNS"); do
+    # the same worker with no follower: its write time into its log file
+    rm -f "$TMP/file.s"
+    "$CORRAL" run --detach --label-selector "corral.io/node-id=$LOCAL" -- "$B" gen "$MIB" "$TMP/file.s" >/dev/null
+    for _ in $(seq 600); do [ -s "$TMP/file.s" ] && break; sleep 0.05; done
+    cat "$TMP/file.s" >>"$TMP/file"
+    rm -f "$TMP/go" "$TMP/wk.s"
+    id=$("$CORRAL" run --detach --label-selector "corral.io/node-id=$LOCAL" -- sh -c \
+        "while [ ! -e $TMP/go ]; do sleep 0.01; done; exec $B gen $MIB $TMP/wk.s")
+    pids=""
+    for i in $(seq "$FOLLOWERS"); do
+        "$CORRAL" job logs -f "$id" | "$B" sink >"$TMP/f$i" &
+        pids="$pids $!"
+    done
+    sleep 1 # each follower connected and looked at the empty file
+    t0=$EPOCHREALTIME
+    touch "$TMP/go"
+    for p in $pids; do wait "$p"; done
+    since "$t0" >>"$TMP/fol"
+    for i in $(seq "$FOLLOWERS"); do whole "$TMP/f$i" "follower $i"; done
+    cat "$TMP/wk.s" >>"$TMP/wk"
+done
+F=$(median <"$TMP/fol"); W=$(median <"$TMP/wk"); FL=$(median <"$TMP/file")
+figure "output_local_${FOLLOWERS}followers" "$F"
+ratio "output_local_${FOLLOWERS}followers_vs_pipe" "$F" "$P"
+echo "figure output_worker_${FOLLOWERS}followers $W s"
+echo "figure output_worker_unfollowed $FL s"
+ratio "output_worker_${FOLLOWERS}followers_vs_unfollowed" "$FL" "$W"
