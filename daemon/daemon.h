@@ -142,6 +142,9 @@ void head_dispatch(cr_conn_t *c, const Corral__Envelope *e);
 void head_handle(cr_conn_t *c, const Corral__Envelope *e);
 void head_batch(void);
 void head_batch_fini(void);
+/* After head_batch_fini and the loop's close (the harness, which makes a
+ * new loop for each test): the next head_batch starts afresh. */
+void head_batch_forget(void);
 void try_pending(void);
 void maybe_finish_shutdown(void);
 void begin_shutdown(const char *why);

@@ -12,6 +12,7 @@
 #include "daemon/harness.h"
 #include <ftw.h>
 #include <jansson.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -108,30 +109,49 @@ static const Corral__JobInfo *job_info(fx_t *f, cr_conn_t *c, const char *job_id
     return a->job_info;
 }
 
+/* A JobSubmit and the messages it points to. */
+typedef struct submit_msg {
+    char *argv[1];
+    Corral__Quantity q, *qs[1];
+    Corral__WorkerSpec ws;
+    Corral__JobSpec spec;
+    Corral__JobSubmit js;
+    Corral__Envelope e;
+} submit_msg_t;
+
 /* A one-worker job running `true` with amount of resource res, on nodes
- * matching selector (NULL: any): the head's answer. */
+ * matching selector (NULL: any). */
+static Corral__Envelope *submit_msg(submit_msg_t *m, const char *res, int64_t amount,
+                                    const char *selector)
+{
+    m->argv[0] = "true";
+    m->q = (Corral__Quantity)CORRAL__QUANTITY__INIT;
+    m->q.name = (char *)res;
+    m->q.amount = amount;
+    m->qs[0] = &m->q;
+    m->ws = (Corral__WorkerSpec)CORRAL__WORKER_SPEC__INIT;
+    m->ws.argv = m->argv;
+    m->ws.n_argv = 1;
+    m->ws.resources = m->qs;
+    m->ws.n_resources = 1;
+    m->spec = (Corral__JobSpec)CORRAL__JOB_SPEC__INIT;
+    m->spec.name = "t";
+    m->spec.worker = &m->ws;
+    m->spec.selector = (char *)(selector ? selector : "");
+    m->js = (Corral__JobSubmit)CORRAL__JOB_SUBMIT__INIT;
+    m->js.spec = &m->spec;
+    m->e = (Corral__Envelope)CORRAL__ENVELOPE__INIT;
+    m->e.body_case = CORRAL__ENVELOPE__BODY_JOB_SUBMIT;
+    m->e.job_submit = &m->js;
+    return &m->e;
+}
+
+/* submit_msg's job through head_dispatch: the head's answer. */
 static const Corral__Envelope *submit(fx_t *f, cr_conn_t *c, uint64_t id, const char *res,
                                       int64_t amount, const char *selector)
 {
-    char *argv[] = {"true"};
-    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
-    q.name = (char *)res;
-    q.amount = amount;
-    Corral__WorkerSpec ws = CORRAL__WORKER_SPEC__INIT;
-    ws.argv = argv;
-    ws.n_argv = 1;
-    ws.resources = qs;
-    ws.n_resources = 1;
-    Corral__JobSpec spec = CORRAL__JOB_SPEC__INIT;
-    spec.name = "t";
-    spec.worker = &ws;
-    spec.selector = (char *)(selector ? selector : "");
-    Corral__JobSubmit js = CORRAL__JOB_SUBMIT__INIT;
-    js.spec = &spec;
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_JOB_SUBMIT;
-    e.job_submit = &js;
-    return send_got(f, c, &e, id);
+    submit_msg_t m;
+    return send_got(f, c, submit_msg(&m, res, amount, selector), id);
 }
 
 static void test_submit_fails_with_the_harness_reason(void **state)
@@ -410,6 +430,86 @@ static void test_heartbeat_changes_and_free(void **state)
     cr_conn_free_detached(cl);
 }
 
+/* ---- the group commit, over a real connection ---- */
+
+static int client_ready;
+
+static void cl_ready(cr_conn_t *c, void *data)
+{
+    client_ready++;
+}
+
+static void cl_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
+{
+    sink(data, e);
+}
+
+/* Runs the head's loop until the client has n messages; fails after 5 s
+ * (a deadline for a hang, not a measurement). */
+static void run_until_got(fx_t *f, size_t n)
+{
+    for (int i = 0; i < 5000 && f->got.n < n; i++) {
+        head_harness_run();
+        if (f->got.n < n)
+            usleep(1000);
+    }
+    assert_true(f->got.n >= n);
+}
+
+static size_t jobs_in_state_db(void)
+{
+    cr_state_job_t *v;
+    size_t n;
+    assert_int_equal(cr_state_job_list(D.st, false, &v, &n), 0);
+    cr_state_job_list_free(v, n);
+    return n;
+}
+
+/* Pins the group commit's failure branch (daemon/head.c batch_end): a job
+ * submitted over a real connection in a turn whose commit fails (a full
+ * disk, injected in the state layer as SQLite's own test harness injects
+ * I/O errors: head/state.h cr_state_fault_commit) is answered an Error
+ * that names the full disk, never JobSubmitted, and state.db holds no
+ * job; the next submit, committed, is acknowledged. */
+static void test_failed_commit_is_never_acknowledged(void **state)
+{
+    fx_t *f = *state;
+    static const uint8_t token[CR_TOKEN_LEN] = {7, 7, 7};
+    char path[128];
+    snprintf(path, sizeof(path), "%s/head.sock", f->dir);
+    assert_int_equal(head_harness_listen(path, token), 0);
+    cr_net_callbacks_t cb = {.on_ready = cl_ready, .on_message = cl_message};
+    cr_net_t *cn =
+        cr_net_new(&D.loop, &(cr_net_config_t){.token = token, .name = "client"}, &cb, &f->got);
+    cr_conn_t *c;
+    client_ready = 0;
+    assert_int_equal(cr_net_connect(cn, path, CORRAL__ROLE__ROLE_CLIENT, &c), 0);
+    for (int i = 0; i < 5000 && !client_ready; i++) {
+        head_harness_run();
+        usleep(1000);
+    }
+    assert_int_equal(client_ready, 1);
+
+    submit_msg_t m;
+    Corral__Envelope *e = submit_msg(&m, "GPU", CR_QTY_ONE, NULL);
+    cr_state_fault_commit(D.st, 1, SQLITE_FULL);
+    e->id = 1;
+    assert_int_equal(cr_conn_send(c, e), 0);
+    run_until_got(f, 1);
+    const Corral__Envelope *a = answer(&f->got, 1);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_ERROR);
+    assert_int_equal(a->error->code, CR_ENOSPC);
+    assert_non_null(strstr(a->error->message, "the disk is full"));
+    assert_int_equal(jobs_in_state_db(), 0);
+
+    e->id = 2;
+    assert_int_equal(cr_conn_send(c, e), 0);
+    run_until_got(f, 2);
+    assert_int_equal(answer(&f->got, 2)->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
+    assert_int_equal(jobs_in_state_db(), 1);
+    cr_net_close(cn, NULL, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -419,6 +519,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unserved_message_is_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_detached_conn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_heartbeat_changes_and_free, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_commit_is_never_acknowledged, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
