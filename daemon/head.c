@@ -315,8 +315,9 @@ static void restart_check(job_t *j)
         if (!w->restart_due)
             continue;
         w->attempt++;
-        event("restarted", j, "restarted worker %d (attempt %d of %u) after %s", i, j->restarts,
-              j->spec->max_restarts, w->cause);
+        event("restarted", j, "restarted worker %d (attempt %d of %u) after %s, %llu ms later", i,
+              j->restarts, j->spec->max_restarts, w->cause,
+              (unsigned long long)backoff_ms(j, j->restarts));
     }
     if (j->replace) {
         /* its placement went with a node: queued to be placed again */
@@ -385,6 +386,12 @@ static bool restart_schedule(job_t *j, wk_t *w, const char *cause)
 }
 
 /* ----------------------------------------------- what the agents report */
+
+/* A worker's exit code as a shell reports it: 128 + the signal that ended it. */
+static int exit_code_of(const Corral__WorkerReport *r)
+{
+    return r->signal ? 128 + r->signal : (int)r->exit_code;
+}
 
 wk_t *worker_find(const char *worker_id)
 {
@@ -484,7 +491,7 @@ void worker_ended(wk_t *w, const Corral__WorkerReport *r)
     bool failure = !stopped && !r->code_unknown && (r->signal || r->exit_code != 0);
     if (failure && j->failed && r->ended_us && r->ended_us < j->fail_us) {
         /* its report came later, but it ended first: the gang failed because of it */
-        int code = r->signal ? 128 + r->signal : (int)r->exit_code;
+        int code = exit_code_of(r);
         free(j->reason);
         j->reason = r->signal ? cr_asprintf("worker %d ended by signal %d", w->index, r->signal)
                               : cr_asprintf("worker %d exited with code %d", w->index, code);
@@ -492,7 +499,7 @@ void worker_ended(wk_t *w, const Corral__WorkerReport *r)
         j->fail_us = r->ended_us;
     }
     if (failure && !in_restart && !j->failed) {
-        int code = r->signal ? 128 + r->signal : (int)r->exit_code;
+        int code = exit_code_of(r);
         j->fail_us = r->ended_us;
         char cause[64];
         if (r->signal)
