@@ -289,6 +289,41 @@ static int events_of(fx_t *f, cr_conn_t *c, const char *kind, uint64_t id)
     return n;
 }
 
+/* The description of a CPU-only node named id, as its agent sends it. */
+static char *node_json(const char *id)
+{
+    hw_options_t o = {.spec_path = CORRAL_SOURCE_DIR "/specs/cpu-only.yaml"};
+    cr_node_t *node = NULL;
+    char *msg = NULL;
+    assert_int_equal(hw_discover(&o, &node, &msg), 0);
+    snprintf(node->id, sizeof(node->id), "%s", id);
+    for (size_t i = 0; i < node->labels.n; i++) /* as agent_main does */
+        if (strcmp(node->labels.v[i].key, "corral.io/node-id") == 0) {
+            free(node->labels.v[i].value);
+            node->labels.v[i].value = cr_strdup(id);
+        }
+    json_t *nj = hw_node_to_json(node);
+    char *njs = json_dumps(nj, JSON_COMPACT);
+    json_decref(nj);
+    hw_node_free(node);
+    return njs;
+}
+
+/* remote-1 registers through the agent connection ag. */
+static void register_remote(fx_t *f, cr_conn_t *ag, uint64_t id)
+{
+    char *njs = node_json("remote-1");
+    Corral__Register r = CORRAL__REGISTER__INIT;
+    r.node_json = njs;
+    r.incarnation = 1;
+    r.address = "10.0.0.2";
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
+    e.register_ = &r;
+    assert_int_equal(send_got(f, ag, &e, id)->body_case, CORRAL__ENVELOPE__BODY_REGISTERED);
+    free(njs);
+}
+
 /* CPU free of remote-1 as the head counts it and as its agent reported it
  * (-1 when not reported) */
 static void node_free_cpu(fx_t *f, cr_conn_t *c, uint64_t id, int64_t *head, int64_t *agent)
@@ -324,29 +359,7 @@ static void test_heartbeat_changes_and_free(void **state)
     cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
     cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
 
-    hw_options_t o = {.spec_path = CORRAL_SOURCE_DIR "/specs/cpu-only.yaml"};
-    cr_node_t *node = NULL;
-    char *msg = NULL;
-    assert_int_equal(hw_discover(&o, &node, &msg), 0);
-    snprintf(node->id, sizeof(node->id), "remote-1");
-    for (size_t i = 0; i < node->labels.n; i++) /* as agent_main does */
-        if (strcmp(node->labels.v[i].key, "corral.io/node-id") == 0) {
-            free(node->labels.v[i].value);
-            node->labels.v[i].value = cr_strdup("remote-1");
-        }
-    json_t *nj = hw_node_to_json(node);
-    char *njs = json_dumps(nj, JSON_COMPACT);
-    json_decref(nj);
-    hw_node_free(node);
-    Corral__Register r = CORRAL__REGISTER__INIT;
-    r.node_json = njs;
-    r.incarnation = 1;
-    r.address = "10.0.0.2";
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
-    e.register_ = &r;
-    assert_int_equal(send_got(f, ag, &e, 1)->body_case, CORRAL__ENVELOPE__BODY_REGISTERED);
-    free(njs);
+    register_remote(f, ag, 1);
 
     int64_t head, agent;
     node_free_cpu(f, cl, 2, &head, &agent);
@@ -428,6 +441,49 @@ static void test_heartbeat_changes_and_free(void **state)
     head_harness_conn_closed(cl);
     cr_conn_free_detached(ag);
     cr_conn_free_detached(cl);
+}
+
+/* Pins dead-node detection (daemon/nodes.c nodes_tick): a node is dead
+ * once dead_ms passed without word from its agent (dead_ms, not suspect_ms
+ * + dead_ms), and a node known from state.db after a head restart, whose
+ * agent retries with a backoff of up to 5 s, gets 6 s more. The ages are
+ * set on the nodes, not waited for, and each margin is seconds wide. */
+static void test_dead_node_detection(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+    register_remote(f, ag, 1);
+    /* remote-2 as a restarted head finds it: in state.db, its agent not back */
+    char *njs = node_json("remote-2");
+    cr_state_node_t row = {.id = "remote-2",
+                           .incarnation = 1,
+                           .address = "10.0.0.3",
+                           .state = CR_NODE_ALIVE,
+                           .desc_json = njs};
+    assert_int_equal(cr_state_node_put(D.st, &row, 0), 0);
+    free(njs);
+    nodes_recover();
+    node_t *n1 = node_by_id("remote-1"), *n2 = node_by_id("remote-2");
+    assert_non_null(n1);
+    assert_non_null(n2);
+    assert_false(n1->waiting);
+    assert_true(n2->waiting);
+    assert_int_equal(D.dead_ms, 10000);
+    assert_int_equal(D.suspect_ms, 3000);
+
+    /* 11 s of silence: past dead_ms, short of suspect + dead (13 s) and of
+     * dead + the restart grace (16 s) */
+    n1->last_seen = n2->last_seen = cr_mono_ms() - 11000;
+    nodes_tick();
+    assert_int_equal(n1->state, CORRAL__NODE_STATE__NODE_DEAD);
+    assert_int_equal(n2->state, CORRAL__NODE_STATE__NODE_SUSPECT);
+    /* 17 s: past the grace too */
+    n2->last_seen = cr_mono_ms() - 17000;
+    nodes_tick();
+    assert_int_equal(n2->state, CORRAL__NODE_STATE__NODE_DEAD);
+
+    head_harness_conn_closed(ag);
+    cr_conn_free_detached(ag);
 }
 
 /* ---- the group commit, over a real connection ---- */
@@ -520,6 +576,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_detached_conn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_heartbeat_changes_and_free, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_commit_is_never_acknowledged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dead_node_detection, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
