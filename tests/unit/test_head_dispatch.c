@@ -168,6 +168,8 @@ static void test_submit_fails_with_the_harness_reason(void **state)
     const Corral__JobInfo *ji = job_info(f, c, job_id, 8);
     assert_string_equal(ji->job_id, job_id);
     assert_int_equal(ji->state, CORRAL__JOB_STATE__JOB_FAILED);
+    /* a worker that could not start: 127, as a shell's "command not found" */
+    assert_int_equal(ji->exit_code, 127);
     assert_int_equal(ji->n_workers, 1);
     assert_int_equal(ji->workers[0]->state, CORRAL__WORKER_STATE__WORKER_FAILED);
     assert_non_null(strstr(ji->workers[0]->reason, HEAD_HARNESS_REFUSAL));
@@ -486,6 +488,70 @@ static void test_dead_node_detection(void **state)
     cr_conn_free_detached(ag);
 }
 
+/* Pins the two-phase reservation's refusal (daemon/pg.c
+ * pgs_prepare_reply): an agent that refuses to reserve its bundle is sent
+ * no Commit, and the group is not CREATED but rolled back (nothing held,
+ * tried again later). */
+static void test_pg_refused_reservation(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+    register_remote(f, ag, 1);
+
+    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
+    q.name = "CPU";
+    q.amount = CR_QTY_ONE;
+    Corral__Bundle b = CORRAL__BUNDLE__INIT, *bs[] = {&b};
+    b.resources = qs;
+    b.n_resources = 1;
+    b.selector = "corral.io/node-id=remote-1";
+    Corral__PgCreate pc = CORRAL__PG_CREATE__INIT;
+    pc.name = "g";
+    pc.bundles = bs;
+    pc.n_bundles = 1;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_PG_CREATE;
+    e.pg_create = &pc;
+    send_got(f, cl, &e, 2);
+    char txn[64] = "";
+    for (size_t i = 0; i < f->got.n; i++)
+        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_PREPARE)
+            cr_strlcpy(txn, f->got.v[i]->prepare->txn_id, sizeof(txn));
+    assert_true(txn[0]);
+
+    Corral__PrepareReply pr = CORRAL__PREPARE_REPLY__INIT;
+    pr.txn_id = txn;
+    pr.ok = false;
+    pr.reason = "CPU taken meanwhile";
+    Corral__Envelope r = CORRAL__ENVELOPE__INIT;
+    r.id = 3;
+    r.body_case = CORRAL__ENVELOPE__BODY_PREPARE_REPLY;
+    r.prepare_reply = &pr;
+    head_dispatch(ag, &r);
+    for (int i = 0; i < 4; i++)
+        head_harness_run();
+    for (size_t i = 0; i < f->got.n; i++)
+        assert_int_not_equal(f->got.v[i]->body_case, CORRAL__ENVELOPE__BODY_COMMIT);
+
+    Corral__PgList pl = CORRAL__PG_LIST__INIT;
+    Corral__Envelope l = CORRAL__ENVELOPE__INIT;
+    l.body_case = CORRAL__ENVELOPE__BODY_PG_LIST;
+    l.pg_list = &pl;
+    const Corral__Envelope *a = send_got(f, cl, &l, 4);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_PG_LIST_REPLY);
+    assert_int_equal(a->pg_list_reply->n_groups, 1);
+    const Corral__PgInfo *g = a->pg_list_reply->groups[0];
+    /* PENDING, or PREPARING again if its retry came already: never CREATED */
+    assert_int_not_equal(g->state, CORRAL__PG_STATE__PG_CREATED);
+    assert_int_equal(events_of(f, cl, "pg_rolled_back", 5), 1);
+
+    head_harness_conn_closed(ag);
+    head_harness_conn_closed(cl);
+    cr_conn_free_detached(ag);
+    cr_conn_free_detached(cl);
+}
+
 /* ---- the group commit, over a real connection ---- */
 
 static int client_ready;
@@ -577,6 +643,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_heartbeat_changes_and_free, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_commit_is_never_acknowledged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_node_detection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_refused_reservation, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
