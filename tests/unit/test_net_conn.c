@@ -703,10 +703,24 @@ static void test_garbage_closes_only_that_connection(void **state)
     cr_frame_dec_fini(&d);
     assert_true(peer_logged(8, "sent hello, which this side does not take from it"));
 
-    /* the four that finished the handshake were announced, and closed
+    /* 8. pins the sender check (net/conn.c handle_frame): a client may
+     * not send what only an agent sends, such as a node's heartbeat */
+    fd = raw_connect();
+    cr_frame_dec_init(&d, 0);
+    raw_handshake(fd, &d, CORRAL__ROLE__ROLE_CLIENT);
+    msgs = W->sv.msgs;
+    e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
+    e.heartbeat = &hb;
+    raw_send(fd, &e);
+    raw_expect_eof(fd);
+    cr_frame_dec_fini(&d);
+    assert_int_equal(W->sv.msgs, msgs);
+    assert_true(peer_logged(9, "sent heartbeat, which this side does not take from it"));
+
+    /* the five that finished the handshake were announced, and closed
      * as malformed; the three that did not never reached the application */
-    assert_int_equal(W->sv.ready, 5);
-    assert_int_equal(W->sv.closed, 4);
+    assert_int_equal(W->sv.ready, 6);
+    assert_int_equal(W->sv.closed, 5);
     assert_int_equal(W->sv.close_err, CR_EPARSE);
     check_alive(good, 5);
 }
