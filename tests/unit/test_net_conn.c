@@ -877,36 +877,61 @@ static void test_close_from_callback(void **state)
     assert_int_equal(access(sockpath, F_OK), -1);
 }
 
+/* A second server, taking frames of 1 KiB at most, on dir/small.sock. */
+static cr_net_t *small_server(side_t *small, char *path, size_t size)
+{
+    snprintf(path, size, "%s/small.sock", dir);
+    cr_net_t *n =
+        cr_net_new(&W->loop, &(cr_net_config_t){.token = token, .max_frame = 1024}, &sv_cb, small);
+    assert_int_equal(cr_net_listen_unix(n, path), 0);
+    return n;
+}
+
+static void small_server_close(cr_net_t *n)
+{
+    cr_net_close(n, net_done, NULL);
+    RUN_UNTIL(W->nets_done == 1);
+    W->nets_done = 0;
+}
+
+/* A Register whose node description is 1999 bytes of x: above 1 KiB. */
+typedef struct big_register {
+    char json[2000];
+    Corral__Register reg;
+    Corral__Envelope e;
+} big_register_t;
+
+static Corral__Envelope *big_register(big_register_t *b)
+{
+    memset(b->json, 'x', sizeof(b->json) - 1);
+    b->json[sizeof(b->json) - 1] = '\0';
+    b->reg = (Corral__Register)CORRAL__REGISTER__INIT;
+    b->reg.node_json = b->json;
+    b->e = (Corral__Envelope)CORRAL__ENVELOPE__INIT;
+    b->e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
+    b->e.register_ = &b->reg;
+    return &b->e;
+}
+
 /* A client never sends above the frame limit its server announced. */
 static void test_server_frame_limit(void **state)
 {
     char path[700];
-    snprintf(path, sizeof(path), "%s/small.sock", dir);
     side_t small = {0};
-    cr_net_t *n =
-        cr_net_new(&W->loop, &(cr_net_config_t){.token = token, .max_frame = 1024}, &sv_cb, &small);
-    assert_int_equal(cr_net_listen_unix(n, path), 0);
+    cr_net_t *n = small_server(&small, path, sizeof(path));
     cr_conn_t *c;
     int ready = W->cl.ready;
     assert_int_equal(cr_net_connect(W->client, path, CORRAL__ROLE__ROLE_AGENT, &c), 0);
     RUN_UNTIL(W->cl.ready == ready + 1 && small.ready == 1);
-    char json[2000];
-    memset(json, 'x', sizeof(json) - 1);
-    json[sizeof(json) - 1] = '\0';
-    Corral__Register reg = CORRAL__REGISTER__INIT;
-    reg.node_json = json;
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
-    e.register_ = &reg;
-    assert_int_equal(cr_conn_send(c, &e), CR_E2BIG);
-    json[500] = '\0';
+    big_register_t b;
+    Corral__Envelope *e = big_register(&b);
+    assert_int_equal(cr_conn_send(c, e), CR_E2BIG);
+    b.json[500] = '\0';
     int msgs = W->cl.msgs;
-    assert_int_equal(cr_conn_send(c, &e), 0);
+    assert_int_equal(cr_conn_send(c, e), 0);
     RUN_UNTIL(W->cl.msgs == msgs + 1);
     assert_int_equal(W->cl.body, CORRAL__ENVELOPE__BODY_REGISTERED);
-    cr_net_close(n, net_done, NULL);
-    RUN_UNTIL(W->nets_done == 1);
-    W->nets_done = 0;
+    small_server_close(n);
 }
 
 /* Pins the proof check comparing all CR_PROOF_LEN bytes (net/auth.c
@@ -953,32 +978,20 @@ static void test_partial_proof_refused(void **state)
 static void test_frame_over_the_limit_refused(void **state)
 {
     char path[700];
-    snprintf(path, sizeof(path), "%s/small.sock", dir);
     side_t small = {0};
-    cr_net_t *n =
-        cr_net_new(&W->loop, &(cr_net_config_t){.token = token, .max_frame = 1024}, &sv_cb, &small);
-    assert_int_equal(cr_net_listen_unix(n, path), 0);
+    cr_net_t *n = small_server(&small, path, sizeof(path));
     int fd = raw_connect_to(path);
     cr_frame_dec_t d;
     cr_frame_dec_init(&d, 0);
     raw_handshake(fd, &d, CORRAL__ROLE__ROLE_AGENT);
     RUN_UNTIL(small.ready == 1);
-    char json[2000];
-    memset(json, 'x', sizeof(json) - 1);
-    json[sizeof(json) - 1] = '\0';
-    Corral__Register reg = CORRAL__REGISTER__INIT;
-    reg.node_json = json;
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
-    e.register_ = &reg;
-    raw_send(fd, &e); /* packed under the default limit: this side does not check */
+    big_register_t b;
+    raw_send(fd, big_register(&b)); /* packed under the default limit: this side does not check */
     raw_expect_eof(fd);
     assert_int_equal(small.msgs, 0);
     assert_true(log_has("exceeds the limit of 1024"));
     cr_frame_dec_fini(&d);
-    cr_net_close(n, net_done, NULL);
-    RUN_UNTIL(W->nets_done == 1);
-    W->nets_done = 0;
+    small_server_close(n);
 }
 
 int main(void)

@@ -68,6 +68,18 @@ static cr_node_t *discover(fixture_env_t *f)
     return n;
 }
 
+/* Points the stub at nvml_machine's nvml.json as edit changes it, written
+ * to the temporary file tmp (the caller unlinks it). */
+static void use_edited_stub(fixture_env_t *f, const char *nvml_machine, void (*edit)(json_t *),
+                            char *tmp, size_t size)
+{
+    json_t *j = load_nvml(nvml_machine);
+    edit(j);
+    write_tmp(j, tmp, size);
+    json_decref(j);
+    use_stub(f, tmp);
+}
+
 /* Discovers machine with its own nvml.json, or with a changed copy made by
  * edit (NULL: unchanged). */
 static cr_node_t *discover_with(const char *machine, const char *nvml_machine,
@@ -76,11 +88,7 @@ static cr_node_t *discover_with(const char *machine, const char *nvml_machine,
     fixture_open(f, machine);
     char path[1200], tmp[64] = "";
     if (edit) {
-        json_t *j = load_nvml(nvml_machine);
-        edit(j);
-        write_tmp(j, tmp, sizeof(tmp));
-        json_decref(j);
-        use_stub(f, tmp);
+        use_edited_stub(f, nvml_machine, edit, tmp, sizeof(tmp));
     } else {
         nvml_json_path(nvml_machine, path, sizeof(path));
         use_stub(f, path);
@@ -395,12 +403,8 @@ static void test_index_is_the_pci_rank(void **state)
 {
     fixture_env_t f;
     fixture_open(&f, "dgx-h100");
-    json_t *j = load_nvml("dgx-h100");
-    reverse_devices(j);
     char tmp[64];
-    write_tmp(j, tmp, sizeof(tmp));
-    json_decref(j);
-    use_stub(&f, tmp);
+    use_edited_stub(&f, "dgx-h100", reverse_devices, tmp, sizeof(tmp));
     fixture_setenv(&f, "CORRAL_CUDA_VISIBLE_BY", "index");
     cr_node_t *n = discover(&f);
     unlink(tmp);
@@ -662,12 +666,8 @@ static void test_nvml_hang(void **state)
     fixture_env_t f;
     fixture_open(&f, "dgx-h100");
     fixture_setenv(&f, "CORRAL_PROBE_TIMEOUT_MS", "1000");
-    json_t *j = load_nvml("dgx-h100");
-    hang_in_name(j);
     char tmp[64];
-    write_tmp(j, tmp, sizeof(tmp));
-    json_decref(j);
-    use_stub(&f, tmp);
+    use_edited_stub(&f, "dgx-h100", hang_in_name, tmp, sizeof(tmp));
     cr_node_t *n = discover(&f);
     unlink(tmp);
     assert_non_null(find_warning(n, "backend nvidia off"));
