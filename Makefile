@@ -1,12 +1,13 @@
 # corral: the two commands of the README, and the targets behind them.
 #   make demo    build, then show what corral sees on this and fixture machines
 #   make check   every test: unit, CLI, sanitizers (ASan+UBSan), a short fuzz run
+#   make mutate  the curated mutations (tests/mutations/mutations.tsv): slow, not in check
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 10
 CMAKE_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check test asan fuzz fuzz-long demo bench clean format
+.PHONY: all deps build check test asan fuzz fuzz-long demo bench clean format mutate
 
 all: build
 
@@ -35,6 +36,10 @@ fuzz-long:
 	$(MAKE) fuzz FUZZ_SECONDS=600
 
 check: test asan fuzz
+
+# MUTATE_FLAGS: e.g. --only ID,ID or --check (docs/testing.md)
+mutate: build
+	scripts/mutate.py --build build --jobs $(JOBS) $(MUTATE_FLAGS)
 
 demo: build
 	scripts/demo.sh

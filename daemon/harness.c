@@ -64,6 +64,27 @@ void head_harness_conn_closed(cr_conn_t *c)
     head_conn_closed(c);
 }
 
+/* as head/server.c's */
+static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
+{
+    head_handle(c, e);
+}
+
+static void on_close(cr_conn_t *c, int err, void *data)
+{
+    head_batch();
+    head_conn_closed(c);
+}
+
+int head_harness_listen(const char *path, const uint8_t token[CR_TOKEN_LEN])
+{
+    cr_net_config_t nc = {.token = token, .name = "harness-head"};
+    cr_net_callbacks_t cb = {.on_message = on_message, .on_close = on_close};
+    if (!(D.net = cr_net_new(&D.loop, &nc, &cb, NULL)))
+        return CR_EINVAL;
+    return cr_net_listen_unix(D.net, path);
+}
+
 void head_harness_run(void)
 {
     uv_run(&D.loop, UV_RUN_NOWAIT);
@@ -80,6 +101,10 @@ static void close_left(uv_handle_t *h, void *arg)
 void head_harness_fini(void)
 {
     if (started) {
+        if (D.net)
+            cr_net_close(D.net, NULL, NULL);
+        D.net = NULL;
+        uv_run(&D.loop, UV_RUN_NOWAIT); /* the connections' on_close */
         head_core_stop();
         uv_timer_stop(&D.tick);
         uv_close((uv_handle_t *)&D.tick, NULL);
@@ -88,6 +113,7 @@ void head_harness_fini(void)
         uv_run(&D.loop, UV_RUN_DEFAULT);
         if (uv_loop_close(&D.loop) != 0)
             cr_warn("head harness: loop closed with handles left");
+        head_batch_forget();
         started = false;
     }
     head_core_fini();

@@ -26,6 +26,11 @@ int head_harness_init(const char *spec_path, const char *dir);
  * is disconnected, its followers and its placement groups' waits dropped.
  * Call it before cr_conn_free_detached on a connection the head saw. */
 void head_harness_conn_closed(cr_conn_t *c);
+/* Listens on the Unix socket path for peers holding token, as corrald
+ * --head does: their messages go through head_handle (the turn's group
+ * commit, answers held until it commits), their closes through what
+ * main.c's on_close does. Closed by head_harness_fini. */
+int head_harness_listen(const char *path, const uint8_t token[CR_TOKEN_LEN]);
 /* Runs the loop once without blocking: due timers, exits, follow pumps. */
 void head_harness_run(void);
 /* Tears everything down (every handle closed, every allocation freed) and

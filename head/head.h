@@ -140,6 +140,9 @@ void reply_ack(cr_conn_t *c, const Corral__Envelope *req);
  * commits what is left and closes it. */
 void head_batch(void);
 void head_batch_fini(void);
+/* After head_batch_fini and the loop's close (the harness, which makes a
+ * new loop for each test): the next head_batch starts afresh. */
+void head_batch_forget(void);
 /* Once shutting down, nothing runs and the net is not closed yet: closes
  * the net, the signals and the tick, so that the loop ends. */
 void maybe_finish_shutdown(void);

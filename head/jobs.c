@@ -162,8 +162,9 @@ void restart_check(job_t *j)
         if (!w->restart_due)
             continue;
         w->attempt++;
-        event("restarted", j, "restarted worker %d (attempt %d of %u) after %s", i, j->restarts,
-              j->spec->max_restarts, w->cause);
+        event("restarted", j, "restarted worker %d (attempt %d of %u) after %s, %llu ms later", i,
+              j->restarts, j->spec->max_restarts, w->cause,
+              (unsigned long long)backoff_ms(j, j->restarts));
     }
     if (j->replace) {
         /* its placement went with a node: queued to be placed again */

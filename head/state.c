@@ -281,6 +281,7 @@ struct cr_state {
     bool in_tx;
     int depth;  /* cr_state_begin calls inside the open transaction */
     int tx_err; /* the first failure since cr_state_begin: the transaction is doomed */
+    int fault_after, fault_rc; /* cr_state_fault_commit */
     sqlite3_stmt *stmt[S__COUNT];
     char errmsg[CR_STATE_ERRMSG_MAX];
 };
@@ -818,6 +819,22 @@ static void rollback_raw(cr_state_t *st)
     }
 }
 
+void cr_state_fault_commit(cr_state_t *st, int n, int rc)
+{
+    st->fault_after = n;
+    st->fault_rc = rc;
+}
+
+/* The injected failure of this commit, if it is the one chosen. */
+static int commit_fault(cr_state_t *st)
+{
+    if (st->fault_after <= 0 || --st->fault_after > 0)
+        return 0;
+    const struct sqlite_err *e = sqlite_err_of(st->fault_rc);
+    return failf(st, e ? e->err : CR_EIO, "committing: %s (%s)", sqlite3_errstr(st->fault_rc),
+                 e ? e->hint : "an unexpected SQLite error");
+}
+
 int cr_state_commit(cr_state_t *st)
 {
     if (!st->in_tx)
@@ -828,6 +845,8 @@ int cr_state_commit(cr_state_t *st)
     }
     int err = st->tx_err;
     st->in_tx = false;
+    if (!err)
+        err = commit_fault(st);
     if (!err)
         err = exec_stmt(st, S_COMMIT, "committing");
     if (err)

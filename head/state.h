@@ -187,6 +187,13 @@ int cr_state_begin(cr_state_t *st);
 /* Commits, or, when a call since begin failed, rolls back and returns
  * that call's error. */
 int cr_state_commit(cr_state_t *st);
+/* Fault injection for tests, as SQLite's own test harness injects I/O
+ * errors: the nth commit of an outermost transaction from now (1: the
+ * next) fails as if SQLite had answered rc (SQLITE_FULL: the disk is
+ * full; SQLITE_READONLY: the file became read-only), and its transaction
+ * is rolled back, with the message and code such a failure gets. n 0
+ * turns it off. */
+void cr_state_fault_commit(cr_state_t *st, int n, int rc);
 /* Undoes everything since begin. */
 void cr_state_rollback(cr_state_t *st);
 

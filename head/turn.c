@@ -77,9 +77,13 @@ static void batch_end(uv_prepare_t *h)
     if (!batching)
         return;
     batching = false;
-    if (D.st && cr_state_commit(D.st) < 0)
-        cr_warn("state: %s: what the last turn changed is not recorded", cr_state_errmsg(D.st));
-    if (batch_net)
+    int err = D.st ? cr_state_commit(D.st) : 0;
+    if (err < 0)
+        cr_warn("state: %s: what the last turn changed is not recorded; its answers are errors",
+                cr_state_errmsg(D.st));
+    if (batch_net && err < 0) /* nothing is acknowledged that is not recorded */
+        cr_net_flush_failed(batch_net, err, cr_state_errmsg(D.st));
+    else if (batch_net)
         cr_net_flush(batch_net);
     batch_net = NULL;
 }
@@ -107,6 +111,12 @@ void head_batch_fini(void)
     batch_end(&batch);
     if (!uv_is_closing((uv_handle_t *)&batch))
         uv_close((uv_handle_t *)&batch, NULL);
+}
+
+void head_batch_forget(void)
+{
+    batch_ready = batching = false;
+    batch_net = NULL;
 }
 
 void head_retry(void)

@@ -277,6 +277,12 @@ static void worker_gone(wk_t *w)
         D.running_workers--;
 }
 
+/* A worker's exit code as a shell reports it: 128 + the signal that ended it. */
+static int exit_code_of(const Corral__WorkerReport *r)
+{
+    return r->signal ? 128 + r->signal : (int)r->exit_code;
+}
+
 void worker_ended(wk_t *w, const Corral__WorkerReport *r)
 {
     job_t *j = w->job;
@@ -323,7 +329,7 @@ void worker_ended(wk_t *w, const Corral__WorkerReport *r)
     bool failure = !stopped && !r->code_unknown && (r->signal || r->exit_code != 0);
     if (failure && j->failed && r->ended_us && r->ended_us < j->fail_us) {
         /* its report came later, but it ended first: the gang failed because of it */
-        int code = r->signal ? 128 + r->signal : (int)r->exit_code;
+        int code = exit_code_of(r);
         free(j->reason);
         j->reason = r->signal ? cr_asprintf("worker %d ended by signal %d", w->index, r->signal)
                               : cr_asprintf("worker %d exited with code %d", w->index, code);
@@ -331,7 +337,7 @@ void worker_ended(wk_t *w, const Corral__WorkerReport *r)
         j->fail_us = r->ended_us;
     }
     if (failure && !in_restart && !j->failed) {
-        int code = r->signal ? 128 + r->signal : (int)r->exit_code;
+        int code = exit_code_of(r);
         j->fail_us = r->ended_us;
         char cause[64];
         if (r->signal)

@@ -42,6 +42,13 @@ typedef struct cr_listener {
     unsigned accepted;
 } cr_listener_t;
 
+/* Where a held frame lies in cr_conn.held, and the request it answers
+ * (0: none), for cr_net_flush_failed. */
+typedef struct held_frame {
+    size_t off, len;
+    uint64_t reply_to;
+} held_frame_t;
+
 struct cr_conn {
     stream_u u;
     uv_timer_t timer; /* handshake deadline, then linger after a refusal */
@@ -59,6 +66,7 @@ struct cr_conn {
     uint64_t last_id;
     void *data;
     cr_buf_t held; /* frames sent while the net is held (cr_net_hold) */
+    CR_VEC(held_frame_t) held_frames;
     /* in the net's list of connections with held frames (hpprev NULL: not) */
     cr_conn_t *hnext, **hpprev;
     /* a detached connection (tests): no socket, no net; sends go to sink */
@@ -158,6 +166,7 @@ static void conn_release(cr_conn_t *c)
     cr_frame_dec_fini(&c->dec);
     cr_wipe(&c->hs, sizeof(c->hs));
     cr_buf_free(&c->held);
+    CR_VEC_FREE(&c->held_frames);
     free(c);
     n->live--;
     net_maybe_free(n);
@@ -179,6 +188,7 @@ void cr_conn_close(cr_conn_t *c, int err)
         c->queued -= c->held.len;
         cr_buf_free(&c->held);
         c->held = (cr_buf_t){0};
+        c->held_frames.n = 0;
     }
     c->closing = true;
     c->close_err = err;
@@ -247,6 +257,7 @@ static void flush_conn(cr_conn_t *c)
     w->len = c->held.len;
     w->bytes = (uint8_t *)c->held.s; /* the buffer goes with the request */
     c->held = (cr_buf_t){0};
+    c->held_frames.n = 0;
     uv_buf_t buf = uv_buf_init((char *)w->bytes, (unsigned)w->len);
     int err = uv_write(&w->req, &c->u.s, &buf, 1, write_done);
     if (err < 0) {
@@ -276,6 +287,46 @@ void cr_net_flush(cr_net_t *n)
     }
 }
 
+/* c's held answers replaced by Error{code, msg}; its other frames kept. */
+static void fail_answers(cr_conn_t *c, int code, const char *msg)
+{
+    cr_buf_t out = {0};
+    size_t kept = 0;
+    for (size_t i = 0; i < c->held_frames.n; i++) {
+        held_frame_t f = c->held_frames.v[i];
+        size_t off = out.len;
+        if (!f.reply_to) {
+            cr_buf_append(&out, c->held.s + f.off, f.len);
+        } else {
+            Corral__Error err = CORRAL__ERROR__INIT;
+            err.code = code;
+            err.message = (char *)msg;
+            Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+            e.reply_to = f.reply_to;
+            e.body_case = CORRAL__ENVELOPE__BODY_ERROR;
+            e.error = &err;
+            uint8_t *b;
+            size_t len;
+            if (cr_msg_pack(&e, 0, &b, &len) < 0)
+                continue;
+            cr_buf_append(&out, (const char *)b, len);
+            free(b);
+        }
+        c->held_frames.v[kept++] = (held_frame_t){off, out.len - off, f.reply_to};
+    }
+    c->held_frames.n = kept;
+    c->queued = c->queued - c->held.len + out.len;
+    cr_buf_free(&c->held);
+    c->held = out;
+}
+
+void cr_net_flush_failed(cr_net_t *n, int code, const char *msg)
+{
+    for (cr_conn_t *c = n->holding; c; c = c->hnext)
+        fail_answers(c, code, msg);
+    cr_net_flush(n);
+}
+
 /* Queues one envelope, handshake or not. */
 static int send_env(cr_conn_t *c, const Corral__Envelope *e)
 {
@@ -300,6 +351,7 @@ static int send_env(cr_conn_t *c, const Corral__Envelope *e)
             c->net->holding = c;
             c->hpprev = &c->net->holding;
         }
+        *CR_VEC_PUSH(&c->held_frames) = (held_frame_t){c->held.len, w->len, e->reply_to};
         cr_buf_append(&c->held, (const char *)w->bytes, w->len);
         c->queued += w->len;
         free(w->bytes);

@@ -285,6 +285,10 @@ int cr_conn_reply_error(cr_conn_t *c, uint64_t reply_to, int code, const char *f
  * non-blocking write takes them. */
 void cr_net_hold(cr_net_t *n);
 void cr_net_flush(cr_net_t *n);
+/* cr_net_flush after what the held frames acknowledge could not be made
+ * durable: every held answer to a request (Envelope.reply_to set) is
+ * replaced by Error{code, msg}; the other frames go as they are. */
+void cr_net_flush_failed(cr_net_t *n, int code, const char *msg);
 /* Bytes queued whose write has not completed yet. */
 size_t cr_conn_queued(const cr_conn_t *c);
 /* Asks the kernel for a send buffer of at least bytes on c's socket

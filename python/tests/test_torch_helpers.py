@@ -55,6 +55,17 @@ class DeviceTest(unittest.TestCase):
         self.assertEqual(dev, torch.device("cuda", 0))
         self.assertEqual(err, "")
 
+    def test_get_device_is_the_first_given_whatever_the_local_rank(self):
+        # pins get_device() returning get_devices()[0]: a worker given GPUs
+        # 4 and 5 sees them as cuda:0 and cuda:1 whatever its LOCAL_RANK
+        # (the isolation already chose its devices); the local-rank-th
+        # would put rank 1 on the second of its own GPUs, or another's
+        with self.env(CORRAL_JOB_ID="1", CORRAL_ACCELERATOR_TYPE="GPU", CORRAL_ACCELERATOR_IDS="4,5",
+                      CUDA_VISIBLE_DEVICES="4,5", LOCAL_RANK="1", RANK="3", WORLD_SIZE="4"):
+            devs, dev, _ = self.devices(cuda=True, count=2)
+        self.assertEqual(devs, [torch.device("cuda", 0), torch.device("cuda", 1)])
+        self.assertEqual(dev, torch.device("cuda", 0))
+
     def test_never_more_devices_than_given(self):
         # isolation failed and all 8 show: still only the 2 it was given
         with self.env(CORRAL_JOB_ID="1", CORRAL_ACCELERATOR_TYPE="GPU", CORRAL_ACCELERATOR_IDS="4,5"):

@@ -102,6 +102,25 @@ q() { sqlite3 "$S/state.db" "$1" 2>&1; }
     [ "$(q "select restarts from workers where job_id = $id")" = 2 ] &&
     ok "state.db: the policy and the counts" || fail "state.db: $(q "select * from jobs where id = $id")"
 
+# pins the backoff doubling (daemon/head.c backoff_ms): the restarted
+# events say how long each restart waited, 100 ms (the default) then 200
+# and 400, not 100, 200, 300 as an additive backoff would
+"$CORRAL" run --max-restarts 3 -- sh -c 'exit 5' >/dev/null 2>&1
+id=$("$CORRAL" job list --json | jq -r '.[-1].job_id')
+waits=$(revents "$id" | sed -n 's/.*, \([0-9]*\) ms later$/\1/p' | tr '\n' ' ')
+[ "$waits" = "100 200 400 " ] && ok "backoff doubles: 100, 200, 400 ms" ||
+    fail "backoff: waits [$waits] $(revents "$id")"
+
+# pins the exit code of a worker ended by a signal (daemon/head.c
+# exit_code_of): SIGKILL is 137, 128 + 9 as a shell reports it, for the
+# job and for corral run's own exit status
+"$CORRAL" run -- sh -c 'kill -KILL $$' >/dev/null 2>&1; rc=$?
+id=$("$CORRAL" job list --json | jq -r '.[-1].job_id')
+js=$(status "$id")
+[ $rc -eq 137 ] && [ "$(jq -r .exit_code <<<"$js")" = 137 ] && [ "$(jq -r .state <<<"$js")" = FAILED ] &&
+    jq -r .reason <<<"$js" | grep -q "ended by signal 9" &&
+    ok "SIGKILL: exit code 137" || fail "SIGKILL: rc=$rc $js"
+
 # no restarts by default
 "$CORRAL" run -- sh -c 'exit 4' >/dev/null 2>&1; rc=$?
 id=$("$CORRAL" job list --json | jq -r '.[-1].job_id')

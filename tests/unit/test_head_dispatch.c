@@ -12,6 +12,7 @@
 #include "daemon/harness.h"
 #include <ftw.h>
 #include <jansson.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -108,30 +109,49 @@ static const Corral__JobInfo *job_info(fx_t *f, cr_conn_t *c, const char *job_id
     return a->job_info;
 }
 
+/* A JobSubmit and the messages it points to. */
+typedef struct submit_msg {
+    char *argv[1];
+    Corral__Quantity q, *qs[1];
+    Corral__WorkerSpec ws;
+    Corral__JobSpec spec;
+    Corral__JobSubmit js;
+    Corral__Envelope e;
+} submit_msg_t;
+
 /* A one-worker job running `true` with amount of resource res, on nodes
- * matching selector (NULL: any): the head's answer. */
+ * matching selector (NULL: any). */
+static Corral__Envelope *submit_msg(submit_msg_t *m, const char *res, int64_t amount,
+                                    const char *selector)
+{
+    m->argv[0] = "true";
+    m->q = (Corral__Quantity)CORRAL__QUANTITY__INIT;
+    m->q.name = (char *)res;
+    m->q.amount = amount;
+    m->qs[0] = &m->q;
+    m->ws = (Corral__WorkerSpec)CORRAL__WORKER_SPEC__INIT;
+    m->ws.argv = m->argv;
+    m->ws.n_argv = 1;
+    m->ws.resources = m->qs;
+    m->ws.n_resources = 1;
+    m->spec = (Corral__JobSpec)CORRAL__JOB_SPEC__INIT;
+    m->spec.name = "t";
+    m->spec.worker = &m->ws;
+    m->spec.selector = (char *)(selector ? selector : "");
+    m->js = (Corral__JobSubmit)CORRAL__JOB_SUBMIT__INIT;
+    m->js.spec = &m->spec;
+    m->e = (Corral__Envelope)CORRAL__ENVELOPE__INIT;
+    m->e.body_case = CORRAL__ENVELOPE__BODY_JOB_SUBMIT;
+    m->e.job_submit = &m->js;
+    return &m->e;
+}
+
+/* submit_msg's job through head_dispatch: the head's answer. */
 static const Corral__Envelope *submit(fx_t *f, cr_conn_t *c, uint64_t id, const char *res,
                                       int64_t amount, const char *selector)
 {
-    char *argv[] = {"true"};
-    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
-    q.name = (char *)res;
-    q.amount = amount;
-    Corral__WorkerSpec ws = CORRAL__WORKER_SPEC__INIT;
-    ws.argv = argv;
-    ws.n_argv = 1;
-    ws.resources = qs;
-    ws.n_resources = 1;
-    Corral__JobSpec spec = CORRAL__JOB_SPEC__INIT;
-    spec.name = "t";
-    spec.worker = &ws;
-    spec.selector = (char *)(selector ? selector : "");
-    Corral__JobSubmit js = CORRAL__JOB_SUBMIT__INIT;
-    js.spec = &spec;
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_JOB_SUBMIT;
-    e.job_submit = &js;
-    return send_got(f, c, &e, id);
+    submit_msg_t m;
+    return send_got(f, c, submit_msg(&m, res, amount, selector), id);
 }
 
 static void test_submit_fails_with_the_harness_reason(void **state)
@@ -148,6 +168,8 @@ static void test_submit_fails_with_the_harness_reason(void **state)
     const Corral__JobInfo *ji = job_info(f, c, job_id, 8);
     assert_string_equal(ji->job_id, job_id);
     assert_int_equal(ji->state, CORRAL__JOB_STATE__JOB_FAILED);
+    /* a worker that could not start: 127, as a shell's "command not found" */
+    assert_int_equal(ji->exit_code, 127);
     assert_int_equal(ji->n_workers, 1);
     assert_int_equal(ji->workers[0]->state, CORRAL__WORKER_STATE__WORKER_FAILED);
     assert_non_null(strstr(ji->workers[0]->reason, HEAD_HARNESS_REFUSAL));
@@ -269,6 +291,41 @@ static int events_of(fx_t *f, cr_conn_t *c, const char *kind, uint64_t id)
     return n;
 }
 
+/* The description of a CPU-only node named id, as its agent sends it. */
+static char *node_json(const char *id)
+{
+    hw_options_t o = {.spec_path = CORRAL_SOURCE_DIR "/specs/cpu-only.yaml"};
+    cr_node_t *node = NULL;
+    char *msg = NULL;
+    assert_int_equal(hw_discover(&o, &node, &msg), 0);
+    snprintf(node->id, sizeof(node->id), "%s", id);
+    for (size_t i = 0; i < node->labels.n; i++) /* as agent_main does */
+        if (strcmp(node->labels.v[i].key, "corral.io/node-id") == 0) {
+            free(node->labels.v[i].value);
+            node->labels.v[i].value = cr_strdup(id);
+        }
+    json_t *nj = hw_node_to_json(node);
+    char *njs = json_dumps(nj, JSON_COMPACT);
+    json_decref(nj);
+    hw_node_free(node);
+    return njs;
+}
+
+/* remote-1 registers through the agent connection ag. */
+static void register_remote(fx_t *f, cr_conn_t *ag, uint64_t id)
+{
+    char *njs = node_json("remote-1");
+    Corral__Register r = CORRAL__REGISTER__INIT;
+    r.node_json = njs;
+    r.incarnation = 1;
+    r.address = "10.0.0.2";
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
+    e.register_ = &r;
+    assert_int_equal(send_got(f, ag, &e, id)->body_case, CORRAL__ENVELOPE__BODY_REGISTERED);
+    free(njs);
+}
+
 /* CPU free of remote-1 as the head counts it and as its agent reported it
  * (-1 when not reported) */
 static void node_free_cpu(fx_t *f, cr_conn_t *c, uint64_t id, int64_t *head, int64_t *agent)
@@ -304,29 +361,7 @@ static void test_heartbeat_changes_and_free(void **state)
     cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
     cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
 
-    hw_options_t o = {.spec_path = CORRAL_SOURCE_DIR "/specs/cpu-only.yaml"};
-    cr_node_t *node = NULL;
-    char *msg = NULL;
-    assert_int_equal(hw_discover(&o, &node, &msg), 0);
-    snprintf(node->id, sizeof(node->id), "remote-1");
-    for (size_t i = 0; i < node->labels.n; i++) /* as agent_main does */
-        if (strcmp(node->labels.v[i].key, "corral.io/node-id") == 0) {
-            free(node->labels.v[i].value);
-            node->labels.v[i].value = cr_strdup("remote-1");
-        }
-    json_t *nj = hw_node_to_json(node);
-    char *njs = json_dumps(nj, JSON_COMPACT);
-    json_decref(nj);
-    hw_node_free(node);
-    Corral__Register r = CORRAL__REGISTER__INIT;
-    r.node_json = njs;
-    r.incarnation = 1;
-    r.address = "10.0.0.2";
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
-    e.register_ = &r;
-    assert_int_equal(send_got(f, ag, &e, 1)->body_case, CORRAL__ENVELOPE__BODY_REGISTERED);
-    free(njs);
+    register_remote(f, ag, 1);
 
     int64_t head, agent;
     node_free_cpu(f, cl, 2, &head, &agent);
@@ -410,6 +445,193 @@ static void test_heartbeat_changes_and_free(void **state)
     cr_conn_free_detached(cl);
 }
 
+/* Pins dead-node detection (daemon/nodes.c nodes_tick): a node is dead
+ * once dead_ms passed without word from its agent (dead_ms, not suspect_ms
+ * + dead_ms), and a node known from state.db after a head restart, whose
+ * agent retries with a backoff of up to 5 s, gets 6 s more. The ages are
+ * set on the nodes, not waited for, and each margin is seconds wide. */
+static void test_dead_node_detection(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+    register_remote(f, ag, 1);
+    /* remote-2 as a restarted head finds it: in state.db, its agent not back */
+    char *njs = node_json("remote-2");
+    cr_state_node_t row = {.id = "remote-2",
+                           .incarnation = 1,
+                           .address = "10.0.0.3",
+                           .state = CR_NODE_ALIVE,
+                           .desc_json = njs};
+    assert_int_equal(cr_state_node_put(D.st, &row, 0), 0);
+    free(njs);
+    nodes_recover();
+    node_t *n1 = node_by_id("remote-1"), *n2 = node_by_id("remote-2");
+    assert_non_null(n1);
+    assert_non_null(n2);
+    assert_false(n1->waiting);
+    assert_true(n2->waiting);
+    assert_int_equal(D.dead_ms, 10000);
+    assert_int_equal(D.suspect_ms, 3000);
+
+    /* 11 s of silence: past dead_ms, short of suspect + dead (13 s) and of
+     * dead + the restart grace (16 s) */
+    n1->last_seen = n2->last_seen = cr_mono_ms() - 11000;
+    nodes_tick();
+    assert_int_equal(n1->state, CORRAL__NODE_STATE__NODE_DEAD);
+    assert_int_equal(n2->state, CORRAL__NODE_STATE__NODE_SUSPECT);
+    /* 17 s: past the grace too */
+    n2->last_seen = cr_mono_ms() - 17000;
+    nodes_tick();
+    assert_int_equal(n2->state, CORRAL__NODE_STATE__NODE_DEAD);
+
+    head_harness_conn_closed(ag);
+    cr_conn_free_detached(ag);
+}
+
+/* Pins the two-phase reservation's refusal (daemon/pg.c
+ * pgs_prepare_reply): an agent that refuses to reserve its bundle is sent
+ * no Commit, and the group is not CREATED but rolled back (nothing held,
+ * tried again later). */
+static void test_pg_refused_reservation(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+    register_remote(f, ag, 1);
+
+    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
+    q.name = "CPU";
+    q.amount = CR_QTY_ONE;
+    Corral__Bundle b = CORRAL__BUNDLE__INIT, *bs[] = {&b};
+    b.resources = qs;
+    b.n_resources = 1;
+    b.selector = "corral.io/node-id=remote-1";
+    Corral__PgCreate pc = CORRAL__PG_CREATE__INIT;
+    pc.name = "g";
+    pc.bundles = bs;
+    pc.n_bundles = 1;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_PG_CREATE;
+    e.pg_create = &pc;
+    send_got(f, cl, &e, 2);
+    char txn[64] = "";
+    for (size_t i = 0; i < f->got.n; i++)
+        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_PREPARE)
+            cr_strlcpy(txn, f->got.v[i]->prepare->txn_id, sizeof(txn));
+    assert_true(txn[0]);
+
+    Corral__PrepareReply pr = CORRAL__PREPARE_REPLY__INIT;
+    pr.txn_id = txn;
+    pr.ok = false;
+    pr.reason = "CPU taken meanwhile";
+    Corral__Envelope r = CORRAL__ENVELOPE__INIT;
+    r.id = 3;
+    r.body_case = CORRAL__ENVELOPE__BODY_PREPARE_REPLY;
+    r.prepare_reply = &pr;
+    head_dispatch(ag, &r);
+    for (int i = 0; i < 4; i++)
+        head_harness_run();
+    for (size_t i = 0; i < f->got.n; i++)
+        assert_int_not_equal(f->got.v[i]->body_case, CORRAL__ENVELOPE__BODY_COMMIT);
+
+    Corral__PgList pl = CORRAL__PG_LIST__INIT;
+    Corral__Envelope l = CORRAL__ENVELOPE__INIT;
+    l.body_case = CORRAL__ENVELOPE__BODY_PG_LIST;
+    l.pg_list = &pl;
+    const Corral__Envelope *a = send_got(f, cl, &l, 4);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_PG_LIST_REPLY);
+    assert_int_equal(a->pg_list_reply->n_groups, 1);
+    const Corral__PgInfo *g = a->pg_list_reply->groups[0];
+    /* PENDING, or PREPARING again if its retry came already: never CREATED */
+    assert_int_not_equal(g->state, CORRAL__PG_STATE__PG_CREATED);
+    assert_int_equal(events_of(f, cl, "pg_rolled_back", 5), 1);
+
+    head_harness_conn_closed(ag);
+    head_harness_conn_closed(cl);
+    cr_conn_free_detached(ag);
+    cr_conn_free_detached(cl);
+}
+
+/* ---- the group commit, over a real connection ---- */
+
+static int client_ready;
+
+static void cl_ready(cr_conn_t *c, void *data)
+{
+    client_ready++;
+}
+
+static void cl_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
+{
+    sink(data, e);
+}
+
+/* Runs the head's loop until the client has n messages; fails after 5 s
+ * (a deadline for a hang, not a measurement). */
+static void run_until_got(fx_t *f, size_t n)
+{
+    for (int i = 0; i < 5000 && f->got.n < n; i++) {
+        head_harness_run();
+        if (f->got.n < n)
+            usleep(1000);
+    }
+    assert_true(f->got.n >= n);
+}
+
+static size_t jobs_in_state_db(void)
+{
+    cr_state_job_t *v;
+    size_t n;
+    assert_int_equal(cr_state_job_list(D.st, false, &v, &n), 0);
+    cr_state_job_list_free(v, n);
+    return n;
+}
+
+/* Pins the group commit's failure branch (daemon/head.c batch_end): a job
+ * submitted over a real connection in a turn whose commit fails (a full
+ * disk, injected in the state layer as SQLite's own test harness injects
+ * I/O errors: head/state.h cr_state_fault_commit) is answered an Error
+ * that names the full disk, never JobSubmitted, and state.db holds no
+ * job; the next submit, committed, is acknowledged. */
+static void test_failed_commit_is_never_acknowledged(void **state)
+{
+    fx_t *f = *state;
+    static const uint8_t token[CR_TOKEN_LEN] = {7, 7, 7};
+    char path[128];
+    snprintf(path, sizeof(path), "%s/head.sock", f->dir);
+    assert_int_equal(head_harness_listen(path, token), 0);
+    cr_net_callbacks_t cb = {.on_ready = cl_ready, .on_message = cl_message};
+    cr_net_t *cn =
+        cr_net_new(&D.loop, &(cr_net_config_t){.token = token, .name = "client"}, &cb, &f->got);
+    cr_conn_t *c;
+    client_ready = 0;
+    assert_int_equal(cr_net_connect(cn, path, CORRAL__ROLE__ROLE_CLIENT, &c), 0);
+    for (int i = 0; i < 5000 && !client_ready; i++) {
+        head_harness_run();
+        usleep(1000);
+    }
+    assert_int_equal(client_ready, 1);
+
+    submit_msg_t m;
+    Corral__Envelope *e = submit_msg(&m, "GPU", CR_QTY_ONE, NULL);
+    cr_state_fault_commit(D.st, 1, SQLITE_FULL);
+    e->id = 1;
+    assert_int_equal(cr_conn_send(c, e), 0);
+    run_until_got(f, 1);
+    const Corral__Envelope *a = answer(&f->got, 1);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_ERROR);
+    assert_int_equal(a->error->code, CR_ENOSPC);
+    assert_non_null(strstr(a->error->message, "the disk is full"));
+    assert_int_equal(jobs_in_state_db(), 0);
+
+    e->id = 2;
+    assert_int_equal(cr_conn_send(c, e), 0);
+    run_until_got(f, 2);
+    assert_int_equal(answer(&f->got, 2)->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
+    assert_int_equal(jobs_in_state_db(), 1);
+    cr_net_close(cn, NULL, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -419,6 +641,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unserved_message_is_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_detached_conn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_heartbeat_changes_and_free, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_commit_is_never_acknowledged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dead_node_detection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_refused_reservation, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -648,6 +648,42 @@ static void test_stop_ignores_term(void **state)
     remove_tmpdir(dir);
 }
 
+static bool pid_stopped(void *ctx)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", *(int *)ctx);
+    if (cr_read_file("/", path, buf, sizeof(buf)) != 0)
+        return false;
+    const char *p = strrchr(buf, ')'); /* the state follows the command name */
+    return p && p[1] == ' ' && p[2] == 'T';
+}
+
+/* Pins the SIGCONT that follows SIGTERM (agent/launch.c cr_worker_stop):
+ * a worker left stopped (SIGSTOP, as Ctrl-Z or a debugger leaves it) runs
+ * its SIGTERM handler once it is stopped, and ends with the code that
+ * handler gives, not with SIGKILL when the grace period is over. */
+static void test_stop_stopped_worker(void **state)
+{
+    char *dir = make_tmpdir();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    const char *argv[] = {"/bin/sh", "-c", "trap 'exit 7' TERM; kill -STOP $$; exit 3", NULL};
+    rec_t rec = {0};
+    cr_worker_t *w;
+    cr_worker_spec_t s = base_spec(argv, dir, "t");
+    assert_int_equal(cr_worker_start(&loop, &s, on_exit_rec, &rec, &w, NULL), 0);
+    int pid = cr_worker_pid(w);
+    assert_true(run_until(&loop, pid_stopped, &pid, 3000));
+    assert_int_equal(cr_worker_stop(w, 20000), 0);
+    assert_true(run_until(&loop, one_exited, &rec, 15000));
+    assert_int_equal(rec.exit.signal, 0);
+    assert_int_equal(rec.exit.code, 7);
+    assert_true(rec.exit.stopped);
+    cr_worker_release(w);
+    loop_finish(&loop);
+    remove_tmpdir(dir);
+}
+
 /* The leader leaves at SIGTERM, a grandchild ignoring it stays: the stop
  * waits for the grace period, then kills what is left of the group. */
 static void test_stop_group_drains(void **state)
@@ -963,6 +999,7 @@ int main(void)
         cmocka_unit_test(test_affinity),
         cmocka_unit_test(test_bind_mode_names),
         cmocka_unit_test(test_stop_ignores_term),
+        cmocka_unit_test(test_stop_stopped_worker),
         cmocka_unit_test(test_stop_group_drains),
         cmocka_unit_test(test_stop_graceful),
         cmocka_unit_test(test_leftovers_killed),

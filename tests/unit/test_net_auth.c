@@ -172,6 +172,11 @@ static void test_proofs(void **state)
     nonce[0] ^= 1;
     assert_false(cr_auth_check(tok, nonce, CORRAL__ROLE__ROLE_AGENT, 1, p, sizeof(p)));
     nonce[0] ^= 1;
+    /* every byte counts, not only a pointer's worth of them (the check
+     * once compared sizeof(proof) bytes) */
+    memcpy(q, p, sizeof(p));
+    q[CR_PROOF_LEN - 1] ^= 1;
+    assert_false(cr_auth_check(tok, nonce, CORRAL__ROLE__ROLE_AGENT, 1, q, sizeof(q)));
     /* the server's proof over the same nonce differs from a client's */
     cr_auth_proof(tok, nonce, CORRAL__ROLE__ROLE_HEAD, 1, q);
     assert_memory_not_equal(p, q, CR_PROOF_LEN);

@@ -363,14 +363,19 @@ static void check_alive(cr_conn_t *c, uint64_t id)
 
 /* ---- raw peers: plain sockets the test drives byte by byte ---- */
 
-static int raw_connect(void)
+static int raw_connect_to(const char *path)
 {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
-    assert_true(strlen(sockpath) < sizeof(a.sun_path));
-    memcpy(a.sun_path, sockpath, strlen(sockpath) + 1);
+    assert_true(strlen(path) < sizeof(a.sun_path));
+    memcpy(a.sun_path, path, strlen(path) + 1);
     assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
     return fd;
+}
+
+static int raw_connect(void)
+{
+    return raw_connect_to(sockpath);
 }
 
 static void raw_write(int fd, const void *p, size_t n)
@@ -434,23 +439,35 @@ static void raw_expect_eof(int fd)
     fail_msg("the server kept a misbehaving connection open");
 }
 
-/* Completes the handshake as a client holding tok, by hand. */
-static void raw_handshake(int fd, cr_frame_dec_t *d, Corral__Role role)
+/* Sends the Hello of a client holding the right token and takes the
+ * server's Challenge: what is left to send is the Proof, in hs->out. */
+static cr_hs_t *raw_hello(int fd, cr_frame_dec_t *d, Corral__Role role)
 {
     uint8_t nonce[CR_NONCE_LEN] = {9, 9, 9};
     cr_hs_t *hs = cr_malloc(sizeof(*hs));
     cr_hs_init_client(hs, token, nonce, role, "raw");
     cr_hs_start(hs);
     raw_send(fd, &hs->out);
-    for (int i = 0; i < 2; i++) {
-        Corral__Envelope *e = raw_recv(fd, d);
-        assert_non_null(e);
-        int r = cr_hs_step(hs, e);
-        cr_msg_free(e);
-        assert_true(r >= 0);
-        if (hs->has_out)
-            raw_send(fd, &hs->out);
-    }
+    Corral__Envelope *e = raw_recv(fd, d);
+    assert_non_null(e);
+    assert_int_equal(e->body_case, CORRAL__ENVELOPE__BODY_CHALLENGE);
+    int r = cr_hs_step(hs, e);
+    cr_msg_free(e);
+    assert_true(r >= 0);
+    assert_true(hs->has_out);
+    assert_int_equal(hs->out.body_case, CORRAL__ENVELOPE__BODY_PROOF);
+    return hs;
+}
+
+/* Completes the handshake as a client holding tok, by hand. */
+static void raw_handshake(int fd, cr_frame_dec_t *d, Corral__Role role)
+{
+    cr_hs_t *hs = raw_hello(fd, d, role);
+    raw_send(fd, &hs->out);
+    Corral__Envelope *e = raw_recv(fd, d);
+    assert_non_null(e);
+    assert_true(cr_hs_step(hs, e) >= 0);
+    cr_msg_free(e);
     assert_int_equal(hs->state, CR_HS_DONE);
     free(hs);
 }
@@ -686,10 +703,24 @@ static void test_garbage_closes_only_that_connection(void **state)
     cr_frame_dec_fini(&d);
     assert_true(peer_logged(8, "sent hello, which this side does not take from it"));
 
-    /* the four that finished the handshake were announced, and closed
+    /* 8. pins the sender check (net/conn.c handle_frame): a client may
+     * not send what only an agent sends, such as a node's heartbeat */
+    fd = raw_connect();
+    cr_frame_dec_init(&d, 0);
+    raw_handshake(fd, &d, CORRAL__ROLE__ROLE_CLIENT);
+    msgs = W->sv.msgs;
+    e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
+    e.heartbeat = &hb;
+    raw_send(fd, &e);
+    raw_expect_eof(fd);
+    cr_frame_dec_fini(&d);
+    assert_int_equal(W->sv.msgs, msgs);
+    assert_true(peer_logged(9, "sent heartbeat, which this side does not take from it"));
+
+    /* the five that finished the handshake were announced, and closed
      * as malformed; the three that did not never reached the application */
-    assert_int_equal(W->sv.ready, 5);
-    assert_int_equal(W->sv.closed, 4);
+    assert_int_equal(W->sv.ready, 6);
+    assert_int_equal(W->sv.closed, 5);
     assert_int_equal(W->sv.close_err, CR_EPARSE);
     check_alive(good, 5);
 }
@@ -846,36 +877,121 @@ static void test_close_from_callback(void **state)
     assert_int_equal(access(sockpath, F_OK), -1);
 }
 
+/* A second server, taking frames of 1 KiB at most, on dir/small.sock. */
+static cr_net_t *small_server(side_t *small, char *path, size_t size)
+{
+    snprintf(path, size, "%s/small.sock", dir);
+    cr_net_t *n =
+        cr_net_new(&W->loop, &(cr_net_config_t){.token = token, .max_frame = 1024}, &sv_cb, small);
+    assert_int_equal(cr_net_listen_unix(n, path), 0);
+    return n;
+}
+
+static void small_server_close(cr_net_t *n)
+{
+    cr_net_close(n, net_done, NULL);
+    RUN_UNTIL(W->nets_done == 1);
+    W->nets_done = 0;
+}
+
+/* A Register whose node description is 1999 bytes of x: above 1 KiB. */
+typedef struct big_register {
+    char json[2000];
+    Corral__Register reg;
+    Corral__Envelope e;
+} big_register_t;
+
+static Corral__Envelope *big_register(big_register_t *b)
+{
+    memset(b->json, 'x', sizeof(b->json) - 1);
+    b->json[sizeof(b->json) - 1] = '\0';
+    b->reg = (Corral__Register)CORRAL__REGISTER__INIT;
+    b->reg.node_json = b->json;
+    b->e = (Corral__Envelope)CORRAL__ENVELOPE__INIT;
+    b->e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
+    b->e.register_ = &b->reg;
+    return &b->e;
+}
+
 /* A client never sends above the frame limit its server announced. */
 static void test_server_frame_limit(void **state)
 {
     char path[700];
-    snprintf(path, sizeof(path), "%s/small.sock", dir);
     side_t small = {0};
-    cr_net_t *n =
-        cr_net_new(&W->loop, &(cr_net_config_t){.token = token, .max_frame = 1024}, &sv_cb, &small);
-    assert_int_equal(cr_net_listen_unix(n, path), 0);
+    cr_net_t *n = small_server(&small, path, sizeof(path));
     cr_conn_t *c;
     int ready = W->cl.ready;
     assert_int_equal(cr_net_connect(W->client, path, CORRAL__ROLE__ROLE_AGENT, &c), 0);
     RUN_UNTIL(W->cl.ready == ready + 1 && small.ready == 1);
-    char json[2000];
-    memset(json, 'x', sizeof(json) - 1);
-    json[sizeof(json) - 1] = '\0';
-    Corral__Register reg = CORRAL__REGISTER__INIT;
-    reg.node_json = json;
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
-    e.register_ = &reg;
-    assert_int_equal(cr_conn_send(c, &e), CR_E2BIG);
-    json[500] = '\0';
+    big_register_t b;
+    Corral__Envelope *e = big_register(&b);
+    assert_int_equal(cr_conn_send(c, e), CR_E2BIG);
+    b.json[500] = '\0';
     int msgs = W->cl.msgs;
-    assert_int_equal(cr_conn_send(c, &e), 0);
+    assert_int_equal(cr_conn_send(c, e), 0);
     RUN_UNTIL(W->cl.msgs == msgs + 1);
     assert_int_equal(W->cl.body, CORRAL__ENVELOPE__BODY_REGISTERED);
-    cr_net_close(n, net_done, NULL);
-    RUN_UNTIL(W->nets_done == 1);
-    W->nets_done = 0;
+    small_server_close(n);
+}
+
+/* Pins the proof check comparing all CR_PROOF_LEN bytes (net/auth.c
+ * cr_auth_check): a client whose proof is right in its first 8 bytes (a
+ * pointer's size) and wrong after them is refused on a real connection,
+ * and the server never calls it ready. */
+static void test_partial_proof_refused(void **state)
+{
+    static const size_t wrong_from[] = {8, CR_PROOF_LEN - 1};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(wrong_from); i++) {
+        int fd = raw_connect();
+        cr_frame_dec_t d;
+        cr_frame_dec_init(&d, 0);
+        cr_hs_t *hs = raw_hello(fd, &d, CORRAL__ROLE__ROLE_CLIENT);
+        assert_ptr_equal(hs->out.proof->hmac.data, hs->out_bytes);
+        hs->out_bytes[wrong_from[i]] ^= 0x5a;
+        raw_send(fd, &hs->out);
+        free(hs);
+        Corral__Envelope *r = raw_recv(fd, &d);
+        assert_non_null(r);
+        assert_int_equal(r->body_case, CORRAL__ENVELOPE__BODY_REFUSED);
+        assert_int_equal(r->refused->reason, CORRAL__REFUSE_REASON__REFUSE_AUTH);
+        cr_msg_free(r);
+        raw_expect_eof(fd);
+        cr_frame_dec_fini(&d);
+    }
+    assert_int_equal(W->sv.ready, 0);
+    assert_true(log_has("(client raw): wrong cluster token"));
+    /* the whole proof still gets in */
+    int fd = raw_connect();
+    cr_frame_dec_t d;
+    cr_frame_dec_init(&d, 0);
+    raw_handshake(fd, &d, CORRAL__ROLE__ROLE_CLIENT);
+    RUN_UNTIL(W->sv.ready == 1);
+    close(fd);
+    cr_frame_dec_fini(&d);
+}
+
+/* Pins the connection's decoder taking the net's frame limit (net/conn.c
+ * conn_new: cr_frame_dec_init(&c->dec, n->max_frame)): a server
+ * configured for 1 KiB frames closes a peer that sends it a 2 KiB frame
+ * after a good handshake, and says why, rather than taking it under the
+ * 16 MiB default. */
+static void test_frame_over_the_limit_refused(void **state)
+{
+    char path[700];
+    side_t small = {0};
+    cr_net_t *n = small_server(&small, path, sizeof(path));
+    int fd = raw_connect_to(path);
+    cr_frame_dec_t d;
+    cr_frame_dec_init(&d, 0);
+    raw_handshake(fd, &d, CORRAL__ROLE__ROLE_AGENT);
+    RUN_UNTIL(small.ready == 1);
+    big_register_t b;
+    raw_send(fd, big_register(&b)); /* packed under the default limit: this side does not check */
+    raw_expect_eof(fd);
+    assert_int_equal(small.msgs, 0);
+    assert_true(log_has("exceeds the limit of 1024"));
+    cr_frame_dec_fini(&d);
+    small_server_close(n);
 }
 
 int main(void)
@@ -890,6 +1006,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slow_reader, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_from_callback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_frame_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_partial_proof_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_frame_over_the_limit_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

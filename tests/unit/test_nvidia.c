@@ -69,6 +69,18 @@ static cr_node_t *discover(fixture_env_t *f)
     return n;
 }
 
+/* Points the stub at nvml_machine's nvml.json as edit changes it, written
+ * to the temporary file tmp (the caller unlinks it). */
+static void use_edited_stub(fixture_env_t *f, const char *nvml_machine, void (*edit)(json_t *),
+                            char *tmp, size_t size)
+{
+    json_t *j = load_nvml(nvml_machine);
+    edit(j);
+    write_tmp(j, tmp, size);
+    json_decref(j);
+    use_stub(f, tmp);
+}
+
 /* Discovers machine with its own nvml.json, or with a changed copy made by
  * edit (NULL: unchanged). */
 static cr_node_t *discover_with(const char *machine, const char *nvml_machine,
@@ -77,11 +89,7 @@ static cr_node_t *discover_with(const char *machine, const char *nvml_machine,
     fixture_open(f, machine);
     char path[1200], tmp[64] = "";
     if (edit) {
-        json_t *j = load_nvml(nvml_machine);
-        edit(j);
-        write_tmp(j, tmp, sizeof(tmp));
-        json_decref(j);
-        use_stub(f, tmp);
+        use_edited_stub(f, nvml_machine, edit, tmp, sizeof(tmp));
     } else {
         nvml_json_path(nvml_machine, path, sizeof(path));
         use_stub(f, path);
@@ -427,6 +435,49 @@ static void test_isolate_by_uuid_and_index(void **state)
     fixture_close(&f);
 }
 
+static void reverse_devices(json_t *j)
+{
+    json_t *devs = json_object_get(j, "devices"), *rev = json_array();
+    for (size_t i = json_array_size(devs); i-- > 0;)
+        json_array_append(rev, json_array_get(devs, i));
+    json_object_set_new(j, "devices", rev);
+}
+
+/* Pins the numbering by PCI address (hw/backend_nvidia.c
+ * set_isolation_ids sorts the GPUs by PCI address before numbering them):
+ * with CORRAL_CUDA_VISIBLE_BY=index the CUDA index of a GPU is its rank
+ * in PCI bus order, whatever order NVML enumerates them in. Authority:
+ * CUDA_DEVICE_ORDER=PCI_BUS_ID "orders devices by PCI bus ID in ascending
+ * order" (CUDA C++ Programming Guide, CUDA Environment Variables), which
+ * corral sets beside CUDA_VISIBLE_DEVICES. The stand-in NVML here lists
+ * the dgx-h100 GPUs in reverse PCI order. */
+static void test_index_is_the_pci_rank(void **state)
+{
+    fixture_env_t f;
+    fixture_open(&f, "dgx-h100");
+    char tmp[64];
+    use_edited_stub(&f, "dgx-h100", reverse_devices, tmp, sizeof(tmp));
+    fixture_setenv(&f, "CORRAL_CUDA_VISIBLE_BY", "index");
+    cr_node_t *n = discover(&f);
+    unlink(tmp);
+    assert_int_equal(count_backend(n, "nvidia"), 8);
+    /* NVML's first is the highest address, so the order really differs */
+    assert_true(strcmp(n->devices.v[0].pci, n->devices.v[7].pci) > 0);
+    for (size_t i = 0; i < n->devices.n; i++) {
+        const cr_device_t *d = &n->devices.v[i];
+        size_t rank = 0;
+        for (size_t k = 0; k < n->devices.n; k++)
+            rank += strcmp(n->devices.v[k].pci, d->pci) < 0;
+        char want[8];
+        snprintf(want, sizeof(want), "%zu", rank);
+        assert_string_equal(d->isolation_id, want);
+    }
+    int first[] = {0};
+    check_isolation(n, &f, first, 1, "7");
+    hw_node_free(n);
+    fixture_close(&f);
+}
+
 /* A described node (no NVML anywhere): isolate uses only the description. */
 static void test_isolate_described_node(void **state)
 {
@@ -667,12 +718,8 @@ static void test_nvml_hang(void **state)
     fixture_env_t f;
     fixture_open(&f, "dgx-h100");
     fixture_setenv(&f, "CORRAL_PROBE_TIMEOUT_MS", "1000");
-    json_t *j = load_nvml("dgx-h100");
-    hang_in_name(j);
     char tmp[64];
-    write_tmp(j, tmp, sizeof(tmp));
-    json_decref(j);
-    use_stub(&f, tmp);
+    use_edited_stub(&f, "dgx-h100", hang_in_name, tmp, sizeof(tmp));
     cr_node_t *n = discover(&f);
     unlink(tmp);
     assert_non_null(find_warning(n, "backend nvidia off"));
@@ -840,6 +887,7 @@ int main(void)
         cmocka_unit_test(test_mig_unhealthy_parent),
         cmocka_unit_test(test_switches_without_address),
         cmocka_unit_test(test_isolate_by_uuid_and_index),
+        cmocka_unit_test(test_index_is_the_pci_rank),
         cmocka_unit_test(test_isolate_described_node),
         cmocka_unit_test(test_sysfs_fallback),
         cmocka_unit_test(test_count_disagreement),

@@ -199,6 +199,36 @@ static void test_hybrid_spread(void **state)
     sched_cluster_free(c);
 }
 
+/* Pins what a selector makes of a node without its key (sched/cluster.c
+ * sched_selector_match), as Kubernetes' label selectors define it
+ * ("Labels and Selectors": environment!=production selects the resources
+ * whose environment differs and "all resources that have no labels with
+ * the environment key"): k!=v and k notin (...) match a node without k;
+ * k=v, k in (...) and k exists do not, !k does. */
+static void test_selector_without_the_key(void **state)
+{
+    sched_cluster_t *c = sched_cluster_new();
+    add(c, (sched_node_spec_t){.name = "a", .cpus = 4, .labels = "zone=x"});
+    add(c, (sched_node_spec_t){.name = "b", .cpus = 4, .labels = "zone=y,spot=true"});
+    sched_cluster_finalize(c);
+    static const struct {
+        const char *sel;
+        bool a, b;
+    } rows[] = {
+        {"spot!=true", true, false},  {"spot notin (true,no)", true, false},
+        {"spot=true", false, true},   {"spot in (true,no)", false, true},
+        {"spot exists", false, true}, {"!spot", true, false},
+        {"zone!=x", false, true},     {"zone!=x,spot!=no", false, true},
+    };
+    for (size_t i = 0; i < CR_ARRAY_SIZE(rows); i++) {
+        sched_bundle_t b = bundle(c, "CPU=1", rows[i].sel);
+        if (sched_selector_match(c, &b.sel, 0) != rows[i].a ||
+            sched_selector_match(c, &b.sel, 1) != rows[i].b)
+            fail_msg("%s: expected a %d, b %d", rows[i].sel, rows[i].a, rows[i].b);
+    }
+    sched_cluster_free(c);
+}
+
 static void test_affinity_and_selectors(void **state)
 {
     sched_cluster_t *c = sched_cluster_new();
@@ -377,11 +407,16 @@ static void test_property_random(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_islands_then_numa), cmocka_unit_test(test_fractions_pack),
+        cmocka_unit_test(test_islands_then_numa),
+        cmocka_unit_test(test_fractions_pack),
         cmocka_unit_test(test_device_ids),
-        cmocka_unit_test(test_tpu_submesh),       cmocka_unit_test(test_hybrid_spread),
-        cmocka_unit_test(test_affinity_and_selectors), cmocka_unit_test(test_node_loss),
-        cmocka_unit_test(test_bad_requests),      cmocka_unit_test(test_property_random),
+        cmocka_unit_test(test_tpu_submesh),
+        cmocka_unit_test(test_hybrid_spread),
+        cmocka_unit_test(test_affinity_and_selectors),
+        cmocka_unit_test(test_selector_without_the_key),
+        cmocka_unit_test(test_node_loss),
+        cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_property_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <corral/accel.h>
 #include "fixture_tree.h"
 #include "sched/sched.h"
 
@@ -205,6 +206,19 @@ static void test_day_zero_sku(void **state)
     fixture_close(&f);
 }
 
+/* Pins the vendor half of the PCI match (cr_accel_sku_by_pci compares the
+ * vendor id too): a device id is only unique within its vendor, so the same
+ * number under another vendor is not that accelerator. */
+static void test_by_pci_needs_the_vendor(void **state)
+{
+    assert_string_equal(cr_accel_sku_by_pci(0x10de, 0x2330), "H100");
+    assert_string_equal(cr_accel_sku_by_pci(0x1002, 0x74a1), "MI300X");
+    assert_null(cr_accel_sku_by_pci(0x1002, 0x2330));
+    assert_null(cr_accel_sku_by_pci(0x8086, 0x2330));
+    assert_null(cr_accel_sku_by_pci(0x10de, 0x74a1));
+    assert_null(cr_accel_sku_by_pci(0x10de, 0x0000));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -212,6 +226,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_aliases),
         cmocka_unit_test(test_day_zero_sku),
+        cmocka_unit_test(test_by_pci_needs_the_vendor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

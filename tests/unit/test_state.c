@@ -567,6 +567,27 @@ static void test_transaction_commit_and_rollback(void **state)
     cr_state_job_free(&j);
     assert_int_equal(sql_int(st, "SELECT count(*) FROM events"), 0);
 
+    /* pins the inner commit's answer (head/state.c cr_state_commit): a
+     * write that failed inside a nested transaction fails the inner commit
+     * with its error, so its caller does not answer it as done */
+    assert_int_equal(cr_state_begin(st), 0);
+    assert_int_equal(cr_state_begin(st), 0);
+    cr_state_worker_t dup = {.job_id = job, .index = 0, .state = CR_WORKER_PENDING};
+    assert_int_equal(cr_state_worker_create(st, &dup, 22), CR_EEXIST);
+    assert_int_equal(cr_state_commit(st), CR_EEXIST);
+    assert_int_equal(cr_state_commit(st), CR_EEXIST);
+
+    /* the injected fault (cr_state_fault_commit): the next outer commit
+     * fails as on a file made read-only, with that message, and rolls back */
+    cr_state_fault_commit(st, 1, SQLITE_READONLY);
+    assert_int_equal(cr_state_begin(st), 0);
+    assert_int_equal(cr_state_job_set_state(st, job, CR_JOB_STOPPED, "faulted", 23), 0);
+    assert_int_equal(cr_state_commit(st), CR_EACCES);
+    assert_non_null(strstr(cr_state_errmsg(st), "read-only"));
+    assert_int_equal(cr_state_job_get(st, job, &j), 0);
+    assert_int_equal(j.state, CR_JOB_RUNNING);
+    cr_state_job_free(&j);
+
     /* closing with an open transaction rolls it back */
     assert_int_equal(cr_state_begin(st), 0);
     assert_int_equal(cr_state_job_set_state(st, job, CR_JOB_FAILED, "x", 30), 0);

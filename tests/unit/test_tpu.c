@@ -189,6 +189,7 @@ static void test_isolation(void **state)
     e = isolate(&f, n, two, 2, 0);
     assert_string_equal(cr_envlist_get(&e, "TPU_VISIBLE_CHIPS"), "2,3");
     assert_string_equal(cr_envlist_get(&e, "TPU_CHIPS_PER_PROCESS_BOUNDS"), "1,2,1");
+    assert_string_equal(cr_envlist_get(&e, "TPU_PROCESS_BOUNDS"), "1,1,1");
     assert_string_equal(cr_envlist_get(&e, "TPU_CHIPS_PER_HOST_BOUNDS"), "1,2,1");
     assert_string_equal(cr_envlist_get(&e, "TPU_HOST_BOUNDS"), "1,1,1");
     cr_envlist_free(&e);
