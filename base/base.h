@@ -74,10 +74,33 @@ int64_t cr_mono_ms(void);
 /* Milliseconds since the epoch (CLOCK_REALTIME), for records people read. */
 int64_t cr_wall_ms(void);
 
-/* ---- the corral home ---- */
-/* $CORRAL_HOME (default /tmp/corral), created when missing; NULL when it
- * cannot be, said on stderr. Shared by the head and the agent. */
+/* ---- paths corral trusts (base/trust.c, docs/runtime.md "The session") ---- */
+/* The corral home: $CORRAL_HOME, else /run/corral for root, else
+ * $XDG_RUNTIME_DIR/corral (when that is a private directory of ours), else
+ * /tmp/corral-$UID. Only the path: nothing is created or checked. */
+int cr_home_path(char *out, size_t size);
+/* The corral home, created (0700) when missing and refused unless
+ * cr_dir_is_private; NULL then, said on stderr. Shared by the head and the
+ * agent. */
 const char *cr_corral_home(void);
+/* Whether path is a real directory (not a symlink) owned by the effective
+ * user that no group or other may write; why says what is wrong and how
+ * to fix it. */
+bool cr_dir_is_private(const char *path, char *why, size_t size);
+/* mkdir 0700 when missing, then cr_dir_is_private: 0 or a negative code. */
+int cr_mkdir_private(const char *path, char *why, size_t size);
+/* open(2) with O_NOFOLLOW (mode 0600 when O_CREAT) of a regular file the
+ * effective user owns: the descriptor, or a negative code and why. */
+int cr_open_private(const char *path, int flags, char *why, size_t size);
+/* The whole of such a file, malloc'ed and NUL-terminated. */
+int cr_read_private(const char *path, char **out, size_t *len, char *why, size_t size);
+/* Writes path atomically: a new 0600 file (O_EXCL, O_NOFOLLOW) beside it,
+ * renamed over it. */
+int cr_write_private(const char *path, const void *data, size_t len, char *why, size_t size);
+/* The session session_latest names in home, as home/<name>: home is
+ * private, the link is a symlink the effective user owns whose target is
+ * a plain name inside home, and that directory is private too. */
+int cr_session_latest(const char *home, char *out, size_t size, char *why, size_t wsize);
 
 /* ---- strings ---- */
 /* Copies at most size-1 bytes and always terminates; returns strlen(src). */

@@ -177,16 +177,3 @@ void cr_free_strv(char **v, size_t n)
         free(v[i]);
     free(v);
 }
-
-const char *cr_corral_home(void)
-{
-    const char *home = getenv("CORRAL_HOME");
-    if (!home || !home[0])
-        home = "/tmp/corral";
-    if (mkdir(home, 0700) < 0 && errno != EEXIST) {
-        fprintf(stderr, "corrald: cannot create %s: %s (set CORRAL_HOME to a writable directory)\n",
-                home, strerror(errno));
-        return NULL;
-    }
-    return home;
-}

@@ -1,7 +1,10 @@
 /* Leveled logging to stderr or a file. One line per message, prefixed with
  * the level; daemons point it at their session log. */
 #include "base.h"
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 static int log_level = -1;
@@ -38,9 +41,20 @@ int cr_log_set_file(const char *path)
     log_fp = NULL;
     if (!path)
         return 0;
-    log_fp = fopen(path, "a");
-    if (!log_fp)
+    /* never through a symlink someone planted: the log is in the session */
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
         return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+        close(fd);
+        return CR_EACCES;
+    }
+    log_fp = fdopen(fd, "a");
+    if (!log_fp) {
+        close(fd);
+        return -errno;
+    }
     setvbuf(log_fp, NULL, _IOLBF, 0);
     return 0;
 }

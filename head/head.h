@@ -106,6 +106,7 @@ typedef struct head {
     int port;
     const char *listen; /* TCP address, NULL: 127.0.0.1 */
     bool reused;        /* the session of a head that died: recover() reads it back */
+    time_t died_at;     /* when that head last wrote its state or its log */
     /* turn.c */
     cr_state_t *st;
     bool shutting_down, closed;
@@ -155,7 +156,7 @@ const char *node_name(void);
 void req_events(cr_conn_t *c, const Corral__Envelope *e);
 /* Each event after since_seq handed to emit; how many. */
 size_t events_each_since(uint64_t since_seq, void (*emit)(void *ctx, const Corral__Event *ev),
-                    void *ctx);
+                         void *ctx);
 
 /* -------------------------------------------------------- placement.c */
 /* Device indices as state.db keeps them: "0,3,5" appended to out, and
@@ -300,7 +301,10 @@ void head_conn_closed(cr_conn_t *c);
  * pointing at it, or the session of a head that died, taken over (then
  * D.reused). Fills D.session, D.logs, D.sock; said on stderr on failure. */
 int session_make(void);
-/* Writes text into the session's file name. */
+/* Says on stderr (which corral start relays) that the session of a head
+ * that died was taken over, when it died and what was read back. */
+void session_took_over(size_t njobs, int active);
+/* Writes text into the session's file name, atomically (base/trust.c). */
 int session_write(const char *name, const char *text);
 int session_token(const char *token_file, uint8_t token[CR_TOKEN_LEN]);
 

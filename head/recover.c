@@ -299,6 +299,7 @@ void recover(void)
     }
     event("recovered", NULL, "%zu job(s) read back from the previous head, %d active", D.jobs.n,
           active);
+    session_took_over(D.jobs.n, active);
     sweep_orphans();
     try_pending();
 }
