@@ -65,6 +65,7 @@ static struct {
     hw_options_t hwo;
     const agent_opts_t *o;
     char *dir, *logs;
+    char session_id[CR_SESSION_ID_LEN + 1]; /* its workers carry it (cr_session_id) */
     uint64_t incarnation;
     bool registered, stopping, fatal;
     uv_timer_t hb, retry, pump;
@@ -792,6 +793,10 @@ int agent_main(const agent_opts_t *o)
         fprintf(stderr, "corrald: %s\n", why);
         return 1;
     }
+    if (cr_session_id(A.dir, A.session_id, why, sizeof(why)) < 0) {
+        fprintf(stderr, "corrald: the agent's session id: %s\n", why);
+        return 1;
+    }
     char *pidf = cr_asprintf("%s/corrald.pid", A.dir);
     snprintf(pidtext, sizeof(pidtext), "%d\n", (int)getpid());
     if (cr_write_private(pidf, pidtext, strlen(pidtext), why, sizeof(why)) < 0)
@@ -831,6 +836,7 @@ int agent_main(const agent_opts_t *o)
                          .node = A.node,
                          .hwo = &A.hwo,
                          .logs = A.logs,
+                         .session_id = A.session_id,
                          .ops = {.started = a_started, .exited = a_exited}};
     A.agent = agent_new(&ac);
     load_table();

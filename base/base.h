@@ -101,6 +101,12 @@ int cr_write_private(const char *path, const void *data, size_t len, char *why, 
  * private, the link is a symlink the effective user owns whose target is
  * a plain name inside home, and that directory is private too. */
 int cr_session_latest(const char *home, char *out, size_t size, char *why, size_t wsize);
+/* The id of the session (or agent) directory dir: 32 hex digits read from
+ * dir/session_id, drawn and written there the first time. Every worker
+ * started there carries it (CORRAL_SESSION_ID), which is how a process is
+ * proved to be this session's before it is adopted or stopped by pid. */
+#define CR_SESSION_ID_LEN 32
+int cr_session_id(const char *dir, char out[CR_SESSION_ID_LEN + 1], char *why, size_t size);
 
 /* ---- strings ---- */
 /* Copies at most size-1 bytes and always terminates; returns strlen(src). */

@@ -9,6 +9,7 @@
 #include "base.h"
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -226,4 +227,35 @@ int cr_session_latest(const char *home, char *out, size_t size, char *why, size_
     if (m < 0 || (size_t)m >= size)
         return CR_E2BIG;
     return cr_dir_is_private(out, why, wsize) ? 0 : CR_EACCES;
+}
+
+int cr_session_id(const char *dir, char out[CR_SESSION_ID_LEN + 1], char *why, size_t size)
+{
+    char *path = cr_asprintf("%s/session_id", dir), *text = NULL;
+    int err = cr_read_private(path, &text, NULL, why, size);
+    if (err == 0) {
+        cr_strtrim(text);
+        uint8_t raw[CR_SESSION_ID_LEN / 2];
+        if (strlen(text) != CR_SESSION_ID_LEN || !cr_hex_decode(text, CR_SESSION_ID_LEN, raw)) {
+            snprintf(why, size, "%s is malformed (expected %d hex digits): remove it", path,
+                     CR_SESSION_ID_LEN);
+            err = CR_EPARSE;
+        } else {
+            cr_strlcpy(out, text, CR_SESSION_ID_LEN + 1);
+        }
+    } else if (err == CR_ENOENT) {
+        uint8_t raw[CR_SESSION_ID_LEN / 2];
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+            err = -errno;
+            snprintf(why, size, "getrandom: %s", strerror(errno));
+        } else {
+            cr_hex_encode(raw, sizeof(raw), out);
+            char line[CR_SESSION_ID_LEN + 2];
+            snprintf(line, sizeof(line), "%s\n", out);
+            err = cr_write_private(path, line, strlen(line), why, size);
+        }
+    }
+    free(text);
+    free(path);
+    return err;
 }

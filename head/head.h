@@ -103,6 +103,7 @@ typedef struct head {
     head_watch_t watch;
     /* session.c */
     char *session, *logs, *sock, *address;
+    char session_id[CR_SESSION_ID_LEN + 1]; /* its workers carry it (cr_session_id) */
     int port;
     const char *listen; /* TCP address, NULL: 127.0.0.1 */
     bool reused;        /* the session of a head that died: recover() reads it back */

@@ -120,6 +120,7 @@ void head_core_start(const head_core_t *c)
                          .hwo = &D.hwo,
                          .logs = D.logs,
                          .socket = D.sock,
+                         .session_id = D.session_id[0] ? D.session_id : NULL,
                          .ops = {.started = workers_local_started, .exited = workers_local_exited},
                          .refuse_start = c->refuse_start};
     D.agent = agent_new(&ac);

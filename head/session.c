@@ -103,14 +103,29 @@ static int reuse_session(const char *home)
 /* $CORRAL_HOME/session_<time>_<pid>/ with logs/, and session_latest
  * pointing at it (or the session of a head that died, reuse_session). Any failure here is reported
  * now, not at the first job. */
+static int new_session(const char *home);
+
 int session_make(void)
 {
     const char *home = cr_corral_home();
     if (!home)
         return CR_EIO;
     int e = reuse_session(home);
-    if (e != 0)
-        return e < 0 ? e : 0;
+    if (e == 0)
+        e = new_session(home);
+    if (e < 0)
+        return e;
+    char why[1024];
+    if ((e = cr_session_id(D.session, D.session_id, why, sizeof(why))) < 0) {
+        fprintf(stderr, "corrald: the session's id: %s\n", why);
+        return e;
+    }
+    return 0;
+}
+
+/* A new session directory and session_latest pointing at it. */
+static int new_session(const char *home)
+{
     char stamp[64], why[1024];
     time_t t = time(NULL);
     struct tm tm;
