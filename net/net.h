@@ -76,7 +76,7 @@ int cr_frame_hdr(uint8_t hdr[CR_FRAME_HDR], size_t len, size_t max);
 
 /* ------------------------------------------------------------------- auth */
 
-/* SHA-256 and HMAC-SHA256 (net/sha256.c, no libcrypto: see there why). */
+/* SHA-256 and HMAC-SHA256 (net/crypto.c: Nettle, not libcrypto; see there why). */
 #define CR_SHA256_LEN 32
 void cr_sha256(const void *data, size_t len, uint8_t out[CR_SHA256_LEN]);
 void cr_hmac_sha256(const void *key, size_t klen, const void *data, size_t len,
