@@ -63,6 +63,17 @@ void cr_log_set_level(int level);
 int cr_log_get_level(void);
 int cr_log_set_file(const char *path);
 void cr_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* What keeps a log bounded (base/log.c): at most burst messages from one
+ * call site per interval_ms, the rest counted in one line when the
+ * interval is over (burst 0: no limit); a log file rotated at max_bytes
+ * (0: never), keep older files name.1 .. name.<keep>. Defaults: 20 per
+ * 10 s, 16 MiB, 3. */
+typedef struct cr_log_limits {
+    uint32_t burst, interval_ms;
+    uint64_t max_bytes;
+    unsigned keep;
+} cr_log_limits_t;
+void cr_log_set_limits(const cr_log_limits_t *l);
 #define cr_error(...) cr_log(CR_LOG_ERROR, __VA_ARGS__)
 #define cr_warn(...) cr_log(CR_LOG_WARN, __VA_ARGS__)
 #define cr_info(...) cr_log(CR_LOG_INFO, __VA_ARGS__)

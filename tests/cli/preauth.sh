@@ -92,4 +92,13 @@ grep -q "shut=16 status_rc=0" <<<"$out" &&
 grep -q "closed at accept: too many connections still in the handshake" "$S/logs/corrald.log" &&
     [ "$(grep -c "closed at accept" "$S/logs/corrald.log")" -le 8 ] &&
     ok "said in the log, once per power of two" || fail "cap log: $(grep -c "closed at accept" "$S/logs/corrald.log")"
+
+# 100 clients with a wrong token: the head's log says the first 20 and
+# counts the rest (base/log.c), it does not grow by a line per attempt
+bad=$CORRAL_HOME/bad-token
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$bad" && echo >>"$bad" && chmod 600 "$bad"
+for _ in $(seq 100); do CORRAL_ADDRESS=$ADDR CORRAL_TOKEN_FILE=$bad "$CORRAL" status >/dev/null 2>&1; done
+n=$(grep -c "refused 127.0.0.1:.*wrong cluster token" "$S/logs/corrald.log")
+[ "$n" -ge 1 ] && [ "$n" -le 20 ] && ok "100 refused proofs from one peer: $n lines in corrald.log" ||
+    fail "refused lines: $n: $(grep refused "$S/logs/corrald.log" | tail -2)"
 finish
