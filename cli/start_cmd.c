@@ -231,9 +231,15 @@ int cli_start(int argc, char **argv)
                     while ((n = read(pfd[0], buf, sizeof(buf))) > 0)
                         cr_buf_append(&said, buf, (size_t)n);
                     relay(&said);
+                    /* corrald said what it really listens on (0.0.0.0:PORT
+                     * for --listen 0.0.0.0); the address is where this
+                     * machine reaches it */
+                    const char *on = said.s ? strstr(said.s, "corrald: listening on ") : NULL;
+                    int onlen = on ? (int)strcspn(on + 22, "\n") : 0;
                     printf("corral: head started (pid %d) on %s, session %s/session_latest, "
-                           "address %s\n",
-                           (int)pid, st.nnodes ? st.nodes[0].node_id : "?", home, st.head_address);
+                           "address %s%s%.*s\n",
+                           (int)pid, st.nnodes ? st.nodes[0].node_id : "?", home, st.head_address,
+                           on ? ", listening on " : "", onlen, on ? on + 22 : "");
                     corral_status_free(&st);
                     rc = CLI_OK;
                 }

@@ -101,4 +101,14 @@ for _ in $(seq 50); do gone "$a" && break; sleep 0.1; done
 [ "$(cat /tmp/victim)" = keep ] && ok "the agent does not write through a planted symlink" ||
     fail "victim written: $(head -c 300 /tmp/victim)"
 stop_head $CORRAL_HOME
+
+# corral start relays the daemon's warnings and says what it listens on
+# (the namespace has only its loopback: 0.0.0.0 reaches nobody else)
+out=$("$CORRAL" start --head --hw-spec "$SPEC" --listen 0.0.0.0 2>&1) || fail "start --listen 0.0.0.0: $out"
+grep -q "warning: listening on 0.0.0.0 with a generated token" <<<"$out" &&
+    ok "corral start relays the generated-token warning" || fail "no warning relayed: $out"
+port=$(cut -d: -f2 <$CORRAL_HOME/session_latest/address)
+grep -q "listening on 0.0.0.0:$port" <<<"$out" && ok "and prints the address it really listens on" ||
+    fail "listen address: $out"
+stop_head $CORRAL_HOME
 finish

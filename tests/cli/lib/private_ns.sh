@@ -1,20 +1,23 @@
 # Sourced first by the tests that play another user against corral
 # (tests/cli/session_trust.sh, tests/cli/adopt_trust.sh):
 #   . "$CORRAL_SOURCE_DIR/tests/cli/lib/private_ns.sh" "$0" "$@"
-# re-runs the test as PID 1 of a private mount and PID namespace, with a
-# fresh tmpfs on /tmp and on /run, so that the host's /tmp and /run are
-# never touched and every process the test starts ends with it. Another
+# re-runs the test as PID 1 of a private mount, PID and network namespace
+# (only its own loopback), with a fresh tmpfs on /tmp and on /run, so that
+# the host's /tmp, /run and network are never touched and every process
+# the test starts ends with it. Another
 # user is a bare uid (no passwd entry needed): as_user UID CMD... runs CMD
 # with that uid and gid and no supplementary groups. Needs root, unshare
-# and setpriv; exits 77 (skipped) without them.
+# setpriv and ip; exits 77 (skipped) without them.
 if [ -z "${CORRAL_PRIVATE_NS:-}" ]; then
     if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null || ! command -v setpriv >/dev/null ||
-        ! unshare --mount --pid --fork --mount-proc true 2>/dev/null; then
-        echo "skip: needs root, unshare (mount and PID namespaces) and setpriv"
+        ! command -v ip >/dev/null || ! unshare --mount --pid --net --fork --mount-proc true 2>/dev/null; then
+        echo "skip: needs root, unshare (mount, PID and network namespaces), setpriv and ip"
         exit 77
     fi
-    CORRAL_PRIVATE_NS=1 exec unshare --mount --pid --fork --mount-proc --propagation private bash "$@"
+    CORRAL_PRIVATE_NS=1 exec unshare --mount --pid --net --fork --mount-proc --propagation private \
+        bash "$@"
 fi
+ip link set lo up || { echo "FAIL: cannot bring up the namespace's loopback"; exit 1; }
 mount -t tmpfs -o mode=1777 tmpfs /tmp || { echo "FAIL: cannot mount a tmpfs on /tmp"; exit 1; }
 mount -t tmpfs -o mode=0755 tmpfs /run || { echo "FAIL: cannot mount a tmpfs on /run"; exit 1; }
 unset CORRAL_HOME XDG_RUNTIME_DIR CORRAL_ADDRESS CORRAL_TOKEN_FILE
