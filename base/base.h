@@ -142,6 +142,8 @@ int cr_path_join(char *out, size_t size, const char *root, const char *path);
 int cr_read_file(const char *root, const char *path, char *buf, size_t size);
 /* Reads a whole file of any size; *out is malloc'ed and NUL-terminated. */
 int cr_read_file_alloc(const char *root, const char *path, char **out, size_t *len);
+/* The rest of an open file, of any size, the same way. */
+int cr_read_fd_alloc(int fd, char **out, size_t *len);
 int cr_read_u64(const char *root, const char *path, int base, uint64_t *out);
 int cr_read_i64(const char *root, const char *path, int base, int64_t *out);
 bool cr_path_exists(const char *root, const char *path);

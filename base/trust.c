@@ -129,29 +129,11 @@ int cr_read_private(const char *path, char **out, size_t *len, char *why, size_t
     int fd = cr_open_private(path, O_RDONLY, why, size);
     if (fd < 0)
         return fd;
-    cr_buf_t b = {0};
-    cr_buf_append(&b, "", 0);
-    char tmp[8192];
-    for (;;) {
-        ssize_t r = read(fd, tmp, sizeof(tmp));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            int err = -errno;
-            snprintf(why, size, "cannot read %s: %s", path, strerror(errno));
-            close(fd);
-            cr_buf_free(&b);
-            return err;
-        }
-        if (r == 0)
-            break;
-        cr_buf_append(&b, tmp, (size_t)r);
-    }
+    int err = cr_read_fd_alloc(fd, out, len);
+    if (err < 0)
+        snprintf(why, size, "cannot read %s: %s", path, strerror(-err));
     close(fd);
-    *out = b.s;
-    if (len)
-        *len = b.len;
-    return 0;
+    return err;
 }
 
 int cr_write_private(const char *path, const void *data, size_t len, char *why, size_t size)
