@@ -39,6 +39,10 @@ typedef struct agent_config {
     const hw_options_t *hwo;
     const char *logs;   /* log directory of this node */
     const char *socket; /* CORRAL_AGENT_SOCKET for the workers, may be NULL */
+    /* CORRAL_SESSION_ID for the workers (cr_session_id): only a process
+     * that carries it, and is the agent's user's, is adopted or swept. NULL:
+     * none is ever adopted. */
+    const char *session_id;
     agent_ops_t ops;
     void *arg;
     /* When set, no process is ever started: each start fails at once
@@ -56,8 +60,8 @@ void agent_free(agent_t *a);
 void agent_start(agent_t *a, const Corral__WorkerStart *ws);
 /* SIGTERM, then SIGKILL after grace_ms; CR_ENOENT when not running here. */
 int agent_stop(agent_t *a, const char *worker_id, uint32_t grace_ms);
-/* Takes over a worker a previous process started (pid and start time must
- * still match; it is watched through a pidfd); false when it is gone. */
+/* Takes over a worker a previous process started, watched through a
+ * pidfd, when agent_proc_is_ours; false otherwise. */
 bool agent_adopt(agent_t *a, const Corral__WorkerReport *r, int64_t start_time,
                  const char *out_path, const char *err_path);
 size_t agent_running(const agent_t *a);
@@ -73,6 +77,13 @@ const char *agent_log_path(const agent_t *a, const char *worker_id, int stream);
  * second, another one besides (JAX's coordinator), both bound at once so
  * that they differ. */
 uint32_t agent_free_port(uint32_t *second);
+/* Whether pid is provably a worker of this session, so that it may be
+ * adopted or its group signalled: pid > 1, it leads its own process group
+ * (launch made it one), it runs as the effective user, its start time is
+ * start_time (0: not checked) and its environment carries
+ * CORRAL_SESSION_ID=session_id. why says which failed. */
+bool agent_proc_is_ours(int pid, int64_t start_time, const char *session_id, char *why,
+                        size_t size);
 /* The value of variable name in the environment process pid started with
  * (/proc/PID/environ) into val; false when unreadable or not set. */
 bool agent_proc_env(int pid, const char *name, char *val, size_t size);

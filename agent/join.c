@@ -68,6 +68,7 @@ static struct {
     hw_options_t hwo;
     const agent_opts_t *o;
     char *dir, *logs;
+    char session_id[CR_SESSION_ID_LEN + 1]; /* its workers carry it (cr_session_id) */
     uint64_t incarnation;
     bool registered, stopping, fatal;
     uv_timer_t hb, retry, pump;
@@ -387,21 +388,26 @@ static void save_table(void)
         json_array_append_new(arr, o);
     }
     agent_reports_free(v, n);
-    char *path = cr_asprintf("%s/workers.json", A.dir), *tmp = cr_asprintf("%s.tmp", path);
-    if (json_dump_file(arr, tmp, JSON_COMPACT) < 0 || rename(tmp, path) < 0)
-        cr_warn("cannot write %s: %s", path, strerror(errno));
+    char *path = cr_asprintf("%s/workers.json", A.dir), *text = json_dumps(arr, JSON_COMPACT);
+    char why[1024];
+    if (!text || cr_write_private(path, text, strlen(text), why, sizeof(why)) < 0)
+        cr_warn("cannot write %s: %s", path, text ? why : "out of memory");
     json_decref(arr);
     free(path);
-    free(tmp);
+    free(text);
 }
 
 static void fwd_add(const char *worker_id, const char *out, const char *err, bool from_end);
 
 static void load_table(void)
 {
-    char *path = cr_asprintf("%s/workers.json", A.dir);
-    json_t *arr = json_load_file(path, 0, NULL);
+    char *path = cr_asprintf("%s/workers.json", A.dir), *text = NULL, why[1024];
+    int e = cr_read_private(path, &text, NULL, why, sizeof(why));
+    json_t *arr = e == 0 ? json_loads(text, 0, NULL) : NULL;
+    if (e < 0 && e != CR_ENOENT)
+        fprintf(stderr, "corrald: not adopting workers: %s\n", why);
     free(path);
+    free(text);
     size_t i, adopted = 0;
     json_t *o;
     json_array_foreach(arr, i, o)
@@ -842,7 +848,7 @@ int agent_main(const agent_opts_t *o)
             free(A.node->labels.v[i].value);
             A.node->labels.v[i].value = cr_strdup(A.node->id);
         }
-    char why[256] = "";
+    char why[1024] = "";
     A.view = sched_cluster_new();
     if (sched_cluster_add(A.view, A.node, why, sizeof(why)) < 0 ||
         sched_cluster_finalize(A.view) < 0) {
@@ -856,26 +862,33 @@ int agent_main(const agent_opts_t *o)
         return 1;
     A.dir = cr_asprintf("%s/agent_%s", home, A.node->id);
     A.logs = cr_asprintf("%s/logs", A.dir);
-    if ((mkdir(A.dir, 0700) < 0 && errno != EEXIST) ||
-        (mkdir(A.logs, 0700) < 0 && errno != EEXIST)) {
-        fprintf(stderr, "corrald: cannot create %s: %s (set CORRAL_HOME to a writable directory)\n",
-                A.logs, strerror(errno));
+    char pidtext[32];
+    if (cr_mkdir_private(A.dir, why, sizeof(why)) < 0 ||
+        cr_mkdir_private(A.logs, why, sizeof(why)) < 0) {
+        fprintf(stderr, "corrald: %s\n", why);
+        return 1;
+    }
+    if (cr_session_id(A.dir, A.session_id, why, sizeof(why)) < 0) {
+        fprintf(stderr, "corrald: the agent's session id: %s\n", why);
         return 1;
     }
     char *pidf = cr_asprintf("%s/corrald.pid", A.dir);
-    FILE *pf = fopen(pidf, "w");
-    if (pf) {
-        fprintf(pf, "%d\n", (int)getpid());
-        fclose(pf);
-    }
+    snprintf(pidtext, sizeof(pidtext), "%d\n", (int)getpid());
+    if (cr_write_private(pidf, pidtext, strlen(pidtext), why, sizeof(why)) < 0)
+        fprintf(stderr, "corrald: %s\n", why);
     free(pidf);
     char *logfile = cr_asprintf("%s/corrald.log", A.logs);
     if (cr_log_set_file(logfile) < 0)
         fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
     free(logfile);
     uint8_t token[CR_TOKEN_LEN];
-    char *tokpath =
-        o->token_file ? cr_strdup(o->token_file) : cr_asprintf("%s/session_latest/token", home);
+    char session[4096];
+    if (!o->token_file && cr_session_latest(home, session, sizeof(session), why, sizeof(why)) < 0) {
+        fprintf(stderr, "corrald: no cluster token: %s (give the head's token with --token-file)\n",
+                why);
+        return 1;
+    }
+    char *tokpath = o->token_file ? cr_strdup(o->token_file) : cr_asprintf("%s/token", session);
     int err = cr_token_read(tokpath, token);
     if (err < 0) {
         fprintf(stderr,
@@ -899,6 +912,7 @@ int agent_main(const agent_opts_t *o)
                          .node = A.node,
                          .hwo = &A.hwo,
                          .logs = A.logs,
+                         .session_id = A.session_id,
                          .ops = {.started = a_started, .exited = a_exited}};
     A.agent = agent_new(&ac);
     load_table();

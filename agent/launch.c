@@ -311,7 +311,7 @@ static void binding_fini(binding_t *b)
 static int open_log(const char *dir, const char *id, const char *ext, char **path, char **errmsg)
 {
     *path = cr_asprintf("%s/%s.%s", dir, id, ext);
-    int fd = open(*path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = open(*path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         int err = -errno;
         *errmsg = cr_asprintf("log file %s: %s", *path, strerror(errno));

@@ -81,6 +81,53 @@ bool agent_proc_env(int pid, const char *name, char *val, size_t size)
     return found;
 }
 
+bool agent_proc_is_ours(int pid, int64_t start_time, const char *session_id, char *why, size_t size)
+{
+    char path[64], buf[4096], state = 0, sid[CR_SESSION_ID_LEN + 1] = "";
+    unsigned ruid = 0, euid = 0;
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    if (pid <= 1) {
+        snprintf(why, size, "pid %d is never a worker", pid);
+        return false;
+    }
+    int64_t st = agent_proc_stat(pid, &state);
+    if (st == 0 || state == 'Z') {
+        snprintf(why, size, "pid %d is gone", pid);
+        return false;
+    }
+    if (start_time && st != start_time) {
+        snprintf(why, size, "pid %d now names another process (start time %lld, not %lld)", pid,
+                 (long long)st, (long long)start_time);
+        return false;
+    }
+    if (getpgid(pid) != pid) {
+        snprintf(why, size, "pid %d leads no process group of its own", pid);
+        return false;
+    }
+    const char *u = cr_read_file("/", path, buf, sizeof(buf)) == 0 ? strstr(buf, "\nUid:") : NULL;
+    if (!u || sscanf(u, "\nUid: %u %u", &ruid, &euid) != 2 || ruid != geteuid() ||
+        euid != geteuid()) {
+        snprintf(why, size, "pid %d runs as uid %u, not as this agent's %u", pid, ruid,
+                 (unsigned)geteuid());
+        return false;
+    }
+    if (!session_id || !session_id[0] ||
+        !agent_proc_env(pid, "CORRAL_SESSION_ID", sid, sizeof(sid)) ||
+        strcmp(sid, session_id) != 0) {
+        snprintf(why, size, "pid %d does not carry this session's CORRAL_SESSION_ID", pid);
+        return false;
+    }
+    return true;
+}
+
+/* SIGNAL to the process group a worker leads; never to pid 1 or below,
+ * where kill(2) would reach every process or the caller's own group. */
+static void signal_group(int pid, int sig)
+{
+    if (pid > 1)
+        kill(-pid, sig);
+}
+
 agent_t *agent_new(const agent_config_t *cfg)
 {
     agent_t *a = cr_calloc(1, sizeof(*a));
@@ -112,7 +159,7 @@ static void adopt_closed(uv_handle_t *h)
 static void adopt_release(adopt_t *ad)
 {
     if (!ad->done && ad->w)
-        kill(-ad->w->pid, SIGKILL);
+        signal_group(ad->w->pid, SIGKILL);
     ad->w = NULL;
     uv_close((uv_handle_t *)&ad->poll, adopt_closed);
     uv_close((uv_handle_t *)&ad->timer, adopt_closed);
@@ -175,7 +222,7 @@ static void on_adopt_grace(uv_timer_t *t)
 {
     adopt_t *ad = t->data;
     if (!ad->done && ad->w)
-        kill(-ad->w->pid, SIGKILL);
+        signal_group(ad->w->pid, SIGKILL);
 }
 
 static void on_adopt_exit(uv_poll_t *h, int status, int events)
@@ -187,7 +234,7 @@ static void on_adopt_exit(uv_poll_t *h, int status, int events)
     ad->done = true;
     uv_poll_stop(&ad->poll);
     uv_timer_stop(&ad->timer);
-    kill(-w->pid, SIGKILL); /* what the leader left in its group, as launch does */
+    signal_group(w->pid, SIGKILL); /* what the leader left in its group, as launch does */
     Corral__WorkerReport r;
     report_init(&r, w,
                 ad->stopping ? CORRAL__WORKER_STATE__WORKER_STOPPED
@@ -201,13 +248,17 @@ static void on_adopt_exit(uv_poll_t *h, int status, int events)
 bool agent_adopt(agent_t *a, const Corral__WorkerReport *rep, int64_t start_time,
                  const char *out_path, const char *err_path)
 {
-    if (rep->pid <= 0 || find(a, rep->worker_id, NULL))
+    char why[160];
+    if (rep->pid <= 1 || find(a, rep->worker_id, NULL))
         return false;
     int fd = (int)syscall(SYS_pidfd_open, rep->pid, 0);
     if (fd < 0)
         return false;
-    char state = 0; /* the pid may have been reused between the check and the open */
-    if (agent_proc_stat(rep->pid, &state) != start_time || state == 'Z') {
+    /* checked once the pidfd is open: the pid cannot be reused after */
+    if (!start_time ||
+        !agent_proc_is_ours(rep->pid, start_time, a->cfg.session_id, why, sizeof(why))) {
+        if (start_time)
+            cr_warn("not adopting worker %s: %s", rep->worker_id ? rep->worker_id : "?", why);
         close(fd);
         return false;
     }
@@ -293,6 +344,11 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
     cr_kv_t *kv = CR_VEC_PUSH(&env.vars); /* last: it wins over the job's */
     kv->key = (char *)"CORRAL_RESTART_COUNT";
     kv->value = count;
+    if (a->cfg.session_id) { /* what proves the process ours (agent_proc_is_ours) */
+        kv = CR_VEC_PUSH(&env.vars);
+        kv->key = (char *)"CORRAL_SESSION_ID";
+        kv->value = (char *)a->cfg.session_id;
+    }
     cr_worker_spec_t s = {.argv = (const char *const *)argv,
                           .cwd = spec->cwd && spec->cwd[0] ? spec->cwd : NULL,
                           .env = &env,
@@ -355,7 +411,7 @@ int agent_stop(agent_t *a, const char *worker_id, uint32_t grace_ms)
         cr_worker_stop(w->w, grace_ms);
     } else if (w->ad && !w->ad->done) {
         w->ad->stopping = true;
-        kill(-w->pid, grace_ms ? SIGTERM : SIGKILL);
+        signal_group(w->pid, grace_ms ? SIGTERM : SIGKILL);
         if (grace_ms && !uv_is_active((uv_handle_t *)&w->ad->timer))
             uv_timer_start(&w->ad->timer, on_adopt_grace, grace_ms, 0);
     }

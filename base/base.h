@@ -63,6 +63,17 @@ void cr_log_set_level(int level);
 int cr_log_get_level(void);
 int cr_log_set_file(const char *path);
 void cr_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* What keeps a log bounded (base/log.c): at most burst messages from one
+ * call site per interval_ms, the rest counted in one line when the
+ * interval is over (burst 0: no limit); a log file rotated at max_bytes
+ * (0: never), keep older files name.1 .. name.<keep>. Defaults: 20 per
+ * 10 s, 16 MiB, 3. */
+typedef struct cr_log_limits {
+    uint32_t burst, interval_ms;
+    uint64_t max_bytes;
+    unsigned keep;
+} cr_log_limits_t;
+void cr_log_set_limits(const cr_log_limits_t *l);
 #define cr_error(...) cr_log(CR_LOG_ERROR, __VA_ARGS__)
 #define cr_warn(...) cr_log(CR_LOG_WARN, __VA_ARGS__)
 #define cr_info(...) cr_log(CR_LOG_INFO, __VA_ARGS__)
@@ -74,10 +85,39 @@ int64_t cr_mono_ms(void);
 /* Milliseconds since the epoch (CLOCK_REALTIME), for records people read. */
 int64_t cr_wall_ms(void);
 
-/* ---- the corral home ---- */
-/* $CORRAL_HOME (default /tmp/corral), created when missing; NULL when it
- * cannot be, said on stderr. Shared by the head and the agent. */
+/* ---- paths corral trusts (base/trust.c, docs/runtime.md "The session") ---- */
+/* The corral home: $CORRAL_HOME, else /run/corral for root, else
+ * $XDG_RUNTIME_DIR/corral (when that is a private directory of ours), else
+ * /tmp/corral-$UID. Only the path: nothing is created or checked. */
+int cr_home_path(char *out, size_t size);
+/* The corral home, created (0700) when missing and refused unless
+ * cr_dir_is_private; NULL then, said on stderr. Shared by the head and the
+ * agent. */
 const char *cr_corral_home(void);
+/* Whether path is a real directory (not a symlink) owned by the effective
+ * user that no group or other may write; why says what is wrong and how
+ * to fix it. */
+bool cr_dir_is_private(const char *path, char *why, size_t size);
+/* mkdir 0700 when missing, then cr_dir_is_private: 0 or a negative code. */
+int cr_mkdir_private(const char *path, char *why, size_t size);
+/* open(2) with O_NOFOLLOW (mode 0600 when O_CREAT) of a regular file the
+ * effective user owns: the descriptor, or a negative code and why. */
+int cr_open_private(const char *path, int flags, char *why, size_t size);
+/* The whole of such a file, malloc'ed and NUL-terminated. */
+int cr_read_private(const char *path, char **out, size_t *len, char *why, size_t size);
+/* Writes path atomically: a new 0600 file (O_EXCL, O_NOFOLLOW) beside it,
+ * renamed over it. */
+int cr_write_private(const char *path, const void *data, size_t len, char *why, size_t size);
+/* The session session_latest names in home, as home/<name>: home is
+ * private, the link is a symlink the effective user owns whose target is
+ * a plain name inside home, and that directory is private too. */
+int cr_session_latest(const char *home, char *out, size_t size, char *why, size_t wsize);
+/* The id of the session (or agent) directory dir: 32 hex digits read from
+ * dir/session_id, drawn and written there the first time. Every worker
+ * started there carries it (CORRAL_SESSION_ID), which is how a process is
+ * proved to be this session's before it is adopted or stopped by pid. */
+#define CR_SESSION_ID_LEN 32
+int cr_session_id(const char *dir, char out[CR_SESSION_ID_LEN + 1], char *why, size_t size);
 
 /* ---- strings ---- */
 /* Copies at most size-1 bytes and always terminates; returns strlen(src). */
@@ -102,6 +142,8 @@ int cr_path_join(char *out, size_t size, const char *root, const char *path);
 int cr_read_file(const char *root, const char *path, char *buf, size_t size);
 /* Reads a whole file of any size; *out is malloc'ed and NUL-terminated. */
 int cr_read_file_alloc(const char *root, const char *path, char **out, size_t *len);
+/* The rest of an open file, of any size, the same way. */
+int cr_read_fd_alloc(int fd, char **out, size_t *len);
 int cr_read_u64(const char *root, const char *path, int base, uint64_t *out);
 int cr_read_i64(const char *root, const char *path, int base, int64_t *out);
 bool cr_path_exists(const char *root, const char *path);

@@ -61,6 +61,30 @@ int cr_read_file(const char *root, const char *path, char *buf, size_t size)
     return 0;
 }
 
+int cr_read_fd_alloc(int fd, char **out, size_t *len)
+{
+    cr_buf_t b = {0};
+    cr_buf_append(&b, "", 0);
+    char tmp[8192];
+    for (;;) {
+        ssize_t r = read(fd, tmp, sizeof(tmp));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            int err = -errno;
+            cr_buf_free(&b);
+            return err;
+        }
+        if (r == 0)
+            break;
+        cr_buf_append(&b, tmp, (size_t)r);
+    }
+    *out = b.s;
+    if (len)
+        *len = b.len;
+    return 0;
+}
+
 int cr_read_file_alloc(const char *root, const char *path, char **out, size_t *len)
 {
     char full[4096];
@@ -70,28 +94,9 @@ int cr_read_file_alloc(const char *root, const char *path, char **out, size_t *l
     int fd = open(full, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    cr_buf_t b = {0};
-    cr_buf_append(&b, "", 0);
-    char tmp[8192];
-    for (;;) {
-        ssize_t r = read(fd, tmp, sizeof(tmp));
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            err = -errno;
-            close(fd);
-            cr_buf_free(&b);
-            return err;
-        }
-        if (r == 0)
-            break;
-        cr_buf_append(&b, tmp, (size_t)r);
-    }
+    err = cr_read_fd_alloc(fd, out, len);
     close(fd);
-    *out = b.s;
-    if (len)
-        *len = b.len;
-    return 0;
+    return err;
 }
 
 int cr_read_u64(const char *root, const char *path, int base, uint64_t *out)
@@ -176,17 +181,4 @@ void cr_free_strv(char **v, size_t n)
     for (size_t i = 0; i < n; i++)
         free(v[i]);
     free(v);
-}
-
-const char *cr_corral_home(void)
-{
-    const char *home = getenv("CORRAL_HOME");
-    if (!home || !home[0])
-        home = "/tmp/corral";
-    if (mkdir(home, 0700) < 0 && errno != EEXIST) {
-        fprintf(stderr, "corrald: cannot create %s: %s (set CORRAL_HOME to a writable directory)\n",
-                home, strerror(errno));
-        return NULL;
-    }
-    return home;
 }

@@ -1,11 +1,43 @@
 /* Leveled logging to stderr or a file. One line per message, prefixed with
- * the level; daemons point it at their session log. */
+ * the level; daemons point it at their session log.
+ *
+ * A log a peer can make the daemon write must not fill the disk: messages
+ * from one call site (its format string) beyond a burst per interval are
+ * counted, not written, and the count is one line once the interval is
+ * over ("... repeated 4211 more times in 10 s"), as the kernel's
+ * printk_ratelimit does; a log file past its size is rotated (name.1 ..
+ * name.<keep>), as logrotate's size and rotate do. */
 #include "base.h"
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 static int log_level = -1;
 static FILE *log_fp;
+static char *log_path;
+static uint64_t log_bytes; /* in the file now */
+static cr_log_limits_t limits = {
+    .burst = 20, .interval_ms = 10000, .max_bytes = 16u << 20, .keep = 3};
+
+/* One call site's window: the first burst messages are written, the rest
+ * counted. */
+typedef struct site {
+    const char *fmt;
+    int level;
+    int64_t start;
+    uint32_t n;
+    uint64_t dropped;
+    char first[120]; /* the window's first message, to say what repeated */
+} site_t;
+static site_t sites[32];
+
+void cr_log_set_limits(const cr_log_limits_t *l)
+{
+    limits = *l;
+    memset(sites, 0, sizeof(sites));
+}
 
 static int level_from_env(void)
 {
@@ -36,33 +68,135 @@ int cr_log_set_file(const char *path)
     if (log_fp && log_fp != stderr)
         fclose(log_fp);
     log_fp = NULL;
+    CR_FREE(log_path);
+    log_bytes = 0;
     if (!path)
         return 0;
-    log_fp = fopen(path, "a");
-    if (!log_fp)
+    /* never through a symlink someone planted: the log is in the session */
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
         return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+        close(fd);
+        return CR_EACCES;
+    }
+    log_fp = fdopen(fd, "a");
+    if (!log_fp) {
+        close(fd);
+        return -errno;
+    }
+    log_path = cr_strdup(path);
+    log_bytes = (uint64_t)st.st_size;
     setvbuf(log_fp, NULL, _IOLBF, 0);
     return 0;
+}
+
+/* name -> name.1 -> ... -> name.<keep> (the oldest goes), then a new
+ * name; a failure keeps writing where it was. */
+static void rotate(void)
+{
+    if (!log_path || limits.keep == 0)
+        return;
+    for (unsigned i = limits.keep; i >= 1; i--) {
+        char *from = i == 1 ? cr_strdup(log_path) : cr_asprintf("%s.%u", log_path, i - 1);
+        char *to = cr_asprintf("%s.%u", log_path, i);
+        rename(from, to);
+        free(from);
+        free(to);
+    }
+    char *path = log_path;
+    log_path = NULL;
+    FILE *old = log_fp;
+    log_fp = NULL;
+    if (cr_log_set_file(path) < 0) { /* keep the old stream: nothing is lost */
+        log_fp = old;
+        log_path = path;
+        log_bytes = 0;
+        return;
+    }
+    fclose(old);
+    free(path);
+}
+
+static void emit(FILE *fp, int level, const char *line)
+{
+    static const char *tags[] = {"error", "warning", "info", "debug"};
+    int n = 0;
+    if (log_fp) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        n = fprintf(fp, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ ", tm.tm_year + 1900, tm.tm_mon + 1,
+                    tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+    }
+    int m = fprintf(fp, "corral: %s: %s\n", tags[level < 0 ? 0 : level > 3 ? 3 : level], line);
+    if (!log_fp)
+        return;
+    log_bytes += (uint64_t)(n > 0 ? n : 0) + (uint64_t)(m > 0 ? m : 0);
+    if (limits.max_bytes && log_bytes >= limits.max_bytes)
+        rotate();
+}
+
+/* The count of each window that has ended, as one line. */
+static void flush_sites(FILE *fp, int64_t now)
+{
+    for (size_t i = 0; i < CR_ARRAY_SIZE(sites); i++) {
+        site_t *st = &sites[i];
+        if (!st->fmt || now - st->start < (int64_t)limits.interval_ms)
+            continue;
+        if (st->dropped) {
+            char line[256];
+            snprintf(line, sizeof(line),
+                     "the message \"%s\" and others like it repeated %llu more "
+                     "time(s) in %u ms",
+                     st->first, (unsigned long long)st->dropped, limits.interval_ms);
+            emit(fp, st->level, line);
+        }
+        st->fmt = NULL;
+    }
+}
+
+/* Whether a message from call site fmt is written now (else counted). */
+static bool admit(const char *fmt, int level, const char *line, int64_t now)
+{
+    if (!limits.burst || level > CR_LOG_WARN) /* info and debug are asked for: all of it */
+        return true;
+    site_t *st = NULL, *free_slot = NULL;
+    for (size_t i = 0; i < CR_ARRAY_SIZE(sites) && !st; i++) {
+        if (sites[i].fmt == fmt)
+            st = &sites[i];
+        else if (!sites[i].fmt && !free_slot)
+            free_slot = &sites[i];
+    }
+    if (!st) {
+        if (!free_slot)
+            return true; /* more sites than slots: unlimited, as before */
+        st = free_slot;
+        *st = (site_t){.fmt = fmt, .level = level, .start = now};
+        cr_strlcpy(st->first, line, sizeof(st->first));
+    }
+    if (st->n < limits.burst) {
+        st->n++;
+        return true;
+    }
+    st->dropped++;
+    return false;
 }
 
 void cr_log(int level, const char *fmt, ...)
 {
     if (level > cr_log_get_level())
         return;
-    static const char *tags[] = {"error", "warning", "info", "debug"};
     FILE *fp = log_fp ? log_fp : stderr;
     char line[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    if (log_fp) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        struct tm tm;
-        gmtime_r(&ts.tv_sec, &tm);
-        fprintf(fp, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
-    }
-    fprintf(fp, "corral: %s: %s\n", tags[level < 0 ? 0 : level > 3 ? 3 : level], line);
+    int64_t now = cr_mono_ms();
+    flush_sites(fp, now);
+    if (admit(fmt, level, line, now))
+        emit(log_fp ? log_fp : stderr, level, line);
 }

@@ -82,6 +82,11 @@ int cli_parse_opts(const char *cmd, const cli_opt_t *t, int argc, char **argv, c
 int cli_discover(const char *spec, const char *root, cr_node_t **out);
 /* Prints a JSON value to stdout, indented, with a newline. */
 void cli_print_json(json_t *j);
+/* s as a table shows it: a control character (newline, ESC, C1) as an
+ * escape (\\n, \\x1b, \\u009b) and a backslash doubled, so that a name
+ * cannot spoof rows or drive the terminal; long ones end in "...". The
+ * result lives until eight more calls. */
+const char *cli_esc(const char *s);
 /* "80 GiB", "1.5 TiB" */
 void cli_format_bytes(uint64_t bytes, char *buf, size_t size);
 

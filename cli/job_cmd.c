@@ -92,12 +92,12 @@ static json_t *job_json(const corral_job_t *j)
 
 static void job_print(const corral_job_t *j)
 {
-    printf("job %s (%s): %s", j->job_id, j->name, corral_job_state_name(j->state));
+    printf("job %s (%s): %s", j->job_id, cli_esc(j->name), corral_job_state_name(j->state));
     if (corral_job_state_is_final(j->state))
         printf(", exit code %d", j->exit_code);
-    printf("%s%s\n", j->reason[0] ? ": " : "", j->reason);
+    printf("%s%s\n", j->reason[0] ? ": " : "", cli_esc(j->reason));
     if (j->command[0])
-        printf("  command: %s\n", j->command);
+        printf("  command: %s\n", cli_esc(j->command));
     if (j->max_restarts || j->restarts)
         printf("  restarts: %u of %u (restart %s)\n", j->restarts, j->max_restarts,
                restart_names[j->restart]);
@@ -108,7 +108,7 @@ static void job_print(const corral_job_t *j)
             printf(w->signal ? "  signal %d" : "  exit %d", w->signal ? w->signal : w->exit_code);
         if (w->attempt)
             printf("  restarted %u time(s)", w->attempt);
-        printf("%s%s\n", w->reason[0] ? "  " : "", w->reason);
+        printf("%s%s\n", w->reason[0] ? "  " : "", cli_esc(w->reason));
     }
 }
 
@@ -172,7 +172,7 @@ int cli_job(int argc, char **argv)
             printf("%-6s %-10s %-5s %-7s %s\n", "JOB", "STATE", "EXIT", "WORKERS", "NAME");
             for (size_t i = 0; i < n; i++)
                 printf("%-6s %-10s %-5d %-7zu %s\n", v[i].job_id, corral_job_state_name(v[i].state),
-                       v[i].exit_code, v[i].nworkers, v[i].name);
+                       v[i].exit_code, v[i].nworkers, cli_esc(v[i].name));
         }
         corral_job_list_free(v, n);
     } else if (is_status) {
@@ -254,7 +254,7 @@ static void res_print(const corral_resource_t *r, size_t n)
             else
                 snprintf(a, sizeof(a), "%g", r[i].reported_free);
         }
-        printf("  %-14s %12s %12s %12s", r[i].name, t, u, f);
+        printf("  %-14s %12s %12s %12s", cli_esc(r[i].name), t, u, f);
         if (differ)
             printf(" %12s", a);
         putchar('\n');
@@ -315,11 +315,11 @@ static int status_or_nodes(int argc, char **argv, bool nodes)
             printf("head %s: %zu node(s), %u job(s) running, %u pending\n", s.head_address,
                    s.nnodes, s.running_jobs, s.pending_jobs);
         for (size_t i = 0; i < s.nnodes; i++) {
-            printf("node %s  %s\n", s.nodes[i].node_id, s.nodes[i].state);
+            printf("node %s  %s\n", cli_esc(s.nodes[i].node_id), s.nodes[i].state);
             res_print(s.nodes[i].res, s.nodes[i].nres);
             if (nodes)
                 for (size_t k = 0; k < s.nodes[i].nlabels; k++)
-                    printf("  label %s\n", s.nodes[i].labels[k]);
+                    printf("  label %s\n", cli_esc(s.nodes[i].labels[k]));
         }
     }
     corral_status_free(&s);
@@ -357,7 +357,7 @@ static void event_print(const corral_event_t *e)
     gmtime_r(&t, &tm);
     strftime(when, sizeof(when), "%H:%M:%S", &tm);
     printf("%s.%03d  %-10s %-4s %s\n", when, (int)(e->time_ms % 1000), e->kind, e->job_id,
-           e->message);
+           cli_esc(e->message));
 }
 
 /* Following: one line per event, JSON lines with --json. */

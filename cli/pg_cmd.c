@@ -43,15 +43,15 @@ static json_t *pg_json(const corral_pg_t *p)
 
 static void pg_print_row(const corral_pg_t *p)
 {
-    printf("%-10s %-16s %-10s %-13s ", p->pg_id, p->name, p->state,
+    printf("%-10s %-16s %-10s %-13s ", p->pg_id, cli_esc(p->name), p->state,
            corral_strategy_name(p->strategy));
     for (size_t i = 0; i < p->nbundles; i++) {
         const corral_bundle_t *b = &p->bundles[i];
         printf("%s{%s}", i ? " " : "", b->resources);
         if (b->placed)
-            printf("@%s%s%s", b->node_id, b->devices[0] ? ":" : "", b->devices);
+            printf("@%s%s%s", cli_esc(b->node_id), b->devices[0] ? ":" : "", b->devices);
     }
-    printf("%s%s\n", p->reason[0] ? "  " : "", p->reason);
+    printf("%s%s\n", p->reason[0] ? "  " : "", cli_esc(p->reason));
 }
 
 static void pg_print_header(void)

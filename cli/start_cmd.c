@@ -42,20 +42,34 @@ static char *find_corrald(void)
     return cr_strdup("corrald");
 }
 
+/* The pid in corrald.pid of the session session_latest names, once the
+ * home and the link are checked (base/trust.c); 0 when there is none. */
 static int session_pid(void)
 {
-    const char *home = getenv("CORRAL_HOME");
-    char *path =
-        cr_asprintf("%s/session_latest/corrald.pid", home && home[0] ? home : "/tmp/corral");
-    FILE *fp = fopen(path, "r");
+    char home[4096], dir[4096], why[1024];
+    if (cr_home_path(home, sizeof(home)) < 0 ||
+        cr_session_latest(home, dir, sizeof(dir), why, sizeof(why)) < 0)
+        return 0;
+    char *path = cr_asprintf("%s/corrald.pid", dir), *text = NULL;
     int pid = 0;
-    if (fp) {
-        if (fscanf(fp, "%d", &pid) != 1)
-            pid = 0;
-        fclose(fp);
-    }
+    if (cr_read_private(path, &text, NULL, why, sizeof(why)) == 0 && sscanf(text, "%d", &pid) != 1)
+        pid = 0;
+    free(text);
     free(path);
     return pid;
+}
+
+/* What the daemon said at start that its user must see (warnings, a
+ * session taken over), relayed to stderr. */
+static void relay(const cr_buf_t *said)
+{
+    for (const char *l = said->s; l && *l;) {
+        const char *nl = strchr(l, '\n');
+        size_t n = nl ? (size_t)(nl - l + 1) : strlen(l);
+        if (memmem(l, n, "warning", 7) || memmem(l, n, "took over", 9))
+            fwrite(l, 1, n, stderr);
+        l += n;
+    }
 }
 
 /* Whether pid still runs; a zombie does not (the container's init may
@@ -85,20 +99,11 @@ typedef struct passed {
 
 /* The head's line about its open-file limit, when it said one before
  * answering (head/server.c raise_nofile), passed on to the user. */
-static void print_limit_note(int fd)
+static void print_limit_note(const char *said)
 {
-    char buf[4096];
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    if (n <= 0)
-        return;
-    buf[n] = '\0';
-    for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
-        nl = strchr(line, '\n');
-        if (nl)
-            *nl = '\0';
-        if (strncmp(line, "corrald: open-file limit", 24) == 0)
-            printf("corral: %s\n", line + 9);
-    }
+    const char *at = said ? strstr(said, "corrald: open-file limit") : NULL;
+    if (at)
+        printf("corral: %.*s\n", (int)strcspn(at + 9, "\n"), at + 9);
 }
 
 static int opt_pass(void *dst, const char *name, const char *arg)
@@ -203,20 +208,19 @@ int cli_start(int argc, char **argv)
     char *why = NULL;
     cr_buf_t said = {0};
     while (cr_mono_ms() < deadline) {
+        char buf[1024];
+        ssize_t n;
+        while ((n = read(pfd[0], buf, sizeof(buf))) > 0)
+            cr_buf_append(&said, buf, (size_t)n);
         if (address) { /* an agent: until it says it has registered */
-            char buf[1024];
-            ssize_t n;
-            while ((n = read(pfd[0], buf, sizeof(buf))) > 0)
-                cr_buf_append(&said, buf, (size_t)n);
             if (said.s && strstr(said.s, "registered with the head")) {
+                relay(&said);
                 printf("corral: agent started (pid %d), joined %s\n", (int)pid, address);
                 rc = CLI_OK;
                 goto out;
             }
         }
         if (waitpid(pid, &status, WNOHANG) == pid) {
-            char buf[4096];
-            ssize_t n;
             fprintf(stderr, "corral start: corrald exited at start (%s %d):\n",
                     WIFEXITED(status) ? "code" : "signal",
                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
@@ -232,12 +236,21 @@ int cli_start(int argc, char **argv)
             if (corral_connect(NULL, NULL, &c, &why) == 0) {
                 corral_status_t st;
                 if (corral_status(c, &st) == 0) {
-                    const char *home = getenv("CORRAL_HOME");
+                    char home[4096] = "?";
+                    cr_home_path(home, sizeof(home));
+                    while ((n = read(pfd[0], buf, sizeof(buf))) > 0)
+                        cr_buf_append(&said, buf, (size_t)n);
+                    relay(&said);
+                    /* corrald said what it really listens on (0.0.0.0:PORT
+                     * for --listen 0.0.0.0); the address is where this
+                     * machine reaches it */
+                    const char *on = said.s ? strstr(said.s, "corrald: listening on ") : NULL;
+                    int onlen = on ? (int)strcspn(on + 22, "\n") : 0;
                     printf("corral: head started (pid %d) on %s, session %s/session_latest, "
-                           "address %s\n",
-                           (int)pid, st.nnodes ? st.nodes[0].node_id : "?",
-                           home && home[0] ? home : "/tmp/corral", st.head_address);
-                    print_limit_note(pfd[0]);
+                           "address %s%s%.*s\n",
+                           (int)pid, st.nnodes ? st.nodes[0].node_id : "?", home, st.head_address,
+                           on ? ", listening on " : "", onlen, on ? on + 22 : "");
+                    print_limit_note(said.s);
                     corral_status_free(&st);
                     rc = CLI_OK;
                 }

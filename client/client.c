@@ -109,12 +109,18 @@ static void net_done(void *data)
     c->net_done = true;
 }
 
-static char *session_file(const char *name)
+/* A file of the session session_latest names, once the corral home and
+ * the link have been checked (base/trust.c): NULL and why when not. */
+static char *session_file(const char *name, char *why, size_t size)
 {
-    const char *home = getenv("CORRAL_HOME");
-    if (!home || !home[0])
-        home = "/tmp/corral";
-    return cr_asprintf("%s/session_latest/%s", home, name);
+    char home[4096], dir[4096];
+    if (cr_home_path(home, sizeof(home)) < 0) {
+        snprintf(why, size, "CORRAL_HOME is too long");
+        return NULL;
+    }
+    if (cr_session_latest(home, dir, sizeof(dir), why, size) < 0)
+        return NULL;
+    return cr_asprintf("%s/%s", dir, name);
 }
 
 static void teardown(corral_t *c)
@@ -136,20 +142,29 @@ int corral_connect(const char *address, const char *token_path, corral_t **out, 
     *out = NULL;
     if (errmsg)
         *errmsg = NULL;
-    char *addr = NULL, *tok = NULL;
+    char *addr = NULL, *tok = NULL, why[1024] = "";
     if (!address || !address[0])
         address = getenv("CORRAL_ADDRESS");
-    addr = address && address[0] ? cr_strdup(address) : session_file("corrald.sock");
+    addr =
+        address && address[0] ? cr_strdup(address) : session_file("corrald.sock", why, sizeof(why));
     if (!token_path || !token_path[0])
         token_path = getenv("CORRAL_TOKEN_FILE");
-    tok = token_path && token_path[0] ? cr_strdup(token_path) : session_file("token");
+    if (addr)
+        tok = token_path && token_path[0] ? cr_strdup(token_path)
+                                          : session_file("token", why, sizeof(why));
 
     corral_t *c = cr_calloc(1, sizeof(*c));
     uv_loop_init(&c->loop);
     uv_timer_init(&c->loop, &c->timer);
     uint8_t token[CR_TOKEN_LEN];
     char name[64];
-    int err = cr_token_read(tok, token);
+    int err = 0;
+    if (!addr || !tok) {
+        err = CR_ENOENT;
+        set_msg(c, "%s", why);
+        goto fail;
+    }
+    err = cr_token_read(tok, token);
     if (err < 0) {
         set_msg(c, "cannot read the cluster token %s: %s (is a head running? corral start --head)",
                 tok, cr_strerror(err));

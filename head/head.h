@@ -103,10 +103,12 @@ typedef struct head {
     head_watch_t watch;
     /* session.c */
     char *session, *logs, *sock, *address;
+    char session_id[CR_SESSION_ID_LEN + 1]; /* its workers carry it (cr_session_id) */
     int port;
     const char *listen;  /* TCP address, NULL: 127.0.0.1 */
     const char *node_ip; /* --node-ip: the address other nodes reach this one at */
     bool reused;         /* the session of a head that died: recover() reads it back */
+    time_t died_at;      /* when that head last wrote its state or its log */
     /* turn.c */
     cr_state_t *st;
     bool shutting_down, closed;
@@ -314,7 +316,10 @@ void head_conn_closed(cr_conn_t *c);
  * pointing at it, or the session of a head that died, taken over (then
  * D.reused). Fills D.session, D.logs, D.sock; said on stderr on failure. */
 int session_make(void);
-/* Writes text into the session's file name. */
+/* Says on stderr (which corral start relays) that the session of a head
+ * that died was taken over, when it died and what was read back. */
+void session_took_over(size_t njobs, int active);
+/* Writes text into the session's file name, atomically (base/trust.c). */
 int session_write(const char *name, const char *text);
 int session_token(const char *token_file, uint8_t token[CR_TOKEN_LEN]);
 

@@ -177,7 +177,7 @@ static void job_recover(job_t *j)
                 else if (st != w->start_time)
                     gone = "its pid now names another process";
                 else if (!agent_adopt(D.agent, &r, w->start_time, w->out_path, w->err_path))
-                    gone = "its process is gone";
+                    gone = "its pid does not name this session's worker";
             }
         } else {
             continue;
@@ -228,8 +228,9 @@ static void job_recover(job_t *j)
 /* Workers a previous head started in a turn of its loop it never
  * committed (it was killed in the middle): nothing in state.db names
  * them, so nobody would ever stop them. They are found by the variable
- * every local worker gets, CORRAL_AGENT_SOCKET naming this session's
- * socket, and stopped (SIGKILL to their process group: the work was never
+ * every local worker gets, CORRAL_SESSION_ID naming this session (a
+ * process of another user, or one that is no group leader, is never
+ * taken: agent_proc_is_ours), and stopped (SIGKILL to their process group: the work was never
  * acknowledged). A worker the head adopted is kept; so is anything that
  * is no group leader (its group goes with its leader). A process of a
  * worker that made a process group of its own is stopped too: the head
@@ -246,12 +247,10 @@ static void sweep_orphans(void)
     while ((de = readdir(d))) {
         char *end;
         long pid = strtol(de->d_name, &end, 10);
-        if (*end || pid <= 1 || pid == (long)getpid() || getpgid((pid_t)pid) != (pid_t)pid)
-            continue; /* a group leader only: its group goes with it */
-        char sock[256], wid[64] = "";
-        if (!agent_proc_env((int)pid, "CORRAL_AGENT_SOCKET", sock, sizeof(sock)) ||
-            strcmp(sock, D.sock) != 0)
-            continue;
+        char why[160], wid[64] = "";
+        if (*end || pid == (long)getpid() ||
+            !agent_proc_is_ours((int)pid, 0, D.session_id, why, sizeof(why)))
+            continue; /* a group leader of our user carrying our session's id only */
         agent_proc_env((int)pid, "CORRAL_WORKER_ID", wid, sizeof(wid));
         const wk_t *w = wid[0] ? worker_find(wid) : NULL;
         if (w && wk_alive(w) && w->node == D.self && w->pid == (int)pid)
@@ -299,6 +298,7 @@ void recover(void)
     }
     event("recovered", NULL, "%zu job(s) read back from the previous head, %d active", D.jobs.n,
           active);
+    session_took_over(D.jobs.n, active);
     sweep_orphans();
     try_pending();
 }

@@ -126,6 +126,7 @@ void head_core_start(const head_core_t *c)
                          .hwo = &D.hwo,
                          .logs = D.logs,
                          .socket = D.sock,
+                         .session_id = D.session_id[0] ? D.session_id : NULL,
                          .ops = {.started = workers_local_started, .exited = workers_local_exited},
                          .refuse_start = c->refuse_start};
     D.agent = agent_new(&ac);
@@ -189,6 +190,11 @@ static int listen_all(uint32_t port)
         return e;
     }
 listening:
+    /* what it really listens on, which corral start prints (the address
+     * file holds where a local peer reaches it) */
+    fprintf(stderr, "corrald: listening on %s%s%s:%d\n",
+            D.listen && strchr(D.listen, ':') ? "[" : "", D.listen ? D.listen : "127.0.0.1",
+            D.listen && strchr(D.listen, ':') ? "]" : "", D.port);
     D.address = cr_asprintf(
         "%s:%d", D.listen && strcmp(D.listen, "0.0.0.0") ? D.listen : "127.0.0.1", D.port);
     char *text = cr_asprintf("%s\n", D.address), *pidtext = cr_asprintf("%d\n", (int)getpid());

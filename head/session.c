@@ -2,6 +2,7 @@
  * start under the corral home, or taken over from a head that died, with
  * session_latest pointing at it; the files in it; the cluster token. */
 #include "head/head.h"
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -15,57 +16,117 @@ static bool pid_alive(int pid)
     return kill(pid, 0) == 0 && agent_proc_stat(pid, &state) != 0 && state != 'Z';
 }
 
+/* Whether every entry of dir (and of its folders, one level down: logs/)
+ * is the effective user's own and no symlink; the first that is not is
+ * said in why. */
+static bool all_ours(const char *dir, int depth, char *why, size_t size)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(why, size, "cannot read %s: %s", dir, strerror(errno));
+        return false;
+    }
+    bool ok = true;
+    struct dirent *de;
+    while (ok && (de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char *path = cr_asprintf("%s/%s", dir, de->d_name);
+        struct stat st;
+        if (lstat(path, &st) < 0 || st.st_uid != geteuid() || S_ISLNK(st.st_mode)) {
+            snprintf(why, size, "%s is %s", path,
+                     S_ISLNK(st.st_mode) ? "a symbolic link" : "not owned by you");
+            ok = false;
+        } else if (S_ISDIR(st.st_mode) && depth > 0) {
+            ok = all_ours(path, depth - 1, why, size);
+        }
+        free(path);
+    }
+    closedir(d);
+    return ok;
+}
+
 /* When session_latest names the session of a head that died (its
  * corrald.pid names no live process; a clean exit removes the file) and
- * holds its state.db, this head takes it over, token included. */
-static bool reuse_session(const char *home)
+ * holds its state.db, this head takes it over, token included: 1. 0 when
+ * there is none to take over, a negative code (said on stderr) when there
+ * is one this head must not take: a file in it is not the user's. */
+static int reuse_session(const char *home)
 {
-    char *link = cr_asprintf("%s/session_latest", home);
-    char target[512];
-    ssize_t len = readlink(link, target, sizeof(target) - 1);
-    free(link);
-    if (len <= 0 || memchr(target, '/', (size_t)len))
-        return false;
-    target[len] = '\0';
-    char *dir = cr_asprintf("%s/%s", home, target);
-    char *pidf = cr_asprintf("%s/corrald.pid", dir), *db = cr_asprintf("%s/state.db", dir);
-    FILE *fp = fopen(pidf, "r");
-    int pid = 0;
-    if (fp) {
-        if (fscanf(fp, "%d", &pid) != 1)
-            pid = 0;
-        fclose(fp);
+    char dir[4096], why[1024];
+    int e = cr_session_latest(home, dir, sizeof(dir), why, sizeof(why));
+    if (e == CR_ENOENT)
+        return 0;
+    if (e < 0) {
+        fprintf(stderr, "corrald: refusing the session: %s\n", why);
+        return e;
     }
-    bool reuse = pid > 0 && !pid_alive(pid) && access(db, R_OK | W_OK) == 0;
+    char *pidf = cr_asprintf("%s/corrald.pid", dir), *db = cr_asprintf("%s/state.db", dir);
+    char *text = NULL;
+    int pid = 0;
+    if (cr_read_private(pidf, &text, NULL, why, sizeof(why)) == 0 && sscanf(text, "%d", &pid) != 1)
+        pid = 0;
+    free(text);
+    struct stat st;
+    bool dead = pid > 0 && !pid_alive(pid) && lstat(db, &st) == 0;
     free(pidf);
     free(db);
-    if (!reuse) {
-        free(dir);
-        return false;
+    if (!dead)
+        return 0;
+    if (!all_ours(dir, 1, why, sizeof(why))) {
+        fprintf(stderr,
+                "corrald: refusing to take over the session %s of a head that died (pid %d): %s. "
+                "Remove that session (or %s/session_latest) to start a new one\n",
+                dir, pid, why, home);
+        return CR_EACCES;
     }
-    D.session = dir;
+    D.session = cr_strdup(dir);
     D.reused = true;
+    D.died_at = st.st_mtime;
+    const char *later[] = {"state.db-wal", "logs/corrald.log"};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(later); i++) {
+        char *p = cr_asprintf("%s/%s", dir, later[i]);
+        if (lstat(p, &st) == 0 && st.st_mtime > D.died_at)
+            D.died_at = st.st_mtime;
+        free(p);
+    }
     D.logs = cr_asprintf("%s/logs", D.session);
     D.sock = cr_asprintf("%s/corrald.sock", D.session);
-    if (mkdir(D.logs, 0700) < 0 && errno != EEXIST)
-        fprintf(stderr, "corrald: cannot create %s: %s\n", D.logs, strerror(errno));
+    if (cr_mkdir_private(D.logs, why, sizeof(why)) < 0) {
+        fprintf(stderr, "corrald: %s\n", why);
+        return CR_EACCES;
+    }
     unlink(D.sock); /* the dead head's */
-    fprintf(stderr, "corrald: taking over the session %s of a head that died (pid %d)\n", D.session,
-            pid);
-    return true;
+    return 1;
 }
 
 /* $CORRAL_HOME/session_<time>_<pid>/ with logs/, and session_latest
  * pointing at it (or the session of a head that died, reuse_session). Any failure here is reported
  * now, not at the first job. */
+static int new_session(const char *home);
+
 int session_make(void)
 {
     const char *home = cr_corral_home();
     if (!home)
         return CR_EIO;
-    if (reuse_session(home))
-        return 0;
-    char stamp[64];
+    int e = reuse_session(home);
+    if (e == 0)
+        e = new_session(home);
+    if (e < 0)
+        return e;
+    char why[1024];
+    if ((e = cr_session_id(D.session, D.session_id, why, sizeof(why))) < 0) {
+        fprintf(stderr, "corrald: the session's id: %s\n", why);
+        return e;
+    }
+    return 0;
+}
+
+/* A new session directory and session_latest pointing at it. */
+static int new_session(const char *home)
+{
+    char stamp[64], why[1024];
     time_t t = time(NULL);
     struct tm tm;
     gmtime_r(&t, &tm);
@@ -79,9 +140,9 @@ int session_make(void)
         return -errno;
     }
     D.logs = cr_asprintf("%s/logs", D.session);
-    if (mkdir(D.logs, 0700) < 0) {
-        fprintf(stderr, "corrald: cannot create %s: %s\n", D.logs, strerror(errno));
-        return -errno;
+    if (cr_mkdir_private(D.logs, why, sizeof(why)) < 0) {
+        fprintf(stderr, "corrald: %s\n", why);
+        return CR_EACCES;
     }
     D.sock = cr_asprintf("%s/corrald.sock", D.session);
     if (strlen(D.sock) >= 108) {
@@ -107,21 +168,27 @@ int session_make(void)
     return err;
 }
 
+void session_took_over(size_t njobs, int active)
+{
+    char when[64];
+    struct tm tm;
+    gmtime_r(&D.died_at, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+    fprintf(stderr,
+            "corrald: took over session %s of a head that died at %s: %zu job(s) recovered, %d "
+            "active\n",
+            strrchr(D.session, '/') + 1, when, njobs, active);
+}
+
 int session_write(const char *name, const char *text)
 {
     char *path = cr_asprintf("%s/%s", D.session, name);
-    FILE *fp = fopen(path, "w");
-    int err = 0;
-    if (!fp || fputs(text, fp) < 0) {
-        fprintf(stderr, "corrald: cannot write %s: %s\n", path, strerror(errno));
-        err = CR_EIO;
-    }
-    if (fp && fclose(fp) != 0 && !err) {
-        fprintf(stderr, "corrald: cannot write %s: %s\n", path, strerror(errno));
-        err = CR_EIO;
-    }
+    char why[1024];
+    int err = cr_write_private(path, text, strlen(text), why, sizeof(why));
+    if (err < 0)
+        fprintf(stderr, "corrald: %s\n", why);
     free(path);
-    return err;
+    return err < 0 ? CR_EIO : 0;
 }
 
 static bool loopback(const char *host)

@@ -12,8 +12,7 @@ int cr_token_generate(uint8_t token[CR_TOKEN_LEN])
 {
     int err = cr_random_bytes(token, CR_TOKEN_LEN);
     if (err < 0) {
-        cr_error("cannot draw random bytes for the cluster token: getrandom: %s",
-                 cr_strerror(err));
+        cr_error("cannot draw random bytes for the cluster token: getrandom: %s", cr_strerror(err));
         return err;
     }
     return 0;
@@ -44,7 +43,7 @@ int cr_token_write(const char *path, const uint8_t token[CR_TOKEN_LEN])
     int err = 0;
     /* O_EXCL with mode 0600: the bytes are never readable by anyone else,
      * whatever the umask or a file left over by someone else */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         err = -errno;
         cr_warn("cannot create the token file %s: %s; check that its directory exists and is "
@@ -99,6 +98,13 @@ int cr_token_read(const char *path, uint8_t token[CR_TOKEN_LEN])
     if (!S_ISREG(st.st_mode)) {
         cr_warn("token file %s is not a regular file", path);
         err = CR_EPARSE;
+        goto out_close;
+    }
+    if (st.st_uid != geteuid()) {
+        cr_warn("token file %s is owned by uid %u, not by you (uid %u); refusing it: whoever "
+                "owns it chooses your cluster's token. Copy it to a file of your own (chmod 600)",
+                path, (unsigned)st.st_uid, (unsigned)geteuid());
+        err = CR_EACCES;
         goto out_close;
     }
     if (st.st_mode & 077) {

@@ -60,6 +60,7 @@ struct cr_conn {
     bool is_unix, server, ready, closing, announced, linger, resolving;
     int close_err;
     char peer[128];
+    char peer_key[64]; /* the peer for the cap before the handshake: its IP, or uid:N */
     cr_hs_t hs;
     cr_frame_dec_t dec;
     size_t queued;
@@ -81,6 +82,8 @@ struct cr_net {
     char *name;
     size_t max_frame, max_queue;
     uint32_t hs_timeout_ms, accept_roles;
+    uint32_t max_unauth, max_unauth_per_peer;
+    uint64_t unauth_refused; /* connections closed at accept for the caps */
     cr_net_callbacks_t cb;
     void *data;
     cr_listener_t *listeners;
@@ -140,6 +143,9 @@ cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_c
     n->max_queue = cfg->max_write_queue ? cfg->max_write_queue : DEFAULT_MAX_QUEUE;
     n->hs_timeout_ms =
         cfg->handshake_timeout_ms ? cfg->handshake_timeout_ms : DEFAULT_HS_TIMEOUT_MS;
+    n->max_unauth = cfg->max_unauth ? cfg->max_unauth : CR_UNAUTH_MAX_DEFAULT;
+    n->max_unauth_per_peer =
+        cfg->max_unauth_per_peer ? cfg->max_unauth_per_peer : CR_UNAUTH_PER_PEER_DEFAULT;
     n->accept_roles = cfg->accept_roles
                           ? cfg->accept_roles
                           : (1u << CORRAL__ROLE__ROLE_CLIENT) | (1u << CORRAL__ROLE__ROLE_AGENT);
@@ -476,6 +482,7 @@ static void handshake_step(cr_conn_t *c, const Corral__Envelope *e)
     }
     if (r == CR_HS_OK) {
         uv_timer_stop(&c->timer);
+        c->dec.max = c->net->max_frame; /* proved: the full limit from the next frame on */
         c->ready = true;
         c->announced = true;
         cr_debug("%s: connected (%s)", c->peer, c->hs.peer_name);
@@ -574,7 +581,7 @@ static cr_conn_t *conn_new(cr_net_t *n, bool is_unix, bool server)
     c->u.h.data = c;
     c->timer.data = c;
     c->open_handles = 2;
-    cr_frame_dec_init(&c->dec, n->max_frame);
+    cr_frame_dec_init(&c->dec, CR_FRAME_MAX_HANDSHAKE); /* until the handshake is done */
     c->next = n->conns;
     if (c->next)
         c->next->pprev = &c->next;
@@ -617,6 +624,7 @@ static void describe_tcp_peer(cr_conn_t *c)
     }
     snprintf(c->peer, sizeof(c->peer), "%s%s%s:%d", ss.ss_family == AF_INET6 ? "[" : "", ip,
              ss.ss_family == AF_INET6 ? "]" : "", port);
+    snprintf(c->peer_key, sizeof(c->peer_key), "%s", ip);
 }
 
 /* A Unix peer by socket and the process behind it, which the kernel vouches
@@ -626,11 +634,30 @@ static void describe_unix_peer(cr_conn_t *c, const cr_listener_t *l)
     struct ucred cred;
     socklen_t len = sizeof(cred);
     uv_os_fd_t fd;
-    if (uv_fileno(&c->u.h, &fd) == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+    if (uv_fileno(&c->u.h, &fd) == 0 && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
         snprintf(c->peer, sizeof(c->peer), "unix:%s#%u (pid %ld, uid %ld)", l->unix_path,
                  l->accepted, (long)cred.pid, (long)cred.uid);
-    else
+        snprintf(c->peer_key, sizeof(c->peer_key), "uid:%ld", (long)cred.uid);
+    } else {
         snprintf(c->peer, sizeof(c->peer), "unix:%s#%u", l->unix_path, l->accepted);
+        snprintf(c->peer_key, sizeof(c->peer_key), "unix");
+    }
+}
+
+/* Whether one more connection that has not proved the token fits under
+ * the caps, in all and from c's peer. Counted on every accept: the
+ * connections are few before the handshake, and a held one is ready. */
+static bool unauth_fits(const cr_net_t *n, const cr_conn_t *c)
+{
+    uint32_t all = 0, peer = 0;
+    for (const cr_conn_t *o = n->conns; o; o = o->next) {
+        if (o == c || !o->server || o->ready || o->closing)
+            continue;
+        all++;
+        if (strcmp(o->peer_key, c->peer_key) == 0)
+            peer++;
+    }
+    return all < n->max_unauth && peer < n->max_unauth_per_peer;
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -655,6 +682,18 @@ static void on_connection(uv_stream_t *server, int status)
         describe_unix_peer(c, l);
     else
         describe_tcp_peer(c);
+    if (!unauth_fits(n, c)) {
+        /* said once per power of two, not once per connection: a flood
+         * must not fill the log (docs/protocol.md "Limits") */
+        uint64_t k = ++n->unauth_refused;
+        if ((k & (k - 1)) == 0)
+            cr_warn("%s: closed at accept: too many connections still in the handshake (%u in "
+                    "all, %u per peer; %llu closed so far)",
+                    c->peer, n->max_unauth, n->max_unauth_per_peer,
+                    (unsigned long long)n->unauth_refused);
+        cr_conn_close(c, -ECONNREFUSED);
+        return;
+    }
     uint8_t nonce[CR_NONCE_LEN];
     if (cr_random_bytes(nonce, sizeof(nonce)) < 0) {
         cr_error("%s: no random bytes for the challenge; closing the connection", c->peer);

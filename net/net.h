@@ -26,7 +26,16 @@
 
 #define CR_FRAME_HDR 4
 #define CR_FRAME_MAX_DEFAULT (16u << 20) /* 16 MiB */
-#define CR_TOKEN_LEN 32                  /* bytes; 64 hex digits in the file */
+/* Before a peer has proved it holds the token, a frame is at most this:
+ * the largest handshake message (a Hello with its 128-byte name, a Proof,
+ * a Welcome) is a few hundred bytes. A larger one closes the connection
+ * without a reply, having cost no more than this. */
+#define CR_FRAME_MAX_HANDSHAKE (4u << 10)
+/* Connections that have not finished the handshake, in all and from one
+ * peer (a TCP address, or a Unix peer's uid): more are closed at accept. */
+#define CR_UNAUTH_MAX_DEFAULT 512
+#define CR_UNAUTH_PER_PEER_DEFAULT 64
+#define CR_TOKEN_LEN 32 /* bytes; 64 hex digits in the file */
 #define CR_NONCE_LEN 32
 #define CR_PROOF_LEN 32 /* HMAC-SHA256 */
 
@@ -67,7 +76,7 @@ int cr_frame_hdr(uint8_t hdr[CR_FRAME_HDR], size_t len, size_t max);
 
 /* ------------------------------------------------------------------- auth */
 
-/* SHA-256 and HMAC-SHA256 (net/sha256.c, no libcrypto: see there why). */
+/* SHA-256 and HMAC-SHA256 (net/crypto.c: Nettle, not libcrypto; see there why). */
 #define CR_SHA256_LEN 32
 void cr_sha256(const void *data, size_t len, uint8_t out[CR_SHA256_LEN]);
 void cr_hmac_sha256(const void *key, size_t klen, const void *data, size_t len,
@@ -222,6 +231,8 @@ typedef struct cr_net_config {
     uint32_t handshake_timeout_ms; /* 0: 5000 */
     size_t max_write_queue;        /* bytes queued to one peer; 0: 64 MiB */
     uint32_t accept_roles;         /* listening side; 0: clients and agents */
+    uint32_t max_unauth;           /* 0: CR_UNAUTH_MAX_DEFAULT */
+    uint32_t max_unauth_per_peer;  /* 0: CR_UNAUTH_PER_PEER_DEFAULT */
 } cr_net_config_t;
 
 /* One per process and loop: the token, the callbacks, every listener and

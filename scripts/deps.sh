@@ -3,7 +3,7 @@
 set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libhwloc-dev hwloc libjansson-dev libfyaml-dev libcmocka-dev python3 \
-libuv1-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev sqlite3 jq valgrind \
+libuv1-dev nettle-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev sqlite3 jq valgrind \
 python3-torch"
 missing=""
 for p in $PKGS; do

@@ -50,9 +50,9 @@ kill_head
 for p in $pids; do gone "$p" && fail "worker $p died with the head"; done
 
 # what a head killed in the middle of a turn leaves behind: a worker it
-# spawned (CORRAL_AGENT_SOCKET of this session, its own process group) in
+# spawned (CORRAL_SESSION_ID of this session, its own process group) in
 # work it never committed, unknown to state.db
-CORRAL_AGENT_SOCKET="$S1_DIR/corrald.sock" CORRAL_WORKER_ID=job999-w0 setsid sleep 60 &
+CORRAL_SESSION_ID=$(cat "$S1_DIR/session_id") CORRAL_WORKER_ID=job999-w0 setsid sleep 60 &
 orphan=$!
 WPIDS="$WPIDS $orphan"
 sleep 0.2

@@ -92,6 +92,65 @@ static void test_files_under_root(void **state)
     rmdir(dir);
 }
 
+static size_t count_lines(const char *path, const char *with)
+{
+    char *text = NULL;
+    size_t n = 0;
+    if (cr_read_file_alloc("/", path, &text, NULL) < 0)
+        return 0;
+    for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
+        n += !with || strstr(l, with) != NULL;
+    free(text);
+    return n;
+}
+
+/* base/log.c: a flood from one call site is a burst and one count line
+ * per interval; another site is not held back by it; the file rotates at
+ * its size, keeping keep older files. */
+static void test_log_limits(void **state)
+{
+    char dir[] = "/tmp/corral-test-log-XXXXXX", path[256], old[300];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/corrald.log", dir);
+    int level = cr_log_get_level();
+    cr_log_set_level(CR_LOG_WARN);
+    cr_log_set_limits(&(cr_log_limits_t){.burst = 3, .interval_ms = 100});
+    assert_int_equal(cr_log_set_file(path), 0);
+    for (int i = 0; i < 500; i++)
+        cr_warn("refused 127.0.0.1:%d (client): bad proof", 40000 + i);
+    cr_warn("another site");
+    assert_int_equal(count_lines(path, "bad proof"), 3);
+    assert_int_equal(count_lines(path, "another site"), 1);
+    usleep(150 * 1000);
+    cr_warn("refused 127.0.0.1:1 (client): bad proof");
+    assert_int_equal(count_lines(path, "repeated 497 more time(s) in 100 ms"), 1);
+    assert_int_equal(count_lines(path, "bad proof"), 5); /* the count line names it too */
+
+    cr_log_set_limits(&(cr_log_limits_t){.max_bytes = 1000, .keep = 2});
+    assert_int_equal(cr_log_set_file(path), 0);
+    for (int i = 0; i < 200; i++)
+        cr_warn("line %03d of a log that must rotate", i);
+    cr_log_set_file(NULL);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(st.st_size < 1100);
+    snprintf(old, sizeof(old), "%s.2", path);
+    assert_int_equal(stat(old, &st), 0);
+    assert_true(st.st_size >= 1000 && st.st_size < 1100);
+    snprintf(old, sizeof(old), "%s.3", path);
+    assert_int_equal(stat(old, &st), -1);
+    assert_int_equal(count_lines(path, "line 199"), 1);
+    for (int i = 0; i <= 2; i++) {
+        if (i)
+            snprintf(old, sizeof(old), "%s.%d", path, i);
+        unlink(i ? old : path);
+    }
+    rmdir(dir);
+    cr_log_set_level(level);
+    cr_log_set_limits(
+        &(cr_log_limits_t){.burst = 20, .interval_ms = 10000, .max_bytes = 16u << 20, .keep = 3});
+}
+
 static void test_errors(void **state)
 {
     assert_string_equal(cr_strerror(CR_ENOENT), "no such file or directory");
@@ -122,6 +181,7 @@ int main(void)
         cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_hex),
         cmocka_unit_test(test_cpulist),       cmocka_unit_test(test_files_under_root),
         cmocka_unit_test(test_errors),        cmocka_unit_test(test_buf_and_vec),
+        cmocka_unit_test(test_log_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

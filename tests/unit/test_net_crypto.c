@@ -1,4 +1,4 @@
-/* net/sha256.c: SHA-256 and HMAC-SHA256 against published vectors (FIPS
+/* net/crypto.c: SHA-256 and HMAC-SHA256 (Nettle) against published vectors (FIPS
  * 180-2 appendix B, RFC 4231 section 4) and against Python's hashlib and
  * hmac over every padding boundary (the expected digests of digests were
  * computed apart with python3, the generator is in each test's comment). */
@@ -127,8 +127,8 @@ static void test_helpers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fips),         cmocka_unit_test(test_rfc4231),
-        cmocka_unit_test(test_lengths),      cmocka_unit_test(test_hmac_lengths),
+        cmocka_unit_test(test_fips),    cmocka_unit_test(test_rfc4231),
+        cmocka_unit_test(test_lengths), cmocka_unit_test(test_hmac_lengths),
         cmocka_unit_test(test_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
