@@ -1,12 +1,15 @@
 # corral: the two commands of the README, and the targets behind them.
 #   make demo    build, then show what corral sees on this and fixture machines
 #   make check   every test: unit, CLI, sanitizers (ASan+UBSan), a short fuzz run
+#   make check-repeat   the cluster tests RUNS times (default 20) with every core busy
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 10
 CMAKE_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check test asan fuzz fuzz-long demo bench clean format
+RUNS ?= 20
+
+.PHONY: all deps build check check-repeat test asan fuzz fuzz-long demo bench clean format
 
 all: build
 
@@ -35,6 +38,9 @@ fuzz-long:
 	$(MAKE) fuzz FUZZ_SECONDS=600
 
 check: test asan fuzz
+
+check-repeat: build
+	scripts/check-repeat.sh $(RUNS) build '^cluster_'
 
 demo: build
 	scripts/demo.sh

@@ -418,6 +418,7 @@ static void reap(cr_worker_t *w)
     int status = 0;
     pid_t r;
     siginfo_t si = {0};
+    int64_t seen_us = cr_wall_us(); /* before anything else this turn does */
     if (w->leader_gone ||
         (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0))
         return; /* still running (another child's SIGCHLD) */
@@ -437,6 +438,7 @@ static void reap(cr_worker_t *w)
         uv_poll_stop(&w->watch.poll);
     if (r < 0) /* someone else reaped it: how it ended is lost */
         status = 0xff00;
+    w->exit.ended_us = seen_us;
     on_leader_exit(w, status);
 }
 

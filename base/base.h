@@ -73,6 +73,8 @@ void cr_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 int64_t cr_mono_ms(void);
 /* Milliseconds since the epoch (CLOCK_REALTIME), for records people read. */
 int64_t cr_wall_ms(void);
+/* Microseconds since the epoch, for ordering events across nodes. */
+int64_t cr_wall_us(void);
 
 /* ---- the corral home ---- */
 /* $CORRAL_HOME (default /tmp/corral), created when missing; NULL when it
