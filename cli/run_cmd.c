@@ -9,7 +9,7 @@ static const char run_usage[] =
     "usage: corral run [--gpus N | --tpus N | --resources 'TPU=4,CPU=2'] [--workers N] "
     "[--env K=V]... [--name NAME] [--max-restarts N [--restart worker|gang]] "
     "[--placement PACK|SPREAD|STRICT_PACK|STRICT_SPREAD] [--label-selector SEL] [--domain KEY] "
-    "[--pg GROUP [--bundle I]] [--bind closest|none] [--detach] -- CMD [ARG...]\n";
+    "[--pg GROUP [--bundle I]] [--bind closest|none] [--queue] [--detach] -- CMD [ARG...]\n";
 
 /* Each worker's output. Followed while it is written (JobLogs follow):
  * with one worker it is passed on as it comes; with several each line is
@@ -23,6 +23,11 @@ static volatile sig_atomic_t interrupted;
 static void on_interrupt(int sig)
 {
     interrupted = sig;
+}
+
+int cli_interrupted(void)
+{
+    return interrupted;
 }
 
 void cli_catch_interrupts(struct sigaction *old_int, struct sigaction *old_term)
@@ -75,6 +80,7 @@ void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, siz
 int cli_stop_on_interrupt(void *arg)
 {
     cli_stopper_t *st = arg;
+    cli_watch_pending(st);
     if (!interrupted || st->sent)
         return 0;
     st->sent = true;
@@ -213,7 +219,7 @@ int cli_run(int argc, char **argv)
     const char *name = NULL, *restart = NULL, *placement = NULL, *bind_s = NULL;
     unsigned workers = 1, max_restarts = 0, bundle = ~0u;
     int rc = CLI_FAIL;
-    bool detach = false;
+    bool detach = false, queue = false;
     corral_strategy_t strategy = CORRAL_PACK;
     corral_bind_t bind = CORRAL_BIND_CLOSEST;
     const char *selector = NULL, *domain = NULL, *pg = NULL;
@@ -225,6 +231,8 @@ int cli_run(int argc, char **argv)
         CLI_CALL("env", opt_env, &ro),
         CLI_STR("name", &name),
         CLI_FLAG("detach", &detach),
+        CLI_FLAG("queue", &queue),
+        CLI_FLAG("wait-for-nodes", &queue),
         CLI_UINT("max-restarts", &max_restarts, 0, 1000),
         CLI_STR("restart", &restart),
         CLI_STR("placement", &placement),
@@ -297,7 +305,8 @@ int cli_run(int argc, char **argv)
                               .placement_group = pg,
                               .has_bundle = has_bundle,
                               .bundle_index = bundle,
-                              .bind = bind};
+                              .bind = bind,
+                              .wait_for_nodes = queue};
     /* with restarts allowed the gang restarts unless told otherwise */
     if (!restart)
         spec.restart = max_restarts ? CORRAL_RESTART_GANG : CORRAL_RESTART_NONE;
@@ -327,6 +336,7 @@ int cli_run(int argc, char **argv)
     corral_set_tick(c, cli_stop_on_interrupt, &st);
     err = corral_job_logs_follow(c, job_id, -1, cli_on_follow, &o);
     corral_set_tick(c, NULL, NULL);
+    cli_stopper_fini(&st);
     if (err == CR_ENOSYS) { /* a head that cannot follow: the output at the end */
         err = wait_then_print(c, job_id, &o, &job);
     } else {

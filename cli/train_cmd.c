@@ -15,7 +15,8 @@
 static const char train_usage[] =
     "usage: corral train [--workers N] [--resources-per-worker 'GPU=1'] [--tpu-topology 4x4 "
     "--accelerator-type TPU-V6E] [--placement PACK|SPREAD|STRICT_PACK|STRICT_SPREAD] "
-    "[--domain LABEL] [--max-failures K] [--checkpoint-dir DIR] [--env K=V]... -- CMD [ARG...]\n";
+    "[--domain LABEL] [--max-failures K] [--checkpoint-dir DIR] [--env K=V]... [--queue] "
+    "-- CMD [ARG...]\n";
 
 #define MAX_ENV 64
 #define TAIL_LINES 10
@@ -103,6 +104,8 @@ int cli_train(int argc, char **argv)
         {"max-failures", required_argument, 0, 'm'},
         {"checkpoint-dir", required_argument, 0, 'c'},
         {"env", required_argument, 0, 'e'},
+        {"queue", no_argument, 0, 'q'},
+        {"wait-for-nodes", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -111,7 +114,7 @@ int cli_train(int argc, char **argv)
     const char *env[MAX_ENV + 2];
     size_t nenv = 0;
     corral_strategy_t strategy = CORRAL_PACK;
-    bool have_strategy = false;
+    bool have_strategy = false, queue = false;
     int opt;
     char *end;
     opterr = 0;
@@ -158,6 +161,9 @@ int cli_train(int argc, char **argv)
             if (nenv == MAX_ENV)
                 return usage("--env: at most 64, got another: '%s'", optarg);
             env[nenv++] = optarg;
+            break;
+        case 'q':
+            queue = true;
             break;
         case 'h':
             fputs(train_usage, stdout);
@@ -228,16 +234,33 @@ int cli_train(int argc, char **argv)
                            .strategy = have_strategy ? strategy : CORRAL_PACK,
                            .selector = sel[0] ? sel : NULL,
                            .domain = domain,
-                           .wait = 1};
+                           .wait_for_nodes = queue};
     int64_t t0 = cr_mono_ms();
     corral_pg_t pg = {0};
+    /* caught from before the group exists, so that none is left behind */
+    struct sigaction old_int, old_term;
+    cli_catch_interrupts(&old_int, &old_term);
     int rc = CLI_FAIL, err = corral_pg_create(c, &ps, &pg);
     free(b);
     if (err < 0) {
         fprintf(stderr, "corral train: cannot reserve %u worker(s) of %s: %s\n", workers, res,
                 corral_errmsg(c));
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
         corral_disconnect(c);
         return CLI_FAIL;
+    }
+    if (!strcmp(pg.state, "PENDING") || !strcmp(pg.state, "PREPARING")) {
+        corral_pg_free(&pg);
+        memset(&pg, 0, sizeof(pg));
+        if ((err = cli_wait_pg(c, "corral train", pgname, &pg)) < 0) {
+            if (err == -EINTR)
+                fprintf(stderr, "corral train: interrupted while waiting: removing group %s\n",
+                        pgname);
+            else if (err != CR_ENOENT)
+                fprintf(stderr, "corral train: %s\n", corral_errmsg(c));
+            goto out_pg;
+        }
     }
     if (strcmp(pg.state, "CREATED") != 0) {
         fprintf(stderr, "corral train: the reservation is %s: %s\n", pg.state, pg.reason);
@@ -262,8 +285,6 @@ int cli_train(int argc, char **argv)
         fprintf(stderr, "corral train: %s\n", corral_errmsg(c));
         goto out_pg;
     }
-    struct sigaction old_int, old_term;
-    cli_catch_interrupts(&old_int, &old_term);
     cli_stopper_t stp = {.cmd = "corral train", .job_id = job_id};
     corral_set_tick(c, cli_stop_on_interrupt, &stp);
     outputs_t o = {.n = workers, .prefix = true, .label = "rank "};
@@ -271,8 +292,7 @@ int cli_train(int argc, char **argv)
     o.err = cr_calloc(o.n + 1, sizeof(*o.err));
     err = corral_job_logs_follow(c, job_id, -1, cli_on_follow, &o);
     corral_set_tick(c, NULL, NULL);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    cli_stopper_fini(&stp);
     for (size_t i = 0; i < o.n; i++) { /* partial last lines */
         if (o.out[i].len)
             printf("[rank %zu] %s\n", i, o.out[i].s);
@@ -331,6 +351,8 @@ int cli_train(int argc, char **argv)
     corral_job_free(&job);
     free(job_id);
 out_pg:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     if (corral_pg_remove(c, pgname) < 0)
         fprintf(stderr, "corral train: removing group %s: %s\n", pgname, corral_errmsg(c));
     corral_pg_free(&pg);

@@ -498,6 +498,7 @@ int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id)
         js.placement_group = (char *)(spec->placement_group ? spec->placement_group : "");
         js.bundle_index = spec->placement_group && spec->has_bundle ? (int)spec->bundle_index : -1;
         js.distributed = spec->distributed != 0;
+        js.wait_for_nodes = spec->wait_for_nodes != 0;
         js.bind =
             spec->bind == CORRAL_BIND_NONE ? CORRAL__BIND__BIND_NONE : CORRAL__BIND__BIND_CLOSEST;
         Corral__JobSubmit sub = CORRAL__JOB_SUBMIT__INIT;
@@ -1012,6 +1013,7 @@ Corral__PgCreate *cr__pg_create_build(const corral_pg_spec_t *spec, char *msg, s
     r->domain = cr_strdup(spec->domain ? spec->domain : "");
     r->strategy = (Corral__Strategy)spec->strategy; /* same values */
     r->wait = spec->wait != 0;
+    r->wait_for_nodes = spec->wait_for_nodes != 0;
     r->bundles = cr_calloc(spec->nbundles, sizeof(*r->bundles));
     for (size_t i = 0; i < spec->nbundles; i++) {
         const corral_bundle_spec_t *bs = &spec->bundles[i];

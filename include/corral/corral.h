@@ -122,6 +122,10 @@ typedef struct corral_job_spec {
      * MASTER_PORT (a port free on rank 0's node, new at each gang start)
      * and the rest of docs/train.md, and restarts the whole gang. */
     int distributed;
+    /* Non-zero: a gang the alive nodes could never hold is accepted and
+     * stays PENDING, its reason saying so, until nodes join (an autoscaled
+     * cluster); 0: it is refused at submit with the scheduler's reason. */
+    int wait_for_nodes;
 } corral_job_spec_t;
 
 /* States, as the head names them. */
@@ -282,6 +286,7 @@ typedef struct corral_pg_spec {
     /* Non-zero: answer once the group is created (or found infeasible);
      * 0: once it is queued (PENDING). */
     int wait;
+    int wait_for_nodes; /* as corral_job_spec_t's */
 } corral_pg_spec_t;
 
 typedef struct corral_bundle {
