@@ -298,7 +298,7 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
     cr_worker_spec_t s = {.argv = (const char *const *)argv,
                           .cwd = spec->cwd && spec->cwd[0] ? spec->cwd : NULL,
                           .env = &env,
-                          .inherit_env = true,
+                          .inherit_env = !spec->env_whole, /* the submitter's, not ours */
                           .node = a->cfg.node,
                           .hw = a->cfg.hwo,
                           .devs = devs,

@@ -73,6 +73,20 @@ int cli_interrupted(void);
  * on a signal, CR_ENOENT when it was removed, or the call's error. */
 int cli_wait_pg(corral_t *c, const char *cmd, const char *name, corral_pg_t *out);
 
+/* The caller's environment for a job's workers (callenv.c): policy "all"
+ * (NULL too), "none" or "K1,K2" (those names), then extra ("K=V", later
+ * wins), NULL-terminated in out->v.v, borrowing environ and extra. 0, or
+ * CLI_USAGE once a bad policy is said. */
+typedef struct cli_strv {
+    CR_VEC(const char *) v;
+} cli_strv_t;
+int cli_worker_env(const char *cmd, const char *policy, const char *const *extra, size_t nextra,
+                   cli_strv_t *out);
+void cli_strv_free(cli_strv_t *v);
+/* path made absolute against the current directory (NULL: the directory
+ * itself), malloc'ed; NULL once why is said. */
+char *cli_abs_path(const char *cmd, const char *what, const char *path);
+
 /* A command's options (cli/opts.c): a table ended by {0}, parsed with
  * getopt_long; --help (-h) is every command's. FLAG sets a bool, STR a
  * const char * (borrowed from argv), UINT an unsigned in lo..hi, CALL

@@ -9,7 +9,8 @@ static const char run_usage[] =
     "usage: corral run [--gpus N | --tpus N | --resources 'TPU=4,CPU=2'] [--workers N] "
     "[--env K=V]... [--name NAME] [--max-restarts N [--restart worker|gang]] "
     "[--placement PACK|SPREAD|STRICT_PACK|STRICT_SPREAD] [--label-selector SEL] [--domain KEY] "
-    "[--pg GROUP [--bundle I]] [--bind closest|none] [--queue] [--detach] -- CMD [ARG...]\n";
+    "[--pg GROUP [--bundle I]] [--bind closest|none] [--cwd DIR] [--env-policy all|none|K1,K2] "
+    "[--queue] [--detach] -- CMD [ARG...]\n";
 
 /* Each worker's output. Followed while it is written (JobLogs follow):
  * with one worker it is passed on as it comes; with several each line is
@@ -223,6 +224,7 @@ int cli_run(int argc, char **argv)
     corral_strategy_t strategy = CORRAL_PACK;
     corral_bind_t bind = CORRAL_BIND_CLOSEST;
     const char *selector = NULL, *domain = NULL, *pg = NULL;
+    const char *cwd_s = NULL, *env_policy = NULL;
     const cli_opt_t opts[] = {
         CLI_CALL("gpus", opt_count, &ro),
         CLI_CALL("tpus", opt_count, &ro),
@@ -241,6 +243,8 @@ int cli_run(int argc, char **argv)
         CLI_STR("pg", &pg),
         CLI_UINT("bundle", &bundle, 0, 100000),
         CLI_STR("bind", &bind_s),
+        CLI_STR("cwd", &cwd_s),
+        CLI_STR("env-policy", &env_policy),
         CLI_END,
     };
     /* options stop at the command, whose own options are its */
@@ -283,19 +287,35 @@ int cli_run(int argc, char **argv)
         CR_VEC_FREE(&ro.env);
         return CLI_USAGE;
     }
-    *CR_VEC_PUSH(&ro.env) = NULL;
+    /* the workers' environment: the caller's (by --env-policy), --env on top */
+    cli_strv_t wenv;
+    if (cli_worker_env("corral run", env_policy, ro.env.v, ro.env.n, &wenv)) {
+        fprintf(stderr, "%s", run_usage);
+        CR_VEC_FREE(&ro.env);
+        return CLI_USAGE;
+    }
+    char *cwd = cli_abs_path("corral run", "--cwd", cwd_s);
+    if (!cwd) {
+        cli_strv_free(&wenv);
+        CR_VEC_FREE(&ro.env);
+        return CLI_FAIL;
+    }
 
     corral_t *c;
     char *why = NULL, *job_id = NULL;
     if (corral_connect(NULL, NULL, &c, &why) < 0) {
         fprintf(stderr, "corral run: %s\n", why ? why : "cannot connect");
         free(why);
+        free(cwd);
+        cli_strv_free(&wenv);
         CR_VEC_FREE(&ro.env);
         return CLI_FAIL;
     }
     corral_job_spec_t spec = {.name = name,
                               .argv = (const char *const *)(argv + optind),
-                              .env = ro.env.v,
+                              .env = wenv.v.v,
+                              .env_whole = 1,
+                              .cwd = cwd,
                               .resources = res[0] ? res : NULL,
                               .num_workers = workers,
                               .max_restarts = max_restarts,
@@ -370,6 +390,8 @@ out:
     sigaction(SIGTERM, &old_term, NULL);
     free(job_id);
     corral_disconnect(c);
+    free(cwd);
+    cli_strv_free(&wenv);
     CR_VEC_FREE(&ro.env);
     return rc;
 }

@@ -15,8 +15,8 @@
 static const char train_usage[] =
     "usage: corral train [--workers N] [--resources-per-worker 'GPU=1'] [--tpu-topology 4x4 "
     "--accelerator-type TPU-V6E] [--placement PACK|SPREAD|STRICT_PACK|STRICT_SPREAD] "
-    "[--domain LABEL] [--max-failures K] [--checkpoint-dir DIR] [--env K=V]... [--queue] "
-    "-- CMD [ARG...]\n";
+    "[--domain LABEL] [--max-failures K] [--checkpoint-dir DIR] [--env K=V]... [--cwd DIR] "
+    "[--env-policy all|none|K1,K2] [--queue] -- CMD [ARG...]\n";
 
 #define MAX_ENV 64
 #define TAIL_LINES 10
@@ -105,12 +105,15 @@ int cli_train(int argc, char **argv)
         {"checkpoint-dir", required_argument, 0, 'c'},
         {"env", required_argument, 0, 'e'},
         {"queue", no_argument, 0, 'q'},
+        {"cwd", required_argument, 0, 'C'},
+        {"env-policy", required_argument, 0, 'E'},
         {"wait-for-nodes", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     unsigned workers = 0, max_failures = 0;
     const char *res = NULL, *topo = NULL, *accel = NULL, *domain = NULL, *ckpt = NULL;
+    const char *cwd_s = NULL, *env_policy = NULL;
     const char *env[MAX_ENV + 2];
     size_t nenv = 0;
     corral_strategy_t strategy = CORRAL_PACK;
@@ -164,6 +167,12 @@ int cli_train(int argc, char **argv)
             break;
         case 'q':
             queue = true;
+            break;
+        case 'C':
+            cwd_s = optarg;
+            break;
+        case 'E':
+            env_policy = optarg;
             break;
         case 'h':
             fputs(train_usage, stdout);
@@ -266,13 +275,30 @@ int cli_train(int argc, char **argv)
         fprintf(stderr, "corral train: the reservation is %s: %s\n", pg.state, pg.reason);
         goto out_pg;
     }
-    char *ckenv = NULL;
-    if (ckpt)
-        env[nenv++] = ckenv = cr_asprintf("CORRAL_CHECKPOINT_DIR=%s", ckpt);
+    char *ckenv = NULL, *ckabs = NULL;
+    if (ckpt) { /* the caller's relative path, wherever the ranks run */
+        if (!(ckabs = cli_abs_path("corral train", "--checkpoint-dir", ckpt)))
+            goto out_pg;
+        env[nenv++] = ckenv = cr_asprintf("CORRAL_CHECKPOINT_DIR=%s", ckabs);
+        free(ckabs);
+    }
     env[nenv] = NULL;
+    cli_strv_t wenv;
+    char *cwd = NULL;
+    if (cli_worker_env("corral train", env_policy, env, nenv, &wenv)) {
+        free(ckenv);
+        goto out_pg;
+    }
+    if (!(cwd = cli_abs_path("corral train", "--cwd", cwd_s))) {
+        cli_strv_free(&wenv);
+        free(ckenv);
+        goto out_pg;
+    }
     corral_job_spec_t js = {.name = "train",
                             .argv = (const char *const *)&argv[optind],
-                            .env = env,
+                            .env = wenv.v.v,
+                            .env_whole = 1,
+                            .cwd = cwd,
                             .num_workers = workers,
                             .restart = max_failures ? CORRAL_RESTART_GANG : CORRAL_RESTART_NONE,
                             .max_restarts = max_failures,
@@ -281,6 +307,8 @@ int cli_train(int argc, char **argv)
     char *job_id = NULL;
     err = corral_submit(c, &js, &job_id);
     free(ckenv);
+    free(cwd);
+    cli_strv_free(&wenv);
     if (err < 0) {
         fprintf(stderr, "corral train: %s\n", corral_errmsg(c));
         goto out_pg;

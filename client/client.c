@@ -483,6 +483,7 @@ int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id)
         ws.env = kvp;
         ws.n_env = nenv;
         ws.cwd = (char *)(spec->cwd ? spec->cwd : "");
+        ws.env_whole = spec->env_whole != 0;
         ws.resources = q;
         ws.n_resources = nq;
         js.name = (char *)(spec->name ? spec->name : "");
