@@ -7,11 +7,30 @@
 #include <stdio.h>
 #include <time.h>
 
-static const char job_usage[] = "usage: corral job list [--json] | status JOB [--json] | "
-                                "stop JOB [--grace MS] | logs [-f] JOB [--worker I]\n";
-static const char status_usage[] = "usage: corral status [--json]\n";
-static const char nodes_usage[] = "usage: corral nodes [--json]\n";
-static const char events_usage[] = "usage: corral events [-f] [--json] [--limit N]\n";
+static const char job_usage[] =
+    "usage: corral job list [--json] | status JOB [--json] | stop JOB [--grace MS] | "
+    "logs [-f] JOB [--worker I]\n"
+    "\n"
+    "  list          every job: JOB, STATE, EXIT (once ended), WORKERS, AGE, NODES, NAME,\n"
+    "                REASON (why a PENDING job waits)\n"
+    "  status JOB    one job and its workers: node, pid, devices, state, exit code, reason\n"
+    "  stop JOB      stop it (SIGTERM, SIGKILL after --grace MS) and wait until it has ended\n"
+    "  logs JOB      its output so far; -f follows until it ends; --worker I one worker's\n"
+    "  --json        the same as JSON\n";
+static const char status_usage[] =
+    "usage: corral status [--json]\n"
+    "\n"
+    "The head, its nodes, each resource's total, used and free, running and pending jobs.\n";
+static const char nodes_usage[] = "usage: corral nodes [--json]\n"
+                                  "\n"
+                                  "The nodes of the cluster, their state, resources and labels.\n";
+static const char events_usage[] =
+    "usage: corral events [-f] [--json] [--limit N]\n"
+    "\n"
+    "What happened and why (submitted, placed, pending, exited, node lost, ...).\n"
+    "  -f           go on printing new events until interrupted\n"
+    "  --limit N    the last N events (0, the default: all of them)\n"
+    "  --json       one JSON object per event\n";
 
 static corral_t *connect_or_say(const char *cmd)
 {

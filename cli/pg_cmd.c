@@ -7,7 +7,14 @@
 static const char pg_usage[] =
     "usage: corral pg create NAME --bundles 'GPU=1,CPU=1;GPU=1' "
     "[--strategy PACK|SPREAD|STRICT_PACK|STRICT_SPREAD] [--label-selector SEL] [--domain KEY] "
-    "[--no-wait] [--queue] [--json] | list [--json] | remove NAME|ID\n";
+    "[--no-wait] [--queue] [--json] | list [--json] | remove NAME|ID\n"
+    "\n"
+    "Placement groups: bundles of resources reserved together, for jobs to run in (corral run\n"
+    "--pg). create waits until the group is CREATED, saying why while it waits (--no-wait:\n"
+    "return once queued); a group the alive nodes could never hold is refused unless --queue.\n"
+    "  --bundles B      bundles separated by ';', each as --resources takes them\n"
+    "  --strategy S     PACK (default), SPREAD, STRICT_PACK, STRICT_SPREAD\n"
+    "  --label-selector SEL, --domain KEY   which nodes, one value of a label for all\n";
 
 static json_t *pg_json(const corral_pg_t *p)
 {

@@ -18,7 +18,20 @@ static const char start_usage[] =
     "[--port N] [--listen ADDR] [--token-file F] [--heartbeat-ms N] [--suspect-after-ms N] "
     "[--dead-after-ms N] [--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
-    "[--node-id ID] [--resources ...] [--labels ...] [--block]\n";
+    "[--node-id ID] [--resources ...] [--labels ...] [--block]\n"
+    "\n"
+    "--head starts the cluster's head (corrald) on this node, in the background, and prints\n"
+    "the command that joins an agent to it; --address joins this node to a head as an agent.\n"
+    "\n"
+    "  --hw-spec FILE          describe the node from a spec file instead of discovering it\n"
+    "  --resources, --labels   extra resources ('K=V,...') and labels ('k=v,...') of the node\n"
+    "  --port N, --listen ADDR the head's TCP port, address to listen on\n"
+    "  --token-file F          the cluster token (default: the session's)\n"
+    "  --node-ip IP, --node-id ID   this agent's address and name\n"
+    "  --heartbeat-ms, --suspect-after-ms, --dead-after-ms N   the head's failure detector\n"
+    "  --block                 run in the foreground\n"
+    "\n"
+    "A head that is unreachable fails the join at once; 'corral stop' stops what started here.\n";
 static const char stop_usage[] =
     "usage: corral stop\n"
     "  stops every corral daemon of this session on this node: the head (through its socket,\n"

@@ -16,7 +16,27 @@ static const char train_usage[] =
     "usage: corral train [--workers N] [--resources-per-worker 'GPU=1'] [--tpu-topology 4x4 "
     "--accelerator-type TPU-V6E] [--placement PACK|SPREAD|STRICT_PACK|STRICT_SPREAD] "
     "[--domain LABEL] [--max-failures K] [--checkpoint-dir DIR] [--env K=V]... [--cwd DIR] "
-    "[--env-policy all|none|K1,K2] [--queue] -- CMD [ARG...]\n";
+    "[--env-policy all|none|K1,K2] [--queue] -- CMD [ARG...]\n"
+    "\n"
+    "Runs an unchanged torch.distributed or JAX script as one rank per device: reserves a\n"
+    "placement group, sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, JAX_* per\n"
+    "rank, follows every rank's output ('[rank N] '), restarts the whole gang after a failure,\n"
+    "and prints a summary. The group is removed at the end (and on Ctrl-C).\n"
+    "\n"
+    "  --workers N                 ranks (default: one per device of that kind in the cluster,\n"
+    "                              or one per chip of --tpu-topology)\n"
+    "  --resources-per-worker R    each rank's resources (default GPU=1)\n"
+    "  --tpu-topology AxB          ranks on the hosts of one TPU slice of that topology;\n"
+    "                              --accelerator-type TPU-V6E narrows the slice's kind\n"
+    "  --placement S, --domain L   how the ranks spread over nodes, a label they share\n"
+    "  --max-failures K            gang restarts allowed (default 0)\n"
+    "  --checkpoint-dir DIR        CORRAL_CHECKPOINT_DIR for every rank (relative: the caller's)\n"
+    "  --env K=V, --env-policy P, --cwd DIR   as corral run's: the caller's environment and\n"
+    "                              directory by default\n"
+    "  --queue, --wait-for-nodes   wait for nodes to join when the cluster could never hold\n"
+    "                              the ranks (else refused at once with the reason)\n"
+    "\n"
+    "See docs/train.md.\n";
 
 #define MAX_ENV 64
 #define TAIL_LINES 10

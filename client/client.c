@@ -12,6 +12,8 @@
 #include "net/net.h"
 #include "sched/sched.h"
 #include <ctype.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -149,7 +151,13 @@ int corral_connect(const char *address, const char *token_path, corral_t **out, 
     uv_timer_init(&c->loop, &c->timer);
     uint8_t token[CR_TOKEN_LEN];
     char name[64];
-    int err = cr_token_read(tok, token);
+    struct stat tst;
+    /* no token file: no head, said once here (the reader would warn too) */
+    int err = lstat(tok, &tst) < 0 ? -errno : cr_token_read(tok, token);
+    if (err == -ENOENT && !(token_path && token_path[0])) {
+        set_msg(c, "no head is running (no %s); start one with 'corral start --head'", tok);
+        goto fail;
+    }
     if (err < 0) {
         set_msg(c, "cannot read the cluster token %s: %s (is a head running? corral start --head)",
                 tok, cr_strerror(err));
