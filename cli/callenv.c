@@ -8,13 +8,14 @@
 
 extern char **environ;
 
-static bool key_listed(const char *list, const char *key, size_t klen)
+/* Whether word (n bytes) is one of the comma-separated words of list. */
+bool cli_one_of(const char *list, const char *word, size_t n)
 {
     for (const char *p = list; *p;) {
-        size_t n = strcspn(p, ",");
-        if (n == klen && !strncmp(p, key, klen))
+        size_t k = strcspn(p, ",");
+        if (k == n && !strncmp(p, word, n))
             return true;
-        p += n + (p[n] == ',');
+        p += k + (p[k] == ',');
     }
     return false;
 }
@@ -37,7 +38,7 @@ int cli_worker_env(const char *cmd, const char *policy, const char *const *extra
             const char *eq = strchr(*e, '=');
             if (!eq || eq == *e)
                 continue;
-            if (all || key_listed(policy, *e, (size_t)(eq - *e)))
+            if (all || cli_one_of(policy, *e, (size_t)(eq - *e)))
                 *CR_VEC_PUSH(&out->v) = *e;
         }
     for (size_t i = 0; i < nextra; i++) /* after: --env wins */

@@ -83,6 +83,8 @@ typedef struct cli_strv {
 int cli_worker_env(const char *cmd, const char *policy, const char *const *extra, size_t nextra,
                    cli_strv_t *out);
 void cli_strv_free(cli_strv_t *v);
+/* Whether word (n bytes) is one of list's comma-separated words. */
+bool cli_one_of(const char *list, const char *word, size_t n);
 /* path made absolute against the current directory (NULL: the directory
  * itself), malloc'ed; NULL once why is said. */
 char *cli_abs_path(const char *cmd, const char *what, const char *path);

@@ -229,17 +229,9 @@ static int opt_env(void *dst, const char *name, const char *arg)
     return 0;
 }
 
-/* Whether arg is one of the comma-separated words (--restart, --bind). */
 static bool one_of(const char *arg, const char *words)
 {
-    size_t n = strlen(arg);
-    for (const char *w = words; *w;) {
-        size_t k = strcspn(w, ",");
-        if (k == n && !strncmp(w, arg, n))
-            return true;
-        w += k + (w[k] == ',');
-    }
-    return false;
+    return cli_one_of(words, arg, strlen(arg));
 }
 
 int cli_run(int argc, char **argv)
