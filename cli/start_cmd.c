@@ -217,8 +217,11 @@ int cli_start(int argc, char **argv)
     }
     args[na] = NULL;
 
-    char unreachable[320];
-    if (address && reach(address, unreachable, sizeof(unreachable)) < 0) {
+    char unreachable[320] = "";
+    int reach_err = address ? reach(address, unreachable, sizeof(unreachable)) : 0;
+    /* a refusal or a bad address is final; a timeout may be a link still
+     * coming up: then the agent tries, within START_TIMEOUT_MS */
+    if (reach_err == -ECONNREFUSED || reach_err == -EINVAL) {
         fprintf(stderr,
                 "corral start: %s; nothing was started (is the head running? 'corral start "
                 "--head' on it prints the command to join)\n",
@@ -321,7 +324,11 @@ int cli_start(int argc, char **argv)
         usleep(20000);
     }
     fprintf(stderr, "corral start: corrald (pid %d) did not answer within %d s%s%s; stopped it\n",
-            (int)pid, START_TIMEOUT_MS / 1000, why ? ": " : "", why ? why : "");
+            (int)pid, START_TIMEOUT_MS / 1000,
+            why              ? ": "
+            : unreachable[0] ? ": "
+                             : "",
+            why ? why : unreachable);
     if (said.len)
         fwrite(said.s, 1, said.len, stderr);
     end_child(pid); /* nothing left running after a failed start */

@@ -94,13 +94,9 @@ typedef struct corral_job_spec {
     const char *const *argv; /* NULL-terminated, argv[0] searched in PATH */
     const char *const *env;  /* "K=V" strings, NULL-terminated; may be NULL */
     const char *cwd;         /* NULL: the agent's working directory */
-    /* Non-zero: env is the workers' whole environment (corral run sends
-     * the caller's); 0: env goes on top of the agent's own. Either way the
-     * isolation and CORRAL_* variables come last. */
-    int env_whole;
-    const char *resources; /* per worker: "GPU=1,CPU=2,memory=8Gi"; NULL: CPU=1 */
-    unsigned num_workers;  /* the gang's size; 0 means 1 */
-    unsigned grace_ms;     /* SIGTERM to SIGKILL on stop; 0: the head's default */
+    const char *resources;   /* per worker: "GPU=1,CPU=2,memory=8Gi"; NULL: CPU=1 */
+    unsigned num_workers;    /* the gang's size; 0 means 1 */
+    unsigned grace_ms;       /* SIGTERM to SIGKILL on stop; 0: the head's default */
     /* What a failing worker (non-zero exit, signal) leads to while
      * restarts are left: NONE fails the job, WORKER restarts that worker
      * on the same devices, GANG stops the others and restarts every
@@ -130,6 +126,10 @@ typedef struct corral_job_spec {
      * stays PENDING, its reason saying so, until nodes join (an autoscaled
      * cluster); 0: it is refused at submit with the scheduler's reason. */
     int wait_for_nodes;
+    /* Non-zero: env is the workers' whole environment (corral run sends
+     * the caller's); 0: env goes on top of the agent's own. Either way the
+     * isolation and CORRAL_* variables come last. */
+    int env_whole;
 } corral_job_spec_t;
 
 /* States, as the head names them. */
