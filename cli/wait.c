@@ -50,6 +50,8 @@ void cli_watch_pending(cli_stopper_t *st)
     if (st->placed)
         return;
     int64_t now = cr_mono_ms();
+    if (!st->next_ms) /* a job placed at once (the usual case) costs nothing */
+        st->next_ms = now + 500;
     if (now < st->next_ms)
         return;
     st->next_ms = now + 1000;
