@@ -66,10 +66,11 @@ free=$("$CORRAL" status --json | jq '[.nodes[] | select(.node_id == "gpu-a" or .
     fail "GPUs free on gpu-a, gpu-b: $free"
 # the agents dropped their prepared share: another group on gpu-a and gpu-b
 # is accepted by them (they refuse devices held for another group)
-out=$("$CORRAL" pg create duo --bundles 'GPU=8;GPU=8' --strategy STRICT_SPREAD --json 2>&1)
+# (stderr apart: while it waits, pg create says why there)
+out=$("$CORRAL" pg create duo --bundles 'GPU=8;GPU=8' --strategy STRICT_SPREAD --json 2>"$CORRAL_HOME/duo.err")
 [ "$(jq -r .state <<<"$out" 2>/dev/null)" = CREATED ] &&
     ok "gpu-a and gpu-b hold nothing of it: another 2-node group is CREATED there" ||
-    fail "duo: $out"
+    fail "duo: $out $(cat "$CORRAL_HOME/duo.err")"
 "$CORRAL" pg remove duo >/dev/null || fail "pg remove duo"
 # a new incarnation of gpu-c: the group is reserved on the three nodes
 agent_up gpu-c "$SPECS/dgx-h100.yaml" 127.0.0.4
