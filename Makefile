@@ -2,12 +2,15 @@
 #   make demo    build, then show what corral sees on this and fixture machines
 #   make check   every test: unit, CLI, sanitizers (ASan+UBSan), a short fuzz run
 #   make mutate  the curated mutations (tests/mutations/mutations.tsv): slow, not in check
+#   make check-repeat   the cluster tests RUNS times (default 20) with every core busy
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 10
 CMAKE_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check test asan fuzz fuzz-long demo bench clean format mutate
+RUNS ?= 20
+
+.PHONY: all deps build check check-repeat test asan fuzz fuzz-long demo bench clean format mutate
 
 all: build
 
@@ -40,6 +43,9 @@ check: test asan fuzz
 # MUTATE_FLAGS: e.g. --only ID,ID or --check (docs/testing.md)
 mutate: build
 	scripts/mutate.py --build build --jobs $(JOBS) $(MUTATE_FLAGS)
+
+check-repeat: build
+	scripts/check-repeat.sh $(RUNS) build '^cluster_'
 
 demo: build
 	scripts/demo.sh

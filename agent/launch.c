@@ -148,6 +148,20 @@ static void accelerator_ids(const cr_worker_spec_t *s, cr_buf_t *out)
     }
 }
 
+/* Why argv0 did not start, naming it: the errno's words first (what
+ * scripts match), then the command, where it was looked for, and, for a
+ * name with a space, the likely mistake (the whole command in one word). */
+static char *exec_failure(const char *argv0, int err)
+{
+    const char *where =
+        err == -ENOENT && !strchr(argv0, '/') ? " (not found in the worker's PATH)" : "";
+    const char *hint = strchr(argv0, ' ') ? "; did you quote the whole command? give the command "
+                                            "and its arguments as separate words, or run it "
+                                            "with sh -c"
+                                          : "";
+    return cr_asprintf("exec failed: %s: cannot run '%s'%s%s", strerror(-err), argv0, where, hint);
+}
+
 static int build_env(const cr_worker_spec_t *s, cr_envlist_t *env, char **errmsg)
 {
     if (s->inherit_env)
@@ -419,6 +433,7 @@ static void reap(cr_worker_t *w)
     int status = 0;
     pid_t r;
     siginfo_t si = {0};
+    int64_t seen_us = cr_wall_us(); /* before anything else this turn does */
     if (w->leader_gone ||
         (waitid(P_PID, (id_t)w->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0))
         return; /* still running (another child's SIGCHLD) */
@@ -438,6 +453,7 @@ static void reap(cr_worker_t *w)
         uv_poll_stop(&w->watch.poll);
     if (r < 0) /* someone else reaped it: how it ended is lost */
         status = 0xff00;
+    w->exit.ended_us = seen_us;
     on_leader_exit(w, status);
 }
 
@@ -622,7 +638,7 @@ int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exi
     if (bind.apply && sched_setaffinity(0, bind.size, bind.have) != 0)
         cr_warn("could not give the agent's loop thread its CPUs back: %s", strerror(errno));
     if (err) {
-        why = cr_asprintf("exec failed: %s", strerror(-err));
+        why = exec_failure(spec->argv[0], err);
         if (errfd >= 0)
             dprintf(errfd, "corral: %s: %s\n", spec->argv[0], why);
         if (!w->use_signal)

@@ -57,10 +57,13 @@ typedef struct cr_worker_spec {
 } cr_worker_spec_t;
 
 typedef struct cr_worker_exit {
-    int64_t code; /* exit status when signal is 0 */
-    int signal;   /* the signal that ended the leader, 0 none */
-    bool stopped; /* cr_worker_stop was called before it ended */
-    bool killed;  /* the grace period ran out: the group got SIGKILL */
+    int64_t code;     /* exit status when signal is 0 */
+    int signal;       /* the signal that ended the leader, 0 none */
+    bool stopped;     /* cr_worker_stop was called before it ended */
+    bool killed;      /* the grace period ran out: the group got SIGKILL */
+    int64_t ended_us; /* wall clock, us, when the leader's exit was seen (the
+                       * pidfd or SIGCHLD event), not when this is reported:
+                       * a stop's drain and a busy loop come after it */
 } cr_worker_exit_t;
 
 /* Called once per worker, when its leader has exited and, for a stop, the

@@ -190,12 +190,12 @@ static void aw_done(agent_t *a, aw_t *w, Corral__WorkerReport *r)
     aw_free(w);
 }
 
-static void report_init(Corral__WorkerReport *r, const aw_t *w, Corral__WorkerState st)
+/* ended_us: when the exit was seen, not now (a stop's drain comes between). */
+static void report_init(Corral__WorkerReport *r, const aw_t *w, Corral__WorkerState st,
+                        int64_t ended_us)
 {
     corral__worker_report__init(r);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    r->ended_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    r->ended_us = ended_us;
     r->worker_id = w->id;
     r->job_id = w->job_id;
     r->worker_index = w->index;
@@ -211,7 +211,8 @@ static void on_worker_exit(cr_worker_t *cw, const cr_worker_exit_t *ex, void *ar
     Corral__WorkerReport r;
     report_init(&r, w,
                 ex->stopped ? CORRAL__WORKER_STATE__WORKER_STOPPED
-                            : CORRAL__WORKER_STATE__WORKER_EXITED);
+                            : CORRAL__WORKER_STATE__WORKER_EXITED,
+                ex->ended_us);
     r.exit_code = (int32_t)ex->code;
     r.signal = ex->signal;
     r.reason = ex->killed ? "killed after the grace period" : "";
@@ -231,6 +232,7 @@ static void on_adopt_exit(uv_poll_t *h, int status, int events)
     aw_t *w = ad->w;
     if (ad->done || !w)
         return;
+    int64_t seen_us = cr_wall_us();
     ad->done = true;
     uv_poll_stop(&ad->poll);
     uv_timer_stop(&ad->timer);
@@ -238,7 +240,8 @@ static void on_adopt_exit(uv_poll_t *h, int status, int events)
     Corral__WorkerReport r;
     report_init(&r, w,
                 ad->stopping ? CORRAL__WORKER_STATE__WORKER_STOPPED
-                             : CORRAL__WORKER_STATE__WORKER_EXITED);
+                             : CORRAL__WORKER_STATE__WORKER_EXITED,
+                seen_us);
     r.exit_code = -1;
     r.code_unknown = true;
     r.reason = "exited (code unknown: adopted after a head restart)";
@@ -353,7 +356,7 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
                           .cwd = spec->cwd && spec->cwd[0] ? spec->cwd : NULL,
                           .env = &env,
                           .gang_env = &gang,
-                          .inherit_env = true,
+                          .inherit_env = !spec->env_whole, /* the submitter's, not ours */
                           .node = a->cfg.node,
                           .hw = a->cfg.hwo,
                           .devs = devs,
@@ -429,7 +432,7 @@ size_t agent_reports(const agent_t *a, Corral__WorkerReport ***out)
     for (size_t i = 0; i < a->ws.n; i++) {
         const aw_t *w = a->ws.v[i];
         v[i] = cr_malloc(sizeof(**v));
-        report_init(v[i], w, CORRAL__WORKER_STATE__WORKER_RUNNING);
+        report_init(v[i], w, CORRAL__WORKER_STATE__WORKER_RUNNING, 0);
         v[i]->worker_id = cr_strdup(w->id);
         v[i]->job_id = cr_strdup(w->job_id);
     }

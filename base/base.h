@@ -84,6 +84,8 @@ void cr_log_set_limits(const cr_log_limits_t *l);
 int64_t cr_mono_ms(void);
 /* Milliseconds since the epoch (CLOCK_REALTIME), for records people read. */
 int64_t cr_wall_ms(void);
+/* Microseconds since the epoch, for ordering events across nodes. */
+int64_t cr_wall_us(void);
 
 /* ---- paths corral trusts (base/trust.c, docs/runtime.md "The session") ---- */
 /* The corral home: $CORRAL_HOME, else /run/corral for root, else

@@ -190,8 +190,13 @@ int cr_session_latest(const char *home, char *out, size_t size, char *why, size_
     struct stat st;
     if (lstat(link, &st) < 0) {
         int err = -errno;
-        snprintf(why, wsize, "no session in %s (%s): is a head running? corral start --head", home,
-                 strerror(errno));
+        if (err == -ENOENT)
+            snprintf(why, wsize,
+                     "no head is running (no session in %s); start one with 'corral start --head'",
+                     home);
+        else
+            snprintf(why, wsize, "no session in %s (%s): is a head running? corral start --head",
+                     home, strerror(errno));
         return err;
     }
     ssize_t n = S_ISLNK(st.st_mode) ? readlink(link, target, sizeof(target) - 1) : -1;

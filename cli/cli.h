@@ -36,13 +36,59 @@ void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, siz
  * cli_stop_on_interrupt, the follow's tick (corral_set_tick) with a
  * cli_stopper_t, stops the job through a second connection once. */
 #include <signal.h>
+/* A line saying what a command waits for (wait.c): on a terminal one line
+ * kept current ("corral run: job 4 pending 12s: REASON"), else a line
+ * each time the reason changes and every 30 s. */
+typedef struct cli_waitline {
+    const char *cmd;
+    char what[96];
+    char reason[256];
+    int64_t t0, said_ms;
+    bool tty, shown;
+} cli_waitline_t;
+void cli_waitline_init(cli_waitline_t *w, const char *cmd, const char *what);
+void cli_waitline_show(cli_waitline_t *w, const char *reason);
+void cli_waitline_done(cli_waitline_t *w);
+
+typedef struct corral corral_t;
+typedef struct corral_pg corral_pg_t;
 typedef struct cli_stopper {
     const char *cmd; /* "corral run", for messages */
     const char *job_id;
     bool sent;
+    /* while the job is pending (cli_watch_pending): what it waits for */
+    bool placed;
+    int64_t next_ms;
+    corral_t *c2;
+    cli_waitline_t wl;
 } cli_stopper_t;
 void cli_catch_interrupts(struct sigaction *old_int, struct sigaction *old_term);
+/* The follow's tick: stops the job on a signal, shows what it waits for. */
 int cli_stop_on_interrupt(void *arg);
+void cli_watch_pending(cli_stopper_t *st);
+void cli_stopper_fini(cli_stopper_t *st);
+/* Non-zero once SIGINT or SIGTERM came (after cli_catch_interrupts). */
+int cli_interrupted(void);
+/* Waits for group name (created with wait 0) to leave PENDING, saying why
+ * it waits: 0 with *out (CREATED, or INFEASIBLE with its reason), -EINTR
+ * on a signal, CR_ENOENT when it was removed, or the call's error. */
+int cli_wait_pg(corral_t *c, const char *cmd, const char *name, corral_pg_t *out);
+
+/* The caller's environment for a job's workers (callenv.c): policy "all"
+ * (NULL too), "none" or "K1,K2" (those names), then extra ("K=V", later
+ * wins), NULL-terminated in out->v.v, borrowing environ and extra. 0, or
+ * CLI_USAGE once a bad policy is said. */
+typedef struct cli_strv {
+    CR_VEC(const char *) v;
+} cli_strv_t;
+int cli_worker_env(const char *cmd, const char *policy, const char *const *extra, size_t nextra,
+                   cli_strv_t *out);
+void cli_strv_free(cli_strv_t *v);
+/* Whether word (n bytes) is one of list's comma-separated words. */
+bool cli_one_of(const char *list, const char *word, size_t n);
+/* path made absolute against the current directory (NULL: the directory
+ * itself), malloc'ed; NULL once why is said. */
+char *cli_abs_path(const char *cmd, const char *what, const char *path);
 
 /* A command's options (cli/opts.c): a table ended by {0}, parsed with
  * getopt_long; --help (-h) is every command's. FLAG sets a bool, STR a

@@ -40,7 +40,7 @@ static const struct {
     {"conformance", cli_tools,
      "this node's accelerators against the vendors' tools, on real hardware"},
     {"start", cli_start, "start a head (corrald) on this machine"},
-    {"stop", cli_stop, "stop the head and its workers"},
+    {"stop", cli_stop, "stop the head and the agents of this session on this node"},
     {"status", cli_status, "the head, its nodes, devices used and free, pending work"},
     {"nodes", cli_nodes, "the nodes of the cluster"},
     {"run", cli_run, "run a job (a gang of workers) and wait for it"},
@@ -55,7 +55,7 @@ static void usage(FILE *fp)
     fprintf(fp, "usage: corral COMMAND [OPTIONS]\n\ncommands:\n");
     for (size_t i = 0; i < CR_ARRAY_SIZE(commands); i++)
         fprintf(fp, "  %-8s %s\n", commands[i].name, commands[i].help);
-    fprintf(fp, "\n'corral COMMAND --help' tells more.\n");
+    fprintf(fp, "\n'corral COMMAND --help' tells more; 'corral --version' the version.\n");
 }
 
 int main(int argc, char **argv)
@@ -63,6 +63,10 @@ int main(int argc, char **argv)
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("corral %s\n", CORRAL_VERSION);
+        return CLI_OK;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {

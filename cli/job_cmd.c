@@ -7,11 +7,30 @@
 #include <stdio.h>
 #include <time.h>
 
-static const char job_usage[] = "usage: corral job list [--json] | status JOB [--json] | "
-                                "stop JOB [--grace MS] | logs [-f] JOB [--worker I]\n";
-static const char status_usage[] = "usage: corral status [--json]\n";
-static const char nodes_usage[] = "usage: corral nodes [--json]\n";
-static const char events_usage[] = "usage: corral events [-f] [--json] [--limit N]\n";
+static const char job_usage[] =
+    "usage: corral job list [--json] | status JOB [--json] | stop JOB [--grace MS] | "
+    "logs [-f] JOB [--worker I]\n"
+    "\n"
+    "  list          every job: JOB, STATE, EXIT (once ended), WORKERS, AGE, NODES, NAME,\n"
+    "                REASON (why a PENDING job waits)\n"
+    "  status JOB    one job and its workers: node, pid, devices, state, exit code, reason\n"
+    "  stop JOB      stop it (SIGTERM, SIGKILL after --grace MS) and wait until it has ended\n"
+    "  logs JOB      its output so far; -f follows until it ends; --worker I one worker's\n"
+    "  --json        the same as JSON\n";
+static const char status_usage[] =
+    "usage: corral status [--json]\n"
+    "\n"
+    "The head, its nodes, each resource's total, used and free, running and pending jobs.\n";
+static const char nodes_usage[] = "usage: corral nodes [--json]\n"
+                                  "\n"
+                                  "The nodes of the cluster, their state, resources and labels.\n";
+static const char events_usage[] =
+    "usage: corral events [-f] [--json] [--limit N]\n"
+    "\n"
+    "What happened and why (submitted, placed, pending, exited, node lost, ...).\n"
+    "  -f           go on printing new events until interrupted\n"
+    "  --limit N    the last N events (0, the default: all of them)\n"
+    "  --json       one JSON object per event\n";
 
 static corral_t *connect_or_say(const char *cmd)
 {
@@ -28,6 +47,54 @@ static corral_t *connect_or_say(const char *cmd)
 /* Parses [--json] and those of --limit, --grace, --worker, --follow (-f)
  * given a destination; the positional arguments are left in
  * argv[optind..]. 0, -1 after --help, or CLI_USAGE. */
+/* "42s", "7m", "3h", "2d" */
+static void format_age(int64_t ms, char *buf, size_t size)
+{
+    int64_t s = ms < 0 ? 0 : ms / 1000;
+    if (s < 120)
+        snprintf(buf, size, "%llds", (long long)s);
+    else if (s < 7200)
+        snprintf(buf, size, "%lldm", (long long)(s / 60));
+    else if (s < 172800)
+        snprintf(buf, size, "%lldh", (long long)(s / 3600));
+    else
+        snprintf(buf, size, "%lldd", (long long)(s / 86400));
+}
+
+/* The queue view, as squeue's: EXIT only for jobs that ended, the nodes
+ * of their workers, and for a pending job why it waits. */
+static void print_job_table(const corral_job_t *v, size_t n)
+{
+    int64_t now = cr_wall_ms();
+    printf("%-6s %-10s %-5s %-7s %-5s %-20s %-12s %s\n", "JOB", "STATE", "EXIT", "WORKERS", "AGE",
+           "NODES", "NAME", "REASON");
+    for (size_t i = 0; i < n; i++) {
+        const corral_job_t *j = &v[i];
+        bool ended = j->state == CORRAL_JOB_SUCCEEDED || j->state == CORRAL_JOB_FAILED ||
+                     j->state == CORRAL_JOB_STOPPED;
+        char exit_s[16] = "", age[16];
+        if (ended)
+            snprintf(exit_s, sizeof(exit_s), "%d", j->exit_code);
+        format_age(now - j->submitted_ms, age, sizeof(age));
+        cr_buf_t nodes = {0};
+        for (size_t k = 0; k < j->nworkers; k++) {
+            const char *id = j->workers[k].node_id;
+            if (!id || !id[0])
+                continue;
+            bool seen = false;
+            for (size_t q = 0; q < k && !seen; q++)
+                seen = j->workers[q].node_id && !strcmp(j->workers[q].node_id, id);
+            if (!seen)
+                cr_buf_printf(&nodes, "%s%s", nodes.len ? "," : "", id);
+        }
+        printf("%-6s %-10s %-5s %-7zu %-5s %-20s %-12s %s\n", j->job_id,
+               corral_job_state_name(j->state), exit_s, j->nworkers, age,
+               cli_esc(nodes.len ? nodes.s : "-"), cli_esc(j->name),
+               cli_esc(j->state == CORRAL_JOB_PENDING && j->reason ? j->reason : ""));
+        cr_buf_free(&nodes);
+    }
+}
+
 static int parse_common(int argc, char **argv, const char *usage, bool *json, unsigned *limit,
                         unsigned *grace, unsigned *worker, bool *follow)
 {
@@ -169,10 +236,7 @@ int cli_job(int argc, char **argv)
             cli_print_json(a);
             json_decref(a);
         } else {
-            printf("%-6s %-10s %-5s %-7s %s\n", "JOB", "STATE", "EXIT", "WORKERS", "NAME");
-            for (size_t i = 0; i < n; i++)
-                printf("%-6s %-10s %-5d %-7zu %s\n", v[i].job_id, corral_job_state_name(v[i].state),
-                       v[i].exit_code, v[i].nworkers, cli_esc(v[i].name));
+            print_job_table(v, n);
         }
         corral_job_list_free(v, n);
     } else if (is_status) {

@@ -7,6 +7,14 @@
 
 #define MAX_OPTS 40
 
+/* A usage error shows the usage lines, --help the whole text: the lines
+ * end at the first blank line. */
+static int usage_line_len(const char *usage)
+{
+    const char *blank = strstr(usage, "\n\n");
+    return (int)(blank ? (size_t)(blank - usage) + 1 : strlen(usage));
+}
+
 int cli_parse_opts(const char *cmd, const cli_opt_t *t, int argc, char **argv, const char *usage,
                    const char *help, bool in_order)
 {
@@ -42,8 +50,8 @@ int cli_parse_opts(const char *cmd, const cli_opt_t *t, int argc, char **argv, c
             if (t[i].abbr == opt)
                 opt = (int)(i + 1);
         if (opt < 1 || opt > (int)n) {
-            fprintf(stderr, "%s: unknown or incomplete option '%s'\n%s", cmd, argv[optind - 1],
-                    usage);
+            fprintf(stderr, "%s: unknown or incomplete option '%s'\n%.*s", cmd, argv[optind - 1],
+                    usage_line_len(usage), usage);
             return CLI_OPTS_BAD;
         }
         const cli_opt_t *o = &t[opt - 1];
@@ -58,8 +66,8 @@ int cli_parse_opts(const char *cmd, const cli_opt_t *t, int argc, char **argv, c
             char *end;
             long v = strtol(optarg, &end, 10);
             if (!optarg[0] || *end || v < (long)o->lo || v > (long)o->hi) {
-                fprintf(stderr, "%s: --%s: expected %u to %u, got '%s'\n%s", cmd, o->name, o->lo,
-                        o->hi, optarg, usage);
+                fprintf(stderr, "%s: --%s: expected %u to %u, got '%s'\n%.*s", cmd, o->name, o->lo,
+                        o->hi, optarg, usage_line_len(usage), usage);
                 return CLI_OPTS_BAD;
             }
             *(unsigned *)o->dst = (unsigned)v;

@@ -7,7 +7,14 @@
 static const char pg_usage[] =
     "usage: corral pg create NAME --bundles 'GPU=1,CPU=1;GPU=1' "
     "[--strategy PACK|SPREAD|STRICT_PACK|STRICT_SPREAD] [--label-selector SEL] [--domain KEY] "
-    "[--no-wait] [--json] | list [--json] | remove NAME|ID\n";
+    "[--no-wait] [--queue] [--json] | list [--json] | remove NAME|ID\n"
+    "\n"
+    "Placement groups: bundles of resources reserved together, for jobs to run in (corral run\n"
+    "--pg). create waits until the group is CREATED, saying why while it waits (--no-wait:\n"
+    "return once queued); a group the alive nodes could never hold is refused unless --queue.\n"
+    "  --bundles B      bundles separated by ';', each as --resources takes them\n"
+    "  --strategy S     PACK (default), SPREAD, STRICT_PACK, STRICT_SPREAD\n"
+    "  --label-selector SEL, --domain KEY   which nodes, one value of a label for all\n";
 
 static json_t *pg_json(const corral_pg_t *p)
 {
@@ -82,13 +89,15 @@ static int pg_create(int argc, char **argv)
 {
     const char *bundles = NULL, *strategy = NULL;
     corral_pg_spec_t spec = {.wait = 1};
-    bool json = false, no_wait = false;
+    bool json = false, no_wait = false, queue = false;
     const cli_opt_t opts[] = {
         CLI_STR("bundles", &bundles),
         CLI_STR("strategy", &strategy),
         CLI_STR("label-selector", &spec.selector),
         CLI_STR("domain", &spec.domain),
         CLI_FLAG("no-wait", &no_wait),
+        CLI_FLAG("queue", &queue),
+        CLI_FLAG("wait-for-nodes", &queue),
         CLI_FLAG("json", &json),
         CLI_END,
     };
@@ -103,6 +112,7 @@ static int pg_create(int argc, char **argv)
         return CLI_USAGE;
     }
     spec.wait = !no_wait;
+    spec.wait_for_nodes = queue;
     if (first + 1 != argc || !bundles) {
         fprintf(stderr, "corral pg create: %s\n%s",
                 first >= argc      ? "no group name given"
@@ -136,9 +146,25 @@ static int pg_create(int argc, char **argv)
         goto out_free;
     }
     corral_pg_t pg;
+    bool wait = spec.wait;
+    spec.wait = 0; /* queued at once, then waited for here, saying why */
+    struct sigaction old_int, old_term;
+    cli_catch_interrupts(&old_int, &old_term);
     int err = corral_pg_create(c, &spec, &pg);
+    if (err == 0 && wait && (!strcmp(pg.state, "PENDING") || !strcmp(pg.state, "PREPARING"))) {
+        corral_pg_free(&pg);
+        err = cli_wait_pg(c, "corral pg create", spec.name, &pg);
+        if (err == -EINTR) /* the group stays: it was named to outlive this */
+            fprintf(stderr,
+                    "corral pg create: interrupted; group %s stays PENDING (corral pg "
+                    "remove %s removes it)\n",
+                    spec.name, spec.name);
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     if (err < 0) {
-        fprintf(stderr, "corral pg create: %s\n", corral_errmsg(c));
+        if (err != -EINTR && err != CR_ENOENT)
+            fprintf(stderr, "corral pg create: %s\n", corral_errmsg(c));
         goto out;
     }
     if (json) {

@@ -9,7 +9,36 @@ static const char run_usage[] =
     "usage: corral run [--gpus N | --tpus N | --resources 'TPU=4,CPU=2'] [--workers N] "
     "[--env K=V]... [--name NAME] [--max-restarts N [--restart worker|gang]] "
     "[--placement PACK|SPREAD|STRICT_PACK|STRICT_SPREAD] [--label-selector SEL] [--domain KEY] "
-    "[--pg GROUP [--bundle I]] [--bind closest|none] [--detach] -- CMD [ARG...]\n";
+    "[--pg GROUP [--bundle I]] [--bind closest|none] [--cwd DIR] [--env-policy all|none|K1,K2] "
+    "[--queue] [--detach] -- CMD [ARG...]\n"
+    "\n"
+    "Runs CMD as a job: a gang of --workers identical workers, placed together, and waits for\n"
+    "it, streaming each worker's output ('[i] ' before each line with several workers).\n"
+    "Exits with the job's exit code. Give the command and its arguments as separate words.\n"
+    "\n"
+    "  --gpus N, --tpus N     N GPUs (TPU chips) for each worker, not in all: --gpus 1\n"
+    "                         --workers 8 asks for 8 GPUs; one of --gpus, --tpus, --resources\n"
+    "  --resources R          each worker's resources, 'GPU=2,CPU=8,memory=64Gi' (default CPU=1)\n"
+    "  --workers N            the gang's size (default 1), placed all or nothing\n"
+    "  --env K=V              a variable for the workers, over the caller's (repeatable)\n"
+    "  --env-policy P         what of the caller's environment the workers get: all (the\n"
+    "                         default), none, or a list of names K1,K2\n"
+    "  --cwd DIR              where the workers start (default: the caller's directory; a\n"
+    "                         relative DIR is the caller's; on other nodes it must exist)\n"
+    "  --name NAME            the job's name (default: the command)\n"
+    "  --max-restarts N       restarts allowed (default 0); --restart worker|gang|none says\n"
+    "                         what restarts (default gang)\n"
+    "  --placement S          PACK (default), SPREAD, STRICT_PACK or STRICT_SPREAD over nodes\n"
+    "  --label-selector SEL   only nodes whose labels match ('k=v,k2 in (a,b)')\n"
+    "  --domain KEY           all workers on nodes sharing one value of label KEY\n"
+    "  --pg GROUP [--bundle I]  run in a placement group (its bundle I)\n"
+    "  --bind closest|none    worker threads on the cores near their devices (default) or not\n"
+    "  --queue, --wait-for-nodes  accept a gang the alive nodes could never hold and wait for\n"
+    "                         nodes to join (else it is refused at once with the reason)\n"
+    "  --detach               print the job id and return; 'corral job' follows it\n"
+    "\n"
+    "While the job waits its reason is shown; Ctrl-C or SIGTERM stops the job. See\n"
+    "docs/runtime.md.\n";
 
 /* Each worker's output. Followed while it is written (JobLogs follow):
  * with one worker it is passed on as it comes; with several each line is
@@ -23,6 +52,11 @@ static volatile sig_atomic_t interrupted;
 static void on_interrupt(int sig)
 {
     interrupted = sig;
+}
+
+int cli_interrupted(void)
+{
+    return interrupted;
 }
 
 void cli_catch_interrupts(struct sigaction *old_int, struct sigaction *old_term)
@@ -75,6 +109,7 @@ void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, siz
 int cli_stop_on_interrupt(void *arg)
 {
     cli_stopper_t *st = arg;
+    cli_watch_pending(st);
     if (!interrupted || st->sent)
         return 0;
     st->sent = true;
@@ -194,17 +229,9 @@ static int opt_env(void *dst, const char *name, const char *arg)
     return 0;
 }
 
-/* Whether arg is one of the comma-separated words (--restart, --bind). */
 static bool one_of(const char *arg, const char *words)
 {
-    size_t n = strlen(arg);
-    for (const char *w = words; *w;) {
-        size_t k = strcspn(w, ",");
-        if (k == n && !strncmp(w, arg, n))
-            return true;
-        w += k + (w[k] == ',');
-    }
-    return false;
+    return cli_one_of(words, arg, strlen(arg));
 }
 
 int cli_run(int argc, char **argv)
@@ -213,10 +240,11 @@ int cli_run(int argc, char **argv)
     const char *name = NULL, *restart = NULL, *placement = NULL, *bind_s = NULL;
     unsigned workers = 1, max_restarts = 0, bundle = ~0u;
     int rc = CLI_FAIL;
-    bool detach = false;
+    bool detach = false, queue = false;
     corral_strategy_t strategy = CORRAL_PACK;
     corral_bind_t bind = CORRAL_BIND_CLOSEST;
     const char *selector = NULL, *domain = NULL, *pg = NULL;
+    const char *cwd_s = NULL, *env_policy = NULL;
     const cli_opt_t opts[] = {
         CLI_CALL("gpus", opt_count, &ro),
         CLI_CALL("tpus", opt_count, &ro),
@@ -225,6 +253,8 @@ int cli_run(int argc, char **argv)
         CLI_CALL("env", opt_env, &ro),
         CLI_STR("name", &name),
         CLI_FLAG("detach", &detach),
+        CLI_FLAG("queue", &queue),
+        CLI_FLAG("wait-for-nodes", &queue),
         CLI_UINT("max-restarts", &max_restarts, 0, 1000),
         CLI_STR("restart", &restart),
         CLI_STR("placement", &placement),
@@ -233,6 +263,8 @@ int cli_run(int argc, char **argv)
         CLI_STR("pg", &pg),
         CLI_UINT("bundle", &bundle, 0, 100000),
         CLI_STR("bind", &bind_s),
+        CLI_STR("cwd", &cwd_s),
+        CLI_STR("env-policy", &env_policy),
         CLI_END,
     };
     /* options stop at the command, whose own options are its */
@@ -275,19 +307,35 @@ int cli_run(int argc, char **argv)
         CR_VEC_FREE(&ro.env);
         return CLI_USAGE;
     }
-    *CR_VEC_PUSH(&ro.env) = NULL;
+    /* the workers' environment: the caller's (by --env-policy), --env on top */
+    cli_strv_t wenv;
+    if (cli_worker_env("corral run", env_policy, ro.env.v, ro.env.n, &wenv)) {
+        fprintf(stderr, "%s", run_usage);
+        CR_VEC_FREE(&ro.env);
+        return CLI_USAGE;
+    }
+    char *cwd = cli_abs_path("corral run", "--cwd", cwd_s);
+    if (!cwd) {
+        cli_strv_free(&wenv);
+        CR_VEC_FREE(&ro.env);
+        return CLI_FAIL;
+    }
 
     corral_t *c;
     char *why = NULL, *job_id = NULL;
     if (corral_connect(NULL, NULL, &c, &why) < 0) {
         fprintf(stderr, "corral run: %s\n", why ? why : "cannot connect");
         free(why);
+        free(cwd);
+        cli_strv_free(&wenv);
         CR_VEC_FREE(&ro.env);
         return CLI_FAIL;
     }
     corral_job_spec_t spec = {.name = name,
                               .argv = (const char *const *)(argv + optind),
-                              .env = ro.env.v,
+                              .env = wenv.v.v,
+                              .env_whole = 1,
+                              .cwd = cwd,
                               .resources = res[0] ? res : NULL,
                               .num_workers = workers,
                               .max_restarts = max_restarts,
@@ -297,7 +345,8 @@ int cli_run(int argc, char **argv)
                               .placement_group = pg,
                               .has_bundle = has_bundle,
                               .bundle_index = bundle,
-                              .bind = bind};
+                              .bind = bind,
+                              .wait_for_nodes = queue};
     /* with restarts allowed the gang restarts unless told otherwise */
     if (!restart)
         spec.restart = max_restarts ? CORRAL_RESTART_GANG : CORRAL_RESTART_NONE;
@@ -327,6 +376,7 @@ int cli_run(int argc, char **argv)
     corral_set_tick(c, cli_stop_on_interrupt, &st);
     err = corral_job_logs_follow_all(c, job_id, -1, cli_on_follow, &o);
     corral_set_tick(c, NULL, NULL);
+    cli_stopper_fini(&st);
     if (err == CR_ENOSYS) { /* a head that cannot follow: the output at the end */
         err = wait_then_print(c, job_id, &o, &job);
     } else {
@@ -360,6 +410,8 @@ out:
     sigaction(SIGTERM, &old_term, NULL);
     free(job_id);
     corral_disconnect(c);
+    free(cwd);
+    cli_strv_free(&wenv);
     CR_VEC_FREE(&ro.env);
     return rc;
 }

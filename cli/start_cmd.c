@@ -1,9 +1,14 @@
 /* corral start / corral stop: the head's life cycle (docs/runtime.md). */
 #include "cli.h"
 #include <corral/corral.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,8 +19,25 @@ static const char start_usage[] =
     "[--suspect-after-ms N] "
     "[--dead-after-ms N] [--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
-    "[--node-id ID] [--resources ...] [--labels ...] [--block]\n";
-static const char stop_usage[] = "usage: corral stop\n";
+    "[--node-id ID] [--resources ...] [--labels ...] [--block]\n"
+    "\n"
+    "--head starts the cluster's head (corrald) on this node, in the background, and prints\n"
+    "the command that joins an agent to it; --address joins this node to a head as an agent.\n"
+    "\n"
+    "  --hw-spec FILE          describe the node from a spec file instead of discovering it\n"
+    "  --resources, --labels   extra resources ('K=V,...') and labels ('k=v,...') of the node\n"
+    "  --port N, --listen ADDR the head's TCP port, address to listen on\n"
+    "  --token-file F          the cluster token (default: the session's)\n"
+    "  --node-ip IP, --node-id ID   this agent's address and name\n"
+    "  --heartbeat-ms, --suspect-after-ms, --dead-after-ms N   the head's failure detector\n"
+    "  --block                 run in the foreground\n"
+    "\n"
+    "A head that is unreachable fails the join at once; 'corral stop' stops what started here.\n";
+static const char stop_usage[] =
+    "usage: corral stop\n"
+    "  stops every corral daemon of this session on this node: the head (through its socket,\n"
+    "  else by its pid) and the agents started here (CORRAL_HOME/agent_*/corrald.pid); their\n"
+    "  workers are stopped first. 'nothing was running' (exit 0) when there was none.\n";
 
 #define START_TIMEOUT_MS 15000
 
@@ -90,6 +112,65 @@ static bool alive(int pid)
     return !(rp && rp[1] == ' ' && rp[2] == 'Z');
 }
 
+/* Whether a TCP connection to HOST:PORT opens within a few seconds: 0, or
+ * the reason in why ("Connection refused"), so that a join that cannot
+ * work fails here, at once, with nothing started. */
+static int reach(const char *address, char *why, size_t size)
+{
+    const char *colon = strrchr(address, ':');
+    if (!colon || colon == address || !colon[1]) {
+        snprintf(why, size, "expected HOST:PORT, got '%s'", address);
+        return -EINVAL;
+    }
+    char host[256];
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - address), address);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int g = getaddrinfo(host, colon + 1, &hints, &ai);
+    if (g) {
+        snprintf(why, size, "%s: %s", address, gai_strerror(g));
+        return -EINVAL;
+    }
+    int err = -ECONNREFUSED;
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        err = -errno;
+    } else if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+        err = 0;
+    } else if (errno != EINPROGRESS) {
+        err = -errno;
+    } else {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int soerr = 0;
+        socklen_t len = sizeof(soerr);
+        if (poll(&p, 1, 5000) != 1)
+            err = -ETIMEDOUT;
+        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+            err = -errno;
+        else
+            err = -soerr;
+    }
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(ai);
+    if (err)
+        snprintf(why, size, "cannot reach the head at %s: %s", address, strerror(-err));
+    return err;
+}
+
+/* Ends a daemon this command started that did not come up: SIGTERM, then
+ * SIGKILL after a grace; reaped (it is our child). */
+static void end_child(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 200; i++) {
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            return;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
 /* The options corrald takes as they are: passed on. */
 typedef struct passed {
     const char *args[40];
@@ -160,6 +241,17 @@ int cli_start(int argc, char **argv)
     }
     args[na] = NULL;
 
+    char unreachable[320] = "";
+    int reach_err = address ? reach(address, unreachable, sizeof(unreachable)) : 0;
+    /* a refusal or a bad address is final; a timeout may be a link still
+     * coming up: then the agent tries, within START_TIMEOUT_MS */
+    if (reach_err == -ECONNREFUSED || reach_err == -EINVAL) {
+        fprintf(stderr,
+                "corral start: %s; nothing was started (is the head running? 'corral start "
+                "--head' on it prints the command to join)\n",
+                unreachable);
+        return CLI_FAIL;
+    }
     corral_t *c = NULL;
     int old = address ? 0 : session_pid();
     if (old > 0 && alive(old) && corral_connect(NULL, NULL, &c, NULL) == 0) {
@@ -251,6 +343,9 @@ int cli_start(int argc, char **argv)
                            (int)pid, st.nnodes ? st.nodes[0].node_id : "?", home, st.head_address,
                            on ? ", listening on " : "", onlen, on ? on + 22 : "");
                     print_limit_note(said.s);
+                    printf("corral: to join an agent to it:\n  corral start --address %s "
+                           "--token-file %s/session_latest/token\n",
+                           st.head_address, home);
                     corral_status_free(&st);
                     rc = CLI_OK;
                 }
@@ -261,10 +356,15 @@ int cli_start(int argc, char **argv)
         }
         usleep(20000);
     }
-    fprintf(stderr, "corral start: corrald (pid %d) did not answer within %d s%s%s\n", (int)pid,
-            START_TIMEOUT_MS / 1000, why ? ": " : "", why ? why : "");
+    fprintf(stderr, "corral start: corrald (pid %d) did not answer within %d s%s%s; stopped it\n",
+            (int)pid, START_TIMEOUT_MS / 1000,
+            why              ? ": "
+            : unreachable[0] ? ": "
+                             : "",
+            why ? why : unreachable);
     if (said.len)
         fwrite(said.s, 1, said.len, stderr);
+    end_child(pid); /* nothing left running after a failed start */
 out:
     cr_buf_free(&said);
     free(why);
@@ -273,41 +373,136 @@ out:
     return rc;
 }
 
+/* The pid in a daemon's pid file, when the file and the process are
+ * provably ours: a regular file (not a link) owned by us in a directory
+ * owned by us, and a live process of our uid whose executable is corrald.
+ * 0 otherwise: a pid is never signalled on a file's word alone. */
+static int verified_pid(const char *dir)
+{
+    struct stat ds, fs;
+    if (lstat(dir, &ds) < 0 || !S_ISDIR(ds.st_mode) || ds.st_uid != getuid())
+        return 0;
+    char *path = cr_asprintf("%s/corrald.pid", dir);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    free(path);
+    if (fd < 0)
+        return 0;
+    char buf[32] = "";
+    ssize_t n = fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) && fs.st_uid == getuid()
+                    ? read(fd, buf, sizeof(buf) - 1)
+                    : -1;
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *end;
+    long pid = strtol(buf, &end, 10);
+    if (pid <= 1 || pid > 4194304 || (*end && *end != '\n') || !alive((int)pid))
+        return 0;
+    char proc[64], exe[4096];
+    struct stat ps;
+    snprintf(proc, sizeof(proc), "/proc/%ld", pid);
+    if (stat(proc, &ps) < 0 || ps.st_uid != getuid())
+        return 0;
+    snprintf(proc, sizeof(proc), "/proc/%ld/exe", pid);
+    ssize_t k = readlink(proc, exe, sizeof(exe) - 1);
+    if (k <= 0)
+        return 0;
+    exe[k] = '\0';
+    const char *base = strrchr(exe, '/');
+    base = base ? base + 1 : exe;
+    return strncmp(base, "corrald", 7) == 0 ? (int)pid : 0;
+}
+
+/* Waits up to timeout_ms for pid to be gone. */
+static bool gone_within(int pid, int64_t timeout_ms)
+{
+    int64_t deadline = cr_mono_ms() + timeout_ms;
+    while (alive(pid) && cr_mono_ms() < deadline) {
+        waitpid(pid, NULL, WNOHANG); /* when it is our own child (tests) */
+        usleep(10000);
+    }
+    return !alive(pid);
+}
+
 int cli_stop(int argc, char **argv)
 {
     if (argc > 1) {
-        if (strcmp(argv[1], "--help") == 0) {
+        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
             fputs(stop_usage, stdout);
             return CLI_OK;
         }
         fprintf(stderr, "corral stop: unexpected argument '%s'\n%s", argv[1], stop_usage);
         return CLI_USAGE;
     }
+    const char *home = cr_corral_home();
+    if (!home)
+        return CLI_FAIL;
+    int stopped = 0, rc = CLI_OK;
+    /* the head: asked through its socket (it stops its workers first), else
+     * signalled by its verified pid */
+    char *sdir = cr_asprintf("%s/session_latest", home);
+    char real[4096];
+    int pid = realpath(sdir, real) ? verified_pid(real) : 0;
+    free(sdir);
     corral_t *c;
-    char *why = NULL;
-    if (corral_connect(NULL, NULL, &c, &why) < 0) {
-        fprintf(stderr, "corral stop: no head answers: %s\n", why ? why : "?");
-        free(why);
-        return CLI_FAIL;
-    }
-    int pid = session_pid();
-    int err = corral_shutdown(c);
-    if (err < 0) {
-        fprintf(stderr, "corral stop: %s\n", corral_errmsg(c));
+    char *sock = cr_asprintf("%s/session_latest/corrald.sock", home);
+    struct stat ss;
+    const char *addr = getenv("CORRAL_ADDRESS");
+    bool try = (addr && addr[0]) || stat(sock, &ss) == 0; /* else no warning to say */
+    free(sock);
+    if (try && corral_connect(NULL, NULL, &c, NULL) == 0) {
+        if (!pid)
+            pid = session_pid();
+        if (corral_shutdown(c) < 0) {
+            fprintf(stderr, "corral stop: %s\n", corral_errmsg(c));
+            rc = CLI_FAIL;
+        }
         corral_disconnect(c);
-        return CLI_FAIL;
+    } else if (pid) {
+        kill(pid, SIGTERM);
     }
-    corral_disconnect(c);
-    /* the head stops its workers first: wait for it to be gone */
-    int64_t deadline = cr_mono_ms() + START_TIMEOUT_MS;
-    while (pid > 0 && alive(pid) && cr_mono_ms() < deadline) {
-        waitpid(pid, NULL, WNOHANG); /* when it is our own child (tests) */
-        usleep(10000);
+    if (pid > 0) {
+        if (gone_within(pid, START_TIMEOUT_MS)) {
+            printf("corral: head stopped (pid %d)\n", pid);
+            stopped++;
+        } else {
+            fprintf(stderr, "corral stop: the head (pid %d) is still running\n", pid);
+            rc = CLI_FAIL;
+        }
     }
-    if (pid > 0 && alive(pid)) {
-        fprintf(stderr, "corral stop: the head (pid %d) is still running\n", pid);
-        return CLI_FAIL;
+    /* the agents started on this node: each stops its workers, then exits */
+    DIR *d = opendir(home);
+    struct {
+        int pid;
+        char id[64];
+    } ag[64];
+    int nag = 0;
+    for (struct dirent *e; d && (e = readdir(d)) && nag < 64;) {
+        if (strncmp(e->d_name, "agent_", 6))
+            continue;
+        char *dir = cr_asprintf("%s/%s", home, e->d_name);
+        int apid = verified_pid(dir);
+        free(dir);
+        if (apid > 0 && kill(apid, SIGTERM) == 0) {
+            ag[nag].pid = apid;
+            snprintf(ag[nag].id, sizeof(ag[nag].id), "%s", e->d_name + 6);
+            nag++;
+        }
     }
-    printf("corral: head stopped\n");
-    return CLI_OK;
+    if (d)
+        closedir(d);
+    for (int i = 0; i < nag; i++) {
+        if (gone_within(ag[i].pid, START_TIMEOUT_MS)) {
+            printf("corral: agent %s stopped (pid %d)\n", ag[i].id, ag[i].pid);
+            stopped++;
+        } else {
+            fprintf(stderr, "corral stop: agent %s (pid %d) is still running\n", ag[i].id,
+                    ag[i].pid);
+            rc = CLI_FAIL;
+        }
+    }
+    if (!stopped && rc == CLI_OK)
+        printf("corral: nothing was running (CORRAL_HOME %s)\n", home);
+    return rc;
 }

@@ -15,7 +15,28 @@
 static const char train_usage[] =
     "usage: corral train [--workers N] [--resources-per-worker 'GPU=1'] [--tpu-topology 4x4 "
     "--accelerator-type TPU-V6E] [--placement PACK|SPREAD|STRICT_PACK|STRICT_SPREAD] "
-    "[--domain LABEL] [--max-failures K] [--checkpoint-dir DIR] [--env K=V]... -- CMD [ARG...]\n";
+    "[--domain LABEL] [--max-failures K] [--checkpoint-dir DIR] [--env K=V]... [--cwd DIR] "
+    "[--env-policy all|none|K1,K2] [--queue] -- CMD [ARG...]\n"
+    "\n"
+    "Runs an unchanged torch.distributed or JAX script as one rank per device: reserves a\n"
+    "placement group, sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, JAX_* per\n"
+    "rank, follows every rank's output ('[rank N] '), restarts the whole gang after a failure,\n"
+    "and prints a summary. The group is removed at the end (and on Ctrl-C).\n"
+    "\n"
+    "  --workers N                 ranks (default: one per device of that kind in the cluster,\n"
+    "                              or one per chip of --tpu-topology)\n"
+    "  --resources-per-worker R    each rank's resources (default GPU=1)\n"
+    "  --tpu-topology AxB          ranks on the hosts of one TPU slice of that topology;\n"
+    "                              --accelerator-type TPU-V6E narrows the slice's kind\n"
+    "  --placement S, --domain L   how the ranks spread over nodes, a label they share\n"
+    "  --max-failures K            gang restarts allowed (default 0)\n"
+    "  --checkpoint-dir DIR        CORRAL_CHECKPOINT_DIR for every rank (relative: the caller's)\n"
+    "  --env K=V, --env-policy P, --cwd DIR   as corral run's: the caller's environment and\n"
+    "                              directory by default\n"
+    "  --queue, --wait-for-nodes   wait for nodes to join when the cluster could never hold\n"
+    "                              the ranks (else refused at once with the reason)\n"
+    "\n"
+    "See docs/train.md.\n";
 
 #define MAX_ENV 64
 #define TAIL_LINES 10
@@ -103,15 +124,20 @@ int cli_train(int argc, char **argv)
         {"max-failures", required_argument, 0, 'm'},
         {"checkpoint-dir", required_argument, 0, 'c'},
         {"env", required_argument, 0, 'e'},
+        {"queue", no_argument, 0, 'q'},
+        {"cwd", required_argument, 0, 'C'},
+        {"env-policy", required_argument, 0, 'E'},
+        {"wait-for-nodes", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     unsigned workers = 0, max_failures = 0;
     const char *res = NULL, *topo = NULL, *accel = NULL, *domain = NULL, *ckpt = NULL;
+    const char *cwd_s = NULL, *env_policy = NULL;
     const char *env[MAX_ENV + 2];
     size_t nenv = 0;
     corral_strategy_t strategy = CORRAL_PACK;
-    bool have_strategy = false;
+    bool have_strategy = false, queue = false;
     int opt;
     char *end;
     opterr = 0;
@@ -158,6 +184,15 @@ int cli_train(int argc, char **argv)
             if (nenv == MAX_ENV)
                 return usage("--env: at most 64, got another: '%s'", optarg);
             env[nenv++] = optarg;
+            break;
+        case 'q':
+            queue = true;
+            break;
+        case 'C':
+            cwd_s = optarg;
+            break;
+        case 'E':
+            env_policy = optarg;
             break;
         case 'h':
             fputs(train_usage, stdout);
@@ -228,28 +263,62 @@ int cli_train(int argc, char **argv)
                            .strategy = have_strategy ? strategy : CORRAL_PACK,
                            .selector = sel[0] ? sel : NULL,
                            .domain = domain,
-                           .wait = 1};
+                           .wait_for_nodes = queue};
     int64_t t0 = cr_mono_ms();
     corral_pg_t pg = {0};
+    /* caught from before the group exists, so that none is left behind */
+    struct sigaction old_int, old_term;
+    cli_catch_interrupts(&old_int, &old_term);
     int rc = CLI_FAIL, err = corral_pg_create(c, &ps, &pg);
     free(b);
     if (err < 0) {
         fprintf(stderr, "corral train: cannot reserve %u worker(s) of %s: %s\n", workers, res,
                 corral_errmsg(c));
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
         corral_disconnect(c);
         return CLI_FAIL;
+    }
+    if (!strcmp(pg.state, "PENDING") || !strcmp(pg.state, "PREPARING")) {
+        corral_pg_free(&pg);
+        memset(&pg, 0, sizeof(pg));
+        if ((err = cli_wait_pg(c, "corral train", pgname, &pg)) < 0) {
+            if (err == -EINTR)
+                fprintf(stderr, "corral train: interrupted while waiting: removing group %s\n",
+                        pgname);
+            else if (err != CR_ENOENT)
+                fprintf(stderr, "corral train: %s\n", corral_errmsg(c));
+            goto out_pg;
+        }
     }
     if (strcmp(pg.state, "CREATED") != 0) {
         fprintf(stderr, "corral train: the reservation is %s: %s\n", pg.state, pg.reason);
         goto out_pg;
     }
-    char *ckenv = NULL;
-    if (ckpt)
-        env[nenv++] = ckenv = cr_asprintf("CORRAL_CHECKPOINT_DIR=%s", ckpt);
+    char *ckenv = NULL, *ckabs = NULL;
+    if (ckpt) { /* the caller's relative path, wherever the ranks run */
+        if (!(ckabs = cli_abs_path("corral train", "--checkpoint-dir", ckpt)))
+            goto out_pg;
+        env[nenv++] = ckenv = cr_asprintf("CORRAL_CHECKPOINT_DIR=%s", ckabs);
+        free(ckabs);
+    }
     env[nenv] = NULL;
+    cli_strv_t wenv;
+    char *cwd = NULL;
+    if (cli_worker_env("corral train", env_policy, env, nenv, &wenv)) {
+        free(ckenv);
+        goto out_pg;
+    }
+    if (!(cwd = cli_abs_path("corral train", "--cwd", cwd_s))) {
+        cli_strv_free(&wenv);
+        free(ckenv);
+        goto out_pg;
+    }
     corral_job_spec_t js = {.name = "train",
                             .argv = (const char *const *)&argv[optind],
-                            .env = env,
+                            .env = wenv.v.v,
+                            .env_whole = 1,
+                            .cwd = cwd,
                             .num_workers = workers,
                             .restart = max_failures ? CORRAL_RESTART_GANG : CORRAL_RESTART_NONE,
                             .max_restarts = max_failures,
@@ -258,12 +327,12 @@ int cli_train(int argc, char **argv)
     char *job_id = NULL;
     err = corral_submit(c, &js, &job_id);
     free(ckenv);
+    free(cwd);
+    cli_strv_free(&wenv);
     if (err < 0) {
         fprintf(stderr, "corral train: %s\n", corral_errmsg(c));
         goto out_pg;
     }
-    struct sigaction old_int, old_term;
-    cli_catch_interrupts(&old_int, &old_term);
     cli_stopper_t stp = {.cmd = "corral train", .job_id = job_id};
     corral_set_tick(c, cli_stop_on_interrupt, &stp);
     outputs_t o = {.n = workers, .prefix = true, .label = "rank "};
@@ -271,8 +340,7 @@ int cli_train(int argc, char **argv)
     o.err = cr_calloc(o.n + 1, sizeof(*o.err));
     err = corral_job_logs_follow_all(c, job_id, -1, cli_on_follow, &o);
     corral_set_tick(c, NULL, NULL);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    cli_stopper_fini(&stp);
     for (size_t i = 0; i < o.n; i++) { /* partial last lines */
         if (o.out[i].len)
             printf("[rank %zu] %s\n", i, o.out[i].s);
@@ -331,6 +399,8 @@ int cli_train(int argc, char **argv)
     corral_job_free(&job);
     free(job_id);
 out_pg:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     if (corral_pg_remove(c, pgname) < 0)
         fprintf(stderr, "corral train: removing group %s: %s\n", pgname, corral_errmsg(c));
     corral_pg_free(&pg);

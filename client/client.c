@@ -12,6 +12,8 @@
 #include "net/net.h"
 #include "sched/sched.h"
 #include <ctype.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -159,12 +161,18 @@ int corral_connect(const char *address, const char *token_path, corral_t **out, 
     uint8_t token[CR_TOKEN_LEN];
     char name[64];
     int err = 0;
-    if (!addr || !tok) {
+    if (!addr || !tok) { /* no session: no head, said once here */
         err = CR_ENOENT;
         set_msg(c, "%s", why);
         goto fail;
     }
-    err = cr_token_read(tok, token);
+    struct stat tst;
+    /* no token file: no head, said once here (the reader would warn too) */
+    err = lstat(tok, &tst) < 0 ? -errno : cr_token_read(tok, token);
+    if (err == -ENOENT && !(token_path && token_path[0])) {
+        set_msg(c, "no head is running (no %s); start one with 'corral start --head'", tok);
+        goto fail;
+    }
     if (err < 0) {
         set_msg(c, "cannot read the cluster token %s: %s (is a head running? corral start --head)",
                 tok, cr_strerror(err));
@@ -498,6 +506,7 @@ int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id)
         ws.env = kvp;
         ws.n_env = nenv;
         ws.cwd = (char *)(spec->cwd ? spec->cwd : "");
+        ws.env_whole = spec->env_whole != 0;
         ws.resources = q;
         ws.n_resources = nq;
         js.name = (char *)(spec->name ? spec->name : "");
@@ -513,6 +522,7 @@ int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id)
         js.placement_group = (char *)(spec->placement_group ? spec->placement_group : "");
         js.bundle_index = spec->placement_group && spec->has_bundle ? (int)spec->bundle_index : -1;
         js.distributed = spec->distributed != 0;
+        js.wait_for_nodes = spec->wait_for_nodes != 0;
         js.bind =
             spec->bind == CORRAL_BIND_NONE ? CORRAL__BIND__BIND_NONE : CORRAL__BIND__BIND_CLOSEST;
         Corral__JobSubmit sub = CORRAL__JOB_SUBMIT__INIT;
@@ -1034,6 +1044,7 @@ Corral__PgCreate *cr__pg_create_build(const corral_pg_spec_t *spec, char *msg, s
     r->domain = cr_strdup(spec->domain ? spec->domain : "");
     r->strategy = (Corral__Strategy)spec->strategy; /* same values */
     r->wait = spec->wait != 0;
+    r->wait_for_nodes = spec->wait_for_nodes != 0;
     r->bundles = cr_calloc(spec->nbundles, sizeof(*r->bundles));
     for (size_t i = 0; i < spec->nbundles; i++) {
         const corral_bundle_spec_t *bs = &spec->bundles[i];

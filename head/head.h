@@ -170,6 +170,8 @@ size_t events_each_since(uint64_t since_seq, void (*emit)(void *ctx, const Corra
  * back (at most MAX_DEVS into devs; the count). */
 void devs_format(const int *devs, size_t n, cr_buf_t *out);
 size_t devs_parse(const char *s, int *devs);
+/* why (an INFEASIBLE reason) as what a request that waits for nodes waits for. */
+void wait_reason(char *why, size_t size);
 /* Asks the scheduler to place n bundles (strategy, domain: a label key
  * they share a value of, or NULL): SCHED_OK with *placement, or RETRY or
  * INFEASIBLE with why. */

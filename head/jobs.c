@@ -385,7 +385,13 @@ void try_pending(void)
             continue;
         }
         sched_status_t st = place(j, why, sizeof(why));
+        if (st == SCHED_INFEASIBLE && j->spec->wait_for_nodes) {
+            st = SCHED_RETRY;
+            wait_reason(why, sizeof(why));
+        }
         if (st == SCHED_RETRY) {
+            if (!j->reason || strcmp(j->reason, why))
+                job_set_state(j, CR_JOB_PENDING, why);
             D.pending.v[keep++] = j;
             continue;
         }
@@ -591,7 +597,10 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
 
     char reason[256];
     sched_status_t st = place(j, reason, sizeof(reason));
-    if (st == SCHED_INFEASIBLE) {
+    if (st == SCHED_INFEASIBLE && s->wait_for_nodes) {
+        st = SCHED_RETRY; /* kept until nodes join that can hold it */
+        wait_reason(reason, sizeof(reason));
+    } else if (st == SCHED_INFEASIBLE) {
         event("infeasible", NULL, "%s: %s", j->name, reason);
         cr_conn_reply_error(c, e->id, CR_EINFEASIBLE, "cannot place %d worker(s): %s", j->n,
                             reason);

@@ -49,6 +49,7 @@ struct job {
     bool backoff_over;
     uv_timer_t *timer;    /* the backoff; NULL until the first restart */
     int64_t fail_us;      /* when the worker whose failure decided the job ended */
+    int fail_index;       /* that worker's index (ties go to the lower) */
     uint32_t master_port; /* distributed jobs: the rendezvous port of this start */
     uint32_t jax_port;    /* and JAX's coordinator's, another one */
     bool port_wait;       /* waiting for the port before starting the gang */

@@ -525,7 +525,11 @@ void pgs_try_pending(void)
         char why[256];
         if (try_place(g, &infeasible, why, sizeof(why))) {
             reserve(g);
-        } else if (!g->reason || strcmp(g->reason, why)) {
+            continue;
+        }
+        if (infeasible && g->spec->wait_for_nodes)
+            wait_reason(why, sizeof(why));
+        if (!g->reason || strcmp(g->reason, why)) {
             set_state(g, CORRAL__PG_STATE__PG_PENDING, why);
         }
     }
@@ -698,6 +702,10 @@ static void h_create(cr_conn_t *c, const Corral__Envelope *e)
     }
     bool infeasible;
     bool ok = try_place(g, &infeasible, why, sizeof(why));
+    if (infeasible && s->wait_for_nodes) {
+        infeasible = false;
+        wait_reason(why, sizeof(why));
+    }
     if (infeasible) {
         head_event("infeasible", "placement group %s: %s", g->name ? g->name : "", why);
         cr_conn_reply_error(c, e->id, CR_EINFEASIBLE, "infeasible: cannot reserve %d bundle(s): %s",

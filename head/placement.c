@@ -70,6 +70,15 @@ sched_status_t schedule_bundles(uint32_t n, sched_bundle_t *bundles, Corral__Str
     return res.status;
 }
 
+/* A reason the alive nodes can never meet, for a request that waits for
+ * nodes to join: said as what it waits for. */
+void wait_reason(char *why, size_t size)
+{
+    char *was = cr_strdup(why);
+    snprintf(why, size, "waiting for nodes to join: %s", was);
+    free(was);
+}
+
 /* Parses a worker's resources into one bundle request; CR_EINFEASIBLE
  * with why for names no node has. */
 int build_request(const Corral__WorkerSpec *ws, sched_resreq_t *req, char *why, size_t size)

@@ -283,6 +283,16 @@ static int exit_code_of(const Corral__WorkerReport *r)
     return r->signal ? 128 + r->signal : (int)r->exit_code;
 }
 
+/* A failure that ended at ended_us ended before the one that decided j: an
+ * earlier end wins, an equal one goes to the lower index (clocks tick in
+ * steps, so ties happen; one rule makes the report the same every run). */
+static bool ended_first(int64_t ended_us, int index, const job_t *j)
+{
+    if (!ended_us || !j->fail_us)
+        return false;
+    return ended_us < j->fail_us || (ended_us == j->fail_us && index < j->fail_index);
+}
+
 void worker_ended(wk_t *w, const Corral__WorkerReport *r)
 {
     job_t *j = w->job;
@@ -327,7 +337,7 @@ void worker_ended(wk_t *w, const Corral__WorkerReport *r)
      * restart, not another failure */
     bool in_restart = j->restart_pending && w->restart_due;
     bool failure = !stopped && !r->code_unknown && (r->signal || r->exit_code != 0);
-    if (failure && j->failed && r->ended_us && r->ended_us < j->fail_us) {
+    if (failure && j->failed && ended_first(r->ended_us, w->index, j)) {
         /* its report came later, but it ended first: the gang failed because of it */
         int code = exit_code_of(r);
         free(j->reason);
@@ -335,10 +345,12 @@ void worker_ended(wk_t *w, const Corral__WorkerReport *r)
                               : cr_asprintf("worker %d exited with code %d", w->index, code);
         j->exit_code = code;
         j->fail_us = r->ended_us;
+        j->fail_index = w->index;
     }
     if (failure && !in_restart && !j->failed) {
         int code = exit_code_of(r);
         j->fail_us = r->ended_us;
+        j->fail_index = w->index;
         char cause[64];
         if (r->signal)
             snprintf(cause, sizeof(cause), "signal %d", r->signal);

@@ -12,11 +12,11 @@ typedef struct gctx {
     const sched_request_t *req;
     sched_rng_t *rng;
     bool use_hold;
-    uint32_t *order;         /* bundles, scarcest resource first */
-    sched_alloc_t *allocs;   /* by bundle index */
-    const int32_t *within;   /* domain nodes, NULL: all */
+    uint32_t *order;       /* bundles, scarcest resource first */
+    sched_alloc_t *allocs; /* by bundle index */
+    const int32_t *within; /* domain nodes, NULL: all */
     size_t nwithin;
-    uint32_t failed;         /* the bundle that did not fit */
+    uint32_t failed; /* the bundle that did not fit */
 } gctx_t;
 
 /* A bundle's weight: its largest share of a cluster-wide total. */
@@ -105,14 +105,14 @@ static bool place_strict_pack(gctx_t *g)
     /* one selector for all bundles (the usual case): the sampled pick */
     bool same_sel = true;
     for (uint32_t i = 1; i < g->req->nbundles && same_sel; i++)
-        same_sel = memcmp(&g->req->bundles[i].sel, &g->req->bundles[0].sel,
-                          sizeof(sched_selector_t)) == 0;
+        same_sel =
+            memcmp(&g->req->bundles[i].sel, &g->req->bundles[0].sel, sizeof(sched_selector_t)) == 0;
     sched_bundle_t agg = {.req = sum, .sel = g->req->bundles[0].sel};
     for (int attempt = 0; attempt < 4; attempt++) {
         int best = -1, bests = -1, ever;
         if (same_sel)
-            best = sched__pick(c, g->cfg, NULL, &agg, SCORE_HYBRID, g->use_hold, c->mark,
-                               g->within, g->nwithin, &ever);
+            best = sched__pick(c, g->cfg, NULL, &agg, SCORE_HYBRID, g->use_hold, c->mark, g->within,
+                               g->nwithin, &ever);
         else
             for (size_t i = 0; i < cnt; i++) {
                 int n = g->within ? g->within[i] : (int)i;
@@ -165,11 +165,11 @@ static bool place_each(gctx_t *g)
                 n = sched__pick(c, g->cfg, g->rng, bd, SCORE_PACK, g->use_hold, NULL, g->within,
                                 g->nwithin, &ever);
         } else {
-            n = sched__pick(c, g->cfg, g->rng, bd, SCORE_SPREAD, g->use_hold, c->mark,
-                            g->within, g->nwithin, &ever);
+            n = sched__pick(c, g->cfg, g->rng, bd, SCORE_SPREAD, g->use_hold, c->mark, g->within,
+                            g->nwithin, &ever);
             if (n < 0 && st == SCHED_SPREAD_PG)
-                n = sched__pick(c, g->cfg, g->rng, bd, SCORE_SPREAD, g->use_hold, NULL,
-                                g->within, g->nwithin, &ever);
+                n = sched__pick(c, g->cfg, g->rng, bd, SCORE_SPREAD, g->use_hold, NULL, g->within,
+                                g->nwithin, &ever);
         }
         if (n < 0 || sched__take(c, n, &bd->req, &g->allocs[b])) {
             g->failed = b;
@@ -201,6 +201,90 @@ static bool place_in(gctx_t *g)
 }
 
 /* Could the group ever fit within the nodes of g (ignoring what is used)? */
+static bool same_req(const sched_resreq_t *a, const sched_resreq_t *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (int k = 0; k < a->n; k++)
+        if (a->id[k] != b->id[k] || a->qty[k] != b->qty[k])
+            return false;
+    return true;
+}
+
+/* How many bundles of q node n could hold were it empty (a bound: whole
+ * devices can only lower it). */
+static int64_t node_capacity(const sched_cluster_t *c, int n, const sched_resreq_t *q)
+{
+    int64_t cap = INT64_MAX;
+    for (int k = 0; k < q->n; k++) {
+        int64_t fit = q->id[k] < c->nres ? TOT(c, q->id[k], n) / q->qty[k] : 0;
+        if (fit < cap)
+            cap = fit;
+    }
+    return cap;
+}
+
+/* The whole group against the total of the alive nodes, every bundle
+ * fitting somewhere being not enough (nine one-GPU bundles on one 8-GPU
+ * node): for bundles that are all alike, how many the nodes could hold
+ * at once; for mixed ones, their sum against the sum of the totals. Both
+ * are bounds, so a group refused here can never be placed as the cluster
+ * stands; one that passes may still not be (bin packing decides). */
+static bool fits_capacity(gctx_t *g, char *why, size_t size)
+{
+    sched_cluster_t *c = g->c;
+    const sched_request_t *req = g->req;
+    size_t cnt = g->within ? g->nwithin : c->nnodes;
+    bool alike = true;
+    for (uint32_t b = 1; b < req->nbundles && alike; b++)
+        alike = same_req(&req->bundles[b].req, &req->bundles[0].req);
+    if (alike) {
+        const sched_bundle_t *b0 = &req->bundles[0];
+        int64_t room = 0;
+        size_t nodes = 0;
+        for (size_t i = 0; i < cnt && room < req->nbundles; i++) {
+            int n = g->within ? g->within[i] : (int)i;
+            if (!c->alive[n] || (b0->sel.n && !sched_selector_match(c, &b0->sel, n)))
+                continue;
+            int64_t cap = node_capacity(c, n, &b0->req);
+            if (cap > 0)
+                nodes++;
+            room += req->strategy == SCHED_STRICT_SPREAD && cap > 1 ? 1 : cap;
+        }
+        if (room >= req->nbundles)
+            return true;
+        cr_buf_t r = {0};
+        sched_format_resources(&c->res, &b0->req, &r);
+        sched__fmt(why, size,
+                   "%u bundles of %s never fit at once: the %zu alive node(s) that can take one "
+                   "hold at most %lld in total",
+                   req->nbundles, r.s ? r.s : "-", nodes, (long long)room);
+        cr_buf_free(&r);
+        return false;
+    }
+    sched_resreq_t sum;
+    if (!aggregate(req, &sum))
+        return true; /* too many names to sum: leave it to placement */
+    for (int k = 0; k < sum.n; k++) {
+        int r = sum.id[k];
+        int64_t tot = 0;
+        for (size_t i = 0; i < cnt && r < c->nres; i++) {
+            int n = g->within ? g->within[i] : (int)i;
+            if (c->alive[n] && __builtin_add_overflow(tot, TOT(c, r, n), &tot))
+                tot = INT64_MAX;
+        }
+        if (tot < sum.qty[k]) {
+            char want[48], have[48];
+            sched_format_qty(r, sum.qty[k], want, sizeof(want));
+            sched_format_qty(r, tot, have, sizeof(have));
+            sched__fmt(why, size, "the bundles need %s=%s in all; the alive nodes have %s",
+                       sched_syms_name(&c->res, r), want, have);
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool ever_fits(gctx_t *g, char *why, size_t size)
 {
     sched_cluster_t *c = g->c;
@@ -245,10 +329,10 @@ static bool ever_fits(gctx_t *g, char *why, size_t size)
     }
     if (req->strategy == SCHED_STRICT_SPREAD && distinct < req->nbundles) {
         sched__fmt(why, size, "STRICT_SPREAD needs %u distinct nodes; only %zu can take a bundle",
-                 req->nbundles, distinct);
+                   req->nbundles, distinct);
         return false;
     }
-    return true;
+    return fits_capacity(g, why, size);
 }
 
 static int group_result(gctx_t *g, sched_result_t *out)
@@ -265,7 +349,7 @@ static int group_result(gctx_t *g, sched_result_t *out)
 
 /* The domains of a key: each value's nodes, in the label index. */
 typedef struct dom {
-    uint32_t ix;             /* lindex entry */
+    uint32_t ix; /* lindex entry */
     int64_t leftover;
 } dom_t;
 
@@ -283,7 +367,8 @@ static int place_domains(gctx_t *g, sched_result_t *out)
     }
     sched_resreq_t sum;
     if (!aggregate(req, &sum)) {
-        sched__fmt(out->reason, sizeof(out->reason), "the group names more than 8 resources, or its total is too large");
+        sched__fmt(out->reason, sizeof(out->reason),
+                   "the group names more than 8 resources, or its total is too large");
         out->status = SCHED_INFEASIBLE;
         return 0;
     }
@@ -371,16 +456,16 @@ static int place_domains(gctx_t *g, sched_result_t *out)
         sched_format_qty(sum.id[key_k], best_total, v, sizeof(v));
         sched__fmt(have, sizeof(have), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
         sched__fmt(out->reason, sizeof(out->reason),
-                 "no %s domain is large enough for %s: the largest, %s, has %s in total", key,
-                 want, sched_syms_name(&c->labels, first[best_total_d].val), have);
+                   "no %s domain is large enough for %s: the largest, %s, has %s in total", key,
+                   want, sched_syms_name(&c->labels, first[best_total_d].val), have);
         out->status = SCHED_INFEASIBLE;
         return 0;
     }
     sched_format_qty(sum.id[key_k], best_free, v, sizeof(v));
     sched__fmt(have, sizeof(have), "%s=%s", sched_syms_name(&c->res, sum.id[key_k]), v);
     sched__fmt(out->reason, sizeof(out->reason),
-             "no %s domain has room for the group (%s) now: the closest, %s, has %s free", key,
-             want, sched_syms_name(&c->labels, first[best_free_d].val), have);
+               "no %s domain has room for the group (%s) now: the closest, %s, has %s free", key,
+               want, sched_syms_name(&c->labels, first[best_free_d].val), have);
     out->status = SCHED_RETRY;
     return 0;
 }
@@ -404,7 +489,7 @@ int sched__place_group(sched_cluster_t *c, const sched_config_t *cfg, const sche
     char why[200];
     if (!ever_fits(&g, why, sizeof(why))) {
         sched__fmt(out->reason, sizeof(out->reason), "%s group of %u bundles: %s",
-                 strategy_name[req->strategy], req->nbundles, why);
+                   strategy_name[req->strategy], req->nbundles, why);
         out->status = SCHED_INFEASIBLE;
         goto out;
     }
@@ -417,7 +502,7 @@ int sched__place_group(sched_cluster_t *c, const sched_config_t *cfg, const sche
         sched__explain(c, &req->bundles[g.failed], true, use_hold, why, sizeof(why));
     }
     sched__fmt(out->reason, sizeof(out->reason), "%s group of %u bundles, bundle %u: %s",
-             strategy_name[req->strategy], req->nbundles, g.failed, why);
+               strategy_name[req->strategy], req->nbundles, g.failed, why);
     out->status = SCHED_RETRY;
 out:
     free(g.order);
@@ -514,23 +599,23 @@ int sched__place_tpu(sched_cluster_t *c, const sched_config_t *cfg, const sched_
         out->status = total < nslices ? SCHED_INFEASIBLE : SCHED_RETRY;
         if (total == 0)
             sched__fmt(out->reason, sizeof(out->reason),
-                     "no slice of topology %s%s with %d hosts of %d chips in the cluster", topo,
-                     gen, hosts, req->tpu.chips_per_host);
+                       "no slice of topology %s%s with %d hosts of %d chips in the cluster", topo,
+                       gen, hosts, req->tpu.chips_per_host);
         else if (total < nslices)
             sched__fmt(out->reason, sizeof(out->reason),
-                     "%d slices of topology %s%s wanted; the cluster has %d", nslices, topo, gen,
-                     total);
+                       "%d slices of topology %s%s wanted; the cluster has %d", nslices, topo, gen,
+                       total);
         else if (nslices == 1)
             sched__fmt(out->reason, sizeof(out->reason),
-                     "no free slice of topology %s%s: slice %s has %d of %d hosts free", topo,
-                     gen, sched_syms_name(&c->labels, c->slices.v[best].name), bestfree, hosts);
+                       "no free slice of topology %s%s: slice %s has %d of %d hosts free", topo,
+                       gen, sched_syms_name(&c->labels, c->slices.v[best].name), bestfree, hosts);
         else
             sched__fmt(out->reason, sizeof(out->reason),
-                     "%d of %d slices of topology %s%s free; the next best, %s, has %d of %d "
-                     "hosts free",
-                     nchosen, nslices, topo, gen,
-                     best >= 0 ? sched_syms_name(&c->labels, c->slices.v[best].name) : "-",
-                     bestfree < 0 ? 0 : bestfree, hosts);
+                       "%d of %d slices of topology %s%s free; the next best, %s, has %d of %d "
+                       "hosts free",
+                       nchosen, nslices, topo, gen,
+                       best >= 0 ? sched_syms_name(&c->labels, c->slices.v[best].name) : "-",
+                       bestfree < 0 ? 0 : bestfree, hosts);
         goto out;
     }
     uint32_t nb = (uint32_t)(nslices * hosts);

@@ -93,7 +93,7 @@ typedef struct corral_job_spec {
     const char *name;        /* NULL: the command's name */
     const char *const *argv; /* NULL-terminated, argv[0] searched in PATH */
     const char *const *env;  /* "K=V" strings, NULL-terminated; may be NULL */
-    const char *cwd;         /* NULL: the head's working directory */
+    const char *cwd;         /* NULL: the agent's working directory */
     const char *resources;   /* per worker: "GPU=1,CPU=2,memory=8Gi"; NULL: CPU=1 */
     unsigned num_workers;    /* the gang's size; 0 means 1 */
     unsigned grace_ms;       /* SIGTERM to SIGKILL on stop; 0: the head's default */
@@ -122,6 +122,14 @@ typedef struct corral_job_spec {
      * MASTER_PORT (a port free on rank 0's node, new at each gang start)
      * and the rest of docs/train.md, and restarts the whole gang. */
     int distributed;
+    /* Non-zero: a gang the alive nodes could never hold is accepted and
+     * stays PENDING, its reason saying so, until nodes join (an autoscaled
+     * cluster); 0: it is refused at submit with the scheduler's reason. */
+    int wait_for_nodes;
+    /* Non-zero: env is the workers' whole environment (corral run sends
+     * the caller's); 0: env goes on top of the agent's own. Either way the
+     * isolation and CORRAL_* variables come last. */
+    int env_whole;
 } corral_job_spec_t;
 
 /* States, as the head names them. */
@@ -288,6 +296,7 @@ typedef struct corral_pg_spec {
     /* Non-zero: answer once the group is created (or found infeasible);
      * 0: once it is queued (PENDING). */
     int wait;
+    int wait_for_nodes; /* as corral_job_spec_t's */
 } corral_pg_spec_t;
 
 typedef struct corral_bundle {

@@ -10,8 +10,12 @@
 head_up "$SPECS/cpu-only.yaml"
 agent_up gpu-a "$SPECS/dgx-h100.yaml" 127.0.0.2
 agent_up gpu-b "$SPECS/dgx-h100.yaml" 127.0.0.3
+# the workers end when the test says (a file), not after a time the restart
+# may outlast on a loaded machine
+GATE=$CORRAL_HOME/gate
 id=$("$CORRAL" run --gpus 2 --workers 2 --placement STRICT_SPREAD --detach -- \
-    sh -c 'echo start $CORRAL_NODE_ID; sleep 4; echo end $CORRAL_NODE_ID' | awk '{print $NF}')
+    sh -c "echo start \$CORRAL_NODE_ID; while [ ! -e $GATE ]; do sleep 0.1; done; echo end \$CORRAL_NODE_ID" |
+    awk '{print $NF}')
 wait_job "$id" RUNNING 5 || fail "job $id did not run"
 for _ in $(seq 100); do # both remote workers reported started (pids known)
     [ "$(status "$id" | jq '[.workers[] | select(.state == "RUNNING" and .pid > 0)] | length')" = 2 ] && break
@@ -36,6 +40,7 @@ js=$(status "$id")
     fail "no adopted event"
 [ "$(status "$id2" | jq -r .state)" != "" ] && ok "job $id2 submitted before the kill is known" ||
     fail "job $id2 lost"
+touch "$GATE"
 wait_job "$id" SUCCEEDED 15 && ok "job $id SUCCEEDED (its exit codes came from the agents)" ||
     fail "job $id: $(status "$id" | jq -c '{state,reason}')"
 out=$("$CORRAL" job logs "$id")

@@ -25,8 +25,12 @@ static void gpu_nodes(sched_cluster_t *c, const char *prefix, int count, const c
     for (int i = 0; i < count; i++) {
         char name[32];
         snprintf(name, sizeof(name), "%s%d", prefix, i);
-        add(c, (sched_node_spec_t){.name = name, .cpus = 32, .resource = "GPU", .ndev = 8,
-                                   .island = 8, .labels = labels});
+        add(c, (sched_node_spec_t){.name = name,
+                                   .cpus = 32,
+                                   .resource = "GPU",
+                                   .ndev = 8,
+                                   .island = 8,
+                                   .labels = labels});
     }
 }
 
@@ -42,10 +46,11 @@ static sched_result_t group(sched_cluster_t *c, sched_strategy_t st, int n, cons
         if (sel)
             assert_int_equal(sched_parse_selector(&c->labels, sel, &b[i].sel, &e), 0);
     }
-    sched_request_t r = {.nbundles = (uint32_t)n, .bundles = b, .strategy = st,
-                         .domain_key = domain ? sched_syms_intern(&c->labels, domain,
-                                                                  strlen(domain))
-                                              : -1};
+    sched_request_t r = {.nbundles = (uint32_t)n,
+                         .bundles = b,
+                         .strategy = st,
+                         .domain_key =
+                             domain ? sched_syms_intern(&c->labels, domain, strlen(domain)) : -1};
     sched_result_t out;
     uint64_t before = sched_cluster_digest(c);
     sched_config_t cfg = {.top_k = 1};
@@ -72,8 +77,8 @@ static void test_strategies(void **state)
     sched_cluster_finalize(c);
     sched_result_t r = group(c, SCHED_STRICT_SPREAD, 3, "GPU=2", NULL, NULL);
     assert_int_equal(r.status, SCHED_OK);
-    assert_true(node_of(c, &r, 0) != node_of(c, &r, 1) && node_of(c, &r, 1) != node_of(c, &r, 2)
-                && node_of(c, &r, 0) != node_of(c, &r, 2));
+    assert_true(node_of(c, &r, 0) != node_of(c, &r, 1) && node_of(c, &r, 1) != node_of(c, &r, 2) &&
+                node_of(c, &r, 0) != node_of(c, &r, 2));
     sched_result_t x = group(c, SCHED_STRICT_SPREAD, 4, "GPU=1", NULL, NULL);
     assert_int_equal(x.status, SCHED_INFEASIBLE);
     assert_string_equal(x.reason, "STRICT_SPREAD group of 4 bundles: STRICT_SPREAD needs 4 "
@@ -105,6 +110,39 @@ static void test_strategies(void **state)
     sched_cluster_free(c);
 }
 
+/* A gang every bundle of which fits a node, but that the nodes could never
+ * hold at once (issue 13: nine one-GPU workers on one 8-GPU node waited
+ * for ever): INFEASIBLE, not RETRY, however busy the nodes are. */
+static void test_total_capacity(void **state)
+{
+    sched_cluster_t *c = sched_cluster_new();
+    gpu_nodes(c, "n", 1, NULL);
+    sched_cluster_finalize(c);
+    sched_result_t x = group(c, SCHED_PACK, 9, "GPU=1", NULL, NULL);
+    assert_int_equal(x.status, SCHED_INFEASIBLE);
+    assert_string_equal(x.reason, "PACK group of 9 bundles: 9 bundles of GPU=1 never fit at once: "
+                                  "the 1 alive node(s) that can take one hold at most 8 in total");
+    x = group(c, SCHED_SPREAD_PG, 2, "GPU=8", NULL, NULL);
+    assert_int_equal(x.status, SCHED_INFEASIBLE);
+    sched_result_t ok = group(c, SCHED_PACK, 8, "GPU=1", NULL, NULL);
+    assert_int_equal(ok.status, SCHED_OK);
+    /* full now: 8 more could fit an empty node, so they wait */
+    sched_result_t wait = group(c, SCHED_PACK, 8, "GPU=1", NULL, NULL);
+    assert_int_equal(wait.status, SCHED_RETRY);
+    x = group(c, SCHED_PACK, 9, "GPU=1", NULL, NULL);
+    assert_int_equal(x.status, SCHED_INFEASIBLE);
+    assert_int_equal(sched_release(c, ok.placement), 0);
+    /* two nodes: 3 bundles of GPU=5 sum to 15 of 16, but each node holds one */
+    gpu_nodes(c, "m", 1, NULL);
+    sched_cluster_finalize(c);
+    x = group(c, SCHED_PACK, 3, "GPU=5", NULL, NULL);
+    assert_int_equal(x.status, SCHED_INFEASIBLE);
+    ok = group(c, SCHED_PACK, 2, "GPU=5", NULL, NULL);
+    assert_int_equal(ok.status, SCHED_OK);
+    assert_int_equal(sched_release(c, ok.placement), 0);
+    sched_cluster_free(c);
+}
+
 static void test_domains(void **state)
 {
     sched_cluster_t *c = sched_cluster_new();
@@ -118,15 +156,13 @@ static void test_domains(void **state)
     assert_int_equal(g1.status, SCHED_OK);
     int rack = sched_syms_find(&c->labels, "rack", 4);
     for (uint32_t b = 0; b < 2; b++)
-        assert_string_equal(sched_syms_name(&c->labels,
-                                             sched_node_label(c, node_of(c, &g1, b), rack)),
-                            "r1");
+        assert_string_equal(
+            sched_syms_name(&c->labels, sched_node_label(c, node_of(c, &g1, b), rack)), "r1");
     sched_result_t g2 = group(c, SCHED_PACK, 4, "GPU=8", "rack", NULL);
     assert_int_equal(g2.status, SCHED_OK);
     for (uint32_t b = 0; b < 4; b++)
-        assert_string_equal(sched_syms_name(&c->labels,
-                                             sched_node_label(c, node_of(c, &g2, b), rack)),
-                            "r2");
+        assert_string_equal(
+            sched_syms_name(&c->labels, sched_node_label(c, node_of(c, &g2, b), rack)), "r2");
     sched_result_t g3 = group(c, SCHED_PACK, 2, "GPU=8", "rack", NULL);
     assert_int_equal(g3.status, SCHED_RETRY);
     assert_string_equal(g3.reason, "no rack domain has room for the group (GPU=16) now: the "
@@ -155,9 +191,15 @@ static void slice(sched_cluster_t *c, const char *name, const char *topo, const 
     for (int w = 0; w < hosts; w++) {
         char host[48];
         snprintf(host, sizeof(host), "%s-w%d", name, w);
-        add(c, (sched_node_spec_t){.name = host, .cpus = 180, .resource = "TPU", .ndev = chips,
-                                   .slice = name, .topology = topo, .accel_type = type,
-                                   .worker_id = w, .worker_count = hosts});
+        add(c, (sched_node_spec_t){.name = host,
+                                   .cpus = 180,
+                                   .resource = "TPU",
+                                   .ndev = chips,
+                                   .slice = name,
+                                   .topology = topo,
+                                   .accel_type = type,
+                                   .worker_id = w,
+                                   .worker_count = hosts});
     }
 }
 
@@ -212,9 +254,8 @@ static void test_tpu_slices(void **state)
     sched_result_t o1;
     sched_schedule(c, NULL, &rq, NULL, &o1);
     assert_int_equal(o1.status, SCHED_OK);
-    assert_string_equal(sched_node_name(c, sched__alloc(sched_placement_get(c, o1.placement), 0)
-                                               ->node),
-                        "s2-w2");
+    assert_string_equal(
+        sched_node_name(c, sched__alloc(sched_placement_get(c, o1.placement), 0)->node), "s2-w2");
     sched_result_t x = tpu(c, "v6e", "4x4", 4, 1);
     assert_int_equal(x.status, SCHED_RETRY);
     assert_string_equal(x.reason, "no free slice of topology 4x4 (v6e): slice s2 has 3 of 4 "
@@ -260,8 +301,8 @@ static void test_scarcest_first(void **state)
     assert_int_equal(sched_parse_resources(&c->res, "CPU=8", &b[0].req, &e), 0);
     assert_int_equal(sched_parse_resources(&c->res, "GPU=1,CPU=1", &b[1].req, &e), 0);
     for (int st = SCHED_PACK; st <= SCHED_SPREAD_PG; st++) {
-        sched_request_t r = {.nbundles = 2, .bundles = b, .strategy = (sched_strategy_t)st,
-                             .domain_key = -1};
+        sched_request_t r = {
+            .nbundles = 2, .bundles = b, .strategy = (sched_strategy_t)st, .domain_key = -1};
         sched_result_t out;
         sched_schedule(c, NULL, &r, NULL, &out);
         assert_int_equal(out.status, SCHED_OK);
@@ -296,7 +337,9 @@ static void test_property_groups(void **state)
             char name[16], labels[32];
             snprintf(name, sizeof(name), "n%d", i);
             snprintf(labels, sizeof(labels), "rack=r%d", (int)(sched_rng_next(&rng) % 3));
-            add(c, (sched_node_spec_t){.name = name, .cpus = 16, .resource = "GPU",
+            add(c, (sched_node_spec_t){.name = name,
+                                       .cpus = 16,
+                                       .resource = "GPU",
                                        .ndev = 1 + (int)(sched_rng_next(&rng) % 8),
                                        .labels = labels});
         }
@@ -315,8 +358,8 @@ static void test_property_groups(void **state)
             sched_strategy_t st = (sched_strategy_t)(sched_rng_next(&rng) % 4);
             int nb = 1 + (int)(sched_rng_next(&rng) % 5);
             bool dom = sched_rng_next(&rng) % 2;
-            sched_result_t r = group(c, st, nb, shapes[sched_rng_next(&rng) % 6],
-                                     dom ? "rack" : NULL, NULL);
+            sched_result_t r =
+                group(c, st, nb, shapes[sched_rng_next(&rng) % 6], dom ? "rack" : NULL, NULL);
             if (r.status != SCHED_OK) {
                 assert_true(r.reason[0] != '\0');
                 continue;
@@ -346,9 +389,9 @@ static void test_property_groups(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_strategies),   cmocka_unit_test(test_domains),
-        cmocka_unit_test(test_tpu_slices),   cmocka_unit_test(test_zero_bundles),
-        cmocka_unit_test(test_scarcest_first),
+        cmocka_unit_test(test_strategies),      cmocka_unit_test(test_total_capacity),
+        cmocka_unit_test(test_domains),         cmocka_unit_test(test_tpu_slices),
+        cmocka_unit_test(test_zero_bundles),    cmocka_unit_test(test_scarcest_first),
         cmocka_unit_test(test_property_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
