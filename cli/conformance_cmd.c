@@ -707,42 +707,25 @@ static const char *not_real(void)
 
 int cli_conformance(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"backend", required_argument, 0, 'b'},
-        {"json", no_argument, 0, 'j'},
-        {"junit", required_argument, 0, 'u'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
+    static const char help[] =
+        "Checks this node's accelerators against the vendors' tools and runtimes.\n"
+        "  --backend NAME  only that backend (nvidia, amd, tpu, neuron, gaudi, intel)\n"
+        "  --json          the report as JSON on stdout (check lines on stderr)\n"
+        "  --junit FILE    the report as JUnit XML in FILE as well\n"
+        "Exit: 0 verified, 1 a mismatch, 77 nothing verified (no accelerator, or not\n"
+        "real hardware). docs/hardware.md, \"Conformance on real hardware\".\n";
     const char *backend = NULL, *junit = NULL;
     bool as_json = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'b':
-            backend = optarg;
-            break;
-        case 'j':
-            as_json = true;
-            break;
-        case 'u':
-            junit = optarg;
-            break;
-        case 'h':
-            fputs(usage_text, stdout);
-            fputs("Checks this node's accelerators against the vendors' tools and runtimes.\n"
-                  "  --backend NAME  only that backend (nvidia, amd, tpu, neuron, gaudi, intel)\n"
-                  "  --json          the report as JSON on stdout (check lines on stderr)\n"
-                  "  --junit FILE    the report as JUnit XML in FILE as well\n"
-                  "Exit: 0 verified, 1 a mismatch, 77 nothing verified (no accelerator, or not\n"
-                  "real hardware). docs/hardware.md, \"Conformance on real hardware\".\n",
-                  stdout);
-            return CLI_OK;
-        default:
-            return usage(NULL);
-        }
-    }
+    const cli_opt_t opts[] = {
+        CLI_STR("backend", &backend),
+        CLI_FLAG("json", &as_json),
+        CLI_STR("junit", &junit),
+        CLI_END,
+    };
+    int first = cli_parse_opts("corral conformance", opts, argc, argv, usage_text, help, false);
+    if (first < 0)
+        return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
+    optind = first;
     if (optind < argc)
         return usage("unexpected argument");
     if (as_json && junit)

@@ -11,22 +11,22 @@
 static const char usage_line[] =
     "usage: corral sim --cluster CLUSTER.yaml (--workload TRACE.yaml | --bench) [--json]\n";
 
+static const char help[] =
+    "\n"
+    "  --cluster FILE   nodes: templates, counts and TPU slices (YAML or JSON);\n"
+    "                   see examples/clusters/\n"
+    "  --workload FILE  request streams: arrival, resources, group or TPU slice,\n"
+    "                   duration, priority; see examples/traces/\n"
+    "  --json           print the report as JSON\n"
+    "  --bench          time the scheduler on the cluster (bench/sched), printing\n"
+    "                   'figure NAME VALUE UNIT' lines\n"
+    "  --max-pending N  stop admitting arrivals while N requests wait (default 100000)\n"
+    "  --tick SECONDS   run the scheduler once per tick of simulated time (default 1;\n"
+    "                   0: at every arrival and completion)\n";
+
 static void usage(FILE *fp)
 {
     fputs(usage_line, fp);
-    if (fp == stdout)
-        fputs("\n"
-              "  --cluster FILE   nodes: templates, counts and TPU slices (YAML or JSON);\n"
-              "                   see examples/clusters/\n"
-              "  --workload FILE  request streams: arrival, resources, group or TPU slice,\n"
-              "                   duration, priority; see examples/traces/\n"
-              "  --json           print the report as JSON\n"
-              "  --bench          time the scheduler on the cluster (bench/sched), printing\n"
-              "                   'figure NAME VALUE UNIT' lines\n"
-              "  --max-pending N  stop admitting arrivals while N requests wait (default 100000)\n"
-              "  --tick SECONDS   run the scheduler once per tick of simulated time (default 1;\n"
-              "                   0: at every arrival and completion)\n",
-              fp);
 }
 
 static double now_s(void)
@@ -550,64 +550,48 @@ static int bench(const char *cluster)
     return rc ? CLI_FAIL : CLI_OK;
 }
 
+static int opt_max_pending(void *dst, const char *name, const char *arg)
+{
+    uint64_t v;
+    if (cr_parse_u64(arg, 10, &v) || v == 0 || v > 10000000) {
+        fprintf(stderr, "corral sim: --max-pending: expected 1 to 10000000\n");
+        return CLI_USAGE;
+    }
+    *(size_t *)dst = (size_t)v;
+    return 0;
+}
+
+static int opt_tick(void *dst, const char *name, const char *arg)
+{
+    char *end;
+    double tick = strtod(arg, &end);
+    if (end == arg || *end || !isfinite(tick) || tick < 0 || tick > 3600) {
+        fprintf(stderr, "corral sim: --tick: expected seconds from 0 to 3600\n");
+        return CLI_USAGE;
+    }
+    *(double *)dst = tick;
+    return 0;
+}
+
 int cli_sim(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"cluster", required_argument, NULL, 'c'},
-        {"workload", required_argument, NULL, 'w'},
-        {"json", no_argument, NULL, 'j'},
-        {"bench", no_argument, NULL, 'b'},
-        {"max-pending", required_argument, NULL, 'm'},
-        {"help", no_argument, NULL, 'h'},
-        {"tick", required_argument, NULL, 't'},
-        {NULL, 0, NULL, 0},
-    };
     const char *cluster = NULL, *trace = NULL;
     bool json = false, do_bench = false;
     size_t max_pending = 100000;
     double tick = 1.0;
-    int ch;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'c':
-            cluster = optarg;
-            break;
-        case 'w':
-            trace = optarg;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'b':
-            do_bench = true;
-            break;
-        case 'm': {
-            uint64_t v;
-            if (cr_parse_u64(optarg, 10, &v) || v == 0 || v > 10000000) {
-                fprintf(stderr, "corral sim: --max-pending: expected 1 to 10000000\n");
-                return CLI_USAGE;
-            }
-            max_pending = (size_t)v;
-            break;
-        }
-        case 't': {
-            char *end;
-            tick = strtod(optarg, &end);
-            if (end == optarg || *end || !isfinite(tick) || tick < 0 || tick > 3600) {
-                fprintf(stderr, "corral sim: --tick: expected seconds from 0 to 3600\n");
-                return CLI_USAGE;
-            }
-            break;
-        }
-        case 'h':
-            usage(stdout);
-            return CLI_OK;
-        default:
-            usage(stderr);
-            return CLI_USAGE;
-        }
-    }
+    const cli_opt_t opts[] = {
+        CLI_STR("cluster", &cluster),
+        CLI_STR("workload", &trace),
+        CLI_FLAG("json", &json),
+        CLI_FLAG("bench", &do_bench),
+        CLI_CALL("max-pending", opt_max_pending, &max_pending),
+        CLI_CALL("tick", opt_tick, &tick),
+        CLI_END,
+    };
+    int first = cli_parse_opts("corral sim", opts, argc, argv, usage_line, help, false);
+    if (first < 0)
+        return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
+    optind = first;
     if (optind < argc || !cluster || (!trace && !do_bench)) {
         usage(stderr);
         return CLI_USAGE;

@@ -5,24 +5,23 @@
  * (schema corral.topo/v1) is documented in docs/topology.md. */
 #include "cli.h"
 #include "hw/topo.h"
-#include <getopt.h>
 #include <stdio.h>
 
 static const char usage_line[] =
     "usage: corral topo [--json] [--spec FILE] [--root DIR] [--node FILE]\n";
 
+static const char help[] =
+    "\n"
+    "  --json        print the topology as JSON (schema corral.topo/v1)\n"
+    "  --spec FILE   the simulated node of a hardware spec (YAML or JSON)\n"
+    "  --root DIR    read /sys, /dev and /proc under DIR (also CORRAL_SYSFS_ROOT)\n"
+    "  --node FILE   a saved node description (corral hw --json), as it is\n"
+    "\n"
+    "docs/topology.md explains each symbol.\n";
+
 static void usage(FILE *fp)
 {
     fputs(usage_line, fp);
-    if (fp == stdout)
-        fputs("\n"
-              "  --json        print the topology as JSON (schema corral.topo/v1)\n"
-              "  --spec FILE   the simulated node of a hardware spec (YAML or JSON)\n"
-              "  --root DIR    read /sys, /dev and /proc under DIR (also CORRAL_SYSFS_ROOT)\n"
-              "  --node FILE   a saved node description (corral hw --json), as it is\n"
-              "\n"
-              "docs/topology.md explains each symbol.\n",
-              fp);
 }
 
 /* Column names by resource: what people call the devices. */
@@ -826,41 +825,20 @@ static int load_node_file(const char *path, cr_node_t **out)
 
 int cli_topo(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, 0, 'j'},       {"spec", required_argument, 0, 's'},
-        {"root", required_argument, 0, 'r'}, {"node", required_argument, 0, 'n'},
-        {"help", no_argument, 0, 'h'},       {0, 0, 0, 0},
-    };
     bool json = false;
     const char *spec = NULL, *root = NULL, *file = NULL;
-    int c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'j':
-            json = true;
-            break;
-        case 's':
-            spec = optarg;
-            break;
-        case 'r':
-            root = optarg;
-            break;
-        case 'n':
-            file = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return CLI_OK;
-        default:
-            fprintf(stderr, "corral topo: unknown or incomplete option '%s'\n", argv[optind - 1]);
-            usage(stderr);
-            return CLI_USAGE;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "corral topo: unexpected argument '%s'\n", argv[optind]);
+    const cli_opt_t opts[] = {
+        CLI_FLAG("json", &json),
+        CLI_STR("spec", &spec),
+        CLI_STR("root", &root),
+        CLI_STR("node", &file),
+        CLI_END,
+    };
+    int first = cli_parse_opts("corral topo", opts, argc, argv, usage_line, help, false);
+    if (first < 0)
+        return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
+    if (first < argc) {
+        fprintf(stderr, "corral topo: unexpected argument '%s'\n", argv[first]);
         usage(stderr);
         return CLI_USAGE;
     }

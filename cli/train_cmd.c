@@ -112,95 +112,63 @@ static int usage(const char *fmt, const char *arg)
     return CLI_USAGE;
 }
 
+typedef struct train_env {
+    const char *v[MAX_ENV + 2];
+    size_t n;
+} train_env_t;
+
+static int opt_env(void *dst, const char *name, const char *arg)
+{
+    train_env_t *e = dst;
+    if (!strchr(arg, '=') || arg[0] == '=')
+        return usage("--env: expected K=V, got '%s'", arg);
+    if (e->n == MAX_ENV)
+        return usage("--env: at most 64, got another: '%s'", arg);
+    e->v[e->n++] = arg;
+    return 0;
+}
+
 int cli_train(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"workers", required_argument, 0, 'w'},
-        {"resources-per-worker", required_argument, 0, 'r'},
-        {"tpu-topology", required_argument, 0, 't'},
-        {"accelerator-type", required_argument, 0, 'a'},
-        {"placement", required_argument, 0, 'p'},
-        {"domain", required_argument, 0, 'd'},
-        {"max-failures", required_argument, 0, 'm'},
-        {"checkpoint-dir", required_argument, 0, 'c'},
-        {"env", required_argument, 0, 'e'},
-        {"queue", no_argument, 0, 'q'},
-        {"cwd", required_argument, 0, 'C'},
-        {"env-policy", required_argument, 0, 'E'},
-        {"wait-for-nodes", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
     unsigned workers = 0, max_failures = 0;
     const char *res = NULL, *topo = NULL, *accel = NULL, *domain = NULL, *ckpt = NULL;
-    const char *cwd_s = NULL, *env_policy = NULL;
-    const char *env[MAX_ENV + 2];
-    size_t nenv = 0;
+    const char *cwd_s = NULL, *env_policy = NULL, *placement = NULL;
+    train_env_t te = {.n = 0};
     corral_strategy_t strategy = CORRAL_PACK;
-    bool have_strategy = false, queue = false;
-    int opt;
-    char *end;
-    opterr = 0;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'w':
-            workers = (unsigned)strtoul(optarg, &end, 10);
-            if (!optarg[0] || *end || workers < 1 || workers > 4096)
-                return usage("--workers: expected 1 to 4096, got '%s'", optarg);
-            break;
-        case 'r':
-            res = optarg;
-            break;
-        case 't':
-            topo = optarg;
-            if (!topo_chips(topo))
-                return usage("--tpu-topology: expected AxB or AxBxC (e.g. 4x4), got '%s'", optarg);
-            break;
-        case 'a':
-            accel = optarg;
-            break;
-        case 'p':
-            if (corral_strategy_parse(optarg, &strategy) < 0)
-                return usage("--placement: expected PACK, SPREAD, STRICT_PACK or STRICT_SPREAD, "
-                             "got '%s'",
-                             optarg);
-            have_strategy = true;
-            break;
-        case 'd':
-            domain = optarg;
-            break;
-        case 'm':
-            max_failures = (unsigned)strtoul(optarg, &end, 10);
-            if (!optarg[0] || *end || max_failures > 1000)
-                return usage("--max-failures: expected 0 to 1000, got '%s'", optarg);
-            break;
-        case 'c':
-            ckpt = optarg;
-            break;
-        case 'e':
-            if (!strchr(optarg, '=') || optarg[0] == '=')
-                return usage("--env: expected K=V, got '%s'", optarg);
-            if (nenv == MAX_ENV)
-                return usage("--env: at most 64, got another: '%s'", optarg);
-            env[nenv++] = optarg;
-            break;
-        case 'q':
-            queue = true;
-            break;
-        case 'C':
-            cwd_s = optarg;
-            break;
-        case 'E':
-            env_policy = optarg;
-            break;
-        case 'h':
-            fputs(train_usage, stdout);
-            return CLI_OK;
-        default:
-            return usage("unknown or incomplete option '%s'", argv[optind - 1]);
-        }
+    bool have_strategy = false, queue = false, wait_nodes = false;
+    const cli_opt_t opts[] = {
+        CLI_UINT("workers", &workers, 1, 4096),
+        CLI_STR("resources-per-worker", &res),
+        CLI_STR("tpu-topology", &topo),
+        CLI_STR("accelerator-type", &accel),
+        CLI_STR("placement", &placement),
+        CLI_STR("domain", &domain),
+        CLI_UINT("max-failures", &max_failures, 0, 1000),
+        CLI_STR("checkpoint-dir", &ckpt),
+        CLI_CALL("env", opt_env, &te),
+        CLI_FLAG("queue", &queue),
+        CLI_STR("cwd", &cwd_s),
+        CLI_STR("env-policy", &env_policy),
+        CLI_FLAG("wait-for-nodes", &wait_nodes),
+        CLI_END,
+    };
+    /* options stop at the command, whose own options are its */
+    int first = cli_parse_opts("corral train", opts, argc, argv, train_usage, NULL, true);
+    if (first < 0)
+        return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
+    optind = first;
+    queue |= wait_nodes;
+    if (topo && !topo_chips(topo))
+        return usage("--tpu-topology: expected AxB or AxBxC (e.g. 4x4), got '%s'", topo);
+    if (placement) {
+        if (corral_strategy_parse(placement, &strategy) < 0)
+            return usage("--placement: expected PACK, SPREAD, STRICT_PACK or STRICT_SPREAD, "
+                         "got '%s'",
+                         placement);
+        have_strategy = true;
     }
+    const char **env = te.v;
+    size_t nenv = te.n;
     if (optind >= argc)
         return usage("%s", "no command: give it after --");
     if (accel && !topo)

@@ -18,8 +18,23 @@ if [ -z "${CORRAL_PRIVATE_NS:-}" ]; then
         bash "$@"
 fi
 ip link set lo up || { echo "FAIL: cannot bring up the namespace's loopback"; exit 1; }
+# The tree and the build may live under /tmp or /run (a CI clone, say):
+# the old mounts stay reachable at /mnt/tmp and /mnt/run (this namespace's
+# mounts only) and those folders are bound back where they were.
+keep=""
+for d in "${CORRAL_SOURCE_DIR:-}" "${CORRAL_BUILD_DIR:-}"; do
+    case "$d" in /tmp/* | /run/*) keep="$keep $(cd "$d" && pwd -P)" ;; esac
+done
+if [ -n "$keep" ]; then
+    mount -t tmpfs -o mode=0700 tmpfs /mnt && mkdir /mnt/tmp /mnt/run &&
+        mount --bind /tmp /mnt/tmp && mount --bind /run /mnt/run ||
+        { echo "FAIL: cannot keep the tree's folders under /tmp or /run"; exit 1; }
+fi
 mount -t tmpfs -o mode=1777 tmpfs /tmp || { echo "FAIL: cannot mount a tmpfs on /tmp"; exit 1; }
 mount -t tmpfs -o mode=0755 tmpfs /run || { echo "FAIL: cannot mount a tmpfs on /run"; exit 1; }
+for d in $keep; do
+    mkdir -p "$d" && mount --bind "/mnt$d" "$d" || { echo "FAIL: cannot bind $d back"; exit 1; }
+done
 unset CORRAL_HOME XDG_RUNTIME_DIR CORRAL_ADDRESS CORRAL_TOKEN_FILE
 as_user() {
     local uid=$1
