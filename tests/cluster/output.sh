@@ -19,6 +19,9 @@ rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
 head_up "$SPECS/cpu-only.yaml"
 HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
+# under ASan freed buffers wait in a quarantine (256 MiB by default) and
+# would count as the agent's growth below: keep it small
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4"
 agent_up far "$SPECS/cpu-only.yaml" 127.0.0.2
 wait_node far 10 ALIVE || fail "agent far not ALIVE: $(node_state far)"
 APID=$(agent_pid far)
