@@ -861,6 +861,9 @@ void jobs_node_lost(node_t *n, const char *why)
 
 void jobs_group_removed(pg_t *g)
 {
+    /* every job of the group stops before any lets go of it: a stop that
+     * ends a job tries the queue, which must not start another of its jobs
+     * in bundles about to go */
     for (size_t i = 0; i < D.jobs.n; i++)
         if (D.jobs.v[i]->pg == g && !cr_job_state_is_final(D.jobs.v[i]->state))
             job_stop(D.jobs.v[i], DEFAULT_GRACE_MS);
