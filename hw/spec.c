@@ -732,7 +732,8 @@ static int schema_error(builder_t *b, const hw_json_error_t *je)
     pos_t at = pn->at.line ? pn->at : pn->key;
     /* a wrong key is shown at the key, not at its value */
     if (whole && pn->key.line &&
-        (cr_str_has_prefix(je->msg, "unknown field") || strstr(je->msg, "is not a valid label key")))
+        (cr_str_has_prefix(je->msg, "unknown field") ||
+         strstr(je->msg, "is not a valid label key")))
         at = pn->key;
     /* `compute_capability: 9.0` is a number to YAML: say how to write it */
     char hint[96] = "";
@@ -862,9 +863,8 @@ static int check_numa(const cr_node_t *node, int numa, const char *path, hw_json
     cr_buf_t ids = {0};
     for (size_t k = 0; k < node->numa.n; k++)
         cr_buf_printf(&ids, "%s%d", k ? ", " : "", node->numa.v[k].id);
-    int err = spec_fail(je, path,
-                        "NUMA node %d is out of range: the spec's cpu.numa_nodes are %s", numa,
-                        ids.s);
+    int err = spec_fail(je, path, "NUMA node %d is out of range: the spec's cpu.numa_nodes are %s",
+                        numa, ids.s);
     cr_buf_free(&ids);
     return err;
 }
@@ -935,7 +935,8 @@ static int spec_validate(const cr_node_t *node, hw_json_error_t *je)
         for (size_t m = 0; m < k; m++)
             if (node->numa.v[m].id == node->numa.v[k].id) {
                 snprintf(path, sizeof(path), "cpu.numa_nodes[%zu].id", k);
-                return spec_fail(je, path, "NUMA node %d is listed twice (also cpu.numa_nodes[%zu])",
+                return spec_fail(je, path,
+                                 "NUMA node %d is listed twice (also cpu.numa_nodes[%zu])",
                                  node->numa.v[k].id, m);
             }
     int err;
@@ -948,8 +949,9 @@ static int spec_validate(const cr_node_t *node, hw_json_error_t *je)
             return err;
         if (d->memory_numa < -1) {
             snprintf(path, sizeof(path), "devices[%zu].memory_numa", i);
-            return spec_fail(je, path, "NUMA node %d is out of range; -1 (or leave it out) when "
-                                       "the device's memory is no NUMA node of its own",
+            return spec_fail(je, path,
+                             "NUMA node %d is out of range; -1 (or leave it out) when "
+                             "the device's memory is no NUMA node of its own",
                              d->memory_numa);
         }
     }

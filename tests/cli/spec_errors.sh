@@ -47,6 +47,10 @@ expect_error "$SPECS/bad-label-prefix.yaml" \
 # a numa with no cpu.numa_nodes to be one of; a name of 64 characters
 printf 'id: n\ndevices:\n  - {numa: 0}\n' >"$TMP/no-numa-nodes.yaml"
 expect_error "$TMP/no-numa-nodes.yaml" "no-numa-nodes.yaml:3:12: devices[0].numa: NUMA node 0 is out of range: the spec lists no cpu.numa_nodes"
+printf 'id: n\ncpu:\n  numa_nodes:\n    - {id: 0}\n    - {id: 0}\n' >"$TMP/dup-numa.yaml"
+expect_error "$TMP/dup-numa.yaml" "dup-numa.yaml:5:12: cpu.numa_nodes[1].id: NUMA node 0 is listed twice (also cpu.numa_nodes[0])"
+printf 'id: n\ndevices:\n  - {memory_numa: -2}\n' >"$TMP/mem-numa.yaml"
+expect_error "$TMP/mem-numa.yaml" "mem-numa.yaml:3:19: devices[0].memory_numa: NUMA node -2 is out of range"
 printf 'id: n\nlabels:\n  corral.io/%s: v\n' "$(printf 'a%.0s' $(seq 64))" >"$TMP/long-key.yaml"
 expect_error "$TMP/long-key.yaml" "long-key.yaml:3:3: labels.corral.io/"
 grep -qF "the name is longer than 63 characters" "$TMP/err" || fail "64-character name: $(cat "$TMP/err")"
