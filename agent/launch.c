@@ -12,7 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
 /* CPUs a binding can name: the cpulist parser's bitmap and the cpu_set_t
  * handed to the kernel are both this size. */
 #define MAX_CPUS 4096

@@ -467,7 +467,9 @@ bool jobs_scope_current(const cr_job_scope_t *s, char *why, size_t size)
     }
     const wk_t *w = &j->wk[s->worker_index];
     if ((uint32_t)w->attempt != s->attempt) {
-        snprintf(why, size, "it is worker %u's attempt %u of job %s, and that worker is at attempt %d now (restarted)",
+        snprintf(why, size,
+                 "it is worker %u's attempt %u of job %s, and that worker is at attempt %d now "
+                 "(restarted)",
                  s->worker_index, s->attempt, s->job_id, w->attempt);
         return false;
     }

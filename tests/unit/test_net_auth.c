@@ -190,7 +190,6 @@ static void test_proofs(void **state)
     assert_memory_equal(p, want, CR_PROOF_LEN);
 }
 
-
 /* The job credential: one per scope, its text form round-trips, bad text is refused. */
 static void test_job_credential(void **state)
 {
@@ -208,8 +207,8 @@ static void test_job_credential(void **state)
     cr_job_credential(tok, &t, b);
     assert_memory_not_equal(a, b, CR_TOKEN_LEN);
     /* it is HMAC-SHA256 over the label, the id and the two numbers */
-    const uint8_t msg[] = {'c', 'o', 'r', 'r', 'a', 'l', '-', 'j', 'o', 'b', 0, '1', '2', 0,
-                           0,   0,   0,   3,   0,   0,   0,   0};
+    const uint8_t msg[] = {'c', 'o', 'r', 'r', 'a', 'l', '-', 'j', 'o', 'b', 0,
+                           '1', '2', 0,   0,   0,   0,   3,   0,   0,   0,   0};
     cr_hmac_sha256(tok, CR_TOKEN_LEN, msg, sizeof(msg), b);
     assert_memory_equal(a, b, CR_TOKEN_LEN);
 
@@ -221,7 +220,12 @@ static void test_job_credential(void **state)
     assert_int_equal(got.worker_index, 3);
     assert_int_equal(got.attempt, 0);
     assert_memory_equal(back, a, CR_TOKEN_LEN);
-    const char *bad[] = {"", "job:", "job::1:0:00", "12:3:0:ab", "job:12:x:0:00", "job:12:3:0:abc",
+    const char *bad[] = {"",
+                         "job:",
+                         "job::1:0:00",
+                         "12:3:0:ab",
+                         "job:12:x:0:00",
+                         "job:12:3:0:abc",
                          "job:123456789012345678901234567890123:0:0:00"};
     for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++)
         assert_int_equal(cr_job_token_parse(bad[i], &got, back), CR_EPARSE);

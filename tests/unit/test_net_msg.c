@@ -386,7 +386,6 @@ static void test_handshake_machine(void **state)
     free(sv);
 }
 
-
 /* Runs a whole handshake; returns the server's last step. */
 static int run_hs(cr_hs_t *cl, cr_hs_t *sv)
 {
@@ -473,10 +472,8 @@ static void test_handshake_job_credential(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_job_submit_round_trip),
-        cmocka_unit_test(test_validation_rules),
-        cmocka_unit_test(test_every_body_has_a_row),
-        cmocka_unit_test(test_handshake_machine),
+        cmocka_unit_test(test_job_submit_round_trip),    cmocka_unit_test(test_validation_rules),
+        cmocka_unit_test(test_every_body_has_a_row),     cmocka_unit_test(test_handshake_machine),
         cmocka_unit_test(test_handshake_job_credential),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
