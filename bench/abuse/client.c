@@ -3,9 +3,11 @@
  * load starts, then COUNT cluster-status requests (StatusRequest: nodes,
  * resources, job counts), one at a time, PAUSE_US apart, each timed on
  * CLOCK_MONOTONIC around the whole call:
- *   bench_abuse_client COUNT PAUSE_US [GO_FILE]
+ *   bench_abuse_client COUNT PAUSE_US [GO_FILE [STOP_FILE]]
  * With GO_FILE, the connection is made first and the requests start once
- * that file exists (so the load can start between the two). Prints each
+ * that file exists (so the load can start between the two); with
+ * STOP_FILE, they go on past COUNT until that file exists (the load has
+ * ended), at most 100 times COUNT in all. Prints each
  * latency in microseconds on a line of stdout; a failed request is said
  * on stderr and exits 1. */
 #include <corral/corral.h>
@@ -24,7 +26,7 @@ static double now_us(void)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: bench_abuse_client COUNT PAUSE_US [GO_FILE]\n");
+        fprintf(stderr, "usage: bench_abuse_client COUNT PAUSE_US [GO_FILE [STOP_FILE]]\n");
         return 2;
     }
     long count = atol(argv[1]), pause_us = atol(argv[2]);
@@ -38,7 +40,8 @@ int main(int argc, char **argv)
     if (argc > 3)
         for (int i = 0; i < 30000 && access(argv[3], F_OK) != 0; i++)
             usleep(1000);
-    for (long i = 0; i < count; i++) {
+    const char *stop = argc > 4 ? argv[4] : NULL;
+    for (long i = 0; i < 100 * count && (i < count || (stop && access(stop, F_OK) != 0)); i++) {
         corral_status_t s;
         double t0 = now_us();
         int err = corral_status(c, &s);
