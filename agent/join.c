@@ -913,6 +913,8 @@ int agent_main(const agent_opts_t *o)
                          .hwo = &A.hwo,
                          .logs = A.logs,
                          .session_id = A.session_id,
+                         .head_address = A.o->head,
+                         .net = A.net,
                          .ops = {.started = a_started, .exited = a_exited}};
     A.agent = agent_new(&ac);
     load_table();

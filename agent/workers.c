@@ -352,6 +352,15 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
         kv->key = (char *)"CORRAL_SESSION_ID";
         kv->value = (char *)a->cfg.session_id;
     }
+    char job_token[CR_JOB_TOKEN_TEXT_MAX] = "";
+    if (a->cfg.net && strlen(ws->job_id) <= CR_JOB_ID_MAX) {
+        cr_job_scope_t scope = {.worker_index = ws->worker_index, .attempt = ws->attempt};
+        cr_strlcpy(scope.job_id, ws->job_id, sizeof(scope.job_id));
+        uint8_t cred[CR_TOKEN_LEN];
+        cr_net_job_credential(a->cfg.net, &scope, cred);
+        cr_job_token_format(&scope, cred, job_token, sizeof(job_token));
+        cr_wipe(cred, sizeof(cred));
+    }
     cr_worker_spec_t s = {.argv = (const char *const *)argv,
                           .cwd = spec->cwd && spec->cwd[0] ? spec->cwd : NULL,
                           .env = &env,
@@ -365,6 +374,8 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
                           .worker_id = ws->worker_id,
                           .worker_index = (int)ws->worker_index,
                           .agent_socket = a->cfg.socket,
+                          .head_address = a->cfg.head_address,
+                          .job_token = job_token[0] ? job_token : NULL,
                           .log_dir = a->cfg.logs,
                           .bind =
                               ws->bind == CORRAL__BIND__BIND_NONE ? CR_BIND_NONE : CR_BIND_CLOSEST};
@@ -376,6 +387,7 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
     w->attempt = ws->attempt;
     char *errmsg = NULL;
     int err = cr_worker_start(a->cfg.loop, &s, on_worker_exit, w, &w->w, &errmsg);
+    cr_wipe(job_token, sizeof(job_token));
     free(argv);
     CR_VEC_FREE(&env.vars);
     CR_VEC_FREE(&gang.vars);

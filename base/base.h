@@ -108,7 +108,8 @@ int cr_open_private(const char *path, int flags, char *why, size_t size);
 /* The whole of such a file, malloc'ed and NUL-terminated. */
 int cr_read_private(const char *path, char **out, size_t *len, char *why, size_t size);
 /* Writes path atomically: a new 0600 file (O_EXCL, O_NOFOLLOW) beside it,
- * renamed over it. */
+ * written, fsync'ed and renamed over it, so a reader (or a reboot) sees
+ * the old bytes or the new ones, never part, and nobody else ever can. */
 int cr_write_private(const char *path, const void *data, size_t len, char *why, size_t size);
 /* The session session_latest names in home, as home/<name>: home is
  * private, the link is a symlink the effective user owns whose target is

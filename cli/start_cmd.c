@@ -435,6 +435,24 @@ int cli_stop(int argc, char **argv)
         fprintf(stderr, "corral stop: unexpected argument '%s'\n%s", argv[1], stop_usage);
         return CLI_USAGE;
     }
+    /* inside a worker (its job credential, no token file given): only the
+     * head is asked, which refuses a job credential a shutdown; nothing is
+     * signalled by pid */
+    const char *jt = getenv("CORRAL_JOB_TOKEN"), *tf = getenv("CORRAL_TOKEN_FILE");
+    if (jt && jt[0] && !(tf && tf[0])) {
+        corral_t *c;
+        char *msg = NULL;
+        if (corral_connect(NULL, NULL, &c, &msg) < 0) {
+            fprintf(stderr, "corral stop: %s\n", msg ? msg : "cannot reach the head");
+            free(msg);
+            return CLI_FAIL;
+        }
+        int err = corral_shutdown(c);
+        if (err < 0)
+            fprintf(stderr, "corral stop: %s\n", corral_errmsg(c));
+        corral_disconnect(c);
+        return err < 0 ? CLI_FAIL : CLI_OK;
+    }
     const char *home = cr_corral_home();
     if (!home)
         return CLI_FAIL;

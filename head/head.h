@@ -260,6 +260,9 @@ void try_pending(void);
 void jobs_stop_all(uint32_t grace_ms);
 void jobs_free(void);
 size_t jobs_count(cr_job_state_t s);
+/* Whether a job credential's scope is current: its job is known, its
+ * worker runs (starting or running) at that attempt. why says which not. */
+bool jobs_scope_current(const cr_job_scope_t *s, char *why, size_t size);
 /* the watch's node_lost and group_removed for jobs */
 void jobs_node_lost(node_t *n, const char *why);
 void jobs_group_removed(pg_t *g);

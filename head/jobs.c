@@ -458,6 +458,28 @@ job_t *job_find(const char *id)
     return NULL;
 }
 
+bool jobs_scope_current(const cr_job_scope_t *s, char *why, size_t size)
+{
+    const job_t *j = job_find(s->job_id);
+    if (!j || s->worker_index >= (uint32_t)j->n) {
+        snprintf(why, size, "job %s has no worker %u here", s->job_id, s->worker_index);
+        return false;
+    }
+    const wk_t *w = &j->wk[s->worker_index];
+    if ((uint32_t)w->attempt != s->attempt) {
+        snprintf(why, size,
+                 "it is worker %u's attempt %u of job %s, and that worker is at attempt %d now "
+                 "(restarted)",
+                 s->worker_index, s->attempt, s->job_id, w->attempt);
+        return false;
+    }
+    if (!wk_alive(w)) {
+        snprintf(why, size, "worker %u of job %s has ended", s->worker_index, s->job_id);
+        return false;
+    }
+    return true;
+}
+
 static char *spec_json(const Corral__JobSpec *s)
 {
     json_t *o = json_object(), *argv = json_array(), *res = json_object();

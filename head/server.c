@@ -126,6 +126,8 @@ void head_core_start(const head_core_t *c)
                          .hwo = &D.hwo,
                          .logs = D.logs,
                          .socket = D.sock,
+                         .head_address = D.sock,
+                         .net = D.net,
                          .session_id = D.session_id[0] ? D.session_id : NULL,
                          .ops = {.started = workers_local_started, .exited = workers_local_exited},
                          .refuse_start = c->refuse_start};
