@@ -77,6 +77,9 @@ void job_check_done(job_t *j)
 
 static void remove_pending(job_t *j);
 
+/* The jobs submitted in this turn (uncommitted), in order. */
+static CR_VEC(job_t *) fresh;
+
 /* The first failure of a gang decides the job; the rest are stopped. */
 void job_fail(job_t *j, int code, const char *fmt, ...)
 {
@@ -380,7 +383,7 @@ void try_pending(void)
     for (size_t i = 0; i < D.pending.n; i++) {
         job_t *j = D.pending.v[i];
         char why[256];
-        if (D.shutting_down || j->stopping || j->failed) {
+        if (D.shutting_down || j->stopping || j->failed || j->uncommitted) {
             D.pending.v[keep++] = j;
             continue;
         }
@@ -444,6 +447,7 @@ void job_free(job_t *j)
 
 void jobs_free(void)
 {
+    CR_VEC_FREE(&fresh);
     for (size_t i = 0; i < D.jobs.n; i++)
         job_free(D.jobs.v[i]);
     CR_VEC_FREE(&D.jobs);
@@ -540,6 +544,65 @@ void job_workers(job_t *j)
     }
 }
 
+static void jobs_remove(job_t *j)
+{
+    for (size_t i = 0; i < D.jobs.n; i++)
+        if (D.jobs.v[i] == j) {
+            memmove(&D.jobs.v[i], &D.jobs.v[i + 1], (D.jobs.n - i - 1) * sizeof(*D.jobs.v));
+            D.jobs.n--;
+            return;
+        }
+}
+
+void jobs_committed(bool ok)
+{
+    size_t n = fresh.n;
+    job_t **v = fresh.v;
+    fresh.v = NULL;
+    fresh.n = fresh.cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        job_t *j = v[i];
+        j->uncommitted = false;
+        if (!ok) {
+            /* its id was rolled back with it and its answer is an error: it
+             * is forgotten, so the id is not handed out twice; none of its
+             * workers ran (they start at the commit) */
+            cr_waiters_drop_key(j);
+            remove_pending(j);
+            jobs_remove(j);
+            release_placement(j);
+            job_free(j);
+            continue;
+        }
+        if (j->start_on_commit && !j->stopping && !j->failed &&
+            !cr_job_state_is_final(j->state)) {
+            head_batch(); /* a turn of its own, committed in batch_end */
+            j->start_on_commit = false;
+            placed(j);
+        }
+        j->start_on_commit = false;
+    }
+    free(v);
+    if (ok && n)
+        try_pending(); /* the ones submitted pending, in arrival order */
+}
+
+int jobs_resync(void)
+{
+    int64_t now = cr_wall_ms();
+    for (size_t i = 0; i < D.jobs.n; i++) {
+        job_t *j = D.jobs.v[i];
+        int err = cr_state_job_set_state(D.st, j->id, j->state, j->reason, now);
+        if (err == 0)
+            err = cr_state_job_set_restarts(D.st, j->id, j->restarts, now);
+        if (err < 0)
+            return err;
+        for (int k = 0; k < j->n; k++)
+            db_worker(&j->wk[k]);
+    }
+    return 0;
+}
+
 void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
 {
     const Corral__JobSpec *s = e->job_submit->spec;
@@ -634,6 +697,13 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
         return;
     }
     *CR_VEC_PUSH(&D.jobs) = j;
+    /* inside the turn's group commit, the job is recorded only when the
+     * turn commits: until then nothing of it starts */
+    bool later = cr_state_in_transaction(D.st);
+    if (later) {
+        j->uncommitted = true;
+        *CR_VEC_PUSH(&fresh) = j;
+    }
     event("submitted", j, "%s: %d worker(s) of %s", j->name, j->n, s->worker->argv[0]);
 
     Corral__JobSubmitted r = CORRAL__JOB_SUBMITTED__INIT;
@@ -643,7 +713,9 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
     a.job_submitted = &r;
     reply(c, e, &a);
 
-    if (st == SCHED_OK) {
+    if (st == SCHED_OK && later) {
+        j->start_on_commit = true; /* its placement held meanwhile */
+    } else if (st == SCHED_OK) {
         placed(j);
     } else {
         event("pending", j, "%s", reason);

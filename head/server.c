@@ -32,16 +32,29 @@ static void watch_retry(void)
     pgs_try_pending();
 }
 
+static void watch_committed(bool ok)
+{
+    jobs_committed(ok);
+}
+
+static int watch_resync(void)
+{
+    return jobs_resync();
+}
+
 static const head_watch_t watch = {.node_lost = watch_node_lost,
                                    .node_disconnected = pgs_conn_closed,
                                    .group_removed = jobs_group_removed,
                                    .group_created = watch_group_created,
-                                   .retry = watch_retry};
+                                   .retry = watch_retry,
+                                   .committed = watch_committed,
+                                   .resync = watch_resync};
 
 /* ------------------------------------------------------ the loop's work */
 
 static void on_tick(uv_timer_t *t)
 {
+    head_store_retry();
     head_batch();
     nodes_tick();
     pgs_tick();

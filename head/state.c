@@ -808,6 +808,11 @@ int cr_state_begin(cr_state_t *st)
     return 0;
 }
 
+bool cr_state_in_transaction(const cr_state_t *st)
+{
+    return st->in_tx;
+}
+
 static void rollback_raw(cr_state_t *st)
 {
     if (!sqlite3_get_autocommit(st->db)) {

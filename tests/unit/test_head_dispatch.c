@@ -587,12 +587,13 @@ static size_t jobs_in_state_db(void)
     return n;
 }
 
-/* Pins the group commit's failure branch (daemon/head.c batch_end): a job
+/* Pins the group commit's failure branch (head/turn.c batch_end): a job
  * submitted over a real connection in a turn whose commit fails (a full
  * disk, injected in the state layer as SQLite's own test harness injects
  * I/O errors: head/state.h cr_state_fault_commit) is answered an Error
- * that names the full disk, never JobSubmitted, and state.db holds no
- * job; the next submit, committed, is acknowledged. */
+ * that names the full disk, never JobSubmitted, state.db holds no job and
+ * the head forgets it; writes are refused until a commit succeeds again
+ * (head_store_retry), then the next submit is acknowledged. */
 static void test_failed_commit_is_never_acknowledged(void **state)
 {
     fx_t *f = *state;
@@ -622,13 +623,33 @@ static void test_failed_commit_is_never_acknowledged(void **state)
     assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_ERROR);
     assert_int_equal(a->error->code, CR_ENOSPC);
     assert_non_null(strstr(a->error->message, "the disk is full"));
+    assert_non_null(strstr(a->error->message, "nothing of this request was kept"));
     assert_int_equal(jobs_in_state_db(), 0);
+    /* the failed turn's job is forgotten with its id, not left running */
+    assert_int_equal(D.jobs.n, 0);
+    assert_true(D.store_failing);
 
+    /* until a commit succeeds again, writes are refused and say why */
     e->id = 2;
     assert_int_equal(cr_conn_send(c, e), 0);
     run_until_got(f, 2);
-    assert_int_equal(answer(&f->got, 2)->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
+    a = answer(&f->got, 2);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_ERROR);
+    assert_non_null(strstr(a->error->message, "serves reads only until it can commit"));
+    assert_non_null(strstr(a->error->message, "the disk is full"));
+    assert_int_equal(jobs_in_state_db(), 0);
+
+    /* the retry commits (nothing injected now): writes are served again */
+    D.store_tried_ms = 0;
+    head_store_retry();
+    assert_false(D.store_failing);
+    e->id = 3;
+    assert_int_equal(cr_conn_send(c, e), 0);
+    run_until_got(f, 3);
+    a = answer(&f->got, 3);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
     assert_int_equal(jobs_in_state_db(), 1);
+    assert_int_equal(D.jobs.n, 1); /* one job for the id, not two */
     cr_net_close(cn, NULL, NULL);
 }
 
