@@ -136,6 +136,7 @@ typedef struct head {
     node_t *self; /* the head's own node (NULL in a harness without one) */
     CR_VEC(node_t *) nodes;
     uint32_t heartbeat_ms, suspect_ms, dead_ms;
+    int64_t last_tick_ms; /* the last nodes_tick (cr_mono_ms): a late one is a stall */
     /* jobs.c */
     CR_VEC(job_t *) jobs;
     CR_VEC(job_t *) pending; /* waiting for resources, in arrival order */
