@@ -277,6 +277,9 @@ void req_job_list(cr_conn_t *c, const Corral__Envelope *e);
 void req_job_stop(cr_conn_t *c, const Corral__Envelope *e);
 void req_job_logs(cr_conn_t *c, const Corral__Envelope *e);
 void try_pending(void);
+/* From the tick: the gangs whose window for a lost node to rejoin is over
+ * are placed now or fail. */
+void jobs_tick(void);
 /* The watch's committed for jobs: the jobs submitted in the turn start
  * (ok) or are forgotten (their answers were errors; nothing of them ran). */
 void jobs_committed(bool ok);

@@ -17,6 +17,11 @@
 
 #define DEFAULT_BACKOFF_MS 100 /* before the first restart, doubling */
 #define MAX_BACKOFF_MS 5000
+/* How long a gang placed again after a node loss waits for a node that can
+ * hold it to rejoin, on top of the dead-after time: an agent that lost the
+ * head retries at most 5 s apart (agent/), so a node back from a cut link
+ * or a reboot of its agent is there in time. */
+#define REJOIN_WINDOW_MS 6000
 
 void job_set_state(job_t *j, cr_job_state_t s, const char *reason)
 {
@@ -174,6 +179,7 @@ void restart_check(job_t *j)
         for (int i = 0; i < j->n; i++)
             j->wk[i].restart_due = false;
         release_placement(j);
+        j->rejoin_until_ms = cr_mono_ms() + D.dead_ms + REJOIN_WINDOW_MS;
         job_set_state(j, CR_JOB_PENDING, "placing the gang again: a node of it was lost");
         *CR_VEC_PUSH(&D.pending) = j;
         try_pending();
@@ -364,6 +370,7 @@ static sched_status_t place(job_t *j, char *reason, size_t size)
 
 static void placed(job_t *j)
 {
+    j->rejoin_until_ms = 0;
     cr_buf_t where = {0};
     for (int i = 0; i < j->n; i++) {
         const char *id = j->wk[i].node ? j->wk[i].node->id : "?";
@@ -375,6 +382,21 @@ static void placed(job_t *j)
     cr_buf_free(&where);
     j->replace = false;
     start_workers(j);
+}
+
+void jobs_tick(void)
+{
+    int64_t now = cr_mono_ms();
+    bool due = false;
+    for (size_t i = 0; i < D.pending.n; i++) {
+        job_t *j = D.pending.v[i];
+        if (j->rejoin_until_ms && now >= j->rejoin_until_ms) {
+            j->rejoin_until_ms = 0; /* the window is over: placed now or never */
+            due = true;
+        }
+    }
+    if (due)
+        try_pending();
 }
 
 void try_pending(void)
@@ -391,6 +413,16 @@ void try_pending(void)
         if (st == SCHED_INFEASIBLE && j->spec->wait_for_nodes) {
             st = SCHED_RETRY;
             wait_reason(why, sizeof(why));
+        } else if (st == SCHED_INFEASIBLE && j->replace && j->rejoin_until_ms &&
+                   cr_mono_ms() < j->rejoin_until_ms) {
+            /* within its restart window: the node it lost may come back */
+            st = SCHED_RETRY;
+            char was[sizeof(why)];
+            cr_strlcpy(was, why, sizeof(was));
+            snprintf(why, sizeof(why),
+                     "placing the gang again: waiting up to %u ms after its node's loss for a node "
+                     "that can hold it to rejoin (%.150s)",
+                     D.dead_ms + REJOIN_WINDOW_MS, was);
         }
         if (st == SCHED_RETRY) {
             if (!j->reason || strcmp(j->reason, why))

@@ -57,6 +57,9 @@ struct job {
      * committed: nothing of it starts before the commit (jobs_committed) */
     bool uncommitted;
     bool start_on_commit; /* placed at submit: its workers start at the commit */
+    /* a gang placed again after losing a node, when no node left can hold
+     * it, waits until then (cr_mono_ms) for one to rejoin (jobs_tick) */
+    int64_t rejoin_until_ms;
 };
 
 /* jobs.c */

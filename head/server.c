@@ -58,6 +58,7 @@ static void on_tick(uv_timer_t *t)
     head_batch();
     nodes_tick();
     pgs_tick();
+    jobs_tick();
 }
 
 void head_conn_closed(cr_conn_t *c)
