@@ -315,6 +315,7 @@ typedef struct head_opts {
     const char *node_ip; /* --node-ip */
     uint32_t port;       /* 0: any (or the dead head's when taking over) */
     const char *token_file;
+    const char *log_file;                       /* --log-file; NULL: logs/corrald.log */
     uint32_t heartbeat_ms, suspect_ms, dead_ms; /* 0: 1000, 3000, 10000 */
 } head_opts_t;
 int head_main(const head_opts_t *o);
