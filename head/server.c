@@ -288,8 +288,8 @@ static void move_aside(const char *dbpath)
     }
     fprintf(stderr,
             "corrald: the damaged state database was moved aside to %s for inspection; the "
-            "next start begins with an empty state (the jobs it recorded are forgotten) unless "
-            "you put a good copy back as %s\n",
+            "next start begins a new session with an empty state (the jobs it recorded are "
+            "forgotten) unless you put a good copy back as %s first\n",
             to, dbpath);
     cr_warn("state: %s is damaged: moved aside to %s", dbpath, to);
     free(to);
