@@ -255,6 +255,9 @@ void pgs_txn_done(node_t *n, const Corral__TxnDone *r);
 void pgs_conn_closed(node_t *n);
 void pgs_recover(void);
 void pgs_tick(void);
+/* The watch's committed for groups: those created in a turn whose commit
+ * failed are forgotten (their reservations released, their waiters told). */
+void pgs_committed(bool ok);
 void pgs_free(void);
 void pgs_client_gone(cr_conn_t *c);
 size_t pgs_pending(void);

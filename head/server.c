@@ -36,7 +36,8 @@ static void watch_retry(void)
 
 static void watch_committed(bool ok)
 {
-    jobs_committed(ok);
+    jobs_committed(ok); /* first: a job of the turn may be in a group of the turn */
+    pgs_committed(ok);
 }
 
 static int watch_resync(void)
