@@ -10,6 +10,10 @@
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/private_ns.sh" "$0" "$@"
 SPEC=$CORRAL_SOURCE_DIR/specs/cpu-only.yaml
+# the sanitizer reports of the detached heads (their stderr is gone)
+ASAN_DIR=$(mktemp -d /tmp/asan-XXXXXX)
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$ASAN_DIR/asan"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$ASAN_DIR/ubsan:print_stacktrace=1"
 mkdir -m 700 /tmp/full && mount -t tmpfs -o size=6m,mode=0700 tmpfs /tmp/full ||
     { echo "FAIL: cannot mount the small tmpfs"; exit 1; }
 export CORRAL_HOME=/tmp/full/home
@@ -119,4 +123,8 @@ grep -q "earlier log line(s) lost: No space left on device" /tmp/tiny/head.log &
     ok "the lines the full disk lost are counted in the next one: $(grep -o '([0-9]* earlier log line(s) lost' /tmp/tiny/head.log | head -1)" ||
     fail "log: $(tail -3 /tmp/tiny/head.log)"
 stop_head $CORRAL_HOME
+if compgen -G "$ASAN_DIR/*" >/dev/null; then
+    fail "sanitizer reports:"
+    cat "$ASAN_DIR"/*
+fi
 finish
