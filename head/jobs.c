@@ -606,7 +606,7 @@ void jobs_committed(bool ok)
             job_free(j);
             continue;
         }
-        if (j->start_on_commit && !j->stopping && !j->failed &&
+        if (j->start_on_commit && !j->stopping && !j->failed && !D.shutting_down &&
             !cr_job_state_is_final(j->state)) {
             head_batch(); /* a turn of its own, committed in batch_end */
             j->start_on_commit = false;
