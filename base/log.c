@@ -167,7 +167,10 @@ static void emit(FILE *fp, int level, const char *line)
         snprintf(lost, sizeof(lost), " (%llu earlier log line(s) lost: %s)",
                  (unsigned long long)log_lost, strerror(log_lost_errno));
     int m = snprintf(buf + n, sizeof(buf) - n, "corral: %s: %s%s\n",
-                     tags[level < 0 ? 0 : level > 3 ? 3 : level], line, lost);
+                     tags[level < 0   ? 0
+                          : level > 3 ? 3
+                                      : level],
+                     line, lost);
     n += m > 0 ? (size_t)m : 0;
     if (n >= sizeof(buf)) {
         n = sizeof(buf) - 1;

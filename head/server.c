@@ -282,7 +282,8 @@ static void move_aside(const char *dbpath)
     }
     static const char *const parts[] = {"-wal", "-shm"};
     for (size_t i = 0; i < CR_ARRAY_SIZE(parts); i++) {
-        char *from = cr_asprintf("%s%s", dbpath, parts[i]), *dst = cr_asprintf("%s%s", to, parts[i]);
+        char *from = cr_asprintf("%s%s", dbpath, parts[i]),
+             *dst = cr_asprintf("%s%s", to, parts[i]);
         rename(from, dst); /* absent is fine */
         free(from);
         free(dst);

@@ -74,7 +74,7 @@ static cr_net_t *batch_net;
 /* What every answer of a failed turn, and every write refused after it,
  * says. */
 #define STORE_FAILED_FMT                                                                           \
-    "the state store could not commit: %s; nothing of this request was kept; the head serves "   \
+    "the state store could not commit: %s; nothing of this request was kept; the head serves "     \
     "reads only until it can commit"
 
 static void store_failed(const char *why)
@@ -148,8 +148,9 @@ void head_store_retry(void)
     }
     D.store_failing = false;
     cr_info("state: the state store commits again; the head serves writes again");
-    head_event("store", "the state store commits again after failing (%s); writes are served "
-                        "again",
+    head_event("store",
+               "the state store commits again after failing (%s); writes are served "
+               "again",
                D.store_why);
     D.store_why[0] = '\0';
 }
