@@ -166,11 +166,8 @@ static void emit(FILE *fp, int level, const char *line)
     if (log_lost)
         snprintf(lost, sizeof(lost), " (%llu earlier log line(s) lost: %s)",
                  (unsigned long long)log_lost, strerror(log_lost_errno));
-    int m = snprintf(buf + n, sizeof(buf) - n, "corral: %s: %s%s\n",
-                     tags[level < 0   ? 0
-                          : level > 3 ? 3
-                                      : level],
-                     line, lost);
+    int tag = level < 0 ? 0 : level > 3 ? 3 : level;
+    int m = snprintf(buf + n, sizeof(buf) - n, "corral: %s: %s%s\n", tags[tag], line, lost);
     n += m > 0 ? (size_t)m : 0;
     if (n >= sizeof(buf)) {
         n = sizeof(buf) - 1;
