@@ -96,6 +96,14 @@ out=$(as_user 0 setpriv --inh-caps=-all --bounding-set=-all "$CORRAL" start --he
 grep -q "read-only" <<<"$out" && [ "$(readlink $CORRAL_HOME/session_latest)" = "$before" ] &&
     ok "a read-only state.db refuses the start, no new session" || fail "read-only: $out"
 chmod 600 "$S/state.db"
+chmod 500 "$S"
+out=$(as_user 0 setpriv --inh-caps=-all --bounding-set=-all "$CORRAL" start --head --hw-spec "$SPEC" 2>&1) &&
+    fail "started in an unwritable session: $out"
+# (the state's -wal and -shm are there and writable: what refuses is the socket)
+grep -Eq "state database|permission denied" <<<"$out" && [ "$(readlink $CORRAL_HOME/session_latest)" = "$before" ] &&
+    ok "an unwritable session directory refuses the start, no new session: $(tail -1 <<<"$out")" ||
+    fail "unwritable session: $out"
+chmod 700 "$S"
 
 # --- --log-file ---------------------------------------------------------------
 ln -s /etc/passwd /tmp/full/evil.log
