@@ -110,6 +110,7 @@ typedef struct agent_opts {
     const char *token_file;
     const char *node_ip;
     const char *node_id;
+    const char *log_file; /* --log-file; NULL: corrald.log in the agent's logs */
     cr_node_t *node;
     const hw_options_t *hwo;
 } agent_opts_t;

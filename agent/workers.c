@@ -33,6 +33,11 @@ struct aw {
     cr_worker_t *w;
     adopt_t *ad;
     char *out_path, *err_path;
+    /* a later attempt of the same worker, asked for while this one is
+     * still stopping (a node that rejoined: its stale worker goes first);
+     * started once this one's exit is reported (packed WorkerStart) */
+    uint8_t *next;
+    size_t next_len;
 };
 
 struct agent {
@@ -175,6 +180,7 @@ static void aw_free(aw_t *w)
     free(w->job_id);
     free(w->out_path);
     free(w->err_path);
+    free(w->next);
     free(w);
 }
 
@@ -187,7 +193,13 @@ static void aw_done(agent_t *a, aw_t *w, Corral__WorkerReport *r)
         a->ws.n--;
     }
     a->cfg.ops.exited(a->cfg.arg, r);
+    Corral__WorkerStart *next =
+        w->next ? corral__worker_start__unpack(NULL, w->next_len, w->next) : NULL;
     aw_free(w);
+    if (next) {
+        agent_start(a, next);
+        corral__worker_start__free_unpacked(next, NULL);
+    }
 }
 
 /* ended_us: when the exit was seen, not now (a stop's drain comes between). */
@@ -311,7 +323,16 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
         fail_start(a, ws, a->cfg.refuse_start);
         return;
     }
-    if (find(a, ws->worker_id, NULL)) {
+    aw_t *old = find(a, ws->worker_id, NULL);
+    if (old && old->attempt < ws->attempt && !old->next) {
+        /* an older attempt still ends (the head stops it): this one
+         * starts after it, on the same devices */
+        old->next_len = corral__worker_start__get_packed_size(ws);
+        old->next = cr_malloc(old->next_len ? old->next_len : 1);
+        corral__worker_start__pack(ws, old->next);
+        return;
+    }
+    if (old) {
         fail_start(a, ws, "a worker of that id already runs on this node");
         return;
     }

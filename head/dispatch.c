@@ -50,22 +50,25 @@ static void req_status(cr_conn_t *c, const Corral__Envelope *e)
 }
 
 typedef void (*handler_fn)(cr_conn_t *c, const Corral__Envelope *e);
+/* write: the request changes the state, refused while the state store
+ * cannot commit (head_refuse_write) */
 static const struct {
     Corral__Envelope__BodyCase body;
     handler_fn fn;
+    bool write;
 } handlers[] = {
-    {CORRAL__ENVELOPE__BODY_JOB_SUBMIT, req_job_submit},
-    {CORRAL__ENVELOPE__BODY_JOB_STATUS, req_job_status},
-    {CORRAL__ENVELOPE__BODY_JOB_LIST, req_job_list},
-    {CORRAL__ENVELOPE__BODY_JOB_STOP, req_job_stop},
-    {CORRAL__ENVELOPE__BODY_JOB_LOGS, req_job_logs},
-    {CORRAL__ENVELOPE__BODY_STATUS_REQUEST, req_status},
-    {CORRAL__ENVELOPE__BODY_NODE_LIST, req_node_list},
-    {CORRAL__ENVELOPE__BODY_EVENTS_REQUEST, req_events},
-    {CORRAL__ENVELOPE__BODY_SHUTDOWN, req_shutdown},
-    {CORRAL__ENVELOPE__BODY_PG_CREATE, req_pg},
-    {CORRAL__ENVELOPE__BODY_PG_REMOVE, req_pg},
-    {CORRAL__ENVELOPE__BODY_PG_LIST, req_pg},
+    {CORRAL__ENVELOPE__BODY_JOB_SUBMIT, req_job_submit, true},
+    {CORRAL__ENVELOPE__BODY_JOB_STATUS, req_job_status, false},
+    {CORRAL__ENVELOPE__BODY_JOB_LIST, req_job_list, false},
+    {CORRAL__ENVELOPE__BODY_JOB_STOP, req_job_stop, true},
+    {CORRAL__ENVELOPE__BODY_JOB_LOGS, req_job_logs, false},
+    {CORRAL__ENVELOPE__BODY_STATUS_REQUEST, req_status, false},
+    {CORRAL__ENVELOPE__BODY_NODE_LIST, req_node_list, false},
+    {CORRAL__ENVELOPE__BODY_EVENTS_REQUEST, req_events, false},
+    {CORRAL__ENVELOPE__BODY_SHUTDOWN, req_shutdown, false},
+    {CORRAL__ENVELOPE__BODY_PG_CREATE, req_pg, true},
+    {CORRAL__ENVELOPE__BODY_PG_REMOVE, req_pg, true},
+    {CORRAL__ENVELOPE__BODY_PG_LIST, req_pg, false},
 };
 
 /* An agent's messages. Register first; everything else names the node of
@@ -169,7 +172,8 @@ void head_dispatch(cr_conn_t *c, const Corral__Envelope *e)
         return;
     for (size_t i = 0; i < CR_ARRAY_SIZE(handlers); i++)
         if (handlers[i].body == e->body_case) {
-            handlers[i].fn(c, e);
+            if (!handlers[i].write || !head_refuse_write(c, e))
+                handlers[i].fn(c, e);
             return;
         }
     cr_conn_reply_error(c, e->id, CR_ENOSYS, "%s is not served by this head",
