@@ -1,0 +1,402 @@
+/* corral conformance for AMD, Intel GPU, TPU, Neuron and Gaudi: each
+ * vendor's own tool, when it is on PATH, is run and what it lists is held
+ * against the devices corral discovered. Every difference is a FAIL line
+ * naming the device, the fact, and what each side says.
+ *
+ *   amd     amd-smi list --json: count, PCI address (domain, bus, device),
+ *           partition index; amd-smi static --asic --json: product name
+ *   intel   xpu-smi discovery -j: cards (distinct PCI addresses), names
+ *   tpu     tpu-info's TPU Chips table: chip count, device numbers, type
+ *   neuron  neuron-ls --json-output: count, PCI address, NeuronCores per
+ *           device; topology: connected_to against corral's NeuronLinks
+ *   gaudi   hl-smi -Q index,module_id,bus_id,name -f csv,noheader: count,
+ *           PCI address, module id, name
+ * The formats and their sources: tests/fixtures/vendor-tools/README.md. */
+#include "cli.h"
+#include "conformance.h"
+#include <ctype.h>
+
+#define WHY 256
+
+static size_t count_backend(const cr_node_t *n, const char *be)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n->devices.n; i++)
+        k += strcmp(n->devices.v[i].backend, be) == 0;
+    return k;
+}
+
+/* The distinct PCI addresses of a backend's devices (cards: an Intel card
+ * in FLAT hierarchy is several devices at one address). */
+static size_t count_pcis(const cr_node_t *n, const char *be)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n->devices.n; i++) {
+        const cr_device_t *d = &n->devices.v[i];
+        if (strcmp(d->backend, be) != 0 || !d->pci[0])
+            continue;
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = strcmp(n->devices.v[j].backend, be) == 0 && strcmp(n->devices.v[j].pci, d->pci) == 0;
+        k += !seen;
+    }
+    return k;
+}
+
+static const cr_device_t *by_pci(const cr_node_t *n, const char *be, const char *pci)
+{
+    for (size_t i = 0; i < n->devices.n; i++)
+        if (strcmp(n->devices.v[i].backend, be) == 0 && strcmp(n->devices.v[i].pci, pci) == 0)
+            return &n->devices.v[i];
+    return NULL;
+}
+
+static const cr_device_t *by_vendor_index(const cr_node_t *n, const char *be, int index)
+{
+    for (size_t i = 0; i < n->devices.n; i++)
+        if (strcmp(n->devices.v[i].backend, be) == 0 && n->devices.v[i].vendor_index == index)
+            return &n->devices.v[i];
+    return NULL;
+}
+
+/* Names compared without case, trademark signs and punctuation: xpu-smi's
+ * "Intel(R) Data Center GPU Max 1100" is corral's "Intel Data Center GPU
+ * Max 1100". */
+static void name_key(const char *s, char *out, size_t size)
+{
+    size_t w = 0;
+    for (; *s && w + 1 < size; s++) {
+        if (*s == '(' && (strncasecmp(s, "(r)", 3) == 0 || strncasecmp(s, "(tm)", 4) == 0)) {
+            s += s[2] == ')' ? 2 : 3;
+            continue;
+        }
+        if (isalnum((unsigned char)*s))
+            out[w++] = (char)tolower((unsigned char)*s);
+    }
+    out[w] = '\0';
+}
+
+static bool same_name(const char *a, const char *b)
+{
+    char ka[96], kb[96];
+    name_key(a, ka, sizeof(ka));
+    name_key(b, kb, sizeof(kb));
+    return strcmp(ka, kb) == 0;
+}
+
+/* Runs cmd and parses its output with parse; false (with a FAIL or SKIP
+ * line said) when there is nothing to compare. */
+static bool run_and_parse(conf_report_t *r, const char *be, const char *tool, const char *cmd,
+                          int (*parse)(const char *, conf_vdevs_t *, char *, size_t),
+                          conf_vdevs_t *out)
+{
+    if (!conf_have_tool(tool)) {
+        conf_add(r, be, "discovery", R_SKIP, "%s is not on PATH: nothing to compare with", tool);
+        return false;
+    }
+    cr_buf_t buf = {0};
+    char why[WHY] = "";
+    int err = conf_run_tool(cmd, &buf);
+    if (err) {
+        conf_add(r, be, "discovery", R_FAIL, "%s failed (%s): %.200s", cmd, cr_strerror(err),
+                 buf.s ? buf.s : "");
+        cr_buf_free(&buf);
+        return false;
+    }
+    err = parse(buf.s, out, why, sizeof(why));
+    cr_buf_free(&buf);
+    if (err) {
+        conf_add(r, be, "discovery", R_FAIL, "%s", why);
+        return false;
+    }
+    return true;
+}
+
+static void count_check(conf_report_t *r, const char *be, const char *tool, size_t theirs,
+                        size_t ours, const char *what, size_t *bad)
+{
+    if (theirs == ours)
+        return;
+    conf_add(r, be, "discovery", R_FAIL, "%s shows %zu %s, corral %zu", tool, theirs, what, ours);
+    (*bad)++;
+}
+
+/* ---- neuron ---- */
+
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+static void list_ints(const int *v, int n, char *out, size_t size)
+{
+    size_t w = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && w + 8 < size; i++)
+        w += (size_t)snprintf(out + w, size - w, "%s%d", i ? "," : "", v[i]);
+    if (n == 0)
+        snprintf(out, size, "none");
+}
+
+static void neuron_checks(conf_report_t *r, const cr_node_t *n)
+{
+    conf_vdevs_t v = {0};
+    if (!run_and_parse(r, "neuron", "neuron-ls", "neuron-ls --json-output 2>/dev/null",
+                       conf_parse_neuron_ls, &v)) {
+        conf_add(r, "neuron", "topology", R_SKIP, "no neuron-ls output to compare with");
+        goto out;
+    }
+    size_t bad = 0, links_bad = 0, peers = 0;
+    for (size_t i = 0; i < v.n; i++) {
+        const conf_vdev_t *x = &v.v[i];
+        const cr_device_t *d = by_vendor_index(n, "neuron", x->index);
+        if (!d) {
+            conf_add(r, "neuron", "discovery", R_FAIL,
+                     "neuron-ls shows device %d (%s); corral has none", x->index, x->pci);
+            bad++;
+            continue;
+        }
+        if (strcmp(d->pci, x->pci) != 0) {
+            conf_add(r, "neuron", "discovery", R_FAIL,
+                     "device %d: PCI address: neuron-ls says %s, corral %s", x->index, x->pci,
+                     d->pci);
+            bad++;
+        }
+        if (d->cores != x->id) {
+            conf_add(r, "neuron", "discovery", R_FAIL,
+                     "device %d: NeuronCores: neuron-ls says %d (nc_count), corral %d", x->index,
+                     x->id, d->cores);
+            bad++;
+        }
+        /* topology: connected_to against corral's NeuronLinks of d */
+        int theirs[CONF_VDEV_LINKS], ours[CONF_VDEV_LINKS], nt = 0, no = 0;
+        for (int k = 0; k < x->nlinks; k++)
+            theirs[nt++] = x->links[k];
+        for (size_t k = 0; k < n->links.n && no < CONF_VDEV_LINKS; k++) {
+            const cr_link_t *l = &n->links.v[k];
+            if (l->kind != CR_LINK_NEURONLINK || (l->a != d->index && l->b != d->index))
+                continue;
+            int other = l->a == d->index ? l->b : l->a;
+            ours[no++] = n->devices.v[other].vendor_index;
+        }
+        qsort(theirs, (size_t)nt, sizeof(int), cmp_int);
+        qsort(ours, (size_t)no, sizeof(int), cmp_int);
+        peers += (size_t)nt;
+        if (nt != no || memcmp(theirs, ours, (size_t)nt * sizeof(int)) != 0) {
+            char a[256], b[256];
+            list_ints(theirs, nt, a, sizeof(a));
+            list_ints(ours, no, b, sizeof(b));
+            conf_add(r, "neuron", "topology", R_FAIL,
+                     "device %d: neuron-ls connects it to %s, corral to %s", x->index, a, b);
+            links_bad++;
+        }
+    }
+    count_check(r, "neuron", "neuron-ls", v.n, count_backend(n, "neuron"), "devices", &bad);
+    if (!bad)
+        conf_add(r, "neuron", "discovery", R_PASS,
+                 "%zu devices: PCI address and NeuronCores as neuron-ls says", v.n);
+    if (!links_bad)
+        conf_add(r, "neuron", "topology", R_PASS,
+                 "%zu devices: every device's NeuronLink peers are neuron-ls's connected_to (%zu "
+                 "in all)",
+                 v.n, peers);
+out:
+    CR_VEC_FREE(&v);
+}
+
+/* ---- gaudi ---- */
+
+static void gaudi_checks(conf_report_t *r, const cr_node_t *n)
+{
+    conf_vdevs_t v = {0};
+    if (!run_and_parse(r, "gaudi", "hl-smi",
+                       "hl-smi -Q index,module_id,bus_id,name -f csv,noheader 2>&1",
+                       conf_parse_hl_smi, &v))
+        goto out;
+    size_t bad = 0;
+    for (size_t i = 0; i < v.n; i++) {
+        const conf_vdev_t *x = &v.v[i];
+        const cr_device_t *d = by_pci(n, "gaudi", x->pci);
+        if (!d) {
+            conf_add(r, "gaudi", "discovery", R_FAIL,
+                     "hl-smi shows device %d at %s (module %d); corral has none there", x->index,
+                     x->pci, x->id);
+            bad++;
+            continue;
+        }
+        if (d->vendor_index != x->id) {
+            conf_add(r, "gaudi", "discovery", R_FAIL,
+                     "%s: module id: hl-smi says %d, corral %d", x->pci, x->id, d->vendor_index);
+            bad++;
+        }
+        if (!same_name(d->product, x->name)) {
+            conf_add(r, "gaudi", "discovery", R_FAIL, "%s: name: hl-smi says %s, corral %s",
+                     x->pci, x->name, d->product);
+            bad++;
+        }
+    }
+    count_check(r, "gaudi", "hl-smi", v.n, count_backend(n, "gaudi"), "devices", &bad);
+    if (!bad)
+        conf_add(r, "gaudi", "discovery", R_PASS,
+                 "%zu devices: PCI address, module id and name as hl-smi says", v.n);
+out:
+    CR_VEC_FREE(&v);
+    conf_add(r, "gaudi", "topology", R_SKIP,
+             "hl-smi's port listings are not compared with corral's RoCE links yet");
+}
+
+/* ---- intel ---- */
+
+static void intel_checks(conf_report_t *r, const cr_node_t *n)
+{
+    conf_vdevs_t v = {0};
+    if (!run_and_parse(r, "intel", "xpu-smi", "xpu-smi discovery -j 2>/dev/null",
+                       conf_parse_xpu_smi, &v))
+        goto out;
+    size_t bad = 0;
+    for (size_t i = 0; i < v.n; i++) {
+        const conf_vdev_t *x = &v.v[i];
+        const cr_device_t *d = by_pci(n, "intel", x->pci);
+        if (!d) {
+            conf_add(r, "intel", "discovery", R_FAIL,
+                     "xpu-smi shows device %d at %s (%s); corral has none there", x->index, x->pci,
+                     x->name);
+            bad++;
+        } else if (x->name[0] && !same_name(d->product, x->name)) {
+            conf_add(r, "intel", "discovery", R_FAIL, "%s: name: xpu-smi says %s, corral %s",
+                     x->pci, x->name, d->product);
+            bad++;
+        }
+    }
+    count_check(r, "intel", "xpu-smi", v.n, count_pcis(n, "intel"), "cards", &bad);
+    if (!bad)
+        conf_add(r, "intel", "discovery", R_PASS,
+                 "%zu cards: PCI address and name as xpu-smi says (corral: %zu devices on them)",
+                 v.n, count_backend(n, "intel"));
+out:
+    CR_VEC_FREE(&v);
+    conf_add(r, "intel", "topology", R_SKIP,
+             "xpu-smi topology -m is not compared with corral's links yet");
+}
+
+/* ---- amd ---- */
+
+/* amdkfd ORs a partition's index into location_id's low bits (the
+ * function), so amd-smi may give partition k the address ....:.k; the GPU
+ * is domain, bus and device. */
+static bool same_gpu(const char *a, const char *b)
+{
+    return strlen(a) >= 10 && strncmp(a, b, 10) == 0;
+}
+
+static void amd_checks(conf_report_t *r, const cr_node_t *n)
+{
+    conf_vdevs_t v = {0};
+    if (!conf_have_tool("amd-smi") && conf_have_tool("rocm-smi")) {
+        conf_add(r, "amd", "discovery", R_SKIP,
+                 "rocm-smi is installed but amd-smi is not: rocm-smi's output is not compared "
+                 "(no recorded format of it to hold it to): not verified");
+        goto out;
+    }
+    if (!run_and_parse(r, "amd", "amd-smi", "amd-smi list --json 2>/dev/null",
+                       conf_parse_amd_smi_list, &v))
+        goto out;
+    /* the names, from amd-smi static; an amd-smi without --asic leaves them */
+    cr_buf_t st = {0};
+    char why[WHY] = "";
+    bool names = conf_run_tool("amd-smi static --asic --json 2>/dev/null", &st) == 0;
+    if (names && conf_parse_amd_smi_static(st.s, &v, why, sizeof(why)) != 0) {
+        conf_add(r, "amd", "discovery", R_FAIL, "%s", why);
+        names = false;
+    } else if (!names) {
+        conf_add(r, "amd", "discovery", R_INFO,
+                 "amd-smi static --asic --json failed: product names not compared");
+    }
+    cr_buf_free(&st);
+    size_t bad = 0, parts = 0;
+    for (size_t i = 0; i < v.n; i++) {
+        const conf_vdev_t *x = &v.v[i];
+        const cr_device_t *d = NULL;
+        for (size_t k = 0; k < n->devices.n && !d; k++) {
+            const cr_device_t *e = &n->devices.v[k];
+            if (strcmp(e->backend, "amd") == 0 && same_gpu(e->pci, x->pci) &&
+                (e->partition < 0 ? 0 : e->partition) == x->id)
+                d = e;
+        }
+        parts += x->id > 0;
+        if (!d) {
+            conf_add(r, "amd", "discovery", R_FAIL,
+                     "amd-smi shows GPU %d at %s, partition %d; corral has none there", x->index,
+                     x->pci, x->id);
+            bad++;
+            continue;
+        }
+        if (names && x->name[0] && !same_name(d->product, x->name)) {
+            conf_add(r, "amd", "discovery", R_FAIL, "GPU %d (%s): name: amd-smi says %s, corral %s",
+                     x->index, x->pci, x->name, d->product);
+            bad++;
+        }
+    }
+    count_check(r, "amd", "amd-smi", v.n, count_backend(n, "amd"), "GPUs and partitions", &bad);
+    if (!bad)
+        conf_add(r, "amd", "discovery", R_PASS,
+                 "%zu devices (%s): PCI address, partition%s as amd-smi says", v.n,
+                 parts ? "partitioned" : "no partitions", names ? " and name" : "");
+out:
+    CR_VEC_FREE(&v);
+    conf_add(r, "amd", "topology", R_SKIP,
+             "amd-smi topology is not compared with corral's xGMI links yet");
+}
+
+/* ---- tpu ---- */
+
+static void tpu_checks(conf_report_t *r, const cr_node_t *n)
+{
+    conf_vdevs_t v = {0};
+    if (!run_and_parse(r, "tpu", "tpu-info", "tpu-info 2>/dev/null", conf_parse_tpu_info, &v))
+        goto out;
+    size_t bad = 0;
+    for (size_t i = 0; i < v.n; i++) {
+        const conf_vdev_t *x = &v.v[i];
+        const cr_device_t *d = by_vendor_index(n, "tpu", x->index);
+        if (!d) {
+            conf_add(r, "tpu", "discovery", R_FAIL, "tpu-info shows chip %d; corral has none",
+                     x->index);
+            bad++;
+            continue;
+        }
+        /* corral's product is "TPU v6e"; tpu-info's type "TPU v6e chip" */
+        const char *gen = strncmp(d->product, "TPU ", 4) == 0 ? d->product + 4 : d->product;
+        if (strcasecmp(gen, x->name) != 0) {
+            conf_add(r, "tpu", "discovery", R_FAIL, "chip %d: type: tpu-info says %s, corral %s",
+                     x->index, x->name, gen);
+            bad++;
+        }
+    }
+    count_check(r, "tpu", "tpu-info", v.n, count_backend(n, "tpu"), "chips", &bad);
+    if (!bad)
+        conf_add(r, "tpu", "discovery", R_PASS,
+                 "%zu chips: device numbers and type as tpu-info says", v.n);
+out:
+    CR_VEC_FREE(&v);
+    conf_add(r, "tpu", "topology", R_SKIP,
+             "the slice (accelerator type, topology) is not compared with the metadata "
+             "server's yet");
+}
+
+bool conf_vendor_checks(conf_report_t *r, const cr_node_t *n, const char *backend)
+{
+    static const struct {
+        const char *backend;
+        void (*checks)(conf_report_t *, const cr_node_t *);
+    } table[] = {
+        {"amd", amd_checks},     {"intel", intel_checks}, {"tpu", tpu_checks},
+        {"neuron", neuron_checks}, {"gaudi", gaudi_checks},
+    };
+    for (size_t i = 0; i < CR_ARRAY_SIZE(table); i++)
+        if (strcmp(table[i].backend, backend) == 0) {
+            table[i].checks(r, n);
+            return true;
+        }
+    return false;
+}
