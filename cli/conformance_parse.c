@@ -168,6 +168,8 @@ int conf_parse_hl_smi(const char *text, conf_vdevs_t *out, char *why, size_t len
     int err = 0, lineno = 0;
     for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         lineno++;
+        char shown[81];
+        cr_strlcpy(shown, line, sizeof(shown)); /* the fields are cut out of line */
         char *p = line, *f[4];
         int nf = 0;
         while (nf < 4 && (f[nf] = next_field(&p)))
@@ -180,8 +182,8 @@ int conf_parse_hl_smi(const char *text, conf_vdevs_t *out, char *why, size_t len
             cr_parse_i64(f[1], 10, &module) != 0 || module < 0 || module > 4096 ||
             norm_bdf(f[2], bdf) != 0 || !*f[3]) {
             err = fail(why, len,
-                       "hl-smi line %d ('%.80s'): not index, module_id, bus_id, name", lineno,
-                       line);
+                       "hl-smi line %d ('%s'): not index, module_id, bus_id, name", lineno,
+                       shown);
             break;
         }
         conf_vdev_t *v = push(out);

@@ -9,8 +9,13 @@
 #    formats: discovery and topology pass, but the run is marked not real
 #    hardware and exits 77; a stand-in that disagrees (one UUID, one NVLink
 #    count) gets one FAIL line per mismatch and exit 1.
+#  - trn1-32xlarge, gaudi2-8, intel-max-1100-2, mi300x-8 and tpu-v6e-4x4-w0
+#    against stand-ins of neuron-ls, hl-smi, xpu-smi, amd-smi and tpu-info
+#    that print the recorded outputs of tests/fixtures/vendor-tools/: the
+#    matching capture passes (exit 77: not real hardware), the mismatched
+#    one fails with one line per difference (exit 1).
 # What this cannot test: a real driver, CUDA's isolation (no libcuda here),
-# the other vendors' tools. docs/hardware.md keeps the maturity table.
+# the vendors' real tools. docs/hardware.md keeps the maturity table.
 set -u
 : "${CORRAL:?}" "${CORRAL_SOURCE_DIR:?}"
 BUILD=${CORRAL_BUILD_DIR:-$CORRAL_SOURCE_DIR/build}
@@ -128,6 +133,87 @@ assert t.get("failures") == "0" and len(cases) == int(t.get("tests")) == 6, t.at
 assert all(c.find("skipped") is not None for c in cases)
 assert "not this machine" in cases[0].find("skipped").get("message")
 EOF
+
+# ---- AMD, Intel, TPU, Neuron, Gaudi against their tools' recorded outputs ----
+# The stand-ins print tests/fixtures/vendor-tools/<machine>/ (README.md there
+# names the source of each format) for exactly the command line corral runs,
+# and refuse any other; VENDOR_VARIANT=-mismatch prints the capture with facts
+# changed on purpose.
+cat >"$tmp/bin/vendor-tool" <<'EOF'
+#!/bin/sh
+d=${VENDOR_CAPTURES:?}
+v=${VENDOR_VARIANT:-}
+case "$(basename "$0") $*" in
+"neuron-ls --json-output") f=neuron-ls$v.json ;;
+"hl-smi -Q index,module_id,bus_id,name -f csv,noheader") f=hl-smi$v.csv ;;
+"xpu-smi discovery -j") f=xpu-smi-discovery$v.json ;;
+"amd-smi list --json") f=amd-smi-list$v.json ;;
+"amd-smi static --asic --json") f=amd-smi-static$v.json ;;
+"tpu-info ") f=tpu-info$v.txt ;;
+*) echo "stand-in $(basename "$0"): unexpected arguments: $*" >&2; exit 2 ;;
+esac
+exec cat "$d/$f"
+EOF
+chmod +x "$tmp/bin/vendor-tool"
+mkdir -p "$tmp/vbin"
+for t in neuron-ls hl-smi xpu-smi amd-smi tpu-info; do ln -s ../bin/vendor-tool "$tmp/vbin/$t"; done
+run_vendor() { # machine backend out-file [variant] [captures]
+    (fixture "$1" &&
+        export VENDOR_CAPTURES="${5:-$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/$1}" \
+            VENDOR_VARIANT="${4:-}" PATH="$tmp/vbin:$PATH" &&
+        "$CORRAL" conformance --backend "$2" >"$3" 2>&1)
+}
+vendor_case() { # machine backend pass-line fail-line... (lines the outputs must hold)
+    m=$1 be=$2 pass=$3
+    shift 3
+    run_vendor "$m" "$be" "$tmp/$m.txt"
+    rc=$?
+    [ "$rc" -eq 77 ] || fail "$m: exit $rc, want 77 (tool agrees, not real hardware): $(cat "$tmp/$m.txt")"
+    has "$tmp/$m.txt" "$pass" "$m"
+    if grep -q '^FAIL' "$tmp/$m.txt"; then
+        fail "$m: a FAIL line against the matching capture: $(cat "$tmp/$m.txt")"
+    fi
+    run_vendor "$m" "$be" "$tmp/$m-bad.txt" -mismatch
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "$m, mismatched capture: exit $rc, want 1: $(cat "$tmp/$m-bad.txt")"
+    want=$#
+    for line in "$@"; do
+        has "$tmp/$m-bad.txt" "$line" "$m, mismatched capture"
+    done
+    got=$(grep -c '^FAIL' "$tmp/$m-bad.txt")
+    [ "$got" -eq "$want" ] || fail "$m, mismatched capture: $got FAIL lines, want $want: $(cat "$tmp/$m-bad.txt")"
+}
+vendor_case trn1-32xlarge neuron \
+    "PASS: neuron discovery: 16 devices: PCI address and NeuronCores as neuron-ls says" \
+    "FAIL: neuron discovery: device 9: NeuronCores: neuron-ls says 1 (nc_count), corral 2" \
+    "FAIL: neuron topology: device 5: neuron-ls connects it to 1,4,8,9, corral to 1,4,6,9"
+has "$tmp/trn1-32xlarge.txt" "PASS: neuron topology: 16 devices: every device's NeuronLink peers are neuron-ls's connected_to (64 in all)" "trn1-32xlarge"
+vendor_case gaudi2-8 gaudi \
+    "PASS: gaudi discovery: 8 devices: PCI address, module id and name as hl-smi says" \
+    "FAIL: gaudi discovery: 0000:19:00.0: module id: hl-smi says 3, corral 2" \
+    "FAIL: gaudi discovery: 0000:1a:00.0: module id: hl-smi says 2, corral 3"
+vendor_case intel-max-1100-2 intel \
+    "PASS: intel discovery: 2 cards: PCI address and name as xpu-smi says (corral: 2 devices on them)" \
+    "FAIL: intel discovery: xpu-smi shows device 1 at 0000:9b:00.0 (Intel(R) Data Center GPU Max 1100); corral has none there"
+vendor_case mi300x-8 amd \
+    "PASS: amd discovery: 8 devices (no partitions): PCI address, partition and name as amd-smi says" \
+    "FAIL: amd discovery: GPU 2 (0000:46:00.0): name: amd-smi says AMD Instinct MI308X, corral AMD Instinct MI300X" \
+    "FAIL: amd discovery: amd-smi shows 7 GPUs and partitions, corral 8"
+vendor_case tpu-v6e-4x4-w0 tpu \
+    "PASS: tpu discovery: 4 chips: device numbers and type as tpu-info says" \
+    "FAIL: tpu discovery: chip 3: type: tpu-info says v5e, corral v6e"
+# a tool printing what corral cannot read: a FAIL saying what was expected
+mkdir -p "$tmp/garbled"
+printf '0, 2, 0000:19:00.0\n' >"$tmp/garbled/hl-smi.csv"
+run_vendor gaudi2-8 gaudi "$tmp/garbled.txt" "" "$tmp/garbled"
+rc=$?
+[ "$rc" -eq 1 ] || fail "gaudi, a garbled hl-smi: exit $rc, want 1"
+has "$tmp/garbled.txt" "FAIL: gaudi discovery: hl-smi line 1 ('0, 2, 0000:19:00.0'): not index, module_id, bus_id, name" "gaudi, a garbled hl-smi"
+# without the tool: SKIP, nothing verified
+(fixture gaudi2-8 && "$CORRAL" conformance --backend gaudi >"$tmp/notool.txt" 2>&1)
+rc=$?
+[ "$rc" -eq 77 ] || fail "gaudi without hl-smi: exit $rc, want 77"
+has "$tmp/notool.txt" "SKIP: gaudi discovery: hl-smi is not on PATH: nothing to compare with" "gaudi without hl-smi"
 
 if [ "$fails" -ne 0 ]; then
     echo "conformance.sh: $fails failure(s)" >&2
