@@ -202,6 +202,27 @@ vendor_case mi300x-8 amd \
 vendor_case tpu-v6e-4x4-w0 tpu \
     "PASS: tpu discovery: 4 chips: device numbers and type as tpu-info says" \
     "FAIL: tpu discovery: chip 3: type: tpu-info says v5e, corral v6e"
+# partitions: the MI308X CPX capture (KFD topology only: no hwloc recording,
+# no amd-smi static, so names are not compared)
+mkdir -p "$tmp/cpx"
+tar -xzf "$CORRAL_SOURCE_DIR/tests/fixtures/hw/mi308x-cpx/kfd-topology.tar.gz" -C "$tmp/cpx" ||
+    fail "cannot unpack the mi308x-cpx capture"
+run_cpx() { # out-file [variant]
+    (export CORRAL_SYSFS_ROOT="$tmp/cpx" VENDOR_VARIANT="${2:-}" PATH="$tmp/vbin:$PATH" \
+        VENDOR_CAPTURES="$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/mi308x-cpx" &&
+        unset CORRAL_HWLOC_XML CORRAL_NVML_LIBRARY &&
+        "$CORRAL" conformance --backend amd >"$1" 2>&1)
+}
+run_cpx "$tmp/cpx.txt"
+rc=$?
+[ "$rc" -eq 77 ] || fail "mi308x-cpx: exit $rc, want 77: $(cat "$tmp/cpx.txt")"
+has "$tmp/cpx.txt" "PASS: amd discovery: 32 devices (partitioned): PCI address, partition as amd-smi says" "mi308x-cpx"
+has "$tmp/cpx.txt" "INFO: amd discovery: amd-smi static --asic --json failed: product names not compared" "mi308x-cpx"
+run_cpx "$tmp/cpx-bad.txt" -mismatch
+rc=$?
+[ "$rc" -eq 1 ] || fail "mi308x-cpx, mismatched: exit $rc, want 1: $(cat "$tmp/cpx-bad.txt")"
+has "$tmp/cpx-bad.txt" "FAIL: amd discovery: amd-smi shows GPU 5 at 0000:80:00.0, partition 5; corral has none there" "mi308x-cpx, mismatched"
+[ "$(grep -c '^FAIL' "$tmp/cpx-bad.txt")" -eq 1 ] || fail "mi308x-cpx, mismatched: want one FAIL line: $(cat "$tmp/cpx-bad.txt")"
 # a tool printing what corral cannot read: a FAIL saying what was expected
 mkdir -p "$tmp/garbled"
 printf '0, 2, 0000:19:00.0\n' >"$tmp/garbled/hl-smi.csv"
