@@ -50,12 +50,12 @@ int conf_run_tool(const char *cmd, cr_buf_t *out);
 
 /* A device as the vendor's tool lists it. */
 typedef struct conf_vdev {
-    int index;       /* the tool's own number for it (neuron_device, hl-smi index, ...) */
-    int id;          /* hl-smi module_id, amd-smi partition_id, neuron-ls nc_count; -1 none */
-    char pci[20];    /* "0000:18:00.0" (lower case, domain added when the tool omits it); "" */
-    char name[96];   /* the tool's name for it; "" when it gives none */
+    int index;     /* the tool's own number for it (neuron_device, hl-smi index, ...) */
+    int id;        /* hl-smi module_id, amd-smi partition_id, neuron-ls nc_count; -1 none */
+    char pci[20];  /* "0000:18:00.0" (lower case, domain added when the tool omits it); "" */
+    char name[96]; /* the tool's name for it; "" when it gives none */
     int links[CONF_VDEV_LINKS]; /* neuron-ls connected_to: the peers' neuron_device */
-    int nlinks;      /* -1: the tool said null (no peers) */
+    int nlinks;                 /* -1: the tool said null (no peers) */
 } conf_vdev_t;
 
 typedef CR_VEC(conf_vdev_t) conf_vdevs_t;

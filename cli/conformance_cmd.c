@@ -171,13 +171,14 @@ static size_t count_gpus(const cr_node_t *n)
 static void nvidia_discovery(conf_report_t *r, const cr_node_t *n)
 {
     if (!conf_have_tool("nvidia-smi")) {
-        conf_add(r, "nvidia", "discovery", R_SKIP, "nvidia-smi is not on PATH: nothing to compare with");
+        conf_add(r, "nvidia", "discovery", R_SKIP,
+                 "nvidia-smi is not on PATH: nothing to compare with");
         return;
     }
     cr_buf_t out = {0};
     int err = conf_run_tool("nvidia-smi --query-gpu=index,uuid,name,memory.total,pci.bus_id,"
-                       "driver_version --format=csv,noheader,nounits 2>&1",
-                       &out);
+                            "driver_version --format=csv,noheader,nounits 2>&1",
+                            &out);
     if (err) {
         conf_add(r, "nvidia", "discovery", R_FAIL, "nvidia-smi --query-gpu failed: %.200s", out.s);
         cr_buf_free(&out);
@@ -193,17 +194,17 @@ static void nvidia_discovery(conf_report_t *r, const cr_node_t *n)
         smi_gpu_t g;
         if (parse_smi_line(line, &g) != 0) {
             conf_add(r, "nvidia", "discovery", R_FAIL,
-                "nvidia-smi printed '%.120s': not index, "
-                "uuid, name, memory, bus id, driver",
-                line);
+                     "nvidia-smi printed '%.120s': not index, "
+                     "uuid, name, memory, bus id, driver",
+                     line);
             bad++;
             continue;
         }
         seen++;
         const cr_device_t *d = gpu_by_index(n, g.index);
         if (!d) {
-            conf_add(r, "nvidia", "discovery", R_FAIL, "nvidia-smi shows GPU %d (%s); corral has none",
-                g.index, g.pci);
+            conf_add(r, "nvidia", "discovery", R_FAIL,
+                     "nvidia-smi shows GPU %d (%s); corral has none", g.index, g.pci);
             bad++;
             continue;
         }
@@ -219,14 +220,15 @@ static void nvidia_discovery(conf_report_t *r, const cr_node_t *n)
         };
         for (size_t k = 0; k < CR_ARRAY_SIZE(cmp); k++)
             if (!cmp[k].ok) {
-                conf_add(r, "nvidia", "discovery", R_FAIL, "GPU %d: %s: nvidia-smi says %s, corral %s",
-                    g.index, cmp[k].what, cmp[k].smi, cmp[k].ours);
+                conf_add(r, "nvidia", "discovery", R_FAIL,
+                         "GPU %d: %s: nvidia-smi says %s, corral %s", g.index, cmp[k].what,
+                         cmp[k].smi, cmp[k].ours);
                 bad++;
             }
         if (mib + 1 < g.memory_mib || mib > g.memory_mib + 1) {
             conf_add(r, "nvidia", "discovery", R_FAIL,
-                "GPU %d: memory: nvidia-smi says %llu MiB, corral %llu MiB", g.index,
-                (unsigned long long)g.memory_mib, (unsigned long long)mib);
+                     "GPU %d: memory: nvidia-smi says %llu MiB, corral %llu MiB", g.index,
+                     (unsigned long long)g.memory_mib, (unsigned long long)mib);
             bad++;
         }
         if (!r->driver[0])
@@ -234,12 +236,12 @@ static void nvidia_discovery(conf_report_t *r, const cr_node_t *n)
     }
     if (seen != count_gpus(n)) {
         conf_add(r, "nvidia", "discovery", R_FAIL, "nvidia-smi shows %zu GPUs, corral %zu", seen,
-            count_gpus(n));
+                 count_gpus(n));
         bad++;
     }
     if (!bad)
         conf_add(r, "nvidia", "discovery", R_PASS,
-            "%zu GPUs: UUID, name, PCI address, memory and driver as nvidia-smi says", seen);
+                 "%zu GPUs: UUID, name, PCI address, memory and driver as nvidia-smi says", seen);
     cr_buf_free(&out);
 }
 
@@ -300,22 +302,24 @@ static void nvidia_topology(conf_report_t *r, const cr_node_t *n)
             if (smi_nv || our_nv) {
                 if (strcmp(tok, ours) != 0) {
                     conf_add(r, "nvidia", "topology", R_FAIL,
-                        "GPU%d-GPU%d: nvidia-smi topo -m says %s, corral %s", row, col, tok, ours);
+                             "GPU%d-GPU%d: nvidia-smi topo -m says %s, corral %s", row, col, tok,
+                             ours);
                     bad++;
                 }
             } else if (strcmp(tok, ours) != 0) {
                 conf_add(r, "nvidia", "topology", R_INFO,
-                    "GPU%d-GPU%d: nvidia-smi says %s, corral %s (PCIe class; recorded)", row, col,
-                    tok, ours);
+                         "GPU%d-GPU%d: nvidia-smi says %s, corral %s (PCIe class; recorded)", row,
+                         col, tok, ours);
                 pcie_differ++;
             }
         }
     }
     if (!pairs)
         conf_add(r, "nvidia", "topology", count_gpus(n) > 1 ? R_FAIL : R_SKIP,
-            "no GPU pairs read from nvidia-smi topo -m");
+                 "no GPU pairs read from nvidia-smi topo -m");
     else if (!bad)
-        conf_add(r, "nvidia", "topology", R_PASS,
+        conf_add(
+            r, "nvidia", "topology", R_PASS,
             "%zu GPU pairs: every NV# of nvidia-smi topo -m is corral's NVLink (%zu PCIe cells "
             "differ)",
             pairs, pcie_differ);
@@ -434,10 +438,10 @@ static void torch_isolation(conf_report_t *r, const cr_envlist_t *env, const cha
         snprintf(full, sizeof(full), "%s%s", strncmp(uuid, "GPU-", 4) ? "GPU-" : "", uuid);
         if (count == 1 && strcmp(full, want) == 0)
             conf_add(r, "nvidia", "isolation", R_PASS,
-                "PyTorch (CUDA %s) under corral's environment sees exactly %s", ver, want);
+                     "PyTorch (CUDA %s) under corral's environment sees exactly %s", ver, want);
         else
             conf_add(r, "nvidia", "isolation", R_FAIL,
-                "PyTorch sees %d devices, the first %s; want 1, %s", count, full, want);
+                     "PyTorch sees %d devices, the first %s; want 1, %s", count, full, want);
     }
 }
 
@@ -456,7 +460,8 @@ static void nvidia_isolation(conf_report_t *r, const cr_node_t *n)
     cr_envlist_t env = {0};
     char *msg = NULL;
     if (hw_isolate(&o, n, &dev, 1, &env, &msg) != 0) {
-        conf_add(r, "nvidia", "isolation", R_FAIL, "corral hw --isolate %d: %s", dev, msg ? msg : "?");
+        conf_add(r, "nvidia", "isolation", R_FAIL, "corral hw --isolate %d: %s", dev,
+                 msg ? msg : "?");
         free(msg);
         return;
     }
@@ -483,19 +488,19 @@ static void nvidia_isolation(conf_report_t *r, const cr_node_t *n)
     char uuid[96] = "";
     if (strcmp(buf, "nolib") == 0 || got <= 0)
         conf_add(r, "nvidia", "isolation", R_SKIP,
-            "no CUDA driver library (libcuda.so.1) to ask: isolation not verified");
+                 "no CUDA driver library (libcuda.so.1) to ask: isolation not verified");
     else if (strcmp(buf, "noinit") == 0)
         conf_add(r, "nvidia", "isolation", R_FAIL, "cuInit failed under CUDA_VISIBLE_DEVICES=%s",
-            cr_envlist_get(&env, "CUDA_VISIBLE_DEVICES"));
+                 cr_envlist_get(&env, "CUDA_VISIBLE_DEVICES"));
     else if (sscanf(buf, "%d %95s %d", &count, uuid, &version) != 3)
         conf_add(r, "nvidia", "isolation", R_FAIL, "the CUDA child said '%s'", buf);
     else if (count != 1 || strcmp(uuid, want) != 0)
         conf_add(r, "nvidia", "isolation", R_FAIL,
-            "under CUDA_VISIBLE_DEVICES=%s CUDA sees %d devices, the first %s; want 1, %s",
-            cr_envlist_get(&env, "CUDA_VISIBLE_DEVICES"), count, uuid, want);
+                 "under CUDA_VISIBLE_DEVICES=%s CUDA sees %d devices, the first %s; want 1, %s",
+                 cr_envlist_get(&env, "CUDA_VISIBLE_DEVICES"), count, uuid, want);
     else
         conf_add(r, "nvidia", "isolation", R_PASS,
-            "under corral's environment for device %d CUDA sees exactly it (%s)", dev, want);
+                 "under corral's environment for device %d CUDA sees exactly it (%s)", dev, want);
     if (version > 0)
         snprintf(r->runtime, sizeof(r->runtime), "CUDA driver API %d.%d", version / 1000,
                  version % 1000 / 10);
@@ -540,8 +545,9 @@ static void versions(conf_report_t *r, const cr_node_t *n, const char *backend)
                 cr_strlcpy(r->driver, n->devices.v[i].driver, sizeof(r->driver));
             break;
         }
-    conf_add(r, backend, "versions", R_INFO, "SKU %s, driver %s, runtime %s", r->sku[0] ? r->sku : "?",
-        r->driver[0] ? r->driver : "unknown", r->runtime[0] ? r->runtime : "unknown");
+    conf_add(r, backend, "versions", R_INFO, "SKU %s, driver %s, runtime %s",
+             r->sku[0] ? r->sku : "?", r->driver[0] ? r->driver : "unknown",
+             r->runtime[0] ? r->runtime : "unknown");
 }
 
 /* ---- output ---- */

@@ -93,7 +93,8 @@ int conf_parse_neuron_ls(const char *text, conf_vdevs_t *out, char *why, size_t 
     }
     size_t i;
     json_t *o;
-    json_array_foreach(j, i, o) {
+    json_array_foreach(j, i, o)
+    {
         long long dev, nc;
         json_t *bdf = json_object_get(o, "bdf"), *to = json_object_get(o, "connected_to");
         if (!json_is_object(o) || !json_int(o, "neuron_device", &dev) || dev < 0 || dev > 4096) {
@@ -120,7 +121,8 @@ int conf_parse_neuron_ls(const char *text, conf_vdevs_t *out, char *why, size_t 
         } else if (json_is_array(to)) {
             size_t k;
             json_t *peer;
-            json_array_foreach(to, k, peer) {
+            json_array_foreach(to, k, peer)
+            {
                 if (!json_is_integer(peer) || json_integer_value(peer) < 0 ||
                     json_integer_value(peer) > 4096 || v->nlinks >= CONF_VDEV_LINKS) {
                     err = fail(why, len,
@@ -181,9 +183,8 @@ int conf_parse_hl_smi(const char *text, conf_vdevs_t *out, char *why, size_t len
         if (nf != 4 || p || cr_parse_i64(f[0], 10, &index) != 0 || index < 0 || index > 4096 ||
             cr_parse_i64(f[1], 10, &module) != 0 || module < 0 || module > 4096 ||
             norm_bdf(f[2], bdf) != 0 || !*f[3]) {
-            err = fail(why, len,
-                       "hl-smi line %d ('%s'): not index, module_id, bus_id, name", lineno,
-                       shown);
+            err = fail(why, len, "hl-smi line %d ('%s'): not index, module_id, bus_id, name",
+                       lineno, shown);
             break;
         }
         conf_vdev_t *v = push(out);
@@ -213,9 +214,11 @@ int conf_parse_xpu_smi(const char *text, conf_vdevs_t *out, char *why, size_t le
     }
     size_t i;
     json_t *o;
-    json_array_foreach(list, i, o) {
+    json_array_foreach(list, i, o)
+    {
         long long id;
-        json_t *bdf = json_object_get(o, "pci_bdf_address"), *name = json_object_get(o, "device_name");
+        json_t *bdf = json_object_get(o, "pci_bdf_address"),
+               *name = json_object_get(o, "device_name");
         if (!json_is_object(o) || !json_int(o, "device_id", &id) || id < 0 || id > 4096) {
             err = fail(why, len, "xpu-smi device_list[%zu]: no device_id", i);
             goto out;
@@ -250,7 +253,8 @@ int conf_parse_amd_smi_list(const char *text, conf_vdevs_t *out, char *why, size
     }
     size_t i;
     json_t *o;
-    json_array_foreach(j, i, o) {
+    json_array_foreach(j, i, o)
+    {
         long long gpu, part = 0;
         json_t *bdf = json_object_get(o, "bdf"), *p = json_object_get(o, "partition_id");
         if (!json_is_object(o) || !json_int(o, "gpu", &gpu) || gpu < 0 || gpu > 4096) {
@@ -260,8 +264,7 @@ int conf_parse_amd_smi_list(const char *text, conf_vdevs_t *out, char *why, size
         /* "N/A" where the GPU has no partitions (amdsmi_commands.py) */
         if (p && !(json_is_string(p) && strcmp(json_string_value(p), "N/A") == 0) &&
             (!json_int(o, "partition_id", &part) || part < 0 || part > 64)) {
-            err = fail(why, len, "amd-smi GPU %lld: partition_id is neither a number nor N/A",
-                       gpu);
+            err = fail(why, len, "amd-smi GPU %lld: partition_id is neither a number nor N/A", gpu);
             goto out;
         }
         conf_vdev_t *v = push(out);
@@ -293,7 +296,8 @@ int conf_parse_amd_smi_static(const char *text, conf_vdevs_t *devs, char *why, s
     }
     size_t i;
     json_t *o;
-    json_array_foreach(j, i, o) {
+    json_array_foreach(j, i, o)
+    {
         long long gpu;
         json_t *name = json_object_get(json_object_get(o, "asic"), "market_name");
         if (!json_is_object(o) || !json_int(o, "gpu", &gpu)) {

@@ -37,7 +37,8 @@ static size_t count_pcis(const cr_node_t *n, const char *be)
             continue;
         bool seen = false;
         for (size_t j = 0; j < i && !seen; j++)
-            seen = strcmp(n->devices.v[j].backend, be) == 0 && strcmp(n->devices.v[j].pci, d->pci) == 0;
+            seen = strcmp(n->devices.v[j].backend, be) == 0 &&
+                   strcmp(n->devices.v[j].pci, d->pci) == 0;
         k += !seen;
     }
     return k;
@@ -225,13 +226,13 @@ static void gaudi_checks(conf_report_t *r, const cr_node_t *n)
             continue;
         }
         if (d->vendor_index != x->id) {
-            conf_add(r, "gaudi", "discovery", R_FAIL,
-                     "%s: module id: hl-smi says %d, corral %d", x->pci, x->id, d->vendor_index);
+            conf_add(r, "gaudi", "discovery", R_FAIL, "%s: module id: hl-smi says %d, corral %d",
+                     x->pci, x->id, d->vendor_index);
             bad++;
         }
         if (!same_name(d->product, x->name)) {
-            conf_add(r, "gaudi", "discovery", R_FAIL, "%s: name: hl-smi says %s, corral %s",
-                     x->pci, x->name, d->product);
+            conf_add(r, "gaudi", "discovery", R_FAIL, "%s: name: hl-smi says %s, corral %s", x->pci,
+                     x->name, d->product);
             bad++;
         }
     }
@@ -390,7 +391,7 @@ bool conf_vendor_checks(conf_report_t *r, const cr_node_t *n, const char *backen
         const char *backend;
         void (*checks)(conf_report_t *, const cr_node_t *);
     } table[] = {
-        {"amd", amd_checks},     {"intel", intel_checks}, {"tpu", tpu_checks},
+        {"amd", amd_checks},       {"intel", intel_checks}, {"tpu", tpu_checks},
         {"neuron", neuron_checks}, {"gaudi", gaudi_checks},
     };
     for (size_t i = 0; i < CR_ARRAY_SIZE(table); i++)

@@ -10,8 +10,8 @@ typedef int (*parse_fn)(const char *, conf_vdevs_t *, char *, size_t);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const parse_fn parsers[] = {conf_parse_neuron_ls, conf_parse_hl_smi,
-                                       conf_parse_xpu_smi,   conf_parse_amd_smi_list,
+    static const parse_fn parsers[] = {conf_parse_neuron_ls,      conf_parse_hl_smi,
+                                       conf_parse_xpu_smi,        conf_parse_amd_smi_list,
                                        conf_parse_amd_smi_static, conf_parse_tpu_info};
     if (size < 1 || size > 65536)
         return 0;
