@@ -90,6 +90,11 @@ int conf_parse_amd_smi_static(const char *text, conf_vdevs_t *devs, char *why, s
  * chip": "v6e" into name). Other tables are skipped. */
 int conf_parse_tpu_info(const char *text, conf_vdevs_t *out, char *why, size_t why_len);
 
+/* The value of key in the GCE metadata's tpu-env attribute, YAML lines
+ * "KEY: 'value'" (quotes optional); false when it has none or it does not
+ * fit in size. */
+bool conf_tpu_env_value(const char *text, const char *key, char *out, size_t size);
+
 /* ---- the checks of conformance_vendors.c ---- */
 
 /* discovery (and topology where the tool shows it) for backend amd,

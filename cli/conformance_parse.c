@@ -371,3 +371,38 @@ int conf_parse_tpu_info(const char *text, conf_vdevs_t *out, char *why, size_t l
     free(copy);
     return err;
 }
+
+bool conf_tpu_env_value(const char *text, const char *key, char *out, size_t size)
+{
+    size_t kl = strlen(key);
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *p = line, *stop = line + len;
+        while (p < stop && (*p == ' ' || *p == '\t'))
+            p++;
+        if ((size_t)(stop - p) > kl && strncmp(p, key, kl) == 0 && p[kl] == ':') {
+            p += kl + 1;
+            while (p < stop && (*p == ' ' || *p == '\t'))
+                p++;
+            const char *v = p, *ve = stop;
+            if (p < stop && (*p == '\'' || *p == '"')) {
+                const char *q = memchr(p + 1, *p, (size_t)(stop - p - 1));
+                if (!q)
+                    return false;
+                v = p + 1;
+                ve = q;
+            } else {
+                while (ve > v && (ve[-1] == ' ' || ve[-1] == '\r' || ve[-1] == '\t'))
+                    ve--;
+            }
+            if (ve == v || (size_t)(ve - v) >= size)
+                return false;
+            memcpy(out, v, (size_t)(ve - v));
+            out[ve - v] = '\0';
+            return true;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return false;
+}

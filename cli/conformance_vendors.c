@@ -6,7 +6,8 @@
  *   amd     amd-smi list --json: count, PCI address (domain, bus, device),
  *           partition index; amd-smi static --asic --json: product name
  *   intel   xpu-smi discovery -j: cards (distinct PCI addresses), names
- *   tpu     tpu-info's TPU Chips table: chip count, device numbers, type
+ *   tpu     tpu-info's TPU Chips table: chip count, device numbers, type;
+ *           topology: the slice against the GCE metadata server's
  *   neuron  neuron-ls --json-output: count, PCI address, NeuronCores per
  *           device; topology: connected_to against corral's NeuronLinks
  *   gaudi   hl-smi -Q index,module_id,bus_id,name -f csv,noheader: count,
@@ -351,6 +352,77 @@ out:
 
 /* ---- tpu ---- */
 
+/* The slice corral put this host in against the GCE metadata server's
+ * accelerator-type, tpu-env's TOPOLOGY and agent-worker-number (the keys
+ * Ray's and PyTorch/XLA's TPU support read). On GKE corral's slice comes
+ * from the variables the TPU device plugin sets, so this holds them to
+ * what Google's control plane says about the VM. */
+static void tpu_slice_check(conf_report_t *r, const cr_node_t *n)
+{
+    const cr_domain_t *slice = NULL;
+    for (size_t i = 0; i < n->domains.n && !slice; i++)
+        if (strcmp(n->domains.v[i].kind, "tpu-slice") == 0)
+            slice = &n->domains.v[i];
+    if (!slice) {
+        conf_add(r, "tpu", "topology", R_SKIP, "corral put this host in no slice");
+        return;
+    }
+    static const char *const keys[] = {"accelerator-type", "tpu-env", "agent-worker-number"};
+    char *val[3];
+    const char *root = getenv("CORRAL_SYSFS_ROOT");
+    cr_hw_env_t env = {.root = root && *root ? root : "/"};
+    /* a diagnostic run can wait longer than the probe's 300 ms */
+    int err = hw_gce_attributes(&env, keys, val, 3, 10000);
+    if (err == CR_ENODEV) {
+        conf_add(r, "tpu", "topology", R_SKIP,
+                 "not a GCE VM, or CORRAL_GCE_METADATA=off: slice %s not compared with the "
+                 "metadata server's",
+                 slice->name);
+        return;
+    }
+    size_t bad = 0;
+    char topo[32] = "";
+    bool have_topo = val[1] && conf_tpu_env_value(val[1], "TOPOLOGY", topo, sizeof(topo));
+    char ours_worker[16];
+    snprintf(ours_worker, sizeof(ours_worker), "%d", slice->worker_id);
+    struct {
+        const char *what, *theirs, *ours;
+    } cmp[] = {
+        {"accelerator type (accelerator-type)", val[0], slice->accelerator_type},
+        {"topology (tpu-env TOPOLOGY)", have_topo ? topo : NULL, slice->topology},
+        {"worker id (agent-worker-number)", val[2], ours_worker},
+    };
+    size_t compared = 0;
+    for (size_t i = 0; i < CR_ARRAY_SIZE(cmp); i++) {
+        if (!cmp[i].theirs) {
+            conf_add(r, "tpu", "topology", R_INFO, "the metadata server gives no %s", cmp[i].what);
+            continue;
+        }
+        compared++;
+        if (strcasecmp(cmp[i].theirs, cmp[i].ours) != 0) {
+            conf_add(r, "tpu", "topology", R_FAIL,
+                     "slice %s: %s: the metadata server says %s, corral %s", slice->name,
+                     cmp[i].what, cmp[i].theirs, cmp[i].ours[0] ? cmp[i].ours : "none");
+            bad++;
+        }
+    }
+    if (err == CR_EIO && !compared) {
+        conf_add(r, "tpu", "topology", R_FAIL,
+                 "the GCE metadata server did not answer: slice %s not compared", slice->name);
+        bad++;
+    } else if (!compared) {
+        conf_add(r, "tpu", "topology", R_SKIP,
+                 "the metadata server gives none of accelerator-type, tpu-env TOPOLOGY, "
+                 "agent-worker-number");
+    } else if (!bad) {
+        conf_add(r, "tpu", "topology", R_PASS,
+                 "slice %s: %s, %s, worker %d as the GCE metadata server says", slice->name,
+                 slice->accelerator_type, slice->topology, slice->worker_id);
+    }
+    for (size_t i = 0; i < 3; i++)
+        free(val[i]);
+}
+
 static void tpu_checks(conf_report_t *r, const cr_node_t *n)
 {
     conf_vdevs_t v = {0};
@@ -380,9 +452,7 @@ static void tpu_checks(conf_report_t *r, const cr_node_t *n)
                  "%zu chips: device numbers and type as tpu-info says", v.n);
 out:
     CR_VEC_FREE(&v);
-    conf_add(r, "tpu", "topology", R_SKIP,
-             "the slice (accelerator type, topology) is not compared with the metadata "
-             "server's yet");
+    tpu_slice_check(r, n);
 }
 
 bool conf_vendor_checks(conf_report_t *r, const cr_node_t *n, const char *backend)

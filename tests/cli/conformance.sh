@@ -202,6 +202,66 @@ vendor_case mi300x-8 amd \
 vendor_case tpu-v6e-4x4-w0 tpu \
     "PASS: tpu discovery: 4 chips: device numbers and type as tpu-info says" \
     "FAIL: tpu discovery: chip 3: type: tpu-info says v5e, corral v6e"
+# the TPU slice against a stand-in GCE metadata server on this machine: it
+# answers GET /computeMetadata/v1/instance/attributes/<name> (with the
+# Metadata-Flavor: Google header, as Ray and PyTorch/XLA send it) from the
+# files of the folder named in $tmp/gce-dir, and 404 for others
+cat >"$tmp/gce.py" <<'EOF'
+import http.server, os, sys
+ctl, portfile = sys.argv[1], sys.argv[2]
+PREFIX = "/computeMetadata/v1/instance/attributes/"
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        name = self.path[len(PREFIX):] if self.path.startswith(PREFIX) else ""
+        path = os.path.join(open(ctl).read().strip(), name)
+        if self.headers.get("Metadata-Flavor") != "Google":
+            self.send_error(403)
+        elif not name or "/" in name or not os.path.isfile(path):
+            self.send_error(404)
+        else:
+            body = open(path, "rb").read()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+with open(portfile + ".new", "w") as f:
+    f.write(str(s.server_address[1]))
+os.rename(portfile + ".new", portfile)
+s.serve_forever()
+EOF
+gce_pid=
+stop_gce() { [ -n "$gce_pid" ] && kill "$gce_pid" 2>/dev/null && wait "$gce_pid" 2>/dev/null; gce_pid=; }
+trap 'stop_gce; rm -rf "$tmp"' EXIT
+echo "$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/tpu-v6e-4x4-w0/gce-metadata" >"$tmp/gce-dir"
+$PY "$tmp/gce.py" "$tmp/gce-dir" "$tmp/gce-port" &
+gce_pid=$!
+for _ in $(seq 1 600); do [ -s "$tmp/gce-port" ] && break; sleep 0.1; done
+if [ -s "$tmp/gce-port" ]; then
+    run_gce() { # out-file
+        (fixture tpu-v6e-4x4-w0 &&
+            export CORRAL_GCE_METADATA="127.0.0.1:$(cat "$tmp/gce-port")" PATH="$tmp/vbin:$PATH" \
+                VENDOR_CAPTURES="$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/tpu-v6e-4x4-w0" &&
+            "$CORRAL" conformance --backend tpu >"$1" 2>&1)
+    }
+    run_gce "$tmp/gce.txt"
+    rc=$?
+    [ "$rc" -eq 77 ] || fail "tpu slice: exit $rc, want 77: $(cat "$tmp/gce.txt")"
+    has "$tmp/gce.txt" "PASS: tpu topology: slice v6e-s1: v6e-16, 4x4, worker 0 as the GCE metadata server says" "tpu slice"
+    echo "$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/tpu-v6e-4x4-w0/gce-metadata-mismatch" >"$tmp/gce-dir"
+    run_gce "$tmp/gce-bad.txt"
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "tpu slice, mismatched metadata: exit $rc, want 1: $(cat "$tmp/gce-bad.txt")"
+    has "$tmp/gce-bad.txt" "FAIL: tpu topology: slice v6e-s1: topology (tpu-env TOPOLOGY): the metadata server says 2x8, corral 4x4" "tpu slice, mismatched metadata"
+    has "$tmp/gce-bad.txt" "FAIL: tpu topology: slice v6e-s1: worker id (agent-worker-number): the metadata server says 1, corral 0" "tpu slice, mismatched metadata"
+    [ "$(grep -c '^FAIL' "$tmp/gce-bad.txt")" -eq 2 ] || fail "tpu slice, mismatched metadata: want two FAIL lines: $(cat "$tmp/gce-bad.txt")"
+else
+    fail "the stand-in metadata server did not start"
+fi
+stop_gce
+has "$tmp/tpu-v6e-4x4-w0.txt" "SKIP: tpu topology: not a GCE VM, or CORRAL_GCE_METADATA=off: slice v6e-s1 not compared with the metadata server's" "tpu, metadata off"
 # partitions: the MI308X CPX capture (KFD topology only: no hwloc recording,
 # no amd-smi static, so names are not compared)
 mkdir -p "$tmp/cpx"
