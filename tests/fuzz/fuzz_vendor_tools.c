@@ -3,16 +3,33 @@
  * crashes, never keeps more than CONF_VDEV_MAX devices or CONF_VDEV_LINKS
  * peers, always says why when it refuses, and what it accepts is in range. */
 #include "cli/conformance.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef int (*parse_fn)(const char *, conf_vdevs_t *, char *, size_t);
 
+/* tpu-env: a value that fits, or nothing */
+static int tpu_env(const char *text, conf_vdevs_t *out, char *why, size_t len)
+{
+    (void)out;
+    char v[16];
+    memset(v, 0x5a, sizeof(v));
+    if (conf_tpu_env_value(text, "TOPOLOGY", v, sizeof(v)) && !memchr(v, '\0', sizeof(v)))
+        abort();
+    snprintf(why, len, "-");
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const parse_fn parsers[] = {conf_parse_neuron_ls,      conf_parse_hl_smi,
-                                       conf_parse_xpu_smi,        conf_parse_amd_smi_list,
-                                       conf_parse_amd_smi_static, conf_parse_tpu_info};
+    static const parse_fn parsers[] = {conf_parse_neuron_ls,
+                                       conf_parse_hl_smi,
+                                       conf_parse_xpu_smi,
+                                       conf_parse_amd_smi_list,
+                                       conf_parse_amd_smi_static,
+                                       conf_parse_tpu_info,
+                                       tpu_env};
     if (size < 1 || size > 65536)
         return 0;
     char *s = malloc(size);
