@@ -85,6 +85,10 @@ int conf_parse_amd_smi_list(const char *text, conf_vdevs_t *out, char *why, size
  * is "gpu". */
 int conf_parse_amd_smi_static(const char *text, conf_vdevs_t *devs, char *why, size_t why_len);
 
+/* `rocm-smi --showbus --json` (older ROCm): {"card0": {"PCI Bus":
+ * "0000:05:00.0"}, ...}; other top-level keys ("system") are skipped. */
+int conf_parse_rocm_smi_bus(const char *text, conf_vdevs_t *out, char *why, size_t why_len);
+
 /* `tpu-info`'s "TPU Chips" table: a row per chip, its device path
  * (/dev/accelN or /dev/vfio/N: N becomes index) and its type ("TPU v6e
  * chip": "v6e" into name). Other tables are skipped. */

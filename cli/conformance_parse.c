@@ -406,3 +406,42 @@ bool conf_tpu_env_value(const char *text, const char *key, char *out, size_t siz
     }
     return false;
 }
+
+int conf_parse_rocm_smi_bus(const char *text, conf_vdevs_t *out, char *why, size_t len)
+{
+    json_t *j = load(text, "rocm-smi --showbus --json", why, len);
+    if (!j)
+        return CR_EPARSE;
+    int err = 0;
+    if (!json_is_object(j)) {
+        err = fail(why, len, "rocm-smi --showbus --json: not an object of cards");
+        goto out;
+    }
+    const char *key;
+    json_t *o;
+    json_object_foreach(j, key, o)
+    {
+        int64_t card;
+        if (strncmp(key, "card", 4) != 0)
+            continue; /* "system" */
+        json_t *bus = json_object_get(o, "PCI Bus");
+        if (cr_parse_i64(key + 4, 10, &card) != 0 || card < 0 || card > 4096 ||
+            !json_is_object(o)) {
+            err = fail(why, len, "rocm-smi: '%.40s' is not a card", key);
+            goto out;
+        }
+        conf_vdev_t *v = push(out);
+        if (!v) {
+            err = fail(why, len, "rocm-smi lists more than %d cards", CONF_VDEV_MAX);
+            goto out;
+        }
+        v->index = (int)card;
+        if (!json_is_string(bus) || norm_bdf(json_string_value(bus), v->pci) != 0) {
+            err = fail(why, len, "rocm-smi %s: \"PCI Bus\" is not a PCI address", key);
+            goto out;
+        }
+    }
+out:
+    json_decref(j);
+    return err;
+}

@@ -4,7 +4,8 @@
  * naming the device, the fact, and what each side says.
  *
  *   amd     amd-smi list --json: count, PCI address (domain, bus, device),
- *           partition index; amd-smi static --asic --json: product name
+ *           partition index; amd-smi static --asic --json: product name;
+ *           without amd-smi, rocm-smi --showbus --json: the GPUs' addresses
  *   intel   xpu-smi discovery -j: cards (distinct PCI addresses), names
  *   tpu     tpu-info's TPU Chips table: chip count, device numbers, type;
  *           topology: the slice against the GCE metadata server's
@@ -291,13 +292,61 @@ static bool same_gpu(const char *a, const char *b)
     return strlen(a) >= 10 && strncmp(a, b, 10) == 0;
 }
 
+/* Older ROCm without amd-smi: rocm-smi's PCI Bus of each card. A card
+ * is a GPU here (how rocm-smi lists partitions is not recorded), so the
+ * GPUs are compared as sets of addresses, without partitions or names. */
+static void rocm_smi_checks(conf_report_t *r, const cr_node_t *n)
+{
+    conf_vdevs_t v = {0};
+    if (!run_and_parse(r, "amd", "rocm-smi", "rocm-smi --showbus --json 2>/dev/null",
+                       conf_parse_rocm_smi_bus, &v))
+        goto out;
+    size_t bad = 0, gpus = 0;
+    for (size_t i = 0; i < v.n; i++) {
+        bool found = false;
+        for (size_t k = 0; k < n->devices.n && !found; k++)
+            found = strcmp(n->devices.v[k].backend, "amd") == 0 &&
+                    same_gpu(n->devices.v[k].pci, v.v[i].pci);
+        if (!found) {
+            conf_add(r, "amd", "discovery", R_FAIL,
+                     "rocm-smi shows card%d at %s; corral has no GPU there", v.v[i].index,
+                     v.v[i].pci);
+            bad++;
+        }
+    }
+    for (size_t k = 0; k < n->devices.n; k++) {
+        const cr_device_t *d = &n->devices.v[k];
+        if (strcmp(d->backend, "amd") != 0)
+            continue;
+        bool first = true, listed = false;
+        for (size_t j = 0; j < k && first; j++)
+            first = !(strcmp(n->devices.v[j].backend, "amd") == 0 &&
+                      same_gpu(n->devices.v[j].pci, d->pci));
+        if (!first)
+            continue; /* another partition of a GPU already looked at */
+        gpus++;
+        for (size_t i = 0; i < v.n && !listed; i++)
+            listed = same_gpu(d->pci, v.v[i].pci);
+        if (!listed) {
+            conf_add(r, "amd", "discovery", R_FAIL, "corral has a GPU at %s; rocm-smi shows none",
+                     d->pci);
+            bad++;
+        }
+    }
+    if (!bad)
+        conf_add(r, "amd", "discovery", R_PASS,
+                 "%zu GPUs: PCI addresses as rocm-smi --showbus says (amd-smi is not installed: "
+                 "partitions and names not compared)",
+                 gpus);
+out:
+    CR_VEC_FREE(&v);
+}
+
 static void amd_checks(conf_report_t *r, const cr_node_t *n)
 {
     conf_vdevs_t v = {0};
     if (!conf_have_tool("amd-smi") && conf_have_tool("rocm-smi")) {
-        conf_add(r, "amd", "discovery", R_SKIP,
-                 "rocm-smi is installed but amd-smi is not: rocm-smi's output is not compared "
-                 "(no recorded format of it to hold it to): not verified");
+        rocm_smi_checks(r, n);
         goto out;
     }
     if (!run_and_parse(r, "amd", "amd-smi", "amd-smi list --json 2>/dev/null",

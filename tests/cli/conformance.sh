@@ -150,6 +150,7 @@ case "$(basename "$0") $*" in
 "amd-smi list --json") f=amd-smi-list$v.json ;;
 "amd-smi static --asic --json") f=amd-smi-static$v.json ;;
 "tpu-info ") f=tpu-info$v.txt ;;
+"rocm-smi --showbus --json") f=rocm-smi-showbus$v.json ;;
 *) echo "stand-in $(basename "$0"): unexpected arguments: $*" >&2; exit 2 ;;
 esac
 exec cat "$d/$f"
@@ -157,6 +158,8 @@ EOF
 chmod +x "$tmp/bin/vendor-tool"
 mkdir -p "$tmp/vbin"
 for t in neuron-ls hl-smi xpu-smi amd-smi tpu-info; do ln -s ../bin/vendor-tool "$tmp/vbin/$t"; done
+mkdir -p "$tmp/rbin" # older ROCm: rocm-smi, no amd-smi
+ln -s ../bin/vendor-tool "$tmp/rbin/rocm-smi"
 run_vendor() { # machine backend out-file [variant] [captures]
     (fixture "$1" &&
         export VENDOR_CAPTURES="${5:-$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/$1}" \
@@ -262,6 +265,19 @@ else
 fi
 stop_gce
 has "$tmp/tpu-v6e-4x4-w0.txt" "SKIP: tpu topology: not a GCE VM, or CORRAL_GCE_METADATA=off: slice v6e-s1 not compared with the metadata server's" "tpu, metadata off"
+# older ROCm: rocm-smi's PCI Bus per card, without amd-smi
+for variant in "" -mismatch; do
+    (fixture mi300x-8 && export PATH="$tmp/rbin:$PATH" VENDOR_VARIANT="$variant" \
+        VENDOR_CAPTURES="$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/mi300x-8" &&
+        "$CORRAL" conformance --backend amd >"$tmp/rocm$variant.txt" 2>&1)
+    echo $? >"$tmp/rocm$variant.rc"
+done
+[ "$(cat "$tmp/rocm.rc")" -eq 77 ] || fail "rocm-smi: exit $(cat "$tmp/rocm.rc"), want 77: $(cat "$tmp/rocm.txt")"
+has "$tmp/rocm.txt" "PASS: amd discovery: 8 GPUs: PCI addresses as rocm-smi --showbus says (amd-smi is not installed: partitions and names not compared)" "rocm-smi"
+[ "$(cat "$tmp/rocm-mismatch.rc")" -eq 1 ] || fail "rocm-smi, mismatched: exit $(cat "$tmp/rocm-mismatch.rc"), want 1"
+has "$tmp/rocm-mismatch.txt" "FAIL: amd discovery: rocm-smi shows card3 at 0000:66:00.0; corral has no GPU there" "rocm-smi, mismatched"
+has "$tmp/rocm-mismatch.txt" "FAIL: amd discovery: corral has a GPU at 0000:65:00.0; rocm-smi shows none" "rocm-smi, mismatched"
+[ "$(grep -c '^FAIL' "$tmp/rocm-mismatch.txt")" -eq 2 ] || fail "rocm-smi, mismatched: want two FAIL lines: $(cat "$tmp/rocm-mismatch.txt")"
 # partitions: the MI308X CPX capture (KFD topology only: no hwloc recording,
 # no amd-smi static, so names are not compared)
 mkdir -p "$tmp/cpx"

@@ -29,7 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                        conf_parse_amd_smi_list,
                                        conf_parse_amd_smi_static,
                                        conf_parse_tpu_info,
-                                       tpu_env};
+                                       tpu_env,
+                                       conf_parse_rocm_smi_bus};
     if (size < 1 || size > 65536)
         return 0;
     char *s = malloc(size);

@@ -135,6 +135,36 @@ static void test_amd_smi(void **state)
     assert_non_null(strstr(why, "partition_id"));
 }
 
+static void test_rocm_smi(void **state)
+{
+    (void)state;
+    /* rocm_smi.py: JSON_DATA["card<N>"][metric]; getBus in upper case */
+    const char *text = "{\"card0\": {\"PCI Bus\": \"0000:E5:00.0\"}, \"system\": {\"Driver "
+                       "version\": \"6.8\"}, \"card1\": {\"PCI Bus\": \"0001:0B:00.0\"}}";
+    assert_int_equal(conf_parse_rocm_smi_bus(text, &v, why, sizeof(why)), 0);
+    assert_int_equal(v.n, 2);
+    assert_int_equal(v.v[1].index, 1);
+    assert_string_equal(v.v[0].pci, "0000:e5:00.0");
+    assert_string_equal(v.v[1].pci, "0001:0b:00.0");
+    assert_int_equal(conf_parse_rocm_smi_bus("{\"card0\": {}}", &v, why, sizeof(why)), CR_EPARSE);
+    assert_non_null(strstr(why, "PCI Bus"));
+}
+
+static void test_tpu_env(void **state)
+{
+    (void)state;
+    char out[16];
+    const char *env = "ACCELERATOR_TYPE: 'v6e-16'\nHOST_TOPOLOGY: '9x9'\n  TOPOLOGY: '4x4'\n"
+                      "WORKER_ID: 0\n";
+    assert_true(conf_tpu_env_value(env, "TOPOLOGY", out, sizeof(out)));
+    assert_string_equal(out, "4x4");
+    assert_true(conf_tpu_env_value(env, "WORKER_ID", out, sizeof(out)));
+    assert_string_equal(out, "0");
+    assert_false(conf_tpu_env_value(env, "ZONE", out, sizeof(out)));
+    assert_false(conf_tpu_env_value("TOPOLOGY: '4x4\n", "TOPOLOGY", out, sizeof(out)));
+    assert_false(conf_tpu_env_value("TOPOLOGY: '123456789012345678'", "TOPOLOGY", out, 8));
+}
+
 static void test_tpu_info(void **state)
 {
     (void)state;
@@ -168,6 +198,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_xpu_smi, setup, teardown),
         cmocka_unit_test_setup_teardown(test_amd_smi, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tpu_info, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rocm_smi, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tpu_env, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
