@@ -85,6 +85,11 @@ int conf_parse_amd_smi_list(const char *text, conf_vdevs_t *out, char *why, size
  * is "gpu". */
 int conf_parse_amd_smi_static(const char *text, conf_vdevs_t *devs, char *why, size_t why_len);
 
+/* `amd-smi topology --json`: an array of {"gpu", "link_type": {"gpu_N":
+ * "SELF" | "XGMI" | "PCIE" | ...}, ...}; each device of devs whose index
+ * is "gpu" gets its XGMI peers' numbers in links (nlinks -1: not listed). */
+int conf_parse_amd_smi_topology(const char *text, conf_vdevs_t *devs, char *why, size_t why_len);
+
 /* `rocm-smi --showbus --json` (older ROCm): {"card0": {"PCI Bus":
  * "0000:05:00.0"}, ...}; other top-level keys ("system") are skipped. */
 int conf_parse_rocm_smi_bus(const char *text, conf_vdevs_t *out, char *why, size_t why_len);

@@ -445,3 +445,62 @@ out:
     json_decref(j);
     return err;
 }
+
+int conf_parse_amd_smi_topology(const char *text, conf_vdevs_t *devs, char *why, size_t len)
+{
+    json_t *j = load(text, "amd-smi topology --json", why, len);
+    if (!j)
+        return CR_EPARSE;
+    int err = 0;
+    if (!json_is_array(j)) {
+        err = fail(why, len, "amd-smi topology --json: not an array of GPUs");
+        goto out;
+    }
+    for (size_t k = 0; k < devs->n; k++)
+        devs->v[k].nlinks = -1; /* not in the matrix */
+    size_t i;
+    json_t *o;
+    json_array_foreach(j, i, o)
+    {
+        long long gpu;
+        json_t *types = json_object_get(o, "link_type");
+        if (!json_is_object(o) || !json_int(o, "gpu", &gpu)) {
+            err = fail(why, len, "amd-smi topology entry %zu: no gpu number", i);
+            goto out;
+        }
+        if (!json_is_object(types)) {
+            err = fail(why, len, "amd-smi topology GPU %lld: no link_type", gpu);
+            goto out;
+        }
+        conf_vdev_t *v = NULL;
+        for (size_t k = 0; k < devs->n && !v; k++)
+            if (devs->v[k].index == gpu)
+                v = &devs->v[k];
+        if (!v)
+            continue; /* the comparison says a GPU is missing */
+        v->nlinks = 0;
+        const char *key;
+        json_t *t;
+        json_object_foreach(types, key, t)
+        {
+            int64_t peer;
+            if (strncmp(key, "gpu_", 4) != 0 || cr_parse_i64(key + 4, 10, &peer) != 0 || peer < 0 ||
+                peer > 4096 || !json_is_string(t)) {
+                err = fail(why, len, "amd-smi topology GPU %lld: link_type '%.40s' is not gpu_N",
+                           gpu, key);
+                goto out;
+            }
+            if (strcmp(json_string_value(t), "XGMI") != 0)
+                continue;
+            if (v->nlinks >= CONF_VDEV_LINKS) {
+                err = fail(why, len, "amd-smi topology GPU %lld: more than %d XGMI peers", gpu,
+                           CONF_VDEV_LINKS);
+                goto out;
+            }
+            v->links[v->nlinks++] = (int)peer;
+        }
+    }
+out:
+    json_decref(j);
+    return err;
+}

@@ -5,7 +5,8 @@
  *
  *   amd     amd-smi list --json: count, PCI address (domain, bus, device),
  *           partition index; amd-smi static --asic --json: product name;
- *           without amd-smi, rocm-smi --showbus --json: the GPUs' addresses
+ *           without amd-smi, rocm-smi --showbus --json: the GPUs' addresses;
+ *           topology: amd-smi topology --json's XGMI pairs
  *   intel   xpu-smi discovery -j: cards (distinct PCI addresses), names
  *   tpu     tpu-info's TPU Chips table: chip count, device numbers, type;
  *           topology: the slice against the GCE metadata server's
@@ -342,16 +343,92 @@ out:
     CR_VEC_FREE(&v);
 }
 
+/* The corral device amd-smi's entry x is (GPU address and partition). */
+static const cr_device_t *amd_device(const cr_node_t *n, const conf_vdev_t *x)
+{
+    for (size_t k = 0; k < n->devices.n; k++) {
+        const cr_device_t *e = &n->devices.v[k];
+        if (strcmp(e->backend, "amd") == 0 && same_gpu(e->pci, x->pci) &&
+            (e->partition < 0 ? 0 : e->partition) == x->id)
+            return e;
+    }
+    return NULL;
+}
+
+/* amd-smi topology's XGMI pairs against corral's xGMI links (same-GPU
+ * partitions' ones included), in amd-smi's GPU numbers. */
+static void amd_topology(conf_report_t *r, const cr_node_t *n, conf_vdevs_t *v)
+{
+    cr_buf_t out = {0};
+    char why[WHY] = "";
+    if (conf_run_tool("amd-smi topology --json 2>/dev/null", &out) != 0) {
+        conf_add(r, "amd", "topology", R_SKIP, "amd-smi topology --json failed: not compared");
+        cr_buf_free(&out);
+        return;
+    }
+    int err = conf_parse_amd_smi_topology(out.s, v, why, sizeof(why));
+    cr_buf_free(&out);
+    if (err) {
+        conf_add(r, "amd", "topology", R_FAIL, "%s", why);
+        return;
+    }
+    size_t bad = 0, pairs = 0;
+    for (size_t i = 0; i < v->n; i++) {
+        const conf_vdev_t *x = &v->v[i];
+        const cr_device_t *d = amd_device(n, x);
+        if (!d || x->nlinks < 0)
+            continue; /* discovery said so */
+        int theirs[CONF_VDEV_LINKS], ours[CONF_VDEV_LINKS], nt = 0, no = 0;
+        /* only peers both sides know: one missing on either is discovery's FAIL */
+        for (int k = 0; k < x->nlinks; k++)
+            for (size_t m = 0; m < v->n; m++)
+                if (v->v[m].index == x->links[k] && amd_device(n, &v->v[m])) {
+                    theirs[nt++] = x->links[k];
+                    break;
+                }
+        for (size_t k = 0; k < n->links.n && no < CONF_VDEV_LINKS; k++) {
+            const cr_link_t *l = &n->links.v[k];
+            if ((l->kind != CR_LINK_XGMI && l->kind != CR_LINK_XGMI_SAME_GPU) ||
+                (l->a != d->index && l->b != d->index))
+                continue;
+            const cr_device_t *o = &n->devices.v[l->a == d->index ? l->b : l->a];
+            for (size_t m = 0; m < v->n; m++)
+                if (amd_device(n, &v->v[m]) == o && no < CONF_VDEV_LINKS)
+                    ours[no++] = v->v[m].index;
+        }
+        qsort(theirs, (size_t)nt, sizeof(int), cmp_int);
+        qsort(ours, (size_t)no, sizeof(int), cmp_int);
+        pairs += (size_t)nt;
+        if (nt != no || memcmp(theirs, ours, (size_t)nt * sizeof(int)) != 0) {
+            char a[256], b[256];
+            list_ints(theirs, nt, a, sizeof(a));
+            list_ints(ours, no, b, sizeof(b));
+            conf_add(r, "amd", "topology", R_FAIL,
+                     "GPU %d (%s): amd-smi shows XGMI to GPUs %s, corral xGMI links to %s",
+                     x->index, x->pci, a, b);
+            bad++;
+        }
+    }
+    if (!bad)
+        conf_add(r, "amd", "topology", R_PASS,
+                 "%zu devices: every XGMI pair of amd-smi topology is a corral xGMI link (%zu "
+                 "in all)",
+                 v->n, pairs / 2);
+}
+
 static void amd_checks(conf_report_t *r, const cr_node_t *n)
 {
     conf_vdevs_t v = {0};
     if (!conf_have_tool("amd-smi") && conf_have_tool("rocm-smi")) {
         rocm_smi_checks(r, n);
+        conf_add(r, "amd", "topology", R_SKIP, "no amd-smi: the xGMI links are not compared");
         goto out;
     }
     if (!run_and_parse(r, "amd", "amd-smi", "amd-smi list --json 2>/dev/null",
-                       conf_parse_amd_smi_list, &v))
+                       conf_parse_amd_smi_list, &v)) {
+        conf_add(r, "amd", "topology", R_SKIP, "no amd-smi list to compare with");
         goto out;
+    }
     /* the names, from amd-smi static; an amd-smi without --asic leaves them */
     cr_buf_t st = {0};
     char why[WHY] = "";
@@ -367,13 +444,7 @@ static void amd_checks(conf_report_t *r, const cr_node_t *n)
     size_t bad = 0, parts = 0;
     for (size_t i = 0; i < v.n; i++) {
         const conf_vdev_t *x = &v.v[i];
-        const cr_device_t *d = NULL;
-        for (size_t k = 0; k < n->devices.n && !d; k++) {
-            const cr_device_t *e = &n->devices.v[k];
-            if (strcmp(e->backend, "amd") == 0 && same_gpu(e->pci, x->pci) &&
-                (e->partition < 0 ? 0 : e->partition) == x->id)
-                d = e;
-        }
+        const cr_device_t *d = amd_device(n, x);
         parts += x->id > 0;
         if (!d) {
             conf_add(r, "amd", "discovery", R_FAIL,
@@ -393,10 +464,9 @@ static void amd_checks(conf_report_t *r, const cr_node_t *n)
         conf_add(r, "amd", "discovery", R_PASS,
                  "%zu devices (%s): PCI address, partition%s as amd-smi says", v.n,
                  parts ? "partitioned" : "no partitions", names ? " and name" : "");
+    amd_topology(r, n, &v);
 out:
     CR_VEC_FREE(&v);
-    conf_add(r, "amd", "topology", R_SKIP,
-             "amd-smi topology is not compared with corral's xGMI links yet");
 }
 
 /* ---- tpu ---- */

@@ -149,6 +149,7 @@ case "$(basename "$0") $*" in
 "xpu-smi discovery -j") f=xpu-smi-discovery$v.json ;;
 "amd-smi list --json") f=amd-smi-list$v.json ;;
 "amd-smi static --asic --json") f=amd-smi-static$v.json ;;
+"amd-smi topology --json") f=amd-smi-topology$v.json ;;
 "tpu-info ") f=tpu-info$v.txt ;;
 "rocm-smi --showbus --json") f=rocm-smi-showbus$v.json ;;
 *) echo "stand-in $(basename "$0"): unexpected arguments: $*" >&2; exit 2 ;;
@@ -201,7 +202,10 @@ vendor_case intel-max-1100-2 intel \
 vendor_case mi300x-8 amd \
     "PASS: amd discovery: 8 devices (no partitions): PCI address, partition and name as amd-smi says" \
     "FAIL: amd discovery: GPU 2 (0000:46:00.0): name: amd-smi says AMD Instinct MI308X, corral AMD Instinct MI300X" \
-    "FAIL: amd discovery: amd-smi shows 7 GPUs and partitions, corral 8"
+    "FAIL: amd discovery: amd-smi shows 7 GPUs and partitions, corral 8" \
+    "FAIL: amd topology: GPU 2 (0000:46:00.0): amd-smi shows XGMI to GPUs 0,1,3,4,6, corral xGMI links to 0,1,3,4,5,6" \
+    "FAIL: amd topology: GPU 5 (0000:a5:00.0): amd-smi shows XGMI to GPUs 0,1,3,4,6, corral xGMI links to 0,1,2,3,4,6"
+has "$tmp/mi300x-8.txt" "PASS: amd topology: 8 devices: every XGMI pair of amd-smi topology is a corral xGMI link (28 in all)" "mi300x-8"
 vendor_case tpu-v6e-4x4-w0 tpu \
     "PASS: tpu discovery: 4 chips: device numbers and type as tpu-info says" \
     "FAIL: tpu discovery: chip 3: type: tpu-info says v5e, corral v6e"

@@ -30,7 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                        conf_parse_amd_smi_static,
                                        conf_parse_tpu_info,
                                        tpu_env,
-                                       conf_parse_rocm_smi_bus};
+                                       conf_parse_rocm_smi_bus,
+                                       conf_parse_amd_smi_topology};
     if (size < 1 || size > 65536)
         return 0;
     char *s = malloc(size);
@@ -41,7 +42,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t which = data[0] % (sizeof(parsers) / sizeof(parsers[0]));
     conf_vdevs_t v = {0};
     char why[256] = "";
-    if (parsers[which] == conf_parse_amd_smi_static) {
+    if (parsers[which] == conf_parse_amd_smi_static ||
+        parsers[which] == conf_parse_amd_smi_topology) {
         /* it names devices amd-smi list found: give it some */
         for (int i = 0; i < 4; i++)
             CR_VEC_PUSH(&v)->index = i;

@@ -135,6 +135,25 @@ static void test_amd_smi(void **state)
     assert_non_null(strstr(why, "partition_id"));
 }
 
+static void test_amd_smi_topology(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        CR_VEC_PUSH(&v)->index = i;
+    const char *text = "[{\"gpu\": 0, \"link_type\": {\"gpu_0\": \"SELF\", \"gpu_1\": \"XGMI\", "
+                       "\"gpu_2\": \"PCIE\"}, \"hops\": {\"gpu_0\": 0}},"
+                       "{\"gpu\": 1, \"link_type\": {\"gpu_0\": \"XGMI\", \"gpu_1\": \"SELF\"}}]";
+    assert_int_equal(conf_parse_amd_smi_topology(text, &v, why, sizeof(why)), 0);
+    assert_int_equal(v.v[0].nlinks, 1);
+    assert_int_equal(v.v[0].links[0], 1);
+    assert_int_equal(v.v[1].nlinks, 1);
+    assert_int_equal(v.v[2].nlinks, -1); /* not in the matrix */
+    assert_int_equal(conf_parse_amd_smi_topology("[{\"gpu\": 0, \"link_type\": {\"x\": \"XGMI\"}}]",
+                                                 &v, why, sizeof(why)),
+                     CR_EPARSE);
+    assert_non_null(strstr(why, "gpu_N"));
+}
+
 static void test_rocm_smi(void **state)
 {
     (void)state;
@@ -199,6 +218,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_amd_smi, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tpu_info, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rocm_smi, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_amd_smi_topology, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tpu_env, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
