@@ -102,8 +102,19 @@ static bool run_and_parse(conf_report_t *r, const char *be, const char *tool, co
     char why[WHY] = "";
     int err = conf_run_tool(cmd, &buf);
     if (err) {
-        conf_add(r, be, "discovery", R_FAIL, "%s failed (%s): %.200s", cmd, cr_strerror(err),
-                 buf.s ? buf.s : "");
+        /* the command as a person would type it: without the redirection */
+        const char *redir = strstr(cmd, " 2>");
+        int shown = redir ? (int)(redir - cmd) : (int)strlen(cmd);
+        const char *said = buf.s ? buf.s : "";
+        if (err == CR_E2BIG)
+            conf_add(r, be, "discovery", R_FAIL, "%.*s printed more than %u bytes", shown, cmd,
+                     CONF_TOOL_OUTPUT_MAX);
+        else if (err == CR_EVENDOR)
+            conf_add(r, be, "discovery", R_FAIL, "%.*s exited non-zero%s%.200s", shown, cmd,
+                     *said ? ": " : "", said);
+        else
+            conf_add(r, be, "discovery", R_FAIL, "%.*s could not be run: %s", shown, cmd,
+                     cr_strerror(err));
         cr_buf_free(&buf);
         return false;
     }
@@ -147,6 +158,10 @@ static void neuron_checks(conf_report_t *r, const cr_node_t *n)
     conf_vdevs_t v = {0};
     if (!run_and_parse(r, "neuron", "neuron-ls", "neuron-ls --json-output 2>/dev/null",
                        conf_parse_neuron_ls, &v)) {
+        if (conf_have_tool("neuron-ls"))
+            conf_add(r, "neuron", "discovery", R_INFO,
+                     "Neuron 2.34 and later print JSON with --output-format json instead of "
+                     "--json-output; that format is not read yet");
         conf_add(r, "neuron", "topology", R_SKIP, "no neuron-ls output to compare with");
         goto out;
     }

@@ -310,6 +310,12 @@ run_vendor gaudi2-8 gaudi "$tmp/garbled.txt" "" "$tmp/garbled"
 rc=$?
 [ "$rc" -eq 1 ] || fail "gaudi, a garbled hl-smi: exit $rc, want 1"
 has "$tmp/garbled.txt" "FAIL: gaudi discovery: hl-smi line 1 ('0, 2, 0000:19:00.0'): not index, module_id, bus_id, name" "gaudi, a garbled hl-smi"
+# a tool that fails (the stand-in finds no capture in that folder): FAIL
+run_vendor trn1-32xlarge neuron "$tmp/nl-fails.txt" "" "$tmp/garbled"
+rc=$?
+[ "$rc" -eq 1 ] || fail "neuron-ls failing: exit $rc, want 1"
+has "$tmp/nl-fails.txt" "FAIL: neuron discovery: neuron-ls --json-output exited non-zero" "neuron-ls failing"
+has "$tmp/nl-fails.txt" "INFO: neuron discovery: Neuron 2.34 and later print JSON with --output-format json" "neuron-ls failing"
 # without the tool: SKIP, nothing verified
 (fixture gaudi2-8 && "$CORRAL" conformance --backend gaudi >"$tmp/notool.txt" 2>&1)
 rc=$?
