@@ -106,6 +106,10 @@ typedef struct agent_opts {
     const char *node_id;
     cr_node_t *node;
     const hw_options_t *hwo;
+    /* TLS to the head (docs/cluster.md "TLS"): its certificate's SHA-256
+     * pinned ("sha256:HEX", as corral start --head prints it), or a CA
+     * file (PEM) to verify it with; either makes the connection TLS */
+    const char *tls_fingerprint, *tls_ca;
 } agent_opts_t;
 int agent_main(const agent_opts_t *o);
 #endif
