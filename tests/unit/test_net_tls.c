@@ -236,7 +236,7 @@ static void test_fingerprints(void **state)
     const char *bad[] = {"", "sha256:", "sha256:00", "md5:00", text + 8, "zz"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_int_equal(cr_tls_fp_parse(bad[i], back), CR_EPARSE);
-    char odd[80];
+    char odd[96];
     snprintf(odd, sizeof(odd), "%s", text);
     odd[20] = 'g';
     assert_int_equal(cr_tls_fp_parse(odd, back), CR_EPARSE);
