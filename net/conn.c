@@ -105,6 +105,7 @@ struct cr_net {
     const cr_tls_ops_t *tls; /* the shim, loaded when a context was made */
     cr_tls_ctx_t *tls_server, *tls_client;
     char rbuf[READ_BUF]; /* one loop, one read at a time: shared */
+    char pbuf[16384];    /* TLS: one record's plaintext at a time, also shared */
 };
 
 typedef struct write_req {
@@ -237,6 +238,44 @@ static void conn_handle_closed(uv_handle_t *h)
     conn_release(h->data);
 }
 
+/* Plaintext and ciphertext go through the memory BIOs this much at a time:
+ * a memory BIO keeps the largest size it ever held, so a 16 MiB frame or a
+ * 1 MiB read passed whole would leave each connection holding that much
+ * for good; in pieces, each BIO stays within two records' worth. */
+#define TLS_PIECE (32 * 1024)
+
+/* Encrypts len bytes of frames into a new malloc'ed buffer (*out, *olen),
+ * after whatever TLS had waiting to be sent. 0 or CR_EIO (said). */
+static int tls_encrypt(cr_conn_t *c, const uint8_t *p, size_t len, uint8_t **out, size_t *olen)
+{
+    const cr_tls_ops_t *t = c->net->tls;
+    /* TLS 1.3 adds 22 bytes to a record of at most 16 KiB: room for more */
+    size_t cap = t->pending(c->tls) + len + (len / 16384 + 2) * 64, have = 0;
+    uint8_t *buf = cr_malloc(cap);
+    char why[256];
+    for (;;) {
+        size_t n = t->pending(c->tls);
+        if (have + n > cap) {
+            cap = have + n + TLS_PIECE;
+            buf = cr_realloc(buf, cap);
+        }
+        have += t->take(c->tls, buf + have, n);
+        if (!len)
+            break;
+        size_t piece = len < TLS_PIECE ? len : TLS_PIECE;
+        if (t->write(c->tls, p, piece, why, sizeof(why)) < 0) {
+            cr_warn("%s: %s", c->peer, why);
+            free(buf);
+            return CR_EIO;
+        }
+        p += piece;
+        len -= piece;
+    }
+    *out = buf;
+    *olen = have;
+    return 0;
+}
+
 /* A last write before the close, as far as the kernel takes it now. */
 static void try_write_now(cr_conn_t *c, const uint8_t *bytes, size_t len)
 {
@@ -245,13 +284,11 @@ static void try_write_now(cr_conn_t *c, const uint8_t *bytes, size_t len)
         uv_try_write(&c->u.s, &b, 1);
         return;
     }
-    char why[256];
-    if (!c->tls_up || c->net->tls->write(c->tls, bytes, len, why, sizeof(why)) < 0)
+    uint8_t *out;
+    size_t n;
+    if (!c->tls_up || tls_encrypt(c, bytes, len, &out, &n) < 0)
         return;
-    size_t n = c->net->tls->pending(c->tls);
-    char *out = cr_malloc(n ? n : 1);
-    n = c->net->tls->take(c->tls, out, n);
-    uv_buf_t b = uv_buf_init(out, (unsigned)n);
+    uv_buf_t b = uv_buf_init((char *)out, (unsigned)n);
     uv_try_write(&c->u.s, &b, 1);
     free(out);
 }
@@ -334,18 +371,13 @@ static int start_write(cr_conn_t *c, write_req_t *w)
 {
     size_t wlen = w->len;
     if (c->tls) {
-        const cr_tls_ops_t *t = c->net->tls;
-        char why[256];
+        uint8_t *out;
         if (!c->tls_up) /* nothing of ours goes before the head is known */
             return -ENOTCONN;
-        if (t->write(c->tls, w->bytes, w->len, why, sizeof(why)) < 0) {
-            cr_warn("%s: %s", c->peer, why);
+        if (tls_encrypt(c, w->bytes, w->len, &out, &wlen) < 0)
             return CR_EIO;
-        }
         free(w->bytes);
-        wlen = t->pending(c->tls);
-        w->bytes = cr_malloc(wlen ? wlen : 1);
-        wlen = t->take(c->tls, w->bytes, wlen);
+        w->bytes = out;
     }
     uv_buf_t buf = uv_buf_init((char *)w->bytes, (unsigned)wlen);
     return uv_write(&w->req, &c->u.s, &buf, 1, write_done);
@@ -677,53 +709,68 @@ static void tls_ready(cr_conn_t *c)
     }
 }
 
-/* Ciphertext received: the handshake advanced, then every whole record's
- * plaintext through the frame decoder. Nothing is kept back: the memory
+static bool tls_input_piece(cr_conn_t *c, const uint8_t *p, size_t n);
+
+/* Ciphertext received, TLS_PIECE at a time: the handshake advanced, then
+ * every whole record's plaintext through the frame decoder. Nothing is kept back: the memory
  * BIO holds at most an unfinished record after this. */
 static void tls_input(cr_conn_t *c, const uint8_t *p, size_t n)
+{
+    while (n && !c->closing && !c->linger) {
+        size_t piece = n < TLS_PIECE ? n : TLS_PIECE;
+        if (!tls_input_piece(c, p, piece))
+            return;
+        p += piece;
+        n -= piece;
+    }
+    if (!c->closing)
+        tls_flush(c);
+}
+
+/* One piece of ciphertext; false when the connection is going away. */
+static bool tls_input_piece(cr_conn_t *c, const uint8_t *p, size_t n)
 {
     const cr_tls_ops_t *t = c->net->tls;
     char why[512];
     if (t->feed(c->tls, p, n) < 0) {
         cr_warn("%s: TLS: out of memory; closing the connection", c->peer);
         cr_conn_close(c, CR_ENOMEM);
-        return;
+        return false;
     }
     if (!c->tls_up) {
         int r = t->handshake(c->tls, why, sizeof(why));
         tls_flush(c); /* our next flight, or the alert that ends it */
         if (c->closing)
-            return;
+            return false;
         if (r == CR_TLS_ERR) {
             cr_warn("%s: %s; closing the connection", c->peer, why);
             snprintf(c->why, sizeof(c->why), "%.310s", why);
             cr_conn_close(c, -EPROTO);
-            return;
+            return false;
         }
         if (r == CR_TLS_WANT)
-            return;
+            return true;
         tls_ready(c);
         if (c->closing)
-            return;
+            return false;
     }
     for (;;) {
-        long r = t->read(c->tls, c->net->rbuf, sizeof(c->net->rbuf), why, sizeof(why));
+        long r = t->read(c->tls, c->net->pbuf, sizeof(c->net->pbuf), why, sizeof(why));
         if (r == CR_TLS_WANT)
             break;
         if (r == CR_TLS_EOF) { /* the peer's close_notify: as an orderly end of the stream */
             cr_conn_close(c, c->ready ? 0 : -ECONNRESET);
-            return;
+            return false;
         }
         if (r < 0) {
             cr_warn("%s: %s; closing the connection", c->peer, why);
             cr_conn_close(c, CR_EIO);
-            return;
+            return false;
         }
-        /* the ciphertext is in the BIO already: rbuf is free for this */
-        if (!feed_plain(c, (const uint8_t *)c->net->rbuf, (size_t)r))
-            return;
+        if (!feed_plain(c, (const uint8_t *)c->net->pbuf, (size_t)r))
+            return false;
     }
-    tls_flush(c);
+    return true;
 }
 
 /* A TLS listener got something that is not a TLS record: a plain corral

@@ -147,8 +147,9 @@ static SSL_CTX *ctx_base(bool server, char *why, size_t size)
      * server sends after the handshake is application data only */
     SSL_CTX_set_num_tickets(ctx, 0);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-    /* write whole frames; the memory BIO moves, libuv keeps the bytes */
-    SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* an idle connection gives its record buffers back (a head holds
+     * thousands of agents) */
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     return ctx;
 }
 

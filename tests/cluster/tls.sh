@@ -7,7 +7,8 @@
 # fingerprint are refused with words saying why (and the head's log says
 # so), the agent that pins the right one joins, a job runs on it and its
 # output comes back whole, and the CLI reaches the head over TCP with
-# CORRAL_TLS_FINGERPRINT. Needs root, `ip netns` and openssl (skipped, 77,
+# CORRAL_TLS_FINGERPRINT; a head that takes the session over keeps the
+# certificate and the agent rejoins it. Needs root, `ip netns` and openssl (skipped, 77,
 # otherwise).
 NS=crs$$
 VH=csh$$ VA=csa$$
@@ -93,4 +94,18 @@ out=$(tcp "$CORRAL" nodes); rc=$?
 out=$(tcp CORRAL_TLS_FINGERPRINT="sha256:$(printf '%064d' 7)" "$CORRAL" nodes); rc=$?
 [ $rc -ne 0 ] && grep -q "not the pinned sha256:0000" <<<"$out" &&
     ok "and with a wrong fingerprint" || fail "cli wrong pin rc=$rc: $out"
+
+# the head dies; the next takes its session over with the same certificate,
+# so the agent's pin still holds and it rejoins
+hp=$(cat "$S/corrald.pid")
+kill -KILL "$hp"
+for _ in $(seq 100); do gone "$hp" && break; sleep 0.05; done
+out=$("$CORRAL" start --head --hw-spec "$SPECS/cpu-only.yaml" --listen 0.0.0.0 --token-file "$TOK" \
+    --heartbeat-ms $HB --suspect-after-ms $SUSPECT --dead-after-ms $DEAD 2>&1) || fail "restart: $out"
+grep -q "took over session" <<<"$out" && grep -q -- "--tls-fingerprint $FP" <<<"$out" &&
+    ok "a head taking the session over keeps its certificate" || fail "takeover: $out"
+wait_node far 15 ALIVE && ok "and the pinned agent rejoins it over TLS" ||
+    fail "far after the takeover: $(node_state far)"
+out=$("$CORRAL" run --label-selector corral.io/node-id=far -- sh -c 'echo "on $CORRAL_NODE_ID"' 2>&1)
+[ "$out" = "on far" ] && ok "and runs jobs again" || fail "run after takeover: $out"
 finish
