@@ -18,7 +18,7 @@
  *   recover.c    a new head taking over the state of one that died
  *   dispatch.c   the message tables of clients and agents, status, stop
  *   server.c     corrald --head: set-up, the loop's callbacks, tear-down
- *   session.c    the head's session directory and token
+ *   session.c    the head's session directory, token and TLS certificate
  *   state.c      SQLite (state.h), follow.c, waiters.c: followers, waits
  *
  * The calls run one way: server.c, dispatch.c -> jobs module -> pgs.c ->
