@@ -33,6 +33,19 @@ l=$(CORRAL_ADDRESS=$ADDR CORRAL_TOKEN_FILE=$S/token tlslibs "$CORRAL" run -- tru
 [ -z "$l" ] && CORRAL_ADDRESS=$ADDR CORRAL_TOKEN_FILE=$S/token "$CORRAL" run -- true &&
     ok "nor corral run over plain TCP on loopback" || fail "plain tcp loads: $l"
 "$CORRAL" stop >/dev/null
+out=$("$CORRAL" start --head --hw-spec "$SPEC" --listen 0.0.0.0 --no-tls 2>&1) || fail "start --no-tls: $out"
+grep -q "warning: --no-tls: job commands and environments cross the network in plain text on 0.0.0.0" <<<"$out" &&
+    [ ! -e "$S/tls.crt" ] && ok "--no-tls off loopback stays plain, with a warning" || fail "--no-tls: $out"
+"$CORRAL" stop >/dev/null
+out=$("$CORRAL" start --head --hw-spec "$SPEC" --tls-fingerprint "sha256:$(printf '%064d' 0)" 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "are an agent's (--address)" <<<"$out" &&
+    ok "a head given an agent's TLS option says so" || fail "head --tls-fingerprint rc=$rc: $out"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$CORRAL_HOME/t.token"
+chmod 600 "$CORRAL_HOME/t.token"
+out=$("$(dirname "$CORRAL")/corrald" --address 127.0.0.1:9 --token-file "$CORRAL_HOME/t.token" --hw-spec "$SPEC" \
+    --tls-fingerprint sha256:abc 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "tls-fingerprint: expected sha256: and 64 hex digits (as corral start --head prints it), got 'sha256:abc'" <<<"$out" &&
+    ok "an agent given a malformed fingerprint says what one looks like" || fail "bad fingerprint rc=$rc: $out"
 
 # a CA and a certificate it signed for 127.0.0.1
 P=$CORRAL_HOME/pki
