@@ -118,7 +118,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     assert(bind(fd, (struct sockaddr *)&src, sizeof(src)) == 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+    int cr = connect(fd, (struct sockaddr *)&a, sizeof(a));
+    if (cr < 0 && errno == EINTR) { /* libFuzzer's timer; the connect goes on */
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        while (poll(&pfd, 1, 1000) < 0 && errno == EINTR)
+            ;
+        int soerr = 0;
+        socklen_t sl = sizeof(soerr);
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+        cr = soerr ? -1 : 0;
+        errno = soerr;
+    }
+    if (cr < 0) {
         /* the machine is out of ports (other processes share them): not
          * the code under test's doing */
         if (errno != EADDRNOTAVAIL && errno != EADDRINUSE)
