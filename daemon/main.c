@@ -14,10 +14,11 @@ static const char usage_line[] =
     "usage: corrald --head [--hw-spec FILE] [--resources 'K=V,...'] [--labels 'k=v,...'] "
     "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
     "[--suspect-after-ms N] "
-    "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] [--block]\n"
+    "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] [--log-file PATH] "
+    "[--block]\n"
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | "
-    "--tls-ca F]\n";
+    "--tls-ca F] [--log-file PATH]\n";
 
 static cr_node_t *node; /* this node, as discovered */
 static hw_options_t hwo;
@@ -130,12 +131,13 @@ int main(int argc, char **argv)
         {"heartbeat-ms", required_argument, 0, 'B'},
         {"suspect-after-ms", required_argument, 0, 'S'},
         {"dead-after-ms", required_argument, 0, 'X'},
+        {"log-file", required_argument, 0, 'F'},
         {"block", no_argument, 0, 'b'},
         {"tls", no_argument, 0, 'T'},
         {"no-tls", no_argument, 0, 'N'},
         {"tls-cert", required_argument, 0, 'C'},
         {"tls-key", required_argument, 0, 'K'},
-        {"tls-fingerprint", required_argument, 0, 'F'},
+        {"tls-fingerprint", required_argument, 0, 'P'},
         {"tls-ca", required_argument, 0, 'A'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -188,7 +190,7 @@ int main(int argc, char **argv)
         case 'K':
             ho.tls_key = optarg;
             break;
-        case 'F':
+        case 'P':
             ao.tls_fingerprint = optarg;
             break;
         case 'A':
@@ -211,6 +213,9 @@ int main(int argc, char **argv)
         case 'X':
             if (parse_u32("--dead-after-ms", optarg, 10, 3600000, &ho.dead_ms))
                 return 2;
+            break;
+        case 'F':
+            ho.log_file = ao.log_file = optarg;
             break;
         case 'h':
             fputs(usage_line, stdout);

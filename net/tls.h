@@ -71,9 +71,12 @@ typedef struct cr_tls_ops {
     const char *(*version)(const cr_tls_t *t);
 } cr_tls_ops_t;
 
-/* The shim's table: loaded (once per process) beside the executable or
- * library that holds corral's net code, else in ../lib/corral/ from there,
- * else in the build folder; NULL and why when it cannot be. */
+/* The shim's table, loaded once per process: from beside the executable
+ * or library that holds corral's net code (the build tree, where corral,
+ * corrald and the shim lie together), else from LIBDIR/corral/ of the
+ * tree it is installed in (beside libcorral.so, or ../LIBDIR/corral/ from
+ * bin/), else from the configured install LIBDIR/corral/, else, for code that runs from inside the build tree
+ * (tests), from the build folder; NULL and why when it cannot be. */
 const cr_tls_ops_t *cr_tls_load(char *why, size_t size);
 
 /* "sha256:" and 64 lowercase hex digits, into buf (at least 72 bytes). */

@@ -4,9 +4,16 @@
 #include "net/tls.h"
 #include <dlfcn.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #ifndef CORRAL_TLS_BUILD_DIR
 #define CORRAL_TLS_BUILD_DIR ""
+#endif
+#ifndef CORRAL_TLS_INSTALL_DIR
+#define CORRAL_TLS_INSTALL_DIR ""
+#endif
+#ifndef CORRAL_TLS_LIBDIR
+#define CORRAL_TLS_LIBDIR "lib"
 #endif
 
 static const cr_tls_ops_t *loaded;
@@ -28,34 +35,55 @@ static const cr_tls_ops_t *try_load(const char *path, char *why, size_t size)
     return ops; /* never closed: the process keeps it */
 }
 
+/* Whether dir is the build folder or inside it. */
+static bool in_build_tree(const char *dir)
+{
+    size_t n = strlen(CORRAL_TLS_BUILD_DIR);
+    return n && strncmp(dir, CORRAL_TLS_BUILD_DIR, n) == 0 && (dir[n] == '\0' || dir[n] == '/');
+}
+
 const cr_tls_ops_t *cr_tls_load(char *why, size_t size)
 {
     if (loaded)
         return loaded;
     char dir[4096] = "";
     Dl_info info;
-    /* the object this code is in: the corral or corrald executable, or a
-     * library that embeds libcorral */
-    if (dladdr((void *)cr_tls_load, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
+    /* the object this code is in: the corral or corrald executable, or
+     * libcorral.so */
+    if (dladdr((void *)cr_tls_load, &info) && info.dli_fname && info.dli_fname[0] == '/') {
         snprintf(dir, sizeof(dir), "%s", info.dli_fname);
         *strrchr(dir, '/') = '\0';
+    } else { /* an executable dladdr names by argv[0] only */
+        ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+        dir[n > 0 ? n : 0] = '\0';
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        else
+            dir[0] = '\0';
     }
-    char tried[3][4200];
+    char tried[5][4200];
     int n = 0;
     if (dir[0]) {
         snprintf(tried[n++], sizeof(tried[0]), "%s/%s", dir, CR_TLS_SHIM);
-        snprintf(tried[n++], sizeof(tried[0]), "%s/../lib/corral/%s", dir, CR_TLS_SHIM);
+        /* an installed tree: libcorral.so in LIBDIR, the programs in bin/ */
+        snprintf(tried[n++], sizeof(tried[0]), "%s/corral/%s", dir, CR_TLS_SHIM);
+        snprintf(tried[n++], sizeof(tried[0]), "%s/../%s/corral/%s", dir, CORRAL_TLS_LIBDIR,
+                 CR_TLS_SHIM);
     }
-    if (CORRAL_TLS_BUILD_DIR[0])
+    if (CORRAL_TLS_INSTALL_DIR[0])
+        snprintf(tried[n++], sizeof(tried[0]), "%s/%s", CORRAL_TLS_INSTALL_DIR, CR_TLS_SHIM);
+    /* never for an installed program: the build folder may be gone, and
+     * anyone may make that path then */
+    if (dir[0] && in_build_tree(dir))
         snprintf(tried[n++], sizeof(tried[0]), "%s/%s", CORRAL_TLS_BUILD_DIR, CR_TLS_SHIM);
     char last[512] = "no place to look";
     for (int i = 0; i < n; i++)
         if ((loaded = try_load(tried[i], last, sizeof(last))))
             return loaded;
     snprintf(why, size,
-             "TLS needs %s (corral's OpenSSL shim, built with corral beside corrald), which "
-             "cannot be loaded: %s",
-             CR_TLS_SHIM, last);
+             "TLS needs %s (corral's OpenSSL shim, installed in %s), which cannot be loaded: %s",
+             CR_TLS_SHIM, CORRAL_TLS_INSTALL_DIR, last);
     return NULL;
 }
 
