@@ -925,7 +925,7 @@ int agent_main(const agent_opts_t *o)
     snprintf(name, sizeof(name), "agent:%.128s:%d", A.node->id, (int)getpid());
     cr_net_config_t nc = {.token = token, .name = name};
     uint8_t pin[CR_TLS_FP_LEN];
-    char *ca = NULL;
+    char *ca = NULL, *ca_path = NULL;
     if (o->tls_fingerprint) {
         if (cr_tls_fp_parse(o->tls_fingerprint, pin) < 0) {
             fprintf(stderr,
@@ -937,12 +937,15 @@ int agent_main(const agent_opts_t *o)
         nc.tls_pin = pin;
     } else if (o->tls_ca) {
         size_t len;
+        /* the workers get it as an absolute path: they start elsewhere */
+        ca_path = realpath(o->tls_ca, NULL);
         int fd = open(o->tls_ca, O_RDONLY | O_CLOEXEC);
         int e = fd < 0 ? -errno : cr_read_fd_alloc(fd, &ca, &len);
         if (fd >= 0)
             close(fd);
         if (e < 0) {
             fprintf(stderr, "corrald: --tls-ca: cannot read %s: %s\n", o->tls_ca, cr_strerror(e));
+            free(ca_path);
             return 1;
         }
         nc.tls_ca_pem = ca;
@@ -954,6 +957,7 @@ int agent_main(const agent_opts_t *o)
     free(ca);
     if (!A.net) {
         fprintf(stderr, "corrald: cannot set up the transport to the head (TLS: see above)\n");
+        free(ca_path);
         return 1;
     }
     agent_config_t ac = {.loop = &A.loop,
@@ -962,6 +966,9 @@ int agent_main(const agent_opts_t *o)
                          .logs = A.logs,
                          .session_id = A.session_id,
                          .head_address = A.o->head,
+                         /* the workers reach the head as this agent does */
+                         .tls_fingerprint = o->tls_fingerprint,
+                         .tls_ca = ca_path,
                          .net = A.net,
                          .ops = {.started = a_started, .exited = a_exited}};
     A.agent = agent_new(&ac);
@@ -998,5 +1005,6 @@ int agent_main(const agent_opts_t *o)
     CR_VEC_FREE(&A.resv);
     free(A.dir);
     free(A.logs);
+    free(ca_path);
     return rc;
 }

@@ -7,7 +7,8 @@
 # fingerprint are refused with words saying why (and the head's log says
 # so), the agent that pins the right one joins, a job runs on it and its
 # output comes back whole, and the CLI reaches the head over TCP with
-# CORRAL_TLS_FINGERPRINT; a head that takes the session over keeps the
+# CORRAL_TLS_FINGERPRINT, as does a far worker with its job credential
+# and its agent's pin; a head that takes the session over keeps the
 # certificate and the agent rejoins it. Needs root, `ip netns` and openssl (skipped, 77,
 # otherwise).
 NS=crs$$
@@ -83,6 +84,13 @@ n=$("$CORRAL" run --label-selector corral.io/node-id=far -- \
     fail "output over TLS: $n bytes"
 out=$("$CORRAL" run --label-selector corral.io/node-id=far -- sh -c 'echo "on $CORRAL_NODE_ID"' 2>&1)
 [ "$out" = "on far" ] && ok "and its exit and words too" || fail "run: $out"
+
+# a worker on the far agent reaches the head as its agent does: over TLS,
+# with the agent's pin in CORRAL_TLS_FINGERPRINT and its job credential
+out=$("$CORRAL" run --label-selector corral.io/node-id=far -- sh -c \
+    'echo "pin=$CORRAL_TLS_FINGERPRINT"; "$0" job status "$CORRAL_JOB_ID" --json | jq -r .state' "$CORRAL" 2>&1)
+grep -qx "pin=$FP" <<<"$out" && grep -qx RUNNING <<<"$out" &&
+    ok "a far worker gets the pin and reads its own job's status over TLS" || fail "far worker: $out"
 
 # the CLI over TCP from the namespace
 tcp() { ip netns exec "$NS" env CORRAL_ADDRESS="10.214.0.1:$PORT" CORRAL_TOKEN_FILE="$TOK" "$@" 2>&1; }
