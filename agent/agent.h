@@ -41,6 +41,10 @@ typedef struct agent_config {
     const char *socket; /* CORRAL_AGENT_SOCKET for the workers, may be NULL */
     /* CORRAL_ADDRESS for the workers (the head as they reach it), may be NULL */
     const char *head_address;
+    /* how the workers authenticate the head there when it runs TLS:
+     * CORRAL_TLS_FINGERPRINT and CORRAL_TLS_CA (docs/cluster.md "TLS"),
+     * each may be NULL */
+    const char *tls_fingerprint, *tls_ca;
     /* holds the cluster token: each worker gets its job credential from it
      * (CORRAL_JOB_TOKEN, cr_net_job_credential), never the token. NULL:
      * workers get none */
@@ -113,6 +117,10 @@ typedef struct agent_opts {
     const char *log_file; /* --log-file; NULL: corrald.log in the agent's logs */
     cr_node_t *node;
     const hw_options_t *hwo;
+    /* TLS to the head (docs/cluster.md "TLS"): its certificate's SHA-256
+     * pinned ("sha256:HEX", as corral start --head prints it), or a CA
+     * file (PEM) to verify it with; either makes the connection TLS */
+    const char *tls_fingerprint, *tls_ca;
 } agent_opts_t;
 int agent_main(const agent_opts_t *o);
 #endif

@@ -5,6 +5,7 @@
  * running through a head outage, reconnecting with backoff and reporting
  * them on the next Register. */
 #include "agent/agent.h"
+#include "net/tls.h"
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -781,6 +782,16 @@ static void on_close(cr_conn_t *c, int err, void *data)
     if (A.stopping || A.fatal)
         return;
     fwd_pump_all(true); /* exits waiting on output go into the next Register */
+    const char *why = cr_conn_why(c);
+    if ((err == CR_EACCES && strstr(why, "TLS")) || err == -EPROTO) {
+        /* the head's certificate is not the one pinned, or the head wants
+         * TLS: trying again changes neither */
+        fprintf(stderr, "corrald: cannot join the head at %s: %s\n", A.o->head, why);
+        cr_warn("cannot join the head at %s: %s", A.o->head, why);
+        A.fatal = true;
+        uv_stop(&A.loop);
+        return;
+    }
     if (err == CR_EACCES) {
         fprintf(stderr,
                 "corrald: the head at %s refused this agent's token; use the head's token file "
@@ -913,16 +924,51 @@ int agent_main(const agent_opts_t *o)
     char name[160];
     snprintf(name, sizeof(name), "agent:%.128s:%d", A.node->id, (int)getpid());
     cr_net_config_t nc = {.token = token, .name = name};
+    uint8_t pin[CR_TLS_FP_LEN];
+    char *ca = NULL, *ca_path = NULL;
+    if (o->tls_fingerprint) {
+        if (cr_tls_fp_parse(o->tls_fingerprint, pin) < 0) {
+            fprintf(stderr,
+                    "corrald: --tls-fingerprint: expected sha256: and 64 hex digits (as corral "
+                    "start --head prints it), got '%s'\n",
+                    o->tls_fingerprint);
+            return 1;
+        }
+        nc.tls_pin = pin;
+    } else if (o->tls_ca) {
+        size_t len;
+        /* the workers get it as an absolute path: they start elsewhere */
+        ca_path = realpath(o->tls_ca, NULL);
+        int fd = open(o->tls_ca, O_RDONLY | O_CLOEXEC);
+        int e = fd < 0 ? -errno : cr_read_fd_alloc(fd, &ca, &len);
+        if (fd >= 0)
+            close(fd);
+        if (e < 0) {
+            fprintf(stderr, "corrald: --tls-ca: cannot read %s: %s\n", o->tls_ca, cr_strerror(e));
+            free(ca_path);
+            return 1;
+        }
+        nc.tls_ca_pem = ca;
+    }
     cr_net_callbacks_t cb = {
         .on_ready = on_ready, .on_message = on_message, .on_close = on_close, .on_drain = on_drain};
     A.net = cr_net_new(&A.loop, &nc, &cb, NULL);
     memset(token, 0, sizeof(token));
+    free(ca);
+    if (!A.net) {
+        fprintf(stderr, "corrald: cannot set up the transport to the head (TLS: see above)\n");
+        free(ca_path);
+        return 1;
+    }
     agent_config_t ac = {.loop = &A.loop,
                          .node = A.node,
                          .hwo = &A.hwo,
                          .logs = A.logs,
                          .session_id = A.session_id,
                          .head_address = A.o->head,
+                         /* the workers reach the head as this agent does */
+                         .tls_fingerprint = o->tls_fingerprint,
+                         .tls_ca = ca_path,
                          .net = A.net,
                          .ops = {.started = a_started, .exited = a_exited}};
     A.agent = agent_new(&ac);
@@ -959,5 +1005,6 @@ int agent_main(const agent_opts_t *o)
     CR_VEC_FREE(&A.resv);
     free(A.dir);
     free(A.logs);
+    free(ca_path);
     return rc;
 }

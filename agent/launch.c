@@ -218,6 +218,10 @@ static int build_env(const cr_worker_spec_t *s, cr_envlist_t *env, char **errmsg
         cr_envlist_set(env, "CORRAL_AGENT_SOCKET", s->agent_socket);
     if (s->head_address)
         cr_envlist_set(env, "CORRAL_ADDRESS", s->head_address);
+    if (s->tls_fingerprint)
+        cr_envlist_set(env, "CORRAL_TLS_FINGERPRINT", s->tls_fingerprint);
+    if (s->tls_ca)
+        cr_envlist_set(env, "CORRAL_TLS_CA", s->tls_ca);
     if (s->job_token)
         cr_envlist_set(env, "CORRAL_JOB_TOKEN", s->job_token);
     cr_buf_free(&ids);

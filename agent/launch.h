@@ -54,6 +54,9 @@ typedef struct cr_worker_spec {
     int worker_index;         /* CORRAL_WORKER_INDEX */
     const char *agent_socket; /* CORRAL_AGENT_SOCKET, NULL: not set */
     const char *head_address; /* CORRAL_ADDRESS (where the head is), NULL: not set */
+    /* CORRAL_TLS_FINGERPRINT, CORRAL_TLS_CA: how to authenticate the head
+     * there (docs/cluster.md "TLS"), NULL: not set */
+    const char *tls_fingerprint, *tls_ca;
     const char *job_token;    /* CORRAL_JOB_TOKEN (cr_job_token_format), NULL: not set */
     const char *log_dir;      /* an existing directory; NULL: output to /dev/null */
     cr_bind_mode_t bind;

@@ -396,6 +396,8 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
                           .worker_index = (int)ws->worker_index,
                           .agent_socket = a->cfg.socket,
                           .head_address = a->cfg.head_address,
+                          .tls_fingerprint = a->cfg.tls_fingerprint,
+                          .tls_ca = a->cfg.tls_ca,
                           .job_token = job_token[0] ? job_token : NULL,
                           .log_dir = a->cfg.logs,
                           .bind =

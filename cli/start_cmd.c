@@ -17,9 +17,11 @@ static const char start_usage[] =
     "usage: corral start --head [--hw-spec FILE] [--resources 'K=V,...'] [--labels 'k=v,...'] "
     "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
     "[--suspect-after-ms N] "
-    "[--dead-after-ms N] [--log-file PATH] [--block]\n"
+    "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] [--log-file PATH] "
+    "[--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
-    "[--node-id ID] [--resources ...] [--labels ...] [--log-file PATH] [--block]\n"
+    "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | --tls-ca F] "
+    "[--log-file PATH] [--block]\n"
     "\n"
     "--head starts the cluster's head (corrald) on this node, in the background, and prints\n"
     "the command that joins an agent to it; --address joins this node to a head as an agent.\n"
@@ -30,6 +32,12 @@ static const char start_usage[] =
     "  --token-file F          the cluster token (default: the session's)\n"
     "  --node-ip IP, --node-id ID   this agent's address and name\n"
     "  --heartbeat-ms, --suspect-after-ms, --dead-after-ms N   the head's failure detector\n"
+    "  --tls, --no-tls          TLS 1.3 on the head's TCP port: on by default unless it listens\n"
+    "                          on a loopback address; --no-tls sends jobs in plain text\n"
+    "  --tls-cert F --tls-key F   the head's certificate and key (PEM) instead of the\n"
+    "                          session's self-signed one\n"
+    "  --tls-fingerprint sha256:HEX   the head's certificate, pinned (the join command has it)\n"
+    "  --tls-ca F              or: verify the head's certificate and name against this CA\n"
     "  --log-file PATH         corrald's log (default: logs/corrald.log in its session), a\n"
     "                          regular file of yours, never opened through a symlink\n"
     "  --block                 run in the foreground\n"
@@ -176,7 +184,7 @@ static void end_child(pid_t pid)
 /* The options corrald takes as they are: passed on. */
 typedef struct passed {
     const char *args[40];
-    char names[16][24];
+    char names[24][24];
     int na, nn;
 } passed_t;
 
@@ -203,7 +211,7 @@ static int opt_pass(void *dst, const char *name, const char *arg)
 int cli_start(int argc, char **argv)
 {
     passed_t p = {.na = 1};
-    bool head = false, block = false;
+    bool head = false, block = false, tls = false, no_tls = false;
     const char *address = NULL;
     const cli_opt_t opts[] = {
         CLI_FLAG("head", &head),
@@ -221,6 +229,12 @@ int cli_start(int argc, char **argv)
         CLI_CALL("dead-after-ms", opt_pass, &p),
         CLI_CALL("log-file", opt_pass, &p),
         CLI_FLAG("block", &block),
+        CLI_FLAG("tls", &tls),
+        CLI_FLAG("no-tls", &no_tls),
+        CLI_CALL("tls-cert", opt_pass, &p),
+        CLI_CALL("tls-key", opt_pass, &p),
+        CLI_CALL("tls-fingerprint", opt_pass, &p),
+        CLI_CALL("tls-ca", opt_pass, &p),
         CLI_END,
     };
     int first = cli_parse_opts("corral start", opts, argc, argv, start_usage, NULL, false);
@@ -236,6 +250,8 @@ int cli_start(int argc, char **argv)
                 start_usage);
         return CLI_USAGE;
     }
+    if (tls || no_tls)
+        args[na++] = tls ? "--tls" : "--no-tls";
     if (address) {
         args[na++] = "--address";
         args[na++] = address;
@@ -346,9 +362,13 @@ int cli_start(int argc, char **argv)
                            (int)pid, st.nnodes ? st.nodes[0].node_id : "?", home, st.head_address,
                            on ? ", listening on " : "", onlen, on ? on + 22 : "");
                     print_limit_note(said.s);
+                    /* the certificate agents pin (head/session.c session_tls) */
+                    const char *fp = said.s ? strstr(said.s, "on TCP, certificate sha256:") : NULL;
+                    int fplen = fp ? (int)strcspn(fp + 20, "\n") : 0;
                     printf("corral: to join an agent to it:\n  corral start --address %s "
-                           "--token-file %s/session_latest/token\n",
-                           st.head_address, home);
+                           "--token-file %s/session_latest/token%s%.*s\n",
+                           st.head_address, home, fp ? " --tls-fingerprint " : "", fplen,
+                           fp ? fp + 20 : "");
                     corral_status_free(&st);
                     rc = CLI_OK;
                 }

@@ -10,6 +10,8 @@
 #include <corral/corral.h>
 #include "client/client_int.h"
 #include "net/net.h"
+#include "net/tls.h"
+#include <fcntl.h>
 #include "sched/sched.h"
 #include <ctype.h>
 #include <errno.h>
@@ -45,6 +47,7 @@ struct corral {
     void *tick_arg;
     int err;
     char msg[512];
+    char why[320]; /* the connection's handshake failure in words (cr_conn_why) */
 };
 
 static void set_msg(corral_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -102,6 +105,7 @@ static void on_close(cr_conn_t *conn, int err, void *data)
     corral_t *c = data;
     c->closed = true;
     c->close_err = err ? err : -ECONNRESET;
+    snprintf(c->why, sizeof(c->why), "%s", cr_conn_why(conn));
     c->conn = NULL;
 }
 
@@ -137,6 +141,40 @@ static void teardown(corral_t *c)
     uv_run(&c->loop, UV_RUN_DEFAULT);
     uv_loop_close(&c->loop);
     free(c);
+}
+
+/* TLS to a head over TCP: CORRAL_TLS_FINGERPRINT pins its certificate,
+ * else CORRAL_TLS_CA verifies it (docs/cluster.md "TLS"). A Unix socket
+ * never runs TLS, and nothing of libssl is loaded for one. 0, or an error
+ * with c->msg set. */
+static int tls_config(corral_t *c, const char *addr, cr_net_config_t *cfg,
+                      uint8_t pin[CR_TLS_FP_LEN], char **ca)
+{
+    if (addr[0] == '/' || addr[0] == '.' || cr_str_has_prefix(addr, "unix:"))
+        return 0;
+    const char *fp = getenv("CORRAL_TLS_FINGERPRINT"), *cafile = getenv("CORRAL_TLS_CA");
+    if (fp && fp[0]) {
+        if (cr_tls_fp_parse(fp, pin) < 0) {
+            set_msg(c,
+                    "CORRAL_TLS_FINGERPRINT: expected sha256: and 64 hex digits (as corral start "
+                    "--head prints it), got '%.100s'",
+                    fp);
+            return CR_EINVAL;
+        }
+        cfg->tls_pin = pin;
+    } else if (cafile && cafile[0]) {
+        size_t len;
+        int fd = open(cafile, O_RDONLY | O_CLOEXEC);
+        int err = fd < 0 ? -errno : cr_read_fd_alloc(fd, ca, &len);
+        if (fd >= 0)
+            close(fd);
+        if (err < 0) {
+            set_msg(c, "CORRAL_TLS_CA: cannot read %s: %s", cafile, cr_strerror(err));
+            return err;
+        }
+        cfg->tls_ca_pem = *ca;
+    }
+    return 0;
 }
 
 int corral_connect(const char *address, const char *token_path, corral_t **out, char **errmsg)
@@ -196,12 +234,19 @@ int corral_connect(const char *address, const char *token_path, corral_t **out, 
     }
     snprintf(name, sizeof(name), "libcorral:%d", (int)getpid());
     cr_net_config_t cfg = {.token = token, .name = name, .job = use_job ? &scope : NULL};
+    /* TLS only over TCP, and only then is the shim (and libssl) loaded */
+    uint8_t pin[CR_TLS_FP_LEN];
+    char *ca = NULL;
+    if ((err = tls_config(c, addr, &cfg, pin, &ca)) < 0)
+        goto fail;
     cr_net_callbacks_t cb = {.on_ready = on_ready, .on_message = on_message, .on_close = on_close};
     c->net = cr_net_new(&c->loop, &cfg, &cb, c);
     memset(token, 0, sizeof(token));
+    free(ca);
     if (!c->net) {
         err = CR_EINVAL;
-        set_msg(c, "cannot set up the transport");
+        set_msg(c, "cannot set up the transport%s",
+                cfg.tls_pin || cfg.tls_ca_pem ? " (TLS: see above)" : "");
         goto fail;
     }
     err = cr_net_connect(c->net, addr, CORRAL__ROLE__ROLE_CLIENT, &c->conn);
@@ -213,8 +258,12 @@ int corral_connect(const char *address, const char *token_path, corral_t **out, 
         ;
     if (!c->ready) {
         err = c->close_err ? c->close_err : CR_EIO;
-        if (err == CR_EACCES)
+        if (err == -EPROTO || (err == CR_EACCES && strstr(c->why, "TLS")))
+            set_msg(c, "cannot connect to the head at %s: %s", addr, c->why);
+        else if (err == CR_EACCES)
             set_msg(c, "the head at %s refused the token in %s", addr, tok);
+        else if (c->why[0])
+            set_msg(c, "cannot connect to the head at %s: %s (%s)", addr, cr_strerror(err), c->why);
         else
             set_msg(c, "cannot connect to the head at %s: %s", addr, cr_strerror(err));
         goto fail;

@@ -14,9 +14,11 @@ static const char usage_line[] =
     "usage: corrald --head [--hw-spec FILE] [--resources 'K=V,...'] [--labels 'k=v,...'] "
     "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
     "[--suspect-after-ms N] "
-    "[--dead-after-ms N] [--log-file PATH] [--block]\n"
+    "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] [--log-file PATH] "
+    "[--block]\n"
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
-    "[--node-id ID] [--resources ...] [--labels ...] [--log-file PATH]\n";
+    "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | "
+    "--tls-ca F] [--log-file PATH]\n";
 
 static cr_node_t *node; /* this node, as discovered */
 static hw_options_t hwo;
@@ -131,6 +133,12 @@ int main(int argc, char **argv)
         {"dead-after-ms", required_argument, 0, 'X'},
         {"log-file", required_argument, 0, 'F'},
         {"block", no_argument, 0, 'b'},
+        {"tls", no_argument, 0, 'T'},
+        {"no-tls", no_argument, 0, 'N'},
+        {"tls-cert", required_argument, 0, 'C'},
+        {"tls-key", required_argument, 0, 'K'},
+        {"tls-fingerprint", required_argument, 0, 'P'},
+        {"tls-ca", required_argument, 0, 'A'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -170,6 +178,24 @@ int main(int argc, char **argv)
         case 'n':
             ao.node_id = optarg;
             break;
+        case 'T':
+            ho.tls = 1;
+            break;
+        case 'N':
+            ho.tls = -1;
+            break;
+        case 'C':
+            ho.tls_cert = optarg;
+            break;
+        case 'K':
+            ho.tls_key = optarg;
+            break;
+        case 'P':
+            ao.tls_fingerprint = optarg;
+            break;
+        case 'A':
+            ao.tls_ca = optarg;
+            break;
         case 'b':
             break; /* corrald always runs in the foreground; corral start detaches it */
         case 'p':
@@ -202,6 +228,16 @@ int main(int argc, char **argv)
     if (head == !!ao.head || optind < argc) {
         usage_error("%s", optind < argc ? "unexpected arguments"
                                         : "give --head (a head) or --address HEAD:PORT (an agent)");
+        return 2;
+    }
+    if (head ? (ao.tls_fingerprint || ao.tls_ca) : (ho.tls || ho.tls_cert || ho.tls_key)) {
+        usage_error("%s", head ? "--tls-fingerprint and --tls-ca are an agent's (--address)"
+                               : "--tls, --no-tls, --tls-cert and --tls-key are the head's");
+        return 2;
+    }
+    if ((ao.tls_fingerprint && ao.tls_ca) || (ho.tls < 0 && (ho.tls_cert || ho.tls_key))) {
+        usage_error("%s", ao.tls_fingerprint ? "give --tls-fingerprint or --tls-ca, not both"
+                                             : "--no-tls excludes --tls-cert and --tls-key");
         return 2;
     }
     if (ho.suspect_ms < ho.heartbeat_ms || ho.dead_ms <= ho.suspect_ms) {

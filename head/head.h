@@ -18,7 +18,7 @@
  *   recover.c    a new head taking over the state of one that died
  *   dispatch.c   the message tables of clients and agents, status, stop
  *   server.c     corrald --head: set-up, the loop's callbacks, tear-down
- *   session.c    the head's session directory and token
+ *   session.c    the head's session directory, token and TLS certificate
  *   state.c      SQLite (state.h), follow.c, waiters.c: followers, waits
  *
  * The calls run one way: server.c, dispatch.c -> jobs module -> pgs.c ->
@@ -323,6 +323,11 @@ typedef struct head_opts {
     const char *token_file;
     const char *log_file;                       /* --log-file; NULL: logs/corrald.log */
     uint32_t heartbeat_ms, suspect_ms, dead_ms; /* 0: 1000, 3000, 10000 */
+    /* TLS on the TCP listener (docs/cluster.md "TLS"): 1 --tls, -1
+     * --no-tls, 0 on unless it listens on a loopback address; a certificate
+     * and key given (PEM files) instead of the session's own */
+    int tls;
+    const char *tls_cert, *tls_key;
 } head_opts_t;
 int head_main(const head_opts_t *o);
 /* The head without its session, token, listeners and signals, for
@@ -360,6 +365,13 @@ void session_took_over(size_t njobs, int active);
 /* Writes text into the session's file name, atomically (base/trust.c). */
 int session_write(const char *name, const char *text);
 int session_token(const char *token_file, uint8_t token[CR_TOKEN_LEN]);
+/* Whether the TCP listener runs TLS (o->tls, its address) and then its
+ * certificate and key, PEM, malloc'ed: the ones given, else the session's
+ * tls.crt and tls.key (made with the session, kept when it is taken over:
+ * agents keep their pin). Writes tls_fingerprint into the session and says
+ * it on stderr (corral start puts it into the join command). 0 (*cert
+ * NULL without TLS) or a negative code, said on stderr. */
+int session_tls(const head_opts_t *o, char **cert, char **key);
 
 /* ---------------------------------------------------------- dispatch.c */
 void head_dispatch(cr_conn_t *c, const Corral__Envelope *e);

@@ -180,7 +180,7 @@ void head_core_fini(void)
 /* Listens on the session's socket and on TCP (the dead head's port when
  * its session is taken over and no port is given), and writes address
  * and corrald.pid into the session. */
-static int listen_all(uint32_t port)
+static int listen_all(uint32_t port, bool tls)
 {
     int e;
     if ((e = cr_net_listen_unix(D.net, D.sock)) < 0) {
@@ -198,12 +198,12 @@ static int listen_all(uint32_t port)
         if (fp)
             fclose(fp);
         free(af);
-        if (!port || cr_net_listen_tcp(D.net, D.listen, (int)port, &D.port) != 0)
+        if (!port || cr_net_listen_tcp_tls(D.net, D.listen, (int)port, &D.port, tls) != 0)
             port = 0;
         else
             goto listening;
     }
-    if ((e = cr_net_listen_tcp(D.net, D.listen, (int)port, &D.port)) < 0) {
+    if ((e = cr_net_listen_tcp_tls(D.net, D.listen, (int)port, &D.port, tls)) < 0) {
         fprintf(stderr, "corrald: cannot listen on %s:%u: %s\n", D.listen ? D.listen : "127.0.0.1",
                 port, cr_strerror(e));
         return e;
@@ -211,9 +211,9 @@ static int listen_all(uint32_t port)
 listening:
     /* what it really listens on, which corral start prints (the address
      * file holds where a local peer reaches it) */
-    fprintf(stderr, "corrald: listening on %s%s%s:%d\n",
+    fprintf(stderr, "corrald: listening on %s%s%s:%d%s\n",
             D.listen && strchr(D.listen, ':') ? "[" : "", D.listen ? D.listen : "127.0.0.1",
-            D.listen && strchr(D.listen, ':') ? "]" : "", D.port);
+            D.listen && strchr(D.listen, ':') ? "]" : "", D.port, tls ? " (TLS)" : "");
     D.address = cr_asprintf(
         "%s:%d", D.listen && strcmp(D.listen, "0.0.0.0") ? D.listen : "127.0.0.1", D.port);
     char *text = cr_asprintf("%s\n", D.address), *pidtext = cr_asprintf("%d\n", (int)getpid());
@@ -343,19 +343,29 @@ int head_main(const head_opts_t *o)
     if (session_token(o->token_file, token) < 0)
         goto out;
 
+    char *tls_cert = NULL, *tls_key = NULL;
+    if (session_tls(o, &tls_cert, &tls_key) < 0)
+        goto out;
+    bool tls = tls_cert != NULL;
+
     uv_loop_init(&D.loop);
     char name[160];
     snprintf(name, sizeof(name), "corrald:%.128s:%d", node_name(), (int)getpid());
-    cr_net_config_t nc = {.token = token, .name = name};
+    cr_net_config_t nc = {
+        .token = token, .name = name, .tls_cert_pem = tls_cert, .tls_key_pem = tls_key};
     cr_net_callbacks_t cb = {
         .on_ready = on_ready, .on_message = on_message, .on_close = on_close, .on_drain = on_drain};
     D.net = cr_net_new(&D.loop, &nc, &cb, NULL);
     memset(token, 0, sizeof(token));
+    if (tls_key)
+        cr_wipe(tls_key, strlen(tls_key));
+    free(tls_key);
+    free(tls_cert);
     if (!D.net) {
         fprintf(stderr, "corrald: cannot set up the transport\n");
         goto loop_out;
     }
-    if (listen_all(o->port) < 0)
+    if (listen_all(o->port, tls) < 0)
         goto loop_out;
     head_core_start(&core);
     uv_signal_init(&D.loop, &D.sig_term);

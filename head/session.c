@@ -2,6 +2,8 @@
  * start under the corral home, or taken over from a head that died, with
  * session_latest pointing at it; the files in it; the cluster token. */
 #include "head/head.h"
+#include "net/tls.h"
+#include <fcntl.h>
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -195,6 +197,105 @@ static bool loopback(const char *host)
 {
     return !host || strcmp(host, "127.0.0.1") == 0 || strcmp(host, "localhost") == 0 ||
            strcmp(host, "::1") == 0;
+}
+
+/* Whether host is a loopback address: no TLS there unless asked for. */
+static bool tls_loopback(const char *host)
+{
+    return loopback(host) || strncmp(host, "127.", 4) == 0;
+}
+
+/* A certificate or key file given with --tls-cert/--tls-key. The key must
+ * be the user's own and private to them (as the token is); a certificate
+ * is public, but not a symlink's target either. */
+static int read_pem(const char *path, bool secret, char **out)
+{
+    char why[1024];
+    size_t len;
+    int fd = cr_open_private(path, O_RDONLY, why, sizeof(why));
+    struct stat st;
+    if (fd >= 0 && secret && fstat(fd, &st) == 0 && (st.st_mode & 077)) {
+        snprintf(why, sizeof(why), "%s may be read by group or others (mode %03o): chmod 600 it",
+                 path, (unsigned)(st.st_mode & 0777));
+        close(fd);
+        fd = CR_EACCES;
+    }
+    if (fd < 0) {
+        fprintf(stderr, "corrald: TLS: %s\n", why);
+        return fd;
+    }
+    int err = cr_read_fd_alloc(fd, out, &len);
+    close(fd);
+    if (err < 0)
+        fprintf(stderr, "corrald: TLS: cannot read %s: %s\n", path, cr_strerror(err));
+    return err;
+}
+
+int session_tls(const head_opts_t *o, char **cert, char **key)
+{
+    *cert = *key = NULL;
+    bool given = o->tls_cert || o->tls_key;
+    if (o->tls < 0 || (o->tls == 0 && !given && tls_loopback(o->listen))) {
+        if (!tls_loopback(o->listen))
+            fprintf(stderr,
+                    "corrald: warning: --no-tls: job commands and environments cross the "
+                    "network in plain text on %s\n",
+                    o->listen);
+        return 0;
+    }
+    if (given && (!o->tls_cert || !o->tls_key)) {
+        fprintf(stderr, "corrald: --tls-cert and --tls-key go together\n");
+        return CR_EINVAL;
+    }
+    char why[1024];
+    const cr_tls_ops_t *t = cr_tls_load(why, sizeof(why));
+    if (!t) {
+        fprintf(stderr, "corrald: %s\n", why);
+        return CR_ENOENT;
+    }
+    char *cpath = cr_asprintf("%s/tls.crt", D.session),
+         *kpath = cr_asprintf("%s/tls.key", D.session);
+    int err = 0;
+    uint8_t fp[CR_TLS_FP_LEN];
+    if (given) {
+        if ((err = read_pem(o->tls_cert, false, cert)) == 0)
+            err = read_pem(o->tls_key, true, key);
+    } else if (D.reused && access(cpath, F_OK) == 0) { /* the dead head's: agents pinned it */
+        if ((err = read_pem(cpath, false, cert)) == 0)
+            err = read_pem(kpath, true, key);
+    } else {
+        char cn[200];
+        snprintf(cn, sizeof(cn), "corral head %.128s", node_name());
+        if (t->selfsigned(cn, cert, key, why, sizeof(why)) < 0) {
+            fprintf(stderr, "corrald: TLS: cannot make a certificate: %s\n", why);
+            err = CR_EIO;
+        } else if (cr_write_private(kpath, *key, strlen(*key), why, sizeof(why)) < 0 ||
+                   cr_write_private(cpath, *cert, strlen(*cert), why, sizeof(why)) < 0) {
+            fprintf(stderr, "corrald: TLS: %s\n", why);
+            err = CR_EIO;
+        }
+    }
+    if (err == 0 && t->fingerprint(*cert, strlen(*cert), fp, why, sizeof(why)) < 0) {
+        fprintf(stderr, "corrald: TLS: %s: %s\n", given ? o->tls_cert : cpath, why);
+        err = CR_EINVAL;
+    }
+    if (err == 0) {
+        char text[96];
+        cr_tls_fp_format(fp, text, sizeof(text));
+        fprintf(stderr, "corrald: TLS 1.3 on TCP, certificate %s\n", text);
+        strcat(text, "\n");
+        err = session_write("tls_fingerprint", text);
+    }
+    free(cpath);
+    free(kpath);
+    if (err < 0) {
+        if (*key)
+            cr_wipe(*key, strlen(*key));
+        free(*cert);
+        free(*key);
+        *cert = *key = NULL;
+    }
+    return err;
 }
 
 /* The cluster token into token: the one given (the session gets a copy),

@@ -9,6 +9,7 @@
  * handles and is freed from the close callback of its last handle, never
  * earlier; the net itself is freed when its last child is. */
 #include "net/net.h"
+#include "net/tls.h"
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -39,6 +40,7 @@ typedef struct cr_listener {
     struct cr_listener *next, **pprev;
     char *unix_path; /* removed on close */
     bool is_unix;
+    bool tls; /* every connection accepted speaks TLS (docs/protocol.md "TLS") */
     unsigned accepted;
 } cr_listener_t;
 
@@ -74,6 +76,12 @@ struct cr_conn {
     bool detached;
     void (*sink)(void *arg, const Corral__Envelope *e);
     void *sink_arg;
+    /* TLS (a TCP connection of a TLS listener, or to a head with a pinned
+     * certificate or a CA): frames go through it once tls_up */
+    cr_tls_t *tls;
+    bool tls_up;
+    bool rx_any;   /* a byte has been received: the first says TLS or not */
+    char why[320]; /* why the handshake (TLS or corral's) failed, for on_close */
 };
 
 struct cr_net {
@@ -96,13 +104,16 @@ struct cr_net {
     bool closing;
     void (*done)(void *);
     void *done_data;
+    const cr_tls_ops_t *tls; /* the shim, loaded when a context was made */
+    cr_tls_ctx_t *tls_server, *tls_client;
     char rbuf[READ_BUF]; /* one loop, one read at a time: shared */
+    char pbuf[16384];    /* TLS: one record's plaintext at a time, also shared */
 };
 
 typedef struct write_req {
     uv_write_t req;
     cr_conn_t *c;
-    size_t len;
+    size_t len; /* the frames' bytes it carries, counted in queued */
     uint8_t *bytes;
 } write_req_t;
 
@@ -124,10 +135,46 @@ static void net_maybe_free(cr_net_t *n)
     void (*done)(void *) = n->done;
     void *done_data = n->done_data;
     cr_wipe(n->token, sizeof(n->token));
+    if (n->tls) {
+        n->tls->ctx_free(n->tls_server);
+        n->tls->ctx_free(n->tls_client);
+    }
     free(n->name);
     free(n);
     if (done)
         done(done_data);
+}
+
+/* The TLS contexts the config asks for, with the shim loaded for them. */
+static int tls_setup(cr_net_t *n, const cr_net_config_t *cfg)
+{
+    bool server = cfg->tls_cert_pem || cfg->tls_key_pem;
+    bool client = cfg->tls_pin || cfg->tls_ca_pem;
+    if (!server && !client)
+        return 0;
+    char why[1024];
+    if (server && (!cfg->tls_cert_pem || !cfg->tls_key_pem)) {
+        cr_warn("net: TLS needs both a certificate and its key");
+        return CR_EINVAL;
+    }
+    if (!(n->tls = cr_tls_load(why, sizeof(why)))) {
+        cr_warn("%s", why);
+        return CR_ENOENT;
+    }
+    if (server && !(n->tls_server = n->tls->server_ctx(cfg->tls_cert_pem, strlen(cfg->tls_cert_pem),
+                                                       cfg->tls_key_pem, strlen(cfg->tls_key_pem),
+                                                       why, sizeof(why)))) {
+        cr_warn("TLS: %s", why);
+        return CR_EINVAL;
+    }
+    if (client && !(n->tls_client = n->tls->client_ctx(
+                        cfg->tls_pin, cfg->tls_ca_pem,
+                        cfg->tls_ca_pem ? strlen(cfg->tls_ca_pem) : 0, why, sizeof(why)))) {
+        cr_warn("TLS: %s", why);
+        n->tls->ctx_free(n->tls_server);
+        return CR_EINVAL;
+    }
+    return 0;
 }
 
 cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_callbacks_t *cb,
@@ -157,6 +204,12 @@ cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_c
                           : (1u << CORRAL__ROLE__ROLE_CLIENT) | (1u << CORRAL__ROLE__ROLE_AGENT);
     n->cb = *cb;
     n->data = data;
+    if (tls_setup(n, cfg) < 0) {
+        cr_wipe(n->token, sizeof(n->token));
+        free(n->name);
+        free(n);
+        return NULL;
+    }
     return n;
 }
 
@@ -175,6 +228,8 @@ static void conn_release(cr_conn_t *c)
     held_unlink(c);
     if (c->announced && n->cb.on_close)
         n->cb.on_close(c, c->close_err, n->data);
+    if (c->tls)
+        n->tls->conn_free(c->tls);
     cr_frame_dec_fini(&c->dec);
     cr_wipe(&c->hs, sizeof(c->hs));
     cr_buf_free(&c->held);
@@ -189,14 +244,68 @@ static void conn_handle_closed(uv_handle_t *h)
     conn_release(h->data);
 }
 
+/* Plaintext and ciphertext go through the memory BIOs this much at a time:
+ * a memory BIO keeps the largest size it ever held, so a 16 MiB frame or a
+ * 1 MiB read passed whole would leave each connection holding that much
+ * for good; in pieces, each BIO stays within two records' worth. */
+#define TLS_PIECE (32 * 1024)
+
+/* Encrypts len bytes of frames into a new malloc'ed buffer (*out, *olen),
+ * after whatever TLS had waiting to be sent. 0 or CR_EIO (said). */
+static int tls_encrypt(cr_conn_t *c, const uint8_t *p, size_t len, uint8_t **out, size_t *olen)
+{
+    const cr_tls_ops_t *t = c->net->tls;
+    /* TLS 1.3 adds 22 bytes to a record of at most 16 KiB: room for more */
+    size_t cap = t->pending(c->tls) + len + (len / 16384 + 2) * 64, have = 0;
+    uint8_t *buf = cr_malloc(cap);
+    char why[256];
+    for (;;) {
+        size_t n = t->pending(c->tls);
+        if (have + n > cap) {
+            cap = have + n + TLS_PIECE;
+            buf = cr_realloc(buf, cap);
+        }
+        have += t->take(c->tls, buf + have, n);
+        if (!len)
+            break;
+        size_t piece = len < TLS_PIECE ? len : TLS_PIECE;
+        if (t->write(c->tls, p, piece, why, sizeof(why)) < 0) {
+            cr_warn("%s: %s", c->peer, why);
+            free(buf);
+            return CR_EIO;
+        }
+        p += piece;
+        len -= piece;
+    }
+    *out = buf;
+    *olen = have;
+    return 0;
+}
+
+/* A last write before the close, as far as the kernel takes it now. */
+static void try_write_now(cr_conn_t *c, const uint8_t *bytes, size_t len)
+{
+    if (!c->tls) {
+        uv_buf_t b = uv_buf_init((char *)bytes, (unsigned)len);
+        uv_try_write(&c->u.s, &b, 1);
+        return;
+    }
+    uint8_t *out;
+    size_t n;
+    if (!c->tls_up || tls_encrypt(c, bytes, len, &out, &n) < 0)
+        return;
+    uv_buf_t b = uv_buf_init((char *)out, (unsigned)n);
+    uv_try_write(&c->u.s, &b, 1);
+    free(out);
+}
+
 void cr_conn_close(cr_conn_t *c, int err)
 {
     if (c->closing)
         return;
     if (c->held.len) { /* what was said before the close still goes, as far as it can now */
-        uv_buf_t b = uv_buf_init(c->held.s, (unsigned)c->held.len);
         if (!c->resolving && !uv_is_closing(&c->u.h))
-            uv_try_write(&c->u.s, &b, 1);
+            try_write_now(c, (const uint8_t *)c->held.s, c->held.len);
         c->queued -= c->held.len;
         cr_buf_free(&c->held);
         c->held = (cr_buf_t){0};
@@ -246,6 +355,7 @@ static void write_done(uv_write_t *req, int status)
 {
     write_req_t *w = (write_req_t *)req;
     cr_conn_t *c = w->c;
+    size_t w_len = w->len;
     c->queued -= w->len;
     free(w->bytes);
     free(w);
@@ -256,8 +366,50 @@ static void write_done(uv_write_t *req, int status)
     }
     if (c->linger && c->queued == 0)
         cr_conn_close(c, c->close_err);
-    else if (c->queued == 0 && c->ready && !c->closing && c->net->cb.on_drain)
+    else if (c->queued == 0 && w_len && c->ready && !c->closing && c->net->cb.on_drain)
         c->net->cb.on_drain(c, c->net->data);
+}
+
+/* Starts writing w's frames (w->bytes, w->len, owned by w): as they are,
+ * or encrypted (w->bytes then holds the ciphertext; w->len still counts
+ * the frames' bytes for queued). */
+static int start_write(cr_conn_t *c, write_req_t *w)
+{
+    size_t wlen = w->len;
+    if (c->tls) {
+        uint8_t *out;
+        if (!c->tls_up) /* nothing of ours goes before the head is known */
+            return -ENOTCONN;
+        if (tls_encrypt(c, w->bytes, w->len, &out, &wlen) < 0)
+            return CR_EIO;
+        free(w->bytes);
+        w->bytes = out;
+    }
+    uv_buf_t buf = uv_buf_init((char *)w->bytes, (unsigned)wlen);
+    return uv_write(&w->req, &c->u.s, &buf, 1, write_done);
+}
+
+/* Writes what TLS itself has to send (handshake flights, alerts): no
+ * frames, nothing counted in queued. */
+static int tls_flush(cr_conn_t *c)
+{
+    size_t n = c->net->tls->pending(c->tls);
+    if (!n || c->closing)
+        return 0;
+    write_req_t *w = cr_malloc(sizeof(*w));
+    w->c = c;
+    w->len = 0;
+    w->bytes = cr_malloc(n);
+    n = c->net->tls->take(c->tls, w->bytes, n);
+    uv_buf_t buf = uv_buf_init((char *)w->bytes, (unsigned)n);
+    int err = uv_write(&w->req, &c->u.s, &buf, 1, write_done);
+    if (err < 0) {
+        free(w->bytes);
+        free(w);
+        cr_warn("%s: write failed: %s; closing the connection", c->peer, uv_strerror(err));
+        cr_conn_close(c, err);
+    }
+    return err;
 }
 
 static void flush_conn(cr_conn_t *c)
@@ -270,8 +422,7 @@ static void flush_conn(cr_conn_t *c)
     w->bytes = (uint8_t *)c->held.s; /* the buffer goes with the request */
     c->held = (cr_buf_t){0};
     c->held_frames.n = 0;
-    uv_buf_t buf = uv_buf_init((char *)w->bytes, (unsigned)w->len);
-    int err = uv_write(&w->req, &c->u.s, &buf, 1, write_done);
+    int err = start_write(c, w);
     if (err < 0) {
         c->queued -= w->len;
         free(w->bytes);
@@ -371,8 +522,7 @@ static int send_env(cr_conn_t *c, const Corral__Envelope *e)
         return 0;
     }
     w->c = c;
-    uv_buf_t buf = uv_buf_init((char *)w->bytes, (unsigned)w->len);
-    if ((err = uv_write(&w->req, &c->u.s, &buf, 1, write_done)) < 0) {
+    if ((err = start_write(c, w)) < 0) {
         free(w->bytes);
         free(w);
         cr_warn("%s: write failed: %s; closing the connection", c->peer, uv_strerror(err));
@@ -483,6 +633,7 @@ static void handshake_step(cr_conn_t *c, const Corral__Envelope *e)
                     c->hs.peer_name[0] ? " " : "", c->hs.peer_name, c->hs.why);
         else
             cr_warn("%s: %s", c->peer, c->hs.why);
+        snprintf(c->why, sizeof(c->why), "%s", c->hs.why);
         close_after_send(c, r);
         return;
     }
@@ -530,20 +681,9 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     *buf = uv_buf_init(c->net->rbuf, sizeof(c->net->rbuf));
 }
 
-static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* Frames from plaintext bytes; false when the connection is going away. */
+static bool feed_plain(cr_conn_t *c, const uint8_t *p, size_t left)
 {
-    cr_conn_t *c = s->data;
-    if (nread < 0) {
-        if (nread != UV_EOF)
-            cr_warn("%s: read failed: %s; closing the connection", c->peer,
-                    uv_strerror((int)nread));
-        else if (!c->ready) /* probes and health checks do this: not worth a warning */
-            cr_info("%s: closed during the handshake", c->peer);
-        cr_conn_close(c, nread == UV_EOF ? (c->ready ? 0 : -ECONNRESET) : (int)nread);
-        return;
-    }
-    const uint8_t *p = (const uint8_t *)buf->base;
-    size_t left = (size_t)nread;
     while (left && !c->closing && !c->linger) {
         size_t used;
         const uint8_t *frame;
@@ -556,11 +696,155 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             cr_warn("%s: bad frame: %s; closing the connection", c->peer,
                     cr_frame_dec_why(&c->dec, why, sizeof(why)));
             close_after_send(c, r);
-            return;
+            return false;
         }
         if (r == 1 && !handle_frame(c, frame, flen))
-            return;
+            return false;
     }
+    return !c->closing && !c->linger;
+}
+
+/* The TLS handshake is done: a client now says Hello. */
+static void tls_ready(cr_conn_t *c)
+{
+    c->tls_up = true;
+    cr_debug("%s: %s", c->peer, c->net->tls->version(c->tls));
+    if (!c->server) {
+        cr_hs_start(&c->hs);
+        send_env(c, &c->hs.out);
+    }
+}
+
+static bool tls_input_piece(cr_conn_t *c, const uint8_t *p, size_t n);
+
+/* Ciphertext received, TLS_PIECE at a time: the handshake advanced, then
+ * every whole record's plaintext through the frame decoder. Nothing is kept back: the memory
+ * BIO holds at most an unfinished record after this. */
+static void tls_input(cr_conn_t *c, const uint8_t *p, size_t n)
+{
+    while (n && !c->closing && !c->linger) {
+        size_t piece = n < TLS_PIECE ? n : TLS_PIECE;
+        if (!tls_input_piece(c, p, piece))
+            return;
+        p += piece;
+        n -= piece;
+    }
+    if (!c->closing)
+        tls_flush(c);
+}
+
+/* One piece of ciphertext; false when the connection is going away. */
+static bool tls_input_piece(cr_conn_t *c, const uint8_t *p, size_t n)
+{
+    const cr_tls_ops_t *t = c->net->tls;
+    char why[512];
+    if (t->feed(c->tls, p, n) < 0) {
+        cr_warn("%s: TLS: out of memory; closing the connection", c->peer);
+        cr_conn_close(c, CR_ENOMEM);
+        return false;
+    }
+    if (!c->tls_up) {
+        int r = t->handshake(c->tls, why, sizeof(why));
+        tls_flush(c); /* our next flight, or the alert that ends it */
+        if (c->closing)
+            return false;
+        if (r == CR_TLS_ERR) {
+            cr_warn("%s: %s; closing the connection", c->peer, why);
+            snprintf(c->why, sizeof(c->why), "%.310s", why);
+            cr_conn_close(c, -EPROTO);
+            return false;
+        }
+        if (r == CR_TLS_WANT)
+            return true;
+        tls_ready(c);
+        if (c->closing)
+            return false;
+    }
+    for (;;) {
+        long r = t->read(c->tls, c->net->pbuf, sizeof(c->net->pbuf), why, sizeof(why));
+        if (r == CR_TLS_WANT)
+            break;
+        if (r == CR_TLS_EOF) { /* the peer's close_notify: as an orderly end of the stream */
+            cr_conn_close(c, c->ready ? 0 : -ECONNRESET);
+            return false;
+        }
+        if (r < 0) {
+            cr_warn("%s: %s; closing the connection", c->peer, why);
+            cr_conn_close(c, CR_EIO);
+            return false;
+        }
+        if (!feed_plain(c, (const uint8_t *)c->net->pbuf, (size_t)r))
+            return false;
+    }
+    return true;
+}
+
+/* A TLS listener got something that is not a TLS record: a plain corral
+ * peer gets a plain Refused saying what to do, and the close. */
+static void refuse_plain(cr_conn_t *c)
+{
+    c->net->tls->conn_free(c->tls);
+    c->tls = NULL;
+    cr_warn("refused %s: a plain (non-TLS) client on a TLS port; it must pin the head's "
+            "certificate (--tls-fingerprint) or trust its CA (--tls-ca)",
+            c->peer);
+    Corral__Refused r = CORRAL__REFUSED__INIT;
+    r.reason = CORRAL__REFUSE_REASON__REFUSE_AUTH; /* TLS proves the head: it is the auth */
+    r.message =
+        "this head takes TLS only: pin its certificate (--tls-fingerprint or "
+        "CORRAL_TLS_FINGERPRINT, printed by corral start --head) or trust its CA (--tls-ca)";
+    r.protocol_version = CR_PROTOCOL_VERSION;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_REFUSED;
+    e.refused = &r;
+    send_env(c, &e);
+    close_after_send(c, CR_EACCES);
+}
+
+/* TLS records start with their content type: 22 for a handshake. A frame
+ * of corral starts with the high byte of its length, 0 before the
+ * handshake (CR_FRAME_MAX_HANDSHAKE). */
+#define TLS_HANDSHAKE_RECORD 0x16
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    cr_conn_t *c = s->data;
+    if (nread < 0) {
+        if (nread != UV_EOF)
+            cr_warn("%s: read failed: %s; closing the connection", c->peer,
+                    uv_strerror((int)nread));
+        else if (c->tls && !c->tls_up && !c->server) {
+            snprintf(c->why, sizeof(c->why),
+                     "the head closed the connection in the TLS handshake: does it listen with "
+                     "TLS? (a head on a loopback address does not, unless started with --tls)");
+            cr_warn("%s: %s", c->peer, c->why);
+        } else if (!c->ready) /* probes and health checks do this: not worth a warning */
+            cr_info("%s: closed during the handshake", c->peer);
+        cr_conn_close(c, nread == UV_EOF ? (c->ready ? 0 : -ECONNRESET) : (int)nread);
+        return;
+    }
+    const uint8_t *p = (const uint8_t *)buf->base;
+    size_t left = (size_t)nread;
+    if (!left)
+        return;
+    if (!c->rx_any && c->server && !c->is_unix) {
+        c->rx_any = true;
+        if (c->tls && p[0] != TLS_HANDSHAKE_RECORD) {
+            refuse_plain(c);
+            return;
+        }
+        if (!c->tls && p[0] == TLS_HANDSHAKE_RECORD) {
+            cr_warn("%s: a TLS client on a port without TLS (a head on a loopback address "
+                    "listens without TLS unless started with --tls); closing the connection",
+                    c->peer);
+            cr_conn_close(c, CR_EPARSE);
+            return;
+        }
+    }
+    if (c->tls)
+        tls_input(c, p, left);
+    else
+        feed_plain(c, p, left);
 }
 
 static void handshake_expired(uv_timer_t *t)
@@ -707,6 +991,11 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     cr_hs_init_server(&c->hs, n->token, nonce, n->accept_roles, n->name, n->max_frame);
+    if (l->tls && !(c->tls = n->tls->conn_new(n->tls_server, true, NULL))) {
+        cr_warn("%s: TLS: out of memory; closing the connection", c->peer);
+        cr_conn_close(c, CR_ENOMEM);
+        return;
+    }
     if ((err = conn_start(c)) < 0) {
         cr_conn_close(c, err);
         return;
@@ -796,8 +1085,17 @@ static int parse_ip(const char *host, int port, struct sockaddr_storage *ss)
 
 int cr_net_listen_tcp(cr_net_t *n, const char *host, int port, int *bound)
 {
+    return cr_net_listen_tcp_tls(n, host, port, bound, false);
+}
+
+int cr_net_listen_tcp_tls(cr_net_t *n, const char *host, int port, int *bound, bool tls)
+{
     if (n->closing)
         return -ESHUTDOWN;
+    if (tls && !n->tls_server) {
+        cr_warn("cannot listen with TLS: the transport was set up without a certificate");
+        return CR_EINVAL;
+    }
     if (!host)
         host = "127.0.0.1";
     struct sockaddr_storage ss;
@@ -809,6 +1107,7 @@ int cr_net_listen_tcp(cr_net_t *n, const char *host, int port, int *bound)
     cr_listener_t *l = listener_new(n, false);
     if (!l)
         return CR_ENOMEM;
+    l->tls = tls;
     int err;
     if ((err = uv_tcp_bind(&l->u.tcp, (struct sockaddr *)&ss, 0)) < 0 ||
         (err = uv_listen(&l->u.s, 511, on_connection)) < 0) {
@@ -844,6 +1143,17 @@ static void connected(uv_connect_t *req, int status)
     int err = conn_start(c);
     if (err) {
         cr_conn_close(c, err);
+        return;
+    }
+    if (c->tls) { /* the ClientHello; our Hello once the head is known */
+        char why[512];
+        int r = c->net->tls->handshake(c->tls, why, sizeof(why));
+        tls_flush(c);
+        if (r == CR_TLS_ERR && !c->closing) {
+            cr_warn("%s: %s", c->peer, why);
+            snprintf(c->why, sizeof(c->why), "%.310s", why);
+            cr_conn_close(c, -EPROTO);
+        }
         return;
     }
     cr_hs_start(&c->hs);
@@ -936,6 +1246,10 @@ int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_
         return CR_EIO;
     }
     cr_hs_init_client(&c->hs, n->token, nonce, role, n->name);
+    if (!path && n->tls_client && !(c->tls = n->tls->conn_new(n->tls_client, false, host))) {
+        cr_conn_close(c, CR_ENOMEM);
+        return CR_ENOMEM;
+    }
     c->hs.job = n->job;
     c->hs.scope = n->scope;
     c->announced = true; /* the caller holds it: on_close is owed */
@@ -977,6 +1291,16 @@ int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_
 const char *cr_conn_peer(const cr_conn_t *c)
 {
     return c->peer;
+}
+
+const char *cr_conn_why(const cr_conn_t *c)
+{
+    return c->why;
+}
+
+const char *cr_conn_tls(const cr_conn_t *c)
+{
+    return c->tls && c->tls_up ? c->net->tls->version(c->tls) : NULL;
 }
 
 static int ip_of(const cr_conn_t *c, bool peer, char *buf, size_t size)

@@ -262,6 +262,17 @@ typedef struct cr_net_config {
     uint32_t accept_roles;         /* listening side; 0: clients and agents */
     uint32_t max_unauth;           /* 0: CR_UNAUTH_MAX_DEFAULT */
     uint32_t max_unauth_per_peer;  /* 0: CR_UNAUTH_PER_PEER_DEFAULT */
+    /* TLS 1.3 (docs/protocol.md "TLS"; net/tls.h), all optional. A
+     * listening side's certificate (then its chain) and key, PEM text, for
+     * the listeners started with cr_net_listen_tcp_tls(..., true). A
+     * connecting side's pin, the SHA-256 of the head's certificate
+     * (CR_TLS_FP_LEN bytes), or its CA certificates (PEM): with either,
+     * every TCP connection it opens speaks TLS. Any of them loads the TLS
+     * shim (libcorral_tls.so) in cr_net_new, which fails (a warning says
+     * why) when it cannot be loaded or the PEM is bad. Copied. */
+    const char *tls_cert_pem, *tls_key_pem;
+    const uint8_t *tls_pin;
+    const char *tls_ca_pem;
     /* Connecting side: token is this scope's job credential, not the
      * cluster token (a worker's CORRAL_JOB_TOKEN); copied. NULL: none. */
     const cr_job_scope_t *job;
@@ -284,6 +295,10 @@ int cr_net_listen_unix(cr_net_t *n, const char *path);
 /* Listens on TCP host:port (host NULL: 127.0.0.1; port 0: any free port;
  * *bound, when not NULL, gets the port in use). */
 int cr_net_listen_tcp(cr_net_t *n, const char *host, int port, int *bound);
+/* The same, with tls every connection accepted there runs TLS 1.3 before
+ * the handshake (the net needs tls_cert_pem and tls_key_pem); a peer that
+ * speaks plain frames gets a Refused saying so. */
+int cr_net_listen_tcp_tls(cr_net_t *n, const char *host, int port, int *bound, bool tls);
 
 /* Connects to an address: "unix:/path", "/path" (a Unix socket), or
  * "host:port" / "[v6]:port" (TCP). A host name is looked up without
@@ -305,6 +320,13 @@ void cr_conn_close(cr_conn_t *c, int err);
 
 /* The peer as seen from here ("unix:/run/x.sock#3", "127.0.0.1:4242"). */
 const char *cr_conn_peer(const cr_conn_t *c);
+/* Why the connection's TLS or corral handshake failed, in words ("the
+ * head's certificate has fingerprint ..., not the pinned ..."); "" when it
+ * did not. Valid in on_close. */
+const char *cr_conn_why(const cr_conn_t *c);
+/* "TLSv1.3" for a connection that runs TLS, once its TLS handshake is
+ * done; NULL otherwise. */
+const char *cr_conn_tls(const cr_conn_t *c);
 /* The IP address of a TCP connection's peer ("10.0.0.2"), or of this end
  * (the address the peer reached us at), into buf. Returns 0, or -ENOTSUP
  * for a Unix socket, or a negative libuv error. */

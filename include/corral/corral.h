@@ -39,10 +39,16 @@ typedef struct corral corral_t;
  * set in $CORRAL_JOB_TOKEN (which the head serves only that job's status,
  * logs and stop: docs/protocol.md, "Job credentials"), else
  * $CORRAL_HOME/session_latest/token.
+ * A TCP address runs TLS 1.3 when $CORRAL_TLS_FINGERPRINT pins the head's
+ * certificate ("sha256:HEX", as `corral start --head` prints it) or
+ * $CORRAL_TLS_CA names a CA file to verify it with; only then is libssl
+ * loaded (docs/cluster.md "TLS"). A Unix socket never runs TLS.
  *
  * Returns 0 with *out set, or a negative code with *errmsg (malloc'ed,
  * when errmsg is not NULL) saying why: -ECONNREFUSED / CR_ENOENT when no
- * head runs there, CR_EACCES when the head refused the token. */
+ * head runs there, CR_EACCES when the head refused the token (or, said so,
+ * takes only TLS), -EPROTO when the head's certificate is not the one
+ * pinned or does not verify. */
 int corral_connect(const char *address, const char *token_path, corral_t **out, char **errmsg);
 /* Closes the connection and frees the handle; NULL is a no-op. */
 void corral_disconnect(corral_t *c);

@@ -69,6 +69,20 @@ out=$(env -i PATH=/usr/bin:/bin "$ROOT/bin/corral" hw --check "$CORRAL_SOURCE_DI
     fail "installed corral hw: $out"
 grep -q "^ok: " <<<"$out" || fail "installed corral hw --check: $out"
 
+# the TLS shim, which the installed programs load from the tree they are in
+# (not the build folder, nor the configured prefix: this tree is staged)
+[ -e "$libdir/corral/libcorral_tls.so" ] || fail "no corral/libcorral_tls.so in $libdir"
+mkdir -m 700 "$TMP/tlshome"
+ienv() { env -i PATH=/usr/bin:/bin CORRAL_HOME="$TMP/tlshome" "$@"; }
+out=$(ienv "$ROOT/bin/corral" start --head --hw-spec "$CORRAL_SOURCE_DIR/specs/cpu-only.yaml" --tls 2>&1) ||
+    fail "installed corral start --tls: $out"
+s=$TMP/tlshome/session_latest
+out=$(ienv CORRAL_ADDRESS="$(cat "$s/address")" CORRAL_TOKEN_FILE="$s/token" \
+    CORRAL_TLS_FINGERPRINT="$(cat "$s/tls_fingerprint")" LD_DEBUG=libs "$ROOT/bin/corral" run -- echo over-tls 2>&1)
+grep -q "^over-tls$" <<<"$out" && grep -q "calling init: $ROOT/.*corral/libcorral_tls.so" <<<"$out" ||
+    fail "installed corral over TLS: $(grep -v 'find library\|search path\|trying file' <<<"$out" | tail -5)"
+ienv "$ROOT/bin/corral" stop >/dev/null 2>&1
+
 # the Python package, importable from where the install said it went
 init=$(find "$ROOT" -path '*-packages/corral/__init__.py')
 [ -n "$init" ] || fail "no Python package under $ROOT"

@@ -32,7 +32,7 @@ head_up "$SPECS/cpu-only.yaml" --listen 0.0.0.0 --token-file "$CORRAL_HOME/clust
     --labels zone=z1,corral.io/tpu-slice-worker-id=0
 PORT=${ADDR##*:}
 ip netns exec "$NS" "$CORRAL" start --address "10.213.0.1:$PORT" --token-file "$CORRAL_HOME/cluster.token" \
-    --hw-spec "$SPECS/dgx-h100.yaml" --node-id gpu-far --node-ip 10.213.0.2 \
+    $TLSOPT --hw-spec "$SPECS/dgx-h100.yaml" --node-id gpu-far --node-ip 10.213.0.2 \
     --labels zone=z1,corral.io/tpu-slice-worker-id=1 >/dev/null ||
     { echo "FAIL: the agent in $NS did not join"; exit 1; }
 WPIDS="$WPIDS $(agent_pid gpu-far)"

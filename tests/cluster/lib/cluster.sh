@@ -4,7 +4,8 @@
 # head (docs/cluster.md "Testing").
 #   . "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" TAG
 #   head_up SPEC [corral start options]    the head, with fast timeouts
-#   agent_up ID SPEC [IP] [options]        an agent joining it
+#   agent_up ID SPEC [IP] [options]        an agent joining it (pinning the
+#                                          head's certificate when it runs TLS)
 #   agent_pid ID                           its pid
 # Everything started is stopped on exit; sanitizer reports fail the test.
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" "${1:?usage: . cluster.sh TAG}"
@@ -18,12 +19,15 @@ head_up() {
         --dead-after-ms $DEAD "$@" >/dev/null || { echo "FAIL: head did not start"; exit 1; }
     ADDR=$(cat "$CORRAL_HOME/session_latest/address")
     TOKEN=$CORRAL_HOME/session_latest/token
+    # a head off loopback runs TLS (docs/cluster.md "TLS"): agents pin this
+    TLSFP=$(cat "$CORRAL_HOME/session_latest/tls_fingerprint" 2>/dev/null)
+    TLSOPT=${TLSFP:+--tls-fingerprint $TLSFP}
 }
 agent_up() {
     local id=$1 spec=$2 ip=${3:-127.0.0.1}
     shift 3 2>/dev/null || shift $#
     "$CORRAL" start --address "$ADDR" --token-file "$TOKEN" --hw-spec "$spec" --node-id "$id" \
-        --node-ip "$ip" "$@" >/dev/null || { echo "FAIL: agent $id did not start"; return 1; }
+        --node-ip "$ip" $TLSOPT "$@" >/dev/null || { echo "FAIL: agent $id did not start"; return 1; }
     AGENTS="$AGENTS $id"
     WPIDS="$WPIDS $(agent_pid "$id")"
 }
