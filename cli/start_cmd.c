@@ -17,7 +17,8 @@ static const char start_usage[] =
     "usage: corral start --head [--hw-spec FILE] [--resources 'K=V,...'] [--labels 'k=v,...'] "
     "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
     "[--suspect-after-ms N] "
-    "[--dead-after-ms N] [--block]\n"
+    "[--dead-after-ms N] [--keep-finished-jobs N] [--keep-finished-for DURATION] "
+    "[--max-frame BYTES] [--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--block]\n"
     "\n"
@@ -30,6 +31,11 @@ static const char start_usage[] =
     "  --token-file F          the cluster token (default: the session's)\n"
     "  --node-ip IP, --node-id ID   this agent's address and name\n"
     "  --heartbeat-ms, --suspect-after-ms, --dead-after-ms N   the head's failure detector\n"
+    "  --keep-finished-jobs N  finished jobs the head keeps, with their workers, events and\n"
+    "                          output (default 10000); the oldest beyond are removed\n"
+    "  --keep-finished-for D   and each for at most D (90s, 15m, 24h, 7d; default 24h)\n"
+    "  --max-frame BYTES       the largest message the head takes or sends (default 16 MiB;\n"
+    "                          at least 1 MiB); listings are paged to fit\n"
     "  --block                 run in the foreground\n"
     "\n"
     "A head that is unreachable fails the join at once; 'corral stop' stops what started here.\n";
@@ -173,8 +179,8 @@ static void end_child(pid_t pid)
 
 /* The options corrald takes as they are: passed on. */
 typedef struct passed {
-    const char *args[40];
-    char names[16][24];
+    const char *args[56];
+    char names[24][24];
     int na, nn;
 } passed_t;
 
@@ -217,6 +223,9 @@ int cli_start(int argc, char **argv)
         CLI_CALL("heartbeat-ms", opt_pass, &p),
         CLI_CALL("suspect-after-ms", opt_pass, &p),
         CLI_CALL("dead-after-ms", opt_pass, &p),
+        CLI_CALL("keep-finished-jobs", opt_pass, &p),
+        CLI_CALL("keep-finished-for", opt_pass, &p),
+        CLI_CALL("max-frame", opt_pass, &p),
         CLI_FLAG("block", &block),
         CLI_END,
     };

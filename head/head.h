@@ -136,6 +136,9 @@ extern head_t D;
 void db_check(int err);
 void reply(cr_conn_t *c, const Corral__Envelope *req, Corral__Envelope *ans);
 void reply_ack(cr_conn_t *c, const Corral__Envelope *req);
+/* Sends ans as the answer to request id; an answer above the frame limit
+ * becomes an Error reply that says so (never a silent drop). */
+int reply_to(cr_conn_t *c, uint64_t id, Corral__Envelope *ans);
 /* A turn's group commit: head_batch opens it for the work of this turn
  * (a message, a worker exit, a timer); what is sent meanwhile is held
  * until the commit when the loop is about to wait. head_batch_fini
@@ -150,6 +153,22 @@ void head_batch_forget(void);
 void maybe_finish_shutdown(void);
 /* The watch's retry, when set. */
 void head_retry(void);
+
+/* ------------------------------------------------------------- page.c */
+/* Paged listings (docs/protocol.md "Paged listings"). page_budget: the
+ * bytes the items of one reply may take (the frame limit less room for
+ * the rest); page_item_cost: what an item of packed bytes costs in it.
+ * page_token writes the continue token of listing kind whose next page
+ * starts at key; page_parse reads one back into key ("" for no token: from
+ * the start), or fails with CR_EINVAL and why in msg for a malformed
+ * token, one of another listing or one of an earlier head (expired).
+ * page_parse_id: the same for a numeric key (job, group, event ids). */
+size_t page_budget(void);
+size_t page_item_cost(size_t packed);
+void page_token(const char *kind, const char *key, char *buf, size_t size);
+int page_parse(const char *token, const char *kind, char *key, size_t keysize, char *msg,
+               size_t size);
+int page_parse_id(const char *token, const char *kind, int64_t *id, char *msg, size_t size);
 
 /* ----------------------------------------------------------- events.c */
 /* An event: of a job (job_id, 0 none) on node, of the cluster on the
@@ -287,6 +306,9 @@ typedef struct head_opts {
     uint32_t port;       /* 0: any (or the dead head's when taking over) */
     const char *token_file;
     uint32_t heartbeat_ms, suspect_ms, dead_ms; /* 0: 1000, 3000, 10000 */
+    uint32_t max_frame;                         /* 0: CR_FRAME_MAX_DEFAULT */
+    uint32_t keep_finished;      /* finished jobs kept (retention.c); 0: the default */
+    int64_t keep_finished_ms;    /* how long each is kept; 0: the default */
 } head_opts_t;
 int head_main(const head_opts_t *o);
 /* The head without its session, token, listeners and signals, for

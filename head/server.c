@@ -282,7 +282,7 @@ int head_main(const head_opts_t *o)
     uv_loop_init(&D.loop);
     char name[160];
     snprintf(name, sizeof(name), "corrald:%.128s:%d", node_name(), (int)getpid());
-    cr_net_config_t nc = {.token = token, .name = name};
+    cr_net_config_t nc = {.token = token, .name = name, .max_frame = o->max_frame};
     cr_net_callbacks_t cb = {
         .on_ready = on_ready, .on_message = on_message, .on_close = on_close, .on_drain = on_drain};
     D.net = cr_net_new(&D.loop, &nc, &cb, NULL);
