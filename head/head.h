@@ -126,6 +126,9 @@ typedef struct head {
     /* jobs.c */
     CR_VEC(job_t *) jobs;
     CR_VEC(job_t *) pending; /* waiting for resources, in arrival order */
+    uint32_t keep_finished;   /* retention.c: finished jobs kept */
+    int64_t keep_finished_ms; /* and for how long after they finished */
+    int64_t retention_last_ms;
     /* pgs.c */
     CR_VEC(pg_t *) pgs;
 } head_t;
@@ -281,6 +284,14 @@ void jobs_free(void);
 size_t jobs_count(cr_job_state_t s);
 /* the watch's node_lost and group_removed for jobs */
 void jobs_node_lost(node_t *n, const char *why);
+#define CR_KEEP_FINISHED_DEFAULT 10000u
+#define CR_KEEP_FINISHED_MS_DEFAULT (24 * 3600 * 1000LL) /* a day */
+/* Retention (retention.c, docs/runtime.md "Retention"): once a second at
+ * most, removes the finished jobs beyond D.keep_finished (the oldest
+ * first) and those finished more than D.keep_finished_ms ago, with their
+ * workers, events and output files, from memory and state.db. A job that
+ * is not final is never removed. Returns how many went. */
+size_t jobs_retention(int64_t now_ms);
 void jobs_group_removed(pg_t *g);
 /* What an agent says of workers (workers.c): on n's connection ... */
 void workers_started_msg(node_t *n, const Corral__WorkerStarted *s);

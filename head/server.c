@@ -45,6 +45,7 @@ static void on_tick(uv_timer_t *t)
     head_batch();
     nodes_tick();
     pgs_tick();
+    jobs_retention(cr_wall_ms());
 }
 
 void head_conn_closed(cr_conn_t *c)
@@ -260,6 +261,8 @@ int head_main(const head_opts_t *o)
                         .seed = (uint64_t)getpid()};
     if (head_core_init(&core) < 0)
         goto out;
+    D.keep_finished = o->keep_finished;
+    D.keep_finished_ms = o->keep_finished_ms;
     /* the session once the node is known (a bad spec does not move
      * session_latest); an unwritable CORRAL_HOME is still reported at start */
     if (session_make() < 0)

@@ -211,6 +211,7 @@ enum stmt_id {
     S_EVENT_INSERT,
     S_EVENT_LIST,
     S_EVENT_TRIM,
+    S_EVENT_DELETE_JOB,
     S__COUNT
 };
 
@@ -272,6 +273,7 @@ static const char *const stmt_sql[S__COUNT] = {
                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [S_EVENT_LIST] = "SELECT " EVENT_COLS " FROM events WHERE id > ?1 ORDER BY id LIMIT ?2",
     [S_EVENT_TRIM] = "DELETE FROM events WHERE id <= ?1",
+    [S_EVENT_DELETE_JOB] = "DELETE FROM events WHERE job_id = ?1",
 };
 
 struct cr_state {
@@ -1501,6 +1503,18 @@ int cr_state_event_trim(cr_state_t *st, int64_t up_to_id)
         return err;
     sqlite3_bind_int64(s, 1, up_to_id);
     return run(st, s, false, "trimming the event log");
+}
+
+int cr_state_event_delete_job(cr_state_t *st, int64_t job_id)
+{
+    sqlite3_stmt *s = NULL;
+    int err = writable(st);
+    if (err || (err = prepare_w(st, S_EVENT_DELETE_JOB, &s)))
+        return err;
+    sqlite3_bind_int64(s, 1, job_id);
+    char what[64];
+    snprintf(what, sizeof(what), "job %lld: removing its events", (long long)job_id);
+    return run(st, s, false, what);
 }
 
 void cr_state_event_list_free(cr_state_event_t *v, size_t n)
