@@ -154,6 +154,7 @@ static json_t *job_json(const corral_job_t *j)
         json_object_set_new(x, "restarts", json_integer(w->attempt));
         json_object_set_new(x, "devices", json_string(w->devices));
         json_object_set_new(x, "reason", json_string(w->reason));
+        json_object_set_new(x, "output_lost", json_integer((json_int_t)w->output_lost));
         json_array_append_new(ws, x);
     }
     json_object_set_new(o, "workers", ws);
@@ -179,6 +180,12 @@ static void job_print(const corral_job_t *j)
         if (w->attempt)
             printf("  restarted %u time(s)", w->attempt);
         printf("%s%s\n", w->reason[0] ? "  " : "", cli_esc(w->reason));
+        if (w->output_lost) {
+            char b[32];
+            cli_format_bytes(w->output_lost, b, sizeof(b));
+            printf("    output lost: %s (%llu bytes) its agent wrote never reached the head\n", b,
+                   (unsigned long long)w->output_lost);
+        }
     }
 }
 

@@ -583,6 +583,7 @@ static void job_from_info(corral_job_t *j, const Corral__JobInfo *in)
         w->exit_code = s->exit_code;
         w->signal = s->signal;
         w->attempt = s->attempt;
+        w->output_lost = s->output_lost;
         w->reason = cr_strdup(s->reason);
         cr_buf_t d = {0};
         for (size_t k = 0; k < s->n_devices; k++)

@@ -697,6 +697,7 @@ static void info_fill(const job_t *j, Corral__JobInfo *info, info_mem_t *m)
         s->signal = w->signal;
         s->attempt = (uint32_t)w->attempt;
         s->reason = w->reason ? w->reason : "";
+        s->output_lost = w->output_lost;
         s->devices = &m->devs[(size_t)i * MAX_DEVS];
         for (size_t k = 0; k < w->ndevs; k++)
             s->devices[k] = (uint32_t)w->devs[k];

@@ -159,6 +159,9 @@ typedef struct corral_worker {
     char *devices;    /* device indices on its node, "0,1"; "" none */
     char *reason;     /* why it failed ("exec failed: No such file or directory"); "" */
     unsigned attempt; /* how many times this worker was restarted */
+    /* bytes of its output that its (remote) agent wrote and that never
+     * reached the head: its agent lost the head with them unsent; 0 none */
+    uint64_t output_lost;
 } corral_worker_t;
 
 typedef struct corral_job {
