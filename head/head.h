@@ -16,6 +16,8 @@
  *   workers.c    a job's workers on their nodes and what agents say of them
  *   logs.c       a job's output: JobLogs, forwarded output, follow ops
  *   recover.c    a new head taking over the state of one that died
+ *   retention.c  finished jobs removed past their count and age
+ *   page.c       paged listings: the page budget, continue tokens
  *   dispatch.c   the message tables of clients and agents, status, stop
  *   server.c     corrald --head: set-up, the loop's callbacks, tear-down
  *   session.c    the head's session directory and token
