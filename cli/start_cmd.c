@@ -35,7 +35,7 @@ static const char start_usage[] =
     "                          output (default 10000); the oldest beyond are removed\n"
     "  --keep-finished-for D   and each for at most D (90s, 15m, 24h, 7d; default 24h)\n"
     "  --max-frame BYTES       the largest message the head takes or sends (default 16 MiB;\n"
-    "                          at least 1 MiB); listings are paged to fit\n"
+    "                          at least 512 KiB); listings are paged to fit\n"
     "  --block                 run in the foreground\n"
     "\n"
     "A head that is unreachable fails the join at once; 'corral stop' stops what started here.\n";

@@ -209,7 +209,7 @@ int main(int argc, char **argv)
                 return 2;
             break;
         case 'F': /* above the largest message corral sends whole (256 KiB of output) */
-            if (parse_u32("--max-frame", optarg, 1u << 20, 1u << 30, &ho.max_frame))
+            if (parse_u32("--max-frame", optarg, 1u << 19, 1u << 30, &ho.max_frame))
                 return 2;
             break;
         case 'K':
