@@ -376,8 +376,10 @@ static int status_or_nodes(int argc, char **argv, bool nodes)
     corral_t *c = connect_or_say(cmd);
     if (!c)
         return CLI_FAIL;
-    corral_status_t s;
-    if (corral_status(c, &s) < 0) {
+    corral_status_t s = {0};
+    /* corral nodes pages through the NodeList answer (any number of
+     * nodes); status has them in its one answer */
+    if ((nodes ? corral_node_list(c, &s.nodes, &s.nnodes) : corral_status(c, &s)) < 0) {
         fprintf(stderr, "corral %s: %s\n", cmd, corral_errmsg(c));
         corral_disconnect(c);
         return CLI_FAIL;
@@ -409,6 +411,11 @@ static int status_or_nodes(int argc, char **argv, bool nodes)
                 for (size_t k = 0; k < s.nodes[i].nlabels; k++)
                     printf("  label %s\n", cli_esc(s.nodes[i].labels[k]));
         }
+    }
+    if (nodes) {
+        corral_node_list_free(s.nodes, s.nnodes);
+        s.nodes = NULL;
+        s.nnodes = 0;
     }
     corral_status_free(&s);
     corral_disconnect(c);

@@ -872,6 +872,21 @@ static void res_from(corral_resource_t **out, size_t *n, Corral__Quantity **tot,
 
 static const char *const node_state_names[] = {"UNKNOWN", "ALIVE", "SUSPECT", "DEAD"};
 
+static void node_from(corral_node_t *n, const Corral__NodeInfo *ni)
+{
+    n->node_id = cr_strdup(ni->node_id);
+    n->address = cr_strdup(ni->address);
+    n->state = cr_strdup((unsigned)ni->state < CR_ARRAY_SIZE(node_state_names)
+                             ? node_state_names[ni->state]
+                             : "UNKNOWN");
+    res_from(&n->res, &n->nres, ni->total, ni->n_total, ni->free, ni->n_free, ni->reported_free,
+             ni->n_reported_free);
+    n->labels = cr_calloc(ni->n_labels + 1, sizeof(*n->labels));
+    n->nlabels = ni->n_labels;
+    for (size_t k = 0; k < ni->n_labels; k++)
+        n->labels[k] = cr_asprintf("%s=%s", ni->labels[k]->key, ni->labels[k]->value);
+}
+
 static int got_status(corral_t *c, const Corral__Envelope *e, void *arg)
 {
     corral_status_t *s = arg;
@@ -884,21 +899,8 @@ static int got_status(corral_t *c, const Corral__Envelope *e, void *arg)
     res_from(&s->res, &s->nres, r->total, r->n_total, r->free, r->n_free, NULL, 0);
     s->nodes = cr_calloc(r->n_nodes + 1, sizeof(*s->nodes));
     s->nnodes = r->n_nodes;
-    for (size_t i = 0; i < r->n_nodes; i++) {
-        const Corral__NodeInfo *ni = r->nodes[i];
-        corral_node_t *n = &s->nodes[i];
-        n->node_id = cr_strdup(ni->node_id);
-        n->address = cr_strdup(ni->address);
-        n->state = cr_strdup((unsigned)ni->state < CR_ARRAY_SIZE(node_state_names)
-                                 ? node_state_names[ni->state]
-                                 : "UNKNOWN");
-        res_from(&n->res, &n->nres, ni->total, ni->n_total, ni->free, ni->n_free, ni->reported_free,
-                 ni->n_reported_free);
-        n->labels = cr_calloc(ni->n_labels + 1, sizeof(*n->labels));
-        n->nlabels = ni->n_labels;
-        for (size_t k = 0; k < ni->n_labels; k++)
-            n->labels[k] = cr_asprintf("%s=%s", ni->labels[k]->key, ni->labels[k]->value);
-    }
+    for (size_t i = 0; i < r->n_nodes; i++)
+        node_from(&s->nodes[i], r->nodes[i]);
     return 1;
 }
 
@@ -909,20 +911,110 @@ static void res_free(corral_resource_t *r, size_t n)
     free(r);
 }
 
+static void node_fini(corral_node_t *n)
+{
+    free(n->node_id);
+    free(n->address);
+    free(n->state);
+    res_free(n->res, n->nres);
+    for (size_t k = 0; k < n->nlabels; k++)
+        free(n->labels[k]);
+    free(n->labels);
+}
+
+void corral_node_list_free(corral_node_t *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        node_fini(&v[i]);
+    free(v);
+}
+
+typedef struct node_out {
+    corral_node_t *v;
+    size_t n;
+    corral_page_t *page;
+} node_out_t;
+
+static int got_node_list(corral_t *c, const Corral__Envelope *e, void *arg)
+{
+    node_out_t *o = arg;
+    if (expect(c, e, CORRAL__ENVELOPE__BODY_NODE_LIST_REPLY) < 0)
+        return 1;
+    const Corral__NodeListReply *r = e->node_list_reply;
+    o->v = cr_calloc(r->n_nodes + 1, sizeof(*o->v));
+    for (size_t i = 0; i < r->n_nodes; i++)
+        node_from(&o->v[i], r->nodes[i]);
+    o->n = r->n_nodes;
+    page_out(o->page, r->continue_token, r->remaining);
+    return 1;
+}
+
+int corral_node_list_page(corral_t *c, corral_page_t *page, corral_node_t **out, size_t *n)
+{
+    node_out_t o = {.page = page};
+    page->next_token = NULL;
+    page->remaining = 0;
+    Corral__NodeList r = CORRAL__NODE_LIST__INIT;
+    r.limit = page->limit;
+    r.continue_token = (char *)(page->continue_token ? page->continue_token : "");
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_NODE_LIST;
+    e.node_list = &r;
+    int err = call(c, &e, got_node_list, &o);
+    if (err < 0) {
+        corral_node_list_free(o.v, o.n);
+        free(page->next_token);
+        page->next_token = NULL;
+        o.v = NULL;
+        o.n = 0;
+    }
+    *out = o.v;
+    *n = o.n;
+    return err;
+}
+
+int corral_node_list(corral_t *c, corral_node_t **out, size_t *n)
+{
+    corral_node_t *all = NULL;
+    size_t nall = 0;
+    char *token = NULL;
+    int err;
+    do {
+        corral_page_t p = {.continue_token = token};
+        corral_node_t *v;
+        size_t m;
+        err = corral_node_list_page(c, &p, &v, &m);
+        free(token);
+        token = p.next_token;
+        if (err < 0)
+            break;
+        all = append_items(all, nall, v, m, sizeof(*all));
+        nall += m;
+        if (token && !m) {
+            set_msg(c, "the head sent an empty page with a continue token");
+            err = CR_EPARSE;
+            break;
+        }
+    } while (token);
+    free(token);
+    if (err < 0) {
+        corral_node_list_free(all, nall);
+        all = NULL;
+        nall = 0;
+    } else if (!all) {
+        all = cr_calloc(1, sizeof(*all));
+    }
+    *out = all;
+    *n = nall;
+    return err;
+}
+
 void corral_status_free(corral_status_t *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < s->nnodes; i++) {
-        corral_node_t *n = &s->nodes[i];
-        free(n->node_id);
-        free(n->address);
-        free(n->state);
-        res_free(n->res, n->nres);
-        for (size_t k = 0; k < n->nlabels; k++)
-            free(n->labels[k]);
-        free(n->labels);
-    }
+    for (size_t i = 0; i < s->nnodes; i++)
+        node_fini(&s->nodes[i]);
     free(s->nodes);
     res_free(s->res, s->nres);
     free(s->head_address);

@@ -281,6 +281,13 @@ typedef struct corral_status {
 
 int corral_status(corral_t *c, corral_status_t *out);
 void corral_status_free(corral_status_t *s);
+/* Every node, in node id order: every page of the head's NodeList answer
+ * (corral_node_list_page: one page, corral_page_t as
+ * corral_job_list_page's). corral_status holds the nodes too, in one
+ * answer. */
+int corral_node_list(corral_t *c, corral_node_t **out, size_t *n);
+int corral_node_list_page(corral_t *c, corral_page_t *page, corral_node_t **out, size_t *n);
+void corral_node_list_free(corral_node_t *v, size_t n);
 
 typedef struct corral_event {
     uint64_t seq;
