@@ -809,8 +809,11 @@ static void h_list(cr_conn_t *c, const Corral__Envelope *e)
     }
     uint32_t remaining = 0;
     for (size_t x = i; x < n; x++)
-        if (D.pgs.v[x]->state != CORRAL__PG_STATE__PG_REMOVED && !remaining++)
-            page_token("groups", D.pgs.v[x]->idstr, token, sizeof(token));
+        if (D.pgs.v[x]->state != CORRAL__PG_STATE__PG_REMOVED && !remaining++) {
+            char key[24]; /* the number: idstr is "pg<id>" */
+            snprintf(key, sizeof(key), "%lld", (long long)D.pgs.v[x]->id);
+            page_token("groups", key, token, sizeof(token));
+        }
     Corral__PgListReply r = CORRAL__PG_LIST_REPLY__INIT;
     r.groups = ptrs;
     r.n_groups = k;

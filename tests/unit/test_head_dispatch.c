@@ -606,6 +606,48 @@ static void test_paged_lists(void **state)
     assert_true(pages > 2);
     assert_int_equal(seen, last); /* every event, none twice: seq 1..last */
 
+    /* groups: two a page */
+    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
+    q.name = "CPU";
+    q.amount = CR_QTY_ONE;
+    Corral__Bundle b = CORRAL__BUNDLE__INIT, *bs[] = {&b};
+    b.resources = qs;
+    b.n_resources = 1;
+    const char *names[] = {"g1", "g2", "g3"};
+    for (size_t i = 0; i < 3; i++) {
+        Corral__PgCreate pc = CORRAL__PG_CREATE__INIT;
+        pc.name = (char *)names[i];
+        pc.bundles = bs;
+        pc.n_bundles = 1;
+        Corral__Envelope pe = CORRAL__ENVELOPE__INIT;
+        pe.body_case = CORRAL__ENVELOPE__BODY_PG_CREATE;
+        pe.pg_create = &pc;
+        got_clear(&f->got);
+        assert_int_equal(send_got(f, c, &pe, 60 + i)->body_case, CORRAL__ENVELOPE__BODY_PG_CREATED);
+    }
+    tok[0] = '\0';
+    char got_names[64] = "";
+    for (int page = 0; page < 2; page++) {
+        got_clear(&f->got);
+        Corral__PgList pl = CORRAL__PG_LIST__INIT;
+        pl.limit = 2;
+        pl.continue_token = tok;
+        Corral__Envelope pe = CORRAL__ENVELOPE__INIT;
+        pe.body_case = CORRAL__ENVELOPE__BODY_PG_LIST;
+        pe.pg_list = &pl;
+        a = send_got(f, c, &pe, 70 + (uint64_t)page);
+        assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_PG_LIST_REPLY);
+        const Corral__PgListReply *pr = a->pg_list_reply;
+        assert_int_equal(pr->n_groups, page ? 1 : 2);
+        assert_int_equal(pr->remaining, page ? 0 : 1);
+        for (size_t i = 0; i < pr->n_groups; i++)
+            snprintf(got_names + strlen(got_names), sizeof(got_names) - strlen(got_names), "%s ",
+                     pr->groups[i]->name);
+        cr_strlcpy(tok, pr->continue_token, sizeof(tok));
+        assert_true(page ? !tok[0] : tok[0]);
+    }
+    assert_string_equal(got_names, "g1 g2 g3 ");
+
     head_harness_conn_closed(ag);
     cr_conn_free_detached(ag);
     head_harness_conn_closed(c);
