@@ -71,6 +71,22 @@ n=$(jq '[.[] | select(.kind == "submitted")] | length' <<<"$ev")
 [ "$n" -eq $((N + 3)) ] && [ "$(jq -r '.[].seq' <<<"$ev" | sort -u | wc -l)" -eq "$(jq length <<<"$ev")" ] &&
     ok "events: $(jq length <<<"$ev") events in $(wc -c <<<"$ev") bytes, each once, $n submissions" ||
     fail "events: $n submissions of $((N + 3))"
+# following: the first page, then the rest of the backlog pushed, each once
+nev=$(jq length <<<"$ev")
+"$CORRAL" events -f --json >"$CORRAL_HOME/follow" 2>&1 &
+fpid=$!
+WPIDS="$WPIDS $fpid"
+for _ in $(seq 600); do
+    [ "$(wc -l <"$CORRAL_HOME/follow")" -ge "$nev" ] && break
+    sleep 0.1
+done
+kill "$fpid" 2>/dev/null
+wait "$fpid" 2>/dev/null
+seqs=$(jq -r .seq "$CORRAL_HOME/follow" 2>/dev/null | head -n "$nev")
+[ "$(wc -l <<<"$seqs")" -eq "$nev" ] && [ "$(sort -un <<<"$seqs" | wc -l)" -eq "$nev" ] &&
+    [ "$seqs" = "$(jq -r '.[].seq' <<<"$ev")" ] &&
+    ok "events -f: the $nev events of the backlog in order, each once" ||
+    fail "events -f: $(wc -l <"$CORRAL_HOME/follow") lines of $nev: $(head -c 300 "$CORRAL_HOME/follow")"
 last=$("$CORRAL" events --limit 3 --json | jq -r '.[].seq' | tr '\n' ' ')
 [ "$last" = "$(jq -r '.[-3:][].seq' <<<"$ev" | tr '\n' ' ')" ] && ok "events --limit 3: the newest 3" ||
     fail "events --limit 3: $last"
