@@ -32,6 +32,11 @@ int reply_to(cr_conn_t *c, uint64_t id, Corral__Envelope *ans)
                                    "%zu bytes; ask for less (a listing: a smaller limit)",
                                    cr_msg_name(ans->body_case), len, max);
     }
+    if (err == CR_EINVAL) /* ours did not validate (net/conn.c said why): say so */
+        return cr_conn_reply_error(c, id, CR_EINVAL,
+                                   "the head could not send its answer (a %s): it is not a valid "
+                                   "message (the head's log says why)",
+                                   cr_msg_name(ans->body_case));
     if (err < 0)
         cr_warn("reply to %s: %s", cr_conn_peer(c), cr_strerror(err));
     return err;

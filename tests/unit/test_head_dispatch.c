@@ -654,6 +654,43 @@ static void test_paged_lists(void **state)
     cr_conn_free_detached(c);
 }
 
+/* An answer above the frame limit (16 MiB here) is an Error that names
+ * it, not a reply that never comes: a job whose spec holds 18 MiB of
+ * arguments (the detached connection takes any size in) is asked for. */
+static void test_oversized_answer_is_an_error(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *c = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    submit_msg_t m;
+    Corral__Envelope *e = submit_msg(&m, "GPU", CR_QTY_ONE, NULL);
+    size_t big = 3u << 20; /* each under the 4 MiB a string may hold */
+    char *arg = cr_malloc(big + 1);
+    memset(arg, 'x', big);
+    arg[big] = '\0';
+    char *argv[6] = {arg, arg, arg, arg, arg, arg};
+    m.ws.argv = argv;
+    m.ws.n_argv = 6;
+    const Corral__Envelope *a = send_got(f, c, e, 1);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
+    char id[32];
+    cr_strlcpy(id, a->job_submitted->job_id, sizeof(id));
+    free(arg);
+    got_clear(&f->got);
+    Corral__JobStatusRequest sr = CORRAL__JOB_STATUS_REQUEST__INIT;
+    sr.job_id = id;
+    Corral__Envelope s = CORRAL__ENVELOPE__INIT;
+    s.body_case = CORRAL__ENVELOPE__BODY_JOB_STATUS;
+    s.job_status = &sr;
+    a = send_got(f, c, &s, 2);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_ERROR);
+    assert_int_equal(a->error->code, CR_E2BIG);
+    assert_non_null(strstr(a->error->message, "job_info"));
+    assert_non_null(strstr(a->error->message, "above the frame limit of 16777216 bytes"));
+    got_clear(&f->got);
+    head_harness_conn_closed(c);
+    cr_conn_free_detached(c);
+}
+
 static void test_pg_refused_reservation(void **state)
 {
     fx_t *f = *state;
@@ -807,6 +844,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dead_node_detection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_refused_reservation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_paged_lists, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_oversized_answer_is_an_error, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
