@@ -505,7 +505,7 @@ static void a_started(void *arg, const agent_started_t *s)
 static void a_exited(void *arg, const Corral__WorkerReport *r)
 {
     Corral__WorkerReport x = *r; /* with its files' sizes */
-    if (!fwd_exit(&x)) /* else its output reaches the head first, then worker_ended */
+    if (!fwd_exit(&x))           /* else its output reaches the head first, then worker_ended */
         worker_ended(&x);
 }
 

@@ -213,8 +213,8 @@ int cli_job(int argc, char **argv)
     unsigned grace = 0, worker = ~0u, limit = 0;
     const char *cont = NULL;
     bool follow = false;
-    int r = parse_common(argc - 1, argv + 1, job_usage, &json, &limit, &cont, &grace, &worker,
-                         &follow);
+    int r =
+        parse_common(argc - 1, argv + 1, job_usage, &json, &limit, &cont, &grace, &worker, &follow);
     if (r)
         return r < 0 ? CLI_OK : r;
     int npos = argc - 1 - optind;
@@ -226,11 +226,11 @@ int cli_job(int argc, char **argv)
     if (!known || npos != (is_list ? 0 : 1) || (follow && !is_logs) || (paged && !is_list) ||
         (cont && !limit)) {
         fprintf(stderr, "corral job: %s\n%s",
-                !known                 ? "unknown subcommand"
-                : follow && !is_logs   ? "-f goes with logs only"
-                : paged && !is_list    ? "--limit and --continue go with list only"
-                : cont && !limit       ? "--continue goes with --limit N"
-                                       : "wrong number of arguments",
+                !known               ? "unknown subcommand"
+                : follow && !is_logs ? "-f goes with logs only"
+                : paged && !is_list  ? "--limit and --continue go with list only"
+                : cont && !limit     ? "--continue goes with --limit N"
+                                     : "wrong number of arguments",
                 job_usage);
         return CLI_USAGE;
     }
@@ -258,8 +258,9 @@ int cli_job(int argc, char **argv)
             print_job_table(v, n);
         }
         if (page.next_token)
-            fprintf(stderr, "corral job list: %u more; the next page: corral job list --limit %u "
-                            "--continue %s\n",
+            fprintf(stderr,
+                    "corral job list: %u more; the next page: corral job list --limit %u "
+                    "--continue %s\n",
                     page.remaining, limit, page.next_token);
         free(page.next_token);
         corral_job_list_free(v, n);

@@ -92,10 +92,15 @@ static int parse_duration(const char *opt, const char *s, int64_t *out)
     long long v = strtoll(s, &end, 10);
     int64_t unit = 1000;
     if (*end && !end[1])
-        unit = *end == 's' ? 1000 : *end == 'm' ? 60000 : *end == 'h' ? 3600000 : *end == 'd' ? 86400000 : 0;
+        unit = *end == 's'   ? 1000
+               : *end == 'm' ? 60000
+               : *end == 'h' ? 3600000
+               : *end == 'd' ? 86400000
+                             : 0;
     if (!s[0] || end == s || v < 1 || v > 36500LL * 86400 || !unit || (*end && end[1])) {
-        fprintf(stderr, "corrald: %s: expected a duration such as 90s, 15m, 24h or 7d, got '%s'\n%s",
-                opt, s, usage_line);
+        fprintf(stderr,
+                "corrald: %s: expected a duration such as 90s, 15m, 24h or 7d, got '%s'\n%s", opt,
+                s, usage_line);
         return 2;
     }
     *out = (int64_t)v * unit;

@@ -128,7 +128,7 @@ typedef struct head {
     /* jobs.c */
     CR_VEC(job_t *) jobs;
     CR_VEC(job_t *) pending; /* waiting for resources, in arrival order */
-    uint32_t keep_finished;   /* retention.c: finished jobs kept */
+    uint32_t keep_finished;  /* retention.c: finished jobs kept */
     int64_t keep_finished_ms; /* and for how long after they finished */
     int64_t retention_last_ms;
     /* pgs.c */
@@ -320,8 +320,8 @@ typedef struct head_opts {
     const char *token_file;
     uint32_t heartbeat_ms, suspect_ms, dead_ms; /* 0: 1000, 3000, 10000 */
     uint32_t max_frame;                         /* 0: CR_FRAME_MAX_DEFAULT */
-    uint32_t keep_finished;      /* finished jobs kept (retention.c); 0: the default */
-    int64_t keep_finished_ms;    /* how long each is kept; 0: the default */
+    uint32_t keep_finished;   /* finished jobs kept (retention.c); 0: the default */
+    int64_t keep_finished_ms; /* how long each is kept; 0: the default */
 } head_opts_t;
 int head_main(const head_opts_t *o);
 /* The head without its session, token, listeners and signals, for

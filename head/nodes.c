@@ -718,7 +718,8 @@ static void fill_all_free(status_mem_t *m)
 
 static int by_node_id(const void *a, const void *b)
 {
-    return strcmp((*(Corral__NodeInfo *const *)a)->node_id, (*(Corral__NodeInfo *const *)b)->node_id);
+    return strcmp((*(Corral__NodeInfo *const *)a)->node_id,
+                  (*(Corral__NodeInfo *const *)b)->node_id);
 }
 
 /* One page (head/page.c), in node id order from the token's id on. */
@@ -744,7 +745,8 @@ void req_node_list(cr_conn_t *c, const Corral__Envelope *e)
         used += cost;
     }
     if (k == 0 && i < m->n) {
-        cr_conn_reply_error(c, e->id, CR_E2BIG, "node %s's record alone is larger than the frame limit",
+        cr_conn_reply_error(c, e->id, CR_E2BIG,
+                            "node %s's record alone is larger than the frame limit",
                             m->nip[i]->node_id);
         goto out;
     }

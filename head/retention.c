@@ -65,7 +65,7 @@ size_t jobs_retention(int64_t now_ms)
     }
     D.jobs.n = kept;
     if (gone)
-        cr_info("retention: %zu finished job(s) removed (keeping %u, each for %lld s)", gone,
-                keep, (long long)(age / 1000));
+        cr_info("retention: %zu finished job(s) removed (keeping %u, each for %lld s)", gone, keep,
+                (long long)(age / 1000));
     return gone;
 }

@@ -312,8 +312,9 @@ static void count_lost_output(wk_t *w, const Corral__WorkerReport *r)
     uint64_t was = w->output_lost;
     w->output_lost = lost > was ? lost : was; /* the files only grow over attempts */
     if (w->output_lost > was)
-        event("output_lost", w->job, "worker %d: %llu byte(s) of its output on node %s never reached the head",
-              w->index, (unsigned long long)(w->output_lost - was), w->node ? w->node->id : "?");
+        event("output_lost", w->job,
+              "worker %d: %llu byte(s) of its output on node %s never reached the head", w->index,
+              (unsigned long long)(w->output_lost - was), w->node ? w->node->id : "?");
 }
 
 void worker_ended(wk_t *w, const Corral__WorkerReport *r)

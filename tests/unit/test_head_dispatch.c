@@ -543,7 +543,8 @@ static void test_paged_lists(void **state)
 
     /* refused tokens: each an Error that says why */
     char expired[64];
-    snprintf(expired, sizeof(expired), "jobs.%s.3", strstr(tok, ".")[1] == '0' ? "ffffffff" : "00000000");
+    snprintf(expired, sizeof(expired), "jobs.%s.3",
+             strstr(tok, ".")[1] == '0' ? "ffffffff" : "00000000");
     const char *bad[] = {"nonsense", "events.00000000.1", expired, "jobs.12.3", "jobs.00000000."};
     const char *says[] = {"invalid continue token", "not one of a jobs listing", "has expired",
                           "invalid continue token", "invalid continue token"};
