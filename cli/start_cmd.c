@@ -18,9 +18,9 @@ static const char start_usage[] =
     "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
     "[--suspect-after-ms N] "
     "[--dead-after-ms N] [--keep-finished-jobs N] [--keep-finished-for DURATION] "
-    "[--max-frame BYTES] [--block]\n"
+    "[--max-frame BYTES] [--log-file PATH] [--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
-    "[--node-id ID] [--resources ...] [--labels ...] [--block]\n"
+    "[--node-id ID] [--resources ...] [--labels ...] [--log-file PATH] [--block]\n"
     "\n"
     "--head starts the cluster's head (corrald) on this node, in the background, and prints\n"
     "the command that joins an agent to it; --address joins this node to a head as an agent.\n"
@@ -36,6 +36,8 @@ static const char start_usage[] =
     "  --keep-finished-for D   and each for at most D (90s, 15m, 24h, 7d; default 24h)\n"
     "  --max-frame BYTES       the largest message the head takes or sends (default 16 MiB;\n"
     "                          at least 512 KiB); listings are paged to fit\n"
+    "  --log-file PATH         corrald's log (default: logs/corrald.log in its session), a\n"
+    "                          regular file of yours, never opened through a symlink\n"
     "  --block                 run in the foreground\n"
     "\n"
     "A head that is unreachable fails the join at once; 'corral stop' stops what started here.\n";
@@ -226,6 +228,7 @@ int cli_start(int argc, char **argv)
         CLI_CALL("keep-finished-jobs", opt_pass, &p),
         CLI_CALL("keep-finished-for", opt_pass, &p),
         CLI_CALL("max-frame", opt_pass, &p),
+        CLI_CALL("log-file", opt_pass, &p),
         CLI_FLAG("block", &block),
         CLI_END,
     };
@@ -443,6 +446,24 @@ int cli_stop(int argc, char **argv)
         }
         fprintf(stderr, "corral stop: unexpected argument '%s'\n%s", argv[1], stop_usage);
         return CLI_USAGE;
+    }
+    /* inside a worker (its job credential, no token file given): only the
+     * head is asked, which refuses a job credential a shutdown; nothing is
+     * signalled by pid */
+    const char *jt = getenv("CORRAL_JOB_TOKEN"), *tf = getenv("CORRAL_TOKEN_FILE");
+    if (jt && jt[0] && !(tf && tf[0])) {
+        corral_t *c;
+        char *msg = NULL;
+        if (corral_connect(NULL, NULL, &c, &msg) < 0) {
+            fprintf(stderr, "corral stop: %s\n", msg ? msg : "cannot reach the head");
+            free(msg);
+            return CLI_FAIL;
+        }
+        int err = corral_shutdown(c);
+        if (err < 0)
+            fprintf(stderr, "corral stop: %s\n", corral_errmsg(c));
+        corral_disconnect(c);
+        return err < 0 ? CLI_FAIL : CLI_OK;
     }
     const char *home = cr_corral_home();
     if (!home)

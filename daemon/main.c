@@ -15,9 +15,9 @@ static const char usage_line[] =
     "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
     "[--suspect-after-ms N] "
     "[--dead-after-ms N] [--keep-finished-jobs N] [--keep-finished-for DURATION] "
-    "[--max-frame BYTES] [--block]\n"
+    "[--max-frame BYTES] [--log-file PATH] [--block]\n"
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
-    "[--node-id ID] [--resources ...] [--labels ...]\n";
+    "[--node-id ID] [--resources ...] [--labels ...] [--log-file PATH]\n";
 
 static cr_node_t *node; /* this node, as discovered */
 static hw_options_t hwo;
@@ -152,9 +152,10 @@ int main(int argc, char **argv)
         {"heartbeat-ms", required_argument, 0, 'B'},
         {"suspect-after-ms", required_argument, 0, 'S'},
         {"dead-after-ms", required_argument, 0, 'X'},
-        {"max-frame", required_argument, 0, 'F'},
+        {"max-frame", required_argument, 0, 'M'},
         {"keep-finished-jobs", required_argument, 0, 'K'},
         {"keep-finished-for", required_argument, 0, 'A'},
+        {"log-file", required_argument, 0, 'F'},
         {"block", no_argument, 0, 'b'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -213,7 +214,7 @@ int main(int argc, char **argv)
             if (parse_u32("--dead-after-ms", optarg, 10, 3600000, &ho.dead_ms))
                 return 2;
             break;
-        case 'F': /* above the largest message corral sends whole (256 KiB of output) */
+        case 'M': /* above the largest message corral sends whole (256 KiB of output) */
             if (parse_u32("--max-frame", optarg, 1u << 19, 1u << 30, &ho.max_frame))
                 return 2;
             break;
@@ -224,6 +225,9 @@ int main(int argc, char **argv)
         case 'A':
             if (parse_duration("--keep-finished-for", optarg, &ho.keep_finished_ms))
                 return 2;
+            break;
+        case 'F':
+            ho.log_file = ao.log_file = optarg;
             break;
         case 'h':
             fputs(usage_line, stdout);

@@ -54,6 +54,13 @@ struct job {
     uint32_t master_port; /* distributed jobs: the rendezvous port of this start */
     uint32_t jax_port;    /* and JAX's coordinator's, another one */
     bool port_wait;       /* waiting for the port before starting the gang */
+    /* submitted in this turn and recorded in its open transaction, not yet
+     * committed: nothing of it starts before the commit (jobs_committed) */
+    bool uncommitted;
+    bool start_on_commit; /* placed at submit: its workers start at the commit */
+    /* a gang placed again after losing a node, when no node left can hold
+     * it, waits until then (cr_mono_ms) for one to rejoin (jobs_tick) */
+    int64_t rejoin_until_ms;
 };
 
 /* jobs.c */
