@@ -172,6 +172,16 @@ static void fwd_free(size_t i)
     A.fwd.v[i] = A.fwd.v[--A.fwd.n];
 }
 
+/* The sizes of f's files, for the head to count what never reached it. */
+static void fwd_sizes(const fwd_t *f, Corral__WorkerReport *r)
+{
+    uint64_t *out[2] = {&r->stdout_bytes, &r->stderr_bytes};
+    for (int s = 0; s < 2; s++) {
+        struct stat sb;
+        *out[s] = f->path[s] && stat(f->path[s], &sb) == 0 ? (uint64_t)sb.st_size : 0;
+    }
+}
+
 /* Ends f's forwarding (its worker exited): tells the exit, drops f. */
 static void fwd_end(size_t i)
 {
@@ -215,12 +225,13 @@ static void on_drain(cr_conn_t *c, void *data)
 
 /* r's worker exited: true when its output is still on the way (its
  * exit is told once it went), false when the caller tells it now. */
-static bool fwd_exit(const Corral__WorkerReport *r)
+static bool fwd_exit(Corral__WorkerReport *r)
 {
     for (size_t i = 0; i < A.fwd.n; i++) {
         fwd_t *f = &A.fwd.v[i];
         if (f->exit || strcmp(f->worker_id, r->worker_id) != 0)
             continue; /* (an earlier run of the same worker, still sending) */
+        fwd_sizes(f, r); /* final: the worker is gone */
         if (pump_one(f) && !A.stopping && A.conn && A.registered) {
             f->exit = report_copy(r);
             return true;
@@ -494,8 +505,9 @@ static void a_started(void *arg, const agent_started_t *s)
 
 static void a_exited(void *arg, const Corral__WorkerReport *r)
 {
-    if (!fwd_exit(r)) /* else its output reaches the head first, then worker_ended */
-        worker_ended(r);
+    Corral__WorkerReport x = *r; /* with its files' sizes */
+    if (!fwd_exit(&x))           /* else its output reaches the head first, then worker_ended */
+        worker_ended(&x);
 }
 
 static void worker_ended(const Corral__WorkerReport *r)

@@ -8,11 +8,12 @@
 #include <time.h>
 
 static const char job_usage[] =
-    "usage: corral job list [--json] | status JOB [--json] | stop JOB [--grace MS] | "
-    "logs [-f] JOB [--worker I]\n"
+    "usage: corral job list [--json] [--limit N [--continue TOKEN]] | status JOB [--json] | "
+    "stop JOB [--grace MS] | logs [-f] JOB [--worker I]\n"
     "\n"
     "  list          every job: JOB, STATE, EXIT (once ended), WORKERS, AGE, NODES, NAME,\n"
-    "                REASON (why a PENDING job waits)\n"
+    "                REASON (why a PENDING job waits); --limit N: one page of N, oldest\n"
+    "                first, and the command that shows the next (--continue TOKEN)\n"
     "  status JOB    one job and its workers: node, pid, devices, state, exit code, reason\n"
     "  stop JOB      stop it (SIGTERM, SIGKILL after --grace MS) and wait until it has ended\n"
     "  logs JOB      its output so far; -f follows until it ends; --worker I one worker's\n"
@@ -96,13 +97,15 @@ static void print_job_table(const corral_job_t *v, size_t n)
 }
 
 static int parse_common(int argc, char **argv, const char *usage, bool *json, unsigned *limit,
-                        unsigned *grace, unsigned *worker, bool *follow)
+                        const char **cont, unsigned *grace, unsigned *worker, bool *follow)
 {
-    cli_opt_t t[6];
+    cli_opt_t t[7];
     size_t n = 0;
     t[n++] = (cli_opt_t)CLI_FLAG("json", json);
     if (limit)
         t[n++] = (cli_opt_t)CLI_UINT("limit", limit, 0, 100000000);
+    if (cont)
+        t[n++] = (cli_opt_t)CLI_STR("continue", cont);
     if (grace)
         t[n++] = (cli_opt_t)CLI_UINT("grace", grace, 0, 100000000);
     if (worker)
@@ -151,6 +154,7 @@ static json_t *job_json(const corral_job_t *j)
         json_object_set_new(x, "restarts", json_integer(w->attempt));
         json_object_set_new(x, "devices", json_string(w->devices));
         json_object_set_new(x, "reason", json_string(w->reason));
+        json_object_set_new(x, "output_lost", json_integer((json_int_t)w->output_lost));
         json_array_append_new(ws, x);
     }
     json_object_set_new(o, "workers", ws);
@@ -176,6 +180,12 @@ static void job_print(const corral_job_t *j)
         if (w->attempt)
             printf("  restarted %u time(s)", w->attempt);
         printf("%s%s\n", w->reason[0] ? "  " : "", cli_esc(w->reason));
+        if (w->output_lost) {
+            char b[32];
+            cli_format_bytes(w->output_lost, b, sizeof(b));
+            printf("    output lost: %s (%llu bytes) its agent wrote never reached the head\n", b,
+                   (unsigned long long)w->output_lost);
+        }
     }
 }
 
@@ -200,9 +210,11 @@ int cli_job(int argc, char **argv)
     }
     const char *sub = argv[1];
     bool json = false;
-    unsigned grace = 0, worker = ~0u;
+    unsigned grace = 0, worker = ~0u, limit = 0;
+    const char *cont = NULL;
     bool follow = false;
-    int r = parse_common(argc - 1, argv + 1, job_usage, &json, NULL, &grace, &worker, &follow);
+    int r =
+        parse_common(argc - 1, argv + 1, job_usage, &json, &limit, &cont, &grace, &worker, &follow);
     if (r)
         return r < 0 ? CLI_OK : r;
     int npos = argc - 1 - optind;
@@ -210,10 +222,14 @@ int cli_job(int argc, char **argv)
     bool is_list = !strcmp(sub, "list"), is_status = !strcmp(sub, "status"),
          is_stop = !strcmp(sub, "stop"), is_logs = !strcmp(sub, "logs");
     bool known = is_list || is_status || is_stop || is_logs;
-    if (!known || npos != (is_list ? 0 : 1) || (follow && !is_logs)) {
+    bool paged = limit || cont;
+    if (!known || npos != (is_list ? 0 : 1) || (follow && !is_logs) || (paged && !is_list) ||
+        (cont && !limit)) {
         fprintf(stderr, "corral job: %s\n%s",
                 !known               ? "unknown subcommand"
                 : follow && !is_logs ? "-f goes with logs only"
+                : paged && !is_list  ? "--limit and --continue go with list only"
+                : cont && !limit     ? "--continue goes with --limit N"
                                      : "wrong number of arguments",
                 job_usage);
         return CLI_USAGE;
@@ -225,7 +241,10 @@ int cli_job(int argc, char **argv)
     if (is_list) {
         corral_job_t *v;
         size_t n;
-        if (corral_job_list(c, &v, &n) < 0) {
+        /* every page, or with --limit the one asked for */
+        corral_page_t page = {.limit = limit, .continue_token = cont};
+        if ((paged ? corral_job_list_page(c, NULL, 0, &page, &v, &n) : corral_job_list(c, &v, &n)) <
+            0) {
             fprintf(stderr, "corral job list: %s\n", corral_errmsg(c));
             goto out;
         }
@@ -238,6 +257,12 @@ int cli_job(int argc, char **argv)
         } else {
             print_job_table(v, n);
         }
+        if (page.next_token)
+            fprintf(stderr,
+                    "corral job list: %u more; the next page: corral job list --limit %u "
+                    "--continue %s\n",
+                    page.remaining, limit, page.next_token);
+        free(page.next_token);
         corral_job_list_free(v, n);
     } else if (is_status) {
         corral_job_t j;
@@ -342,7 +367,7 @@ static int status_or_nodes(int argc, char **argv, bool nodes)
 {
     const char *usage = nodes ? nodes_usage : status_usage, *cmd = nodes ? "nodes" : "status";
     bool json = false;
-    int r = parse_common(argc, argv, usage, &json, NULL, NULL, NULL, NULL);
+    int r = parse_common(argc, argv, usage, &json, NULL, NULL, NULL, NULL, NULL);
     if (r)
         return r < 0 ? CLI_OK : r;
     if (optind < argc) {
@@ -352,8 +377,10 @@ static int status_or_nodes(int argc, char **argv, bool nodes)
     corral_t *c = connect_or_say(cmd);
     if (!c)
         return CLI_FAIL;
-    corral_status_t s;
-    if (corral_status(c, &s) < 0) {
+    corral_status_t s = {0};
+    /* corral nodes pages through the NodeList answer (any number of
+     * nodes); status has them in its one answer */
+    if ((nodes ? corral_node_list(c, &s.nodes, &s.nnodes) : corral_status(c, &s)) < 0) {
         fprintf(stderr, "corral %s: %s\n", cmd, corral_errmsg(c));
         corral_disconnect(c);
         return CLI_FAIL;
@@ -385,6 +412,11 @@ static int status_or_nodes(int argc, char **argv, bool nodes)
                 for (size_t k = 0; k < s.nodes[i].nlabels; k++)
                     printf("  label %s\n", cli_esc(s.nodes[i].labels[k]));
         }
+    }
+    if (nodes) {
+        corral_node_list_free(s.nodes, s.nnodes);
+        s.nodes = NULL;
+        s.nnodes = 0;
     }
     corral_status_free(&s);
     corral_disconnect(c);
@@ -444,7 +476,7 @@ int cli_events(int argc, char **argv)
 {
     bool json = false, follow = false;
     unsigned limit = 0;
-    int r = parse_common(argc, argv, events_usage, &json, &limit, NULL, NULL, &follow);
+    int r = parse_common(argc, argv, events_usage, &json, &limit, NULL, NULL, NULL, &follow);
     if (r)
         return r < 0 ? CLI_OK : r;
     if (optind < argc) {

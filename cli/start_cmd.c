@@ -17,8 +17,9 @@ static const char start_usage[] =
     "usage: corral start --head [--hw-spec FILE] [--resources 'K=V,...'] [--labels 'k=v,...'] "
     "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
     "[--suspect-after-ms N] "
-    "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] [--log-file PATH] "
-    "[--block]\n"
+    "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] "
+    "[--keep-finished-jobs N] [--keep-finished-for DURATION] [--max-frame BYTES] "
+    "[--log-file PATH] [--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | --tls-ca F] "
     "[--log-file PATH] [--block]\n"
@@ -38,6 +39,11 @@ static const char start_usage[] =
     "                          session's self-signed one\n"
     "  --tls-fingerprint sha256:HEX   the head's certificate, pinned (the join command has it)\n"
     "  --tls-ca F              or: verify the head's certificate and name against this CA\n"
+    "  --keep-finished-jobs N  finished jobs the head keeps, with their workers, events and\n"
+    "                          output (default 10000); the oldest beyond are removed\n"
+    "  --keep-finished-for D   and each for at most D (90s, 15m, 24h, 7d; default 24h)\n"
+    "  --max-frame BYTES       the largest message the head takes or sends (default 16 MiB;\n"
+    "                          at least 512 KiB); listings are paged to fit\n"
     "  --log-file PATH         corrald's log (default: logs/corrald.log in its session), a\n"
     "                          regular file of yours, never opened through a symlink\n"
     "  --block                 run in the foreground\n"
@@ -183,7 +189,7 @@ static void end_child(pid_t pid)
 
 /* The options corrald takes as they are: passed on. */
 typedef struct passed {
-    const char *args[40];
+    const char *args[72];
     char names[24][24];
     int na, nn;
 } passed_t;
@@ -227,6 +233,9 @@ int cli_start(int argc, char **argv)
         CLI_CALL("heartbeat-ms", opt_pass, &p),
         CLI_CALL("suspect-after-ms", opt_pass, &p),
         CLI_CALL("dead-after-ms", opt_pass, &p),
+        CLI_CALL("keep-finished-jobs", opt_pass, &p),
+        CLI_CALL("keep-finished-for", opt_pass, &p),
+        CLI_CALL("max-frame", opt_pass, &p),
         CLI_CALL("log-file", opt_pass, &p),
         CLI_FLAG("block", &block),
         CLI_FLAG("tls", &tls),

@@ -648,6 +648,7 @@ static void job_from_info(corral_job_t *j, const Corral__JobInfo *in)
         w->exit_code = s->exit_code;
         w->signal = s->signal;
         w->attempt = s->attempt;
+        w->output_lost = s->output_lost;
         w->reason = cr_strdup(s->reason);
         cr_buf_t d = {0};
         for (size_t k = 0; k < s->n_devices; k++)
@@ -758,7 +759,15 @@ int corral_stop(corral_t *c, const char *job_id, unsigned grace_ms)
 typedef struct list_out {
     corral_job_t *v;
     size_t n;
+    corral_page_t *page;
 } list_out_t;
+
+/* A page's continuation: "" (the last page) as NULL. */
+static void page_out(corral_page_t *p, const char *token, uint32_t remaining)
+{
+    p->next_token = token && token[0] ? cr_strdup(token) : NULL;
+    p->remaining = remaining;
+}
 
 static int got_list(corral_t *c, const Corral__Envelope *e, void *arg)
 {
@@ -770,24 +779,86 @@ static int got_list(corral_t *c, const Corral__Envelope *e, void *arg)
     for (size_t i = 0; i < r->n_jobs; i++)
         job_from_info(&o->v[i], r->jobs[i]);
     o->n = r->n_jobs;
+    page_out(o->page, r->continue_token, r->remaining);
     return 1;
 }
 
-int corral_job_list(corral_t *c, corral_job_t **out, size_t *n)
+int corral_job_list_page(corral_t *c, const corral_job_state_t *states, size_t n_states,
+                         corral_page_t *page, corral_job_t **out, size_t *n)
 {
-    list_out_t o = {0};
+    list_out_t o = {.page = page};
+    page->next_token = NULL;
+    page->remaining = 0;
     Corral__JobList r = CORRAL__JOB_LIST__INIT;
+    Corral__JobState st[8];
+    if (n_states > CR_ARRAY_SIZE(st)) {
+        set_msg(c, "at most %zu states to list", CR_ARRAY_SIZE(st));
+        return CR_EINVAL;
+    }
+    for (size_t i = 0; i < n_states; i++)
+        st[i] = (Corral__JobState)states[i]; /* the same numbers */
+    r.states = st;
+    r.n_states = n_states;
+    r.limit = page->limit;
+    r.continue_token = (char *)(page->continue_token ? page->continue_token : "");
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_JOB_LIST;
     e.job_list = &r;
     int err = call(c, &e, got_list, &o);
     if (err < 0) {
         corral_job_list_free(o.v, o.n);
+        free(page->next_token);
+        page->next_token = NULL;
         o.v = NULL;
         o.n = 0;
     }
     *out = o.v;
     *n = o.n;
+    return err;
+}
+
+/* Appends m items of size sz at b to *v (n of them so far); frees b. */
+static void *append_items(void *v, size_t n, void *b, size_t m, size_t sz)
+{
+    v = cr_realloc(v, (n + m + 1) * sz);
+    memcpy((char *)v + n * sz, b, m * sz);
+    free(b);
+    return v;
+}
+
+int corral_job_list(corral_t *c, corral_job_t **out, size_t *n)
+{
+    corral_job_t *all = NULL;
+    size_t nall = 0;
+    char *token = NULL;
+    int err;
+    do {
+        corral_page_t p = {.continue_token = token};
+        corral_job_t *v;
+        size_t m;
+        err = corral_job_list_page(c, NULL, 0, &p, &v, &m);
+        free(token);
+        token = p.next_token;
+        if (err < 0)
+            break;
+        all = append_items(all, nall, v, m, sizeof(*all));
+        nall += m;
+        if (token && !m) { /* a head that pages always gives one */
+            set_msg(c, "the head sent an empty page with a continue token");
+            err = CR_EPARSE;
+            break;
+        }
+    } while (token);
+    free(token);
+    if (err < 0) {
+        corral_job_list_free(all, nall);
+        all = NULL;
+        nall = 0;
+    } else if (!all) {
+        all = cr_calloc(1, sizeof(*all));
+    }
+    *out = all;
+    *n = nall;
     return err;
 }
 
@@ -866,6 +937,21 @@ static void res_from(corral_resource_t **out, size_t *n, Corral__Quantity **tot,
 
 static const char *const node_state_names[] = {"UNKNOWN", "ALIVE", "SUSPECT", "DEAD"};
 
+static void node_from(corral_node_t *n, const Corral__NodeInfo *ni)
+{
+    n->node_id = cr_strdup(ni->node_id);
+    n->address = cr_strdup(ni->address);
+    n->state = cr_strdup((unsigned)ni->state < CR_ARRAY_SIZE(node_state_names)
+                             ? node_state_names[ni->state]
+                             : "UNKNOWN");
+    res_from(&n->res, &n->nres, ni->total, ni->n_total, ni->free, ni->n_free, ni->reported_free,
+             ni->n_reported_free);
+    n->labels = cr_calloc(ni->n_labels + 1, sizeof(*n->labels));
+    n->nlabels = ni->n_labels;
+    for (size_t k = 0; k < ni->n_labels; k++)
+        n->labels[k] = cr_asprintf("%s=%s", ni->labels[k]->key, ni->labels[k]->value);
+}
+
 static int got_status(corral_t *c, const Corral__Envelope *e, void *arg)
 {
     corral_status_t *s = arg;
@@ -878,21 +964,8 @@ static int got_status(corral_t *c, const Corral__Envelope *e, void *arg)
     res_from(&s->res, &s->nres, r->total, r->n_total, r->free, r->n_free, NULL, 0);
     s->nodes = cr_calloc(r->n_nodes + 1, sizeof(*s->nodes));
     s->nnodes = r->n_nodes;
-    for (size_t i = 0; i < r->n_nodes; i++) {
-        const Corral__NodeInfo *ni = r->nodes[i];
-        corral_node_t *n = &s->nodes[i];
-        n->node_id = cr_strdup(ni->node_id);
-        n->address = cr_strdup(ni->address);
-        n->state = cr_strdup((unsigned)ni->state < CR_ARRAY_SIZE(node_state_names)
-                                 ? node_state_names[ni->state]
-                                 : "UNKNOWN");
-        res_from(&n->res, &n->nres, ni->total, ni->n_total, ni->free, ni->n_free, ni->reported_free,
-                 ni->n_reported_free);
-        n->labels = cr_calloc(ni->n_labels + 1, sizeof(*n->labels));
-        n->nlabels = ni->n_labels;
-        for (size_t k = 0; k < ni->n_labels; k++)
-            n->labels[k] = cr_asprintf("%s=%s", ni->labels[k]->key, ni->labels[k]->value);
-    }
+    for (size_t i = 0; i < r->n_nodes; i++)
+        node_from(&s->nodes[i], r->nodes[i]);
     return 1;
 }
 
@@ -903,20 +976,110 @@ static void res_free(corral_resource_t *r, size_t n)
     free(r);
 }
 
+static void node_fini(corral_node_t *n)
+{
+    free(n->node_id);
+    free(n->address);
+    free(n->state);
+    res_free(n->res, n->nres);
+    for (size_t k = 0; k < n->nlabels; k++)
+        free(n->labels[k]);
+    free(n->labels);
+}
+
+void corral_node_list_free(corral_node_t *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        node_fini(&v[i]);
+    free(v);
+}
+
+typedef struct node_out {
+    corral_node_t *v;
+    size_t n;
+    corral_page_t *page;
+} node_out_t;
+
+static int got_node_list(corral_t *c, const Corral__Envelope *e, void *arg)
+{
+    node_out_t *o = arg;
+    if (expect(c, e, CORRAL__ENVELOPE__BODY_NODE_LIST_REPLY) < 0)
+        return 1;
+    const Corral__NodeListReply *r = e->node_list_reply;
+    o->v = cr_calloc(r->n_nodes + 1, sizeof(*o->v));
+    for (size_t i = 0; i < r->n_nodes; i++)
+        node_from(&o->v[i], r->nodes[i]);
+    o->n = r->n_nodes;
+    page_out(o->page, r->continue_token, r->remaining);
+    return 1;
+}
+
+int corral_node_list_page(corral_t *c, corral_page_t *page, corral_node_t **out, size_t *n)
+{
+    node_out_t o = {.page = page};
+    page->next_token = NULL;
+    page->remaining = 0;
+    Corral__NodeList r = CORRAL__NODE_LIST__INIT;
+    r.limit = page->limit;
+    r.continue_token = (char *)(page->continue_token ? page->continue_token : "");
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_NODE_LIST;
+    e.node_list = &r;
+    int err = call(c, &e, got_node_list, &o);
+    if (err < 0) {
+        corral_node_list_free(o.v, o.n);
+        free(page->next_token);
+        page->next_token = NULL;
+        o.v = NULL;
+        o.n = 0;
+    }
+    *out = o.v;
+    *n = o.n;
+    return err;
+}
+
+int corral_node_list(corral_t *c, corral_node_t **out, size_t *n)
+{
+    corral_node_t *all = NULL;
+    size_t nall = 0;
+    char *token = NULL;
+    int err;
+    do {
+        corral_page_t p = {.continue_token = token};
+        corral_node_t *v;
+        size_t m;
+        err = corral_node_list_page(c, &p, &v, &m);
+        free(token);
+        token = p.next_token;
+        if (err < 0)
+            break;
+        all = append_items(all, nall, v, m, sizeof(*all));
+        nall += m;
+        if (token && !m) {
+            set_msg(c, "the head sent an empty page with a continue token");
+            err = CR_EPARSE;
+            break;
+        }
+    } while (token);
+    free(token);
+    if (err < 0) {
+        corral_node_list_free(all, nall);
+        all = NULL;
+        nall = 0;
+    } else if (!all) {
+        all = cr_calloc(1, sizeof(*all));
+    }
+    *out = all;
+    *n = nall;
+    return err;
+}
+
 void corral_status_free(corral_status_t *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < s->nnodes; i++) {
-        corral_node_t *n = &s->nodes[i];
-        free(n->node_id);
-        free(n->address);
-        free(n->state);
-        res_free(n->res, n->nres);
-        for (size_t k = 0; k < n->nlabels; k++)
-            free(n->labels[k]);
-        free(n->labels);
-    }
+    for (size_t i = 0; i < s->nnodes; i++)
+        node_fini(&s->nodes[i]);
     free(s->nodes);
     res_free(s->res, s->nres);
     free(s->head_address);
@@ -939,6 +1102,7 @@ int corral_status(corral_t *c, corral_status_t *out)
 typedef struct ev_out {
     corral_event_t *v;
     size_t n;
+    corral_page_t *page;
 } ev_out_t;
 
 static void event_from(corral_event_t *o, const Corral__Event *ev)
@@ -961,6 +1125,7 @@ static int got_events(corral_t *c, const Corral__Envelope *e, void *arg)
     o->n = r->n_events;
     for (size_t i = 0; i < r->n_events; i++)
         event_from(&o->v[i], r->events[i]);
+    page_out(o->page, r->continue_token, r->remaining);
     return 1;
 }
 
@@ -975,23 +1140,66 @@ void corral_events_free(corral_event_t *v, size_t n)
     free(v);
 }
 
-int corral_events(corral_t *c, uint64_t since_seq, unsigned limit, corral_event_t **out, size_t *n)
+int corral_events_page(corral_t *c, uint64_t since_seq, unsigned newest, corral_page_t *page,
+                       corral_event_t **out, size_t *n)
 {
-    ev_out_t o = {0};
+    ev_out_t o = {.page = page};
+    page->next_token = NULL;
+    page->remaining = 0;
     Corral__EventsRequest r = CORRAL__EVENTS_REQUEST__INIT;
     r.since_seq = since_seq;
-    r.limit = limit;
+    r.limit = newest;
+    r.page_limit = page->limit;
+    r.continue_token = (char *)(page->continue_token ? page->continue_token : "");
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_EVENTS_REQUEST;
     e.events_request = &r;
     int err = call(c, &e, got_events, &o);
     if (err < 0) {
         corral_events_free(o.v, o.n);
+        free(page->next_token);
+        page->next_token = NULL;
         o.v = NULL;
         o.n = 0;
     }
     *out = o.v;
     *n = o.n;
+    return err;
+}
+
+int corral_events(corral_t *c, uint64_t since_seq, unsigned limit, corral_event_t **out, size_t *n)
+{
+    corral_event_t *all = NULL;
+    size_t nall = 0;
+    char *token = NULL;
+    int err;
+    do {
+        corral_page_t p = {.continue_token = token};
+        corral_event_t *v;
+        size_t m;
+        err = corral_events_page(c, since_seq, limit, &p, &v, &m);
+        free(token);
+        token = p.next_token;
+        if (err < 0)
+            break;
+        all = append_items(all, nall, v, m, sizeof(*all));
+        nall += m;
+        if (token && !m) { /* a head that pages always gives one */
+            set_msg(c, "the head sent an empty page with a continue token");
+            err = CR_EPARSE;
+            break;
+        }
+    } while (token);
+    free(token);
+    if (err < 0) {
+        corral_events_free(all, nall);
+        all = NULL;
+        nall = 0;
+    } else if (!all) {
+        all = cr_calloc(1, sizeof(*all));
+    }
+    *out = all;
+    *n = nall;
     return err;
 }
 
@@ -1358,6 +1566,7 @@ int corral_pg_remove_many(corral_t *c, const char *const *ids_or_names, size_t n
 typedef struct pg_out {
     corral_pg_t *v;
     size_t n;
+    corral_page_t *page;
 } pg_out_t;
 
 static int got_pg_list(corral_t *c, const Corral__Envelope *e, void *arg)
@@ -1370,24 +1579,67 @@ static int got_pg_list(corral_t *c, const Corral__Envelope *e, void *arg)
     for (size_t i = 0; i < r->n_groups; i++)
         pg_from(&o->v[i], r->groups[i]);
     o->n = r->n_groups;
+    page_out(o->page, r->continue_token, r->remaining);
     return 1;
 }
 
-int corral_pg_list(corral_t *c, corral_pg_t **out, size_t *n)
+int corral_pg_list_page(corral_t *c, corral_page_t *page, corral_pg_t **out, size_t *n)
 {
-    pg_out_t o = {0};
+    pg_out_t o = {.page = page};
+    page->next_token = NULL;
+    page->remaining = 0;
     Corral__PgList r = CORRAL__PG_LIST__INIT;
+    r.limit = page->limit;
+    r.continue_token = (char *)(page->continue_token ? page->continue_token : "");
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_PG_LIST;
     e.pg_list = &r;
     int err = call(c, &e, got_pg_list, &o);
     if (err < 0) {
         corral_pg_list_free(o.v, o.n);
+        free(page->next_token);
+        page->next_token = NULL;
         o.v = NULL;
         o.n = 0;
     }
     *out = o.v;
     *n = o.n;
+    return err;
+}
+
+int corral_pg_list(corral_t *c, corral_pg_t **out, size_t *n)
+{
+    corral_pg_t *all = NULL;
+    size_t nall = 0;
+    char *token = NULL;
+    int err;
+    do {
+        corral_page_t p = {.continue_token = token};
+        corral_pg_t *v;
+        size_t m;
+        err = corral_pg_list_page(c, &p, &v, &m);
+        free(token);
+        token = p.next_token;
+        if (err < 0)
+            break;
+        all = append_items(all, nall, v, m, sizeof(*all));
+        nall += m;
+        if (token && !m) { /* a head that pages always gives one */
+            set_msg(c, "the head sent an empty page with a continue token");
+            err = CR_EPARSE;
+            break;
+        }
+    } while (token);
+    free(token);
+    if (err < 0) {
+        corral_pg_list_free(all, nall);
+        all = NULL;
+        nall = 0;
+    } else if (!all) {
+        all = cr_calloc(1, sizeof(*all));
+    }
+    *out = all;
+    *n = nall;
     return err;
 }
 

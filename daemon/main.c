@@ -14,8 +14,9 @@ static const char usage_line[] =
     "usage: corrald --head [--hw-spec FILE] [--resources 'K=V,...'] [--labels 'k=v,...'] "
     "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
     "[--suspect-after-ms N] "
-    "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] [--log-file PATH] "
-    "[--block]\n"
+    "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] "
+    "[--keep-finished-jobs N] [--keep-finished-for DURATION] [--max-frame BYTES] "
+    "[--log-file PATH] [--block]\n"
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | "
     "--tls-ca F] [--log-file PATH]\n";
@@ -86,6 +87,28 @@ static void usage_error(const char *fmt, const char *arg)
     fprintf(stderr, "\n%s", usage_line);
 }
 
+/* "90" (seconds), "90s", "15m", "24h", "7d" into milliseconds. */
+static int parse_duration(const char *opt, const char *s, int64_t *out)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    int64_t unit = 1000;
+    if (*end && !end[1])
+        unit = *end == 's'   ? 1000
+               : *end == 'm' ? 60000
+               : *end == 'h' ? 3600000
+               : *end == 'd' ? 86400000
+                             : 0;
+    if (!s[0] || end == s || v < 1 || v > 36500LL * 86400 || !unit || (*end && end[1])) {
+        fprintf(stderr,
+                "corrald: %s: expected a duration such as 90s, 15m, 24h or 7d, got '%s'\n%s", opt,
+                s, usage_line);
+        return 2;
+    }
+    *out = (int64_t)v * unit;
+    return 0;
+}
+
 static int parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
     char *end;
@@ -131,6 +154,9 @@ int main(int argc, char **argv)
         {"heartbeat-ms", required_argument, 0, 'B'},
         {"suspect-after-ms", required_argument, 0, 'S'},
         {"dead-after-ms", required_argument, 0, 'X'},
+        {"max-frame", required_argument, 0, 'M'},
+        {"keep-finished-jobs", required_argument, 0, 'J'},
+        {"keep-finished-for", required_argument, 0, 'G'},
         {"log-file", required_argument, 0, 'F'},
         {"block", no_argument, 0, 'b'},
         {"tls", no_argument, 0, 'T'},
@@ -212,6 +238,18 @@ int main(int argc, char **argv)
             break;
         case 'X':
             if (parse_u32("--dead-after-ms", optarg, 10, 3600000, &ho.dead_ms))
+                return 2;
+            break;
+        case 'M': /* above the largest message corral sends whole (256 KiB of output) */
+            if (parse_u32("--max-frame", optarg, 1u << 19, 1u << 30, &ho.max_frame))
+                return 2;
+            break;
+        case 'J':
+            if (parse_u32("--keep-finished-jobs", optarg, 1, 100000000, &ho.keep_finished))
+                return 2;
+            break;
+        case 'G':
+            if (parse_duration("--keep-finished-for", optarg, &ho.keep_finished_ms))
                 return 2;
             break;
         case 'F':

@@ -47,18 +47,27 @@ void event_node(const char *kind, const node_t *n, const char *fmt, ...)
 void req_events(cr_conn_t *c, const Corral__Envelope *e)
 {
     const Corral__EventsRequest *q = e->events_request;
+    char msg[256], token[64] = "";
+    int64_t from;
+    int err = page_parse_id(q->continue_token, "events", &from, msg, sizeof(msg));
+    if (err < 0) {
+        cr_conn_reply_error(c, e->id, err, "%s", msg);
+        return;
+    }
+    int64_t after = from ? from - 1 : (int64_t)q->since_seq;
     cr_state_event_t *v = NULL;
     size_t n = 0;
-    int err = cr_state_event_list(D.st, (int64_t)q->since_seq, 0, &v, &n);
-    if (err < 0) {
+    if ((err = cr_state_event_list(D.st, after, 0, &v, &n)) < 0) {
         cr_conn_reply_error(c, e->id, err, "%s", cr_state_errmsg(D.st));
         return;
     }
-    size_t first = q->limit && n > q->limit ? n - q->limit : 0; /* the newest */
+    /* the newest limit; a later page (a token) goes on to the end */
+    size_t first = !from && q->limit && n > q->limit ? n - q->limit : 0;
     Corral__Event *evs = cr_calloc(n + 1, sizeof(*evs));
     Corral__Event **p = cr_calloc(n + 1, sizeof(*p));
     char(*ids)[24] = cr_calloc(n + 1, sizeof(*ids));
-    for (size_t i = first; i < n; i++) {
+    size_t budget = page_budget(), used = 0, i;
+    for (i = first; i < n; i++) {
         Corral__Event *ev = &evs[i - first];
         corral__event__init(ev);
         ev->seq = (uint64_t)v[i].id;
@@ -69,17 +78,30 @@ void req_events(cr_conn_t *c, const Corral__Envelope *e)
         ev->job_id = ids[i];
         ev->node_id = v[i].node_id ? v[i].node_id : "";
         ev->message = v[i].message ? v[i].message : "";
+        size_t cost = page_item_cost(corral__event__get_packed_size(ev));
+        if ((used + cost > budget || (q->page_limit && i - first == q->page_limit)) && i > first)
+            break; /* (events are bounded far below a frame: the first always fits) */
+        used += cost;
         p[i - first] = ev;
+    }
+    if (i < n && !q->follow) {
+        char key[24];
+        snprintf(key, sizeof(key), "%lld", (long long)v[i].id);
+        page_token("events", key, token, sizeof(token));
     }
     Corral__EventList r = CORRAL__EVENT_LIST__INIT;
     r.events = p;
-    r.n_events = n - first;
+    r.n_events = i - first;
+    r.continue_token = token;
+    r.remaining = q->follow ? 0 : (uint32_t)(n - i);
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_EVENT_LIST;
     a.event_list = &r;
     reply(c, e, &a);
-    if (q->follow) /* then each new event, pushed by daemon/follow.c */
-        follow_events_add(c, e->id, n ? (uint64_t)v[n - 1].id : q->since_seq);
+    /* then each new event (and, following, the rest of a long backlog),
+     * pushed by head/follow.c */
+    if (q->follow)
+        follow_events_add(c, e->id, i > 0 ? (uint64_t)v[i - 1].id : (uint64_t)after);
     free(ids);
     free(p);
     free(evs);

@@ -16,6 +16,8 @@
  *   workers.c    a job's workers on their nodes and what agents say of them
  *   logs.c       a job's output: JobLogs, forwarded output, follow ops
  *   recover.c    a new head taking over the state of one that died
+ *   retention.c  finished jobs removed past their count and age
+ *   page.c       paged listings: the page budget, continue tokens
  *   dispatch.c   the message tables of clients and agents, status, stop
  *   server.c     corrald --head: set-up, the loop's callbacks, tear-down
  *   session.c    the head's session directory, token and TLS certificate
@@ -140,6 +142,9 @@ typedef struct head {
     /* jobs.c */
     CR_VEC(job_t *) jobs;
     CR_VEC(job_t *) pending; /* waiting for resources, in arrival order */
+    uint32_t keep_finished;  /* retention.c: finished jobs kept */
+    int64_t keep_finished_ms; /* and for how long after they finished */
+    int64_t retention_last_ms;
     /* pgs.c */
     CR_VEC(pg_t *) pgs;
 } head_t;
@@ -150,6 +155,9 @@ extern head_t D;
 void db_check(int err);
 void reply(cr_conn_t *c, const Corral__Envelope *req, Corral__Envelope *ans);
 void reply_ack(cr_conn_t *c, const Corral__Envelope *req);
+/* Sends ans as the answer to request id; an answer above the frame limit
+ * becomes an Error reply that says so (never a silent drop). */
+int reply_to(cr_conn_t *c, uint64_t id, Corral__Envelope *ans);
 /* A turn's group commit: head_batch opens it for the work of this turn
  * (a message, a worker exit, a timer); what is sent meanwhile is held
  * until the commit when the loop is about to wait. head_batch_fini
@@ -170,6 +178,22 @@ bool head_refuse_write(cr_conn_t *c, const Corral__Envelope *e);
 /* From the tick: while the state store fails, a commit tried again now
  * and then (the watch's resync writes what the head holds). */
 void head_store_retry(void);
+
+/* ------------------------------------------------------------- page.c */
+/* Paged listings (docs/protocol.md "Paged listings"). page_budget: the
+ * bytes the items of one reply may take (the frame limit less room for
+ * the rest); page_item_cost: what an item of packed bytes costs in it.
+ * page_token writes the continue token of listing kind whose next page
+ * starts at key; page_parse reads one back into key ("" for no token: from
+ * the start), or fails with CR_EINVAL and why in msg for a malformed
+ * token, one of another listing or one of an earlier head (expired).
+ * page_parse_id: the same for a numeric key (job, group, event ids). */
+size_t page_budget(void);
+size_t page_item_cost(size_t packed);
+void page_token(const char *kind, const char *key, char *buf, size_t size);
+int page_parse(const char *token, const char *kind, char *key, size_t keysize, char *msg,
+               size_t size);
+int page_parse_id(const char *token, const char *kind, int64_t *id, char *msg, size_t size);
 
 /* ----------------------------------------------------------- events.c */
 /* An event: of a job (job_id, 0 none) on node, of the cluster on the
@@ -297,6 +321,14 @@ size_t jobs_count(cr_job_state_t s);
 bool jobs_scope_current(const cr_job_scope_t *s, char *why, size_t size);
 /* the watch's node_lost and group_removed for jobs */
 void jobs_node_lost(node_t *n, const char *why);
+#define CR_KEEP_FINISHED_DEFAULT 10000u
+#define CR_KEEP_FINISHED_MS_DEFAULT (24 * 3600 * 1000LL) /* a day */
+/* Retention (retention.c, docs/runtime.md "Retention"): once a second at
+ * most, removes the finished jobs beyond D.keep_finished (the oldest
+ * first) and those finished more than D.keep_finished_ms ago, with their
+ * workers, events and output files, from memory and state.db. A job that
+ * is not final is never removed. Returns how many went. */
+size_t jobs_retention(int64_t now_ms);
 void jobs_group_removed(pg_t *g);
 /* What an agent says of workers (workers.c): on n's connection ... */
 void workers_started_msg(node_t *n, const Corral__WorkerStarted *s);
@@ -328,6 +360,9 @@ typedef struct head_opts {
      * and key given (PEM files) instead of the session's own */
     int tls;
     const char *tls_cert, *tls_key;
+    uint32_t max_frame;                         /* 0: CR_FRAME_MAX_DEFAULT */
+    uint32_t keep_finished;   /* finished jobs kept (retention.c); 0: the default */
+    int64_t keep_finished_ms; /* how long each is kept; 0: the default */
 } head_opts_t;
 int head_main(const head_opts_t *o);
 /* The head without its session, token, listeners and signals, for

@@ -823,6 +823,7 @@ static void info_fill(const job_t *j, Corral__JobInfo *info, info_mem_t *m)
         s->signal = w->signal;
         s->attempt = (uint32_t)w->attempt;
         s->reason = w->reason ? w->reason : "";
+        s->output_lost = w->output_lost;
         s->devices = &m->devs[(size_t)i * MAX_DEVS];
         for (size_t k = 0; k < w->ndevs; k++)
             s->devices[k] = (uint32_t)w->devs[k];
@@ -851,10 +852,7 @@ static void send_job_info(cr_conn_t *c, uint64_t id, void *key)
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_JOB_INFO;
     a.job_info = &info;
-    a.reply_to = id;
-    int err = cr_conn_send(c, &a);
-    if (err < 0)
-        cr_warn("reply to %s: %s", cr_conn_peer(c), cr_strerror(err));
+    reply_to(c, id, &a);
     info_fini(&m);
 }
 
@@ -876,36 +874,73 @@ void req_job_status(cr_conn_t *c, const Corral__Envelope *e)
     send_job_info(c, e->id, j);
 }
 
+static bool list_wants(const Corral__JobList *q, const job_t *j)
+{
+    bool want = q->n_states == 0;
+    for (size_t s = 0; s < q->n_states; s++)
+        want |= q->states[s] == job_state_proto[j->state];
+    return want;
+}
+
+/* One page (head/page.c): the jobs of the asked states from the token's
+ * id on, in id order, as many as limit allows and one frame holds. */
 void req_job_list(cr_conn_t *c, const Corral__Envelope *e)
 {
     const Corral__JobList *q = e->job_list;
-    size_t n = D.jobs.n;
-    Corral__JobInfo *infos = cr_calloc(n + 1, sizeof(*infos));
-    Corral__JobInfo **ptrs = cr_calloc(n + 1, sizeof(*ptrs));
-    info_mem_t *mem = cr_calloc(n + 1, sizeof(*mem));
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
+    char msg[256], token[64] = "";
+    int64_t from;
+    int err = page_parse_id(q->continue_token, "jobs", &from, msg, sizeof(msg));
+    if (err < 0) {
+        cr_conn_reply_error(c, e->id, err, "%s", msg);
+        return;
+    }
+    size_t n = D.jobs.n, i = 0;
+    while (i < n && D.jobs.v[i]->id < from) /* D.jobs is in id order */
+        i++;
+    size_t cap = q->limit && q->limit < n - i ? q->limit : n - i;
+    Corral__JobInfo *infos = cr_calloc(cap + 1, sizeof(*infos));
+    Corral__JobInfo **ptrs = cr_calloc(cap + 1, sizeof(*ptrs));
+    info_mem_t *mem = cr_calloc(cap + 1, sizeof(*mem));
+    size_t k = 0, budget = page_budget(), used = 0;
+    for (; i < n && k < cap; i++) {
         const job_t *j = D.jobs.v[i];
-        bool want = q->n_states == 0;
-        for (size_t s = 0; s < q->n_states; s++)
-            want |= q->states[s] == job_state_proto[j->state];
-        if (!want)
+        if (!list_wants(q, j))
             continue;
         info_fill(j, &infos[k], &mem[k]);
         infos[k].spec = NULL; /* listings stay small */
+        size_t cost = page_item_cost(corral__job_info__get_packed_size(&infos[k]));
+        if (used + cost > budget) {
+            info_fini(&mem[k]);
+            if (k == 0) { /* it can never be listed: say so rather than loop */
+                cr_conn_reply_error(c, e->id, CR_E2BIG,
+                                    "job %s's record alone is larger than the frame limit",
+                                    j->idstr);
+                goto out;
+            }
+            break;
+        }
+        used += cost;
         ptrs[k] = &infos[k];
         k++;
     }
-    size_t first = q->limit && k > q->limit ? k - q->limit : 0; /* the newest */
+    uint32_t remaining = 0;
+    for (size_t r = i; r < n; r++)
+        if (list_wants(q, D.jobs.v[r])) {
+            if (!remaining++)
+                page_token("jobs", D.jobs.v[r]->idstr, token, sizeof(token));
+        }
     Corral__JobListReply r = CORRAL__JOB_LIST_REPLY__INIT;
-    r.jobs = ptrs + first;
-    r.n_jobs = k - first;
+    r.jobs = ptrs;
+    r.n_jobs = k;
+    r.continue_token = token;
+    r.remaining = remaining;
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_JOB_LIST_REPLY;
     a.job_list_reply = &r;
     reply(c, e, &a);
-    for (size_t i = 0; i < k; i++)
-        info_fini(&mem[i]);
+out:
+    for (size_t x = 0; x < k; x++)
+        info_fini(&mem[x]);
     free(mem);
     free(ptrs);
     free(infos);

@@ -25,6 +25,7 @@ struct wk {
     int attempt;               /* restarts of this worker so far: CORRAL_RESTART_COUNT */
     bool restart_due;          /* to be started again when the backoff ends */
     char cause[96];            /* why it is restarted, for the event */
+    uint64_t output_lost;      /* bytes its remote agent wrote that never came */
 };
 
 struct job {

@@ -746,16 +746,52 @@ static void fill_all_free(status_mem_t *m)
     free(m);
 }
 
+static int by_node_id(const void *a, const void *b)
+{
+    return strcmp((*(Corral__NodeInfo *const *)a)->node_id,
+                  (*(Corral__NodeInfo *const *)b)->node_id);
+}
+
+/* One page (head/page.c), in node id order from the token's id on. */
 void req_node_list(cr_conn_t *c, const Corral__Envelope *e)
 {
-    status_mem_t *m = fill_all(e->node_list->with_json);
+    const Corral__NodeList *q = e->node_list;
+    char msg[256], from[512], token[600] = "";
+    int err = page_parse(q->continue_token, "nodes", from, sizeof(from), msg, sizeof(msg));
+    if (err < 0) {
+        cr_conn_reply_error(c, e->id, err, "%s", msg);
+        return;
+    }
+    status_mem_t *m = fill_all(q->with_json);
+    qsort(m->nip, m->n, sizeof(*m->nip), by_node_id);
+    size_t i = 0, k = 0, budget = page_budget(), used = 0;
+    while (i < m->n && strcmp(m->nip[i]->node_id, from) < 0)
+        i++;
+    Corral__NodeInfo **page = m->nip + i;
+    for (; i < m->n && (!q->limit || k < q->limit); i++, k++) {
+        size_t cost = page_item_cost(corral__node_info__get_packed_size(m->nip[i]));
+        if (used + cost > budget)
+            break;
+        used += cost;
+    }
+    if (k == 0 && i < m->n) {
+        cr_conn_reply_error(c, e->id, CR_E2BIG,
+                            "node %s's record alone is larger than the frame limit",
+                            m->nip[i]->node_id);
+        goto out;
+    }
+    if (i < m->n)
+        page_token("nodes", m->nip[i]->node_id, token, sizeof(token));
     Corral__NodeListReply r = CORRAL__NODE_LIST_REPLY__INIT;
-    r.nodes = m->nip;
-    r.n_nodes = m->n;
+    r.nodes = page;
+    r.n_nodes = k;
+    r.continue_token = token;
+    r.remaining = (uint32_t)(m->n - i);
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_NODE_LIST_REPLY;
     a.node_list_reply = &r;
     reply(c, e, &a);
+out:
     fill_all_free(m);
 }
 

@@ -811,29 +811,64 @@ static void h_remove(cr_conn_t *c, const Corral__Envelope *e)
     head_retry();
 }
 
+/* One page (head/page.c): the groups not removed, in id order from the
+ * token's id on (D.pgs is in id order). */
 static void h_list(cr_conn_t *c, const Corral__Envelope *e)
 {
-    size_t n = D.pgs.n;
-    Corral__PgInfo *infos = cr_calloc(n + 1, sizeof(*infos));
-    Corral__PgInfo **ptrs = cr_calloc(n + 1, sizeof(*ptrs));
-    info_mem_t *mem = cr_calloc(n + 1, sizeof(*mem));
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
+    const Corral__PgList *q = e->pg_list;
+    char msg[256], token[64] = "";
+    int64_t from;
+    int err = page_parse_id(q->continue_token, "groups", &from, msg, sizeof(msg));
+    if (err < 0) {
+        cr_conn_reply_error(c, e->id, err, "%s", msg);
+        return;
+    }
+    size_t n = D.pgs.n, i = 0;
+    while (i < n && D.pgs.v[i]->id < from)
+        i++;
+    size_t cap = q->limit && q->limit < n - i ? q->limit : n - i;
+    Corral__PgInfo *infos = cr_calloc(cap + 1, sizeof(*infos));
+    Corral__PgInfo **ptrs = cr_calloc(cap + 1, sizeof(*ptrs));
+    info_mem_t *mem = cr_calloc(cap + 1, sizeof(*mem));
+    size_t k = 0, budget = page_budget(), used = 0;
+    for (; i < n && k < cap; i++) {
         if (D.pgs.v[i]->state == CORRAL__PG_STATE__PG_REMOVED)
             continue;
         info_fill(D.pgs.v[i], &infos[k], &mem[k]);
+        size_t cost = page_item_cost(corral__pg_info__get_packed_size(&infos[k]));
+        if (used + cost > budget) {
+            info_fini(&mem[k]);
+            if (k == 0) {
+                cr_conn_reply_error(c, e->id, CR_E2BIG,
+                                    "group %s's record alone is larger than the frame limit",
+                                    D.pgs.v[i]->idstr);
+                goto out;
+            }
+            break;
+        }
+        used += cost;
         ptrs[k] = &infos[k];
         k++;
     }
+    uint32_t remaining = 0;
+    for (size_t x = i; x < n; x++)
+        if (D.pgs.v[x]->state != CORRAL__PG_STATE__PG_REMOVED && !remaining++) {
+            char key[24]; /* the number: idstr is "pg<id>" */
+            snprintf(key, sizeof(key), "%lld", (long long)D.pgs.v[x]->id);
+            page_token("groups", key, token, sizeof(token));
+        }
     Corral__PgListReply r = CORRAL__PG_LIST_REPLY__INIT;
     r.groups = ptrs;
     r.n_groups = k;
+    r.continue_token = token;
+    r.remaining = remaining;
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_PG_LIST_REPLY;
     a.pg_list_reply = &r;
     reply(c, e, &a);
-    for (size_t i = 0; i < k; i++)
-        info_fini(&mem[i]);
+out:
+    for (size_t x = 0; x < k; x++)
+        info_fini(&mem[x]);
     free(mem);
     free(ptrs);
     free(infos);

@@ -62,6 +62,7 @@ static void on_tick(uv_timer_t *t)
     nodes_tick();
     pgs_tick();
     jobs_tick();
+    jobs_retention(cr_wall_ms());
 }
 
 void head_conn_closed(cr_conn_t *c)
@@ -313,6 +314,8 @@ int head_main(const head_opts_t *o)
                         .seed = (uint64_t)getpid()};
     if (head_core_init(&core) < 0)
         goto out;
+    D.keep_finished = o->keep_finished;
+    D.keep_finished_ms = o->keep_finished_ms;
     /* the session once the node is known (a bad spec does not move
      * session_latest); an unwritable CORRAL_HOME is still reported at start */
     if (session_make() < 0)
@@ -351,8 +354,11 @@ int head_main(const head_opts_t *o)
     uv_loop_init(&D.loop);
     char name[160];
     snprintf(name, sizeof(name), "corrald:%.128s:%d", node_name(), (int)getpid());
-    cr_net_config_t nc = {
-        .token = token, .name = name, .tls_cert_pem = tls_cert, .tls_key_pem = tls_key};
+    cr_net_config_t nc = {.token = token,
+                          .name = name,
+                          .max_frame = o->max_frame,
+                          .tls_cert_pem = tls_cert,
+                          .tls_key_pem = tls_key};
     cr_net_callbacks_t cb = {
         .on_ready = on_ready, .on_message = on_message, .on_close = on_close, .on_drain = on_drain};
     D.net = cr_net_new(&D.loop, &nc, &cb, NULL);

@@ -211,6 +211,7 @@ enum stmt_id {
     S_EVENT_INSERT,
     S_EVENT_LIST,
     S_EVENT_TRIM,
+    S_EVENT_DELETE_ORPHANS,
     S__COUNT
 };
 
@@ -272,6 +273,8 @@ static const char *const stmt_sql[S__COUNT] = {
                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [S_EVENT_LIST] = "SELECT " EVENT_COLS " FROM events WHERE id > ?1 ORDER BY id LIMIT ?2",
     [S_EVENT_TRIM] = "DELETE FROM events WHERE id <= ?1",
+    [S_EVENT_DELETE_ORPHANS] = "DELETE FROM events WHERE job_id IS NOT NULL AND job_id NOT IN "
+                               "(SELECT id FROM jobs)",
 };
 
 struct cr_state {
@@ -1530,6 +1533,15 @@ int cr_state_event_trim(cr_state_t *st, int64_t up_to_id)
         return err;
     sqlite3_bind_int64(s, 1, up_to_id);
     return run(st, s, false, "trimming the event log");
+}
+
+int cr_state_event_delete_orphans(cr_state_t *st)
+{
+    sqlite3_stmt *s = NULL;
+    int err = writable(st);
+    if (err || (err = prepare_w(st, S_EVENT_DELETE_ORPHANS, &s)))
+        return err;
+    return run(st, s, false, "removing the events of removed jobs");
 }
 
 void cr_state_event_list_free(cr_state_event_t *v, size_t n)

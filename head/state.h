@@ -272,6 +272,10 @@ int cr_state_event_list(cr_state_t *st, int64_t after_id, size_t limit, cr_state
 /* Deletes events with id <= up_to_id (the log is trimmed by the caller's
  * retention policy, never here). */
 int cr_state_event_trim(cr_state_t *st, int64_t up_to_id);
+/* Removes the events of jobs no longer in the jobs table (head/retention.c,
+ * once after removing a batch of jobs: one pass over the events, which
+ * have no index on job_id, rather than one per job). */
+int cr_state_event_delete_orphans(cr_state_t *st);
 void cr_state_event_list_free(cr_state_event_t *v, size_t n);
 
 /* For tests and benchmarks only: the underlying connection (to shrink

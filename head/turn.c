@@ -18,12 +18,33 @@ void db_check(int err)
         cr_warn("state: %s", cr_state_errmsg(D.st));
 }
 
-void reply(cr_conn_t *c, const Corral__Envelope *req, Corral__Envelope *ans)
+int reply_to(cr_conn_t *c, uint64_t id, Corral__Envelope *ans)
 {
-    ans->reply_to = req->id;
+    ans->reply_to = id;
     int err = cr_conn_send(c, ans);
+    if (err == CR_E2BIG) { /* the peer would wait for it forever: say why instead */
+        size_t len = corral__envelope__get_packed_size(ans);
+        size_t max = D.net ? cr_net_max_frame(D.net) : CR_FRAME_MAX_DEFAULT;
+        cr_warn("reply to %s: a %s of %zu bytes is above the frame limit of %zu bytes",
+                cr_conn_peer(c), cr_msg_name(ans->body_case), len, max);
+        return cr_conn_reply_error(c, id, CR_E2BIG,
+                                   "the answer (a %s of %zu bytes) is above the frame limit of "
+                                   "%zu bytes; ask for less (a listing: a smaller limit)",
+                                   cr_msg_name(ans->body_case), len, max);
+    }
+    if (err == CR_EINVAL) /* ours did not validate (net/conn.c said why): say so */
+        return cr_conn_reply_error(c, id, CR_EINVAL,
+                                   "the head could not send its answer (a %s): it is not a valid "
+                                   "message (the head's log says why)",
+                                   cr_msg_name(ans->body_case));
     if (err < 0)
         cr_warn("reply to %s: %s", cr_conn_peer(c), cr_strerror(err));
+    return err;
+}
+
+void reply(cr_conn_t *c, const Corral__Envelope *req, Corral__Envelope *ans)
+{
+    reply_to(c, req->id, ans);
 }
 
 void reply_ack(cr_conn_t *c, const Corral__Envelope *req)

@@ -5,6 +5,7 @@
 #include "head/jobs.h"
 #include "head/follow.h"
 #include <stdio.h>
+#include <sys/stat.h>
 
 static cr_worker_state_t db_worker_state(Corral__WorkerState s)
 {
@@ -293,11 +294,35 @@ static bool ended_first(int64_t ended_us, int index, const job_t *j)
     return ended_us < j->fail_us || (ended_us == j->fail_us && index < j->fail_index);
 }
 
+/* A remote worker's end says how much output its agent holds: what of
+ * it never reached the head's copy is lost (the agent lost the head with
+ * output unsent), and the job's record says so. */
+static void count_lost_output(wk_t *w, const Corral__WorkerReport *r)
+{
+    if (!r->stdout_bytes && !r->stderr_bytes)
+        return; /* the head's own agent, or an agent that does not say */
+    const uint64_t total[2] = {r->stdout_bytes, r->stderr_bytes};
+    const char *paths[2] = {w->out_path, w->err_path};
+    uint64_t lost = 0;
+    for (int s = 0; s < 2; s++) {
+        struct stat sb;
+        uint64_t got = paths[s] && stat(paths[s], &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        lost += total[s] > got ? total[s] - got : 0;
+    }
+    uint64_t was = w->output_lost;
+    w->output_lost = lost > was ? lost : was; /* the files only grow over attempts */
+    if (w->output_lost > was)
+        event("output_lost", w->job,
+              "worker %d: %llu byte(s) of its output on node %s never reached the head", w->index,
+              (unsigned long long)(w->output_lost - was), w->node ? w->node->id : "?");
+}
+
 void worker_ended(wk_t *w, const Corral__WorkerReport *r)
 {
     job_t *j = w->job;
     if ((int)r->attempt != w->attempt || !wk_alive(w))
         return; /* an older attempt's news, or already decided (lost) */
+    count_lost_output(w, r);
     worker_gone(w);
     free(w->reason);
     w->reason = r->reason && r->reason[0] ? cr_strdup(r->reason) : NULL;

@@ -1288,6 +1288,11 @@ int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_
 
 /* -------------------------------------------------------------- accessors */
 
+size_t cr_net_max_frame(const cr_net_t *n)
+{
+    return n->max_frame;
+}
+
 const char *cr_conn_peer(const cr_conn_t *c)
 {
     return c->peer;

@@ -309,6 +309,10 @@ int cr_net_listen_tcp_tls(cr_net_t *n, const char *host, int port, int *bound, b
  * valid until on_close. */
 int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_t **out);
 
+/* The largest frame this net sends or takes after the handshake
+ * (cr_net_config_t.max_frame): a server sizes a reply's pages by it. */
+size_t cr_net_max_frame(const cr_net_t *n);
+
 /* Queues e for sending. Fails with -ENOTCONN before on_ready or once the
  * connection closes, CR_E2BIG for a message above the limit, -ENOBUFS when
  * the peer reads too slowly (the connection is then closed). e is only

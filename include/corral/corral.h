@@ -170,6 +170,9 @@ typedef struct corral_worker {
     char *devices;    /* device indices on its node, "0,1"; "" none */
     char *reason;     /* why it failed ("exec failed: No such file or directory"); "" */
     unsigned attempt; /* how many times this worker was restarted */
+    /* bytes of its output that its (remote) agent wrote and that never
+     * reached the head: its agent lost the head with them unsent; 0 none */
+    uint64_t output_lost;
 } corral_worker_t;
 
 typedef struct corral_job {
@@ -201,10 +204,33 @@ int corral_wait(corral_t *c, const char *job_id, int timeout_ms, corral_job_t *o
 /* SIGTERM to every worker's process group, SIGKILL after grace_ms (0: the
  * job's grace period). Returns once the stop has been started. */
 int corral_stop(corral_t *c, const char *job_id, unsigned grace_ms);
-/* Every job the head knows, oldest first. */
+/* Every job the head knows, oldest first: every page of the listing
+ * (corral_job_list_page), one after the other. */
 int corral_job_list(corral_t *c, corral_job_t **out, size_t *n);
 void corral_job_free(corral_job_t *j);
 void corral_job_list_free(corral_job_t *v, size_t n);
+
+/* Paged listings (docs/protocol.md "Paged listings"), as Kubernetes' list
+ * chunking: one call gets one page of at most limit items (0: as many as
+ * one reply of the head holds), oldest first, from where continue_token
+ * says (NULL or "": the first page). On success next_token is the token of
+ * the next page (malloc'd, the caller frees it), or NULL on the last
+ * page, and remaining how many items come after this page. A token names
+ * the item the next page starts at: items added meanwhile neither repeat
+ * nor shift pages, removed ones are skipped. A malformed token, one of
+ * another listing, or one of an earlier head (it restarted: the token
+ * has expired) fails with CR_EINVAL and says so in corral_errmsg; list
+ * again from the start. */
+typedef struct corral_page {
+    unsigned limit;             /* in: at most this many items; 0: as many as fit */
+    const char *continue_token; /* in: NULL or "" for the first page */
+    char *next_token;           /* out: NULL on the last page; free() it */
+    unsigned remaining;         /* out: the items after this page */
+} corral_page_t;
+/* A page of corral_job_list; states (n_states of them, 0: every state)
+ * filters (the same filter for every page of a listing). */
+int corral_job_list_page(corral_t *c, const corral_job_state_t *states, size_t n_states,
+                         corral_page_t *page, corral_job_t **out, size_t *n);
 
 /* Calls fn for each piece of the job's output (worker_index -1: every
  * worker), stdout (stream 0) then stderr (stream 1) of each worker, as
@@ -266,6 +292,13 @@ typedef struct corral_status {
 
 int corral_status(corral_t *c, corral_status_t *out);
 void corral_status_free(corral_status_t *s);
+/* Every node, in node id order: every page of the head's NodeList answer
+ * (corral_node_list_page: one page, corral_page_t as
+ * corral_job_list_page's). corral_status holds the nodes too, in one
+ * answer. */
+int corral_node_list(corral_t *c, corral_node_t **out, size_t *n);
+int corral_node_list_page(corral_t *c, corral_page_t *page, corral_node_t **out, size_t *n);
+void corral_node_list_free(corral_node_t *v, size_t n);
 
 typedef struct corral_event {
     uint64_t seq;
@@ -277,8 +310,12 @@ typedef struct corral_event {
 } corral_event_t;
 
 /* Events after since_seq (0: from the start), at most limit (0: all; the
- * newest are kept). */
+ * newest are kept): every page (corral_events_page), one after the other. */
 int corral_events(corral_t *c, uint64_t since_seq, unsigned limit, corral_event_t **out, size_t *n);
+/* One page of it (corral_page_t, corral_job_list_page): newest as
+ * corral_events' limit on the first page (later pages go on to the end). */
+int corral_events_page(corral_t *c, uint64_t since_seq, unsigned newest, corral_page_t *page,
+                       corral_event_t **out, size_t *n);
 void corral_events_free(corral_event_t *v, size_t n);
 
 /* Calls fn for each event after since_seq, then for each new one as the
@@ -355,6 +392,8 @@ int corral_pg_create_many(corral_t *c, const corral_pg_spec_t *specs, size_t n, 
 int corral_pg_remove_many(corral_t *c, const char *const *ids_or_names, size_t n, int *errs);
 /* Every group the head knows. */
 int corral_pg_list(corral_t *c, corral_pg_t **out, size_t *n);
+/* One page of it (corral_page_t, corral_job_list_page). */
+int corral_pg_list_page(corral_t *c, corral_page_t *page, corral_pg_t **out, size_t *n);
 void corral_pg_free(corral_pg_t *pg);
 void corral_pg_list_free(corral_pg_t *v, size_t n);
 

@@ -179,6 +179,22 @@ static void client_queries(const char *job)
     Corral__PgList pl = CORRAL__PG_LIST__INIT;
     ENV(e5, pg_list, PG_LIST, &pl);
     put(0, &e5);
+    /* pages: a limit, and tokens of another head, listing or form */
+    Corral__JobList jp = CORRAL__JOB_LIST__INIT;
+    jp.limit = 1;
+    jp.continue_token = "jobs.00000000.2";
+    ENV(e8, job_list, JOB_LIST, &jp);
+    put(0, &e8);
+    Corral__EventsRequest ep = CORRAL__EVENTS_REQUEST__INIT;
+    ep.page_limit = 1;
+    ep.continue_token = "events.x.";
+    ENV(e9, events_request, EVENTS_REQUEST, &ep);
+    put(0, &e9);
+    Corral__NodeList np = CORRAL__NODE_LIST__INIT;
+    np.limit = 1;
+    np.continue_token = "groups.00000000.dgx";
+    ENV(e10, node_list, NODE_LIST, &np);
+    put(0, &e10);
     if (job) {
         Corral__JobStatusRequest st = CORRAL__JOB_STATUS_REQUEST__INIT;
         st.job_id = (char *)job;
@@ -212,6 +228,7 @@ static void worker_exit(int agent, const char *job, const char *wid, int index, 
     r.state = CORRAL__WORKER_STATE__WORKER_EXITED;
     r.pid = 4242;
     r.exit_code = code;
+    r.stdout_bytes = 1u << 20; /* more than was forwarded: counted as lost */
     Corral__WorkerExit x = CORRAL__WORKER_EXIT__INIT;
     x.report = &r;
     ENV(e, worker_exit, WORKER_EXIT, &x);

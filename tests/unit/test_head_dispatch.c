@@ -492,6 +492,206 @@ static void test_dead_node_detection(void **state)
  * pgs_prepare_reply): an agent that refuses to reserve its bundle is sent
  * no Commit, and the group is not CREATED but rolled back (nothing held,
  * tried again later). */
+/* One JobList page: its job ids into ids ("1,2"), its token into tok. */
+static const Corral__JobListReply *job_page(fx_t *f, cr_conn_t *c, uint64_t id, uint32_t limit,
+                                            const char *token, char *ids, size_t size)
+{
+    got_clear(&f->got);
+    Corral__JobList q = CORRAL__JOB_LIST__INIT;
+    q.limit = limit;
+    q.continue_token = (char *)token;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_LIST;
+    e.job_list = &q;
+    const Corral__Envelope *a = send_got(f, c, &e, id);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_LIST_REPLY);
+    const Corral__JobListReply *r = a->job_list_reply;
+    ids[0] = '\0';
+    for (size_t i = 0; i < r->n_jobs; i++)
+        snprintf(ids + strlen(ids), size - strlen(ids), "%s%s", i ? "," : "", r->jobs[i]->job_id);
+    return r;
+}
+
+/* Paged listings (head/page.c): limits, tokens that hold across a job
+ * submitted between pages, node pages in id order, event pages, and
+ * tokens refused: malformed, another listing's, an earlier head's. */
+static void test_paged_lists(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *c = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+    register_remote(f, ag, 1);
+    for (uint64_t i = 0; i < 3; i++)
+        assert_int_equal(submit(f, c, 10 + i, "GPU", CR_QTY_ONE, NULL)->body_case,
+                         CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
+    char ids[64], tok[64];
+    const Corral__JobListReply *r = job_page(f, c, 20, 2, "", ids, sizeof(ids));
+    assert_string_equal(ids, "1,2");
+    assert_int_equal(r->remaining, 1);
+    assert_true(r->continue_token[0]);
+    cr_strlcpy(tok, r->continue_token, sizeof(tok));
+    /* a job submitted meanwhile comes at the end: nothing repeats */
+    assert_int_equal(submit(f, c, 21, "GPU", CR_QTY_ONE, NULL)->body_case,
+                     CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
+    r = job_page(f, c, 22, 2, tok, ids, sizeof(ids));
+    assert_string_equal(ids, "3,4");
+    assert_string_equal(r->continue_token, "");
+    assert_int_equal(r->remaining, 0);
+    r = job_page(f, c, 23, 0, "", ids, sizeof(ids));
+    assert_string_equal(ids, "1,2,3,4");
+    assert_string_equal(r->continue_token, "");
+
+    /* refused tokens: each an Error that says why */
+    char expired[64];
+    snprintf(expired, sizeof(expired), "jobs.%s.3",
+             strstr(tok, ".")[1] == '0' ? "ffffffff" : "00000000");
+    const char *bad[] = {"nonsense", "events.00000000.1", expired, "jobs.12.3", "jobs.00000000."};
+    const char *says[] = {"invalid continue token", "not one of a jobs listing", "has expired",
+                          "invalid continue token", "invalid continue token"};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++) {
+        got_clear(&f->got);
+        Corral__JobList q = CORRAL__JOB_LIST__INIT;
+        q.continue_token = (char *)bad[i];
+        Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+        e.body_case = CORRAL__ENVELOPE__BODY_JOB_LIST;
+        e.job_list = &q;
+        const Corral__Envelope *a = send_got(f, c, &e, 30 + i);
+        assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_ERROR);
+        assert_int_equal(a->error->code, CR_EINVAL);
+        assert_non_null(strstr(a->error->message, says[i]));
+    }
+
+    /* nodes: one a page, in id order */
+    got_clear(&f->got);
+    Corral__NodeList nl = CORRAL__NODE_LIST__INIT;
+    nl.limit = 1;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_NODE_LIST;
+    e.node_list = &nl;
+    const Corral__Envelope *a = send_got(f, c, &e, 40);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_NODE_LIST_REPLY);
+    assert_int_equal(a->node_list_reply->n_nodes, 1);
+    assert_string_equal(a->node_list_reply->nodes[0]->node_id, "dgx-h100-01");
+    assert_int_equal(a->node_list_reply->remaining, 1);
+    cr_strlcpy(tok, a->node_list_reply->continue_token, sizeof(tok));
+    got_clear(&f->got);
+    nl.continue_token = tok;
+    a = send_got(f, c, &e, 41);
+    assert_int_equal(a->node_list_reply->n_nodes, 1);
+    assert_string_equal(a->node_list_reply->nodes[0]->node_id, "remote-1");
+    assert_string_equal(a->node_list_reply->continue_token, "");
+
+    /* events: two a page, each page going on from the last */
+    uint64_t last = 0, pages = 0, seen = 0;
+    tok[0] = '\0';
+    do {
+        got_clear(&f->got);
+        Corral__EventsRequest er = CORRAL__EVENTS_REQUEST__INIT;
+        er.page_limit = 2;
+        er.continue_token = tok;
+        Corral__Envelope ee = CORRAL__ENVELOPE__INIT;
+        ee.body_case = CORRAL__ENVELOPE__BODY_EVENTS_REQUEST;
+        ee.events_request = &er;
+        a = send_got(f, c, &ee, 50 + pages);
+        assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_EVENT_LIST);
+        const Corral__EventList *el = a->event_list;
+        assert_true(el->n_events >= 1 && el->n_events <= 2);
+        for (size_t i = 0; i < el->n_events; i++) {
+            assert_true(el->events[i]->seq > last);
+            last = el->events[i]->seq;
+            seen++;
+        }
+        cr_strlcpy(tok, el->continue_token, sizeof(tok));
+        pages++;
+    } while (tok[0] && pages < 40);
+    assert_true(pages > 2);
+    assert_int_equal(seen, last); /* every event, none twice: seq 1..last */
+
+    /* groups: two a page */
+    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
+    q.name = "CPU";
+    q.amount = CR_QTY_ONE;
+    Corral__Bundle b = CORRAL__BUNDLE__INIT, *bs[] = {&b};
+    b.resources = qs;
+    b.n_resources = 1;
+    const char *names[] = {"g1", "g2", "g3"};
+    for (size_t i = 0; i < 3; i++) {
+        Corral__PgCreate pc = CORRAL__PG_CREATE__INIT;
+        pc.name = (char *)names[i];
+        pc.bundles = bs;
+        pc.n_bundles = 1;
+        Corral__Envelope pe = CORRAL__ENVELOPE__INIT;
+        pe.body_case = CORRAL__ENVELOPE__BODY_PG_CREATE;
+        pe.pg_create = &pc;
+        got_clear(&f->got);
+        assert_int_equal(send_got(f, c, &pe, 60 + i)->body_case, CORRAL__ENVELOPE__BODY_PG_CREATED);
+    }
+    tok[0] = '\0';
+    char got_names[64] = "";
+    for (int page = 0; page < 2; page++) {
+        got_clear(&f->got);
+        Corral__PgList pl = CORRAL__PG_LIST__INIT;
+        pl.limit = 2;
+        pl.continue_token = tok;
+        Corral__Envelope pe = CORRAL__ENVELOPE__INIT;
+        pe.body_case = CORRAL__ENVELOPE__BODY_PG_LIST;
+        pe.pg_list = &pl;
+        a = send_got(f, c, &pe, 70 + (uint64_t)page);
+        assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_PG_LIST_REPLY);
+        const Corral__PgListReply *pr = a->pg_list_reply;
+        assert_int_equal(pr->n_groups, page ? 1 : 2);
+        assert_int_equal(pr->remaining, page ? 0 : 1);
+        for (size_t i = 0; i < pr->n_groups; i++)
+            snprintf(got_names + strlen(got_names), sizeof(got_names) - strlen(got_names), "%s ",
+                     pr->groups[i]->name);
+        cr_strlcpy(tok, pr->continue_token, sizeof(tok));
+        assert_true(page ? !tok[0] : tok[0]);
+    }
+    assert_string_equal(got_names, "g1 g2 g3 ");
+
+    head_harness_conn_closed(ag);
+    cr_conn_free_detached(ag);
+    head_harness_conn_closed(c);
+    cr_conn_free_detached(c);
+}
+
+/* An answer above the frame limit (16 MiB here) is an Error that names
+ * it, not a reply that never comes: a job whose spec holds 18 MiB of
+ * arguments (the detached connection takes any size in) is asked for. */
+static void test_oversized_answer_is_an_error(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *c = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    submit_msg_t m;
+    Corral__Envelope *e = submit_msg(&m, "GPU", CR_QTY_ONE, NULL);
+    size_t big = 3u << 20; /* each under the 4 MiB a string may hold */
+    char *arg = cr_malloc(big + 1);
+    memset(arg, 'x', big);
+    arg[big] = '\0';
+    char *argv[6] = {arg, arg, arg, arg, arg, arg};
+    m.ws.argv = argv;
+    m.ws.n_argv = 6;
+    const Corral__Envelope *a = send_got(f, c, e, 1);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
+    char id[32];
+    cr_strlcpy(id, a->job_submitted->job_id, sizeof(id));
+    free(arg);
+    got_clear(&f->got);
+    Corral__JobStatusRequest sr = CORRAL__JOB_STATUS_REQUEST__INIT;
+    sr.job_id = id;
+    Corral__Envelope s = CORRAL__ENVELOPE__INIT;
+    s.body_case = CORRAL__ENVELOPE__BODY_JOB_STATUS;
+    s.job_status = &sr;
+    a = send_got(f, c, &s, 2);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_ERROR);
+    assert_int_equal(a->error->code, CR_E2BIG);
+    assert_non_null(strstr(a->error->message, "job_info"));
+    assert_non_null(strstr(a->error->message, "above the frame limit of 16777216 bytes"));
+    got_clear(&f->got);
+    head_harness_conn_closed(c);
+    cr_conn_free_detached(c);
+}
+
 static void test_pg_refused_reservation(void **state)
 {
     fx_t *f = *state;
@@ -718,6 +918,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_commit_forgets_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_node_detection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_refused_reservation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_paged_lists, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_oversized_answer_is_an_error, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
