@@ -634,6 +634,8 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
         return;
     }
     *CR_VEC_PUSH(&D.jobs) = j;
+    if (e->job_submit->bound)
+        j->owner = c;
     event("submitted", j, "%s: %d worker(s) of %s", j->name, j->n, s->worker->argv[0]);
 
     Corral__JobSubmitted r = CORRAL__JOB_SUBMITTED__INIT;
@@ -669,6 +671,19 @@ typedef struct info_mem {
     uint32_t *devs;
 } info_mem_t;
 
+/* Each pending job's place in the queue (try_pending's order), for the
+ * answers about to be filled: one pass over D.pending, not one per job. */
+static void number_pending(void)
+{
+    for (size_t i = 0; i < D.pending.n; i++)
+        D.pending.v[i]->qpos = (uint32_t)(i + 1);
+}
+
+static uint32_t queue_position(const job_t *j)
+{
+    return j->state == CR_JOB_PENDING ? j->qpos : 0;
+}
+
 static void info_fill(const job_t *j, Corral__JobInfo *info, info_mem_t *m)
 {
     corral__job_info__init(info);
@@ -680,6 +695,7 @@ static void info_fill(const job_t *j, Corral__JobInfo *info, info_mem_t *m)
     info->submitted_ms = j->submitted_ms;
     info->finished_ms = j->finished_ms;
     info->restarts = (uint32_t)j->restarts;
+    info->queue_position = queue_position(j);
     info->spec = j->spec;
     m->ws = cr_calloc((size_t)j->n, sizeof(*m->ws));
     m->wsp = cr_calloc((size_t)j->n, sizeof(*m->wsp));
@@ -721,6 +737,7 @@ static void send_job_info(cr_conn_t *c, uint64_t id, void *key)
     const job_t *j = key;
     Corral__JobInfo info;
     info_mem_t m;
+    number_pending();
     info_fill(j, &info, &m);
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_JOB_INFO;
@@ -758,6 +775,7 @@ void req_job_list(cr_conn_t *c, const Corral__Envelope *e)
     Corral__JobInfo **ptrs = cr_calloc(n + 1, sizeof(*ptrs));
     info_mem_t *mem = cr_calloc(n + 1, sizeof(*mem));
     size_t k = 0;
+    number_pending();
     for (size_t i = 0; i < n; i++) {
         const job_t *j = D.jobs.v[i];
         bool want = q->n_states == 0;
@@ -875,5 +893,47 @@ void jobs_group_removed(pg_t *g)
         for (int k = 0; k < j->n; k++)
             j->wk[k].bundle = -1;
         j->pg = NULL;
+    }
+}
+
+/* c closed: the jobs it submitted bound to it (an attached corral run)
+ * and that have not ended stop, as srun's steps end with srun. */
+void jobs_client_gone(cr_conn_t *c)
+{
+    for (size_t i = 0; i < D.jobs.n; i++) {
+        job_t *j = D.jobs.v[i];
+        if (j->owner != c)
+            continue;
+        j->owner = NULL;
+        if (cr_job_state_is_final(j->state) || j->stopping)
+            continue;
+        event("client_gone", j, "the client that submitted it and waited on it is gone: stopping");
+        job_stop(j, j->spec->grace_ms ? j->spec->grace_ms : DEFAULT_GRACE_MS);
+    }
+}
+
+/* What each job that is not final waits for or holds, for the status. */
+void jobs_holders(holders_t *h)
+{
+    number_pending();
+    for (size_t i = 0; i < D.jobs.n; i++) {
+        const job_t *j = D.jobs.v[i];
+        if (cr_job_state_is_final(j->state))
+            continue;
+        Corral__Holder *o = holder_new(h, "job", j->idstr, j->name,
+                                       cr_job_state_name(j->state), j->reason);
+        o->queue_position = queue_position(j);
+        if (j->pg) {
+            free(o->group);
+            o->group = cr_strdup(pg_name(j->pg));
+        }
+        o->since_ms = j->submitted_ms;
+        cr_buf_t b = {0};
+        if (j->placement && !j->pg)
+            bundles_held(j->bundles, j->n, &b);
+        if (b.s) {
+            free(o->held);
+            o->held = b.s;
+        }
     }
 }
