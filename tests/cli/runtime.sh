@@ -117,7 +117,8 @@ for _ in $(seq 50); do
 done
 out=$("$CORRAL" job logs "$id" --worker 1 2>/dev/null)
 all=$("$CORRAL" job logs "$id" 2>&1)
-[ "$out" = "hello from 1" ] && [ "$(grep -c '^hello from [01]$' <<<"$all")" = 2 ] && [ "$(grep -c '^oops$' <<<"$all")" = 2 ] &&
+[ "$out" = "hello from 1" ] && [ "$(grep -c '^\[[01]\] hello from [01]$' <<<"$all")" = 2 ] &&
+    [ "$(grep -c '^\[[01]\] oops$' <<<"$all")" = 2 ] &&
     ok "job logs" || fail "job logs: '$out' / '$all'"
 
 # a job that fits but not now waits, then runs when the GPUs come back
