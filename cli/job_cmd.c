@@ -387,10 +387,14 @@ static void holders_print(const corral_status_t *s)
         if (!any)
             printf("held:\n");
         any = true;
-        if (!strcmp(h->kind, "group"))
+        if (!strcmp(h->kind, "group")) {
             printf("  %s by group %s (%s), %s, %u job(s) running in it\n", h->held,
                    cli_esc(h->name), h->id, h->state, h->jobs);
-        else
+            for (size_t k = 0; k < s->nholders; k++) /* what runs on what it holds */
+                if (!strcmp(s->holders[k].kind, "job") && !strcmp(s->holders[k].group, h->name))
+                    printf("    job %s (%s), %s, in it\n", s->holders[k].id,
+                           cli_esc(s->holders[k].name), s->holders[k].state);
+        } else
             printf("  %s by job %s (%s), %s\n", h->held, h->id, cli_esc(h->name), h->state);
     }
     if (!any)

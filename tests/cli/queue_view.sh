@@ -80,6 +80,13 @@ out=$("$CORRAL" pg create g1 --bundles 'GPU=8') || fail "pg create g1: $out"
 out=$("$CORRAL" status)
 grep -q "^  GPU=8 by group g1 (pg[0-9]*), CREATED, 0 job(s) running in it" <<<"$out" &&
     ok "status: GPU=8 held by group g1, 0 jobs in it" || fail "status held by a group: $out"
+jg=$("$CORRAL" run --pg g1 --detach --name ingroup -- sleep 60)
+wait_until '[ "$(status "$jg" | jq -r .state)" = RUNNING ]'
+out=$("$CORRAL" status)
+grep -q "^  GPU=8 by group g1 (pg[0-9]*), CREATED, 1 job(s) running in it" <<<"$out" &&
+    grep -q "^    job $jg (ingroup), RUNNING, in it" <<<"$out" && ! grep -q "by job $jg" <<<"$out" &&
+    ok "status: the job in g1 is shown in it, holding nothing of its own" || fail "status, a job in g1: $out"
+"$CORRAL" job stop "$jg" >/dev/null
 timeout 3 "$CORRAL" pg create g2 --bundles 'GPU=1' >/dev/null 2>&1
 names=$("$CORRAL" pg list --json | jq -r '[.[].name] | join(",")')
 [ "$names" = g1 ] && ! "$CORRAL" status | grep -q "group.*g2" && ok "a pg create that timed out (SIGTERM) left nothing" ||
