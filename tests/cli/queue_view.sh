@@ -63,8 +63,17 @@ out=$(timeout -s INT 4 "$CORRAL" pg create g --bundles GPU=1 2>&1)
 grep -q "^corral pg create: group g pending, 1st in queue: .*GPU=1 free now" <<<"$out" &&
     grep -q "interrupted: group g removed" <<<"$out" && ok "pg create: 1st in queue, removed on SIGINT" ||
     fail "pg create while busy: $out"
-[ "$("$CORRAL" pg list --json | jq length)" = 0 ] && ok "no group left by the interrupted pg create" ||
-    fail "groups: $("$CORRAL" pg list)"
+[ "$("$CORRAL" pg list --json | jq length)" = 0 ] && ! "$CORRAL" status | grep -q "group g " &&
+    ok "no group left by the interrupted pg create, none in status" || fail "groups: $("$CORRAL" pg list)"
+# corral train killed while it waits: the head removes its group (and its job)
+"$CORRAL" train --workers 1 -- true >/dev/null 2>&1 &
+pt=$!
+WPIDS="$WPIDS $pt"
+wait_until '"$CORRAL" pg list --json | jq -e "any(.[]; .name | startswith(\"train-\"))" >/dev/null' ||
+    fail "train's group never queued"
+kill -KILL $pt
+wait_until '[ "$("$CORRAL" pg list --json | jq length)" = 0 ]' &&
+    ok "train killed (SIGKILL) while waiting: the head removed its group" || fail "train's group left: $("$CORRAL" pg list)"
 
 # status: what waits and why, what holds what
 out=$("$CORRAL" status)
