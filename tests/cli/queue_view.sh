@@ -85,11 +85,11 @@ grep -q "^held:" <<<"$out" && grep -q "^  .*GPU=8.* by job $busy (sleep), RUNNIN
 for j in $busy $p1 $p2; do "$CORRAL" job stop "$j" >/dev/null 2>&1; done
 
 # a group that holds the node: shown as held; a pg create that gives up holds nothing
-out=$("$CORRAL" pg create g1 --bundles 'GPU=8') || fail "pg create g1: $out"
+out=$(timeout 20 "$CORRAL" pg create g1 --bundles 'GPU=8' 2>&1) || fail "pg create g1: $out"
 out=$("$CORRAL" status)
 grep -q "^  GPU=8 by group g1 (pg[0-9]*), CREATED, 0 job(s) running in it" <<<"$out" &&
     ok "status: GPU=8 held by group g1, 0 jobs in it" || fail "status held by a group: $out"
-jg=$("$CORRAL" run --pg g1 --detach --name ingroup -- sleep 60)
+jg=$(timeout 20 "$CORRAL" run --pg g1 --detach --name ingroup -- sleep 60)
 wait_until '[ "$(status "$jg" | jq -r .state)" = RUNNING ]'
 out=$("$CORRAL" status)
 grep -q "^  GPU=8 by group g1 (pg[0-9]*), CREATED, 1 job(s) running in it" <<<"$out" &&
