@@ -75,6 +75,11 @@ void job_check_done(job_t *j)
     pgs_try_pending();
 }
 
+/* Jobs whose owner is set: a connection's close looks for its own only
+ * while there are some (a connection that submitted none costs nothing
+ * then). */
+static size_t nbound;
+
 static void remove_pending(job_t *j);
 
 /* The first failure of a gang decides the job; the rest are stopped. */
@@ -444,6 +449,7 @@ void job_free(job_t *j)
 
 void jobs_free(void)
 {
+    nbound = 0;
     for (size_t i = 0; i < D.jobs.n; i++)
         job_free(D.jobs.v[i]);
     CR_VEC_FREE(&D.jobs);
@@ -634,8 +640,10 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
         return;
     }
     *CR_VEC_PUSH(&D.jobs) = j;
-    if (e->job_submit->bound)
+    if (e->job_submit->bound) {
         j->owner = c;
+        nbound++;
+    }
     event("submitted", j, "%s: %d worker(s) of %s", j->name, j->n, s->worker->argv[0]);
 
     Corral__JobSubmitted r = CORRAL__JOB_SUBMITTED__INIT;
@@ -900,11 +908,12 @@ void jobs_group_removed(pg_t *g)
  * and that have not ended stop, as srun's steps end with srun. */
 void jobs_client_gone(cr_conn_t *c)
 {
-    for (size_t i = 0; i < D.jobs.n; i++) {
+    for (size_t i = 0; i < D.jobs.n && nbound; i++) {
         job_t *j = D.jobs.v[i];
         if (j->owner != c)
             continue;
         j->owner = NULL;
+        nbound--;
         if (cr_job_state_is_final(j->state) || j->stopping)
             continue;
         event("client_gone", j, "the client that submitted it and waited on it is gone: stopping");
