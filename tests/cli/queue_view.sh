@@ -89,6 +89,9 @@ out=$(timeout 20 "$CORRAL" pg create g1 --bundles 'GPU=8' 2>&1) || fail "pg crea
 out=$("$CORRAL" status)
 grep -q "^  GPU=8 by group g1 (pg[0-9]*), CREATED, 0 job(s) running in it" <<<"$out" &&
     ok "status: GPU=8 held by group g1, 0 jobs in it" || fail "status held by a group: $out"
+"$CORRAL" status --json | jq -e '[.holders[] | select(.kind == "group")] | length == 1 and
+    .[0].name == "g1" and .[0].held == "GPU=8" and .[0].jobs == 0 and .[0].state == "CREATED"' >/dev/null &&
+    ok "status --json: holders" || fail "status --json holders: $("$CORRAL" status --json | jq -c .holders)"
 jg=$(timeout 20 "$CORRAL" run --pg g1 --detach --name ingroup -- sleep 60)
 wait_until '[ "$(status "$jg" | jq -r .state)" = RUNNING ]'
 out=$("$CORRAL" status)
