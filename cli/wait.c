@@ -132,8 +132,7 @@ int cli_wait_pg(corral_t *c, const char *cmd, const char *name, corral_pg_t *out
             return 0;
         }
         if (cr_mono_ms() >= next_show)
-            cli_waitline_show(&wl, v[i].reason[0] ? v[i].reason : v[i].state,
-                              v[i].queue_position);
+            cli_waitline_show(&wl, v[i].reason[0] ? v[i].reason : v[i].state, v[i].queue_position);
         corral_pg_list_free(v, n);
         if (cli_interrupted()) {
             cli_waitline_done(&wl);

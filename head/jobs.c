@@ -929,8 +929,8 @@ void jobs_holders(holders_t *h)
         const job_t *j = D.jobs.v[i];
         if (cr_job_state_is_final(j->state))
             continue;
-        Corral__Holder *o = holder_new(h, "job", j->idstr, j->name,
-                                       cr_job_state_name(j->state), j->reason);
+        Corral__Holder *o =
+            holder_new(h, "job", j->idstr, j->name, cr_job_state_name(j->state), j->reason);
         o->queue_position = queue_position(j);
         if (j->pg) {
             free(o->group);

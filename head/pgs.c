@@ -268,8 +268,8 @@ void pgs_holders(holders_t *h)
     uint32_t qpos = 0;
     for (size_t i = 0; i < D.pgs.n; i++) {
         const pg_t *g = D.pgs.v[i];
-        if (g->state != CORRAL__PG_STATE__PG_PENDING && g->state != CORRAL__PG_STATE__PG_PREPARING &&
-            g->state != CORRAL__PG_STATE__PG_CREATED)
+        if (g->state != CORRAL__PG_STATE__PG_PENDING &&
+            g->state != CORRAL__PG_STATE__PG_PREPARING && g->state != CORRAL__PG_STATE__PG_CREATED)
             continue;
         Corral__Holder *o = holder_new(h, "group", g->idstr, pg_name(g), state_name(g->state),
                                        is_pending(g) ? g->reason : "");

@@ -128,8 +128,8 @@ static int parse_qty_at(const char *s, size_t len, int base, int64_t *out, sched
         }
         if (k == CR_ARRAY_SIZE(suffixes))
             return fail(err, base + (int)i,
-                        "unexpected '%c' in quantity (suffixes: Ki Mi Gi Ti Pi Ei, KiB .. EiB, k M G T P "
-                        "E, kB KB MB GB TB PB EB)",
+                        "unexpected '%c' in quantity (suffixes: Ki..Ei, KiB..EiB, k M G T P E, "
+                        "kB KB MB GB TB PB EB)",
                         s[i]);
         mult = suffixes[k].mult;
     }

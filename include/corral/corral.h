@@ -260,16 +260,16 @@ typedef struct corral_status {
      * "pending" and "held"). */
     size_t nholders;
     struct corral_holder {
-        char *kind;   /* "job" or "group" */
+        char *kind; /* "job" or "group" */
         char *id, *name;
-        char *state;  /* PENDING, PLACING, RUNNING, PREPARING, CREATED */
-        char *reason; /* PENDING: why; "" */
+        char *state;             /* PENDING, PLACING, RUNNING, PREPARING, CREATED */
+        char *reason;            /* PENDING: why; "" */
         unsigned queue_position; /* PENDING: its place in its queue, 1 first */
-        char *held;   /* what it holds, "GPU=8,CPU=8"; "" nothing (a job in a
-                       * group runs on what the group holds) */
-        char *group;  /* a job: the group it runs in; "" */
-        unsigned jobs; /* a group: the jobs running in it */
-    } *holders;
+        char *held;              /* what it holds, "GPU=8,CPU=8"; "" nothing (a job in a
+                                  * group runs on what the group holds) */
+        char *group;             /* a job: the group it runs in; "" */
+        unsigned jobs;           /* a group: the jobs running in it */
+    } * holders;
 } corral_status_t;
 
 int corral_status(corral_t *c, corral_status_t *out);
