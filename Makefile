@@ -3,14 +3,20 @@
 #   make check   every test: unit, CLI, sanitizers (ASan+UBSan), a short fuzz run
 #   make mutate  the curated mutations (tests/mutations/mutations.tsv): slow, not in check
 #   make check-repeat   the cluster tests RUNS times (default 20) with every core busy
+#   make install [PREFIX=/usr/local] [DESTDIR=] [PYTHON=python3]
+#                the binaries, libcorral with corral.pc, the headers and the Python
+#                package (docs/install.md)
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 10
 CMAKE_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 
 RUNS ?= 20
+PREFIX ?= /usr/local
+DESTDIR ?=
+PYTHON ?= python3
 
-.PHONY: all deps build check check-repeat test asan fuzz fuzz-long demo bench clean format mutate
+.PHONY: all deps build check check-repeat test asan fuzz fuzz-long demo bench clean format mutate install
 
 all: build
 
@@ -46,6 +52,11 @@ mutate: build
 
 check-repeat: build
 	scripts/check-repeat.sh $(RUNS) build '^cluster_'
+
+# DESTDIR is cmake's too: every file goes to $(DESTDIR)$(PREFIX)/...
+install: build
+	cmake -S . -B build -DCORRAL_PYTHON="$(PYTHON)" >/dev/null
+	DESTDIR="$(DESTDIR)" cmake --install build --prefix "$(PREFIX)"
 
 demo: build
 	scripts/demo.sh

@@ -39,6 +39,12 @@ typedef struct agent_config {
     const hw_options_t *hwo;
     const char *logs;   /* log directory of this node */
     const char *socket; /* CORRAL_AGENT_SOCKET for the workers, may be NULL */
+    /* CORRAL_ADDRESS for the workers (the head as they reach it), may be NULL */
+    const char *head_address;
+    /* holds the cluster token: each worker gets its job credential from it
+     * (CORRAL_JOB_TOKEN, cr_net_job_credential), never the token. NULL:
+     * workers get none */
+    const cr_net_t *net;
     /* CORRAL_SESSION_ID for the workers (cr_session_id): only a process
      * that carries it, and is the agent's user's, is adopted or swept. NULL:
      * none is ever adopted. */
@@ -104,6 +110,7 @@ typedef struct agent_opts {
     const char *token_file;
     const char *node_ip;
     const char *node_id;
+    const char *log_file; /* --log-file; NULL: corrald.log in the agent's logs */
     cr_node_t *node;
     const hw_options_t *hwo;
 } agent_opts_t;

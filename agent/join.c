@@ -891,8 +891,17 @@ int agent_main(const agent_opts_t *o)
     if (cr_write_private(pidf, pidtext, strlen(pidtext), why, sizeof(why)) < 0)
         fprintf(stderr, "corrald: %s\n", why);
     free(pidf);
-    char *logfile = cr_asprintf("%s/corrald.log", A.logs);
-    if (cr_log_set_file(logfile) < 0)
+    char *logfile = o->log_file ? cr_strdup(o->log_file) : cr_asprintf("%s/corrald.log", A.logs);
+    int le = cr_log_set_file(logfile);
+    if (le < 0 && o->log_file) { /* the operator's choice is not replaced quietly */
+        fprintf(stderr,
+                "corrald: --log-file %s: %s (it must be a regular file of this user, not a "
+                "symbolic link, in a directory that exists)\n",
+                logfile, cr_strerror(le));
+        free(logfile);
+        return 1;
+    }
+    if (le < 0)
         fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
     free(logfile);
     uint8_t token[CR_TOKEN_LEN];
@@ -927,6 +936,8 @@ int agent_main(const agent_opts_t *o)
                          .hwo = &A.hwo,
                          .logs = A.logs,
                          .session_id = A.session_id,
+                         .head_address = A.o->head,
+                         .net = A.net,
                          .ops = {.started = a_started, .exited = a_exited}};
     A.agent = agent_new(&ac);
     load_table();

@@ -12,8 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 /* CPUs a binding can name: the cpulist parser's bitmap and the cpu_set_t
  * handed to the kernel are both this size. */
 #define MAX_CPUS 4096
@@ -84,6 +82,17 @@ const char *cr_bind_mode_name(cr_bind_mode_t mode)
 static bool env_has(const cr_envlist_t *env, const char *key)
 {
     return env && cr_envlist_get(env, key) != NULL;
+}
+
+static void env_unset(cr_envlist_t *env, const char *key)
+{
+    for (size_t i = 0; i < env->vars.n; i++)
+        if (strcmp(env->vars.v[i].key, key) == 0) {
+            free(env->vars.v[i].key);
+            free(env->vars.v[i].value);
+            env->vars.v[i] = env->vars.v[--env->vars.n];
+            return;
+        }
 }
 
 static void env_merge(cr_envlist_t *dst, const cr_envlist_t *src)
@@ -162,18 +171,24 @@ static char *exec_failure(const char *argv0, int err)
     return cr_asprintf("exec failed: %s: cannot run '%s'%s%s", strerror(-err), argv0, where, hint);
 }
 
+/* What a worker takes from the agent's environment with inherit_env: what
+ * programs need to run at all, never the rest (the daemon's own settings,
+ * CORRAL_TOKEN_FILE, whatever its operator exported: issue 12). */
+static const char *const inherited_vars[] = {"PATH", "HOME",   "USER", "LOGNAME", "SHELL",
+                                             "LANG", "LC_ALL", "TZ",   "TMPDIR"};
+
 static int build_env(const cr_worker_spec_t *s, cr_envlist_t *env, char **errmsg)
 {
     if (s->inherit_env)
-        for (char **e = environ; *e; e++) {
-            const char *eq = strchr(*e, '=');
-            if (!eq || eq == *e)
-                continue;
-            char *key = cr_strndup(*e, (size_t)(eq - *e));
-            cr_envlist_set(env, key, eq + 1);
-            free(key);
+        for (size_t i = 0; i < CR_ARRAY_SIZE(inherited_vars); i++) {
+            const char *v = getenv(inherited_vars[i]);
+            if (v)
+                cr_envlist_set(env, inherited_vars[i], v);
         }
     env_merge(env, s->env);
+    /* a worker proves its job credential, never the cluster token: a
+     * token file the submitter's environment names is not passed on */
+    env_unset(env, "CORRAL_TOKEN_FILE");
     if (s->node) {
         set_nic_vars(s, env);
         cr_envlist_t iso = {0};
@@ -201,6 +216,10 @@ static int build_env(const cr_worker_spec_t *s, cr_envlist_t *env, char **errmsg
     cr_envlist_set(env, "CORRAL_ACCELERATOR_IDS", ids.s);
     if (s->agent_socket)
         cr_envlist_set(env, "CORRAL_AGENT_SOCKET", s->agent_socket);
+    if (s->head_address)
+        cr_envlist_set(env, "CORRAL_ADDRESS", s->head_address);
+    if (s->job_token)
+        cr_envlist_set(env, "CORRAL_JOB_TOKEN", s->job_token);
     cr_buf_free(&ids);
     return 0;
 }

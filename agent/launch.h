@@ -43,7 +43,8 @@ typedef struct cr_worker_spec {
      * isolation ones (a TPU mesh's bounds replace the lone process's);
      * NULL for none */
     const cr_envlist_t *gang_env;
-    bool inherit_env;       /* start from the agent's environment, job's on top */
+    bool inherit_env;       /* start from PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_ALL,
+                             * TZ, TMPDIR of the agent (none of the rest), job's on top */
     const cr_node_t *node;  /* this node, for isolation, CPUs and NICs */
     const hw_options_t *hw; /* how hw_isolate reads the world; NULL: defaults */
     const int *devs;        /* the devices given (indices into node->devices) */
@@ -52,6 +53,8 @@ typedef struct cr_worker_spec {
     const char *worker_id;    /* CORRAL_WORKER_ID and the log file names: a plain name */
     int worker_index;         /* CORRAL_WORKER_INDEX */
     const char *agent_socket; /* CORRAL_AGENT_SOCKET, NULL: not set */
+    const char *head_address; /* CORRAL_ADDRESS (where the head is), NULL: not set */
+    const char *job_token;    /* CORRAL_JOB_TOKEN (cr_job_token_format), NULL: not set */
     const char *log_dir;      /* an existing directory; NULL: output to /dev/null */
     cr_bind_mode_t bind;
 } cr_worker_spec_t;
@@ -76,7 +79,9 @@ typedef void (*cr_worker_exit_cb)(cr_worker_t *w, const cr_worker_exit_t *exit, 
  * for the NICs nearest its devices (unless the job set them), the
  * isolation variables of every backend on the node (hw_isolate), the
  * gang's (gang_env), then CORRAL_NODE_ID, CORRAL_JOB_ID, CORRAL_WORKER_ID,
- * CORRAL_WORKER_INDEX, CORRAL_ACCELERATOR_IDS and CORRAL_AGENT_SOCKET.
+ * CORRAL_WORKER_INDEX, CORRAL_ACCELERATOR_IDS, CORRAL_AGENT_SOCKET,
+ * CORRAL_ADDRESS and CORRAL_JOB_TOKEN (the job's own credential, never
+ * the cluster token: CORRAL_TOKEN_FILE is dropped).
  *
  * The worker gets stdin from /dev/null, no other descriptor of the agent's
  * and default signal dispositions; argv[0] is searched in the PATH of the

@@ -33,6 +33,11 @@ struct aw {
     cr_worker_t *w;
     adopt_t *ad;
     char *out_path, *err_path;
+    /* a later attempt of the same worker, asked for while this one is
+     * still stopping (a node that rejoined: its stale worker goes first);
+     * started once this one's exit is reported (packed WorkerStart) */
+    uint8_t *next;
+    size_t next_len;
 };
 
 struct agent {
@@ -175,6 +180,7 @@ static void aw_free(aw_t *w)
     free(w->job_id);
     free(w->out_path);
     free(w->err_path);
+    free(w->next);
     free(w);
 }
 
@@ -187,7 +193,13 @@ static void aw_done(agent_t *a, aw_t *w, Corral__WorkerReport *r)
         a->ws.n--;
     }
     a->cfg.ops.exited(a->cfg.arg, r);
+    Corral__WorkerStart *next =
+        w->next ? corral__worker_start__unpack(NULL, w->next_len, w->next) : NULL;
     aw_free(w);
+    if (next) {
+        agent_start(a, next);
+        corral__worker_start__free_unpacked(next, NULL);
+    }
 }
 
 /* ended_us: when the exit was seen, not now (a stop's drain comes between). */
@@ -311,7 +323,16 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
         fail_start(a, ws, a->cfg.refuse_start);
         return;
     }
-    if (find(a, ws->worker_id, NULL)) {
+    aw_t *old = find(a, ws->worker_id, NULL);
+    if (old && old->attempt < ws->attempt && !old->next) {
+        /* an older attempt still ends (the head stops it): this one
+         * starts after it, on the same devices */
+        old->next_len = corral__worker_start__get_packed_size(ws);
+        old->next = cr_malloc(old->next_len ? old->next_len : 1);
+        corral__worker_start__pack(ws, old->next);
+        return;
+    }
+    if (old) {
         fail_start(a, ws, "a worker of that id already runs on this node");
         return;
     }
@@ -352,6 +373,15 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
         kv->key = (char *)"CORRAL_SESSION_ID";
         kv->value = (char *)a->cfg.session_id;
     }
+    char job_token[CR_JOB_TOKEN_TEXT_MAX] = "";
+    if (a->cfg.net && strlen(ws->job_id) <= CR_JOB_ID_MAX) {
+        cr_job_scope_t scope = {.worker_index = ws->worker_index, .attempt = ws->attempt};
+        cr_strlcpy(scope.job_id, ws->job_id, sizeof(scope.job_id));
+        uint8_t cred[CR_TOKEN_LEN];
+        cr_net_job_credential(a->cfg.net, &scope, cred);
+        cr_job_token_format(&scope, cred, job_token, sizeof(job_token));
+        cr_wipe(cred, sizeof(cred));
+    }
     cr_worker_spec_t s = {.argv = (const char *const *)argv,
                           .cwd = spec->cwd && spec->cwd[0] ? spec->cwd : NULL,
                           .env = &env,
@@ -365,6 +395,8 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
                           .worker_id = ws->worker_id,
                           .worker_index = (int)ws->worker_index,
                           .agent_socket = a->cfg.socket,
+                          .head_address = a->cfg.head_address,
+                          .job_token = job_token[0] ? job_token : NULL,
                           .log_dir = a->cfg.logs,
                           .bind =
                               ws->bind == CORRAL__BIND__BIND_NONE ? CR_BIND_NONE : CR_BIND_CLOSEST};
@@ -376,6 +408,7 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
     w->attempt = ws->attempt;
     char *errmsg = NULL;
     int err = cr_worker_start(a->cfg.loop, &s, on_worker_exit, w, &w->w, &errmsg);
+    cr_wipe(job_token, sizeof(job_token));
     free(argv);
     CR_VEC_FREE(&env.vars);
     CR_VEC_FREE(&gang.vars);

@@ -61,7 +61,13 @@ enum { CR_LOG_ERROR = 0, CR_LOG_WARN = 1, CR_LOG_INFO = 2, CR_LOG_DEBUG = 3 };
  * (NULL: stderr). Level can also come from CORRAL_LOG_LEVEL. */
 void cr_log_set_level(int level);
 int cr_log_get_level(void);
+/* path is opened O_NOFOLLOW and must be a regular file of this user
+ * (created 0600): 0, or -errno / CR_EACCES. */
 int cr_log_set_file(const char *path);
+/* Lines that could not be written since the last one that was (a full
+ * disk, EIO): a failing log never blocks or stops the daemon; the next
+ * line written says how many were lost. */
+uint64_t cr_log_lost(void);
 void cr_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* What keeps a log bounded (base/log.c): at most burst messages from one
  * call site per interval_ms, the rest counted in one line when the
@@ -108,7 +114,8 @@ int cr_open_private(const char *path, int flags, char *why, size_t size);
 /* The whole of such a file, malloc'ed and NUL-terminated. */
 int cr_read_private(const char *path, char **out, size_t *len, char *why, size_t size);
 /* Writes path atomically: a new 0600 file (O_EXCL, O_NOFOLLOW) beside it,
- * renamed over it. */
+ * written, fsync'ed and renamed over it, so a reader (or a reboot) sees
+ * the old bytes or the new ones, never part, and nobody else ever can. */
 int cr_write_private(const char *path, const void *data, size_t len, char *why, size_t size);
 /* The session session_latest names in home, as home/<name>: home is
  * private, the link is a symlink the effective user owns whose target is

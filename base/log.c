@@ -8,6 +8,7 @@
  * printk_ratelimit does; a log file past its size is rotated (name.1 ..
  * name.<keep>), as logrotate's size and rotate do. */
 #include "base.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -119,22 +120,67 @@ static void rotate(void)
     free(path);
 }
 
+/* Lines that could not be written (a full disk, EIO): counted, never
+ * waited for, and said with the next line that is written. */
+static uint64_t log_lost;
+static int log_lost_errno;
+
+uint64_t cr_log_lost(void)
+{
+    return log_lost;
+}
+
+/* One write(2) of the whole line: a log that fails never blocks or stops
+ * the daemon, the line is dropped and counted (stdio would keep a failed
+ * line in its buffer and its error flag set). */
+static bool put(int fd, const char *s, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, s, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            log_lost_errno = w < 0 ? errno : EIO;
+            return false;
+        }
+        s += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
 static void emit(FILE *fp, int level, const char *line)
 {
     static const char *tags[] = {"error", "warning", "info", "debug"};
-    int n = 0;
+    char buf[2400], lost[160] = "";
+    size_t n = 0;
     if (log_fp) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         struct tm tm;
         gmtime_r(&ts.tv_sec, &tm);
-        n = fprintf(fp, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ ", tm.tm_year + 1900, tm.tm_mon + 1,
-                    tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+        n = (size_t)snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ ",
+                             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                             tm.tm_sec, ts.tv_nsec / 1000000);
     }
-    int m = fprintf(fp, "corral: %s: %s\n", tags[level < 0 ? 0 : level > 3 ? 3 : level], line);
+    if (log_lost)
+        snprintf(lost, sizeof(lost), " (%llu earlier log line(s) lost: %s)",
+                 (unsigned long long)log_lost, strerror(log_lost_errno));
+    int tag = level < 0 ? 0 : level > 3 ? 3 : level;
+    int m = snprintf(buf + n, sizeof(buf) - n, "corral: %s: %s%s\n", tags[tag], line, lost);
+    n += m > 0 ? (size_t)m : 0;
+    if (n >= sizeof(buf)) {
+        n = sizeof(buf) - 1;
+        buf[n - 1] = '\n';
+    }
+    if (!put(fileno(fp), buf, n)) {
+        log_lost++;
+        return;
+    }
+    log_lost = 0;
     if (!log_fp)
         return;
-    log_bytes += (uint64_t)(n > 0 ? n : 0) + (uint64_t)(m > 0 ? m : 0);
+    log_bytes += n;
     if (limits.max_bytes && log_bytes >= limits.max_bytes)
         rotate();
 }

@@ -159,6 +159,13 @@ int cr_write_private(const char *path, const void *data, size_t len, char *why, 
         p += w;
         len -= (size_t)w;
     }
+    /* on disk before the rename makes it visible: after a crash the path
+     * holds the old bytes or the new ones, never an empty file */
+    if (fsync(fd) < 0) {
+        err = -errno;
+        snprintf(why, size, "cannot write %s: fsync: %s", tmp, strerror(errno));
+        goto out_unlink;
+    }
     if (close(fd) < 0) {
         fd = -1;
         err = -errno;

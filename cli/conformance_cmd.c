@@ -4,14 +4,15 @@
  *
  * Per backend present (or the one --backend names), in this order:
  *   discovery  what corral found against the vendor's tool, where installed
- *              (nvidia-smi --query-gpu for nvidia; for the others the tool
- *              is run and its output kept, not yet compared)
+ *              (nvidia-smi --query-gpu for nvidia; amd-smi, xpu-smi,
+ *              tpu-info, neuron-ls and hl-smi in conformance_vendors.c)
  *   isolation  a child process given `corral hw --isolate`'s environment
  *              for one device sees exactly that device: through PyTorch
  *              when it has the runtime, else the vendor's library
  *              (libcuda's cuDeviceGetCount and cuDeviceGetUuid)
  *   topology   the device pairs against the vendor's matrix
- *              (nvidia-smi topo -m: NV# cells against corral's links)
+ *              (nvidia-smi topo -m: NV# cells against corral's links;
+ *              neuron-ls's connected_to against corral's NeuronLinks)
  *   telemetry  every device's telemetry read
  *   versions   the driver and runtime versions, recorded
  * Every mismatch is a FAIL line saying what each side said. A check that
@@ -23,6 +24,7 @@
  * 2 usage, 77 nothing could be verified (no accelerator, not real
  * hardware, or every check skipped). */
 #include "cli.h"
+#include "conformance.h"
 #include "hw/nvml_api.h"
 #include "hw/topo.h"
 #include <dlfcn.h>
@@ -38,30 +40,12 @@
 static const char usage_text[] =
     "usage: corral conformance [--backend NAME] [--json | --junit FILE]\n";
 
-typedef enum { R_PASS, R_FAIL, R_SKIP, R_INFO } result_t;
 static const char *const result_names[] = {"PASS", "FAIL", "SKIP", "INFO"};
 
-typedef struct check {
-    char backend[16];
-    char name[24]; /* discovery, isolation, topology, telemetry, versions */
-    result_t result;
-    char *detail;
-} check_t;
-
-typedef struct report {
-    CR_VEC(check_t) checks;
-    bool real; /* read from this machine's hardware, not a fixture */
-    char why_not_real[160];
-    char sku[32], driver[32], runtime[64];
-    bool quiet; /* --json: the lines go to stderr */
-} report_t;
-
-static void add(report_t *r, const char *backend, const char *name, result_t res, const char *fmt,
-                ...) __attribute__((format(printf, 5, 6)));
-static void add(report_t *r, const char *backend, const char *name, result_t res, const char *fmt,
-                ...)
+void conf_add(conf_report_t *r, const char *backend, const char *name, conf_result_t res,
+              const char *fmt, ...)
 {
-    check_t *c = CR_VEC_PUSH(&r->checks);
+    conf_check_t *c = CR_VEC_PUSH(&r->checks);
     memset(c, 0, sizeof(*c));
     cr_strlcpy(c->backend, backend, sizeof(c->backend));
     cr_strlcpy(c->name, name, sizeof(c->name));
@@ -77,7 +61,7 @@ static void add(report_t *r, const char *backend, const char *name, result_t res
 
 /* ---- running the vendors' tools ---- */
 
-static bool have_tool(const char *tool)
+bool conf_have_tool(const char *tool)
 {
     const char *path = getenv("PATH");
     if (!path)
@@ -93,18 +77,26 @@ static bool have_tool(const char *tool)
     return found;
 }
 
-/* The output of a fixed command line (no user input goes into it). */
-static int run_tool(const char *cmd, cr_buf_t *out)
+int conf_run_tool(const char *cmd, cr_buf_t *out)
 {
     FILE *fp = popen(cmd, "r");
     if (!fp)
         return -errno;
     char buf[4096];
-    size_t n;
+    size_t n, total = 0;
+    bool big = false;
     cr_buf_append(out, "", 0);
-    while ((n = fread(buf, 1, sizeof(buf), fp)) > 0)
+    while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) {
+        if (total + n > CONF_TOOL_OUTPUT_MAX) {
+            big = true; /* read on to the end, keeping nothing more */
+            continue;
+        }
         cr_buf_append(out, buf, n);
+        total += n;
+    }
     int st = pclose(fp);
+    if (big)
+        return CR_E2BIG;
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : CR_EVENDOR;
 }
 
@@ -176,18 +168,19 @@ static size_t count_gpus(const cr_node_t *n)
     return k;
 }
 
-static void nvidia_discovery(report_t *r, const cr_node_t *n)
+static void nvidia_discovery(conf_report_t *r, const cr_node_t *n)
 {
-    if (!have_tool("nvidia-smi")) {
-        add(r, "nvidia", "discovery", R_SKIP, "nvidia-smi is not on PATH: nothing to compare with");
+    if (!conf_have_tool("nvidia-smi")) {
+        conf_add(r, "nvidia", "discovery", R_SKIP,
+                 "nvidia-smi is not on PATH: nothing to compare with");
         return;
     }
     cr_buf_t out = {0};
-    int err = run_tool("nvidia-smi --query-gpu=index,uuid,name,memory.total,pci.bus_id,"
-                       "driver_version --format=csv,noheader,nounits 2>&1",
-                       &out);
+    int err = conf_run_tool("nvidia-smi --query-gpu=index,uuid,name,memory.total,pci.bus_id,"
+                            "driver_version --format=csv,noheader,nounits 2>&1",
+                            &out);
     if (err) {
-        add(r, "nvidia", "discovery", R_FAIL, "nvidia-smi --query-gpu failed: %.200s", out.s);
+        conf_add(r, "nvidia", "discovery", R_FAIL, "nvidia-smi --query-gpu failed: %.200s", out.s);
         cr_buf_free(&out);
         return;
     }
@@ -200,18 +193,18 @@ static void nvidia_discovery(report_t *r, const cr_node_t *n)
             continue;
         smi_gpu_t g;
         if (parse_smi_line(line, &g) != 0) {
-            add(r, "nvidia", "discovery", R_FAIL,
-                "nvidia-smi printed '%.120s': not index, "
-                "uuid, name, memory, bus id, driver",
-                line);
+            conf_add(r, "nvidia", "discovery", R_FAIL,
+                     "nvidia-smi printed '%.120s': not index, "
+                     "uuid, name, memory, bus id, driver",
+                     line);
             bad++;
             continue;
         }
         seen++;
         const cr_device_t *d = gpu_by_index(n, g.index);
         if (!d) {
-            add(r, "nvidia", "discovery", R_FAIL, "nvidia-smi shows GPU %d (%s); corral has none",
-                g.index, g.pci);
+            conf_add(r, "nvidia", "discovery", R_FAIL,
+                     "nvidia-smi shows GPU %d (%s); corral has none", g.index, g.pci);
             bad++;
             continue;
         }
@@ -227,27 +220,28 @@ static void nvidia_discovery(report_t *r, const cr_node_t *n)
         };
         for (size_t k = 0; k < CR_ARRAY_SIZE(cmp); k++)
             if (!cmp[k].ok) {
-                add(r, "nvidia", "discovery", R_FAIL, "GPU %d: %s: nvidia-smi says %s, corral %s",
-                    g.index, cmp[k].what, cmp[k].smi, cmp[k].ours);
+                conf_add(r, "nvidia", "discovery", R_FAIL,
+                         "GPU %d: %s: nvidia-smi says %s, corral %s", g.index, cmp[k].what,
+                         cmp[k].smi, cmp[k].ours);
                 bad++;
             }
         if (mib + 1 < g.memory_mib || mib > g.memory_mib + 1) {
-            add(r, "nvidia", "discovery", R_FAIL,
-                "GPU %d: memory: nvidia-smi says %llu MiB, corral %llu MiB", g.index,
-                (unsigned long long)g.memory_mib, (unsigned long long)mib);
+            conf_add(r, "nvidia", "discovery", R_FAIL,
+                     "GPU %d: memory: nvidia-smi says %llu MiB, corral %llu MiB", g.index,
+                     (unsigned long long)g.memory_mib, (unsigned long long)mib);
             bad++;
         }
         if (!r->driver[0])
             cr_strlcpy(r->driver, g.driver, sizeof(r->driver));
     }
     if (seen != count_gpus(n)) {
-        add(r, "nvidia", "discovery", R_FAIL, "nvidia-smi shows %zu GPUs, corral %zu", seen,
-            count_gpus(n));
+        conf_add(r, "nvidia", "discovery", R_FAIL, "nvidia-smi shows %zu GPUs, corral %zu", seen,
+                 count_gpus(n));
         bad++;
     }
     if (!bad)
-        add(r, "nvidia", "discovery", R_PASS,
-            "%zu GPUs: UUID, name, PCI address, memory and driver as nvidia-smi says", seen);
+        conf_add(r, "nvidia", "discovery", R_PASS,
+                 "%zu GPUs: UUID, name, PCI address, memory and driver as nvidia-smi says", seen);
     cr_buf_free(&out);
 }
 
@@ -271,15 +265,15 @@ static void strip_escapes(char *s)
     *w = '\0';
 }
 
-static void nvidia_topology(report_t *r, const cr_node_t *n)
+static void nvidia_topology(conf_report_t *r, const cr_node_t *n)
 {
-    if (!have_tool("nvidia-smi")) {
-        add(r, "nvidia", "topology", R_SKIP, "nvidia-smi is not on PATH");
+    if (!conf_have_tool("nvidia-smi")) {
+        conf_add(r, "nvidia", "topology", R_SKIP, "nvidia-smi is not on PATH");
         return;
     }
     cr_buf_t out = {0};
-    if (run_tool("nvidia-smi topo -m 2>&1", &out) != 0) {
-        add(r, "nvidia", "topology", R_FAIL, "nvidia-smi topo -m failed: %.200s", out.s);
+    if (conf_run_tool("nvidia-smi topo -m 2>&1", &out) != 0) {
+        conf_add(r, "nvidia", "topology", R_FAIL, "nvidia-smi topo -m failed: %.200s", out.s);
         cr_buf_free(&out);
         return;
     }
@@ -307,23 +301,25 @@ static void nvidia_topology(report_t *r, const cr_node_t *n)
             bool smi_nv = strncmp(tok, "NV", 2) == 0, our_nv = strncmp(ours, "NV", 2) == 0;
             if (smi_nv || our_nv) {
                 if (strcmp(tok, ours) != 0) {
-                    add(r, "nvidia", "topology", R_FAIL,
-                        "GPU%d-GPU%d: nvidia-smi topo -m says %s, corral %s", row, col, tok, ours);
+                    conf_add(r, "nvidia", "topology", R_FAIL,
+                             "GPU%d-GPU%d: nvidia-smi topo -m says %s, corral %s", row, col, tok,
+                             ours);
                     bad++;
                 }
             } else if (strcmp(tok, ours) != 0) {
-                add(r, "nvidia", "topology", R_INFO,
-                    "GPU%d-GPU%d: nvidia-smi says %s, corral %s (PCIe class; recorded)", row, col,
-                    tok, ours);
+                conf_add(r, "nvidia", "topology", R_INFO,
+                         "GPU%d-GPU%d: nvidia-smi says %s, corral %s (PCIe class; recorded)", row,
+                         col, tok, ours);
                 pcie_differ++;
             }
         }
     }
     if (!pairs)
-        add(r, "nvidia", "topology", count_gpus(n) > 1 ? R_FAIL : R_SKIP,
-            "no GPU pairs read from nvidia-smi topo -m");
+        conf_add(r, "nvidia", "topology", count_gpus(n) > 1 ? R_FAIL : R_SKIP,
+                 "no GPU pairs read from nvidia-smi topo -m");
     else if (!bad)
-        add(r, "nvidia", "topology", R_PASS,
+        conf_add(
+            r, "nvidia", "topology", R_PASS,
             "%zu GPU pairs: every NV# of nvidia-smi topo -m is corral's NVLink (%zu PCIe cells "
             "differ)",
             pairs, pcie_differ);
@@ -413,7 +409,7 @@ static int run_with_env(const cr_envlist_t *env, char *const argv[], char *out, 
 
 /* PyTorch, when installed with CUDA: the device count and device 0's UUID
  * it sees under env. */
-static void torch_isolation(report_t *r, const cr_envlist_t *env, const char *want)
+static void torch_isolation(conf_report_t *r, const cr_envlist_t *env, const char *want)
 {
     static const char script[] =
         "import sys\n"
@@ -431,25 +427,25 @@ static void torch_isolation(report_t *r, const cr_envlist_t *env, const char *wa
     int count = -1;
     char uuid[96] = "", ver[32] = "";
     if (rc != 0 || !out[0])
-        add(r, "nvidia", "isolation", R_SKIP, "no python3 to ask PyTorch (%d)", rc);
+        conf_add(r, "nvidia", "isolation", R_SKIP, "no python3 to ask PyTorch (%d)", rc);
     else if (strncmp(out, "noimport", 8) == 0 || strcmp(out, "nocuda") == 0)
-        add(r, "nvidia", "isolation", R_SKIP, "PyTorch with CUDA is not installed (%s)", out);
+        conf_add(r, "nvidia", "isolation", R_SKIP, "PyTorch with CUDA is not installed (%s)", out);
     else if (sscanf(out, "%d %95s %31s", &count, uuid, ver) < 2)
-        add(r, "nvidia", "isolation", R_FAIL, "PyTorch said '%s'", out);
+        conf_add(r, "nvidia", "isolation", R_FAIL, "PyTorch said '%s'", out);
     else {
         /* torch prints the UUID without its GPU- prefix */
         char full[100];
         snprintf(full, sizeof(full), "%s%s", strncmp(uuid, "GPU-", 4) ? "GPU-" : "", uuid);
         if (count == 1 && strcmp(full, want) == 0)
-            add(r, "nvidia", "isolation", R_PASS,
-                "PyTorch (CUDA %s) under corral's environment sees exactly %s", ver, want);
+            conf_add(r, "nvidia", "isolation", R_PASS,
+                     "PyTorch (CUDA %s) under corral's environment sees exactly %s", ver, want);
         else
-            add(r, "nvidia", "isolation", R_FAIL,
-                "PyTorch sees %d devices, the first %s; want 1, %s", count, full, want);
+            conf_add(r, "nvidia", "isolation", R_FAIL,
+                     "PyTorch sees %d devices, the first %s; want 1, %s", count, full, want);
     }
 }
 
-static void nvidia_isolation(report_t *r, const cr_node_t *n)
+static void nvidia_isolation(conf_report_t *r, const cr_node_t *n)
 {
     int dev = -1;
     for (size_t i = 0; i < n->devices.n && dev < 0; i++)
@@ -457,20 +453,21 @@ static void nvidia_isolation(report_t *r, const cr_node_t *n)
             !n->devices.v[i].mig_enabled && n->devices.v[i].uuid[0])
             dev = (int)i;
     if (dev < 0) {
-        add(r, "nvidia", "isolation", R_SKIP, "no whole GPU with a UUID to isolate");
+        conf_add(r, "nvidia", "isolation", R_SKIP, "no whole GPU with a UUID to isolate");
         return;
     }
     hw_options_t o = {0};
     cr_envlist_t env = {0};
     char *msg = NULL;
     if (hw_isolate(&o, n, &dev, 1, &env, &msg) != 0) {
-        add(r, "nvidia", "isolation", R_FAIL, "corral hw --isolate %d: %s", dev, msg ? msg : "?");
+        conf_add(r, "nvidia", "isolation", R_FAIL, "corral hw --isolate %d: %s", dev,
+                 msg ? msg : "?");
         free(msg);
         return;
     }
     int fds[2];
     if (pipe(fds) != 0) {
-        add(r, "nvidia", "isolation", R_SKIP, "pipe: %s", strerror(errno));
+        conf_add(r, "nvidia", "isolation", R_SKIP, "pipe: %s", strerror(errno));
         cr_envlist_free(&env);
         return;
     }
@@ -490,20 +487,20 @@ static void nvidia_isolation(report_t *r, const cr_node_t *n)
     int count = -1, version = 0;
     char uuid[96] = "";
     if (strcmp(buf, "nolib") == 0 || got <= 0)
-        add(r, "nvidia", "isolation", R_SKIP,
-            "no CUDA driver library (libcuda.so.1) to ask: isolation not verified");
+        conf_add(r, "nvidia", "isolation", R_SKIP,
+                 "no CUDA driver library (libcuda.so.1) to ask: isolation not verified");
     else if (strcmp(buf, "noinit") == 0)
-        add(r, "nvidia", "isolation", R_FAIL, "cuInit failed under CUDA_VISIBLE_DEVICES=%s",
-            cr_envlist_get(&env, "CUDA_VISIBLE_DEVICES"));
+        conf_add(r, "nvidia", "isolation", R_FAIL, "cuInit failed under CUDA_VISIBLE_DEVICES=%s",
+                 cr_envlist_get(&env, "CUDA_VISIBLE_DEVICES"));
     else if (sscanf(buf, "%d %95s %d", &count, uuid, &version) != 3)
-        add(r, "nvidia", "isolation", R_FAIL, "the CUDA child said '%s'", buf);
+        conf_add(r, "nvidia", "isolation", R_FAIL, "the CUDA child said '%s'", buf);
     else if (count != 1 || strcmp(uuid, want) != 0)
-        add(r, "nvidia", "isolation", R_FAIL,
-            "under CUDA_VISIBLE_DEVICES=%s CUDA sees %d devices, the first %s; want 1, %s",
-            cr_envlist_get(&env, "CUDA_VISIBLE_DEVICES"), count, uuid, want);
+        conf_add(r, "nvidia", "isolation", R_FAIL,
+                 "under CUDA_VISIBLE_DEVICES=%s CUDA sees %d devices, the first %s; want 1, %s",
+                 cr_envlist_get(&env, "CUDA_VISIBLE_DEVICES"), count, uuid, want);
     else
-        add(r, "nvidia", "isolation", R_PASS,
-            "under corral's environment for device %d CUDA sees exactly it (%s)", dev, want);
+        conf_add(r, "nvidia", "isolation", R_PASS,
+                 "under corral's environment for device %d CUDA sees exactly it (%s)", dev, want);
     if (version > 0)
         snprintf(r->runtime, sizeof(r->runtime), "CUDA driver API %d.%d", version / 1000,
                  version % 1000 / 10);
@@ -513,11 +510,11 @@ static void nvidia_isolation(report_t *r, const cr_node_t *n)
 
 /* ---- every backend: telemetry and versions ---- */
 
-static void telemetry_check(report_t *r, const cr_node_t *n, const char *backend)
+static void telemetry_check(conf_report_t *r, const cr_node_t *n, const char *backend)
 {
     const cr_accel_component_t *c = hw_component_find(backend);
     if (!c || !c->telemetry) {
-        add(r, backend, "telemetry", R_SKIP, "the backend reads no telemetry");
+        conf_add(r, backend, "telemetry", R_SKIP, "the backend reads no telemetry");
         return;
     }
     cr_hw_env_t env = {.root = "/"};
@@ -530,15 +527,15 @@ static void telemetry_check(report_t *r, const cr_node_t *n, const char *backend
         tried++;
         int err = c->telemetry(&env, n, (int)i, &t);
         if (err)
-            add(r, backend, "telemetry", R_FAIL, "device %zu: %s", i, cr_strerror(err));
+            conf_add(r, backend, "telemetry", R_FAIL, "device %zu: %s", i, cr_strerror(err));
         else
             ok++;
     }
     if (tried && ok == tried)
-        add(r, backend, "telemetry", R_PASS, "%zu devices read", ok);
+        conf_add(r, backend, "telemetry", R_PASS, "%zu devices read", ok);
 }
 
-static void versions(report_t *r, const cr_node_t *n, const char *backend)
+static void versions(conf_report_t *r, const cr_node_t *n, const char *backend)
 {
     for (size_t i = 0; i < n->devices.n; i++)
         if (strcmp(n->devices.v[i].backend, backend) == 0) {
@@ -548,42 +545,9 @@ static void versions(report_t *r, const cr_node_t *n, const char *backend)
                 cr_strlcpy(r->driver, n->devices.v[i].driver, sizeof(r->driver));
             break;
         }
-    add(r, backend, "versions", R_INFO, "SKU %s, driver %s, runtime %s", r->sku[0] ? r->sku : "?",
-        r->driver[0] ? r->driver : "unknown", r->runtime[0] ? r->runtime : "unknown");
-}
-
-/* The vendor's own tool for a backend not compared yet: run and kept. */
-static const struct vendor_tool {
-    const char *backend, *tool, *cmd;
-} vendor_tools[] = {
-    {"amd", "amd-smi", "amd-smi list 2>&1"},
-    {"amd", "rocm-smi", "rocm-smi --showbus --showuniqueid 2>&1"},
-    {"neuron", "neuron-ls", "neuron-ls 2>&1"},
-    {"gaudi", "hl-smi", "hl-smi -Q index,module_id,bus_id -f csv 2>&1"},
-    {"tpu", "tpu-info", "tpu-info 2>&1"},
-    {"intel", "xpu-smi", "xpu-smi discovery 2>&1"},
-};
-
-static void other_discovery(report_t *r, const char *backend)
-{
-    bool any = false;
-    for (size_t i = 0; i < CR_ARRAY_SIZE(vendor_tools); i++) {
-        if (strcmp(vendor_tools[i].backend, backend) != 0)
-            continue;
-        any = true;
-        if (!have_tool(vendor_tools[i].tool)) {
-            add(r, backend, "discovery", R_SKIP, "%s is not on PATH", vendor_tools[i].tool);
-            continue;
-        }
-        cr_buf_t out = {0};
-        int err = run_tool(vendor_tools[i].cmd, &out);
-        add(r, backend, "discovery", R_SKIP,
-            "%s ran (%s); comparing its output with corral's is not written yet: not verified",
-            vendor_tools[i].tool, err ? "it failed" : "its output is in --json");
-        cr_buf_free(&out);
-    }
-    if (!any)
-        add(r, backend, "discovery", R_SKIP, "no vendor tool known to compare with");
+    conf_add(r, backend, "versions", R_INFO, "SKU %s, driver %s, runtime %s",
+             r->sku[0] ? r->sku : "?", r->driver[0] ? r->driver : "unknown",
+             r->runtime[0] ? r->runtime : "unknown");
 }
 
 /* ---- output ---- */
@@ -611,7 +575,7 @@ static void xml_text(FILE *fp, const char *s)
     }
 }
 
-static int write_junit(const report_t *r, const char *path)
+static int write_junit(const conf_report_t *r, const char *path)
 {
     FILE *fp = fopen(path, "w");
     if (!fp) {
@@ -629,7 +593,7 @@ static int write_junit(const report_t *r, const char *path)
             "skipped=\"%zu\">\n",
             r->checks.n, fails, skips);
     for (size_t i = 0; i < r->checks.n; i++) {
-        const check_t *c = &r->checks.v[i];
+        const conf_check_t *c = &r->checks.v[i];
         fprintf(fp, "  <testcase classname=\"%s\" name=\"%s\">", c->backend, c->name);
         if (c->result == R_FAIL) {
             fputs("<failure message=\"", fp);
@@ -648,7 +612,7 @@ static int write_junit(const report_t *r, const char *path)
     return fclose(fp) == 0 ? CLI_OK : CLI_FAIL;
 }
 
-static json_t *report_json(const report_t *r, bool verified)
+static json_t *report_json(const conf_report_t *r, bool verified)
 {
     json_t *o = json_object(), *a = json_array();
     json_object_set_new(o, "schema", json_string("corral.conformance/v1"));
@@ -669,7 +633,7 @@ static json_t *report_json(const report_t *r, bool verified)
     if (uname(&u) == 0)
         json_object_set_new(o, "kernel", json_string(u.release));
     for (size_t i = 0; i < r->checks.n; i++) {
-        const check_t *c = &r->checks.v[i];
+        const conf_check_t *c = &r->checks.v[i];
         json_t *x = json_object();
         json_object_set_new(x, "backend", json_string(c->backend));
         json_object_set_new(x, "check", json_string(c->name));
@@ -740,7 +704,7 @@ int cli_conformance(int argc, char **argv)
     cr_node_t *n = NULL;
     if (cli_discover(NULL, NULL, &n) != 0)
         return CLI_FAIL;
-    report_t r = {0};
+    conf_report_t r = {0};
     r.quiet = as_json;
     const char *why = not_real();
     r.real = why == NULL;
@@ -774,9 +738,11 @@ int cli_conformance(int argc, char **argv)
             nvidia_isolation(&r, n);
             nvidia_topology(&r, n);
         } else {
-            other_discovery(&r, be);
-            add(&r, be, "isolation", R_SKIP, "no runtime check written for %s yet", be);
-            add(&r, be, "topology", R_SKIP, "no vendor matrix compared for %s yet", be);
+            if (!conf_vendor_checks(&r, n, be)) {
+                conf_add(&r, be, "discovery", R_SKIP, "no vendor tool known to compare with");
+                conf_add(&r, be, "topology", R_SKIP, "no vendor matrix compared for %s", be);
+            }
+            conf_add(&r, be, "isolation", R_SKIP, "no runtime check written for %s yet", be);
         }
         telemetry_check(&r, n, be);
         versions(&r, n, be);

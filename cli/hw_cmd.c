@@ -4,7 +4,8 @@
 #include <stdio.h>
 
 static const char usage_line[] =
-    "usage: corral hw [--json] [--spec FILE] [--root DIR] [--isolate LIST] [--check]\n";
+    "usage: corral hw [--json] [--spec FILE] [--root DIR] [--isolate LIST] [--check]\n"
+    "       corral hw --check SPEC\n";
 
 static const char help[] =
     "\n"
@@ -13,7 +14,9 @@ static const char help[] =
     "  --root DIR      read /sys, /dev and /proc under DIR (also CORRAL_SYSFS_ROOT)\n"
     "  --isolate LIST  the environment a worker given devices LIST (e.g. 0,3 or 0-3)\n"
     "                  would get, one VAR=VALUE a line (or JSON with --json)\n"
-    "  --check         list what is suspicious; exit 1 when anything is\n";
+    "  --check         list what is suspicious; exit 1 when anything is\n"
+    "  --check SPEC    validate the hardware spec SPEC: print ok, or each error as\n"
+    "                  FILE:LINE:COL and what to fix, and exit 1\n";
 
 static void usage(FILE *fp)
 {
@@ -122,6 +125,9 @@ int cli_hw(int argc, char **argv)
     int first = cli_parse_opts("corral hw", opts, argc, argv, usage_line, help, false);
     if (first < 0)
         return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
+    /* `corral hw --check SPEC`: the spec to validate */
+    if (do_check && !spec && !root && first == argc - 1)
+        spec = argv[first++];
     if (first < argc) {
         fprintf(stderr, "corral hw: unexpected argument '%s'\n", argv[first]);
         usage(stderr);
@@ -175,6 +181,9 @@ int cli_hw(int argc, char **argv)
             printf("%s\n", node->warnings.v[i]);
         if (node->warnings.n)
             rc = CLI_FAIL;
+        else if (spec)
+            printf("ok: %s is a valid hardware spec (node %s, %zu devices)\n", spec, node->id,
+                   node->devices.n);
         else
             printf("ok: nothing suspicious on %s (%zu devices)\n", node->id, node->devices.n);
     } else if (json) {

@@ -17,9 +17,9 @@ static const char start_usage[] =
     "usage: corral start --head [--hw-spec FILE] [--resources 'K=V,...'] [--labels 'k=v,...'] "
     "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
     "[--suspect-after-ms N] "
-    "[--dead-after-ms N] [--block]\n"
+    "[--dead-after-ms N] [--log-file PATH] [--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
-    "[--node-id ID] [--resources ...] [--labels ...] [--block]\n"
+    "[--node-id ID] [--resources ...] [--labels ...] [--log-file PATH] [--block]\n"
     "\n"
     "--head starts the cluster's head (corrald) on this node, in the background, and prints\n"
     "the command that joins an agent to it; --address joins this node to a head as an agent.\n"
@@ -30,6 +30,8 @@ static const char start_usage[] =
     "  --token-file F          the cluster token (default: the session's)\n"
     "  --node-ip IP, --node-id ID   this agent's address and name\n"
     "  --heartbeat-ms, --suspect-after-ms, --dead-after-ms N   the head's failure detector\n"
+    "  --log-file PATH         corrald's log (default: logs/corrald.log in its session), a\n"
+    "                          regular file of yours, never opened through a symlink\n"
     "  --block                 run in the foreground\n"
     "\n"
     "A head that is unreachable fails the join at once; 'corral stop' stops what started here.\n";
@@ -264,6 +266,7 @@ int cli_start(int argc, char **argv)
         CLI_CALL("heartbeat-ms", opt_pass, &p),
         CLI_CALL("suspect-after-ms", opt_pass, &p),
         CLI_CALL("dead-after-ms", opt_pass, &p),
+        CLI_CALL("log-file", opt_pass, &p),
         CLI_FLAG("block", &block),
         CLI_END,
     };
@@ -496,6 +499,24 @@ int cli_stop(int argc, char **argv)
     }
     if (head_addr)
         return stop_cluster(head_addr, token_file, keep_head);
+    /* inside a worker (its job credential, no token file given): only the
+     * head is asked, which refuses a job credential a shutdown; nothing is
+     * signalled by pid */
+    const char *jt = getenv("CORRAL_JOB_TOKEN"), *tf = getenv("CORRAL_TOKEN_FILE");
+    if (jt && jt[0] && !(tf && tf[0])) {
+        corral_t *c;
+        char *msg = NULL;
+        if (corral_connect(NULL, NULL, &c, &msg) < 0) {
+            fprintf(stderr, "corral stop: %s\n", msg ? msg : "cannot reach the head");
+            free(msg);
+            return CLI_FAIL;
+        }
+        int err = corral_shutdown(c);
+        if (err < 0)
+            fprintf(stderr, "corral stop: %s\n", corral_errmsg(c));
+        corral_disconnect(c);
+        return err < 0 ? CLI_FAIL : CLI_OK;
+    }
     const char *home = cr_corral_home();
     if (!home)
         return CLI_FAIL;

@@ -151,7 +151,11 @@ int corral_connect(const char *address, const char *token_path, corral_t **out, 
         address && address[0] ? cr_strdup(address) : session_file("corrald.sock", why, sizeof(why));
     if (!token_path || !token_path[0])
         token_path = getenv("CORRAL_TOKEN_FILE");
-    if (addr)
+    /* inside a worker: its job credential, which its agent gave it in
+     * place of the cluster token (a token file named explicitly wins) */
+    const char *job_token = getenv("CORRAL_JOB_TOKEN");
+    bool use_job = !(token_path && token_path[0]) && job_token && job_token[0];
+    if (addr && !use_job)
         tok = token_path && token_path[0] ? cr_strdup(token_path)
                                           : session_file("token", why, sizeof(why));
 
@@ -159,27 +163,39 @@ int corral_connect(const char *address, const char *token_path, corral_t **out, 
     uv_loop_init(&c->loop);
     uv_timer_init(&c->loop, &c->timer);
     uint8_t token[CR_TOKEN_LEN];
+    cr_job_scope_t scope;
     char name[64];
     int err = 0;
-    if (!addr || !tok) { /* no session: no head, said once here */
+    if (!addr || (!tok && !use_job)) { /* no session: no head, said once here */
         err = CR_ENOENT;
         set_msg(c, "%s", why);
         goto fail;
     }
-    struct stat tst;
-    /* no token file: no head, said once here (the reader would warn too) */
-    err = lstat(tok, &tst) < 0 ? -errno : cr_token_read(tok, token);
-    if (err == -ENOENT && !(token_path && token_path[0])) {
-        set_msg(c, "no head is running (no %s); start one with 'corral start --head'", tok);
-        goto fail;
-    }
-    if (err < 0) {
-        set_msg(c, "cannot read the cluster token %s: %s (is a head running? corral start --head)",
-                tok, cr_strerror(err));
-        goto fail;
+    if (use_job) {
+        err = cr_job_token_parse(job_token, &scope, token);
+        if (err < 0) {
+            set_msg(c, "CORRAL_JOB_TOKEN is malformed (expected job:ID:INDEX:ATTEMPT:64 hex "
+                       "digits, as the agent sets it for a worker); unset it to use a token file");
+            goto fail;
+        }
+        tok = cr_asprintf("CORRAL_JOB_TOKEN (job %s)", scope.job_id);
+    } else {
+        struct stat tst;
+        /* no token file: no head, said once here (the reader would warn too) */
+        err = lstat(tok, &tst) < 0 ? -errno : cr_token_read(tok, token);
+        if (err == -ENOENT && !(token_path && token_path[0])) {
+            set_msg(c, "no head is running (no %s); start one with 'corral start --head'", tok);
+            goto fail;
+        }
+        if (err < 0) {
+            set_msg(c,
+                    "cannot read the cluster token %s: %s (is a head running? corral start --head)",
+                    tok, cr_strerror(err));
+            goto fail;
+        }
     }
     snprintf(name, sizeof(name), "libcorral:%d", (int)getpid());
-    cr_net_config_t cfg = {.token = token, .name = name};
+    cr_net_config_t cfg = {.token = token, .name = name, .job = use_job ? &scope : NULL};
     cr_net_callbacks_t cb = {.on_ready = on_ready, .on_message = on_message, .on_close = on_close};
     c->net = cr_net_new(&c->loop, &cfg, &cb, c);
     memset(token, 0, sizeof(token));

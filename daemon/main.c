@@ -14,9 +14,9 @@ static const char usage_line[] =
     "usage: corrald --head [--hw-spec FILE] [--resources 'K=V,...'] [--labels 'k=v,...'] "
     "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
     "[--suspect-after-ms N] "
-    "[--dead-after-ms N] [--block]\n"
+    "[--dead-after-ms N] [--log-file PATH] [--block]\n"
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
-    "[--node-id ID] [--resources ...] [--labels ...]\n";
+    "[--node-id ID] [--resources ...] [--labels ...] [--log-file PATH]\n";
 
 static cr_node_t *node; /* this node, as discovered */
 static hw_options_t hwo;
@@ -129,6 +129,7 @@ int main(int argc, char **argv)
         {"heartbeat-ms", required_argument, 0, 'B'},
         {"suspect-after-ms", required_argument, 0, 'S'},
         {"dead-after-ms", required_argument, 0, 'X'},
+        {"log-file", required_argument, 0, 'F'},
         {"block", no_argument, 0, 'b'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
@@ -186,6 +187,9 @@ int main(int argc, char **argv)
         case 'X':
             if (parse_u32("--dead-after-ms", optarg, 10, 3600000, &ho.dead_ms))
                 return 2;
+            break;
+        case 'F':
+            ho.log_file = ao.log_file = optarg;
             break;
         case 'h':
             fputs(usage_line, stdout);

@@ -4,6 +4,7 @@
  * the cluster status, which spans them, and `corral stop`. */
 #include "head/head.h"
 #include <stdio.h>
+#include <string.h>
 
 static void on_force(uv_timer_t *t)
 {
@@ -86,22 +87,25 @@ static void req_status(cr_conn_t *c, const Corral__Envelope *e)
 }
 
 typedef void (*handler_fn)(cr_conn_t *c, const Corral__Envelope *e);
+/* write: the request changes the state, refused while the state store
+ * cannot commit (head_refuse_write) */
 static const struct {
     Corral__Envelope__BodyCase body;
     handler_fn fn;
+    bool write;
 } handlers[] = {
-    {CORRAL__ENVELOPE__BODY_JOB_SUBMIT, req_job_submit},
-    {CORRAL__ENVELOPE__BODY_JOB_STATUS, req_job_status},
-    {CORRAL__ENVELOPE__BODY_JOB_LIST, req_job_list},
-    {CORRAL__ENVELOPE__BODY_JOB_STOP, req_job_stop},
-    {CORRAL__ENVELOPE__BODY_JOB_LOGS, req_job_logs},
-    {CORRAL__ENVELOPE__BODY_STATUS_REQUEST, req_status},
-    {CORRAL__ENVELOPE__BODY_NODE_LIST, req_node_list},
-    {CORRAL__ENVELOPE__BODY_EVENTS_REQUEST, req_events},
-    {CORRAL__ENVELOPE__BODY_SHUTDOWN, req_shutdown},
-    {CORRAL__ENVELOPE__BODY_PG_CREATE, req_pg},
-    {CORRAL__ENVELOPE__BODY_PG_REMOVE, req_pg},
-    {CORRAL__ENVELOPE__BODY_PG_LIST, req_pg},
+    {CORRAL__ENVELOPE__BODY_JOB_SUBMIT, req_job_submit, true},
+    {CORRAL__ENVELOPE__BODY_JOB_STATUS, req_job_status, false},
+    {CORRAL__ENVELOPE__BODY_JOB_LIST, req_job_list, false},
+    {CORRAL__ENVELOPE__BODY_JOB_STOP, req_job_stop, true},
+    {CORRAL__ENVELOPE__BODY_JOB_LOGS, req_job_logs, false},
+    {CORRAL__ENVELOPE__BODY_STATUS_REQUEST, req_status, false},
+    {CORRAL__ENVELOPE__BODY_NODE_LIST, req_node_list, false},
+    {CORRAL__ENVELOPE__BODY_EVENTS_REQUEST, req_events, false},
+    {CORRAL__ENVELOPE__BODY_SHUTDOWN, req_shutdown, false},
+    {CORRAL__ENVELOPE__BODY_PG_CREATE, req_pg, true},
+    {CORRAL__ENVELOPE__BODY_PG_REMOVE, req_pg, true},
+    {CORRAL__ENVELOPE__BODY_PG_LIST, req_pg, false},
 };
 
 /* An agent's messages. Register first; everything else names the node of
@@ -153,15 +157,60 @@ static void agent_message(cr_conn_t *c, const Corral__Envelope *e)
     }
 }
 
+/* A connection that proved a job credential (a worker's CORRAL_JOB_TOKEN)
+ * is served its own job's status, logs and stop, while the worker's
+ * attempt it names is the current one; everything else is refused with
+ * an Error that says so. */
+static bool job_scope_allows(cr_conn_t *c, const Corral__Envelope *e, const cr_job_scope_t *s)
+{
+    char why[256];
+    if (!jobs_scope_current(s, why, sizeof(why))) {
+        cr_conn_reply_error(c, e->id, CR_EACCES,
+                            "this job credential (CORRAL_JOB_TOKEN) is no longer valid: %s", why);
+        return false;
+    }
+    const char *target = NULL;
+    switch (e->body_case) {
+    case CORRAL__ENVELOPE__BODY_JOB_STATUS:
+        target = e->job_status->job_id;
+        break;
+    case CORRAL__ENVELOPE__BODY_JOB_LOGS:
+        target = e->job_logs->job_id;
+        break;
+    case CORRAL__ENVELOPE__BODY_JOB_STOP:
+        target = e->job_stop->job_id;
+        break;
+    default:
+        cr_conn_reply_error(c, e->id, CR_EACCES,
+                            "refused: %s needs the cluster token; a worker's job credential "
+                            "(CORRAL_JOB_TOKEN, job %s) may only read its own job's status and "
+                            "logs and cancel it",
+                            cr_msg_name(e->body_case), s->job_id);
+        return false;
+    }
+    if (!target || strcmp(target, s->job_id) != 0) {
+        cr_conn_reply_error(c, e->id, CR_EACCES,
+                            "refused: the job credential of job %s (CORRAL_JOB_TOKEN) may not "
+                            "act on job %s; a worker may act on its own job only",
+                            s->job_id, target ? target : "");
+        return false;
+    }
+    return true;
+}
+
 void head_dispatch(cr_conn_t *c, const Corral__Envelope *e)
 {
     if (cr_conn_role(c) == CORRAL__ROLE__ROLE_AGENT) {
         agent_message(c, e);
         return;
     }
+    const cr_job_scope_t *scope = cr_conn_job_scope(c);
+    if (scope && !job_scope_allows(c, e, scope))
+        return;
     for (size_t i = 0; i < CR_ARRAY_SIZE(handlers); i++)
         if (handlers[i].body == e->body_case) {
-            handlers[i].fn(c, e);
+            if (!handlers[i].write || !head_refuse_write(c, e))
+                handlers[i].fn(c, e);
             return;
         }
     cr_conn_reply_error(c, e->id, CR_ENOSYS, "%s is not served by this head",

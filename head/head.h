@@ -43,6 +43,7 @@
 
 #define DEFAULT_GRACE_MS 5000
 #define SHUTDOWN_GRACE_MS 2000
+#define STORE_RETRY_MS 1000 /* a commit tried again while the state store fails */
 #define MAX_DEVS 64
 
 typedef struct job job_t;
@@ -89,6 +90,13 @@ typedef struct head_watch {
     void (*group_created)(pg_t *g);
     /* capacity came back or the cluster changed: what waits is tried again */
     void (*retry)(void);
+    /* the turn's group commit ended (ok: it is recorded; else rolled back,
+     * its answers errors): what the turn created waits for this to start
+     * or be dropped (nothing runs that is not recorded) */
+    void (*committed)(bool ok);
+    /* the state store commits again after failing: what the head holds is
+     * written again (the changes of the failed turns); an error if not */
+    int (*resync)(void);
 } head_watch_t;
 
 typedef struct head {
@@ -111,6 +119,11 @@ typedef struct head {
     time_t died_at;      /* when that head last wrote its state or its log */
     /* turn.c */
     cr_state_t *st;
+    /* a commit failed: the head serves reads only, and tries a commit
+     * again every STORE_RETRY_MS, until one succeeds (store_why: why) */
+    bool store_failing;
+    char store_why[CR_STATE_ERRMSG_MAX];
+    int64_t store_tried_ms;
     bool shutting_down, closed;
     int running_workers; /* started and not ended: the shutdown waits for them */
     /* the scheduler's view (sched/): nodes.c adds, loses and restores
@@ -123,6 +136,7 @@ typedef struct head {
     node_t *self; /* the head's own node (NULL in a harness without one) */
     CR_VEC(node_t *) nodes;
     uint32_t heartbeat_ms, suspect_ms, dead_ms;
+    int64_t last_tick_ms; /* the last nodes_tick (cr_mono_ms): a late one is a stall */
     /* jobs.c */
     CR_VEC(job_t *) jobs;
     CR_VEC(job_t *) pending; /* waiting for resources, in arrival order */
@@ -150,6 +164,12 @@ void head_batch_forget(void);
 void maybe_finish_shutdown(void);
 /* The watch's retry, when set. */
 void head_retry(void);
+/* While the state store fails: true, and c's request e answered with an
+ * error that says so, for a request that would change the state. */
+bool head_refuse_write(cr_conn_t *c, const Corral__Envelope *e);
+/* From the tick: while the state store fails, a commit tried again now
+ * and then (the watch's resync writes what the head holds). */
+void head_store_retry(void);
 
 /* ----------------------------------------------------------- events.c */
 /* An event: of a job (job_id, 0 none) on node, of the cluster on the
@@ -247,6 +267,9 @@ void pgs_txn_done(node_t *n, const Corral__TxnDone *r);
 void pgs_conn_closed(node_t *n);
 void pgs_recover(void);
 void pgs_tick(void);
+/* The watch's committed for groups: those created in a turn whose commit
+ * failed are forgotten (their reservations released, their waiters told). */
+void pgs_committed(bool ok);
 void pgs_free(void);
 /* c closed: its waits end, and the groups bound to it (PgCreate.bound)
  * are removed. */
@@ -272,9 +295,21 @@ void req_job_list(cr_conn_t *c, const Corral__Envelope *e);
 void req_job_stop(cr_conn_t *c, const Corral__Envelope *e);
 void req_job_logs(cr_conn_t *c, const Corral__Envelope *e);
 void try_pending(void);
+/* From the tick: the gangs whose window for a lost node to rejoin is over
+ * are placed now or fail. */
+void jobs_tick(void);
+/* The watch's committed for jobs: the jobs submitted in the turn start
+ * (ok) or are forgotten (their answers were errors; nothing of them ran). */
+void jobs_committed(bool ok);
+/* The watch's resync for jobs: every job's state and workers written again
+ * (inside the caller's transaction); 0 or the store's error. */
+int jobs_resync(void);
 void jobs_stop_all(uint32_t grace_ms);
 void jobs_free(void);
 size_t jobs_count(cr_job_state_t s);
+/* Whether a job credential's scope is current: its job is known, its
+ * worker runs (starting or running) at that attempt. why says which not. */
+bool jobs_scope_current(const cr_job_scope_t *s, char *why, size_t size);
 /* the watch's node_lost and group_removed for jobs */
 void jobs_node_lost(node_t *n, const char *why);
 void jobs_group_removed(pg_t *g);
@@ -304,6 +339,7 @@ typedef struct head_opts {
     const char *node_ip; /* --node-ip */
     uint32_t port;       /* 0: any (or the dead head's when taking over) */
     const char *token_file;
+    const char *log_file;                       /* --log-file; NULL: logs/corrald.log */
     uint32_t heartbeat_ms, suspect_ms, dead_ms; /* 0: 1000, 3000, 10000 */
 } head_opts_t;
 int head_main(const head_opts_t *o);

@@ -17,6 +17,11 @@
 
 #define DEFAULT_BACKOFF_MS 100 /* before the first restart, doubling */
 #define MAX_BACKOFF_MS 5000
+/* How long a gang placed again after a node loss waits for a node that can
+ * hold it to rejoin, on top of the dead-after time: an agent that lost the
+ * head retries at most 5 s apart (agent/), so a node back from a cut link
+ * or a reboot of its agent is there in time. */
+#define REJOIN_WINDOW_MS 6000
 
 void job_set_state(job_t *j, cr_job_state_t s, const char *reason)
 {
@@ -81,6 +86,9 @@ void job_check_done(job_t *j)
 static size_t nbound;
 
 static void remove_pending(job_t *j);
+
+/* The jobs submitted in this turn (uncommitted), in order. */
+static CR_VEC(job_t *) fresh;
 
 /* The first failure of a gang decides the job; the rest are stopped. */
 void job_fail(job_t *j, int code, const char *fmt, ...)
@@ -176,6 +184,7 @@ void restart_check(job_t *j)
         for (int i = 0; i < j->n; i++)
             j->wk[i].restart_due = false;
         release_placement(j);
+        j->rejoin_until_ms = cr_mono_ms() + D.dead_ms + REJOIN_WINDOW_MS;
         job_set_state(j, CR_JOB_PENDING, "placing the gang again: a node of it was lost");
         *CR_VEC_PUSH(&D.pending) = j;
         try_pending();
@@ -366,6 +375,7 @@ static sched_status_t place(job_t *j, char *reason, size_t size)
 
 static void placed(job_t *j)
 {
+    j->rejoin_until_ms = 0;
     cr_buf_t where = {0};
     for (int i = 0; i < j->n; i++) {
         const char *id = j->wk[i].node ? j->wk[i].node->id : "?";
@@ -379,13 +389,28 @@ static void placed(job_t *j)
     start_workers(j);
 }
 
+void jobs_tick(void)
+{
+    int64_t now = cr_mono_ms();
+    bool due = false;
+    for (size_t i = 0; i < D.pending.n; i++) {
+        job_t *j = D.pending.v[i];
+        if (j->rejoin_until_ms && now >= j->rejoin_until_ms) {
+            j->rejoin_until_ms = 0; /* the window is over: placed now or never */
+            due = true;
+        }
+    }
+    if (due)
+        try_pending();
+}
+
 void try_pending(void)
 {
     size_t keep = 0;
     for (size_t i = 0; i < D.pending.n; i++) {
         job_t *j = D.pending.v[i];
         char why[256];
-        if (D.shutting_down || j->stopping || j->failed) {
+        if (D.shutting_down || j->stopping || j->failed || j->uncommitted) {
             D.pending.v[keep++] = j;
             continue;
         }
@@ -393,6 +418,16 @@ void try_pending(void)
         if (st == SCHED_INFEASIBLE && j->spec->wait_for_nodes) {
             st = SCHED_RETRY;
             wait_reason(why, sizeof(why));
+        } else if (st == SCHED_INFEASIBLE && j->replace && j->rejoin_until_ms &&
+                   cr_mono_ms() < j->rejoin_until_ms) {
+            /* within its restart window: the node it lost may come back */
+            st = SCHED_RETRY;
+            char was[sizeof(why)];
+            cr_strlcpy(was, why, sizeof(was));
+            snprintf(why, sizeof(why),
+                     "placing the gang again: waiting up to %u ms after its node's loss for a node "
+                     "that can hold it to rejoin (%.150s)",
+                     D.dead_ms + REJOIN_WINDOW_MS, was);
         }
         if (st == SCHED_RETRY) {
             if (!j->reason || strcmp(j->reason, why))
@@ -450,6 +485,7 @@ void job_free(job_t *j)
 void jobs_free(void)
 {
     nbound = 0;
+    CR_VEC_FREE(&fresh);
     for (size_t i = 0; i < D.jobs.n; i++)
         job_free(D.jobs.v[i]);
     CR_VEC_FREE(&D.jobs);
@@ -462,6 +498,28 @@ job_t *job_find(const char *id)
         if (strcmp(D.jobs.v[i]->idstr, id) == 0)
             return D.jobs.v[i];
     return NULL;
+}
+
+bool jobs_scope_current(const cr_job_scope_t *s, char *why, size_t size)
+{
+    const job_t *j = job_find(s->job_id);
+    if (!j || s->worker_index >= (uint32_t)j->n) {
+        snprintf(why, size, "job %s has no worker %u here", s->job_id, s->worker_index);
+        return false;
+    }
+    const wk_t *w = &j->wk[s->worker_index];
+    if ((uint32_t)w->attempt != s->attempt) {
+        snprintf(why, size,
+                 "it is worker %u's attempt %u of job %s, and that worker is at attempt %d now "
+                 "(restarted)",
+                 s->worker_index, s->attempt, s->job_id, w->attempt);
+        return false;
+    }
+    if (!wk_alive(w)) {
+        snprintf(why, size, "worker %u of job %s has ended", s->worker_index, s->job_id);
+        return false;
+    }
+    return true;
 }
 
 static char *spec_json(const Corral__JobSpec *s)
@@ -544,6 +602,65 @@ void job_workers(job_t *j)
         w->bundle = -1;
         snprintf(w->id, sizeof(w->id), "job%s-w%d", j->idstr, i);
     }
+}
+
+static void jobs_remove(job_t *j)
+{
+    for (size_t i = 0; i < D.jobs.n; i++)
+        if (D.jobs.v[i] == j) {
+            memmove(&D.jobs.v[i], &D.jobs.v[i + 1], (D.jobs.n - i - 1) * sizeof(*D.jobs.v));
+            D.jobs.n--;
+            return;
+        }
+}
+
+void jobs_committed(bool ok)
+{
+    size_t n = fresh.n;
+    job_t **v = fresh.v;
+    fresh.v = NULL;
+    fresh.n = fresh.cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        job_t *j = v[i];
+        j->uncommitted = false;
+        if (!ok) {
+            /* its id was rolled back with it and its answer is an error: it
+             * is forgotten, so the id is not handed out twice; none of its
+             * workers ran (they start at the commit) */
+            cr_waiters_drop_key(j);
+            remove_pending(j);
+            jobs_remove(j);
+            release_placement(j);
+            job_free(j);
+            continue;
+        }
+        if (j->start_on_commit && !j->stopping && !j->failed && !D.shutting_down &&
+            !cr_job_state_is_final(j->state)) {
+            head_batch(); /* a turn of its own, committed in batch_end */
+            j->start_on_commit = false;
+            placed(j);
+        }
+        j->start_on_commit = false;
+    }
+    free(v);
+    if (ok && n)
+        try_pending(); /* the ones submitted pending, in arrival order */
+}
+
+int jobs_resync(void)
+{
+    int64_t now = cr_wall_ms();
+    for (size_t i = 0; i < D.jobs.n; i++) {
+        job_t *j = D.jobs.v[i];
+        int err = cr_state_job_set_state(D.st, j->id, j->state, j->reason, now);
+        if (err == 0)
+            err = cr_state_job_set_restarts(D.st, j->id, j->restarts, now);
+        if (err < 0)
+            return err;
+        for (int k = 0; k < j->n; k++)
+            db_worker(&j->wk[k]);
+    }
+    return 0;
 }
 
 void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
@@ -644,6 +761,13 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
         j->owner = c;
         nbound++;
     }
+    /* inside the turn's group commit, the job is recorded only when the
+     * turn commits: until then nothing of it starts */
+    bool later = cr_state_in_transaction(D.st);
+    if (later) {
+        j->uncommitted = true;
+        *CR_VEC_PUSH(&fresh) = j;
+    }
     event("submitted", j, "%s: %d worker(s) of %s", j->name, j->n, s->worker->argv[0]);
 
     Corral__JobSubmitted r = CORRAL__JOB_SUBMITTED__INIT;
@@ -653,7 +777,9 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
     a.job_submitted = &r;
     reply(c, e, &a);
 
-    if (st == SCHED_OK) {
+    if (st == SCHED_OK && later) {
+        j->start_on_commit = true; /* its placement held meanwhile */
+    } else if (st == SCHED_OK) {
         placed(j);
     } else {
         event("pending", j, "%s", reason);

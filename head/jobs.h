@@ -55,6 +55,13 @@ struct job {
     bool port_wait;       /* waiting for the port before starting the gang */
     uint32_t qpos;        /* its place in D.pending, as number_pending last counted */
     cr_conn_t *owner;     /* a bound submit's connection: stopped when it closes */
+    /* submitted in this turn and recorded in its open transaction, not yet
+     * committed: nothing of it starts before the commit (jobs_committed) */
+    bool uncommitted;
+    bool start_on_commit; /* placed at submit: its workers start at the commit */
+    /* a gang placed again after losing a node, when no node left can hold
+     * it, waits until then (cr_mono_ms) for one to rejoin (jobs_tick) */
+    int64_t rejoin_until_ms;
 };
 
 /* jobs.c */

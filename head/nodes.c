@@ -516,9 +516,39 @@ void nodes_conn_closed(cr_conn_t *c)
     }
 }
 
+/* The head's own stall (Lifeguard's local health awareness, as Serf does
+ * it): a tick that comes far later than its period means the head itself
+ * was paused (SIGSTOP, a stopped VM, a swap storm) or starved, and heard
+ * nothing meanwhile; the heartbeats its agents sent wait unread in its
+ * sockets. Judging them by the silence would declare healthy nodes dead,
+ * so every node gets a fresh grace period instead, from now. */
+static void stall_check(int64_t now)
+{
+    int64_t last = D.last_tick_ms, limit = D.heartbeat_ms > 500 ? D.heartbeat_ms : 500;
+    D.last_tick_ms = now;
+    if (!last || now - last <= limit)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < D.nodes.n; i++) {
+        node_t *n = D.nodes.v[i];
+        if (n->local || n->state == CORRAL__NODE_STATE__NODE_DEAD)
+            continue;
+        n->last_seen = now;
+        k++;
+    }
+    cr_warn("the head's loop stalled for %lld ms (was it paused or starved?): %zu node(s) get a "
+            "fresh grace period before they are judged",
+            (long long)(now - last), k);
+    head_event("head_stalled",
+               "the head's loop stalled for %lld ms: %zu node(s) get a fresh grace period of "
+               "%u ms before they are judged",
+               (long long)(now - last), k, D.dead_ms);
+}
+
 void nodes_tick(void)
 {
     int64_t now = cr_mono_ms();
+    stall_check(now);
     for (size_t i = 0; i < D.nodes.n; i++) {
         node_t *n = D.nodes.v[i];
         if (n->local || n->state == CORRAL__NODE_STATE__NODE_DEAD)

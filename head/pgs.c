@@ -40,6 +40,10 @@ struct pg {
     cr_conn_t *owner; /* spec->bound: removed when this connection closes */
 };
 
+/* The groups created in this turn, recorded in its open transaction and
+ * not yet committed (pgs_committed). */
+static CR_VEC(pg_t *) fresh;
+
 static const char *state_name(Corral__PgState s)
 {
     switch (s) {
@@ -640,6 +644,7 @@ static void pg_free(pg_t *g)
 
 void pgs_free(void)
 {
+    CR_VEC_FREE(&fresh);
     for (size_t i = 0; i < D.pgs.n; i++)
         pg_free(D.pgs.v[i]);
     CR_VEC_FREE(&D.pgs);
@@ -746,6 +751,42 @@ static int pg_persist(pg_t *g)
     return err;
 }
 
+static void pgs_drop(pg_t *g)
+{
+    for (size_t i = 0; i < D.pgs.n; i++)
+        if (D.pgs.v[i] == g) {
+            memmove(&D.pgs.v[i], &D.pgs.v[i + 1], (D.pgs.n - i - 1) * sizeof(*D.pgs.v));
+            D.pgs.n--;
+            break;
+        }
+    pg_free(g);
+}
+
+void pgs_committed(bool ok)
+{
+    size_t n = fresh.n;
+    pg_t **v = fresh.v;
+    fresh.v = NULL;
+    fresh.n = fresh.cap = 0;
+    for (size_t i = 0; !ok && i < n; i++) {
+        /* its id was rolled back and its answer is an error: forgotten, as
+         * a removal would, so that the id is not handed out twice */
+        pg_t *g = v[i];
+        if (D.watch.group_removed)
+            D.watch.group_removed(g);
+        release_remote(g, g->state == CORRAL__PG_STATE__PG_PREPARING,
+                       "its creation could not be recorded");
+        unplace(g);
+        answer_waiters(g, CR_EIO,
+                       "the state store could not commit the group's creation: nothing of it "
+                       "was kept");
+        pgs_drop(g);
+    }
+    free(v);
+    if (!ok && n)
+        head_retry();
+}
+
 static void h_create(cr_conn_t *c, const Corral__Envelope *e)
 {
     const Corral__PgCreate *s = e->pg_create;
@@ -790,6 +831,8 @@ static void h_create(cr_conn_t *c, const Corral__Envelope *e)
     *CR_VEC_PUSH(&D.pgs) = g;
     if (s->bound != CORRAL__PG_BOUND__BOUND_NONE)
         g->owner = c;
+    if (cr_state_in_transaction(D.st))
+        *CR_VEC_PUSH(&fresh) = g;
     if (s->wait) {
         struct waiter *wt = CR_VEC_PUSH(&g->waiters);
         wt->c = c;
@@ -820,13 +863,14 @@ static void pg_remove(pg_t *g, const char *why)
     g->state = CORRAL__PG_STATE__PG_REMOVED;
     pg_event("pg_removed", g, "%s", why);
     db_check(cr_state_pg_delete(D.st, g->id));
-    for (size_t i = 0; i < D.pgs.n; i++)
-        if (D.pgs.v[i] == g) {
-            memmove(&D.pgs.v[i], &D.pgs.v[i + 1], (D.pgs.n - i - 1) * sizeof(*D.pgs.v));
-            D.pgs.n--;
-            break;
-        }
-    pg_free(g);
+    /* created in this same turn (its client went at once): not for
+     * pgs_committed to look at any more */
+    size_t keep = 0;
+    for (size_t i = 0; i < fresh.n; i++)
+        if (fresh.v[i] != g)
+            fresh.v[keep++] = fresh.v[i];
+    fresh.n = keep;
+    pgs_drop(g);
 }
 
 static void h_remove(cr_conn_t *c, const Corral__Envelope *e)

@@ -8,9 +8,11 @@
 #include "head/head.h"
 #include "head/follow.h"
 #include "head/waiters.h"
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ----------------------------------------------------------- the watch */
@@ -32,19 +34,34 @@ static void watch_retry(void)
     pgs_try_pending();
 }
 
+static void watch_committed(bool ok)
+{
+    jobs_committed(ok); /* first: a job of the turn may be in a group of the turn */
+    pgs_committed(ok);
+}
+
+static int watch_resync(void)
+{
+    return jobs_resync();
+}
+
 static const head_watch_t watch = {.node_lost = watch_node_lost,
                                    .node_disconnected = pgs_conn_closed,
                                    .group_removed = jobs_group_removed,
                                    .group_created = watch_group_created,
-                                   .retry = watch_retry};
+                                   .retry = watch_retry,
+                                   .committed = watch_committed,
+                                   .resync = watch_resync};
 
 /* ------------------------------------------------------ the loop's work */
 
 static void on_tick(uv_timer_t *t)
 {
+    head_store_retry();
     head_batch();
     nodes_tick();
     pgs_tick();
+    jobs_tick();
 }
 
 void head_conn_closed(cr_conn_t *c)
@@ -127,6 +144,8 @@ void head_core_start(const head_core_t *c)
                          .hwo = &D.hwo,
                          .logs = D.logs,
                          .socket = D.sock,
+                         .head_address = D.sock,
+                         .net = D.net,
                          .session_id = D.session_id[0] ? D.session_id : NULL,
                          .ops = {.started = workers_local_started, .exited = workers_local_exited},
                          .refuse_start = c->refuse_start};
@@ -247,6 +266,40 @@ static void raise_nofile(char *buf, size_t size)
     fprintf(stderr, "corrald: %s\n", buf);
 }
 
+/* A damaged state.db (and its -wal and -shm) moved to
+ * state.db.damaged-<time> for inspection: the start is refused, and the
+ * next one begins with an empty state instead of failing again. */
+static void move_aside(const char *dbpath)
+{
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+    char *to = cr_asprintf("%s.damaged-%s", dbpath, stamp);
+    if (rename(dbpath, to) < 0) {
+        fprintf(stderr, "corrald: cannot move %s aside to %s: %s; move it yourself\n", dbpath, to,
+                strerror(errno));
+        free(to);
+        return;
+    }
+    static const char *const parts[] = {"-wal", "-shm"};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(parts); i++) {
+        char *from = cr_asprintf("%s%s", dbpath, parts[i]),
+             *dst = cr_asprintf("%s%s", to, parts[i]);
+        rename(from, dst); /* absent is fine */
+        free(from);
+        free(dst);
+    }
+    fprintf(stderr,
+            "corrald: the damaged state database was moved aside to %s for inspection; the "
+            "next start begins a new session with an empty state (the jobs it recorded are "
+            "forgotten) unless you put a good copy back as %s first\n",
+            to, dbpath);
+    cr_warn("state: %s is damaged: moved aside to %s", dbpath, to);
+    free(to);
+}
+
 int head_main(const head_opts_t *o)
 {
     int rc = 1;
@@ -265,14 +318,25 @@ int head_main(const head_opts_t *o)
      * session_latest); an unwritable CORRAL_HOME is still reported at start */
     if (session_make() < 0)
         goto out;
-    char *logfile = cr_asprintf("%s/corrald.log", D.logs);
-    if (cr_log_set_file(logfile) < 0)
+    char *logfile = o->log_file ? cr_strdup(o->log_file) : cr_asprintf("%s/corrald.log", D.logs);
+    int le = cr_log_set_file(logfile);
+    if (le < 0 && o->log_file) { /* the operator's choice is not replaced quietly */
+        fprintf(stderr,
+                "corrald: --log-file %s: %s (it must be a regular file of this user, not a "
+                "symbolic link, in a directory that exists)\n",
+                logfile, cr_strerror(le));
+        free(logfile);
+        goto out;
+    }
+    if (le < 0)
         fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
     free(logfile);
     char nofile[160];
     raise_nofile(nofile, sizeof(nofile));
     char *dbpath = cr_asprintf("%s/state.db", D.session);
     int e = head_core_open(&core, dbpath);
+    if (e == CR_EPARSE)
+        move_aside(dbpath);
     free(dbpath);
     if (e < 0)
         goto out;

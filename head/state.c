@@ -681,6 +681,28 @@ static int check_free_space(cr_state_t *st)
     return err;
 }
 
+/* PRAGMA quick_check: the b-trees' and pages' consistency, without the
+ * index-content check of integrity_check (cr_state_check), O(size). */
+static int quick_check(cr_state_t *st)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(st->db, "PRAGMA quick_check(1)", -1, &s, NULL);
+    if (rc != SQLITE_OK)
+        return fail(st, rc, "checking it");
+    int err = 0;
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        const char *r = (const char *)sqlite3_column_text(s, 0);
+        if (!r || strcmp(r, "ok") != 0)
+            err = failf(st, CR_EPARSE, "checking it (quick_check): %s: " HINT_DAMAGED,
+                        r ? r : "no answer");
+    } else {
+        err = fail(st, rc, "checking it");
+    }
+    sqlite3_finalize(s);
+    return err;
+}
+
 int cr_state_open(const char *path, cr_state_t **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -727,10 +749,12 @@ int cr_state_open(const char *path, cr_state_t **out, char *err, size_t errlen)
         e = fail(st, rc, "switching it to WAL mode");
         goto out_close;
     }
-    /* see state.h for why NORMAL and not FULL */
+    /* see state.h for why NORMAL and not FULL; damage inside the file
+     * (a page the header does not show) is found before anything is
+     * written or read back from it */
     if ((e = exec_sql(st, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON",
                       "setting it up")) ||
-        (e = migrate(st)))
+        (e = quick_check(st)) || (e = migrate(st)))
         goto out_close;
     *out = st;
     return 0;
@@ -806,6 +830,11 @@ int cr_state_begin(cr_state_t *st)
     st->in_tx = true;
     st->tx_err = 0;
     return 0;
+}
+
+bool cr_state_in_transaction(const cr_state_t *st)
+{
+    return st->in_tx;
 }
 
 static void rollback_raw(cr_state_t *st)

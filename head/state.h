@@ -184,6 +184,8 @@ int cr_state_check(cr_state_t *st);
  * only returns the error so far, the outermost commits everything, and an
  * inner rollback dooms the outer transaction. */
 int cr_state_begin(cr_state_t *st);
+/* Whether a transaction of cr_state_begin is open. */
+bool cr_state_in_transaction(const cr_state_t *st);
 /* Commits, or, when a call since begin failed, rolls back and returns
  * that call's error. */
 int cr_state_commit(cr_state_t *st);

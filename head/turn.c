@@ -14,7 +14,7 @@ head_t D;
 
 void db_check(int err)
 {
-    if (err < 0)
+    if (err < 0 && !D.store_failing) /* said once when the store fails (store_failed) */
         cr_warn("state: %s", cr_state_errmsg(D.st));
 }
 
@@ -71,21 +71,88 @@ static bool batching;
 
 static cr_net_t *batch_net;
 
+/* What every answer of a failed turn, and every write refused after it,
+ * says. */
+#define STORE_FAILED_FMT                                                                           \
+    "the state store could not commit: %s; nothing of this request was kept; the head serves "     \
+    "reads only until it can commit"
+
+static void store_failed(const char *why)
+{
+    if (!D.store_failing) /* said once, not every turn it goes on failing */
+        cr_warn("state: %s: what the last turn changed is not recorded; its answers are errors; "
+                "the head serves reads only and tries a commit again every %d ms",
+                why, STORE_RETRY_MS);
+    D.store_failing = true;
+    cr_strlcpy(D.store_why, why, sizeof(D.store_why));
+    D.store_tried_ms = cr_mono_ms();
+}
+
+/* One turn's commit: its held answers go out, or, when it failed, errors
+ * in their place (nothing is acknowledged that is not recorded); then the
+ * watch's committed starts or drops what the turn created. That may open
+ * another turn (the workers of the jobs just recorded): it is committed
+ * here too, a few rounds at most, the rest at the next prepare. */
 static void batch_end(uv_prepare_t *h)
 {
     uv_prepare_stop(h);
-    if (!batching)
+    for (int round = 0; batching && round < 4; round++) {
+        batching = false;
+        int err = D.st ? cr_state_commit(D.st) : 0;
+        cr_net_t *n = batch_net;
+        batch_net = NULL;
+        if (err < 0) {
+            store_failed(cr_state_errmsg(D.st));
+            if (n) {
+                char *msg = cr_asprintf(STORE_FAILED_FMT, cr_state_errmsg(D.st));
+                cr_net_flush_failed(n, err, msg);
+                free(msg);
+            }
+        } else if (n) {
+            cr_net_flush(n);
+        }
+        if (D.watch.committed)
+            D.watch.committed(err == 0);
+    }
+}
+
+bool head_refuse_write(cr_conn_t *c, const Corral__Envelope *e)
+{
+    if (!D.store_failing)
+        return false;
+    cr_conn_reply_error(c, e->id, CR_EAGAIN, STORE_FAILED_FMT, D.store_why);
+    return true;
+}
+
+void head_store_retry(void)
+{
+    if (!D.store_failing || !D.st || D.shutting_down ||
+        cr_mono_ms() - D.store_tried_ms < STORE_RETRY_MS)
         return;
-    batching = false;
-    int err = D.st ? cr_state_commit(D.st) : 0;
-    if (err < 0)
-        cr_warn("state: %s: what the last turn changed is not recorded; its answers are errors",
-                cr_state_errmsg(D.st));
-    if (batch_net && err < 0) /* nothing is acknowledged that is not recorded */
-        cr_net_flush_failed(batch_net, err, cr_state_errmsg(D.st));
-    else if (batch_net)
-        cr_net_flush(batch_net);
-    batch_net = NULL;
+    D.store_tried_ms = cr_mono_ms();
+    /* a turn of its own, outside the group commit of the others */
+    if (batching)
+        batch_end(&batch);
+    if (cr_state_begin(D.st) < 0) {
+        cr_strlcpy(D.store_why, cr_state_errmsg(D.st), sizeof(D.store_why));
+        return;
+    }
+    int err = D.watch.resync ? D.watch.resync() : 0;
+    if (err == 0)
+        err = cr_state_commit(D.st);
+    else
+        cr_state_rollback(D.st);
+    if (err < 0) {
+        cr_strlcpy(D.store_why, cr_state_errmsg(D.st), sizeof(D.store_why));
+        return;
+    }
+    D.store_failing = false;
+    cr_info("state: the state store commits again; the head serves writes again");
+    head_event("store",
+               "the state store commits again after failing (%s); writes are served "
+               "again",
+               D.store_why);
+    D.store_why[0] = '\0';
 }
 
 void head_batch(void)

@@ -74,3 +74,12 @@ void cr_waiters_drop_conn(cr_conn_t *c)
     if (parked.n == 0)
         CR_VEC_FREE(&parked); /* nothing left for a leak checker at exit */
 }
+
+void cr_waiters_drop_key(void *key)
+{
+    for (size_t i = 0; i < parked.n;)
+        if (parked.v[i]->key == key)
+            finish(i, false);
+        else
+            i++;
+}

@@ -16,5 +16,7 @@ void cr_waiters_add(uv_loop_t *loop, cr_conn_t *c, uint64_t id, void *key, uint3
 void cr_waiters_wake(void *key);
 /* c has closed: its parked requests are dropped unanswered. */
 void cr_waiters_drop_conn(cr_conn_t *c);
+/* The waits on key dropped, unanswered (key is going away unrecorded). */
+void cr_waiters_drop_key(void *key);
 
 #endif

@@ -202,6 +202,25 @@ out_close:
     return body;
 }
 
+int hw_gce_attributes(const cr_hw_env_t *env, const char *const *keys, char **values, size_t n,
+                      int budget_ms)
+{
+    gce_t g;
+    gce_init(env, &g);
+    for (size_t i = 0; i < n; i++)
+        values[i] = NULL;
+    if (!g.allowed)
+        return CR_ENODEV;
+    clock_gettime(CLOCK_MONOTONIC, &g.deadline);
+    g.deadline.tv_sec += budget_ms / 1000;
+    g.deadline.tv_nsec += (long)(budget_ms % 1000) * 1000000L;
+    g.deadline.tv_sec += g.deadline.tv_nsec / 1000000000L;
+    g.deadline.tv_nsec %= 1000000000L;
+    for (size_t i = 0; i < n; i++)
+        values[i] = gce_get(&g, keys[i]);
+    return g.dead ? CR_EIO : 0;
+}
+
 /* The value of KEY in the tpu-env attribute ("KEY: 'value'" lines). */
 static char *tpu_env_value(const char *text, const char *key)
 {

@@ -69,6 +69,16 @@ int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg);
  * more than one of their devices only as exactly one set. CR_EINVAL with
  * *why (malloc'ed) saying which rule; devs are valid and distinct. */
 int hw_isolate_rules(const cr_node_t *node, const int *devs, size_t ndevs, char **why);
+/* The GCE metadata server's instance attributes keys[0..n) into values
+ * (malloc'ed, trimmed; NULL when it has none), as the tpu backend reads
+ * them: only on a GCE VM (the DMI product name under env->root says
+ * "Google"), never with CORRAL_GCE_METADATA=off, at the A.B.C.D:PORT it
+ * names when it names one, and within budget_ms for all of them (the
+ * probe itself allows 300). 0; CR_ENODEV when the server is not to be
+ * asked; CR_EIO when it stopped answering (the values read before are
+ * kept). */
+int hw_gce_attributes(const cr_hw_env_t *env, const char *const *keys, char **values, size_t n,
+                      int budget_ms);
 /* Environment for a worker given devices devs (node indices); refuses
  * what hw_isolate_rules refuses. */
 int hw_isolate(const hw_options_t *opts, const cr_node_t *node, const int *devs, size_t ndevs,

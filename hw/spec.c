@@ -730,7 +730,10 @@ static int schema_error(builder_t *b, const hw_json_error_t *je)
     bool whole;
     const pnode_t *pn = lookup(&b->proot, je->path, &whole);
     pos_t at = pn->at.line ? pn->at : pn->key;
-    if (whole && pn->key.line && cr_str_has_prefix(je->msg, "unknown field"))
+    /* a wrong key is shown at the key, not at its value */
+    if (whole && pn->key.line &&
+        (cr_str_has_prefix(je->msg, "unknown field") ||
+         strstr(je->msg, "is not a valid label key")))
         at = pn->key;
     /* `compute_capability: 9.0` is a number to YAML: say how to write it */
     char hint[96] = "";
@@ -772,6 +775,204 @@ out:
     return err;
 }
 
+/* ---- what the schema alone does not say: a spec is written by hand ---- */
+
+__attribute__((format(printf, 3, 4))) static int spec_fail(hw_json_error_t *je, const char *path,
+                                                           const char *fmt, ...)
+{
+    cr_strlcpy(je->path, path, sizeof(je->path));
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(je->msg, sizeof(je->msg), fmt, ap);
+    va_end(ap);
+    return CR_ESCHEMA;
+}
+
+/* Edit distance of two short names, capped: enough to suggest a backend. */
+static size_t distance(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b), row[32];
+    if (na >= CR_ARRAY_SIZE(row) || nb >= CR_ARRAY_SIZE(row))
+        return SIZE_MAX;
+    for (size_t j = 0; j <= nb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+static int check_backend(const cr_device_t *d, size_t i, hw_json_error_t *je)
+{
+    if (!d->backend[0] || hw_component_find(d->backend))
+        return 0;
+    const cr_accel_component_t *const *all;
+    size_t n = hw_components(&all);
+    cr_buf_t names = {0};
+    const char *near = NULL;
+    size_t best = 3; /* suggest only a name at most two edits away */
+    for (size_t k = 0; k < n; k++) {
+        cr_buf_printf(&names, "%s%s", k ? ", " : "", all[k]->name);
+        size_t dist = distance(d->backend, all[k]->name);
+        if (dist < best) {
+            best = dist;
+            near = all[k]->name;
+        }
+    }
+    char path[64], hint[64] = "";
+    snprintf(path, sizeof(path), "devices[%zu].backend", i);
+    if (near)
+        snprintf(hint, sizeof(hint), "did you mean '%s'? ", near);
+    int err = spec_fail(je, path,
+                        "unknown backend '%s'; %sexpected one of: %s (or leave it out for a "
+                        "generic device the sim backend isolates)",
+                        d->backend, hint, names.s ? names.s : "");
+    cr_buf_free(&names);
+    return err;
+}
+
+/* A device's or NIC's NUMA node: -1 (unknown) or one of cpu.numa_nodes. */
+static int check_numa(const cr_node_t *node, int numa, const char *path, hw_json_error_t *je)
+{
+    if (numa == -1)
+        return 0;
+    if (numa < 0)
+        return spec_fail(je, path,
+                         "NUMA node %d is out of range; write a node of cpu.numa_nodes, or -1 "
+                         "(or leave it out) when it is unknown",
+                         numa);
+    for (size_t k = 0; k < node->numa.n; k++)
+        if (node->numa.v[k].id == numa)
+            return 0;
+    if (node->numa.n == 0)
+        return spec_fail(je, path,
+                         "NUMA node %d is out of range: the spec lists no cpu.numa_nodes; "
+                         "describe them, or leave numa out",
+                         numa);
+    cr_buf_t ids = {0};
+    for (size_t k = 0; k < node->numa.n; k++)
+        cr_buf_printf(&ids, "%s%d", k ? ", " : "", node->numa.v[k].id);
+    int err = spec_fail(je, path, "NUMA node %d is out of range: the spec's cpu.numa_nodes are %s",
+                        numa, ids.s);
+    cr_buf_free(&ids);
+    return err;
+}
+
+static bool is_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* A label key as Kubernetes writes one: NAME or PREFIX/NAME, NAME 1 to 63
+ * letters, digits, '-', '_' and '.' that begins and ends with a letter or
+ * digit, PREFIX a DNS subdomain (lowercase, at most 253 characters).
+ * Selectors and placement domains name nodes by these keys. Returns NULL
+ * when k is one, else why not. */
+static const char *label_key_problem(const char *k)
+{
+    const char *slash = strchr(k, '/');
+    const char *name = slash ? slash + 1 : k;
+    if (slash) {
+        size_t plen = (size_t)(slash - k);
+        if (plen == 0)
+            return "the prefix before '/' is empty";
+        if (plen > 253)
+            return "the prefix before '/' is longer than 253 characters";
+        size_t run = 0;
+        for (size_t i = 0; i <= plen; i++) {
+            char c = i < plen ? k[i] : '.';
+            if (c == '.') {
+                if (run == 0 || k[i - 1] == '-')
+                    return "the prefix before '/' must be a DNS subdomain (parts of lowercase "
+                           "letters, digits and '-' between dots, each beginning and ending "
+                           "with a letter or digit)";
+                if (run > 63)
+                    return "a part of the prefix before '/' is longer than 63 characters";
+                run = 0;
+                continue;
+            }
+            bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c == '-' && run > 0);
+            if (!ok)
+                return "the prefix before '/' must be a DNS subdomain (parts of lowercase "
+                       "letters, digits and '-' between dots, each beginning and ending with a "
+                       "letter or digit)";
+            run++;
+        }
+        if (strchr(name, '/'))
+            return "a key holds at most one '/'";
+    }
+    size_t n = strlen(name);
+    if (n == 0)
+        return slash ? "the name after '/' is empty" : "it is empty";
+    if (n > 63)
+        return "the name is longer than 63 characters";
+    for (size_t i = 0; i < n; i++)
+        if (!is_alnum(name[i]) && name[i] != '-' && name[i] != '_' && name[i] != '.')
+            return "the name may hold only letters, digits, '-', '_' and '.'";
+    if (!is_alnum(name[0]) || !is_alnum(name[n - 1]))
+        return "the name must begin and end with a letter or digit";
+    return NULL;
+}
+
+/* Checks a loaded spec for what would go wrong later: a backend no
+ * component has, a NUMA node the spec does not describe, a label key a
+ * selector could not name. */
+static int spec_validate(const cr_node_t *node, hw_json_error_t *je)
+{
+    char path[320];
+    for (size_t k = 0; k < node->numa.n; k++)
+        for (size_t m = 0; m < k; m++)
+            if (node->numa.v[m].id == node->numa.v[k].id) {
+                snprintf(path, sizeof(path), "cpu.numa_nodes[%zu].id", k);
+                return spec_fail(je, path,
+                                 "NUMA node %d is listed twice (also cpu.numa_nodes[%zu])",
+                                 node->numa.v[k].id, m);
+            }
+    int err;
+    for (size_t i = 0; i < node->devices.n; i++) {
+        const cr_device_t *d = &node->devices.v[i];
+        if ((err = check_backend(d, i, je)))
+            return err;
+        snprintf(path, sizeof(path), "devices[%zu].numa", i);
+        if ((err = check_numa(node, d->numa, path, je)))
+            return err;
+        if (d->memory_numa < -1) {
+            snprintf(path, sizeof(path), "devices[%zu].memory_numa", i);
+            return spec_fail(je, path,
+                             "NUMA node %d is out of range; -1 (or leave it out) when "
+                             "the device's memory is no NUMA node of its own",
+                             d->memory_numa);
+        }
+    }
+    for (size_t i = 0; i < node->nics.n; i++) {
+        snprintf(path, sizeof(path), "nics[%zu].numa", i);
+        if ((err = check_numa(node, node->nics.v[i].numa, path, je)))
+            return err;
+    }
+    for (size_t i = 0; i < node->labels.n; i++) {
+        const char *why = label_key_problem(node->labels.v[i].key);
+        if (why) {
+            snprintf(path, sizeof(path), "labels.%s", node->labels.v[i].key);
+            return spec_fail(je, path,
+                             "'%s' is not a valid label key: %s; a key is NAME or "
+                             "PREFIX/NAME as in Kubernetes (e.g. rack, corral.io/rack)",
+                             node->labels.v[i].key, why);
+        }
+    }
+    return 0;
+}
+
 static int spec_check(const json_t *root, void *ctx, hw_json_error_t *je)
 {
     if (!root || json_is_null(root)) {
@@ -794,7 +995,8 @@ static int spec_check(const json_t *root, void *ctx, hw_json_error_t *je)
                  json_array_size(devs), SPEC_MAX_DEVICES);
         return CR_ESCHEMA;
     }
-    return hw_node_from_json(root, ctx, je);
+    int err = hw_node_from_json(root, ctx, je);
+    return err ? err : spec_validate(ctx, je);
 }
 
 int hw_spec_load_buffer(const char *name, const char *data, size_t len, cr_node_t *node,

@@ -3,8 +3,11 @@
  * nonce the other side chose, so the token itself never crosses the wire
  * and a recorded proof is worth nothing on the next connection. */
 #include "net/net.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,62 +21,20 @@ int cr_token_generate(uint8_t token[CR_TOKEN_LEN])
     return 0;
 }
 
-static int write_all(int fd, const char *s, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, s, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno;
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 int cr_token_write(const char *path, const uint8_t token[CR_TOKEN_LEN])
 {
-    char text[2 * CR_TOKEN_LEN + 2];
+    char text[2 * CR_TOKEN_LEN + 2], why[512] = "";
     cr_hex_encode(token, CR_TOKEN_LEN, text);
     text[2 * CR_TOKEN_LEN] = '\n';
     text[2 * CR_TOKEN_LEN + 1] = '\0';
-
-    char *tmp = cr_asprintf("%s.tmp.%ld", path, (long)getpid());
-    int err = 0;
-    /* O_EXCL with mode 0600: the bytes are never readable by anyone else,
-     * whatever the umask or a file left over by someone else */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        err = -errno;
+    /* base/trust.c's one atomic private writer: mode 0600 with O_EXCL and
+     * O_NOFOLLOW whatever the umask or a file left over by someone else,
+     * fsync'ed, renamed into place */
+    int err = cr_write_private(path, text, 2 * CR_TOKEN_LEN + 1, why, sizeof(why));
+    if (err < 0)
         cr_warn("cannot create the token file %s: %s; check that its directory exists and is "
                 "writable",
-                tmp, strerror(errno));
-        goto out_free;
-    }
-    if ((err = write_all(fd, text, strlen(text))) < 0 || (fsync(fd) < 0 && (err = -errno))) {
-        cr_warn("cannot write the token file %s: %s", tmp, strerror(-err));
-        goto out_unlink;
-    }
-    if (close(fd) < 0) {
-        fd = -1;
-        err = -errno;
-        goto out_unlink;
-    }
-    fd = -1;
-    if (rename(tmp, path) < 0) {
-        err = -errno;
-        cr_warn("cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        goto out_unlink;
-    }
-    goto out_free;
-
-out_unlink:
-    if (fd >= 0)
-        close(fd);
-    unlink(tmp);
-out_free:
-    free(tmp);
+                path, why);
     cr_wipe(text, sizeof(text));
     return err;
 }
@@ -160,4 +121,60 @@ bool cr_auth_check(const uint8_t token[CR_TOKEN_LEN], const uint8_t nonce[CR_NON
     bool ok = len == CR_PROOF_LEN && cr_mem_equal_ct(want, proof, CR_PROOF_LEN);
     cr_wipe(want, sizeof(want));
     return ok;
+}
+
+void cr_job_credential(const uint8_t token[CR_TOKEN_LEN], const cr_job_scope_t *s,
+                       uint8_t out[CR_TOKEN_LEN])
+{
+    /* a label, so the key can be no other proof's; NULs so "1" index 23
+     * and "12" index 3 differ */
+    static const char label[] = "corral-job";
+    size_t idlen = strnlen(s->job_id, CR_JOB_ID_MAX);
+    uint8_t msg[sizeof(label) + CR_JOB_ID_MAX + 1 + 8];
+    size_t n = 0;
+    memcpy(msg, label, sizeof(label)); /* with its NUL */
+    n += sizeof(label);
+    memcpy(msg + n, s->job_id, idlen);
+    n += idlen;
+    msg[n++] = 0;
+    uint32_t v[2] = {s->worker_index, s->attempt};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4; i++)
+            msg[n++] = (uint8_t)(v[k] >> (24 - 8 * i));
+    cr_hmac_sha256(token, CR_TOKEN_LEN, msg, n, out);
+}
+
+void cr_job_token_format(const cr_job_scope_t *s, const uint8_t cred[CR_TOKEN_LEN], char *buf,
+                         size_t size)
+{
+    char hex[2 * CR_TOKEN_LEN + 1];
+    cr_hex_encode(cred, CR_TOKEN_LEN, hex);
+    snprintf(buf, size, "job:%s:%u:%u:%s", s->job_id, s->worker_index, s->attempt, hex);
+    cr_wipe(hex, sizeof(hex));
+}
+
+int cr_job_token_parse(const char *text, cr_job_scope_t *s, uint8_t cred[CR_TOKEN_LEN])
+{
+    memset(s, 0, sizeof(*s));
+    if (!text || strncmp(text, "job:", 4) != 0)
+        return CR_EPARSE;
+    const char *id = text + 4, *c1 = strchr(id, ':');
+    if (!c1 || c1 == id || (size_t)(c1 - id) > CR_JOB_ID_MAX)
+        return CR_EPARSE;
+    char *end;
+    errno = 0;
+    unsigned long idx = strtoul(c1 + 1, &end, 10);
+    if (end == c1 + 1 || *end != ':' || idx > UINT32_MAX || errno)
+        return CR_EPARSE;
+    const char *a = end + 1;
+    unsigned long att = strtoul(a, &end, 10);
+    if (end == a || *end != ':' || att > UINT32_MAX || errno)
+        return CR_EPARSE;
+    const char *hex = end + 1;
+    if (strlen(hex) != 2 * CR_TOKEN_LEN || !cr_hex_decode(hex, 2 * CR_TOKEN_LEN, cred))
+        return CR_EPARSE;
+    memcpy(s->job_id, id, (size_t)(c1 - id));
+    s->worker_index = (uint32_t)idx;
+    s->attempt = (uint32_t)att;
+    return 0;
 }

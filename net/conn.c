@@ -84,6 +84,8 @@ struct cr_net {
     uint32_t hs_timeout_ms, accept_roles;
     uint32_t max_unauth, max_unauth_per_peer;
     uint64_t unauth_refused; /* connections closed at accept for the caps */
+    bool job;                /* connecting with a job credential (token is it) */
+    cr_job_scope_t scope;
     cr_net_callbacks_t cb;
     void *data;
     cr_listener_t *listeners;
@@ -138,6 +140,10 @@ cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_c
     cr_net_t *n = cr_calloc(1, sizeof(*n));
     n->loop = loop;
     memcpy(n->token, cfg->token, CR_TOKEN_LEN);
+    if (cfg->job) {
+        n->job = true;
+        n->scope = *cfg->job;
+    }
     n->name = cr_strdup(cfg->name ? cfg->name : "");
     n->max_frame = cfg->max_frame ? cfg->max_frame : CR_FRAME_MAX_DEFAULT;
     n->max_queue = cfg->max_write_queue ? cfg->max_write_queue : DEFAULT_MAX_QUEUE;
@@ -930,6 +936,8 @@ int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_
         return CR_EIO;
     }
     cr_hs_init_client(&c->hs, n->token, nonce, role, n->name);
+    c->hs.job = n->job;
+    c->hs.scope = n->scope;
     c->announced = true; /* the caller holds it: on_close is owed */
     c->connect_req.data = c;
     if (path) {
@@ -1006,6 +1014,16 @@ Corral__Role cr_conn_role(const cr_conn_t *c)
 bool cr_conn_is_ready(const cr_conn_t *c)
 {
     return c->ready && !c->closing;
+}
+
+const cr_job_scope_t *cr_conn_job_scope(const cr_conn_t *c)
+{
+    return c->server && c->hs.state == CR_HS_DONE && c->hs.job ? &c->hs.scope : NULL;
+}
+
+void cr_net_job_credential(const cr_net_t *n, const cr_job_scope_t *s, uint8_t out[CR_TOKEN_LEN])
+{
+    cr_job_credential(n->token, s, out);
 }
 
 void cr_conn_set_data(cr_conn_t *c, void *data)

@@ -7,6 +7,11 @@
  *                                  <--  Welcome(HMAC(t, nonce_c|HEAD|v))
  *                                       (or Refused)
  *
+ * t is the cluster token, or, when the Hello says CREDENTIAL_JOB, the job
+ * credential of the scope it names (cr_job_credential), which the server
+ * derives from the cluster token: a worker proves its job's key without
+ * ever holding the token, and the server proves it knows that key too.
+ *
  * The version is checked first, so a peer of another version is told so
  * rather than failing the proof. Both sides prove the token over the
  * other's nonce with a different role in the message, so neither proof
@@ -67,6 +72,12 @@ void cr_hs_start(cr_hs_t *hs)
     hs->body.hello.nonce.data = hs->nonce;
     hs->body.hello.nonce.len = CR_NONCE_LEN;
     hs->body.hello.name = (char *)hs->name;
+    if (hs->job) { /* which key the proofs use: the server derives the same */
+        hs->body.hello.credential = CORRAL__CREDENTIAL__CREDENTIAL_JOB;
+        hs->body.hello.job_id = hs->scope.job_id;
+        hs->body.hello.worker_index = hs->scope.worker_index;
+        hs->body.hello.attempt = hs->scope.attempt;
+    }
     hs->out.hello = &hs->body.hello;
     hs->state = CR_HS_CLIENT_CHALLENGE;
 }
@@ -130,6 +141,22 @@ static int server_hello(cr_hs_t *hs, const Corral__Envelope *in)
         return refuse(hs, CR_EACCES, CORRAL__REFUSE_REASON__REFUSE_ROLE,
                       "this server does not take %s connections", cr_role_name(h->role));
     memcpy(hs->peer_nonce, h->nonce.data, CR_NONCE_LEN);
+    if (h->credential == CORRAL__CREDENTIAL__CREDENTIAL_JOB) {
+        if (h->role != CORRAL__ROLE__ROLE_CLIENT || !h->job_id || !h->job_id[0] ||
+            strlen(h->job_id) > CR_JOB_ID_MAX)
+            return refuse(hs, CR_EPARSE, CORRAL__REFUSE_REASON__REFUSE_PROTOCOL,
+                          "a job credential is for a client and needs its job id");
+        /* both proofs are keyed with that scope's credential from here on */
+        hs->job = true;
+        memset(&hs->scope, 0, sizeof(hs->scope));
+        cr_strlcpy(hs->scope.job_id, h->job_id, sizeof(hs->scope.job_id));
+        hs->scope.worker_index = h->worker_index;
+        hs->scope.attempt = h->attempt;
+        uint8_t key[CR_TOKEN_LEN];
+        cr_job_credential(hs->token, &hs->scope, key);
+        memcpy(hs->token, key, CR_TOKEN_LEN);
+        cr_wipe(key, sizeof(key));
+    }
 
     out_reset(hs, CORRAL__ENVELOPE__BODY_CHALLENGE);
     corral__challenge__init(&hs->body.challenge);
@@ -147,10 +174,16 @@ static int server_proof(cr_hs_t *hs, const Corral__Envelope *in)
         return refuse(hs, CR_EPARSE, CORRAL__REFUSE_REASON__REFUSE_PROTOCOL,
                       "expected proof after the challenge, got %s", cr_msg_name(in->body_case));
     if (!cr_auth_check(hs->token, hs->nonce, (uint32_t)hs->role, CR_PROTOCOL_VERSION,
-                       in->proof->hmac.data, in->proof->hmac.len))
+                       in->proof->hmac.data, in->proof->hmac.len)) {
+        if (hs->job)
+            return refuse(hs, CR_EACCES, CORRAL__REFUSE_REASON__REFUSE_AUTH,
+                          "wrong job credential for job %s worker %u attempt %u; a worker "
+                          "uses the CORRAL_JOB_TOKEN its agent gave it, unchanged",
+                          hs->scope.job_id, hs->scope.worker_index, hs->scope.attempt);
         return refuse(hs, CR_EACCES, CORRAL__REFUSE_REASON__REFUSE_AUTH,
                       "wrong cluster token; use the token file of the head's session "
                       "(session_latest/token)");
+    }
     out_reset(hs, CORRAL__ENVELOPE__BODY_WELCOME);
     corral__welcome__init(&hs->body.welcome);
     hs->body.welcome.protocol_version = CR_PROTOCOL_VERSION;

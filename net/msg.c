@@ -196,6 +196,14 @@ static int ck_hello(check_ctx_t *c, const Corral__Envelope *e)
         return fail(c, "protocol_version is 0");
     if (h->role != CORRAL__ROLE__ROLE_CLIENT && h->role != CORRAL__ROLE__ROLE_AGENT)
         return fail(c, "role must be client or agent");
+    if (h->credential == CORRAL__CREDENTIAL__CREDENTIAL_JOB) {
+        if (h->role != CORRAL__ROLE__ROLE_CLIENT)
+            return fail(c, "a job credential is for clients only");
+        if (empty(h->job_id) || strlen(h->job_id) > CR_JOB_ID_MAX)
+            return fail(c, "a job credential needs a job_id of 1 to %d bytes", CR_JOB_ID_MAX);
+    } else if (!empty(h->job_id)) {
+        return fail(c, "job_id is set without a job credential");
+    }
     return need_len(c, "nonce", h->nonce, CR_NONCE_LEN);
 }
 

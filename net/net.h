@@ -112,6 +112,30 @@ void cr_auth_proof(const uint8_t token[CR_TOKEN_LEN], const uint8_t nonce[CR_NON
 bool cr_auth_check(const uint8_t token[CR_TOKEN_LEN], const uint8_t nonce[CR_NONCE_LEN],
                    uint32_t role, uint32_t version, const uint8_t *proof, size_t len);
 
+/* A worker's job credential (a Hello with CREDENTIAL_JOB): what it is
+ * scoped to. The head serves such a connection only this job's own
+ * requests, while worker_index's current attempt is attempt. */
+#define CR_JOB_ID_MAX 32
+typedef struct cr_job_scope {
+    char job_id[CR_JOB_ID_MAX + 1];
+    uint32_t worker_index;
+    uint32_t attempt;
+} cr_job_scope_t;
+
+/* HMAC-SHA256(token, "corral-job" 0 job_id 0 worker_index BE32 attempt
+ * BE32): the key a worker proves instead of the cluster token. It cannot
+ * be turned back into the token nor into another scope's credential. */
+void cr_job_credential(const uint8_t token[CR_TOKEN_LEN], const cr_job_scope_t *s,
+                       uint8_t out[CR_TOKEN_LEN]);
+
+/* CORRAL_JOB_TOKEN, what a worker gets: "job:ID:INDEX:ATTEMPT:HEX64"
+ * (format into buf of at least CR_JOB_TOKEN_TEXT_MAX; parse: 0 or
+ * CR_EPARSE). */
+#define CR_JOB_TOKEN_TEXT_MAX (CR_JOB_ID_MAX + 2 * CR_TOKEN_LEN + 32)
+void cr_job_token_format(const cr_job_scope_t *s, const uint8_t cred[CR_TOKEN_LEN], char *buf,
+                         size_t size);
+int cr_job_token_parse(const char *text, cr_job_scope_t *s, uint8_t cred[CR_TOKEN_LEN]);
+
 /* --------------------------------------------------------------- messages */
 
 /* The payload case's name ("hello", "job_submit"); "none" or "unknown". */
@@ -181,6 +205,11 @@ typedef struct cr_hs {
     bool has_out;
     uint64_t max_frame; /* server: announced in Welcome */
     const char *name;   /* ours, announced in Hello or Welcome; borrowed */
+    /* a job credential: the client sets it after init (token is then the
+     * credential); the server learns it from the Hello (and keys the
+     * proofs with the credential it derives from the cluster token) */
+    bool job;
+    cr_job_scope_t scope;
 } cr_hs_t;
 
 void cr_hs_init_client(cr_hs_t *hs, const uint8_t token[CR_TOKEN_LEN],
@@ -233,6 +262,9 @@ typedef struct cr_net_config {
     uint32_t accept_roles;         /* listening side; 0: clients and agents */
     uint32_t max_unauth;           /* 0: CR_UNAUTH_MAX_DEFAULT */
     uint32_t max_unauth_per_peer;  /* 0: CR_UNAUTH_PER_PEER_DEFAULT */
+    /* Connecting side: token is this scope's job credential, not the
+     * cluster token (a worker's CORRAL_JOB_TOKEN); copied. NULL: none. */
+    const cr_job_scope_t *job;
 } cr_net_config_t;
 
 /* One per process and loop: the token, the callbacks, every listener and
@@ -281,6 +313,12 @@ int cr_conn_local_ip(const cr_conn_t *c, char *buf, size_t size);
 /* The peer's role once the handshake ended (the server's side), or ours. */
 Corral__Role cr_conn_role(const cr_conn_t *c);
 bool cr_conn_is_ready(const cr_conn_t *c);
+/* Server side, once ready: the scope of the job credential the peer
+ * proved, NULL when it proved the cluster token. */
+const cr_job_scope_t *cr_conn_job_scope(const cr_conn_t *c);
+/* A job credential for s from this net's token (an agent's, for the
+ * workers it starts). */
+void cr_net_job_credential(const cr_net_t *n, const cr_job_scope_t *s, uint8_t out[CR_TOKEN_LEN]);
 void cr_conn_set_data(cr_conn_t *c, void *data);
 void *cr_conn_data(const cr_conn_t *c);
 /* A fresh request id for this connection (1, 2, ...), for Envelope.id. */

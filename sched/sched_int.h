@@ -8,6 +8,11 @@
 #define TOT(c, r, n) ((c)->total[(size_t)(r) * (c)->nnodes + (size_t)(n)])
 #define HELD(c, r, n) ((c)->held[(size_t)(r) * (c)->nnodes + (size_t)(n)])
 
+/* Feasible nodes scored per single-bundle decision in a cluster of more
+ * than 200: 1% of the nodes within these bounds (sched__sample_limit). */
+#define SCHED_SAMPLE_MIN 100
+#define SCHED_SAMPLE_MAX 128
+
 /* Units of resource r per tracked device of node sn: 1 but for devices
  * holding several (a Trainium device of 2 NeuronCores). */
 static inline int sched__units(const sched_node_t *sn, int r)

@@ -18,6 +18,31 @@ if command -v taskset >/dev/null 2>&1; then
 fi
 echo "# corral sim --bench --cluster $cluster (pinned: ${pin[*]:-no})"
 "${pin[@]}" "$corral" sim --bench --cluster "$cluster"
+# The curve (issue 18): single-bundle decisions as the fleet grows, the
+# same fleet with its GPU node count changed (the 256 TPU slices stay), so
+# that a decision's cost is seen not to grow with the cluster.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for total in 2000 10000 30000 100000; do
+    gpus=$((total - 1024))
+    sed "s/^    count: 10000$/    count: $gpus/" "$cluster" >"$tmp/fleet.yaml"
+    grep -q "count: $gpus\$" "$tmp/fleet.yaml" || { echo "bench/sched: cannot resize $cluster" >&2; exit 1; }
+    k=$((total / 1000))k
+    echo "# curve: $total nodes ($gpus GPU nodes + 1,024 TPU hosts)"
+    "${pin[@]}" "$corral" sim --bench --cluster "$tmp/fleet.yaml" |
+        awk -v k="$k" '$1 == "figure" && $2 ~ /^sched_single_(decisions|p50|p99)$/ {
+            print "figure " $2 "_" k " " $3 " " $4
+            if ($2 == "sched_single_decisions") rate = $3
+            if ($2 == "sched_single_p99") p99 = $3
+        }
+        END {
+            if (k == "100k") {
+                printf "ratio sched_single_decisions_100k_vs_target_200000 %.3f\n", rate / 200000
+                printf "ratio sched_single_p99_100k_target_20us_vs_measured %.3f\n", 20 / p99
+            }
+        }'
+done
+
 join=$root/build/bench/bench_sched_join
 if [ -x "$join" ]; then
     echo "# bench_sched_join: 10,000 nodes joining a cluster view in use"

@@ -35,7 +35,10 @@ typedef struct corral corral_t;
  * $CORRAL_HOME/session_latest/corrald.sock ($CORRAL_HOME defaults to
  * /tmp/corral).
  * token_path: the token file (64 hex digits, mode 0600). NULL:
- * $CORRAL_TOKEN_FILE, else $CORRAL_HOME/session_latest/token.
+ * $CORRAL_TOKEN_FILE, else, inside a worker, the job credential its agent
+ * set in $CORRAL_JOB_TOKEN (which the head serves only that job's status,
+ * logs and stop: docs/protocol.md, "Job credentials"), else
+ * $CORRAL_HOME/session_latest/token.
  *
  * Returns 0 with *out set, or a negative code with *errmsg (malloc'ed,
  * when errmsg is not NULL) saying why: -ECONNREFUSED / CR_ENOENT when no
@@ -127,8 +130,10 @@ typedef struct corral_job_spec {
      * cluster); 0: it is refused at submit with the scheduler's reason. */
     int wait_for_nodes;
     /* Non-zero: env is the workers' whole environment (corral run sends
-     * the caller's); 0: env goes on top of the agent's own. Either way the
-     * isolation and CORRAL_* variables come last. */
+     * the caller's); 0: env goes on top of the agent's PATH, HOME, USER,
+     * LOGNAME, SHELL, LANG, LC_ALL, TZ and TMPDIR (nothing else of the
+     * daemon's). Either way CORRAL_TOKEN_FILE is dropped and the isolation
+     * and CORRAL_* variables come last. */
     int env_whole;
     /* Non-zero: the head stops the job when this connection closes before
      * the job ends (a corral run that waits on it and dies or loses the

@@ -9,8 +9,13 @@
 #    formats: discovery and topology pass, but the run is marked not real
 #    hardware and exits 77; a stand-in that disagrees (one UUID, one NVLink
 #    count) gets one FAIL line per mismatch and exit 1.
+#  - trn1-32xlarge, gaudi2-8, intel-max-1100-2, mi300x-8 and tpu-v6e-4x4-w0
+#    against stand-ins of neuron-ls, hl-smi, xpu-smi, amd-smi and tpu-info
+#    that print the recorded outputs of tests/fixtures/vendor-tools/: the
+#    matching capture passes (exit 77: not real hardware), the mismatched
+#    one fails with one line per difference (exit 1).
 # What this cannot test: a real driver, CUDA's isolation (no libcuda here),
-# the other vendors' tools. docs/hardware.md keeps the maturity table.
+# the vendors' real tools. docs/hardware.md keeps the maturity table.
 set -u
 : "${CORRAL:?}" "${CORRAL_SOURCE_DIR:?}"
 BUILD=${CORRAL_BUILD_DIR:-$CORRAL_SOURCE_DIR/build}
@@ -128,6 +133,194 @@ assert t.get("failures") == "0" and len(cases) == int(t.get("tests")) == 6, t.at
 assert all(c.find("skipped") is not None for c in cases)
 assert "not this machine" in cases[0].find("skipped").get("message")
 EOF
+
+# ---- AMD, Intel, TPU, Neuron, Gaudi against their tools' recorded outputs ----
+# The stand-ins print tests/fixtures/vendor-tools/<machine>/ (README.md there
+# names the source of each format) for exactly the command line corral runs,
+# and refuse any other; VENDOR_VARIANT=-mismatch prints the capture with facts
+# changed on purpose.
+cat >"$tmp/bin/vendor-tool" <<'EOF'
+#!/bin/sh
+d=${VENDOR_CAPTURES:?}
+v=${VENDOR_VARIANT:-}
+case "$(basename "$0") $*" in
+"neuron-ls --json-output") f=neuron-ls$v.json ;;
+"hl-smi -Q index,module_id,bus_id,name -f csv,noheader") f=hl-smi$v.csv ;;
+"xpu-smi discovery -j") f=xpu-smi-discovery$v.json ;;
+"amd-smi list --json") f=amd-smi-list$v.json ;;
+"amd-smi static --asic --json") f=amd-smi-static$v.json ;;
+"amd-smi topology --json") f=amd-smi-topology$v.json ;;
+"tpu-info ") f=tpu-info$v.txt ;;
+"rocm-smi --showbus --json") f=rocm-smi-showbus$v.json ;;
+*) echo "stand-in $(basename "$0"): unexpected arguments: $*" >&2; exit 2 ;;
+esac
+exec cat "$d/$f"
+EOF
+chmod +x "$tmp/bin/vendor-tool"
+mkdir -p "$tmp/vbin"
+for t in neuron-ls hl-smi xpu-smi amd-smi tpu-info; do ln -s ../bin/vendor-tool "$tmp/vbin/$t"; done
+mkdir -p "$tmp/rbin" # older ROCm: rocm-smi, no amd-smi
+ln -s ../bin/vendor-tool "$tmp/rbin/rocm-smi"
+run_vendor() { # machine backend out-file [variant] [captures]
+    (fixture "$1" &&
+        export VENDOR_CAPTURES="${5:-$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/$1}" \
+            VENDOR_VARIANT="${4:-}" PATH="$tmp/vbin:$PATH" &&
+        "$CORRAL" conformance --backend "$2" >"$3" 2>&1)
+}
+vendor_case() { # machine backend pass-line fail-line... (lines the outputs must hold)
+    m=$1 be=$2 pass=$3
+    shift 3
+    run_vendor "$m" "$be" "$tmp/$m.txt"
+    rc=$?
+    [ "$rc" -eq 77 ] || fail "$m: exit $rc, want 77 (tool agrees, not real hardware): $(cat "$tmp/$m.txt")"
+    has "$tmp/$m.txt" "$pass" "$m"
+    if grep -q '^FAIL' "$tmp/$m.txt"; then
+        fail "$m: a FAIL line against the matching capture: $(cat "$tmp/$m.txt")"
+    fi
+    run_vendor "$m" "$be" "$tmp/$m-bad.txt" -mismatch
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "$m, mismatched capture: exit $rc, want 1: $(cat "$tmp/$m-bad.txt")"
+    want=$#
+    for line in "$@"; do
+        has "$tmp/$m-bad.txt" "$line" "$m, mismatched capture"
+    done
+    got=$(grep -c '^FAIL' "$tmp/$m-bad.txt")
+    [ "$got" -eq "$want" ] || fail "$m, mismatched capture: $got FAIL lines, want $want: $(cat "$tmp/$m-bad.txt")"
+}
+vendor_case trn1-32xlarge neuron \
+    "PASS: neuron discovery: 16 devices: PCI address and NeuronCores as neuron-ls says" \
+    "FAIL: neuron discovery: device 9: NeuronCores: neuron-ls says 1 (nc_count), corral 2" \
+    "FAIL: neuron topology: device 5: neuron-ls connects it to 1,4,8,9, corral to 1,4,6,9"
+has "$tmp/trn1-32xlarge.txt" "PASS: neuron topology: 16 devices: every device's NeuronLink peers are neuron-ls's connected_to (64 in all)" "trn1-32xlarge"
+vendor_case gaudi2-8 gaudi \
+    "PASS: gaudi discovery: 8 devices: PCI address, module id and name as hl-smi says" \
+    "FAIL: gaudi discovery: 0000:19:00.0: module id: hl-smi says 3, corral 2" \
+    "FAIL: gaudi discovery: 0000:1a:00.0: module id: hl-smi says 2, corral 3"
+vendor_case intel-max-1100-2 intel \
+    "PASS: intel discovery: 2 cards: PCI address and name as xpu-smi says (corral: 2 devices on them)" \
+    "FAIL: intel discovery: xpu-smi shows device 1 at 0000:9b:00.0 (Intel(R) Data Center GPU Max 1100); corral has none there"
+vendor_case mi300x-8 amd \
+    "PASS: amd discovery: 8 devices (no partitions): PCI address, partition and name as amd-smi says" \
+    "FAIL: amd discovery: GPU 2 (0000:46:00.0): name: amd-smi says AMD Instinct MI308X, corral AMD Instinct MI300X" \
+    "FAIL: amd discovery: amd-smi shows 7 GPUs and partitions, corral 8" \
+    "FAIL: amd topology: GPU 2 (0000:46:00.0): amd-smi shows XGMI to GPUs 0,1,3,4,6, corral xGMI links to 0,1,3,4,5,6" \
+    "FAIL: amd topology: GPU 5 (0000:a5:00.0): amd-smi shows XGMI to GPUs 0,1,3,4,6, corral xGMI links to 0,1,2,3,4,6"
+has "$tmp/mi300x-8.txt" "PASS: amd topology: 8 devices: every XGMI pair of amd-smi topology is a corral xGMI link (28 in all)" "mi300x-8"
+vendor_case tpu-v6e-4x4-w0 tpu \
+    "PASS: tpu discovery: 4 chips: device numbers and type as tpu-info says" \
+    "FAIL: tpu discovery: chip 3: type: tpu-info says v5e, corral v6e"
+# the TPU slice against a stand-in GCE metadata server on this machine: it
+# answers GET /computeMetadata/v1/instance/attributes/<name> (with the
+# Metadata-Flavor: Google header, as Ray and PyTorch/XLA send it) from the
+# files of the folder named in $tmp/gce-dir, and 404 for others
+cat >"$tmp/gce.py" <<'EOF'
+import http.server, os, sys
+ctl, portfile = sys.argv[1], sys.argv[2]
+PREFIX = "/computeMetadata/v1/instance/attributes/"
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        name = self.path[len(PREFIX):] if self.path.startswith(PREFIX) else ""
+        path = os.path.join(open(ctl).read().strip(), name)
+        if self.headers.get("Metadata-Flavor") != "Google":
+            self.send_error(403)
+        elif not name or "/" in name or not os.path.isfile(path):
+            self.send_error(404)
+        else:
+            body = open(path, "rb").read()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+with open(portfile + ".new", "w") as f:
+    f.write(str(s.server_address[1]))
+os.rename(portfile + ".new", portfile)
+s.serve_forever()
+EOF
+gce_pid=
+stop_gce() { [ -n "$gce_pid" ] && kill "$gce_pid" 2>/dev/null && wait "$gce_pid" 2>/dev/null; gce_pid=; }
+trap 'stop_gce; rm -rf "$tmp"' EXIT
+echo "$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/tpu-v6e-4x4-w0/gce-metadata" >"$tmp/gce-dir"
+$PY "$tmp/gce.py" "$tmp/gce-dir" "$tmp/gce-port" &
+gce_pid=$!
+for _ in $(seq 1 600); do [ -s "$tmp/gce-port" ] && break; sleep 0.1; done
+if [ -s "$tmp/gce-port" ]; then
+    run_gce() { # out-file
+        (fixture tpu-v6e-4x4-w0 &&
+            export CORRAL_GCE_METADATA="127.0.0.1:$(cat "$tmp/gce-port")" PATH="$tmp/vbin:$PATH" \
+                VENDOR_CAPTURES="$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/tpu-v6e-4x4-w0" &&
+            "$CORRAL" conformance --backend tpu >"$1" 2>&1)
+    }
+    run_gce "$tmp/gce.txt"
+    rc=$?
+    [ "$rc" -eq 77 ] || fail "tpu slice: exit $rc, want 77: $(cat "$tmp/gce.txt")"
+    has "$tmp/gce.txt" "PASS: tpu topology: slice v6e-s1: v6e-16, 4x4, worker 0 as the GCE metadata server says" "tpu slice"
+    echo "$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/tpu-v6e-4x4-w0/gce-metadata-mismatch" >"$tmp/gce-dir"
+    run_gce "$tmp/gce-bad.txt"
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "tpu slice, mismatched metadata: exit $rc, want 1: $(cat "$tmp/gce-bad.txt")"
+    has "$tmp/gce-bad.txt" "FAIL: tpu topology: slice v6e-s1: topology (tpu-env TOPOLOGY): the metadata server says 2x8, corral 4x4" "tpu slice, mismatched metadata"
+    has "$tmp/gce-bad.txt" "FAIL: tpu topology: slice v6e-s1: worker id (agent-worker-number): the metadata server says 1, corral 0" "tpu slice, mismatched metadata"
+    [ "$(grep -c '^FAIL' "$tmp/gce-bad.txt")" -eq 2 ] || fail "tpu slice, mismatched metadata: want two FAIL lines: $(cat "$tmp/gce-bad.txt")"
+else
+    fail "the stand-in metadata server did not start"
+fi
+stop_gce
+has "$tmp/tpu-v6e-4x4-w0.txt" "SKIP: tpu topology: not a GCE VM, or CORRAL_GCE_METADATA=off: slice v6e-s1 not compared with the metadata server's" "tpu, metadata off"
+# older ROCm: rocm-smi's PCI Bus per card, without amd-smi
+for variant in "" -mismatch; do
+    (fixture mi300x-8 && export PATH="$tmp/rbin:$PATH" VENDOR_VARIANT="$variant" \
+        VENDOR_CAPTURES="$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/mi300x-8" &&
+        "$CORRAL" conformance --backend amd >"$tmp/rocm$variant.txt" 2>&1)
+    echo $? >"$tmp/rocm$variant.rc"
+done
+[ "$(cat "$tmp/rocm.rc")" -eq 77 ] || fail "rocm-smi: exit $(cat "$tmp/rocm.rc"), want 77: $(cat "$tmp/rocm.txt")"
+has "$tmp/rocm.txt" "PASS: amd discovery: 8 GPUs: PCI addresses as rocm-smi --showbus says (amd-smi is not installed: partitions and names not compared)" "rocm-smi"
+[ "$(cat "$tmp/rocm-mismatch.rc")" -eq 1 ] || fail "rocm-smi, mismatched: exit $(cat "$tmp/rocm-mismatch.rc"), want 1"
+has "$tmp/rocm-mismatch.txt" "FAIL: amd discovery: rocm-smi shows card3 at 0000:66:00.0; corral has no GPU there" "rocm-smi, mismatched"
+has "$tmp/rocm-mismatch.txt" "FAIL: amd discovery: corral has a GPU at 0000:65:00.0; rocm-smi shows none" "rocm-smi, mismatched"
+[ "$(grep -c '^FAIL' "$tmp/rocm-mismatch.txt")" -eq 2 ] || fail "rocm-smi, mismatched: want two FAIL lines: $(cat "$tmp/rocm-mismatch.txt")"
+# partitions: the MI308X CPX capture (KFD topology only: no hwloc recording,
+# no amd-smi static, so names are not compared)
+mkdir -p "$tmp/cpx"
+tar -xzf "$CORRAL_SOURCE_DIR/tests/fixtures/hw/mi308x-cpx/kfd-topology.tar.gz" -C "$tmp/cpx" ||
+    fail "cannot unpack the mi308x-cpx capture"
+run_cpx() { # out-file [variant]
+    (export CORRAL_SYSFS_ROOT="$tmp/cpx" VENDOR_VARIANT="${2:-}" PATH="$tmp/vbin:$PATH" \
+        VENDOR_CAPTURES="$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/mi308x-cpx" &&
+        unset CORRAL_HWLOC_XML CORRAL_NVML_LIBRARY &&
+        "$CORRAL" conformance --backend amd >"$1" 2>&1)
+}
+run_cpx "$tmp/cpx.txt"
+rc=$?
+[ "$rc" -eq 77 ] || fail "mi308x-cpx: exit $rc, want 77: $(cat "$tmp/cpx.txt")"
+has "$tmp/cpx.txt" "PASS: amd discovery: 32 devices (partitioned): PCI address, partition as amd-smi says" "mi308x-cpx"
+has "$tmp/cpx.txt" "INFO: amd discovery: amd-smi static --asic --json failed: product names not compared" "mi308x-cpx"
+run_cpx "$tmp/cpx-bad.txt" -mismatch
+rc=$?
+[ "$rc" -eq 1 ] || fail "mi308x-cpx, mismatched: exit $rc, want 1: $(cat "$tmp/cpx-bad.txt")"
+has "$tmp/cpx-bad.txt" "FAIL: amd discovery: amd-smi shows GPU 5 at 0000:80:00.0, partition 5; corral has none there" "mi308x-cpx, mismatched"
+[ "$(grep -c '^FAIL' "$tmp/cpx-bad.txt")" -eq 1 ] || fail "mi308x-cpx, mismatched: want one FAIL line: $(cat "$tmp/cpx-bad.txt")"
+# a tool printing what corral cannot read: a FAIL saying what was expected
+mkdir -p "$tmp/garbled"
+printf '0, 2, 0000:19:00.0\n' >"$tmp/garbled/hl-smi.csv"
+run_vendor gaudi2-8 gaudi "$tmp/garbled.txt" "" "$tmp/garbled"
+rc=$?
+[ "$rc" -eq 1 ] || fail "gaudi, a garbled hl-smi: exit $rc, want 1"
+has "$tmp/garbled.txt" "FAIL: gaudi discovery: hl-smi line 1 ('0, 2, 0000:19:00.0'): not index, module_id, bus_id, name" "gaudi, a garbled hl-smi"
+# a tool that fails (the stand-in finds no capture in that folder): FAIL
+run_vendor trn1-32xlarge neuron "$tmp/nl-fails.txt" "" "$tmp/garbled"
+rc=$?
+[ "$rc" -eq 1 ] || fail "neuron-ls failing: exit $rc, want 1"
+has "$tmp/nl-fails.txt" "FAIL: neuron discovery: neuron-ls --json-output exited non-zero" "neuron-ls failing"
+has "$tmp/nl-fails.txt" "INFO: neuron discovery: Neuron 2.34 and later print JSON with --output-format json" "neuron-ls failing"
+# without the tool: SKIP, nothing verified
+(fixture gaudi2-8 && "$CORRAL" conformance --backend gaudi >"$tmp/notool.txt" 2>&1)
+rc=$?
+[ "$rc" -eq 77 ] || fail "gaudi without hl-smi: exit $rc, want 77"
+has "$tmp/notool.txt" "SKIP: gaudi discovery: hl-smi is not on PATH: nothing to compare with" "gaudi without hl-smi"
 
 if [ "$fails" -ne 0 ]; then
     echo "conformance.sh: $fails failure(s)" >&2

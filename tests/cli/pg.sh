@@ -1,9 +1,7 @@
 #!/bin/bash
 # Placement groups through the CLI (corral pg, corral run --pg) against a
 # real head on a simulated 8-GPU node, as docs/protocol.md and
-# docs/runtime.md describe them. Skipped (77) only while the head answers
-# PgCreate with "not served by this head yet" (ENOSYS); once the head
-# serves placement groups it runs for real.
+# docs/runtime.md describe them.
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" pg
 SPEC=$CORRAL_SOURCE_DIR/specs/dgx-h100.yaml
@@ -21,12 +19,6 @@ done
 out=$("$CORRAL" start --head --hw-spec "$SPEC" 2>&1) || { fail "start: $out"; finish; }
 
 out=$("$CORRAL" pg create g1 --bundles 'GPU=1,CPU=1;GPU=1' --json 2>&1); rc=$?
-if [ $rc -ne 0 ] && grep -Eq "not served by this head yet|not implemented" <<<"$out"; then
-    [ $fails -eq 0 ] || finish
-    echo "SKIP: this head does not serve placement groups yet: $out"
-    "$CORRAL" stop >/dev/null 2>&1
-    exit 77
-fi
 free_gpus() { "$CORRAL" status --json | jq -r '.resources.GPU.free'; }
 
 # created (the CLI waits by default), each bundle on a device of its own

@@ -32,6 +32,46 @@ expect_error "$SPECS/bad-unknown-field.yaml" \
 expect_error "$SPECS/empty.yaml" "empty.yaml:1:1: the spec is empty"
 expect_error "$TMP/absent.yaml" "cannot read $TMP/absent.yaml: No such file or directory"
 
+# what the schema alone lets through: a backend no component has, a NUMA
+# node the spec does not describe, a label key a selector could not name
+expect_error "$SPECS/bad-backend.yaml" \
+    "bad-backend.yaml:5:14: devices[1].backend: unknown backend 'nvida'; did you mean 'nvidia'? expected one of: "
+expect_error "$SPECS/bad-numa.yaml" \
+    "bad-numa.yaml:9:29: devices[1].numa: NUMA node 2 is out of range: the spec's cpu.numa_nodes are 0, 1"
+expect_error "$SPECS/bad-numa-negative.yaml" \
+    "bad-numa-negative.yaml:8:24: nics[1].numa: NUMA node -3 is out of range; write a node of cpu.numa_nodes, or -1"
+expect_error "$SPECS/bad-label-key.yaml" \
+    "bad-label-key.yaml:5:3: labels.gpu kind: 'gpu kind' is not a valid label key: the name may hold only letters, digits, '-', '_' and '.'"
+expect_error "$SPECS/bad-label-prefix.yaml" \
+    "bad-label-prefix.yaml:4:3: labels.Corral.IO/rack: 'Corral.IO/rack' is not a valid label key: the prefix before '/' must be a DNS subdomain"
+# a numa with no cpu.numa_nodes to be one of; a name of 64 characters
+printf 'id: n\ndevices:\n  - {numa: 0}\n' >"$TMP/no-numa-nodes.yaml"
+expect_error "$TMP/no-numa-nodes.yaml" "no-numa-nodes.yaml:3:12: devices[0].numa: NUMA node 0 is out of range: the spec lists no cpu.numa_nodes"
+printf 'id: n\ncpu:\n  numa_nodes:\n    - {id: 0}\n    - {id: 0}\n' >"$TMP/dup-numa.yaml"
+expect_error "$TMP/dup-numa.yaml" "dup-numa.yaml:5:12: cpu.numa_nodes[1].id: NUMA node 0 is listed twice (also cpu.numa_nodes[0])"
+printf 'id: n\ndevices:\n  - {memory_numa: -2}\n' >"$TMP/mem-numa.yaml"
+expect_error "$TMP/mem-numa.yaml" "mem-numa.yaml:3:19: devices[0].memory_numa: NUMA node -2 is out of range"
+printf 'id: n\nlabels:\n  corral.io/%s: v\n' "$(printf 'a%.0s' $(seq 64))" >"$TMP/long-key.yaml"
+expect_error "$TMP/long-key.yaml" "long-key.yaml:3:3: labels.corral.io/"
+grep -qF "the name is longer than 63 characters" "$TMP/err" || fail "64-character name: $(cat "$TMP/err")"
+# valid keys pass: a prefix, '-', '_' and '.' inside, 63 characters
+printf 'id: n\nlabels:\n  a-b.c/x_y.z-0: v\n  k8s.io/%s: v\n  "8": v\n' "$(printf 'b%.0s' $(seq 63))" >"$TMP/keys.yaml"
+"$CORRAL" hw --spec "$TMP/keys.yaml" >/dev/null 2>"$TMP/err" || fail "valid label keys refused: $(cat "$TMP/err")"
+
+# corral hw --check SPEC: ok or the error, and the exit status says which
+out=$("$CORRAL" hw --check "$CORRAL_SOURCE_DIR/specs/dgx-h100.yaml" 2>&1) ||
+    fail "--check of a good spec: exit $?: $out"
+[ "$out" = "ok: $CORRAL_SOURCE_DIR/specs/dgx-h100.yaml is a valid hardware spec (node dgx-h100-01, 8 devices)" ] ||
+    fail "--check of a good spec: '$out'"
+"$CORRAL" hw --check "$SPECS/bad-numa.yaml" >"$TMP/out" 2>"$TMP/err" && fail "--check of a bad spec: exit 0"
+grep -qF "bad-numa.yaml:9:29: devices[1].numa: NUMA node 2 is out of range" "$TMP/err" ||
+    fail "--check of a bad spec: $(cat "$TMP/err")"
+[ -s "$TMP/out" ] && fail "--check of a bad spec printed on stdout: $(cat "$TMP/out")"
+# every shipped spec passes the full check (rich-node.json lists warnings on purpose)
+for s in "$CORRAL_SOURCE_DIR"/specs/*.yaml "$CORRAL_SOURCE_DIR"/specs/*/*.yaml "$SPECS"/good.*; do
+    "$CORRAL" hw --check "$s" >/dev/null 2>"$TMP/err" || fail "shipped spec $s: $(cat "$TMP/err")"
+done
+
 # a relative path is reported as given
 (cd "$SPECS" && "$CORRAL" hw --spec bad-link.yaml >/dev/null 2>"$TMP/err")
 grep -qF "bad-link.yaml:6:5: links[1]: a and b must be two different device indices below 2" \

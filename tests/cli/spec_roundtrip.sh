@@ -34,7 +34,8 @@ grep -qx "memory: 1536Gi" "$y" || fail "node memory size"
 grep -qx '    compute_capability: "8.0"' "$y" || fail "8.0 not quoted"
 grep -qx '  note: "8"' "$y" || fail "label \"8\" not quoted"
 grep -qx '  yes: "true"' "$y" && fail "YAML 1.1 word 'yes' as a plain key"
-grep -qx '  "quote\\"d": "a: b # c"' "$y" || fail "key with a quote: $(grep quote "$y")"
+# a label key YAML reads as a number, a value with quotes and a comment sign
+grep -qx '  "1e3": "a: b \\"q\\" # c"' "$y" || fail "key 1e3, value with quotes: $(grep 1e3 "$y")"
 grep -q "^# from the node description of rich-01 (hostname rich-01.example.com): 2x A100-80G, 2x TPU-V5P, 1x Widget #1$" "$y" ||
     fail "header: $(sed -n 2p "$y")"
 

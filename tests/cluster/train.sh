@@ -94,12 +94,15 @@ out=$("$CORRAL" train --workers 2 --resources-per-worker GPU=1 --placement STRIC
     fail "torchrun style: rc=$rc $out"
 # the same script under real torchrun (Debian's torch) and under corral
 # train, 2 processes on one node: the same contract, variable for variable
-port=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-# (--redirects 1 --tee 1: Debian's torch 1.13 on Python 3.11 cannot parse
-# the default "0", as Flag iteration skips the zero member there)
-want=$(cd "$CORRAL_HOME" && timeout -k 5 60 $PY -m torch.distributed.run --nnodes 1 --nproc_per_node 2 \
-    --master_port "$port" --redirects 1 --tee 1 --log_dir "$CORRAL_HOME/torchrun" "$EX/torchrun_style.py" \
-    2>/dev/null | sed -n 's/^\[default[01]\]:\(contract .*\)/\1/p' | sort)
+# (--standalone: torchrun picks its own free port, so no other process can
+# take it between a probe and its bind, as a probed --master_port could on
+# a loaded machine; --redirects 1 --tee 1: Debian's torch 1.13 on Python
+# 3.11 cannot parse the default "0", as Flag iteration skips the zero
+# member there; 150 s: three torch imports take 15 s at load 8 here)
+want=$(cd "$CORRAL_HOME" && timeout -k 5 150 $PY -m torch.distributed.run --standalone --nnodes 1 \
+    --nproc_per_node 2 --redirects 1 --tee 1 --log_dir "$CORRAL_HOME/torchrun" "$EX/torchrun_style.py" \
+    2>"$CORRAL_HOME/torchrun.err" | sed -n 's/^\[default[01]\]:\(contract .*\)/\1/p' | sort)
+[ -n "$want" ] || echo "# torchrun's stderr: $(tail -20 "$CORRAL_HOME/torchrun.err")"
 got=$("$CORRAL" train --workers 2 --resources-per-worker GPU=1 --placement STRICT_PACK -- \
     $PY "$EX/torchrun_style.py" 2>&1 | sed -n 's/^\[rank [01]\] \(contract .*\)/\1/p' | sort)
 [ -n "$want" ] && [ "$want" = "$got" ] && grep -q "elastic=True" <<<"$got" &&

@@ -3,7 +3,9 @@
  * replaces by correct ones (the fuzzer cannot forge an HMAC), so the later
  * states are reached too. Invariants: the handshake completes only with a
  * correct proof, every message the machine asks to send is valid, a
- * failure always leaves words and the FAILED state. */
+ * failure always leaves words and the FAILED state. A Hello with a job
+ * credential (CREDENTIAL_JOB) is taken as any other: its forged proof is
+ * keyed with the credential of the scope it names. */
 /* the checks are the point: keep assert() in release builds too */
 #undef NDEBUG
 #include "net/net.h"
@@ -19,7 +21,14 @@ static void forge(cr_hs_t *hs, Corral__Envelope *e, Corral__Proof *p, Corral__Ch
     corral__envelope__init(e);
     if (hs->state == CR_HS_SERVER_PROOF) {
         corral__proof__init(p);
-        cr_auth_proof(token, hs->nonce, (uint32_t)hs->role, CR_PROTOCOL_VERSION, buf);
+        /* a job credential's Hello: the proof is keyed with that scope's
+         * credential, derived from the token as a worker's agent does */
+        uint8_t key[CR_TOKEN_LEN];
+        if (hs->job)
+            cr_job_credential(token, &hs->scope, key);
+        else
+            memcpy(key, token, CR_TOKEN_LEN);
+        cr_auth_proof(key, hs->nonce, (uint32_t)hs->role, CR_PROTOCOL_VERSION, buf);
         p->hmac.data = buf;
         p->hmac.len = CR_PROOF_LEN;
         e->body_case = CORRAL__ENVELOPE__BODY_PROOF;

@@ -587,12 +587,13 @@ static size_t jobs_in_state_db(void)
     return n;
 }
 
-/* Pins the group commit's failure branch (daemon/head.c batch_end): a job
+/* Pins the group commit's failure branch (head/turn.c batch_end): a job
  * submitted over a real connection in a turn whose commit fails (a full
  * disk, injected in the state layer as SQLite's own test harness injects
  * I/O errors: head/state.h cr_state_fault_commit) is answered an Error
- * that names the full disk, never JobSubmitted, and state.db holds no
- * job; the next submit, committed, is acknowledged. */
+ * that names the full disk, never JobSubmitted, state.db holds no job and
+ * the head forgets it; writes are refused until a commit succeeds again
+ * (head_store_retry), then the next submit is acknowledged. */
 static void test_failed_commit_is_never_acknowledged(void **state)
 {
     fx_t *f = *state;
@@ -622,13 +623,85 @@ static void test_failed_commit_is_never_acknowledged(void **state)
     assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_ERROR);
     assert_int_equal(a->error->code, CR_ENOSPC);
     assert_non_null(strstr(a->error->message, "the disk is full"));
+    assert_non_null(strstr(a->error->message, "nothing of this request was kept"));
     assert_int_equal(jobs_in_state_db(), 0);
+    /* the failed turn's job is forgotten with its id, not left running */
+    assert_int_equal(D.jobs.n, 0);
+    assert_true(D.store_failing);
 
+    /* until a commit succeeds again, writes are refused and say why */
     e->id = 2;
     assert_int_equal(cr_conn_send(c, e), 0);
     run_until_got(f, 2);
-    assert_int_equal(answer(&f->got, 2)->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
+    a = answer(&f->got, 2);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_ERROR);
+    assert_non_null(strstr(a->error->message, "serves reads only until it can commit"));
+    assert_non_null(strstr(a->error->message, "the disk is full"));
+    assert_int_equal(jobs_in_state_db(), 0);
+
+    /* the retry commits (nothing injected now): writes are served again */
+    D.store_tried_ms = 0;
+    head_store_retry();
+    assert_false(D.store_failing);
+    e->id = 3;
+    assert_int_equal(cr_conn_send(c, e), 0);
+    run_until_got(f, 3);
+    a = answer(&f->got, 3);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
     assert_int_equal(jobs_in_state_db(), 1);
+    assert_int_equal(D.jobs.n, 1); /* one job for the id, not two */
+    cr_net_close(cn, NULL, NULL);
+}
+
+/* A placement group created in a turn whose commit fails is answered an
+ * Error and forgotten (its id was rolled back with it): none is left in
+ * the head, none in state.db. */
+static void test_failed_commit_forgets_group(void **state)
+{
+    fx_t *f = *state;
+    static const uint8_t token[CR_TOKEN_LEN] = {7, 7, 7};
+    char path[128];
+    snprintf(path, sizeof(path), "%s/head.sock", f->dir);
+    assert_int_equal(head_harness_listen(path, token), 0);
+    cr_net_callbacks_t cb = {.on_ready = cl_ready, .on_message = cl_message};
+    cr_net_t *cn =
+        cr_net_new(&D.loop, &(cr_net_config_t){.token = token, .name = "client"}, &cb, &f->got);
+    cr_conn_t *c;
+    client_ready = 0;
+    assert_int_equal(cr_net_connect(cn, path, CORRAL__ROLE__ROLE_CLIENT, &c), 0);
+    for (int i = 0; i < 5000 && !client_ready; i++) {
+        head_harness_run();
+        usleep(1000);
+    }
+    assert_int_equal(client_ready, 1);
+
+    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
+    q.name = "CPU";
+    q.amount = CR_QTY_ONE;
+    Corral__Bundle b = CORRAL__BUNDLE__INIT, *bs[] = {&b};
+    b.resources = qs;
+    b.n_resources = 1;
+    Corral__PgCreate pc = CORRAL__PG_CREATE__INIT;
+    pc.name = "g";
+    pc.bundles = bs;
+    pc.n_bundles = 1;
+    pc.wait_for_nodes = true;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_PG_CREATE;
+    e.pg_create = &pc;
+    e.id = 1;
+    cr_state_fault_commit(D.st, 1, SQLITE_FULL);
+    assert_int_equal(cr_conn_send(c, &e), 0);
+    run_until_got(f, 1);
+    const Corral__Envelope *a = answer(&f->got, 1);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_ERROR);
+    assert_non_null(strstr(a->error->message, "nothing of this request was kept"));
+    assert_int_equal(D.pgs.n, 0);
+    cr_state_pg_t *v;
+    size_t n;
+    assert_int_equal(cr_state_pg_list(D.st, &v, &n), 0);
+    cr_state_pg_list_free(v, n);
+    assert_int_equal(n, 0);
     cr_net_close(cn, NULL, NULL);
 }
 
@@ -642,6 +715,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_detached_conn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_heartbeat_changes_and_free, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_commit_is_never_acknowledged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_commit_forgets_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_node_detection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pg_refused_reservation, setup, teardown),
     };

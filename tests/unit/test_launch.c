@@ -359,6 +359,9 @@ static void test_env_multi_device(void **state)
     int devs_a[] = {3, 1, 2}, devs_b[] = {4, 5};
     cr_envlist_t job_b = {0};
     cr_envlist_set(&job_b, "NCCL_SOCKET_IFNAME", "eth");
+    /* the submitter's token file is not passed on: the worker gets its job credential */
+    cr_envlist_set(&job_b, "CORRAL_TOKEN_FILE", "/somewhere/token");
+    /* the agent's own settings are not the worker's (issue 12), its PATH is */
     setenv("CORRAL_TEST_FROM_AGENT", "yes", 1);
     rec_t rec[3] = {0};
     cr_worker_t *w[3];
@@ -375,6 +378,8 @@ static void test_env_multi_device(void **state)
     b.ndevs = 2;
     b.env = &job_b;
     b.inherit_env = true;
+    b.head_address = "/run/head.sock";
+    b.job_token = "job:7:1:0:00";
     assert_int_equal(cr_worker_start(&loop, &b, on_exit_rec, &rec[1], &w[1], NULL), 0);
     /* no devices: every backend still hides all of its devices */
     cr_worker_spec_t c = base_spec(argv, dir, "c");
@@ -396,13 +401,17 @@ static void test_env_multi_device(void **state)
     assert_env(&seen, "CORRAL_ACCELERATOR_IDS", ids);
     assert_env(&seen, "NCCL_SOCKET_IFNAME", "=ib1,ib0"); /* devices 3 and 2 share ib1 */
     assert_env(&seen, "UCX_NET_DEVICES", "mlx5_1:1,mlx5_0:1");
-    assert_env(&seen, "CORRAL_TEST_FROM_AGENT", "yes");
+    assert_env(&seen, "CORRAL_TEST_FROM_AGENT", NULL);
     assert_env(&seen, "PATH", getenv("PATH"));
+    assert_env(&seen, "CORRAL_JOB_TOKEN", NULL);
     cr_envlist_free(&seen);
 
     read_env_log(cr_worker_stdout_path(w[1]), &seen);
     assert_env(&seen, "NCCL_SOCKET_IFNAME", "eth"); /* the job's choice stands */
     assert_env(&seen, "UCX_NET_DEVICES", "mlx5_2:1");
+    assert_env(&seen, "CORRAL_TOKEN_FILE", NULL);
+    assert_env(&seen, "CORRAL_ADDRESS", "/run/head.sock");
+    assert_env(&seen, "CORRAL_JOB_TOKEN", "job:7:1:0:00");
     cr_envlist_free(&seen);
 
     read_env_log(cr_worker_stdout_path(w[2]), &seen);

@@ -190,12 +190,56 @@ static void test_proofs(void **state)
     assert_memory_equal(p, want, CR_PROOF_LEN);
 }
 
+/* The job credential: one per scope, its text form round-trips, bad text is refused. */
+static void test_job_credential(void **state)
+{
+    uint8_t tok[CR_TOKEN_LEN], a[CR_TOKEN_LEN], b[CR_TOKEN_LEN], back[CR_TOKEN_LEN];
+    memset(tok, 3, sizeof(tok));
+    cr_job_scope_t s = {.job_id = "12", .worker_index = 3, .attempt = 0}, t = s, got;
+    cr_job_credential(tok, &s, a);
+    cr_job_credential(tok, &s, b);
+    assert_memory_equal(a, b, CR_TOKEN_LEN);
+    t.attempt = 1; /* a restart: another credential */
+    cr_job_credential(tok, &t, b);
+    assert_memory_not_equal(a, b, CR_TOKEN_LEN);
+    t = s;
+    strcpy(t.job_id, "123"); /* "12" index 3 and "123" must differ */
+    cr_job_credential(tok, &t, b);
+    assert_memory_not_equal(a, b, CR_TOKEN_LEN);
+    /* it is HMAC-SHA256 over the label, the id and the two numbers */
+    const uint8_t msg[] = {'c', 'o', 'r', 'r', 'a', 'l', '-', 'j', 'o', 'b', 0,
+                           '1', '2', 0,   0,   0,   0,   3,   0,   0,   0,   0};
+    cr_hmac_sha256(tok, CR_TOKEN_LEN, msg, sizeof(msg), b);
+    assert_memory_equal(a, b, CR_TOKEN_LEN);
+
+    char text[CR_JOB_TOKEN_TEXT_MAX];
+    cr_job_token_format(&s, a, text, sizeof(text));
+    assert_int_equal(strncmp(text, "job:12:3:0:", 11), 0);
+    assert_int_equal(cr_job_token_parse(text, &got, back), 0);
+    assert_string_equal(got.job_id, "12");
+    assert_int_equal(got.worker_index, 3);
+    assert_int_equal(got.attempt, 0);
+    assert_memory_equal(back, a, CR_TOKEN_LEN);
+    const char *bad[] = {"",
+                         "job:",
+                         "job::1:0:00",
+                         "12:3:0:ab",
+                         "job:12:x:0:00",
+                         "job:12:3:0:abc",
+                         "job:123456789012345678901234567890123:0:0:00"};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++)
+        assert_int_equal(cr_job_token_parse(bad[i], &got, back), CR_EPARSE);
+    text[strlen(text) - 1] = 'g';
+    assert_int_equal(cr_job_token_parse(text, &got, back), CR_EPARSE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_token_file),
         cmocka_unit_test(test_token_refusals),
         cmocka_unit_test(test_proofs),
+        cmocka_unit_test(test_job_credential),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -386,13 +386,95 @@ static void test_handshake_machine(void **state)
     free(sv);
 }
 
+/* Runs a whole handshake; returns the server's last step. */
+static int run_hs(cr_hs_t *cl, cr_hs_t *sv)
+{
+    cr_hs_start(cl);
+    Corral__Envelope *m = wire(&cl->out);
+    int r = cr_hs_step(sv, m);
+    cr_msg_free(m);
+    if (r != CR_HS_MORE)
+        return r;
+    m = wire(&sv->out);
+    r = cr_hs_step(cl, m);
+    cr_msg_free(m);
+    if (r != CR_HS_MORE)
+        return r;
+    m = wire(&cl->out);
+    r = cr_hs_step(sv, m);
+    cr_msg_free(m);
+    if (r != CR_HS_OK)
+        return r;
+    m = wire(&sv->out);
+    r = cr_hs_step(cl, m);
+    cr_msg_free(m);
+    return r;
+}
+
+/* A worker's job credential: proved without the cluster token, the
+ * server learns its scope; another scope's or the token itself fails. */
+static void test_handshake_job_credential(void **state)
+{
+    uint8_t tok[CR_TOKEN_LEN], cred[CR_TOKEN_LEN], nc[CR_NONCE_LEN], ns[CR_NONCE_LEN];
+    memset(tok, 7, sizeof(tok));
+    memset(nc, 1, sizeof(nc));
+    memset(ns, 2, sizeof(ns));
+    uint32_t roles = 1u << CORRAL__ROLE__ROLE_CLIENT | 1u << CORRAL__ROLE__ROLE_AGENT;
+    cr_hs_t *cl = cr_malloc(sizeof(*cl)), *sv = cr_malloc(sizeof(*sv));
+    cr_job_scope_t s = {.job_id = "42", .worker_index = 1, .attempt = 2};
+    cr_job_credential(tok, &s, cred);
+    assert_memory_not_equal(cred, tok, CR_TOKEN_LEN);
+
+    cr_hs_init_client(cl, cred, nc, CORRAL__ROLE__ROLE_CLIENT, "w");
+    cl->job = true;
+    cl->scope = s;
+    cr_hs_init_server(sv, tok, ns, roles, "head", 0);
+    assert_int_equal(run_hs(cl, sv), CR_HS_OK);
+    assert_true(sv->job);
+    assert_string_equal(sv->scope.job_id, "42");
+    assert_int_equal(sv->scope.worker_index, 1);
+    assert_int_equal(sv->scope.attempt, 2);
+
+    /* the same credential claimed for the next attempt: refused */
+    cr_hs_init_client(cl, cred, nc, CORRAL__ROLE__ROLE_CLIENT, "w");
+    cl->job = true;
+    cl->scope = s;
+    cl->scope.attempt = 3;
+    cr_hs_init_server(sv, tok, ns, roles, "head", 0);
+    assert_int_equal(run_hs(cl, sv), CR_EACCES);
+    assert_non_null(strstr(sv->why, "wrong job credential for job 42 worker 1 attempt 3"));
+
+    /* the cluster token claimed as a job credential: refused too */
+    cr_hs_init_client(cl, tok, nc, CORRAL__ROLE__ROLE_CLIENT, "w");
+    cl->job = true;
+    cl->scope = s;
+    cr_hs_init_server(sv, tok, ns, roles, "head", 0);
+    assert_int_equal(run_hs(cl, sv), CR_EACCES);
+
+    /* and a job credential without the job flag is no cluster token */
+    cr_hs_init_client(cl, cred, nc, CORRAL__ROLE__ROLE_CLIENT, "w");
+    cr_hs_init_server(sv, tok, ns, roles, "head", 0);
+    assert_int_equal(run_hs(cl, sv), CR_EACCES);
+    assert_false(sv->job);
+
+    /* an agent may not claim one */
+    cr_hs_init_client(cl, cred, nc, CORRAL__ROLE__ROLE_AGENT, "w");
+    cl->job = true;
+    cl->scope = s;
+    cr_hs_start(cl);
+    char why[300];
+    assert_null(round_trip(&cl->out, why, sizeof(why)));
+    assert_non_null(strstr(why, "a job credential is for clients only"));
+    free(cl);
+    free(sv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_job_submit_round_trip),
-        cmocka_unit_test(test_validation_rules),
-        cmocka_unit_test(test_every_body_has_a_row),
-        cmocka_unit_test(test_handshake_machine),
+        cmocka_unit_test(test_job_submit_round_trip),    cmocka_unit_test(test_validation_rules),
+        cmocka_unit_test(test_every_body_has_a_row),     cmocka_unit_test(test_handshake_machine),
+        cmocka_unit_test(test_handshake_job_credential),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
