@@ -703,6 +703,8 @@ static void on_ready(cr_conn_t *c, void *data)
     send_register(c);
 }
 
+static void begin_stop(const char *why);
+
 static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
 {
     switch (e->body_case) {
@@ -775,6 +777,10 @@ static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
     case CORRAL__ENVELOPE__BODY_RELEASE:
         drop_where(NULL, e->release->pg_id);
         break;
+    case CORRAL__ENVELOPE__BODY_SHUTDOWN:
+        cr_info("the head told this agent to stop (corral stop --address)");
+        begin_stop("the head said so: corral stop --address");
+        break;
     default:
         break;
     }
@@ -836,12 +842,15 @@ static void connect_head(void)
     }
 }
 
-static void on_signal(uv_signal_t *h, int signum)
+/* A signal, or the head's Shutdown (corral stop --address): the workers
+ * stop, then the agent exits, without joining again. */
+static void begin_stop(const char *why)
 {
     if (A.stopping)
         return;
     A.stopping = true;
-    fprintf(stderr, "corrald: agent stopping its %zu worker(s)\n", agent_running(A.agent));
+    fprintf(stderr, "corrald: agent stopping its %zu worker(s) (%s)\n", agent_running(A.agent),
+            why);
     Corral__WorkerReport **run = NULL;
     size_t n = agent_reports(A.agent, &run);
     for (size_t i = 0; i < n; i++)
@@ -849,6 +858,11 @@ static void on_signal(uv_signal_t *h, int signum)
     agent_reports_free(run, n);
     if (n == 0)
         uv_stop(&A.loop);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    begin_stop(signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
 static void walk_close(uv_handle_t *h, void *arg)

@@ -37,8 +37,9 @@ void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, siz
  * cli_stopper_t, stops the job through a second connection once. */
 #include <signal.h>
 /* A line saying what a command waits for (wait.c): on a terminal one line
- * kept current ("corral run: job 4 pending 12s: REASON"), else a line
- * each time the reason changes and every 30 s. */
+ * kept current ("corral run: job 4 pending 12s, 3rd in queue: REASON";
+ * pos 0: no place said), else a line each time the reason changes and
+ * every 30 s. */
 typedef struct cli_waitline {
     const char *cmd;
     char what[96];
@@ -47,7 +48,9 @@ typedef struct cli_waitline {
     bool tty, shown;
 } cli_waitline_t;
 void cli_waitline_init(cli_waitline_t *w, const char *cmd, const char *what);
-void cli_waitline_show(cli_waitline_t *w, const char *reason);
+void cli_waitline_show(cli_waitline_t *w, const char *reason, unsigned pos);
+/* The suffix of n's ordinal: "st" (1st), "nd", "rd", "th" (11th). */
+const char *cli_ordinal(unsigned n);
 void cli_waitline_done(cli_waitline_t *w);
 
 typedef struct corral corral_t;

@@ -9,19 +9,23 @@
 
 static const char job_usage[] =
     "usage: corral job list [--json] [--limit N [--continue TOKEN]] | status JOB [--json] | "
-    "stop JOB [--grace MS] | logs [-f] JOB [--worker I]\n"
+    "stop JOB [--grace MS] | logs [-f] JOB [--worker I] [--no-prefix]\n"
     "\n"
     "  list          every job: JOB, STATE, EXIT (once ended), WORKERS, AGE, NODES, NAME,\n"
     "                REASON (why a PENDING job waits); --limit N: one page of N, oldest\n"
     "                first, and the command that shows the next (--continue TOKEN)\n"
     "  status JOB    one job and its workers: node, pid, devices, state, exit code, reason\n"
     "  stop JOB      stop it (SIGTERM, SIGKILL after --grace MS) and wait until it has ended\n"
-    "  logs JOB      its output so far; -f follows until it ends; --worker I one worker's\n"
+    "  logs JOB      its output so far; -f follows until it ends; --worker I one worker's;\n"
+    "                with several workers each line starts with its worker, '[1] ', as in\n"
+    "                corral run (--no-prefix: the output as written)\n"
     "  --json        the same as JSON\n";
 static const char status_usage[] =
     "usage: corral status [--json]\n"
     "\n"
-    "The head, its nodes, each resource's total, used and free, running and pending jobs.\n";
+    "The head, its nodes, each resource's total, used and free; what waits (pending jobs and\n"
+    "groups, their place in the queue and why) and what holds resources (each running job and\n"
+    "each group, with the jobs running in it).\n";
 static const char nodes_usage[] = "usage: corral nodes [--json]\n"
                                   "\n"
                                   "The nodes of the cluster, their state, resources and labels.\n";
@@ -30,7 +34,8 @@ static const char events_usage[] =
     "\n"
     "What happened and why (submitted, placed, pending, exited, node lost, ...).\n"
     "  -f           go on printing new events until interrupted\n"
-    "  --limit N    the last N events (0, the default: all of them)\n"
+    "  --limit N    the last N events; --limit 0 (the default) means every event the head\n"
+    "               still has\n"
     "  --json       one JSON object per event\n";
 
 static corral_t *connect_or_say(const char *cmd)
@@ -97,9 +102,10 @@ static void print_job_table(const corral_job_t *v, size_t n)
 }
 
 static int parse_common(int argc, char **argv, const char *usage, bool *json, unsigned *limit,
-                        const char **cont, unsigned *grace, unsigned *worker, bool *follow)
+                        const char **cont, unsigned *grace, unsigned *worker, bool *follow,
+                        bool *no_prefix)
 {
-    cli_opt_t t[7];
+    cli_opt_t t[8];
     size_t n = 0;
     t[n++] = (cli_opt_t)CLI_FLAG("json", json);
     if (limit)
@@ -112,6 +118,8 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, un
         t[n++] = (cli_opt_t)CLI_UINT("worker", worker, 0, 100000000);
     if (follow)
         t[n++] = (cli_opt_t)CLI_FLAG1('f', "follow", follow);
+    if (no_prefix)
+        t[n++] = (cli_opt_t)CLI_FLAG("no-prefix", no_prefix);
     t[n] = (cli_opt_t)CLI_END;
     int first = cli_parse_opts("corral", t, argc, argv, usage, NULL, false);
     if (first < 0)
@@ -133,6 +141,7 @@ static json_t *job_json(const corral_job_t *j)
     json_object_set_new(o, "name", json_string(j->name));
     json_object_set_new(o, "state", json_string(corral_job_state_name(j->state)));
     json_object_set_new(o, "reason", json_string(j->reason));
+    json_object_set_new(o, "queue_position", json_integer(j->queue_position));
     json_object_set_new(o, "exit_code", json_integer(j->exit_code));
     json_object_set_new(o, "submitted_ms", json_integer(j->submitted_ms));
     json_object_set_new(o, "finished_ms", json_integer(j->finished_ms));
@@ -189,15 +198,6 @@ static void job_print(const corral_job_t *j)
     }
 }
 
-/* Output as recorded: stdout to stdout, stderr to stderr (flushed:
- * when following, a reader sees each piece as it comes). */
-static void print_log(void *arg, unsigned worker, int stream, const char *data, size_t len)
-{
-    FILE *fp = stream ? stderr : stdout;
-    fwrite(data, 1, len, fp);
-    fflush(fp);
-}
-
 int cli_job(int argc, char **argv)
 {
     if (argc < 2) {
@@ -213,8 +213,9 @@ int cli_job(int argc, char **argv)
     unsigned grace = 0, worker = ~0u, limit = 0;
     const char *cont = NULL;
     bool follow = false;
-    int r =
-        parse_common(argc - 1, argv + 1, job_usage, &json, &limit, &cont, &grace, &worker, &follow);
+    bool no_prefix = false;
+    int r = parse_common(argc - 1, argv + 1, job_usage, &json, &limit, &cont, &grace, &worker,
+                         &follow, &no_prefix);
     if (r)
         return r < 0 ? CLI_OK : r;
     int npos = argc - 1 - optind;
@@ -280,8 +281,29 @@ int cli_job(int argc, char **argv)
         corral_job_free(&j);
     } else if (is_logs) {
         int w = worker == ~0u ? -1 : (int)worker;
-        if ((follow ? corral_job_logs_follow(c, pos[0], w, print_log, NULL)
-                    : corral_job_logs(c, pos[0], w, print_log, NULL)) < 0) {
+        corral_job_t j;
+        if (corral_job_status(c, pos[0], &j) < 0) {
+            fprintf(stderr, "corral job logs: %s\n", corral_errmsg(c));
+            goto out;
+        }
+        /* several workers: each line with its worker, as corral run shows them */
+        outputs_t o = {.n = j.nworkers, .prefix = w < 0 && j.nworkers > 1 && !no_prefix};
+        corral_job_free(&j);
+        o.out = cr_calloc(o.n + 1, sizeof(*o.out));
+        o.err = cr_calloc(o.n + 1, sizeof(*o.err));
+        int err = follow ? corral_job_logs_follow(c, pos[0], w, cli_on_follow, &o)
+                         : corral_job_logs(c, pos[0], w, cli_on_follow, &o);
+        for (size_t i = 0; i < o.n; i++) { /* the partial last lines */
+            if (o.out[i].len)
+                printf("[%zu] %s\n", i, o.out[i].s);
+            if (o.err[i].len)
+                fprintf(stderr, "[%zu] %s\n", i, o.err[i].s);
+            cr_buf_free(&o.out[i]);
+            cr_buf_free(&o.err[i]);
+        }
+        free(o.out);
+        free(o.err);
+        if (err < 0) {
             fprintf(stderr, "corral job logs: %s\n", corral_errmsg(c));
             goto out;
         }
@@ -363,11 +385,73 @@ static json_t *node_json(const corral_node_t *n)
     return o;
 }
 
+/* What waits, then what holds resources, each attributed to a job or a
+ * group (squeue's REASON, ray status's pending demands). */
+static void holders_print(const corral_status_t *s)
+{
+    bool any = false;
+    for (size_t i = 0; i < s->nholders; i++) {
+        const struct corral_holder *h = &s->holders[i];
+        if (strcmp(h->state, "PENDING"))
+            continue;
+        if (!any)
+            printf("pending:\n");
+        any = true;
+        char pos[32] = "";
+        if (h->queue_position)
+            snprintf(pos, sizeof(pos), ", %u%s in queue", h->queue_position,
+                     cli_ordinal(h->queue_position));
+        printf("  %s %s (%s)%s: %s\n", h->kind, h->id, cli_esc(h->name), pos,
+               cli_esc(h->reason[0] ? h->reason : "queued"));
+    }
+    any = false;
+    for (size_t i = 0; i < s->nholders; i++) {
+        const struct corral_holder *h = &s->holders[i];
+        if (!h->held[0])
+            continue;
+        if (!any)
+            printf("held:\n");
+        any = true;
+        if (!strcmp(h->kind, "group")) {
+            printf("  %s by group %s (%s), %s, %u job(s) running in it\n", h->held,
+                   cli_esc(h->name), h->id, h->state, h->jobs);
+            for (size_t k = 0; k < s->nholders; k++) /* what runs on what it holds */
+                if (!strcmp(s->holders[k].kind, "job") && !strcmp(s->holders[k].group, h->name))
+                    printf("    job %s (%s), %s, in it\n", s->holders[k].id,
+                           cli_esc(s->holders[k].name), s->holders[k].state);
+        } else
+            printf("  %s by job %s (%s), %s\n", h->held, h->id, cli_esc(h->name), h->state);
+    }
+    if (!any)
+        printf("held: nothing\n");
+}
+
+static json_t *holders_json(const corral_status_t *s)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < s->nholders; i++) {
+        const struct corral_holder *h = &s->holders[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "kind", json_string(h->kind));
+        json_object_set_new(o, "id", json_string(h->id));
+        json_object_set_new(o, "name", json_string(h->name));
+        json_object_set_new(o, "state", json_string(h->state));
+        json_object_set_new(o, "reason", json_string(h->reason));
+        json_object_set_new(o, "queue_position", json_integer(h->queue_position));
+        json_object_set_new(o, "held", json_string(h->held));
+        json_object_set_new(o, "group", json_string(h->group));
+        if (!strcmp(h->kind, "group"))
+            json_object_set_new(o, "jobs", json_integer(h->jobs));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
 static int status_or_nodes(int argc, char **argv, bool nodes)
 {
     const char *usage = nodes ? nodes_usage : status_usage, *cmd = nodes ? "nodes" : "status";
     bool json = false;
-    int r = parse_common(argc, argv, usage, &json, NULL, NULL, NULL, NULL, NULL);
+    int r = parse_common(argc, argv, usage, &json, NULL, NULL, NULL, NULL, NULL, NULL);
     if (r)
         return r < 0 ? CLI_OK : r;
     if (optind < argc) {
@@ -398,6 +482,7 @@ static int status_or_nodes(int argc, char **argv, bool nodes)
             json_object_set_new(o, "resources", res_json(s.res, s.nres));
             json_object_set_new(o, "pending_jobs", json_integer(s.pending_jobs));
             json_object_set_new(o, "running_jobs", json_integer(s.running_jobs));
+            json_object_set_new(o, "holders", holders_json(&s));
             cli_print_json(o);
         }
         json_decref(o);
@@ -412,6 +497,8 @@ static int status_or_nodes(int argc, char **argv, bool nodes)
                 for (size_t k = 0; k < s.nodes[i].nlabels; k++)
                     printf("  label %s\n", cli_esc(s.nodes[i].labels[k]));
         }
+        if (!nodes)
+            holders_print(&s);
     }
     if (nodes) {
         corral_node_list_free(s.nodes, s.nnodes);
@@ -476,7 +563,8 @@ int cli_events(int argc, char **argv)
 {
     bool json = false, follow = false;
     unsigned limit = 0;
-    int r = parse_common(argc, argv, events_usage, &json, &limit, NULL, NULL, NULL, &follow);
+    int r =
+        parse_common(argc, argv, events_usage, &json, &limit, NULL, NULL, NULL, &follow, NULL);
     if (r)
         return r < 0 ? CLI_OK : r;
     if (optind < argc) {

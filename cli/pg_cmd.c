@@ -7,11 +7,15 @@
 static const char pg_usage[] =
     "usage: corral pg create NAME --bundles 'GPU=1,CPU=1;GPU=1' "
     "[--strategy PACK|SPREAD|STRICT_PACK|STRICT_SPREAD] [--label-selector SEL] [--domain KEY] "
-    "[--no-wait] [--queue] [--json] | list [--json] | remove NAME|ID\n"
+    "[--no-wait] [--detach] [--queue] [--json] | list [--json] | remove NAME|ID\n"
     "\n"
     "Placement groups: bundles of resources reserved together, for jobs to run in (corral run\n"
-    "--pg). create waits until the group is CREATED, saying why while it waits (--no-wait:\n"
-    "return once queued); a group the alive nodes could never hold is refused unless --queue.\n"
+    "--pg). create waits until the group is CREATED, saying why while it waits, and its place\n"
+    "in the queue; a group the alive nodes could never hold is refused unless --queue. If\n"
+    "create is interrupted (Ctrl-C, SIGTERM) or loses the head while it waits, the group is\n"
+    "removed, unless --detach; once CREATED it stays until corral pg remove.\n"
+    "  --no-wait        return once queued (the group stays, as with --detach)\n"
+    "  --detach         while waiting, the group outlives this command\n"
     "  --bundles B      bundles separated by ';', each as --resources takes them\n"
     "  --strategy S     PACK (default), SPREAD, STRICT_PACK, STRICT_SPREAD\n"
     "  --label-selector SEL, --domain KEY   which nodes, one value of a label for all\n";
@@ -25,6 +29,7 @@ static json_t *pg_json(const corral_pg_t *p)
     json_object_set_new(o, "reason", json_string(p->reason));
     json_object_set_new(o, "strategy", json_string(corral_strategy_name(p->strategy)));
     json_object_set_new(o, "domain", json_string(p->domain));
+    json_object_set_new(o, "queue_position", json_integer(p->queue_position));
     for (size_t i = 0; i < p->nbundles; i++) {
         const corral_bundle_t *b = &p->bundles[i];
         json_t *x = json_object();
@@ -48,9 +53,26 @@ static json_t *pg_json(const corral_pg_t *p)
     return o;
 }
 
-static void pg_print_row(const corral_pg_t *p)
+/* The ID and NAME columns as wide as the widest value shown (at least
+ * the header's), so that long names keep the columns lined up. */
+typedef struct pg_widths {
+    int id, name;
+} pg_widths_t;
+
+static pg_widths_t pg_widths(const corral_pg_t *v, size_t n)
 {
-    printf("%-10s %-16s %-10s %-13s ", p->pg_id, cli_esc(p->name), p->state,
+    pg_widths_t w = {.id = 2, .name = 4};
+    for (size_t i = 0; i < n; i++) {
+        int a = (int)strlen(v[i].pg_id), b = (int)strlen(cli_esc(v[i].name));
+        w.id = a > w.id ? a : w.id;
+        w.name = b > w.name ? b : w.name;
+    }
+    return w;
+}
+
+static void pg_print_row(const corral_pg_t *p, pg_widths_t w)
+{
+    printf("%-*s  %-*s  %-10s %-13s ", w.id, p->pg_id, w.name, cli_esc(p->name), p->state,
            corral_strategy_name(p->strategy));
     for (size_t i = 0; i < p->nbundles; i++) {
         const corral_bundle_t *b = &p->bundles[i];
@@ -58,12 +80,15 @@ static void pg_print_row(const corral_pg_t *p)
         if (b->placed)
             printf("@%s%s%s", cli_esc(b->node_id), b->devices[0] ? ":" : "", b->devices);
     }
+    if (p->queue_position)
+        printf("  %u%s in queue:", p->queue_position, cli_ordinal(p->queue_position));
     printf("%s%s\n", p->reason[0] ? "  " : "", cli_esc(p->reason));
 }
 
-static void pg_print_header(void)
+static void pg_print_header(pg_widths_t w)
 {
-    printf("%-10s %-16s %-10s %-13s %s\n", "ID", "NAME", "STATE", "STRATEGY", "BUNDLES");
+    printf("%-*s  %-*s  %-10s %-13s %s\n", w.id, "ID", w.name, "NAME", "STATE", "STRATEGY",
+           "BUNDLES");
 }
 
 /* "GPU=1,CPU=1;GPU=1" to bundle specs pointing into text (modified). */
@@ -89,13 +114,14 @@ static int pg_create(int argc, char **argv)
 {
     const char *bundles = NULL, *strategy = NULL;
     corral_pg_spec_t spec = {.wait = 1};
-    bool json = false, no_wait = false, queue = false;
+    bool json = false, no_wait = false, queue = false, detach = false;
     const cli_opt_t opts[] = {
         CLI_STR("bundles", &bundles),
         CLI_STR("strategy", &strategy),
         CLI_STR("label-selector", &spec.selector),
         CLI_STR("domain", &spec.domain),
         CLI_FLAG("no-wait", &no_wait),
+        CLI_FLAG("detach", &detach),
         CLI_FLAG("queue", &queue),
         CLI_FLAG("wait-for-nodes", &queue),
         CLI_FLAG("json", &json),
@@ -113,6 +139,9 @@ static int pg_create(int argc, char **argv)
     }
     spec.wait = !no_wait;
     spec.wait_for_nodes = queue;
+    /* removed by the head if this command is gone before the group is
+     * created (killed, lost its connection), unless it outlives it */
+    spec.bound = no_wait || detach ? CORRAL_PG_BOUND_NONE : CORRAL_PG_BOUND_UNTIL_CREATED;
     if (first + 1 != argc || !bundles) {
         fprintf(stderr, "corral pg create: %s\n%s",
                 first >= argc      ? "no group name given"
@@ -154,11 +183,16 @@ static int pg_create(int argc, char **argv)
     if (err == 0 && wait && (!strcmp(pg.state, "PENDING") || !strcmp(pg.state, "PREPARING"))) {
         corral_pg_free(&pg);
         err = cli_wait_pg(c, "corral pg create", spec.name, &pg);
-        if (err == -EINTR) /* the group stays: it was named to outlive this */
+        if (err == -EINTR && detach)
             fprintf(stderr,
-                    "corral pg create: interrupted; group %s stays PENDING (corral pg "
+                    "corral pg create: interrupted; group %s stays PENDING (--detach; corral pg "
                     "remove %s removes it)\n",
                     spec.name, spec.name);
+        else if (err == -EINTR && corral_pg_remove(c, spec.name) == 0)
+            fprintf(stderr, "corral pg create: interrupted: group %s removed\n", spec.name);
+        else if (err == -EINTR)
+            fprintf(stderr, "corral pg create: interrupted; removing group %s: %s\n", spec.name,
+                    corral_errmsg(c));
     }
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
@@ -172,8 +206,9 @@ static int pg_create(int argc, char **argv)
         cli_print_json(o);
         json_decref(o);
     } else {
-        pg_print_header();
-        pg_print_row(&pg);
+        pg_widths_t w = pg_widths(&pg, 1);
+        pg_print_header(w);
+        pg_print_row(&pg, w);
     }
     rc = strcmp(pg.state, "INFEASIBLE") == 0 ? CLI_FAIL : CLI_OK;
     if (rc != CLI_OK && !json)
@@ -233,9 +268,10 @@ static int pg_list_or_remove(int argc, char **argv, bool remove)
             cli_print_json(a);
             json_decref(a);
         } else {
-            pg_print_header();
+            pg_widths_t w = pg_widths(v, n);
+            pg_print_header(w);
             for (size_t i = 0; i < n; i++)
-                pg_print_row(&v[i]);
+                pg_print_row(&v[i], w);
         }
         corral_pg_list_free(v, n);
     }

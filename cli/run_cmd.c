@@ -17,8 +17,11 @@ static const char run_usage[] =
     "Exits with the job's exit code. Give the command and its arguments as separate words.\n"
     "\n"
     "  --gpus N, --tpus N     N GPUs (TPU chips) for each worker, not in all: --gpus 1\n"
-    "                         --workers 8 asks for 8 GPUs; one of --gpus, --tpus, --resources\n"
-    "  --resources R          each worker's resources, 'GPU=2,CPU=8,memory=64Gi' (default CPU=1)\n"
+    "                         --workers 8 asks for 8 GPUs; added to --resources (--gpus 2\n"
+    "                         --resources CPU=8: GPU=2,CPU=8 for each worker)\n"
+    "  --resources R          each worker's resources, 'GPU=2,CPU=8,memory=64GiB' (default\n"
+    "                         CPU=1); memory takes Ki/Mi/Gi/Ti, KiB..TiB, KB/MB/GB/TB; names\n"
+    "                         are case-sensitive (GPU, TPU, CPU, memory, HPU, neuron_cores)\n"
     "  --workers N            the gang's size (default 1), placed all or nothing\n"
     "  --env K=V              a variable for the workers, over the caller's (repeatable)\n"
     "  --env-policy P         what of the caller's environment the workers get: all (the\n"
@@ -37,8 +40,9 @@ static const char run_usage[] =
     "                         nodes to join (else it is refused at once with the reason)\n"
     "  --detach               print the job id and return; 'corral job' follows it\n"
     "\n"
-    "While the job waits its reason is shown; Ctrl-C or SIGTERM stops the job. See\n"
-    "docs/runtime.md.\n";
+    "While the job waits its reason and its place in the queue are shown. Ctrl-C or SIGTERM\n"
+    "stops the job, and so does the head when this command dies or loses its connection\n"
+    "(unless --detach). See docs/runtime.md.\n";
 
 /* Each worker's output. Followed while it is written (JobLogs follow):
  * with one worker it is passed on as it comes; with several each line is
@@ -188,8 +192,10 @@ static int wait_then_print(corral_t *c, const char *job_id, outputs_t *o, corral
     return 0;
 }
 
+/* --resources as given, --gpus and --tpus added to it (per worker) */
 typedef struct run_opts {
     char res[256];
+    unsigned gpus, tpus;
     int nres;
     CR_VEC(const char *) env;
 } run_opts_t;
@@ -197,12 +203,10 @@ typedef struct run_opts {
 static int opt_count(void *dst, const char *name, const char *arg)
 {
     run_opts_t *r = dst;
-    unsigned count;
-    if (parse_count(name[0] == 'g' ? "--gpus" : "--tpus", arg, &count))
-        return CLI_USAGE;
-    snprintf(r->res, sizeof(r->res), "%s=%u", name[0] == 'g' ? "GPU" : "TPU", count);
-    r->nres++;
-    return 0;
+    return parse_count(name[0] == 'g' ? "--gpus" : "--tpus", arg,
+                       name[0] == 'g' ? &r->gpus : &r->tpus)
+               ? CLI_USAGE
+               : 0;
 }
 
 static int opt_resources(void *dst, const char *name, const char *arg)
@@ -211,6 +215,41 @@ static int opt_resources(void *dst, const char *name, const char *arg)
     snprintf(r->res, sizeof(r->res), "%s", arg);
     r->nres++;
     return 0;
+}
+
+/* Whether resources text names resource name ("GPU=2,CPU=8" has GPU). */
+static bool names_resource(const char *res, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = res; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        while (*p == ' ')
+            p++;
+        if (!strncmp(p, name, n) && (p[n] == '=' || p[n] == ' '))
+            return true;
+    }
+    return false;
+}
+
+/* --gpus/--tpus onto --resources: NULL, or the conflict to say. */
+static const char *combine_resources(run_opts_t *r)
+{
+    if (r->nres > 1)
+        return "give --resources once (a list: 'GPU=2,CPU=8')";
+    const struct {
+        unsigned n;
+        const char *name, *opt;
+    } dev[] = {{r->gpus, "GPU", "--gpus"}, {r->tpus, "TPU", "--tpus"}};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(dev); i++) {
+        if (!dev[i].n)
+            continue;
+        if (names_resource(r->res, dev[i].name))
+            return dev[i].name[0] == 'G' ? "--gpus and a GPU in --resources: give one of them"
+                                         : "--tpus and a TPU in --resources: give one of them";
+        size_t len = strlen(r->res);
+        snprintf(r->res + len, sizeof(r->res) - len, "%s%s=%u", len ? "," : "", dev[i].name,
+                 dev[i].n);
+    }
+    return NULL;
 }
 
 static int opt_workers(void *dst, const char *name, const char *arg)
@@ -291,11 +330,10 @@ int cli_run(int argc, char **argv)
     bool has_strategy = placement != NULL, has_bundle = bundle != ~0u;
     if (!has_bundle)
         bundle = 0;
-    int nres = ro.nres;
     char *res = ro.res;
-    const char *conflict = NULL;
-    if (nres > 1)
-        conflict = "give one of --gpus, --tpus, --resources";
+    const char *conflict = combine_resources(&ro);
+    if (conflict)
+        ;
     else if (has_bundle && !pg)
         conflict = "--bundle needs --pg GROUP";
     else if (pg && (has_strategy || domain))
@@ -346,7 +384,9 @@ int cli_run(int argc, char **argv)
                               .has_bundle = has_bundle,
                               .bundle_index = bundle,
                               .bind = bind,
-                              .wait_for_nodes = queue};
+                              .wait_for_nodes = queue,
+                              /* the head stops it if this command is gone first */
+                              .bound = !detach};
     /* with restarts allowed the gang restarts unless told otherwise */
     if (!restart)
         spec.restart = max_restarts ? CORRAL_RESTART_GANG : CORRAL_RESTART_NONE;

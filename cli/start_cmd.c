@@ -50,12 +50,59 @@ static const char start_usage[] =
     "\n"
     "A head that is unreachable fails the join at once; 'corral stop' stops what started here.\n";
 static const char stop_usage[] =
-    "usage: corral stop\n"
-    "  stops every corral daemon of this session on this node: the head (through its socket,\n"
-    "  else by its pid) and the agents started here (CORRAL_HOME/agent_*/corrald.pid); their\n"
-    "  workers are stopped first. 'nothing was running' (exit 0) when there was none.\n";
+    "usage: corral stop | corral stop --address HOST:PORT [--token-file F] [--keep-head]\n"
+    "  corral stop: every corral daemon of this session on this node: the head (through its\n"
+    "  socket, else by its pid) and the agents started here (CORRAL_HOME/agent_*/corrald.pid);\n"
+    "  their workers are stopped first. This node only, as 'ray stop'.\n"
+    "  --address: the cluster of that head, from anywhere: the head tells every agent joined\n"
+    "  to it to stop its workers and exit (they do not join again), then stops itself and its\n"
+    "  own workers; --keep-head leaves the head running, its jobs on other nodes ended.\n"
+    "  --token-file: the cluster token (default: CORRAL_TOKEN_FILE, else this session's).\n"
+    "  Either way 'nothing was running' (exit 0) when there was none.\n";
 
 #define START_TIMEOUT_MS 15000
+
+/* corral stop --address: through the head (Shutdown with agents). A head
+ * that is not there is "nothing was running", so that it is idempotent. */
+static int stop_cluster(const char *addr, const char *token_file, bool keep_head)
+{
+    corral_t *c;
+    char *why = NULL;
+    int err = corral_connect(addr, token_file, &c, &why);
+    if (err == -ECONNREFUSED || err == CR_ENOENT) {
+        printf("corral: nothing was running at %s (%s)\n", addr, why ? why : cr_strerror(err));
+        free(why);
+        return CLI_OK;
+    }
+    if (err < 0) {
+        fprintf(stderr, "corral stop: %s\n", why ? why : cr_strerror(err));
+        free(why);
+        return CLI_FAIL;
+    }
+    unsigned told = 0;
+    if (corral_shutdown_cluster(c, keep_head, &told) < 0) {
+        fprintf(stderr, "corral stop: %s\n", corral_errmsg(c));
+        corral_disconnect(c);
+        return CLI_FAIL;
+    }
+    corral_disconnect(c);
+    printf("corral: told %u agent(s) of %s to stop%s\n", told, addr,
+           keep_head ? "; the head keeps running" : ", and the head");
+    if (keep_head)
+        return CLI_OK;
+    /* the head goes once its workers have: wait until it no longer answers */
+    int64_t deadline = cr_mono_ms() + START_TIMEOUT_MS;
+    while (cr_mono_ms() < deadline) {
+        if (corral_connect(addr, token_file, &c, NULL) < 0) {
+            printf("corral: head %s stopped\n", addr);
+            return CLI_OK;
+        }
+        corral_disconnect(c);
+        usleep(100000);
+    }
+    fprintf(stderr, "corral stop: the head at %s is still running\n", addr);
+    return CLI_FAIL;
+}
 
 /* corrald beside this corral (the build tree, an install's bin/), else
  * $CORRAL_DAEMON, else the PATH. */
@@ -459,14 +506,28 @@ static bool gone_within(int pid, int64_t timeout_ms)
 
 int cli_stop(int argc, char **argv)
 {
-    if (argc > 1) {
-        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-            fputs(stop_usage, stdout);
-            return CLI_OK;
-        }
-        fprintf(stderr, "corral stop: unexpected argument '%s'\n%s", argv[1], stop_usage);
+    const char *head_addr = NULL, *token_file = NULL;
+    bool keep_head = false;
+    const cli_opt_t opts[] = {
+        CLI_STR("address", &head_addr),
+        CLI_STR("token-file", &token_file),
+        CLI_FLAG("keep-head", &keep_head),
+        CLI_END,
+    };
+    int first = cli_parse_opts("corral stop", opts, argc, argv, stop_usage, NULL, false);
+    if (first < 0)
+        return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
+    if (first < argc) {
+        fprintf(stderr, "corral stop: unexpected argument '%s'\n%s", argv[first], stop_usage);
         return CLI_USAGE;
     }
+    if ((keep_head || token_file) && !head_addr) {
+        fprintf(stderr, "corral stop: --keep-head and --token-file go with --address\n%s",
+                stop_usage);
+        return CLI_USAGE;
+    }
+    if (head_addr)
+        return stop_cluster(head_addr, token_file, keep_head);
     /* inside a worker (its job credential, no token file given): only the
      * head is asked, which refuses a job credential a shutdown; nothing is
      * signalled by pid */

@@ -21,7 +21,8 @@ static const char train_usage[] =
     "Runs an unchanged torch.distributed or JAX script as one rank per device: reserves a\n"
     "placement group, sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, JAX_* per\n"
     "rank, follows every rank's output ('[rank N] '), restarts the whole gang after a failure,\n"
-    "and prints a summary. The group is removed at the end (and on Ctrl-C).\n"
+    "and prints a summary. The group is removed at the end, on Ctrl-C, and by the head when\n"
+    "this command dies or loses its connection.\n"
     "\n"
     "  --workers N                 ranks (default: one per device of that kind in the cluster,\n"
     "                              or one per chip of --tpu-topology)\n"
@@ -102,6 +103,20 @@ static void print_tail(corral_t *c, const char *job_id, unsigned rank)
         fprintf(stderr, "  | %.*s\n", (int)(nl - p), p);
     }
     cr_buf_free(&b);
+}
+
+/* The head's words for a job ("worker 2 exited with code 1") in train's
+ * ("rank 2 ..."): a rank is what a train user knows. malloc'ed. */
+static char *ranks_said(const char *reason)
+{
+    cr_buf_t b = {0};
+    const char *p = reason;
+    for (const char *w; (w = strstr(p, "worker ")) != NULL; p = w + 7) {
+        bool digit = w[7] >= '0' && w[7] <= '9';
+        cr_buf_printf(&b, "%.*s%s", (int)(w - p), p, digit ? "rank " : "worker ");
+    }
+    cr_buf_printf(&b, "%s", p);
+    return b.s ? b.s : cr_strdup("");
 }
 
 static int usage(const char *fmt, const char *arg)
@@ -231,7 +246,9 @@ int cli_train(int argc, char **argv)
                            .strategy = have_strategy ? strategy : CORRAL_PACK,
                            .selector = sel[0] ? sel : NULL,
                            .domain = domain,
-                           .wait_for_nodes = queue};
+                           .wait_for_nodes = queue,
+                           /* made for this run: removed by the head if this command dies */
+                           .bound = CORRAL_PG_BOUND_ALWAYS};
     int64_t t0 = cr_mono_ms();
     corral_pg_t pg = {0};
     /* caught from before the group exists, so that none is left behind */
@@ -240,7 +257,7 @@ int cli_train(int argc, char **argv)
     int rc = CLI_FAIL, err = corral_pg_create(c, &ps, &pg);
     free(b);
     if (err < 0) {
-        fprintf(stderr, "corral train: cannot reserve %u worker(s) of %s: %s\n", workers, res,
+        fprintf(stderr, "corral train: cannot reserve %u rank(s) of %s: %s\n", workers, res,
                 corral_errmsg(c));
         sigaction(SIGINT, &old_int, NULL);
         sigaction(SIGTERM, &old_term, NULL);
@@ -291,7 +308,8 @@ int cli_train(int argc, char **argv)
                             .restart = max_failures ? CORRAL_RESTART_GANG : CORRAL_RESTART_NONE,
                             .max_restarts = max_failures,
                             .placement_group = pgname,
-                            .distributed = 1};
+                            .distributed = 1,
+                            .bound = 1};
     char *job_id = NULL;
     err = corral_submit(c, &js, &job_id);
     free(ckenv);
@@ -342,7 +360,9 @@ int cli_train(int argc, char **argv)
     if (job.state == CORRAL_JOB_SUCCEEDED) {
         rc = CLI_OK;
     } else {
-        fprintf(stderr, "corral train: %s\n", job.reason);
+        char *said = ranks_said(job.reason);
+        fprintf(stderr, "corral train: %s\n", said);
+        free(said);
         /* the rank the head's reason names ("worker N ..."), else the first failed */
         int failing = -1;
         const char *wn = strstr(job.reason, "worker ");

@@ -16,18 +16,29 @@ void cli_waitline_init(cli_waitline_t *w, const char *cmd, const char *what)
     snprintf(w->what, sizeof(w->what), "%s", what);
 }
 
-void cli_waitline_show(cli_waitline_t *w, const char *reason)
+/* 1st, 2nd, 3rd, 4th, 11th, 12th, 13th, 21st */
+const char *cli_ordinal(unsigned n)
+{
+    if (n % 100 >= 11 && n % 100 <= 13)
+        return "th";
+    return n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+}
+
+void cli_waitline_show(cli_waitline_t *w, const char *reason, unsigned pos)
 {
     int64_t now = cr_mono_ms();
     long secs = (long)((now - w->t0) / 1000);
     bool changed = strcmp(w->reason, reason) != 0;
+    char where[48] = "";
+    if (pos)
+        snprintf(where, sizeof(where), ", %u%s in queue", pos, cli_ordinal(pos));
     if (w->tty) {
-        fprintf(stderr, "\r\033[K%s: %s pending %lds: %s", w->cmd, w->what, secs, reason);
+        fprintf(stderr, "\r\033[K%s: %s pending %lds%s: %s", w->cmd, w->what, secs, where, reason);
     } else if (changed || now - w->said_ms >= WAIT_REPEAT_MS) {
         char took[32] = "";
         if (w->shown)
-            snprintf(took, sizeof(took), " (%lds)", secs);
-        fprintf(stderr, "%s: %s pending%s: %s\n", w->cmd, w->what, took, reason);
+            snprintf(took, sizeof(took), " %lds", secs);
+        fprintf(stderr, "%s: %s pending%s%s: %s\n", w->cmd, w->what, took, where, reason);
         w->said_ms = now;
     }
     fflush(stderr);
@@ -70,7 +81,8 @@ void cli_watch_pending(cli_stopper_t *st)
     if (corral_job_status(st->c2, st->job_id, &job) < 0)
         return;
     if (job.state == CORRAL_JOB_PENDING) {
-        cli_waitline_show(&st->wl, job.reason && job.reason[0] ? job.reason : "queued");
+        cli_waitline_show(&st->wl, job.reason && job.reason[0] ? job.reason : "queued",
+                          job.queue_position);
     } else {
         st->placed = true;
         cli_waitline_done(&st->wl);
@@ -120,7 +132,7 @@ int cli_wait_pg(corral_t *c, const char *cmd, const char *name, corral_pg_t *out
             return 0;
         }
         if (cr_mono_ms() >= next_show)
-            cli_waitline_show(&wl, v[i].reason[0] ? v[i].reason : v[i].state);
+            cli_waitline_show(&wl, v[i].reason[0] ? v[i].reason : v[i].state, v[i].queue_position);
         corral_pg_list_free(v, n);
         if (cli_interrupted()) {
             cli_waitline_done(&wl);

@@ -503,6 +503,12 @@ int cr__parse_resources(const char *s, Corral__Quantity **q, size_t *n, char *ms
             break;
         }
         *eq = '\0';
+        const char *known = sched_resource_suggest(t, strlen(t));
+        if (known) {
+            snprintf(msg, size, "resources: unknown resource '%s': did you mean %s?", t, known);
+            err = CR_EINVAL;
+            break;
+        }
         if (sched_parse_qty(eq + 1, strlen(eq + 1), &v, &se) < 0) {
             snprintf(msg, size, "resources: %s=%s: %s", t, eq + 1, se.msg);
             err = CR_EINVAL;
@@ -542,6 +548,7 @@ int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id)
     }
     Corral__WorkerSpec ws = CORRAL__WORKER_SPEC__INIT;
     Corral__JobSpec js = CORRAL__JOB_SPEC__INIT;
+    Corral__JobSubmit sub = CORRAL__JOB_SUBMIT__INIT;
     Corral__Quantity *q[SCHED_REQ_MAX];
     size_t nq = 0, nenv = 0, nargv = 0;
     while (spec->argv[nargv])
@@ -588,9 +595,9 @@ int corral_submit(corral_t *c, const corral_job_spec_t *spec, char **job_id)
         js.bundle_index = spec->placement_group && spec->has_bundle ? (int)spec->bundle_index : -1;
         js.distributed = spec->distributed != 0;
         js.wait_for_nodes = spec->wait_for_nodes != 0;
+        sub.bound = spec->bound != 0;
         js.bind =
             spec->bind == CORRAL_BIND_NONE ? CORRAL__BIND__BIND_NONE : CORRAL__BIND__BIND_CLOSEST;
-        Corral__JobSubmit sub = CORRAL__JOB_SUBMIT__INIT;
         sub.spec = &js;
         Corral__Envelope e = CORRAL__ENVELOPE__INIT;
         e.body_case = CORRAL__ENVELOPE__BODY_JOB_SUBMIT;
@@ -627,6 +634,7 @@ static void job_from_info(corral_job_t *j, const Corral__JobInfo *in)
             cr_buf_printf(&cmd, "%s%s", i ? " " : "", in->spec->worker->argv[i]);
     j->command = cmd.s ? cmd.s : cr_strdup("");
     j->restarts = in->restarts;
+    j->queue_position = in->queue_position;
     if (in->spec) {
         j->max_restarts = in->spec->max_restarts;
         j->restart = (unsigned)in->spec->restart <= CORRAL_RESTART_GANG
@@ -966,6 +974,21 @@ static int got_status(corral_t *c, const Corral__Envelope *e, void *arg)
     s->nnodes = r->n_nodes;
     for (size_t i = 0; i < r->n_nodes; i++)
         node_from(&s->nodes[i], r->nodes[i]);
+    s->holders = cr_calloc(r->n_holders + 1, sizeof(*s->holders));
+    s->nholders = r->n_holders;
+    for (size_t i = 0; i < r->n_holders; i++) {
+        const Corral__Holder *h = r->holders[i];
+        struct corral_holder *o = &s->holders[i];
+        o->kind = cr_strdup(h->kind);
+        o->id = cr_strdup(h->id);
+        o->name = cr_strdup(h->name);
+        o->state = cr_strdup(h->state);
+        o->reason = cr_strdup(h->reason);
+        o->queue_position = h->queue_position;
+        o->held = cr_strdup(h->held);
+        o->group = cr_strdup(h->group);
+        o->jobs = h->jobs;
+    }
     return 1;
 }
 
@@ -1081,6 +1104,17 @@ void corral_status_free(corral_status_t *s)
     for (size_t i = 0; i < s->nnodes; i++)
         node_fini(&s->nodes[i]);
     free(s->nodes);
+    for (size_t i = 0; i < s->nholders; i++) {
+        struct corral_holder *h = &s->holders[i];
+        free(h->kind);
+        free(h->id);
+        free(h->name);
+        free(h->state);
+        free(h->reason);
+        free(h->held);
+        free(h->group);
+    }
+    free(s->holders);
     res_free(s->res, s->nres);
     free(s->head_address);
     memset(s, 0, sizeof(*s));
@@ -1257,6 +1291,28 @@ int corral_shutdown(corral_t *c)
     return call(c, &e, got_ack, NULL);
 }
 
+static int got_shutdown_reply(corral_t *c, const Corral__Envelope *e, void *arg)
+{
+    if (expect(c, e, CORRAL__ENVELOPE__BODY_SHUTDOWN_REPLY) == 0 && arg)
+        *(unsigned *)arg = e->shutdown_reply->agents;
+    return 1;
+}
+
+int corral_shutdown_cluster(corral_t *c, int keep_head, unsigned *nagents)
+{
+    unsigned n = 0;
+    Corral__Shutdown r = CORRAL__SHUTDOWN__INIT;
+    r.agents = true;
+    r.keep_head = keep_head != 0;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_SHUTDOWN;
+    e.shutdown = &r;
+    int err = call(c, &e, got_shutdown_reply, &n);
+    if (nagents)
+        *nagents = n;
+    return err;
+}
+
 /* ---- placement ---- */
 
 static const char *const strategy_names[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
@@ -1318,6 +1374,8 @@ Corral__PgCreate *cr__pg_create_build(const corral_pg_spec_t *spec, char *msg, s
     r->strategy = (Corral__Strategy)spec->strategy; /* same values */
     r->wait = spec->wait != 0;
     r->wait_for_nodes = spec->wait_for_nodes != 0;
+    r->bound = (unsigned)spec->bound <= CORRAL_PG_BOUND_ALWAYS ? (Corral__PgBound)spec->bound
+                                                               : CORRAL__PG_BOUND__BOUND_NONE;
     r->bundles = cr_calloc(spec->nbundles, sizeof(*r->bundles));
     for (size_t i = 0; i < spec->nbundles; i++) {
         const corral_bundle_spec_t *bs = &spec->bundles[i];
@@ -1370,6 +1428,7 @@ static void pg_from(corral_pg_t *p, const Corral__PgInfo *in)
                       ? (corral_strategy_t)in->strategy
                       : CORRAL_PACK;
     p->domain = cr_strdup(in->domain);
+    p->queue_position = in->queue_position;
     p->nbundles = in->n_bundles;
     p->bundles = cr_calloc(in->n_bundles + 1, sizeof(*p->bundles));
     for (size_t i = 0; i < in->n_bundles; i++) {

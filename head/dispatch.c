@@ -27,10 +27,41 @@ void begin_shutdown(const char *why)
     maybe_finish_shutdown();
 }
 
+/* corral stop: the head (its workers first). With agents (corral stop
+ * --address), every agent connected is told to stop its workers and
+ * exit first, and keep_head leaves the head running; the answer says how
+ * many agents were told. An agent told so does not come back: it has
+ * exited (it shows SUSPECT, then DEAD, as any node that went). */
 static void req_shutdown(cr_conn_t *c, const Corral__Envelope *e)
 {
-    reply_ack(c, e);
-    begin_shutdown("corral stop");
+    const Corral__Shutdown *r = e->shutdown;
+    if (!r->agents) {
+        reply_ack(c, e);
+        begin_shutdown("corral stop");
+        return;
+    }
+    uint32_t told = 0;
+    for (size_t i = 0; i < D.nodes.n; i++) {
+        node_t *n = D.nodes.v[i];
+        if (n->local || !n->conn)
+            continue;
+        Corral__Shutdown sd = CORRAL__SHUTDOWN__INIT;
+        Corral__Envelope m = CORRAL__ENVELOPE__INIT;
+        m.body_case = CORRAL__ENVELOPE__BODY_SHUTDOWN;
+        m.shutdown = &sd;
+        if (node_send(n, &m) == 0)
+            told++;
+    }
+    head_event("shutdown", "corral stop --address: %u agent(s) told to stop%s", told,
+               r->keep_head ? "" : ", then the head");
+    Corral__ShutdownReply sr = CORRAL__SHUTDOWN_REPLY__INIT;
+    sr.agents = told;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_SHUTDOWN_REPLY;
+    a.shutdown_reply = &sr;
+    reply(c, e, &a);
+    if (!r->keep_head)
+        begin_shutdown("corral stop --address");
 }
 
 static void req_status(cr_conn_t *c, const Corral__Envelope *e)
@@ -42,11 +73,17 @@ static void req_status(cr_conn_t *c, const Corral__Envelope *e)
     s.pending_jobs = (uint32_t)jobs_count(CR_JOB_PENDING);
     s.running_jobs = (uint32_t)jobs_count(CR_JOB_RUNNING);
     s.pending_groups = (uint32_t)pgs_pending();
+    holders_t h = {0};
+    jobs_holders(&h);
+    pgs_holders(&h);
+    s.holders = h.v.v;
+    s.n_holders = h.v.n;
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_CLUSTER_STATUS;
     a.cluster_status = &s;
     reply(c, e, &a);
     nodes_status_free(&s, mem);
+    holders_free(&h);
 }
 
 typedef void (*handler_fn)(cr_conn_t *c, const Corral__Envelope *e);

@@ -224,6 +224,18 @@ sched_status_t schedule_bundles(uint32_t n, sched_bundle_t *bundles, Corral__Str
 /* The scheduler's strategy for a gang's or a group's (PACK when unknown). */
 sched_strategy_t strategy_of(Corral__Strategy s);
 int build_request(const Corral__WorkerSpec *ws, sched_resreq_t *req, char *why, size_t size);
+/* The sum of n bundles' requests, "GPU=8,CPU=8", appended to out. */
+void bundles_held(const sched_bundle_t *b, int n, cr_buf_t *out);
+
+/* What waits and what holds resources, for the status (ClusterStatus
+ * holders): each module adds its own with holder_new (strings copied;
+ * the caller sets the rest, malloc'ed), holders_free frees them all. */
+typedef struct holders {
+    CR_VEC(Corral__Holder *) v;
+} holders_t;
+Corral__Holder *holder_new(holders_t *h, const char *kind, const char *id, const char *name,
+                           const char *state, const char *reason);
+void holders_free(holders_t *h);
 
 /* ------------------------------------------------------------ nodes.c */
 node_t *node_add_local(cr_node_t *desc, char *why, size_t size);
@@ -283,7 +295,10 @@ void pgs_tick(void);
  * failed are forgotten (their reservations released, their waiters told). */
 void pgs_committed(bool ok);
 void pgs_free(void);
+/* c closed: its waits end, and the groups bound to it (PgCreate.bound)
+ * are removed. */
 void pgs_client_gone(cr_conn_t *c);
+void pgs_holders(holders_t *h);
 size_t pgs_pending(void);
 /* Bundle b of g for a job (holder: its id string): its node and devices;
  * false with why when the group is not created or the bundle is taken. */
@@ -330,6 +345,9 @@ void jobs_node_lost(node_t *n, const char *why);
  * is not final is never removed. Returns how many went. */
 size_t jobs_retention(int64_t now_ms);
 void jobs_group_removed(pg_t *g);
+/* c closed: the jobs submitted bound to it that have not ended stop. */
+void jobs_client_gone(cr_conn_t *c);
+void jobs_holders(holders_t *h);
 /* What an agent says of workers (workers.c): on n's connection ... */
 void workers_started_msg(node_t *n, const Corral__WorkerStarted *s);
 void workers_exit_msg(node_t *n, const Corral__WorkerExit *x);

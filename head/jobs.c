@@ -80,6 +80,11 @@ void job_check_done(job_t *j)
     pgs_try_pending();
 }
 
+/* Jobs whose owner is set: a connection's close looks for its own only
+ * while there are some (a connection that submitted none costs nothing
+ * then). */
+static size_t nbound;
+
 static void remove_pending(job_t *j);
 
 /* The jobs submitted in this turn (uncommitted), in order. */
@@ -479,6 +484,7 @@ void job_free(job_t *j)
 
 void jobs_free(void)
 {
+    nbound = 0;
     CR_VEC_FREE(&fresh);
     for (size_t i = 0; i < D.jobs.n; i++)
         job_free(D.jobs.v[i]);
@@ -751,6 +757,10 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
         return;
     }
     *CR_VEC_PUSH(&D.jobs) = j;
+    if (e->job_submit->bound) {
+        j->owner = c;
+        nbound++;
+    }
     /* inside the turn's group commit, the job is recorded only when the
      * turn commits: until then nothing of it starts */
     bool later = cr_state_in_transaction(D.st);
@@ -795,6 +805,19 @@ typedef struct info_mem {
     uint32_t *devs;
 } info_mem_t;
 
+/* Each pending job's place in the queue (try_pending's order), for the
+ * answers about to be filled: one pass over D.pending, not one per job. */
+static void number_pending(void)
+{
+    for (size_t i = 0; i < D.pending.n; i++)
+        D.pending.v[i]->qpos = (uint32_t)(i + 1);
+}
+
+static uint32_t queue_position(const job_t *j)
+{
+    return j->state == CR_JOB_PENDING ? j->qpos : 0;
+}
+
 static void info_fill(const job_t *j, Corral__JobInfo *info, info_mem_t *m)
 {
     corral__job_info__init(info);
@@ -806,6 +829,7 @@ static void info_fill(const job_t *j, Corral__JobInfo *info, info_mem_t *m)
     info->submitted_ms = j->submitted_ms;
     info->finished_ms = j->finished_ms;
     info->restarts = (uint32_t)j->restarts;
+    info->queue_position = queue_position(j);
     info->spec = j->spec;
     m->ws = cr_calloc((size_t)j->n, sizeof(*m->ws));
     m->wsp = cr_calloc((size_t)j->n, sizeof(*m->wsp));
@@ -848,6 +872,7 @@ static void send_job_info(cr_conn_t *c, uint64_t id, void *key)
     const job_t *j = key;
     Corral__JobInfo info;
     info_mem_t m;
+    number_pending();
     info_fill(j, &info, &m);
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_JOB_INFO;
@@ -894,6 +919,7 @@ void req_job_list(cr_conn_t *c, const Corral__Envelope *e)
         cr_conn_reply_error(c, e->id, err, "%s", msg);
         return;
     }
+    number_pending();
     size_t n = D.jobs.n, i = 0;
     while (i < n && D.jobs.v[i]->id < from) /* D.jobs is in id order */
         i++;
@@ -1036,5 +1062,48 @@ void jobs_group_removed(pg_t *g)
         for (int k = 0; k < j->n; k++)
             j->wk[k].bundle = -1;
         j->pg = NULL;
+    }
+}
+
+/* c closed: the jobs it submitted bound to it (an attached corral run)
+ * and that have not ended stop, as srun's steps end with srun. */
+void jobs_client_gone(cr_conn_t *c)
+{
+    for (size_t i = 0; i < D.jobs.n && nbound; i++) {
+        job_t *j = D.jobs.v[i];
+        if (j->owner != c)
+            continue;
+        j->owner = NULL;
+        nbound--;
+        if (cr_job_state_is_final(j->state) || j->stopping)
+            continue;
+        event("client_gone", j, "the client that submitted it and waited on it is gone: stopping");
+        job_stop(j, j->spec->grace_ms ? j->spec->grace_ms : DEFAULT_GRACE_MS);
+    }
+}
+
+/* What each job that is not final waits for or holds, for the status. */
+void jobs_holders(holders_t *h)
+{
+    number_pending();
+    for (size_t i = 0; i < D.jobs.n; i++) {
+        const job_t *j = D.jobs.v[i];
+        if (cr_job_state_is_final(j->state))
+            continue;
+        Corral__Holder *o =
+            holder_new(h, "job", j->idstr, j->name, cr_job_state_name(j->state), j->reason);
+        o->queue_position = queue_position(j);
+        if (j->pg) {
+            free(o->group);
+            o->group = cr_strdup(pg_name(j->pg));
+        }
+        o->since_ms = j->submitted_ms;
+        cr_buf_t b = {0};
+        if (j->placement && !j->pg)
+            bundles_held(j->bundles, j->n, &b);
+        if (b.s) {
+            free(o->held);
+            o->held = b.s;
+        }
     }
 }

@@ -54,6 +54,8 @@ struct job {
     uint32_t master_port; /* distributed jobs: the rendezvous port of this start */
     uint32_t jax_port;    /* and JAX's coordinator's, another one */
     bool port_wait;       /* waiting for the port before starting the gang */
+    uint32_t qpos;        /* its place in D.pending, as number_pending last counted */
+    cr_conn_t *owner;     /* a bound submit's connection: stopped when it closes */
     /* submitted in this turn and recorded in its open transaction, not yet
      * committed: nothing of it starts before the commit (jobs_committed) */
     bool uncommitted;

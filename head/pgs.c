@@ -37,6 +37,7 @@ struct pg {
         uint64_t req;
     })
     waiters;
+    cr_conn_t *owner; /* spec->bound: removed when this connection closes */
 };
 
 /* The groups created in this turn, recorded in its open transaction and
@@ -149,9 +150,31 @@ typedef struct info_mem {
     uint32_t *devs;
 } info_mem_t;
 
-static void info_fill(const pg_t *g, Corral__PgInfo *info, info_mem_t *m)
+static bool is_pending(const pg_t *g)
+{
+    return g->state == CORRAL__PG_STATE__PG_PENDING;
+}
+
+/* g's place among the pending groups, in the order pgs_try_pending tries
+ * them (1 first), 0 when it is not pending. */
+static uint32_t queue_position(const pg_t *g)
+{
+    if (!is_pending(g))
+        return 0;
+    uint32_t pos = 0;
+    for (size_t i = 0; i < D.pgs.n; i++) {
+        pos += is_pending(D.pgs.v[i]);
+        if (D.pgs.v[i] == g)
+            break;
+    }
+    return pos;
+}
+
+/* qpos: g's queue_position (counted by the caller, which may list many) */
+static void info_fill(const pg_t *g, Corral__PgInfo *info, info_mem_t *m, uint32_t qpos)
 {
     corral__pg_info__init(info);
+    info->queue_position = qpos;
     info->pg_id = (char *)g->idstr;
     info->name = g->name ? g->name : "";
     info->state = g->state;
@@ -193,7 +216,7 @@ static void answer(cr_conn_t *c, uint64_t req, const pg_t *g)
 {
     Corral__PgInfo info;
     info_mem_t m;
-    info_fill(g, &info, &m);
+    info_fill(g, &info, &m, queue_position(g));
     Corral__PgCreated r = CORRAL__PG_CREATED__INIT;
     r.pg = &info;
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
@@ -216,15 +239,59 @@ static void answer_waiters(pg_t *g, int err, const char *why)
     g->waiters.n = 0;
 }
 
+static void pg_remove(pg_t *g, const char *why);
+
 void pgs_client_gone(cr_conn_t *c)
 {
-    for (size_t i = 0; i < D.pgs.n; i++) {
+    bool removed = false;
+    for (size_t i = 0; i < D.pgs.n;) {
         pg_t *g = D.pgs.v[i];
         size_t keep = 0;
         for (size_t k = 0; k < g->waiters.n; k++)
             if (g->waiters.v[k].c != c)
                 g->waiters.v[keep++] = g->waiters.v[k];
         g->waiters.n = keep;
+        if (g->owner == c) {
+            g->owner = NULL;
+            /* the one who waited on it is gone: nobody would use it */
+            if (g->spec->bound == CORRAL__PG_BOUND__BOUND_ALWAYS ||
+                g->state != CORRAL__PG_STATE__PG_CREATED) {
+                pg_remove(g, "removed: the client that created it and waited on it is gone");
+                removed = true;
+                continue; /* D.pgs.v[i] is the next one now */
+            }
+        }
+        i++;
+    }
+    if (removed)
+        head_retry();
+}
+
+void pgs_holders(holders_t *h)
+{
+    uint32_t qpos = 0;
+    for (size_t i = 0; i < D.pgs.n; i++) {
+        const pg_t *g = D.pgs.v[i];
+        if (g->state != CORRAL__PG_STATE__PG_PENDING &&
+            g->state != CORRAL__PG_STATE__PG_PREPARING && g->state != CORRAL__PG_STATE__PG_CREATED)
+            continue;
+        Corral__Holder *o = holder_new(h, "group", g->idstr, pg_name(g), state_name(g->state),
+                                       is_pending(g) ? g->reason : "");
+        qpos += is_pending(g);
+        o->queue_position = is_pending(g) ? qpos : 0;
+        for (int b = 0; b < g->nb; b++) {
+            bool first = g->bjob[b][0] != '\0';
+            for (int k = 0; k < b && first; k++)
+                first = strcmp(g->bjob[k], g->bjob[b]) != 0;
+            o->jobs += first; /* each job once, however many bundles it uses */
+        }
+        cr_buf_t held = {0};
+        if (g->placement)
+            bundles_held(g->bundles, g->nb, &held);
+        if (held.s) {
+            free(o->held);
+            o->held = held.s;
+        }
     }
 }
 
@@ -762,6 +829,8 @@ static void h_create(cr_conn_t *c, const Corral__Envelope *e)
         return;
     }
     *CR_VEC_PUSH(&D.pgs) = g;
+    if (s->bound != CORRAL__PG_BOUND__BOUND_NONE)
+        g->owner = c;
     if (cr_state_in_transaction(D.st))
         *CR_VEC_PUSH(&fresh) = g;
     if (s->wait) {
@@ -779,6 +848,31 @@ static void h_create(cr_conn_t *c, const Corral__Envelope *e)
         answer(c, e->id, g);
 }
 
+/* g goes for good (why, for the event): the jobs running in it stop and
+ * let go of it, its reservations are released, its waiters answered, its
+ * row, its name and its memory freed. The caller retries what waits. */
+static void pg_remove(pg_t *g, const char *why)
+{
+    /* the jobs running in it stop, and hold nothing of it any more */
+    if (D.watch.group_removed)
+        D.watch.group_removed(g);
+    bool preparing = g->state == CORRAL__PG_STATE__PG_PREPARING;
+    release_remote(g, preparing, "the group was removed");
+    unplace(g);
+    answer_waiters(g, CR_EAGAIN, "the placement group was removed before it was created");
+    g->state = CORRAL__PG_STATE__PG_REMOVED;
+    pg_event("pg_removed", g, "%s", why);
+    db_check(cr_state_pg_delete(D.st, g->id));
+    /* created in this same turn (its client went at once): not for
+     * pgs_committed to look at any more */
+    size_t keep = 0;
+    for (size_t i = 0; i < fresh.n; i++)
+        if (fresh.v[i] != g)
+            fresh.v[keep++] = fresh.v[i];
+    fresh.n = keep;
+    pgs_drop(g);
+}
+
 static void h_remove(cr_conn_t *c, const Corral__Envelope *e)
 {
     const Corral__PgRemove *r = e->pg_remove;
@@ -789,24 +883,7 @@ static void h_remove(cr_conn_t *c, const Corral__Envelope *e)
                             "no placement group %s (corral pg list shows them)", key);
         return;
     }
-    /* the jobs running in it stop, and hold nothing of it any more */
-    if (D.watch.group_removed)
-        D.watch.group_removed(g);
-    bool preparing = g->state == CORRAL__PG_STATE__PG_PREPARING;
-    release_remote(g, preparing, "the group was removed");
-    unplace(g);
-    answer_waiters(g, CR_EAGAIN, "the placement group was removed before it was created");
-    g->state = CORRAL__PG_STATE__PG_REMOVED;
-    pg_event("pg_removed", g, "removed");
-    /* gone for good: its row, its name (free for a new group), its memory */
-    db_check(cr_state_pg_delete(D.st, g->id));
-    for (size_t i = 0; i < D.pgs.n; i++)
-        if (D.pgs.v[i] == g) {
-            memmove(&D.pgs.v[i], &D.pgs.v[i + 1], (D.pgs.n - i - 1) * sizeof(*D.pgs.v));
-            D.pgs.n--;
-            break;
-        }
-    pg_free(g);
+    pg_remove(g, "removed");
     reply_ack(c, e);
     head_retry();
 }
@@ -826,6 +903,9 @@ static void h_list(cr_conn_t *c, const Corral__Envelope *e)
     size_t n = D.pgs.n, i = 0;
     while (i < n && D.pgs.v[i]->id < from)
         i++;
+    uint32_t qpos = 0; /* a pending group's place counts the pages before too */
+    for (size_t x = 0; x < i; x++)
+        qpos += is_pending(D.pgs.v[x]);
     size_t cap = q->limit && q->limit < n - i ? q->limit : n - i;
     Corral__PgInfo *infos = cr_calloc(cap + 1, sizeof(*infos));
     Corral__PgInfo **ptrs = cr_calloc(cap + 1, sizeof(*ptrs));
@@ -834,7 +914,8 @@ static void h_list(cr_conn_t *c, const Corral__Envelope *e)
     for (; i < n && k < cap; i++) {
         if (D.pgs.v[i]->state == CORRAL__PG_STATE__PG_REMOVED)
             continue;
-        info_fill(D.pgs.v[i], &infos[k], &mem[k]);
+        qpos += is_pending(D.pgs.v[i]);
+        info_fill(D.pgs.v[i], &infos[k], &mem[k], is_pending(D.pgs.v[i]) ? qpos : 0);
         size_t cost = page_item_cost(corral__pg_info__get_packed_size(&infos[k]));
         if (used + cost > budget) {
             info_fini(&mem[k]);

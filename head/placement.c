@@ -120,3 +120,45 @@ int build_request(const Corral__WorkerSpec *ws, sched_resreq_t *req, char *why, 
     }
     return 0;
 }
+
+void bundles_held(const sched_bundle_t *b, int n, cr_buf_t *out)
+{
+    sched_resreq_t sum = {0};
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < b[i].req.n; k++) {
+            int s = 0;
+            while (s < sum.n && sum.id[s] != b[i].req.id[k])
+                s++;
+            if (s == sum.n) {
+                if (sum.n == SCHED_REQ_MAX)
+                    continue; /* more kinds than a request holds: the first ones said */
+                sum.id[sum.n++] = b[i].req.id[k];
+            }
+            sum.qty[s] += b[i].req.qty[k];
+        }
+    if (sum.n)
+        sched_format_resources(&D.cluster->res, &sum, out);
+}
+
+Corral__Holder *holder_new(holders_t *h, const char *kind, const char *id, const char *name,
+                           const char *state, const char *reason)
+{
+    Corral__Holder *o = cr_malloc(sizeof(*o));
+    corral__holder__init(o);
+    o->kind = cr_strdup(kind);
+    o->id = cr_strdup(id);
+    o->name = cr_strdup(name ? name : "");
+    o->state = cr_strdup(state);
+    o->reason = cr_strdup(reason ? reason : "");
+    o->held = cr_strdup(""); /* every string malloc'ed: free_unpacked frees them */
+    o->group = cr_strdup("");
+    *CR_VEC_PUSH(&h->v) = o;
+    return o;
+}
+
+void holders_free(holders_t *h)
+{
+    for (size_t i = 0; i < h->v.n; i++)
+        corral__holder__free_unpacked(h->v.v[i], NULL);
+    CR_VEC_FREE(&h->v);
+}

@@ -71,6 +71,7 @@ void head_conn_closed(cr_conn_t *c)
     nodes_conn_closed(c);
     follow_conn_closed(c);
     pgs_client_gone(c);
+    jobs_client_gone(c);
 }
 
 static void on_message(cr_conn_t *c, const Corral__Envelope *e, void *data)

@@ -428,7 +428,8 @@ static const struct msg_row {
     {B(EVENT_LIST), HD, NULL},
     {B(STATUS_REQUEST), CL, NULL},
     {B(CLUSTER_STATUS), HD, NULL},
-    {B(SHUTDOWN), CL, NULL},
+    {B(SHUTDOWN), CL | HD, NULL}, /* the head tells its agents (corral stop --address) */
+    {B(SHUTDOWN_REPLY), HD, NULL},
 };
 #undef B
 

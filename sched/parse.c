@@ -5,6 +5,7 @@
 #include "hw/tpu.h"
 #include <ctype.h>
 #include <stdio.h>
+#include <strings.h>
 
 static int fail(sched_err_t *err, int pos, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -54,6 +55,16 @@ bool sched_resource_is_unit(int rid)
     return rid >= 0 && rid < SCHED_R_PREDEFINED && predefined[rid].unit;
 }
 
+const char *sched_resource_suggest(const char *name, size_t len)
+{
+    for (int i = 0; i < SCHED_R_PREDEFINED; i++) {
+        const char *p = predefined[i].name;
+        if (strlen(p) == len && strncasecmp(p, name, len) == 0 && memcmp(p, name, len) != 0)
+            return p;
+    }
+    return NULL;
+}
+
 static const struct {
     const char *suffix;
     int64_t mult;
@@ -62,6 +73,11 @@ static const struct {
     {"Pi", 1LL << 50}, {"Ei", 1LL << 60}, {"k", 1000LL},     {"K", 1000LL},
     {"M", 1000000LL},  {"G", 1000000000LL}, {"T", 1000000000000LL},
     {"P", 1000000000000000LL}, {"E", 1000000000000000000LL},
+    /* the forms people type for memory: 64GiB, 512MB */
+    {"KiB", 1LL << 10}, {"MiB", 1LL << 20}, {"GiB", 1LL << 30}, {"TiB", 1LL << 40},
+    {"PiB", 1LL << 50}, {"EiB", 1LL << 60}, {"kB", 1000LL}, {"KB", 1000LL},
+    {"MB", 1000000LL}, {"GB", 1000000000LL}, {"TB", 1000000000000LL},
+    {"PB", 1000000000000000LL}, {"EB", 1000000000000000000LL},
 };
 
 static int parse_qty_at(const char *s, size_t len, int base, int64_t *out, sched_err_t *err)
@@ -112,7 +128,8 @@ static int parse_qty_at(const char *s, size_t len, int base, int64_t *out, sched
         }
         if (k == CR_ARRAY_SIZE(suffixes))
             return fail(err, base + (int)i,
-                        "unexpected '%c' in quantity (suffixes: Ki Mi Gi Ti Pi Ei k M G T P E)",
+                        "unexpected '%c' in quantity (suffixes: Ki..Ei, KiB..EiB, k M G T P E, "
+                        "kB KB MB GB TB PB EB)",
                         s[i]);
         mult = suffixes[k].mult;
     }
@@ -195,6 +212,10 @@ int sched_parse_resources(sched_syms_t *res, const char *s, sched_resreq_t *out,
         if (ne - ns >= 32)
             return fail(err, (int)ns, "resource name longer than 31 characters");
         int rid = sched_syms_find(res, s + ns, ne - ns);
+        const char *known = rid < 0 ? sched_resource_suggest(s + ns, ne - ns) : NULL;
+        if (known)
+            return fail(err, (int)ns, "unknown resource '%.*s': did you mean %s?", (int)(ne - ns),
+                        s + ns, known);
         if (rid < 0) {
             if (res->n >= SCHED_MAX_RES)
                 return fail(err, (int)ns, "too many distinct resource names (at most %d)",

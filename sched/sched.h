@@ -61,6 +61,9 @@ enum {
 };
 /* Fills a table with the predefined names first (CPU, memory, GPU, ...). */
 void sched_resources_init(sched_syms_t *res);
+/* The predefined name that name (len bytes) is in another case ("gpu":
+ * "GPU"), for "did you mean GPU?"; NULL when it is none's. */
+const char *sched_resource_suggest(const char *name, size_t len);
 /* Whether a resource's units are devices (GPU, TPU, neuron_cores, HPU). */
 bool sched_resource_is_unit(int rid);
 

@@ -141,6 +141,10 @@ typedef struct corral_job_spec {
      * daemon's). Either way CORRAL_TOKEN_FILE is dropped and the isolation
      * and CORRAL_* variables come last. */
     int env_whole;
+    /* Non-zero: the head stops the job when this connection closes before
+     * the job ends (a corral run that waits on it and dies or loses the
+     * head); 0: the job outlives the connection (corral run --detach). */
+    int bound;
 } corral_job_spec_t;
 
 /* States, as the head names them. */
@@ -188,6 +192,7 @@ typedef struct corral_job {
     unsigned restarts;        /* restarts done (each worker restart or gang restart) */
     unsigned max_restarts;    /* allowed; 0 in listings, which carry no spec */
     corral_restart_t restart; /* the policy; NONE in listings */
+    unsigned queue_position;  /* PENDING: its place among pending jobs, 1 first; 0 else */
 } corral_job_t;
 
 /* Submits a job. Returns 0 with *job_id (malloc'ed). An impossible request
@@ -288,6 +293,20 @@ typedef struct corral_status {
     size_t nres; /* cluster-wide totals */
     corral_resource_t *res;
     unsigned pending_jobs, running_jobs;
+    /* Each job and group that waits or holds resources (corral status's
+     * "pending" and "held"). */
+    size_t nholders;
+    struct corral_holder {
+        char *kind; /* "job" or "group" */
+        char *id, *name;
+        char *state;             /* PENDING, PLACING, RUNNING, PREPARING, CREATED */
+        char *reason;            /* PENDING: why; "" */
+        unsigned queue_position; /* PENDING: its place in its queue, 1 first */
+        char *held;              /* what it holds, "GPU=8,CPU=8"; "" nothing (a job in a
+                                  * group runs on what the group holds) */
+        char *group;             /* a job: the group it runs in; "" */
+        unsigned jobs;           /* a group: the jobs running in it */
+    } * holders;
 } corral_status_t;
 
 int corral_status(corral_t *c, corral_status_t *out);
@@ -334,6 +353,12 @@ typedef struct corral_bundle_spec {
     const char *selector;  /* labels this bundle's node must have; NULL: any */
 } corral_bundle_spec_t;
 
+typedef enum corral_pg_bound {
+    CORRAL_PG_BOUND_NONE = 0,
+    CORRAL_PG_BOUND_UNTIL_CREATED,
+    CORRAL_PG_BOUND_ALWAYS,
+} corral_pg_bound_t;
+
 typedef struct corral_pg_spec {
     const char *name; /* unique among the head's groups; NULL or "": the head names it */
     const corral_bundle_spec_t *bundles;
@@ -345,6 +370,11 @@ typedef struct corral_pg_spec {
      * 0: once it is queued (PENDING). */
     int wait;
     int wait_for_nodes; /* as corral_job_spec_t's */
+    /* When this connection closes the head removes the group: NONE never
+     * (the default: it outlives its creator), UNTIL_CREATED if it is not
+     * created by then (a pg create that waits on it), ALWAYS (a group
+     * made for one run, as corral train's). */
+    corral_pg_bound_t bound;
 } corral_pg_spec_t;
 
 typedef struct corral_bundle {
@@ -364,6 +394,7 @@ typedef struct corral_pg {
     char *domain; /* "" none */
     size_t nbundles;
     corral_bundle_t *bundles;
+    unsigned queue_position; /* PENDING: its place among pending groups, 1 first; 0 else */
 } corral_pg_t;
 
 /* Creates a group. Returns 0 with *out filled (state PENDING, or with
@@ -399,6 +430,11 @@ void corral_pg_list_free(corral_pg_t *v, size_t n);
 
 /* Asks the head to stop its workers and exit. */
 int corral_shutdown(corral_t *c);
+/* The same for the cluster (corral stop --address): every agent
+ * connected to the head is told to stop its workers and exit, then the
+ * head stops unless keep_head. *nagents (may be NULL) gets how many
+ * agents were told. */
+int corral_shutdown_cluster(corral_t *c, int keep_head, unsigned *nagents);
 
 #ifdef __cplusplus
 }

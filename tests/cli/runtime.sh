@@ -16,14 +16,14 @@ out=$("$CORRAL" run --gpus 2>&1); rc=$?
 out=$("$CORRAL" job frobnicate 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "^usage: corral job" <<<"$out" && ok "job usage error exits 2" || fail "job usage: rc=$rc $out"
 
-# pins corral run's argument checks (cli/run_cmd.c): a count of 0 and two
-# resource flags at once are usage errors that name the problem
+# pins corral run's argument checks (cli/run_cmd.c): a count of 0 and
+# GPU counts given twice are usage errors that name the problem
 out=$("$CORRAL" run --gpus 0 -- true 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "expected a count from 1 to 4096, got '0'" <<<"$out" && ok "--gpus 0: usage error" ||
     fail "--gpus 0: rc=$rc $out"
-out=$("$CORRAL" run --gpus 1 --resources CPU=1 -- true 2>&1); rc=$?
-[ $rc -eq 2 ] && grep -q "give one of --gpus, --tpus, --resources" <<<"$out" &&
-    ok "two resource flags: usage error" || fail "two resource flags: rc=$rc $out"
+out=$("$CORRAL" run --gpus 1 --resources GPU=2,CPU=1 -- true 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "\-\-gpus and a GPU in --resources: give one of them" <<<"$out" &&
+    ok "--gpus and a GPU in --resources: usage error" || fail "GPU twice: rc=$rc $out"
 
 # no head yet: a clear failure
 out=$("$CORRAL" status 2>&1); rc=$?
@@ -117,7 +117,8 @@ for _ in $(seq 50); do
 done
 out=$("$CORRAL" job logs "$id" --worker 1 2>/dev/null)
 all=$("$CORRAL" job logs "$id" 2>&1)
-[ "$out" = "hello from 1" ] && [ "$(grep -c '^hello from [01]$' <<<"$all")" = 2 ] && [ "$(grep -c '^oops$' <<<"$all")" = 2 ] &&
+[ "$out" = "hello from 1" ] && [ "$(grep -c '^\[[01]\] hello from [01]$' <<<"$all")" = 2 ] &&
+    [ "$(grep -c '^\[[01]\] oops$' <<<"$all")" = 2 ] &&
     ok "job logs" || fail "job logs: '$out' / '$all'"
 
 # a job that fits but not now waits, then runs when the GPUs come back

@@ -84,7 +84,7 @@ out=$("$CORRAL" run --max-restarts 1 --restart worker -- \
 [ $rc -eq 0 ] && grep -qx "attempt 0" <<<"$out" && grep -qx "attempt 1" <<<"$out" &&
     ok "run: output of both attempts of a restarted worker" || fail "run restart: rc=$rc $out"
 
-# 4. job logs -f follows a detached job to its end
+# 4. job logs -f follows a detached job to its end (each line with its worker)
 id=$("$CORRAL" run --detach --workers 2 -- sh -c \
     "echo a\$CORRAL_WORKER_INDEX; while [ ! -e $T/go2 ]; do sleep 0.05; done; echo b\$CORRAL_WORKER_INDEX")
 "$CORRAL" job logs -f "$id" >"$T/f.out" 2>"$T/f.err" &
@@ -93,7 +93,7 @@ WPIDS="$WPIDS $fpid"
 "$CORRAL" job logs -f "$id" --worker 1 >"$T/f1.out" 2>&1 &
 f1pid=$!
 WPIDS="$WPIDS $f1pid"
-if wait_for "$T/f.out" '^a1$' && wait_for "$T/f.out" '^a0$'; then
+if wait_for "$T/f.out" '^\[1\] a1$' && wait_for "$T/f.out" '^\[0\] a0$'; then
     kill -0 $fpid 2>/dev/null && ok "logs -f: output so far, still following" ||
         fail "logs -f ended early: $(cat "$T/f.out" "$T/f.err")"
 else
@@ -101,14 +101,14 @@ else
 fi
 touch "$T/go2"
 wait_end $fpid; rc=$?
-[ $rc -eq 0 ] && [ "$(sort "$T/f.out" | tr '\n' ' ')" = "a0 a1 b0 b1 " ] &&
+[ $rc -eq 0 ] && [ "$(sort "$T/f.out" | tr '\n' ' ')" = "[0] a0 [0] b0 [1] a1 [1] b1 " ] &&
     ok "logs -f: ends with the job, output complete" || fail "logs -f: rc=$rc [$(cat "$T/f.out")] $(cat "$T/f.err")"
 wait_end $f1pid; rc=$?
 [ $rc -eq 0 ] && [ "$(cat "$T/f1.out")" = "$(printf 'a1\nb1')" ] && ok "logs -f --worker 1" ||
     fail "logs -f --worker 1: rc=$rc [$(cat "$T/f1.out")]"
 # a job already over: everything, at once
 out=$(timeout 20 "$CORRAL" job logs -f "$id" 2>&1); rc=$?
-[ $rc -eq 0 ] && [ "$(sort <<<"$out" | tr '\n' ' ')" = "a0 a1 b0 b1 " ] && ok "logs -f of a finished job" ||
+[ $rc -eq 0 ] && [ "$(sort <<<"$out" | tr '\n' ' ')" = "[0] a0 [0] b0 [1] a1 [1] b1 " ] && ok "logs -f of a finished job" ||
     fail "logs -f finished: rc=$rc $out"
 out=$("$CORRAL" job logs -f 9999 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "no job 9999" <<<"$out" && ok "logs -f of no such job fails" || fail "logs -f 9999: rc=$rc $out"

@@ -44,7 +44,7 @@ touch "$GATE"
 wait_job "$id" SUCCEEDED 15 && ok "job $id SUCCEEDED (its exit codes came from the agents)" ||
     fail "job $id: $(status "$id" | jq -c '{state,reason}')"
 out=$("$CORRAL" job logs "$id")
-grep -q "^end gpu-a" <<<"$out" && grep -q "^end gpu-b" <<<"$out" &&
+grep -q "^\[[01]\] end gpu-a" <<<"$out" && grep -q "^\[[01]\] end gpu-b" <<<"$out" &&
     ok "output of both remote workers, from both sides of the restart" || fail "logs: $out"
 wait_job "$id2" SUCCEEDED 15 && ok "job $id2 ran once the GPUs were free" ||
     fail "job $id2: $(status "$id2" | jq -c '{state,reason}')"

@@ -125,6 +125,8 @@ static void heartbeat_change(int agent, uint64_t seq, const char *worker_id, int
     put(agent, &e);
 }
 
+static bool bound_next; /* the next submit or group is bound to its connection */
+
 static void submit(int nworkers, int gpus, const char *pg, bool distributed, uint32_t restarts,
                    const char *selector)
 {
@@ -156,6 +158,7 @@ static void submit(int nworkers, int gpus, const char *pg, bool distributed, uin
     s.selector = selector ? (char *)selector : "";
     Corral__JobSubmit js = CORRAL__JOB_SUBMIT__INIT;
     js.spec = &s;
+    js.bound = bound_next;
     ENV(e, job_submit, JOB_SUBMIT, &js);
     put(0, &e);
 }
@@ -263,6 +266,7 @@ static void pg_create(int bundles, int gpus)
     c.bundles = bs;
     c.n_bundles = (size_t)bundles;
     c.strategy = CORRAL__STRATEGY__STRATEGY_STRICT_SPREAD;
+    c.bound = bound_next ? CORRAL__PG_BOUND__BOUND_UNTIL_CREATED : CORRAL__PG_BOUND__BOUND_NONE;
     ENV(e, pg_create, PG_CREATE, &c);
     put(0, &e);
 }
@@ -422,5 +426,40 @@ int main(int argc, char **argv)
     heartbeat_change(1, 3, "job1-w0", 3);
     client_queries("1");
     save(dir, "changes_in_beats");
+
+    /* 9: a client's bound job and bound group, both waiting (the GPUs
+     * taken), and the client goes: the head stops the job, removes the
+     * group; a new client's status shows what is left */
+    submit(1, 8, NULL, false, 0, NULL);
+    bound_next = true;
+    submit(1, 8, NULL, false, 0, NULL);
+    pg_create(1, 8);
+    bound_next = false;
+    client_queries("2");
+    {
+        Corral__StatusRequest sr = CORRAL__STATUS_REQUEST__INIT;
+        ENV(e, status_request, STATUS_REQUEST, &sr);
+        put(0x40, &e); /* then the client's connection closes */
+    }
+    client_queries("2");
+    save(dir, "bound");
+
+    /* 10: corral stop --address: the agents told to stop, the head kept,
+     * then all of it */
+    reg(1, 1);
+    reg(2, 1);
+    submit(2, 1, NULL, false, 0, REMOTE);
+    {
+        Corral__Shutdown sd = CORRAL__SHUTDOWN__INIT;
+        sd.agents = true;
+        sd.keep_head = true;
+        ENV(e, shutdown, SHUTDOWN, &sd);
+        put(0, &e);
+        client_queries("1");
+        sd.keep_head = false;
+        put(0x80, &e);
+    }
+    client_queries(NULL);
+    save(dir, "stop_cluster");
     return 0;
 }

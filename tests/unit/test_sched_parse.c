@@ -57,6 +57,23 @@ static void test_qty(void **state)
     assert_int_equal(q, 64LL * (1LL << 30) * CR_QTY_ONE);
     assert_int_equal(sched_parse_qty("1.5k", 4, &q, &e), 0);
     assert_int_equal(q, 1500LL * CR_QTY_ONE);
+    /* the forms people type for memory: 64GiB is 64Gi, 512MB is 512M */
+    assert_int_equal(sched_parse_qty("64GiB", 5, &q, &e), 0);
+    assert_int_equal(q, 64LL * (1LL << 30) * CR_QTY_ONE);
+    assert_int_equal(sched_parse_qty("3KiB", 4, &q, &e), 0);
+    assert_int_equal(q, 3LL * 1024 * CR_QTY_ONE);
+    assert_int_equal(sched_parse_qty("2TiB", 4, &q, &e), 0);
+    assert_int_equal(q, 2LL * (1LL << 40) * CR_QTY_ONE);
+    assert_int_equal(sched_parse_qty("512MB", 5, &q, &e), 0);
+    assert_int_equal(q, 512000000LL * CR_QTY_ONE);
+    assert_int_equal(sched_parse_qty("8kB", 3, &q, &e), 0);
+    assert_int_equal(q, 8000LL * CR_QTY_ONE);
+    assert_int_equal(sched_parse_qty("8KB", 3, &q, &e), 0);
+    assert_int_equal(q, 8000LL * CR_QTY_ONE);
+    assert_int_equal(sched_parse_qty("1GB", 3, &q, &e), 0);
+    assert_int_equal(q, 1000000000LL * CR_QTY_ONE);
+    assert_int_equal(sched_parse_qty("1Gb", 3, &q, &e), CR_EPARSE); /* bits: not a memory size */
+    assert_int_equal(sched_parse_qty("1GiBs", 5, &q, &e), CR_EPARSE);
     /* errors, each at its byte */
     assert_int_equal(sched_parse_qty("-1", 2, &q, &e), CR_EPARSE);
     assert_int_equal(e.pos, 0);
@@ -96,6 +113,11 @@ static void test_resource_strings(void **state)
     assert_int_equal(q.id[1], SCHED_R_PREDEFINED); /* custom, interned after the predefined */
     assert_int_equal(sched_parse_resources(&r, "", &q, &e), 0);
     assert_int_equal(q.n, 0);
+    assert_int_equal(sched_parse_resources(&r, "memory=64GiB", &q, &e), 0);
+    assert_int_equal(q.qty[0], 64LL * (1LL << 30) * CR_QTY_ONE);
+    assert_null(sched_resource_suggest("GPU", 3));
+    assert_null(sched_resource_suggest("gpus", 4));
+    assert_string_equal(sched_resource_suggest("Tpu", 3), "TPU");
 
     static const struct {
         const char *in;
@@ -115,6 +137,10 @@ static void test_resource_strings(void **state)
         {"CPU=1e9", 5, "unexpected 'e'"},
         {"GPU=128", 4, "devices on one node"},
         {"memory=99999999999999Ti", 7, "too large"},
+        /* a predefined name in another case: the right one suggested */
+        {"gpu=1", 0, "unknown resource 'gpu': did you mean GPU?"},
+        {"CPU=1,Memory=1Gi", 6, "did you mean memory?"},
+        {"NEURON_CORES=1", 0, "did you mean neuron_cores?"},
     };
     for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++) {
         int rc = sched_parse_resources(&r, bad[i].in, &q, &e);
