@@ -75,7 +75,7 @@ refused() { # name, what the message must say
 refused other "may not act on job $other"
 refused cancel_other "may not act on job $other"
 refused list "job_list needs the cluster token"
-refused nodes "status_request needs the cluster token"
+refused nodes "node_list needs the cluster token" # corral nodes pages through NodeList
 refused stop "shutdown needs the cluster token"
 refused submit "job_submit needs the cluster token"
 [ "$(status "$other" | jq -r .state)" = RUNNING ] && ok "the other job still runs" ||
