@@ -345,10 +345,13 @@ static void binding_fini(binding_t *b)
 
 /* ---- log files ---- */
 
-static int open_log(const char *dir, const char *id, const char *ext, char **path, char **errmsg)
+static int open_log(const char *dir, const char *id, const char *ext, bool fresh, char **path,
+                    char **errmsg)
 {
     *path = cr_asprintf("%s/%s.%s", dir, id, ext);
-    int fd = open(*path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd =
+        open(*path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | (fresh ? O_TRUNC : 0),
+             0644);
     if (fd < 0) {
         int err = -errno;
         *errmsg = cr_asprintf("log file %s: %s", *path, strerror(errno));
@@ -628,9 +631,11 @@ int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exi
         goto out_free_worker;
     envp = env_flatten(&env);
     if (spec->log_dir) {
-        if ((outfd = err = open_log(spec->log_dir, spec->worker_id, "out", &w->out_path, &why)) < 0)
+        if ((outfd = err = open_log(spec->log_dir, spec->worker_id, "out", spec->log_fresh,
+                                    &w->out_path, &why)) < 0)
             goto out_free_worker;
-        if ((errfd = err = open_log(spec->log_dir, spec->worker_id, "err", &w->err_path, &why)) < 0)
+        if ((errfd = err = open_log(spec->log_dir, spec->worker_id, "err", spec->log_fresh,
+                                    &w->err_path, &why)) < 0)
             goto out_free_worker;
     }
     plan_binding(spec, w, &bind);

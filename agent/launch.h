@@ -57,8 +57,11 @@ typedef struct cr_worker_spec {
     /* CORRAL_TLS_FINGERPRINT, CORRAL_TLS_CA: how to authenticate the head
      * there (docs/cluster.md "TLS"), NULL: not set */
     const char *tls_fingerprint, *tls_ca;
-    const char *job_token;    /* CORRAL_JOB_TOKEN (cr_job_token_format), NULL: not set */
-    const char *log_dir;      /* an existing directory; NULL: output to /dev/null */
+    const char *job_token; /* CORRAL_JOB_TOKEN (cr_job_token_format), NULL: not set */
+    const char *log_dir;   /* an existing directory; NULL: output to /dev/null */
+    bool log_fresh;        /* empty the files first (a worker's first attempt: files
+                            * of the same name may be left by an earlier head's job
+                            * of the same id); else later attempts append */
     cr_bind_mode_t bind;
 } cr_worker_spec_t;
 

@@ -400,6 +400,7 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
                           .tls_ca = a->cfg.tls_ca,
                           .job_token = job_token[0] ? job_token : NULL,
                           .log_dir = a->cfg.logs,
+                          .log_fresh = ws->attempt == 0,
                           .bind =
                               ws->bind == CORRAL__BIND__BIND_NONE ? CR_BIND_NONE : CR_BIND_CLOSEST};
     aw_t *w = cr_calloc(1, sizeof(*w));
