@@ -2,6 +2,8 @@
  *   conformance_cmd.c      the command, the report, NVIDIA's checks
  *   conformance_vendors.c  AMD, Intel, TPU, Neuron and Gaudi: their tools
  *                          run and compared with corral's discovery
+ *   conformance_isolation.c  AMD, Intel, TPU, Neuron and Gaudi: the
+ *                          runtime under corral's isolation environment
  *   conformance_parse.c    the parsers of those tools' outputs (no I/O;
  *                          tests/fuzz/fuzz_vendor_tools.c feeds them)
  * docs/hardware.md, "Conformance on real hardware". */
@@ -42,6 +44,18 @@ bool conf_have_tool(const char *tool);
  * CR_EVENDOR when it exits non-zero; out holds what it printed either way. */
 #define CONF_TOOL_OUTPUT_MAX (4u << 20)
 int conf_run_tool(const char *cmd, cr_buf_t *out);
+
+/* Runs argv in a child, the variables in unset (NULL-terminated; NULL for
+ * none) removed from its environment and env's set; its stdout (at most
+ * CONF_CHILD_OUTPUT_MAX bytes kept) into out, its stderr to /dev/null.
+ * The exit status; 127 when argv[0] could not be run, -1 no child. */
+#define CONF_CHILD_OUTPUT_MAX (256u << 10)
+int conf_run_with_env(const cr_envlist_t *env, const char *const *unset, char *const argv[],
+                      cr_buf_t *out);
+
+/* The interpreter the isolation probes run under: CORRAL_CONFORMANCE_PYTHON,
+ * else python3 on PATH. */
+const char *conf_python(void);
 
 /* ---- the vendors' tools' outputs, parsed ---- */
 
@@ -109,5 +123,12 @@ bool conf_tpu_env_value(const char *text, const char *key, char *out, size_t siz
 /* discovery (and topology where the tool shows it) for backend amd,
  * intel, tpu, neuron or gaudi; false for a backend it does not know. */
 bool conf_vendor_checks(conf_report_t *r, const cr_node_t *n, const char *backend);
+
+/* ---- the isolation checks of conformance_isolation.c ---- */
+
+/* isolation for backend amd, intel, tpu, neuron or gaudi: children given
+ * corral hw --isolate's environment for one device and for two, asked
+ * through the backend's framework what they see. */
+void conf_isolation_checks(conf_report_t *r, const cr_node_t *n, const char *backend);
 
 #endif
