@@ -40,7 +40,7 @@ static const char amd_script[] =
     "try:\n"
     "    import torch\n"
     "except Exception as e:\n"
-    "    say('skip', 'PyTorch is not installed (%s)' % type(e).__name__)\n"
+    "    say('skip', 'PyTorch is not installed (%s: %.100s)' % (type(e).__name__, e))\n"
     "hip = getattr(torch.version, 'hip', None)\n"
     "if not hip:\n"
     "    say('skip', 'this PyTorch is not built for ROCm (torch.version.hip is None)')\n"
@@ -62,7 +62,7 @@ static const char intel_script[] =
     "try:\n"
     "    import torch\n"
     "except Exception as e:\n"
-    "    say('skip', 'PyTorch is not installed (%s)' % type(e).__name__)\n"
+    "    say('skip', 'PyTorch is not installed (%s: %.100s)' % (type(e).__name__, e))\n"
     "try:\n"
     "    import intel_extension_for_pytorch\n"
     "except Exception:\n"
@@ -79,7 +79,7 @@ static const char tpu_script[] =
     "try:\n"
     "    import jax\n"
     "except Exception as e:\n"
-    "    say('skip', 'JAX is not installed (%s)' % type(e).__name__)\n"
+    "    say('skip', 'JAX is not installed (%s: %.100s)' % (type(e).__name__, e))\n"
     "try:\n"
     "    ds = jax.devices('tpu')\n"
     "except Exception as e:\n"
@@ -94,7 +94,7 @@ static const char neuron_script[] =
     "    import torch_xla\n"
     "    import torch_xla.runtime as xr\n"
     "except Exception as e:\n"
-    "    say('skip', 'torch-neuronx (torch_xla) is not installed (%s)' % type(e).__name__)\n"
+    "    say('skip', 'torch-neuronx (torch_xla) is not installed (%s: %.100s)' % (type(e).__name__, e))\n"
     "try:\n"
     "    import torch_neuronx\n"
     "    v = 'torch-neuronx-' + torch_neuronx.__version__\n"
@@ -109,7 +109,7 @@ static const char gaudi_script[] =
     "try:\n"
     "    import habana_frameworks.torch.hpu as hthpu\n"
     "except Exception as e:\n"
-    "    say('skip', 'habana_frameworks.torch is not installed (%s)' % type(e).__name__)\n"
+    "    say('skip', 'habana_frameworks.torch is not installed (%s: %.100s)' % (type(e).__name__, e))\n"
     "if not hthpu.is_available():\n"
     "    say('skip', 'habana_frameworks.torch.hpu.is_available() is false')\n"
     "import habana_frameworks.torch as ht\n"
@@ -124,14 +124,14 @@ typedef struct iso_backend {
 } iso_backend_t;
 
 static const iso_backend_t backends[] = {
-    {"amd", "PyTorch (ROCm)", amd_script,
+    {"amd", "PyTorch", amd_script,
      "amd-smi and rocm-smi read the driver, not through HIP or ROCr: they do not honour "
      "HIP_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES"},
-    {"intel", "PyTorch (XPU)", intel_script, NULL},
+    {"intel", "PyTorch", intel_script, NULL},
     {"tpu", "JAX", tpu_script,
      "tpu-info lists chips from their device files, not through libtpu: it does not honour "
      "TPU_VISIBLE_CHIPS"},
-    {"neuron", "torch-neuronx", neuron_script,
+    {"neuron", "torch_xla", neuron_script,
      "neuron-ls reads the driver, not the Neuron runtime: it does not honour "
      "NEURON_RT_VISIBLE_CORES"},
     {"gaudi", "habana_frameworks.torch", gaudi_script,
@@ -327,23 +327,28 @@ static bool check_subset(conf_report_t *r, const cr_node_t *n, const iso_backend
     for (size_t i = 0; i < k; i++)
         snprintf(pcis + strlen(pcis), sizeof(pcis) - strlen(pcis), "%s%s", i ? "," : "",
                  n->devices.v[devs[i]].pci);
-    const char *unit = strcmp(b->backend, "neuron") == 0 ? "NeuronCores" : "devices";
+    bool neuron = strcmp(b->backend, "neuron") == 0;
+    const char *unit = neuron ? want == 1 ? "NeuronCore" : "NeuronCores"
+                       : want == 1 ? "device"
+                                   : "devices";
+    const char *label = k == 1 ? "device" : "devices";
     if (s.count != want)
         conf_add(r, b->backend, "isolation", R_FAIL,
-                 "devices %s: under %s %s sees %d %s; want %d (%s)", which, envs, framework,
-                 s.count, unit, want, pcis);
+                 "%s %s: under %s %s sees %d; want %d %s (%s)", label, which, envs,
+                 framework, s.count, want, unit, pcis);
     else if (s.ids[0] && strcasecmp(s.ids, pcis) != 0)
         conf_add(r, b->backend, "isolation", R_FAIL,
-                 "devices %s: under %s %s sees %s; want %s", which, envs, framework, s.ids, pcis);
+                 "%s %s: under %s %s sees %s; want %s", label, which, envs, framework,
+                 s.ids, pcis);
     else if (s.ids[0])
         conf_add(r, b->backend, "isolation", R_PASS,
-                 "devices %s: under %s %s (%s) sees exactly %d %s (%s)", which, envs, framework,
-                 s.runtime, want, unit, s.ids);
+                 "%s %s: under %s %s (%s) sees exactly %d %s (%s)", label, which, envs,
+                 framework, s.runtime, want, unit, s.ids);
     else
         conf_add(r, b->backend, "isolation", R_PASS,
-                 "devices %s: under %s %s (%s) sees exactly %d %s (count only: it tells no PCI "
+                 "%s %s: under %s %s (%s) sees exactly %d %s (count only: it tells no PCI "
                  "address)",
-                 which, envs, framework, s.runtime, want, unit);
+                 label, which, envs, framework, s.runtime, want, unit);
 done:
     cr_buf_free(&out);
     cr_envlist_free(&env);
