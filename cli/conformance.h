@@ -118,11 +118,44 @@ int conf_parse_tpu_info(const char *text, conf_vdevs_t *out, char *why, size_t w
  * fit in size. */
 bool conf_tpu_env_value(const char *text, const char *key, char *out, size_t size);
 
+/* What an isolation probe's child saw (conformance_isolation.c). */
+typedef struct conf_probe {
+    bool skip;          /* the framework is not here */
+    char why[256];      /* skip: the probe's reason */
+    char runtime[64];   /* the framework and its version, one word */
+    int count;          /* devices it sees */
+    char ids[1024];     /* their PCI addresses, comma-joined; "" when not told */
+} conf_probe_t;
+
+/* The probe's output: its line "CORRAL-PROBE ok RUNTIME COUNT IDS" (IDS
+ * "-" for none) or "CORRAL-PROBE skip WHY", after whatever the framework
+ * printed before it. */
+int conf_parse_probe(const char *text, conf_probe_t *out, char *why, size_t why_len);
+
+/* `sycl-ls`: count the Level Zero GPUs ("[level_zero:gpu]..." in oneAPI
+ * 2024 and later, "[ext_oneapi_level_zero:gpu:N]" before); runtime
+ * "Level-Zero-<the first one's last bracketed version>". */
+int conf_parse_sycl_ls(const char *text, conf_probe_t *out, char *why, size_t why_len);
+
+/* `amd-smi version --json`: an array of one object (or the object) with
+ * "rocm_version", "amdsmi_library_version" and, in newer releases,
+ * "amdgpu_version"; a member missing or "N/A" is "". */
+typedef struct conf_amd_versions {
+    char rocm[32], library[32], amdgpu[32];
+} conf_amd_versions_t;
+int conf_parse_amd_smi_version(const char *text, conf_amd_versions_t *out, char *why,
+                               size_t why_len);
+
 /* ---- the checks of conformance_vendors.c ---- */
 
 /* discovery (and topology where the tool shows it) for backend amd,
  * intel, tpu, neuron or gaudi; false for a backend it does not know. */
 bool conf_vendor_checks(conf_report_t *r, const cr_node_t *n, const char *backend);
+
+/* The versions the backend's tool reports (amd-smi version, hl-smi's
+ * driver_version), as INFO lines; the runtime into r->runtime when the
+ * isolation probe set none. */
+void conf_vendor_versions(conf_report_t *r, const char *backend);
 
 /* ---- the isolation checks of conformance_isolation.c ---- */
 

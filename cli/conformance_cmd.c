@@ -764,6 +764,7 @@ int cli_conformance(int argc, char **argv)
                 conf_add(&r, be, "topology", R_SKIP, "no vendor matrix compared for %s", be);
             }
             conf_isolation_checks(&r, n, be);
+            conf_vendor_versions(&r, be);
         }
         telemetry_check(&r, n, be);
         versions(&r, n, be);

@@ -31,8 +31,6 @@
 #include "cli.h"
 #include "conformance.h"
 
-#define PROBE_TAG "CORRAL-PROBE "
-
 static const char amd_script[] =
     "import sys\n"
     "def say(*a):\n"
@@ -138,44 +136,6 @@ static const iso_backend_t backends[] = {
      "hl-smi reads the driver through HLML: it does not honour HABANA_VISIBLE_MODULES"},
 };
 
-/* What a child reported. */
-typedef struct probe_seen {
-    bool skip;
-    char why[256];     /* skip: the probe's reason */
-    char runtime[64];  /* the framework and its version */
-    int count;         /* devices it sees */
-    char ids[1024];    /* comma-joined PCI addresses; "" when not told */
-} probe_seen_t;
-
-/* The probe's line in out (frameworks may print other lines first). */
-static int parse_probe(const char *out, probe_seen_t *s)
-{
-    memset(s, 0, sizeof(*s));
-    s->count = -1;
-    const char *p = out;
-    while (p && strncmp(p, PROBE_TAG, strlen(PROBE_TAG)) != 0) {
-        p = strchr(p, '\n');
-        p = p ? p + 1 : NULL;
-    }
-    if (!p)
-        return CR_EPARSE;
-    p += strlen(PROBE_TAG);
-    char line[1400];
-    cr_strlcpy(line, p, sizeof(line));
-    line[strcspn(line, "\n")] = '\0';
-    if (strncmp(line, "skip ", 5) == 0) {
-        s->skip = true;
-        cr_strlcpy(s->why, line + 5, sizeof(s->why));
-        return 0;
-    }
-    char ids[1024];
-    if (sscanf(line, "ok %63s %d %1023s", s->runtime, &s->count, ids) != 3 || s->count < 0)
-        return CR_EPARSE;
-    if (strcmp(ids, "-") != 0)
-        cr_strlcpy(s->ids, ids, sizeof(s->ids));
-    return 0;
-}
-
 /* The environment as "A=x B=y", for lines. */
 static void env_text(const cr_envlist_t *env, char *out, size_t size)
 {
@@ -213,37 +173,17 @@ static int count_cores(const char *v)
     return total;
 }
 
-/* sycl-ls under env: its Level Zero GPUs ("[level_zero:gpu]..." in oneAPI
- * 2024 and later, "[ext_oneapi_level_zero:gpu:N]" before), and the driver
- * version in the first one's last brackets. */
-static int sycl_ls(const cr_envlist_t *env, const char *const *unset, probe_seen_t *s)
+/* sycl-ls under env. */
+static int sycl_ls(const cr_envlist_t *env, const char *const *unset, conf_probe_t *s)
 {
     char *const argv[] = {"sycl-ls", NULL};
     cr_buf_t out = {0};
     int rc = conf_run_with_env(env, unset, argv, &out);
-    memset(s, 0, sizeof(*s));
-    if (rc != 0) {
-        cr_buf_free(&out);
-        return rc;
-    }
-    s->count = 0;
-    snprintf(s->runtime, sizeof(s->runtime), "sycl-ls");
-    for (char *line = out.s, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
-        if (!strstr(line, "level_zero:gpu"))
-            continue;
-        if (!s->count) {
-            char *open = strrchr(line, '['), *close = open ? strchr(open, ']') : NULL;
-            if (open && close && close - open > 1 && (size_t)(close - open) < 40)
-                snprintf(s->runtime, sizeof(s->runtime), "Level-Zero-%.*s",
-                         (int)(close - open - 1), open + 1);
-        }
-        s->count++;
-    }
+    char why[128];
+    if (rc == 0)
+        conf_parse_sycl_ls(out.s, s, why, sizeof(why));
     cr_buf_free(&out);
-    return 0;
+    return rc;
 }
 
 /* The devices of the backend that a worker can be given: node indices. */
@@ -281,8 +221,9 @@ static bool check_subset(conf_report_t *r, const cr_node_t *n, const iso_backend
     char *const argv[] = {(char *)conf_python(), "-c", (char *)b->script, NULL};
     cr_buf_t out = {0};
     int rc = conf_run_with_env(&env, unset, argv, &out);
-    probe_seen_t s;
-    int perr = rc == 0 ? parse_probe(out.s, &s) : CR_EPARSE;
+    conf_probe_t s;
+    char why[256] = "";
+    int perr = rc == 0 ? conf_parse_probe(out.s, &s, why, sizeof(why)) : CR_EPARSE;
     const char *framework = b->framework;
     bool go_on = true;
     if (rc == 127 || rc < 0) {
@@ -290,10 +231,13 @@ static bool check_subset(conf_report_t *r, const cr_node_t *n, const iso_backend
         s.skip = true;
         snprintf(s.why, sizeof(s.why), "no %s to run (CORRAL_CONFORMANCE_PYTHON names another)",
                  conf_python());
-    } else if (rc != 0 || perr != 0) {
-        conf_add(r, b->backend, "isolation", R_FAIL,
-                 "devices %s: the %s probe under %s exited %d, printing '%.160s'", which,
-                 framework, envs, rc, out.s ? out.s : "");
+    } else if (rc != 0) {
+        conf_add(r, b->backend, "isolation", R_FAIL, "%s %s: the %s probe under %s exited %d",
+                 k == 1 ? "device" : "devices", which, framework, envs, rc);
+        goto done;
+    } else if (perr != 0) {
+        conf_add(r, b->backend, "isolation", R_FAIL, "%s %s: the %s probe under %s: %s",
+                 k == 1 ? "device" : "devices", which, framework, envs, why);
         goto done;
     }
     if (s.skip && !b->fallback_why) { /* intel: sycl-ls through Level Zero */
@@ -306,8 +250,8 @@ static bool check_subset(conf_report_t *r, const cr_node_t *n, const iso_backend
             goto done;
         }
         if ((rc = sycl_ls(&env, unset, &s)) != 0) {
-            conf_add(r, b->backend, "isolation", R_FAIL, "devices %s: sycl-ls under %s exited %d",
-                     which, envs, rc);
+            conf_add(r, b->backend, "isolation", R_FAIL, "%s %s: sycl-ls under %s exited %d",
+                     k == 1 ? "device" : "devices", which, envs, rc);
             goto done;
         }
         framework = "sycl-ls (Level Zero)";

@@ -158,6 +158,8 @@ case "$(basename "$0") $*" in
 "amd-smi topology --json") f=amd-smi-topology$v.json ;;
 "tpu-info ") f=tpu-info$v.txt ;;
 "rocm-smi --showbus --json") f=rocm-smi-showbus$v.json ;;
+"amd-smi version --json") f=amd-smi-version.json ;;
+"hl-smi -Q driver_version -f csv,noheader") f=hl-smi-driver.csv ;;
 *) echo "stand-in $(basename "$0"): unexpected arguments: $*" >&2; exit 2 ;;
 esac
 exec cat "$d/$f"
@@ -202,6 +204,7 @@ vendor_case gaudi2-8 gaudi \
     "PASS: gaudi discovery: 8 devices: PCI address, module id and name as hl-smi says" \
     "FAIL: gaudi discovery: 0000:19:00.0: module id: hl-smi says 3, corral 2" \
     "FAIL: gaudi discovery: 0000:1a:00.0: module id: hl-smi says 2, corral 3"
+has "$tmp/gaudi2-8.txt" "INFO: gaudi versions: hl-smi says driver 1.18.0-ee698fb" "gaudi2-8"
 vendor_case intel-max-1100-2 intel \
     "PASS: intel discovery: 2 cards: PCI address and name as xpu-smi says (corral: 2 devices on them)" \
     "FAIL: intel discovery: xpu-smi shows device 1 at 0000:9b:00.0 (Intel(R) Data Center GPU Max 1100); corral has none there"
@@ -211,6 +214,7 @@ vendor_case mi300x-8 amd \
     "FAIL: amd discovery: amd-smi shows 7 GPUs and partitions, corral 8" \
     "FAIL: amd topology: GPU 2 (0000:46:00.0): amd-smi shows XGMI to GPUs 0,1,3,4,6, corral xGMI links to 0,1,3,4,5,6" \
     "FAIL: amd topology: GPU 5 (0000:a5:00.0): amd-smi shows XGMI to GPUs 0,1,3,4,6, corral xGMI links to 0,1,2,3,4,6"
+has "$tmp/mi300x-8.txt" "INFO: amd versions: amd-smi says ROCm 6.2.4, amdgpu 6.8.5, AMD SMI library 24.6.3" "mi300x-8"
 has "$tmp/mi300x-8.txt" "PASS: amd topology: 8 devices: every XGMI pair of amd-smi topology is a corral xGMI link (28 in all)" "mi300x-8"
 vendor_case tpu-v6e-4x4-w0 tpu \
     "PASS: tpu discovery: 4 chips: device numbers and type as tpu-info says" \
