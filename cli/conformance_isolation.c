@@ -163,6 +163,8 @@ static int count_cores(const char *v)
             if (end == q || b < a)
                 return -1;
         }
+        if (b > 65535 || total > 65535)
+            return -1; /* more NeuronCores than any instance has */
         total += (int)(b - a + 1);
         if (*end == ',')
             end++;
