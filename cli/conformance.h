@@ -120,11 +120,11 @@ bool conf_tpu_env_value(const char *text, const char *key, char *out, size_t siz
 
 /* What an isolation probe's child saw (conformance_isolation.c). */
 typedef struct conf_probe {
-    bool skip;          /* the framework is not here */
-    char why[256];      /* skip: the probe's reason */
-    char runtime[64];   /* the framework and its version, one word */
-    int count;          /* devices it sees */
-    char ids[1024];     /* their PCI addresses, comma-joined; "" when not told */
+    bool skip;        /* the framework is not here */
+    char why[256];    /* skip: the probe's reason */
+    char runtime[64]; /* the framework and its version, one word */
+    int count;        /* devices it sees */
+    char ids[1024];   /* their PCI addresses, comma-joined; "" when not told */
 } conf_probe_t;
 
 /* The probe's output: its line "CORRAL-PROBE ok RUNTIME COUNT IDS" (IDS

@@ -447,7 +447,8 @@ static void torch_isolation(conf_report_t *r, const cr_envlist_t *env, const cha
     int count = -1;
     char uuid[96] = "", ver[32] = "";
     if (rc != 0 || !out[0])
-        conf_add(r, "nvidia", "isolation", R_SKIP, "no %s to ask PyTorch (exit %d; CORRAL_CONFORMANCE_PYTHON names another)",
+        conf_add(r, "nvidia", "isolation", R_SKIP,
+                 "no %s to ask PyTorch (exit %d; CORRAL_CONFORMANCE_PYTHON names another)",
                  conf_python(), rc);
     else if (strncmp(out, "noimport", 8) == 0 || strcmp(out, "nocuda") == 0)
         conf_add(r, "nvidia", "isolation", R_SKIP, "PyTorch with CUDA is not installed (%s)", out);

@@ -84,21 +84,21 @@ static const char tpu_script[] =
     "    say('skip', 'JAX has no TPU backend (%s)' % type(e).__name__)\n"
     "say('ok', 'jax-' + jax.__version__, len(ds), '-')\n";
 
-static const char neuron_script[] =
-    "import sys\n"
-    "def say(*a):\n"
-    "    print('CORRAL-PROBE', *a); sys.exit(0)\n"
-    "try:\n"
-    "    import torch_xla\n"
-    "    import torch_xla.runtime as xr\n"
-    "except Exception as e:\n"
-    "    say('skip', 'torch-neuronx (torch_xla) is not installed (%s: %.100s)' % (type(e).__name__, e))\n"
-    "try:\n"
-    "    import torch_neuronx\n"
-    "    v = 'torch-neuronx-' + torch_neuronx.__version__\n"
-    "except Exception:\n"
-    "    v = 'torch_xla-' + torch_xla.__version__\n"
-    "say('ok', v, xr.global_runtime_device_count(), '-')\n";
+static const char neuron_script[] = "import sys\n"
+                                    "def say(*a):\n"
+                                    "    print('CORRAL-PROBE', *a); sys.exit(0)\n"
+                                    "try:\n"
+                                    "    import torch_xla\n"
+                                    "    import torch_xla.runtime as xr\n"
+                                    "except Exception as e:\n"
+                                    "    say('skip', 'torch-neuronx (torch_xla) is not installed "
+                                    "(%s: %.100s)' % (type(e).__name__, e))\n"
+                                    "try:\n"
+                                    "    import torch_neuronx\n"
+                                    "    v = 'torch-neuronx-' + torch_neuronx.__version__\n"
+                                    "except Exception:\n"
+                                    "    v = 'torch_xla-' + torch_xla.__version__\n"
+                                    "say('ok', v, xr.global_runtime_device_count(), '-')\n";
 
 static const char gaudi_script[] =
     "import sys\n"
@@ -107,7 +107,8 @@ static const char gaudi_script[] =
     "try:\n"
     "    import habana_frameworks.torch.hpu as hthpu\n"
     "except Exception as e:\n"
-    "    say('skip', 'habana_frameworks.torch is not installed (%s: %.100s)' % (type(e).__name__, e))\n"
+    "    say('skip', 'habana_frameworks.torch is not installed (%s: %.100s)' % (type(e).__name__, "
+    "e))\n"
     "if not hthpu.is_available():\n"
     "    say('skip', 'habana_frameworks.torch.hpu.is_available() is false')\n"
     "import habana_frameworks.torch as ht\n"
@@ -274,22 +275,20 @@ static bool check_subset(conf_report_t *r, const cr_node_t *n, const iso_backend
         snprintf(pcis + strlen(pcis), sizeof(pcis) - strlen(pcis), "%s%s", i ? "," : "",
                  n->devices.v[devs[i]].pci);
     bool neuron = strcmp(b->backend, "neuron") == 0;
-    const char *unit = neuron ? want == 1 ? "NeuronCore" : "NeuronCores"
+    const char *unit = neuron      ? want == 1 ? "NeuronCore" : "NeuronCores"
                        : want == 1 ? "device"
                                    : "devices";
     const char *label = k == 1 ? "device" : "devices";
     if (s.count != want)
-        conf_add(r, b->backend, "isolation", R_FAIL,
-                 "%s %s: under %s %s sees %d; want %d %s (%s)", label, which, envs,
-                 framework, s.count, want, unit, pcis);
+        conf_add(r, b->backend, "isolation", R_FAIL, "%s %s: under %s %s sees %d; want %d %s (%s)",
+                 label, which, envs, framework, s.count, want, unit, pcis);
     else if (s.ids[0] && strcasecmp(s.ids, pcis) != 0)
-        conf_add(r, b->backend, "isolation", R_FAIL,
-                 "%s %s: under %s %s sees %s; want %s", label, which, envs, framework,
-                 s.ids, pcis);
+        conf_add(r, b->backend, "isolation", R_FAIL, "%s %s: under %s %s sees %s; want %s", label,
+                 which, envs, framework, s.ids, pcis);
     else if (s.ids[0])
         conf_add(r, b->backend, "isolation", R_PASS,
-                 "%s %s: under %s %s (%s) sees exactly %d %s (%s)", label, which, envs,
-                 framework, s.runtime, want, unit, s.ids);
+                 "%s %s: under %s %s (%s) sees exactly %d %s (%s)", label, which, envs, framework,
+                 s.runtime, want, unit, s.ids);
     else
         conf_add(r, b->backend, "isolation", R_PASS,
                  "%s %s: under %s %s (%s) sees exactly %d %s (count only: it tells no PCI "

@@ -536,8 +536,8 @@ int conf_parse_probe(const char *text, conf_probe_t *out, char *why, size_t len)
     line[n] = '\0';
     char ids[1024], extra;
     int count;
-    if (sscanf(line, "ok %63s %d %1023s %c", out->runtime, &count, ids, &extra) != 3 ||
-        count < 0 || count > CONF_VDEV_MAX)
+    if (sscanf(line, "ok %63s %d %1023s %c", out->runtime, &count, ids, &extra) != 3 || count < 0 ||
+        count > CONF_VDEV_MAX)
         return fail(why, len, "'%.120s' is not 'ok RUNTIME COUNT IDS'", line);
     out->count = count;
     if (strcmp(ids, "-") != 0)

@@ -620,9 +620,9 @@ static void amd_versions(conf_report_t *r)
     else if (conf_parse_amd_smi_version(out.s, &v, why, sizeof(why)) != 0)
         conf_add(r, "amd", "versions", R_INFO, "amd-smi version: %s", why);
     else {
-        conf_add(r, "amd", "versions", R_INFO, "amd-smi says ROCm %s, amdgpu %s, AMD SMI library %s",
-                 v.rocm[0] ? v.rocm : "?", v.amdgpu[0] ? v.amdgpu : "?",
-                 v.library[0] ? v.library : "?");
+        conf_add(r, "amd", "versions", R_INFO,
+                 "amd-smi says ROCm %s, amdgpu %s, AMD SMI library %s", v.rocm[0] ? v.rocm : "?",
+                 v.amdgpu[0] ? v.amdgpu : "?", v.library[0] ? v.library : "?");
         if (!r->runtime[0] && v.rocm[0])
             snprintf(r->runtime, sizeof(r->runtime), "ROCm-%s", v.rocm);
     }
@@ -648,8 +648,7 @@ static void gaudi_versions(conf_report_t *r)
         else
             conf_add(r, "gaudi", "versions", R_INFO, "hl-smi -Q driver_version printed nothing");
     } else {
-        conf_add(r, "gaudi", "versions", R_INFO,
-                 "hl-smi -Q driver_version failed: not recorded");
+        conf_add(r, "gaudi", "versions", R_INFO, "hl-smi -Q driver_version failed: not recorded");
     }
     cr_buf_free(&out);
 }

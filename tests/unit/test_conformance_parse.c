@@ -222,9 +222,8 @@ static void test_probe(void **state)
     assert_string_equal(p.ids, "0000:05:00.0,0000:26:00.0");
     assert_int_equal(conf_parse_probe("CORRAL-PROBE ok jax-0.4.35 4 -", &p, why, sizeof(why)), 0);
     assert_string_equal(p.ids, "");
-    assert_int_equal(conf_parse_probe("CORRAL-PROBE skip JAX is not installed\n", &p, why,
-                                      sizeof(why)),
-                     0);
+    assert_int_equal(
+        conf_parse_probe("CORRAL-PROBE skip JAX is not installed\n", &p, why, sizeof(why)), 0);
     assert_true(p.skip);
     assert_string_equal(p.why, "JAX is not installed");
     assert_int_equal(conf_parse_probe("Traceback (most recent call last):\n", &p, why, sizeof(why)),
