@@ -2,6 +2,8 @@
  *   conformance_cmd.c      the command, the report, NVIDIA's checks
  *   conformance_vendors.c  AMD, Intel, TPU, Neuron and Gaudi: their tools
  *                          run and compared with corral's discovery
+ *   conformance_isolation.c  AMD, Intel, TPU, Neuron and Gaudi: the
+ *                          runtime under corral's isolation environment
  *   conformance_parse.c    the parsers of those tools' outputs (no I/O;
  *                          tests/fuzz/fuzz_vendor_tools.c feeds them)
  * docs/hardware.md, "Conformance on real hardware". */
@@ -42,6 +44,18 @@ bool conf_have_tool(const char *tool);
  * CR_EVENDOR when it exits non-zero; out holds what it printed either way. */
 #define CONF_TOOL_OUTPUT_MAX (4u << 20)
 int conf_run_tool(const char *cmd, cr_buf_t *out);
+
+/* Runs argv in a child, the variables in unset (NULL-terminated; NULL for
+ * none) removed from its environment and env's set; its stdout (at most
+ * CONF_CHILD_OUTPUT_MAX bytes kept) into out, its stderr to /dev/null.
+ * The exit status; 127 when argv[0] could not be run, -1 no child. */
+#define CONF_CHILD_OUTPUT_MAX (256u << 10)
+int conf_run_with_env(const cr_envlist_t *env, const char *const *unset, char *const argv[],
+                      cr_buf_t *out);
+
+/* The interpreter the isolation probes run under: CORRAL_CONFORMANCE_PYTHON,
+ * else python3 on PATH. */
+const char *conf_python(void);
 
 /* ---- the vendors' tools' outputs, parsed ---- */
 
@@ -104,10 +118,50 @@ int conf_parse_tpu_info(const char *text, conf_vdevs_t *out, char *why, size_t w
  * fit in size. */
 bool conf_tpu_env_value(const char *text, const char *key, char *out, size_t size);
 
+/* What an isolation probe's child saw (conformance_isolation.c). */
+typedef struct conf_probe {
+    bool skip;        /* the framework is not here */
+    char why[256];    /* skip: the probe's reason */
+    char runtime[64]; /* the framework and its version, one word */
+    int count;        /* devices it sees */
+    char ids[1024];   /* their PCI addresses, comma-joined; "" when not told */
+} conf_probe_t;
+
+/* The probe's output: its line "CORRAL-PROBE ok RUNTIME COUNT IDS" (IDS
+ * "-" for none) or "CORRAL-PROBE skip WHY", after whatever the framework
+ * printed before it. */
+int conf_parse_probe(const char *text, conf_probe_t *out, char *why, size_t why_len);
+
+/* `sycl-ls`: count the Level Zero GPUs ("[level_zero:gpu]..." in oneAPI
+ * 2024 and later, "[ext_oneapi_level_zero:gpu:N]" before); runtime
+ * "Level-Zero-<the first one's last bracketed version>". */
+int conf_parse_sycl_ls(const char *text, conf_probe_t *out, char *why, size_t why_len);
+
+/* `amd-smi version --json`: an array of one object (or the object) with
+ * "rocm_version", "amdsmi_library_version" and, in newer releases,
+ * "amdgpu_version"; a member missing or "N/A" is "". */
+typedef struct conf_amd_versions {
+    char rocm[32], library[32], amdgpu[32];
+} conf_amd_versions_t;
+int conf_parse_amd_smi_version(const char *text, conf_amd_versions_t *out, char *why,
+                               size_t why_len);
+
 /* ---- the checks of conformance_vendors.c ---- */
 
 /* discovery (and topology where the tool shows it) for backend amd,
  * intel, tpu, neuron or gaudi; false for a backend it does not know. */
 bool conf_vendor_checks(conf_report_t *r, const cr_node_t *n, const char *backend);
+
+/* The versions the backend's tool reports (amd-smi version, hl-smi's
+ * driver_version), as INFO lines; the runtime into r->runtime when the
+ * isolation probe set none. */
+void conf_vendor_versions(conf_report_t *r, const char *backend);
+
+/* ---- the isolation checks of conformance_isolation.c ---- */
+
+/* isolation for backend amd, intel, tpu, neuron or gaudi: children given
+ * corral hw --isolate's environment for one device and for two, asked
+ * through the backend's framework what they see. */
+void conf_isolation_checks(conf_report_t *r, const cr_node_t *n, const char *backend);
 
 #endif

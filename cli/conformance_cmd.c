@@ -28,6 +28,7 @@
 #include "hw/nvml_api.h"
 #include "hw/topo.h"
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <sys/utsname.h>
@@ -371,12 +372,11 @@ static void cuda_child(const cr_envlist_t *env, int fd)
     _exit(0);
 }
 
-/* Runs argv in a child with env added to its environment; its stdout
- * (first line) into out. Returns the exit status, -1 when it did not run. */
-static int run_with_env(const cr_envlist_t *env, char *const argv[], char *out, size_t size)
+int conf_run_with_env(const cr_envlist_t *env, const char *const *unset, char *const argv[],
+                      cr_buf_t *out)
 {
     int fds[2];
-    out[0] = '\0';
+    cr_buf_append(out, "", 0);
     if (pipe(fds) != 0)
         return -1;
     pid_t pid = fork();
@@ -386,25 +386,40 @@ static int run_with_env(const cr_envlist_t *env, char *const argv[], char *out, 
         return -1;
     }
     if (pid == 0) {
+        for (size_t i = 0; unset && unset[i]; i++)
+            unsetenv(unset[i]);
         for (size_t i = 0; i < env->vars.n; i++)
             setenv(env->vars.v[i].key, env->vars.v[i].value, 1);
         dup2(fds[1], 1);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0)
+            dup2(devnull, 2);
         close(fds[0]);
         close(fds[1]);
         execvp(argv[0], argv);
         _exit(127);
     }
     close(fds[1]);
-    size_t len = 0;
+    char buf[4096];
     ssize_t got;
-    while (len + 1 < size && (got = read(fds[0], out + len, size - 1 - len)) > 0)
-        len += (size_t)got;
-    out[len] = '\0';
-    out[strcspn(out, "\n")] = '\0';
+    size_t total = 0;
+    while ((got = read(fds[0], buf, sizeof(buf))) > 0 || (got < 0 && errno == EINTR)) {
+        if (got > 0 && total + (size_t)got <= CONF_CHILD_OUTPUT_MAX) {
+            cr_buf_append(out, buf, (size_t)got);
+            total += (size_t)got;
+        } /* past the bound: read on to the end, keeping nothing more */
+    }
     close(fds[0]);
     int st = 0;
-    waitpid(pid, &st, 0);
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+const char *conf_python(void)
+{
+    const char *p = getenv("CORRAL_CONFORMANCE_PYTHON");
+    return p && *p ? p : "python3";
 }
 
 /* PyTorch, when installed with CUDA: the device count and device 0's UUID
@@ -421,13 +436,20 @@ static void torch_isolation(conf_report_t *r, const cr_envlist_t *env, const cha
         "    print('nocuda'); sys.exit(0)\n"
         "p = torch.cuda.get_device_properties(0)\n"
         "print(torch.cuda.device_count(), str(getattr(p, 'uuid', '')), torch.version.cuda)\n";
-    char *const argv[] = {"python3", "-c", (char *)script, NULL};
+    char *const argv[] = {(char *)conf_python(), "-c", (char *)script, NULL};
+    const cr_accel_component_t *c = hw_component_find("nvidia");
+    cr_buf_t buf = {0};
+    int rc = conf_run_with_env(env, c ? c->isolation_vars : NULL, argv, &buf);
     char out[512];
-    int rc = run_with_env(env, argv, out, sizeof(out));
+    cr_strlcpy(out, buf.s ? buf.s : "", sizeof(out));
+    out[strcspn(out, "\n")] = '\0';
+    cr_buf_free(&buf);
     int count = -1;
     char uuid[96] = "", ver[32] = "";
     if (rc != 0 || !out[0])
-        conf_add(r, "nvidia", "isolation", R_SKIP, "no python3 to ask PyTorch (%d)", rc);
+        conf_add(r, "nvidia", "isolation", R_SKIP,
+                 "no %s to ask PyTorch (exit %d; CORRAL_CONFORMANCE_PYTHON names another)",
+                 conf_python(), rc);
     else if (strncmp(out, "noimport", 8) == 0 || strcmp(out, "nocuda") == 0)
         conf_add(r, "nvidia", "isolation", R_SKIP, "PyTorch with CUDA is not installed (%s)", out);
     else if (sscanf(out, "%d %95s %31s", &count, uuid, ver) < 2)
@@ -742,7 +764,8 @@ int cli_conformance(int argc, char **argv)
                 conf_add(&r, be, "discovery", R_SKIP, "no vendor tool known to compare with");
                 conf_add(&r, be, "topology", R_SKIP, "no vendor matrix compared for %s", be);
             }
-            conf_add(&r, be, "isolation", R_SKIP, "no runtime check written for %s yet", be);
+            conf_isolation_checks(&r, n, be);
+            conf_vendor_versions(&r, be);
         }
         telemetry_check(&r, n, be);
         versions(&r, n, be);

@@ -504,3 +504,98 @@ out:
     json_decref(j);
     return err;
 }
+
+/* ---- the isolation probes (conformance_isolation.c) ---- */
+
+#define PROBE_TAG "CORRAL-PROBE "
+
+int conf_parse_probe(const char *text, conf_probe_t *out, char *why, size_t len)
+{
+    memset(out, 0, sizeof(*out));
+    out->count = -1;
+    const char *p = text;
+    while (p && strncmp(p, PROBE_TAG, strlen(PROBE_TAG)) != 0) {
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
+    }
+    if (!p)
+        return fail(why, len, "no line starting '%s'", PROBE_TAG);
+    p += strlen(PROBE_TAG);
+    size_t n = strcspn(p, "\n");
+    if (strncmp(p, "skip ", 5) == 0) {
+        out->skip = true;
+        size_t w = n - 5 < sizeof(out->why) - 1 ? n - 5 : sizeof(out->why) - 1;
+        memcpy(out->why, p + 5, w);
+        out->why[w] = '\0';
+        return 0;
+    }
+    char line[1400];
+    if (n >= sizeof(line))
+        return fail(why, len, "the probe's line is longer than %zu bytes", sizeof(line) - 1);
+    memcpy(line, p, n);
+    line[n] = '\0';
+    char ids[1024], extra;
+    int count;
+    if (sscanf(line, "ok %63s %d %1023s %c", out->runtime, &count, ids, &extra) != 3 || count < 0 ||
+        count > CONF_VDEV_MAX)
+        return fail(why, len, "'%.120s' is not 'ok RUNTIME COUNT IDS'", line);
+    out->count = count;
+    if (strcmp(ids, "-") != 0)
+        cr_strlcpy(out->ids, ids, sizeof(out->ids));
+    return 0;
+}
+
+int conf_parse_sycl_ls(const char *text, conf_probe_t *out, char *why, size_t len)
+{
+    (void)why;
+    (void)len;
+    memset(out, 0, sizeof(*out));
+    cr_strlcpy(out->runtime, "sycl-ls", sizeof(out->runtime));
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        char buf[512];
+        size_t k = n < sizeof(buf) - 1 ? n : sizeof(buf) - 1;
+        memcpy(buf, line, k);
+        buf[k] = '\0';
+        if (buf[0] == '[' && strstr(buf, "level_zero:gpu")) {
+            if (!out->count) {
+                char *open = strrchr(buf, '['), *close = open ? strchr(open, ']') : NULL;
+                if (open && open != buf && close && close - open > 1 && close - open < 40)
+                    snprintf(out->runtime, sizeof(out->runtime), "Level-Zero-%.*s",
+                             (int)(close - open - 1), open + 1);
+            }
+            if (out->count < CONF_VDEV_MAX)
+                out->count++;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+static void version_member(json_t *o, const char *key, char *out, size_t size)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    out[0] = '\0';
+    if (v && strcmp(v, "N/A") != 0 && !strpbrk(v, " \t\n"))
+        cr_strlcpy(out, v, size);
+}
+
+int conf_parse_amd_smi_version(const char *text, conf_amd_versions_t *out, char *why, size_t len)
+{
+    memset(out, 0, sizeof(*out));
+    json_t *j = load(text, "amd-smi version --json", why, len);
+    if (!j)
+        return CR_EPARSE;
+    json_t *o = json_is_array(j) ? json_array_get(j, 0) : j;
+    int err = 0;
+    if (!json_is_object(o))
+        err = fail(why, len, "amd-smi version --json: not an object (or an array of one)");
+    else {
+        version_member(o, "rocm_version", out->rocm, sizeof(out->rocm));
+        version_member(o, "amdsmi_library_version", out->library, sizeof(out->library));
+        version_member(o, "amdgpu_version", out->amdgpu, sizeof(out->amdgpu));
+    }
+    json_decref(j);
+    return err;
+}

@@ -605,3 +605,58 @@ bool conf_vendor_checks(conf_report_t *r, const cr_node_t *n, const char *backen
         }
     return false;
 }
+
+/* ---- versions the tools report ---- */
+
+static void amd_versions(conf_report_t *r)
+{
+    if (!conf_have_tool("amd-smi"))
+        return;
+    cr_buf_t out = {0};
+    conf_amd_versions_t v;
+    char why[WHY];
+    if (conf_run_tool("amd-smi version --json 2>/dev/null", &out) != 0)
+        conf_add(r, "amd", "versions", R_INFO, "amd-smi version --json failed: not recorded");
+    else if (conf_parse_amd_smi_version(out.s, &v, why, sizeof(why)) != 0)
+        conf_add(r, "amd", "versions", R_INFO, "amd-smi version: %s", why);
+    else {
+        conf_add(r, "amd", "versions", R_INFO,
+                 "amd-smi says ROCm %s, amdgpu %s, AMD SMI library %s", v.rocm[0] ? v.rocm : "?",
+                 v.amdgpu[0] ? v.amdgpu : "?", v.library[0] ? v.library : "?");
+        if (!r->runtime[0] && v.rocm[0])
+            snprintf(r->runtime, sizeof(r->runtime), "ROCm-%s", v.rocm);
+    }
+    cr_buf_free(&out);
+}
+
+/* hl-smi -Q driver_version: one line a device, the same on each. */
+static void gaudi_versions(conf_report_t *r)
+{
+    if (!conf_have_tool("hl-smi"))
+        return;
+    cr_buf_t out = {0};
+    if (conf_run_tool("hl-smi -Q driver_version -f csv,noheader 2>/dev/null", &out) == 0) {
+        char first[64];
+        size_t n = strcspn(out.s, "\r\n");
+        snprintf(first, sizeof(first), "%.*s", (int)(n < sizeof(first) ? n : sizeof(first) - 1),
+                 out.s);
+        bool printable = first[0] != '\0';
+        for (const char *p = first; *p; p++)
+            printable &= isprint((unsigned char)*p) != 0;
+        if (printable)
+            conf_add(r, "gaudi", "versions", R_INFO, "hl-smi says driver %s", first);
+        else
+            conf_add(r, "gaudi", "versions", R_INFO, "hl-smi -Q driver_version printed nothing");
+    } else {
+        conf_add(r, "gaudi", "versions", R_INFO, "hl-smi -Q driver_version failed: not recorded");
+    }
+    cr_buf_free(&out);
+}
+
+void conf_vendor_versions(conf_report_t *r, const char *backend)
+{
+    if (strcmp(backend, "amd") == 0)
+        amd_versions(r);
+    else if (strcmp(backend, "gaudi") == 0)
+        gaudi_versions(r);
+}

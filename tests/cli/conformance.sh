@@ -14,8 +14,14 @@
 #    that print the recorded outputs of tests/fixtures/vendor-tools/: the
 #    matching capture passes (exit 77: not real hardware), the mismatched
 #    one fails with one line per difference (exit 1).
+#  - isolation for those five: the probe, run by the real interpreter
+#    (CORRAL_CONFORMANCE_PYTHON) under corral hw --isolate's environment,
+#    against stand-ins of PyTorch-ROCm, torch.xpu, sycl-ls, JAX, torch_xla
+#    and habana_frameworks that read the variables as the vendors document:
+#    PASS for one device and for two; a stand-in ignoring the variable (or,
+#    for AMD, always giving the first devices) fails with a line per subset.
 # What this cannot test: a real driver, CUDA's isolation (no libcuda here),
-# the vendors' real tools. docs/hardware.md keeps the maturity table.
+# the vendors' real tools and runtimes. docs/hardware.md keeps the maturity table.
 set -u
 : "${CORRAL:?}" "${CORRAL_SOURCE_DIR:?}"
 BUILD=${CORRAL_BUILD_DIR:-$CORRAL_SOURCE_DIR/build}
@@ -152,6 +158,8 @@ case "$(basename "$0") $*" in
 "amd-smi topology --json") f=amd-smi-topology$v.json ;;
 "tpu-info ") f=tpu-info$v.txt ;;
 "rocm-smi --showbus --json") f=rocm-smi-showbus$v.json ;;
+"amd-smi version --json") f=amd-smi-version.json ;;
+"hl-smi -Q driver_version -f csv,noheader") f=hl-smi-driver.csv ;;
 *) echo "stand-in $(basename "$0"): unexpected arguments: $*" >&2; exit 2 ;;
 esac
 exec cat "$d/$f"
@@ -196,6 +204,7 @@ vendor_case gaudi2-8 gaudi \
     "PASS: gaudi discovery: 8 devices: PCI address, module id and name as hl-smi says" \
     "FAIL: gaudi discovery: 0000:19:00.0: module id: hl-smi says 3, corral 2" \
     "FAIL: gaudi discovery: 0000:1a:00.0: module id: hl-smi says 2, corral 3"
+has "$tmp/gaudi2-8.txt" "INFO: gaudi versions: hl-smi says driver 1.18.0-ee698fb" "gaudi2-8"
 vendor_case intel-max-1100-2 intel \
     "PASS: intel discovery: 2 cards: PCI address and name as xpu-smi says (corral: 2 devices on them)" \
     "FAIL: intel discovery: xpu-smi shows device 1 at 0000:9b:00.0 (Intel(R) Data Center GPU Max 1100); corral has none there"
@@ -205,6 +214,7 @@ vendor_case mi300x-8 amd \
     "FAIL: amd discovery: amd-smi shows 7 GPUs and partitions, corral 8" \
     "FAIL: amd topology: GPU 2 (0000:46:00.0): amd-smi shows XGMI to GPUs 0,1,3,4,6, corral xGMI links to 0,1,3,4,5,6" \
     "FAIL: amd topology: GPU 5 (0000:a5:00.0): amd-smi shows XGMI to GPUs 0,1,3,4,6, corral xGMI links to 0,1,2,3,4,6"
+has "$tmp/mi300x-8.txt" "INFO: amd versions: amd-smi says ROCm 6.2.4, amdgpu 6.8.5, AMD SMI library 24.6.3" "mi300x-8"
 has "$tmp/mi300x-8.txt" "PASS: amd topology: 8 devices: every XGMI pair of amd-smi topology is a corral xGMI link (28 in all)" "mi300x-8"
 vendor_case tpu-v6e-4x4-w0 tpu \
     "PASS: tpu discovery: 4 chips: device numbers and type as tpu-info says" \
@@ -321,6 +331,107 @@ has "$tmp/nl-fails.txt" "INFO: neuron discovery: Neuron 2.34 and later print JSO
 rc=$?
 [ "$rc" -eq 77 ] || fail "gaudi without hl-smi: exit $rc, want 77"
 has "$tmp/notool.txt" "SKIP: gaudi discovery: hl-smi is not on PATH: nothing to compare with" "gaudi without hl-smi"
+
+# ---- isolation for AMD, Intel, TPU, Neuron, Gaudi: the runtimes' stand-ins ----
+# corral conformance runs its probe under CORRAL_CONFORMANCE_PYTHON (the real
+# interpreter here) with corral hw --isolate's environment; PYTHONPATH gives
+# it the stand-ins of tests/fixtures/vendor-tools/runtimes/ (PyTorch-ROCm,
+# torch.xpu, JAX, torch_xla, habana_frameworks; each says which vendor
+# document its reading of the variable follows) and PATH a stand-in sycl-ls.
+# STANDIN_DEVICES lists the node's devices as the vendor's recorded tool
+# output does; STANDIN_WRONG=ignore is a runtime that ignores the variable,
+# =first one that sees as many devices as it names but always the first.
+RT=$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools/runtimes
+VT=$CORRAL_SOURCE_DIR/tests/fixtures/vendor-tools
+run_iso() { # machine backend out-file pythonpath devices [VAR=value...]
+    m=$1 be=$2 out=$3 pp=$4 devs=$5
+    shift 5
+    (fixture "$m" && export CORRAL_CONFORMANCE_PYTHON="$PY" PYTHONPATH="$pp" STANDIN_DEVICES="$devs" \
+        STANDIN_WRONG= "$@" && "$CORRAL" conformance --backend "$be" >"$out" 2>&1)
+}
+iso_case() { # machine backend pythonpath devices pass-line1 pass-line2 fail-line1 [fail-line2] [-- VAR=value...]
+    m=$1 be=$2 pp=$3 devs=$4 p1=$5 p2=$6 f1=$7 f2=${8:-}
+    shift 8
+    [ "${1:-}" = -- ] && shift
+    run_iso "$m" "$be" "$tmp/iso-$be.txt" "$pp" "$devs" "$@"
+    has "$tmp/iso-$be.txt" "$p1" "$be isolation"
+    has "$tmp/iso-$be.txt" "$p2" "$be isolation"
+    if grep -q '^FAIL: .* isolation' "$tmp/iso-$be.txt"; then
+        fail "$be isolation: a FAIL line against a runtime that honours the variable: $(cat "$tmp/iso-$be.txt")"
+    fi
+    run_iso "$m" "$be" "$tmp/iso-$be-bad.txt" "$pp" "$devs" "$@" STANDIN_WRONG=ignore
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "$be isolation, a runtime ignoring the variable: exit $rc, want 1: $(cat "$tmp/iso-$be-bad.txt")"
+    has "$tmp/iso-$be-bad.txt" "$f1" "$be isolation, a runtime ignoring the variable"
+    want=1
+    if [ -n "$f2" ]; then
+        has "$tmp/iso-$be-bad.txt" "$f2" "$be isolation, a runtime ignoring the variable"
+        want=2
+    fi
+    got=$(grep -c '^FAIL: .* isolation' "$tmp/iso-$be-bad.txt")
+    [ "$got" -eq "$want" ] || fail "$be isolation, a runtime ignoring the variable: $got FAIL lines, want $want: $(cat "$tmp/iso-$be-bad.txt")"
+}
+amd_bdfs=$($PY -c 'import json, sys; print(",".join(g["bdf"] for g in sorted(json.load(open(sys.argv[1])), key=lambda g: g["gpu"])))' \
+    "$VT/mi300x-8/amd-smi-list.json")
+iso_case mi300x-8 amd "$RT/rocm" "$amd_bdfs" \
+    "PASS: amd isolation: device 1: under HIP_VISIBLE_DEVICES=1 PyTorch (HIP-6.2.41133) sees exactly 1 device (0000:26:00.0)" \
+    "PASS: amd isolation: devices 0,1: under HIP_VISIBLE_DEVICES=0,1 PyTorch (HIP-6.2.41133) sees exactly 2 devices (0000:05:00.0,0000:26:00.0)" \
+    "FAIL: amd isolation: device 1: under HIP_VISIBLE_DEVICES=1 PyTorch sees 8; want 1 device (0000:26:00.0)" \
+    "FAIL: amd isolation: devices 0,1: under HIP_VISIBLE_DEVICES=0,1 PyTorch sees 8; want 2 devices (0000:05:00.0,0000:26:00.0)"
+has "$tmp/iso-amd.txt" "INFO: amd versions: SKU MI300X, driver 6.8.5, runtime HIP-6.2.41133" "amd isolation"
+# the right count but the wrong device: the PCI address tells
+run_iso mi300x-8 amd "$tmp/iso-amd-first.txt" "$RT/rocm" "$amd_bdfs" STANDIN_WRONG=first
+rc=$?
+[ "$rc" -eq 1 ] || fail "amd isolation, the first devices whatever the variable: exit $rc, want 1"
+has "$tmp/iso-amd-first.txt" "FAIL: amd isolation: device 1: under HIP_VISIBLE_DEVICES=1 PyTorch sees 0000:05:00.0; want 0000:26:00.0" "amd isolation, the first devices"
+[ "$(grep -c '^FAIL' "$tmp/iso-amd-first.txt")" -eq 1 ] || fail "amd isolation, the first devices: want one FAIL line: $(cat "$tmp/iso-amd-first.txt")"
+# with ROCR_VISIBLE_DEVICES as well, HIP counts within what ROCr left
+run_iso mi300x-8 amd "$tmp/iso-rocr.txt" "$RT/rocm" "$amd_bdfs" CORRAL_AMD_ROCR_VISIBLE=1
+has "$tmp/iso-rocr.txt" "PASS: amd isolation: device 1: under HIP_VISIBLE_DEVICES=0 ROCR_VISIBLE_DEVICES=1 PyTorch (HIP-6.2.41133) sees exactly 1 device (0000:26:00.0)" "amd isolation with ROCR_VISIBLE_DEVICES"
+# without PyTorch: SKIP saying why amd-smi does not stand in
+run_iso mi300x-8 amd "$tmp/iso-amd-none.txt" "$tmp/none" "$amd_bdfs"
+# (this machine's interpreter may have a PyTorch without ROCm: SKIP all the same)
+has "$tmp/iso-amd-none.txt" "SKIP: amd isolation: " "amd isolation without PyTorch-ROCm"
+has "$tmp/iso-amd-none.txt" "; amd-smi and rocm-smi read the driver, not through HIP or ROCr: they do not honour HIP_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES: isolation not verified" "amd isolation without PyTorch-ROCm"
+intel_ids=$($PY -c 'import json, sys; print(",".join(str(d["device_id"]) for d in json.load(open(sys.argv[1]))["device_list"]))' \
+    "$VT/intel-max-1100-2/xpu-smi-discovery.json")
+ze="ZE_ENABLE_PCI_ID_DEVICE_ORDER=1 ZE_FLAT_DEVICE_HIERARCHY=FLAT"
+# two cards, so the pair is the whole node: only the single device can fail
+iso_case intel-max-1100-2 intel "$RT/xpu" "$intel_ids" \
+    "PASS: intel isolation: device 1: under ZE_AFFINITY_MASK=1 $ze PyTorch (torch.xpu-2.5.1+xpu) sees exactly 1 device" \
+    "PASS: intel isolation: devices 0,1: under ZE_AFFINITY_MASK=0,1 $ze PyTorch" \
+    "FAIL: intel isolation: device 1: under ZE_AFFINITY_MASK=1 $ze PyTorch sees 2; want 1 device (0000:9a:00.0)" ""
+# without PyTorch: sycl-ls's Level Zero devices (its OpenCL ones ignore the mask)
+iso_case intel-max-1100-2 intel "$tmp/none" "$intel_ids" \
+    "PASS: intel isolation: device 1: under ZE_AFFINITY_MASK=1 $ze sycl-ls (Level Zero) (Level-Zero-1.3.29735) sees exactly 1 device" \
+    "INFO: intel versions: SKU Intel-GPU-Max-1100, driver unknown, runtime Level-Zero-1.3.29735" \
+    "FAIL: intel isolation: device 1: under ZE_AFFINITY_MASK=1 $ze sycl-ls (Level Zero) sees 2; want 1 device (0000:9a:00.0)" "" \
+    -- PATH="$RT/bin:$PATH"
+run_iso intel-max-1100-2 intel "$tmp/iso-intel-none.txt" "$tmp/none" "$intel_ids"
+has "$tmp/iso-intel-none.txt" "SKIP: intel isolation: " "intel isolation without torch.xpu or sycl-ls"
+has "$tmp/iso-intel-none.txt" "; sycl-ls is not on PATH either: isolation not verified" "intel isolation without torch.xpu or sycl-ls"
+tpu_chips=$(grep -c 'TPU v6e chip' "$VT/tpu-v6e-4x4-w0/tpu-info.txt")
+iso_case tpu-v6e-4x4-w0 tpu "$RT/jax" "$(seq -s, 0 $((tpu_chips - 1)))" \
+    "PASS: tpu isolation: device 1: under TPU_VISIBLE_CHIPS=1 TPU_CHIPS_PER_PROCESS_BOUNDS=1,1,1 TPU_PROCESS_BOUNDS=1,1,1" \
+    "PASS: tpu isolation: devices 0,1: under TPU_VISIBLE_CHIPS=0,1 TPU_CHIPS_PER_PROCESS_BOUNDS=1,2,1" \
+    "FAIL: tpu isolation: device 1: under TPU_VISIBLE_CHIPS=1 TPU_CHIPS_PER_PROCESS_BOUNDS=1,1,1 TPU_PROCESS_BOUNDS=1,1,1 TPU_CHIPS_PER_HOST_BOUNDS=1,1,1 TPU_HOST_BOUNDS=1,1,1 JAX sees 4; want 1 device" \
+    "FAIL: tpu isolation: devices 0,1: under TPU_VISIBLE_CHIPS=0,1"
+has "$tmp/iso-tpu.txt" "JAX (jax-0.4.35) sees exactly 2 devices" "tpu isolation"
+nc=$($PY -c 'import json, sys; print(sum(d["nc_count"] for d in json.load(open(sys.argv[1]))))' "$VT/trn1-32xlarge/neuron-ls.json")
+iso_case trn1-32xlarge neuron "$RT/neuron" "$(seq -s, 0 $((nc - 1)))" \
+    "PASS: neuron isolation: device 1: under NEURON_RT_VISIBLE_CORES=2-3 torch_xla (torch_xla-2.1.2) sees exactly 2 NeuronCores" \
+    "PASS: neuron isolation: devices 0,1: under NEURON_RT_VISIBLE_CORES=0-3 torch_xla (torch_xla-2.1.2) sees exactly 4 NeuronCores" \
+    "FAIL: neuron isolation: device 1: under NEURON_RT_VISIBLE_CORES=2-3 torch_xla sees 32; want 2 NeuronCores (0000:10:1d.0)" \
+    "FAIL: neuron isolation: devices 0,1: under NEURON_RT_VISIBLE_CORES=0-3 torch_xla sees 32; want 4 NeuronCores"
+modules=$(cut -d, -f2 "$VT/gaudi2-8/hl-smi.csv" | tr -d ' ' | paste -sd, -)
+iso_case gaudi2-8 gaudi "$RT/habana" "$modules" \
+    "PASS: gaudi isolation: device 1: under HABANA_VISIBLE_MODULES=1 habana_frameworks.torch (habana_frameworks.torch-1.18.0) sees exactly 1 device" \
+    "PASS: gaudi isolation: devices 0,1: under HABANA_VISIBLE_MODULES=0,1 habana_frameworks.torch" \
+    "FAIL: gaudi isolation: device 1: under HABANA_VISIBLE_MODULES=1 habana_frameworks.torch sees 8; want 1 device (0000:44:00.0)" \
+    "FAIL: gaudi isolation: devices 0,1: under HABANA_VISIBLE_MODULES=0,1 habana_frameworks.torch sees 8; want 2 devices"
+# an interpreter that is not there: SKIP naming it
+run_iso gaudi2-8 gaudi "$tmp/iso-nopy.txt" "$RT/habana" "$modules" CORRAL_CONFORMANCE_PYTHON="$tmp/no-such-python"
+has "$tmp/iso-nopy.txt" "SKIP: gaudi isolation: no $tmp/no-such-python to run (CORRAL_CONFORMANCE_PYTHON names another)" "no interpreter"
 
 if [ "$fails" -ne 0 ]; then
     echo "conformance.sh: $fails failure(s)" >&2

@@ -21,6 +21,47 @@ static int tpu_env(const char *text, conf_vdevs_t *out, char *why, size_t len)
     return 0;
 }
 
+/* the isolation probe's line and sycl-ls: strings terminated, counts in range */
+static void probe_ok(const conf_probe_t *p)
+{
+    if (!memchr(p->why, '\0', sizeof(p->why)) || !memchr(p->runtime, '\0', sizeof(p->runtime)) ||
+        !memchr(p->ids, '\0', sizeof(p->ids)) || p->count < -1 || p->count > CONF_VDEV_MAX)
+        abort();
+}
+
+static int probe(const char *text, conf_vdevs_t *out, char *why, size_t len)
+{
+    (void)out;
+    conf_probe_t p;
+    int err = conf_parse_probe(text, &p, why, len);
+    probe_ok(&p);
+    if (!err && !p.skip && p.count < 0)
+        abort();
+    return err;
+}
+
+static int sycl(const char *text, conf_vdevs_t *out, char *why, size_t len)
+{
+    (void)out;
+    conf_probe_t p;
+    int err = conf_parse_sycl_ls(text, &p, why, len);
+    probe_ok(&p);
+    if (err || p.count < 0 || strchr(p.runtime, '\n'))
+        abort();
+    return 0;
+}
+
+static int amd_version(const char *text, conf_vdevs_t *out, char *why, size_t len)
+{
+    (void)out;
+    conf_amd_versions_t v;
+    int err = conf_parse_amd_smi_version(text, &v, why, len);
+    if (!memchr(v.rocm, '\0', sizeof(v.rocm)) || !memchr(v.library, '\0', sizeof(v.library)) ||
+        !memchr(v.amdgpu, '\0', sizeof(v.amdgpu)) || strpbrk(v.rocm, " \n"))
+        abort();
+    return err;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const parse_fn parsers[] = {conf_parse_neuron_ls,
@@ -31,7 +72,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                        conf_parse_tpu_info,
                                        tpu_env,
                                        conf_parse_rocm_smi_bus,
-                                       conf_parse_amd_smi_topology};
+                                       conf_parse_amd_smi_topology,
+                                       probe,
+                                       sycl,
+                                       amd_version};
     if (size < 1 || size > 65536)
         return 0;
     char *s = malloc(size);

@@ -208,6 +208,79 @@ static void test_tpu_info(void **state)
     assert_non_null(strstr(why, "/dev/accelX"));
 }
 
+static void test_probe(void **state)
+{
+    (void)state;
+    conf_probe_t p;
+    /* a framework's own output first, then the probe's line */
+    const char *ok = "WARNING: something\nCORRAL-PROBE ok HIP-6.2.41133 2 "
+                     "0000:05:00.0,0000:26:00.0\n";
+    assert_int_equal(conf_parse_probe(ok, &p, why, sizeof(why)), 0);
+    assert_false(p.skip);
+    assert_int_equal(p.count, 2);
+    assert_string_equal(p.runtime, "HIP-6.2.41133");
+    assert_string_equal(p.ids, "0000:05:00.0,0000:26:00.0");
+    assert_int_equal(conf_parse_probe("CORRAL-PROBE ok jax-0.4.35 4 -", &p, why, sizeof(why)), 0);
+    assert_string_equal(p.ids, "");
+    assert_int_equal(
+        conf_parse_probe("CORRAL-PROBE skip JAX is not installed\n", &p, why, sizeof(why)), 0);
+    assert_true(p.skip);
+    assert_string_equal(p.why, "JAX is not installed");
+    assert_int_equal(conf_parse_probe("Traceback (most recent call last):\n", &p, why, sizeof(why)),
+                     CR_EPARSE);
+    assert_non_null(strstr(why, "CORRAL-PROBE"));
+    assert_int_equal(conf_parse_probe("CORRAL-PROBE ok x -3 -", &p, why, sizeof(why)), CR_EPARSE);
+    assert_int_equal(conf_parse_probe("CORRAL-PROBE ok x 1 - extra", &p, why, sizeof(why)),
+                     CR_EPARSE);
+    assert_non_null(strstr(why, "ok RUNTIME COUNT IDS"));
+}
+
+static void test_sycl_ls(void **state)
+{
+    (void)state;
+    conf_probe_t p;
+    /* oneAPI 2024 and later; the OpenCL GPU lines are not counted */
+    const char *now = "[level_zero:gpu][level_zero:0] Intel(R) oneAPI Unified Runtime over "
+                      "Level-Zero, Intel(R) Data Center GPU Max 1100 12.60.7 [1.3.29735]\n"
+                      "[opencl:gpu][opencl:0] Intel(R) OpenCL Graphics, Intel(R) Data Center GPU "
+                      "Max 1100 OpenCL 3.0 NEO  [24.22.29735.27]\n"
+                      "[opencl:cpu][opencl:1] Intel(R) OpenCL, Intel(R) Xeon(R) [2024.18.6]\n";
+    assert_int_equal(conf_parse_sycl_ls(now, &p, why, sizeof(why)), 0);
+    assert_int_equal(p.count, 1);
+    assert_string_equal(p.runtime, "Level-Zero-1.3.29735");
+    /* before: [ext_oneapi_level_zero:gpu:N] */
+    const char *before = "[ext_oneapi_level_zero:gpu:0] Intel(R) Level-Zero, Intel(R) Data Center "
+                         "GPU Max 1100 1.3 [1.3.26241]\n"
+                         "[ext_oneapi_level_zero:gpu:1] Intel(R) Level-Zero, Intel(R) Data Center "
+                         "GPU Max 1100 1.3 [1.3.26241]\n";
+    assert_int_equal(conf_parse_sycl_ls(before, &p, why, sizeof(why)), 0);
+    assert_int_equal(p.count, 2);
+    assert_int_equal(conf_parse_sycl_ls("", &p, why, sizeof(why)), 0);
+    assert_int_equal(p.count, 0);
+    assert_string_equal(p.runtime, "sycl-ls");
+}
+
+static void test_amd_smi_version(void **state)
+{
+    (void)state;
+    conf_amd_versions_t a;
+    /* amdsmi_cli/amdsmi_commands.py, version: an array of one object */
+    const char *text = "[{\"tool\": \"AMDSMI Tool\", \"version\": \"24.6.3+9578815\", "
+                       "\"amdsmi_library_version\": \"24.6.3\", \"rocm_version\": \"6.2.4\"}]";
+    assert_int_equal(conf_parse_amd_smi_version(text, &a, why, sizeof(why)), 0);
+    assert_string_equal(a.rocm, "6.2.4");
+    assert_string_equal(a.library, "24.6.3");
+    assert_string_equal(a.amdgpu, ""); /* older releases print none */
+    assert_int_equal(conf_parse_amd_smi_version("{\"rocm_version\": \"N/A\", \"amdgpu_version\": "
+                                                "\"6.8.5\"}",
+                                                &a, why, sizeof(why)),
+                     0);
+    assert_string_equal(a.rocm, "");
+    assert_string_equal(a.amdgpu, "6.8.5");
+    assert_int_equal(conf_parse_amd_smi_version("[1]", &a, why, sizeof(why)), CR_EPARSE);
+    assert_non_null(strstr(why, "not an object"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -220,6 +293,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rocm_smi, setup, teardown),
         cmocka_unit_test_setup_teardown(test_amd_smi_topology, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tpu_env, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_probe, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sycl_ls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_amd_smi_version, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
