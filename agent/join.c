@@ -914,19 +914,8 @@ int agent_main(const agent_opts_t *o)
     if (cr_write_private(pidf, pidtext, strlen(pidtext), why, sizeof(why)) < 0)
         fprintf(stderr, "corrald: %s\n", why);
     free(pidf);
-    char *logfile = o->log_file ? cr_strdup(o->log_file) : cr_asprintf("%s/corrald.log", A.logs);
-    int le = cr_log_set_file(logfile);
-    if (le < 0 && o->log_file) { /* the operator's choice is not replaced quietly */
-        fprintf(stderr,
-                "corrald: --log-file %s: %s (it must be a regular file of this user, not a "
-                "symbolic link, in a directory that exists)\n",
-                logfile, cr_strerror(le));
-        free(logfile);
+    if (cr_log_use_file(o->log_file, A.logs) < 0)
         return 1;
-    }
-    if (le < 0)
-        fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
-    free(logfile);
     uint8_t token[CR_TOKEN_LEN];
     char session[4096];
     if (!o->token_file && cr_session_latest(home, session, sizeof(session), why, sizeof(why)) < 0) {

@@ -321,19 +321,8 @@ int head_main(const head_opts_t *o)
      * session_latest); an unwritable CORRAL_HOME is still reported at start */
     if (session_make() < 0)
         goto out;
-    char *logfile = o->log_file ? cr_strdup(o->log_file) : cr_asprintf("%s/corrald.log", D.logs);
-    int le = cr_log_set_file(logfile);
-    if (le < 0 && o->log_file) { /* the operator's choice is not replaced quietly */
-        fprintf(stderr,
-                "corrald: --log-file %s: %s (it must be a regular file of this user, not a "
-                "symbolic link, in a directory that exists)\n",
-                logfile, cr_strerror(le));
-        free(logfile);
+    if (cr_log_use_file(o->log_file, D.logs) < 0)
         goto out;
-    }
-    if (le < 0)
-        fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
-    free(logfile);
     char nofile[160];
     raise_nofile(nofile, sizeof(nofile));
     char *dbpath = cr_asprintf("%s/state.db", D.session);
