@@ -5,6 +5,7 @@
  * running through a head outage, reconnecting with backoff and reporting
  * them on the next Register. */
 #include "agent/agent.h"
+#include "web/web.h"
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -882,6 +883,7 @@ int agent_main(const agent_opts_t *o)
         fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
     free(logfile);
     uint8_t token[CR_TOKEN_LEN];
+    web_t *metrics = NULL;
     char session[4096];
     if (!o->token_file && cr_session_latest(home, session, sizeof(session), why, sizeof(why)) < 0) {
         fprintf(stderr, "corrald: no cluster token: %s (give the head's token with --token-file)\n",
@@ -907,7 +909,6 @@ int agent_main(const agent_opts_t *o)
     cr_net_callbacks_t cb = {
         .on_ready = on_ready, .on_message = on_message, .on_close = on_close, .on_drain = on_drain};
     A.net = cr_net_new(&A.loop, &nc, &cb, NULL);
-    memset(token, 0, sizeof(token));
     agent_config_t ac = {.loop = &A.loop,
                          .node = A.node,
                          .hwo = &A.hwo,
@@ -915,6 +916,16 @@ int agent_main(const agent_opts_t *o)
                          .session_id = A.session_id,
                          .ops = {.started = a_started, .exited = a_exited}};
     A.agent = agent_new(&ac);
+    if (o->metrics_port >= 0) { /* --metrics-port */
+        metrics = agent_metrics_start(&A.loop, A.node, &A.hwo, (const agent_t *const *)&A.agent,
+                                      o->metrics_host, o->metrics_port, token, why, sizeof(why));
+        if (!metrics)
+            fprintf(stderr, "corrald: no metrics: %s\n", why);
+        else
+            fprintf(stderr, "corrald: metrics on http://%s:%d/metrics\n",
+                    o->metrics_host ? o->metrics_host : "127.0.0.1", web_port(metrics));
+    }
+    memset(token, 0, sizeof(token));
     load_table();
     uv_timer_init(&A.loop, &A.hb);
     uv_timer_init(&A.loop, &A.retry);
@@ -929,7 +940,9 @@ int agent_main(const agent_opts_t *o)
     connect_head();
     uv_run(&A.loop, UV_RUN_DEFAULT);
     int rc = A.fatal ? 1 : 0;
+    web_free(metrics);
     agent_free(A.agent);
+    A.agent = NULL;
     A.stopping = true;
     cr_net_close(A.net, NULL, NULL);
     uv_walk(&A.loop, walk_close, NULL);

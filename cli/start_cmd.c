@@ -17,9 +17,9 @@ static const char start_usage[] =
     "usage: corral start --head [--hw-spec FILE] [--resources 'K=V,...'] [--labels 'k=v,...'] "
     "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
     "[--suspect-after-ms N] "
-    "[--dead-after-ms N] [--block]\n"
+    "[--dead-after-ms N] [--dashboard-port N|any|0] [--dashboard-host IP|off] [--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
-    "[--node-id ID] [--resources ...] [--labels ...] [--block]\n"
+    "[--node-id ID] [--resources ...] [--labels ...] [--metrics-port N|any] [--block]\n"
     "\n"
     "--head starts the cluster's head (corrald) on this node, in the background, and prints\n"
     "the command that joins an agent to it; --address joins this node to a head as an agent.\n"
@@ -30,6 +30,9 @@ static const char start_usage[] =
     "  --token-file F          the cluster token (default: the session's)\n"
     "  --node-ip IP, --node-id ID   this agent's address and name\n"
     "  --heartbeat-ms, --suspect-after-ms, --dead-after-ms N   the head's failure detector\n"
+    "  --dashboard-port N      the head's HTTP API, metrics and dashboard (default 8265; any:\n"
+    "                          a free port; 0: none); --dashboard-host IP (127.0.0.1; off: none)\n"
+    "  --metrics-port N        an agent's Prometheus /metrics (any: a free port; default none)\n"
     "  --block                 run in the foreground\n"
     "\n"
     "A head that is unreachable fails the join at once; 'corral stop' stops what started here.\n";
@@ -217,6 +220,9 @@ int cli_start(int argc, char **argv)
         CLI_CALL("heartbeat-ms", opt_pass, &p),
         CLI_CALL("suspect-after-ms", opt_pass, &p),
         CLI_CALL("dead-after-ms", opt_pass, &p),
+        CLI_CALL("dashboard-port", opt_pass, &p),
+        CLI_CALL("dashboard-host", opt_pass, &p),
+        CLI_CALL("metrics-port", opt_pass, &p),
         CLI_FLAG("block", &block),
         CLI_END,
     };
@@ -308,6 +314,9 @@ int cli_start(int argc, char **argv)
             if (said.s && strstr(said.s, "registered with the head")) {
                 relay(&said);
                 printf("corral: agent started (pid %d), joined %s\n", (int)pid, address);
+                const char *m = strstr(said.s, "corrald: metrics on ");
+                if (m)
+                    printf("corral: %.*s\n", (int)strcspn(m + 9, "\n"), m + 9);
                 rc = CLI_OK;
                 goto out;
             }
@@ -343,6 +352,16 @@ int cli_start(int argc, char **argv)
                            (int)pid, st.nnodes ? st.nodes[0].node_id : "?", home, st.head_address,
                            on ? ", listening on " : "", onlen, on ? on + 22 : "");
                     print_limit_note(said.s);
+                    char *url = NULL;
+                    if (cli_dashboard_url(&url, true) == 0) {
+                        char *q = strchr(url, '?');
+                        printf("corral: dashboard and API on %.*s ('corral dashboard' prints "
+                               "the login URL)\n",
+                               q ? (int)(q - url) : (int)strlen(url), url);
+                        free(url);
+                    } else if (said.s && strstr(said.s, "corrald: no dashboard")) {
+                        printf("corral: no dashboard: the port was taken (--dashboard-port)\n");
+                    }
                     printf("corral: to join an agent to it:\n  corral start --address %s "
                            "--token-file %s/session_latest/token\n",
                            st.head_address, home);

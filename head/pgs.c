@@ -768,6 +768,19 @@ static void h_remove(cr_conn_t *c, const Corral__Envelope *e)
     head_retry();
 }
 
+void pgs_info_each(void (*fn)(void *ctx, const Corral__PgInfo *info), void *ctx)
+{
+    for (size_t i = 0; i < D.pgs.n; i++) {
+        if (D.pgs.v[i]->state == CORRAL__PG_STATE__PG_REMOVED)
+            continue;
+        Corral__PgInfo info;
+        info_mem_t m;
+        info_fill(D.pgs.v[i], &info, &m);
+        fn(ctx, &info);
+        info_fini(&m);
+    }
+}
+
 static void h_list(cr_conn_t *c, const Corral__Envelope *e)
 {
     size_t n = D.pgs.n;

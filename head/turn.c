@@ -78,6 +78,8 @@ static void batch_end(uv_prepare_t *h)
         return;
     batching = false;
     int err = D.st ? cr_state_commit(D.st) : 0;
+    head_counters.commits += err == 0;
+    head_counters.commit_failures += err < 0;
     if (err < 0)
         cr_warn("state: %s: what the last turn changed is not recorded; its answers are errors",
                 cr_state_errmsg(D.st));
