@@ -24,7 +24,6 @@ static void usage(FILE *fp)
     fputs(usage_line, fp);
 }
 
-
 /* ---------------- text ---------------- */
 
 /* Prints a line without trailing blanks, so that columns padded for
@@ -58,8 +57,8 @@ static void print_matrix(const hw_topo_view_t *v)
     }
     for (size_t r = 0; r < v->nrows; r++)
         for (size_t c = 0; c < v->nrows; c++) {
-            size_t len =
-                strlen(hw_topo_view_symbol(v, (size_t)v->rows[r], (size_t)v->rows[c], sym, sizeof(sym)));
+            size_t len = strlen(
+                hw_topo_view_symbol(v, (size_t)v->rows[r], (size_t)v->rows[c], sym, sizeof(sym)));
             w[c] = len > w[c] ? len : w[c];
         }
     cr_buf_t b = {0};
@@ -179,7 +178,6 @@ static void print_islands(const hw_topo_view_t *v)
         cr_buf_free(&b);
     }
 }
-
 
 static void print_numa(const hw_topo_view_t *v)
 {
@@ -417,7 +415,6 @@ static void print_text(const hw_topo_view_t *v)
     print_domains(v);
     print_slices(v);
 }
-
 
 /* ---------------- the command ---------------- */
 

@@ -15,11 +15,6 @@ typedef struct reading {
     cr_telemetry_t t;
 } reading_t;
 
-static const char *plain_getenv(void *ctx, const char *name)
-{
-    return getenv(name);
-}
-
 static void read_one(const cr_node_t *node, const hw_options_t *hwo, int i, bool held, reading_t *r)
 {
     const cr_device_t *d = &node->devices.v[i];
@@ -36,9 +31,9 @@ static void read_one(const cr_node_t *node, const hw_options_t *hwo, int i, bool
         r->why = "the backend reads no telemetry";
         return;
     }
-    cr_hw_env_t env = {.root = hwo && hwo->root ? hwo->root : "/",
-                       .getenv = hwo && hwo->getenv ? hwo->getenv : plain_getenv,
-                       .getenv_ctx = hwo ? hwo->getenv_ctx : NULL};
+    hw_options_t none = {0};
+    cr_hw_env_t env;
+    hw_env_from_opts(hwo ? hwo : &none, &env);
     int err = c->telemetry(&env, node, i, &r->t);
     if (err < 0) {
         r->why = cr_strerror(err);
