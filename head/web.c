@@ -90,8 +90,11 @@ static json_t *worker_json(const Corral__WorkerStatus *w)
     return x;
 }
 
-static json_t *job_json(const Corral__JobInfo *j)
+/* brief: as a listing (corral job list --json), without the spec's
+ * command and restart policy, which JobList leaves out */
+static json_t *job_json(const Corral__JobInfo *j, bool brief)
 {
+    const Corral__JobSpec *spec = brief ? NULL : j->spec;
     json_t *o = json_object(), *ws = json_array();
     json_object_set_new(o, "job_id", json_string(j->job_id));
     json_object_set_new(o, "name", json_string(j->name));
@@ -101,14 +104,13 @@ static json_t *job_json(const Corral__JobInfo *j)
     json_object_set_new(o, "submitted_ms", json_integer(j->submitted_ms));
     json_object_set_new(o, "finished_ms", json_integer(j->finished_ms));
     json_object_set_new(o, "restarts", json_integer(j->restarts));
-    json_object_set_new(o, "max_restarts",
-                        json_integer(j->spec ? (json_int_t)j->spec->max_restarts : 0));
+    json_object_set_new(o, "max_restarts", json_integer(spec ? (json_int_t)spec->max_restarts : 0));
     json_object_set_new(o, "restart_policy",
-                        json_string(NAME_OF(restarts, j->spec ? (unsigned)j->spec->restart : 0)));
-    if (j->spec && j->spec->worker && j->spec->worker->n_argv) {
+                        json_string(NAME_OF(restarts, spec ? (unsigned)spec->restart : 0)));
+    if (spec && spec->worker && spec->worker->n_argv) {
         cr_buf_t cmd = {0};
-        for (size_t i = 0; i < j->spec->worker->n_argv; i++)
-            cr_buf_printf(&cmd, "%s%s", i ? " " : "", j->spec->worker->argv[i]);
+        for (size_t i = 0; i < spec->worker->n_argv; i++)
+            cr_buf_printf(&cmd, "%s%s", i ? " " : "", spec->worker->argv[i]);
         json_object_set_new(o, "command", json_string(cmd.s));
         cr_buf_free(&cmd);
     }
@@ -436,17 +438,18 @@ static void get_devices(void *ctx, const web_req_t *rq, web_out_t *out)
 
 typedef struct jobs_ctx {
     json_t *a;
+    bool brief;
 } jobs_ctx_t;
 
 static void add_job(void *ctx, const Corral__JobInfo *j)
 {
     jobs_ctx_t *c = ctx;
-    json_array_append_new(c->a, job_json(j));
+    json_array_append_new(c->a, job_json(j, c->brief));
 }
 
 static void get_jobs(void *ctx, const web_req_t *rq, web_out_t *out)
 {
-    jobs_ctx_t c = {.a = json_array()};
+    jobs_ctx_t c = {.a = json_array(), .brief = true};
     jobs_info_each(rq->who == WEB_WHO_JOB ? rq->job_id : NULL, add_job, &c);
     json_t *o = json_object();
     json_object_set_new(o, "jobs", c.a);

@@ -94,12 +94,37 @@ typedef struct collect {
     web_in_t *in;
 } collect_t;
 
+/* libmicrohttpd leaves the URL as sent (unescape below does nothing):
+ * the path is decoded segment by segment by route.c, so that "a%2Fb" is
+ * one segment; the query's keys and values are decoded here. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *uri)
+{
+    return strlen(uri);
+}
+
+typedef struct args {
+    web_in_t *in;
+    char *arena; /* the decoded keys and values */
+    size_t used, size;
+} args_t;
+
+static const char *decoded(args_t *a, const char *s)
+{
+    size_t n = strlen(s);
+    if (a->used + n + 1 > a->size || !web_decode(s, n, a->arena + a->used, a->size - a->used, true))
+        return NULL;
+    const char *out = a->arena + a->used;
+    a->used += strlen(out) + 1;
+    return out;
+}
+
 static enum MHD_Result on_arg(void *cls, enum MHD_ValueKind kind, const char *key,
                               const char *value)
 {
-    web_in_t *in = cls;
-    if (in->nquery < WEB_MAX_QUERY)
-        in->query[in->nquery++] = (web_kv_t){key, value};
+    args_t *a = cls;
+    const char *k = key ? decoded(a, key) : NULL, *v = value ? decoded(a, value) : "";
+    if (k && v && a->in->nquery < WEB_MAX_QUERY) /* what does not decode is left out */
+        a->in->query[a->in->nquery++] = (web_kv_t){k, v};
     return MHD_YES;
 }
 
@@ -119,7 +144,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     web_in_t in = {.method = method, .path = url};
     in.authorization = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     in.cookie = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Cookie");
-    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, on_arg, &in);
+    char arena[4096];
+    args_t args = {.in = &in, .arena = arena, .size = sizeof(arena)};
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, on_arg, &args);
     web_out_t out = {0};
     web_dispatch(w, &in, &out);
     struct MHD_Response *r;
@@ -202,7 +229,8 @@ int web_listen(web_t *w, char *why, size_t size)
                               MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_CONNECTION_LIMIT,
                               (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
                               (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                              (size_t)65536, MHD_OPTION_EXTERNAL_LOGGER, on_log, w, MHD_OPTION_END);
+                              (size_t)65536, MHD_OPTION_EXTERNAL_LOGGER, on_log, w,
+                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, w, MHD_OPTION_END);
     if (!w->mhd) {
         snprintf(why, size,
                  "%s: cannot listen on %s:%d (in use? --dashboard-port, or 0 for "
