@@ -90,9 +90,9 @@ void web_device_metrics(cr_buf_t *b, const cr_node_t *node, const hw_options_t *
         for (size_t i = 0; i < n; i++) {
             const cr_device_t *d = &node->devices.v[i];
             const reading_t *r = &rd[i];
-            const char *l[22] = {"node",     node->id,           "index", idx[i],   "uuid",
-                                 d->uuid,    "accelerator_type", d->sku,  "vendor", d->vendor,
-                                 "resource", d->resource,        "job",   job[i],   "worker",
+            const char *l[22] = {"node",     node->id,           "index",  idx[i],   "uuid",
+                                 d->uuid,    "accelerator_type", d->sku,   "vendor", d->vendor,
+                                 "resource", d->resource,        "job_id", job[i],   "worker_id",
                                  wk[i],      "simulated",        sim};
             size_t nl = 9;
             double v;
