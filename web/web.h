@@ -65,7 +65,8 @@ typedef ssize_t (*web_stream_fn)(void *ctx, char *buf, size_t size);
 
 typedef struct web_out {
     int status;
-    const char *type; /* Content-Type; static */
+    const char *type;  /* Content-Type; static */
+    const char *cache; /* Cache-Control; static; NULL: no-store */
     cr_buf_t body;
     char location[WEB_MAX_PATH + 8]; /* a redirect's */
     char cookie[160];                /* a Set-Cookie to send */
