@@ -175,9 +175,25 @@ grep -q '^corral_nodes{state="ALIVE"} 1$' "$TMP/metrics" && grep -q '^corral_res
     grep -Eq '^corral_state_commits_total [1-9]' "$TMP/metrics" &&
     ok "head metrics: nodes, resources used, jobs, placements, commits" || fail "head metrics: $(grep -v '^#' "$TMP/metrics" | head -20)"
 n=$(grep -c "^corral_device_utilization_percent{.*simulated=\"true\"" "$TMP/metrics")
-busy=$(grep -c "^corral_device_utilization_percent{.*job=\"$JOB\".*} 100$" "$TMP/metrics")
+busy=$(grep -c "^corral_device_utilization_percent{.*job_id=\"$JOB\".*} 100$" "$TMP/metrics")
 [ "$n" = 8 ] && [ "$busy" = 2 ] && ok "device metrics: 8 simulated, the job's 2 labelled with it" ||
     fail "device metrics: $n simulated, $busy of job $JOB"
+
+# the Grafana dashboard names only metrics that are served (device
+# metrics: the head's own node has them, as every agent does)
+bad=""
+for m in $(jq -r '.panels[].targets[].expr' "$CORRAL_SOURCE_DIR/deploy/grafana/corral.json" |
+    grep -o 'corral_[a-z_]*' | sed 's/_bucket$//' | sort -u); do
+    grep -q "^# TYPE $m " "$TMP/metrics" || bad="$bad $m"
+done
+[ -z "$bad" ] && ok "deploy/grafana/corral.json names served metrics only" || fail "grafana names unserved:$bad"
+# docs/openapi.yaml has every route of head/web.c
+bad=""
+for r in $(sed -n 's/^    {"GET", "\([^"]*\)".*/\1/p' "$CORRAL_SOURCE_DIR/head/web.c"); do
+    [ "$r" = / ] && continue
+    grep -q "^  ${r//\{\}/\{id\}}:" "$CORRAL_SOURCE_DIR/docs/openapi.yaml" || bad="$bad $r"
+done
+[ -z "$bad" ] && ok "docs/openapi.yaml describes every route" || fail "openapi lacks:$bad"
 
 # ---- telemetry of real backends: NVML (the stand-in) and amdgpu's sysfs ----
 "$CORRAL" stop >/dev/null
