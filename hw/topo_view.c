@@ -290,7 +290,7 @@ json_t *hw_topo_view_json(const hw_topo_view_t *v)
         json_object_set_new(x, "numa", json_integer(numa));
         json_array_append_new(aff, x);
     }
-    json_object_set_new(o, "hw_topo_affinity", aff);
+    json_object_set_new(o, "affinity", aff);
 
     const hw_topo_legend_t *rows;
     size_t nl = hw_topo_legend(&rows);
