@@ -197,7 +197,7 @@ done
 
 # ---- telemetry of real backends: NVML (the stand-in) and amdgpu's sysfs ----
 "$CORRAL" stop >/dev/null
-for m in dgx-h100:97 mi300x-8:0; do
+for m in dgx-h100:97 mi300x-8:0 tpu-v6e-4x4-w0:none; do
     (
         eval "$("$CORRAL_SOURCE_DIR/scripts/fixture-env.sh" "${m%%:*}" "$CORRAL_BUILD_DIR")"
         "$CORRAL" start --head --dashboard-port any >/dev/null || exit 1
@@ -205,6 +205,15 @@ for m in dgx-h100:97 mi300x-8:0; do
             curl -sf -H "Authorization: Bearer $(cat "$CORRAL_HOME/session_latest/token")" "${b}metrics"
         "$CORRAL" stop >/dev/null
     ) >"$TMP/$m.metrics" 2>&1
+    if [ "${m#*:}" = none ]; then # a backend without telemetry says so, never zeros
+        promtool check metrics <"$TMP/$m.metrics" >/dev/null 2>&1 &&
+            grep -q '^corral_device_telemetry_available{[^}]*index="0"[^}]*} 0$' "$TMP/$m.metrics" &&
+            ! grep -Eq '^corral_device_(utilization_percent|memory_used_bytes|power_watts|temperature_celsius)\{' "$TMP/$m.metrics" &&
+            grep -q '^# device 0 of .*: no telemetry: the backend reads no telemetry$' "$TMP/$m.metrics" &&
+            grep -q '^corral_device_info{' "$TMP/$m.metrics" &&
+            ok "${m%%:*}: no telemetry, said so, no zeros" || fail "${m%%:*} metrics: $(grep -v '^#' "$TMP/$m.metrics" | grep device | head -5)"
+        continue
+    fi
     u=$(sed -n 's/^corral_device_utilization_percent{[^}]*index="0"[^}]*simulated="false"} //p' "$TMP/$m.metrics")
     promtool check metrics <"$TMP/$m.metrics" >/dev/null 2>&1 && [ "$u" = "${m#*:}" ] &&
         grep -Eq '^corral_device_(power_watts|temperature_celsius)\{' "$TMP/$m.metrics" &&
