@@ -737,8 +737,10 @@ static void get_metrics(void *ctx, const web_req_t *rq, web_out_t *out)
 /* ---------------------------------------------------- start and stop */
 
 /* A worker's CORRAL_JOB_TOKEN as a Bearer: true for a credential of the
- * cluster's token, with its job. The job credentials come with the
- * protocol's (net/auth.c cr_job_token_parse); without them none is. */
+ * cluster's token whose worker runs at that attempt (as the protocol
+ * accepts it: jobs_scope_current), with its job. The job credentials come
+ * with the protocol's (net/auth.c cr_job_token_parse); a build without
+ * them accepts none. */
 static bool job_bearer(void *ctx, const char *text, char *job_id, size_t size)
 {
 #ifdef CR_JOB_TOKEN_TEXT_MAX
@@ -749,6 +751,11 @@ static bool job_bearer(void *ctx, const char *text, char *job_id, size_t size)
     cr_job_credential(W.token, &s, want);
     bool ok = web_key_equal(cred, want, CR_TOKEN_LEN);
     memset(want, 0, sizeof(want));
+    char why[160];
+    if (ok && !jobs_scope_current(&s, why, sizeof(why))) {
+        cr_info("dashboard: a job credential of job %s refused: %s", s.job_id, why);
+        ok = false;
+    }
     if (ok)
         snprintf(job_id, size, "%s", s.job_id);
     return ok;
@@ -779,6 +786,9 @@ static const web_route_t routes[] = {
 int head_web_start(const char *host, int port, const uint8_t token[CR_TOKEN_LEN])
 {
     char why[512];
+    char *stale = cr_asprintf("%s/dashboard", D.session); /* a dead head's, taken over */
+    unlink(stale);
+    free(stale);
     memcpy(W.token, token, CR_TOKEN_LEN);
     web_config_t wc = {.loop = &D.loop,
                        .who = "dashboard",

@@ -35,8 +35,9 @@ B=${LOGIN%%\?*}
 B=${B%/}
 HEX=$(tr -d '\n' <"$CORRAL_HOME/session_latest/token")
 AUTH="Authorization: Bearer $HEX"
-code() { curl -s -o "$TMP/body" -w '%{http_code}' "$@"; }
-api() { curl -sf -H "$AUTH" "$B$1"; }
+# (--max-time: a stream answered where a refusal is due must not hang the test)
+code() { curl -s --max-time 20 -o "$TMP/body" -w '%{http_code}' "$@"; }
+api() { curl -sf --max-time 20 -H "$AUTH" "$B$1"; }
 
 # ---- access ----
 [ "$(code "$B/healthz")" = 200 ] && [ "$(cat "$TMP/body")" = ok ] && ok "/healthz without a credential" ||
