@@ -149,6 +149,7 @@ else
         c=$(code -H "$J" "$B$p")
         [ "$c" = 403 ] && ok "a job credential may not read $p" || fail "job credential $p: $c"
     done
+    JOB_CRED=$J # tried again once the job has ended, below
 fi
 
 # ---- the event stream ----
@@ -195,6 +196,13 @@ for r in $(sed -n 's/^    {"GET", "\([^"]*\)".*/\1/p' "$CORRAL_SOURCE_DIR/head/w
     grep -q "^  ${r//\{\}/\{id\}}:" "$CORRAL_SOURCE_DIR/docs/openapi.yaml" || bad="$bad $r"
 done
 [ -z "$bad" ] && ok "docs/openapi.yaml describes every route" || fail "openapi lacks:$bad"
+
+# ---- a job's credential ends with its job ----
+if [ -n "${JOB_CRED:-}" ]; then
+    "$CORRAL" job stop "$JOB" >/dev/null
+    c=$(code -H "$JOB_CRED" "$B/api/v1/jobs/$JOB")
+    [ "$c" = 401 ] && ok "the credential of a job that ended is refused" || fail "ended job's credential: $c $(cat "$TMP/body")"
+fi
 
 # ---- telemetry of real backends: NVML (the stand-in) and amdgpu's sysfs ----
 "$CORRAL" stop >/dev/null
