@@ -120,7 +120,7 @@ typedef struct agent_opts {
     const char *node_id;
     cr_node_t *node;
     const hw_options_t *hwo;
-    int metrics_port; /* --metrics-port: -1 off, 0 any free port */
+    int metrics_port;         /* --metrics-port: -1 off, 0 any free port */
     const char *metrics_host; /* NULL: 127.0.0.1 */
 } agent_opts_t;
 int agent_main(const agent_opts_t *o);

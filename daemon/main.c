@@ -161,7 +161,9 @@ int main(int argc, char **argv)
     bool head = false;
     uint32_t port = 0;
     int opt, rc = 1;
-    head_opts_t ho = {.heartbeat_ms = 1000, .suspect_ms = 3000, .dead_ms = 10000,
+    head_opts_t ho = {.heartbeat_ms = 1000,
+                      .suspect_ms = 3000,
+                      .dead_ms = 10000,
                       .dashboard_port = WEB_DEFAULT_PORT};
     bool dashboard_given = false;
     ao.metrics_port = -1;

@@ -296,9 +296,9 @@ typedef struct head_opts {
     uint32_t port;       /* 0: any (or the dead head's when taking over) */
     const char *token_file;
     uint32_t heartbeat_ms, suspect_ms, dead_ms; /* 0: 1000, 3000, 10000 */
-    const char *dashboard_host; /* --dashboard-host; NULL: 127.0.0.1 */
-    int dashboard_port;         /* --dashboard-port: -1 off, 0 any, else that port */
-    bool dashboard_required;    /* given: failing to serve it fails the start */
+    const char *dashboard_host;                 /* --dashboard-host; NULL: 127.0.0.1 */
+    int dashboard_port;      /* --dashboard-port: -1 off, 0 any, else that port */
+    bool dashboard_required; /* given: failing to serve it fails the start */
 } head_opts_t;
 int head_main(const head_opts_t *o);
 /* The head without its session, token, listeners and signals, for
@@ -341,8 +341,8 @@ int session_token(const char *token_file, uint8_t token[CR_TOKEN_LEN]);
 /* What /metrics counts that no module keeps: each module adds to it. */
 #define HEAD_PLACE_BUCKETS 12
 typedef struct head_counters {
-    uint64_t heartbeats;      /* nodes.c */
-    uint64_t commits, commit_failures; /* turn.c */
+    uint64_t heartbeats;                                    /* nodes.c */
+    uint64_t commits, commit_failures;                      /* turn.c */
     uint64_t place_bucket[HEAD_PLACE_BUCKETS], place_count; /* placement.c */
     double place_sum;
 } head_counters_t;

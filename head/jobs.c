@@ -750,8 +750,7 @@ void req_job_status(cr_conn_t *c, const Corral__Envelope *e)
     send_job_info(c, e->id, j);
 }
 
-void jobs_info_each(const char *only, void (*fn)(void *ctx, const Corral__JobInfo *info),
-                    void *ctx)
+void jobs_info_each(const char *only, void (*fn)(void *ctx, const Corral__JobInfo *info), void *ctx)
 {
     for (size_t i = 0; i < D.jobs.n; i++) {
         const job_t *j = D.jobs.v[i];

@@ -293,8 +293,7 @@ int head_main(const head_opts_t *o)
     if (listen_all(o->port) < 0)
         goto loop_out;
     head_core_start(&core);
-    if (o->dashboard_port >= 0 &&
-        head_web_start(o->dashboard_host, o->dashboard_port, token) < 0) {
+    if (o->dashboard_port >= 0 && head_web_start(o->dashboard_host, o->dashboard_port, token) < 0) {
         if (o->dashboard_required)
             goto loop_out;
         fprintf(stderr, "corrald: no dashboard (give --dashboard-port PORT, or any)\n");
