@@ -476,6 +476,7 @@ static void check_drift(node_t *n)
 void nodes_heartbeat(cr_conn_t *c, const Corral__Envelope *e, node_t *n)
 {
     const Corral__Heartbeat *hb = e->heartbeat;
+    head_counters.heartbeats++;
     if (!hb->free_same)
         note_free(n, hb->free, hb->n_free);
     check_drift(n);

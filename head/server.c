@@ -352,7 +352,6 @@ int head_main(const head_opts_t *o)
     cr_net_callbacks_t cb = {
         .on_ready = on_ready, .on_message = on_message, .on_close = on_close, .on_drain = on_drain};
     D.net = cr_net_new(&D.loop, &nc, &cb, NULL);
-    memset(token, 0, sizeof(token));
     if (tls_key)
         cr_wipe(tls_key, strlen(tls_key));
     free(tls_key);
@@ -364,6 +363,12 @@ int head_main(const head_opts_t *o)
     if (listen_all(o->port, tls) < 0)
         goto loop_out;
     head_core_start(&core);
+    if (o->dashboard_port >= 0 && head_web_start(o->dashboard_host, o->dashboard_port, token) < 0) {
+        if (o->dashboard_required)
+            goto loop_out;
+        fprintf(stderr, "corrald: no dashboard (give --dashboard-port PORT, or any)\n");
+    }
+    memset(token, 0, sizeof(token));
     uv_signal_init(&D.loop, &D.sig_term);
     uv_signal_init(&D.loop, &D.sig_int);
     uv_signal_start(&D.sig_term, on_signal, SIGTERM);
@@ -385,6 +390,8 @@ loop_out:
         D.net = NULL;
     }
 done:
+    memset(token, 0, sizeof(token));
+    head_web_stop();
     head_core_stop();
     uv_run(&D.loop, UV_RUN_DEFAULT); /* close callbacks of released workers */
     if (uv_loop_close(&D.loop) != 0)

@@ -64,6 +64,10 @@ typedef struct hw_options {
  * failures become warnings in node->warnings; only a bad spec or an
  * unusable root fails the whole call. *errmsg (malloc'ed) says why. */
 int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg);
+/* The environment backends read through for these options: the root
+ * (opts, else CORRAL_SYSFS_ROOT, else "/") and the getenv. Telemetry
+ * (web/devices.c) reads the node it was discovered from this way. */
+void hw_env_from_opts(const hw_options_t *opts, cr_hw_env_t *env);
 /* The vendors' rules on which devices one process may hold together: a
  * MIG instance alone; where the node has "module-set" domains (Gaudi),
  * more than one of their devices only as exactly one set. CR_EINVAL with
