@@ -87,6 +87,7 @@ static json_t *worker_json(const Corral__WorkerStatus *w)
     json_object_set_new(x, "restarts", json_integer(w->attempt));
     json_object_set_new(x, "devices", devices_list(w->devices, w->n_devices, true));
     json_object_set_new(x, "reason", json_string(w->reason));
+    json_object_set_new(x, "output_lost", json_integer((json_int_t)w->output_lost));
     return x;
 }
 
@@ -100,6 +101,7 @@ static json_t *job_json(const Corral__JobInfo *j, bool brief)
     json_object_set_new(o, "name", json_string(j->name));
     json_object_set_new(o, "state", json_string(NAME_OF(job_states, j->state)));
     json_object_set_new(o, "reason", json_string(j->reason));
+    json_object_set_new(o, "queue_position", json_integer(j->queue_position));
     json_object_set_new(o, "exit_code", json_integer(j->exit_code));
     json_object_set_new(o, "submitted_ms", json_integer(j->submitted_ms));
     json_object_set_new(o, "finished_ms", json_integer(j->finished_ms));
@@ -168,6 +170,7 @@ static json_t *pg_json(const Corral__PgInfo *p)
     json_object_set_new(o, "reason", json_string(p->reason));
     json_object_set_new(o, "strategy", json_string(NAME_OF(strategies, p->strategy)));
     json_object_set_new(o, "domain", json_string(p->domain ? p->domain : ""));
+    json_object_set_new(o, "queue_position", json_integer(p->queue_position));
     for (size_t i = 0; i < p->n_bundles; i++) {
         const Corral__Bundle *b = p->bundles[i];
         json_t *x = json_object();
@@ -284,6 +287,33 @@ static void fill_counts(Corral__ClusterStatus *s)
     s->pending_groups = (uint32_t)pgs_pending();
 }
 
+/* What holds resources and what waits, as corral status --json's
+ * "holders" (dispatch.c's Status gathers the same). */
+static json_t *holders_json(void)
+{
+    holders_t h = {0};
+    jobs_holders(&h);
+    pgs_holders(&h);
+    json_t *a = json_array();
+    for (size_t i = 0; i < h.v.n; i++) {
+        const Corral__Holder *x = h.v.v[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "kind", json_string(x->kind));
+        json_object_set_new(o, "id", json_string(x->id));
+        json_object_set_new(o, "name", json_string(x->name));
+        json_object_set_new(o, "state", json_string(x->state));
+        json_object_set_new(o, "reason", json_string(x->reason));
+        json_object_set_new(o, "queue_position", json_integer(x->queue_position));
+        json_object_set_new(o, "held", json_string(x->held ? x->held : ""));
+        json_object_set_new(o, "group", json_string(x->group ? x->group : ""));
+        if (!strcmp(x->kind, "group"))
+            json_object_set_new(o, "jobs", json_integer(x->jobs));
+        json_array_append_new(a, o);
+    }
+    holders_free(&h);
+    return a;
+}
+
 static void get_cluster(void *ctx, const web_req_t *rq, web_out_t *out)
 {
     Corral__ClusterStatus s = CORRAL__CLUSTER_STATUS__INIT;
@@ -299,6 +329,7 @@ static void get_cluster(void *ctx, const web_req_t *rq, web_out_t *out)
     json_object_set_new(o, "pending_jobs", json_integer(s.pending_jobs));
     json_object_set_new(o, "running_jobs", json_integer(s.running_jobs));
     json_object_set_new(o, "pending_groups", json_integer(s.pending_groups));
+    json_object_set_new(o, "holders", holders_json());
     nodes_status_free(&s, mem);
     web_out_json(out, 200, o);
 }
