@@ -13,6 +13,7 @@
 . "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" ctrain
 PY=/usr/bin/python3
 EX=$CORRAL_SOURCE_DIR/examples/train
+SUSPECT=5000 DEAD=15000 # no node dies here: rank failures are processes'
 head_up "$SPECS/cpu-only.yaml" --listen 0.0.0.0 --node-ip 127.0.0.9 2>/dev/null
 # the slice's hosts join out of worker id order: ranks must not follow joins
 for w in 2 0 3 1; do agent_up "tpu-w$w" "$SPECS/tpu-v6e-4x4-w$w.yaml" "127.0.0.$((10 + w))"; done
