@@ -279,6 +279,11 @@ struct cr_state {
     char *path;
     int64_t generation;
     bool in_tx;
+    /* in_tx and BEGIN run: cr_state_begin only marks the transaction open;
+     * its first write (or unit) runs BEGIN IMMEDIATE, so a turn that only
+     * reads (a status, a heartbeat that changes nothing) costs SQLite
+     * nothing at all (issue 18) */
+    bool begun;
     int depth;  /* cr_state_begin calls inside the open transaction */
     int tx_err; /* the first failure since cr_state_begin: the transaction is doomed */
     int fault_after, fault_rc; /* cr_state_fault_commit */
@@ -459,10 +464,22 @@ static int run(cr_state_t *st, sqlite3_stmt *s, bool must_change, const char *wh
     return err;
 }
 
-/* A write may not start in a doomed transaction. */
+static int exec_stmt(cr_state_t *st, enum stmt_id id, const char *what);
+
+/* A write may not start in a doomed transaction; the first write of an
+ * open one starts it in SQLite (cr_state_begin defers that). A failed
+ * BEGIN dooms the transaction: its commit then fails with that error. */
 static int writable(cr_state_t *st)
 {
-    return st->in_tx ? st->tx_err : 0;
+    if (!st->in_tx)
+        return 0;
+    if (!st->tx_err && !st->begun) {
+        st->begun = true; /* before exec_stmt: BEGIN itself is a write */
+        int err = exec_stmt(st, S_BEGIN, "starting a transaction");
+        if (err)
+            st->begun = false;
+    }
+    return st->tx_err;
 }
 
 /* prepare for a write: a failure dooms the transaction */
@@ -484,7 +501,8 @@ static int exec_stmt(cr_state_t *st, enum stmt_id id, const char *what)
  * savepoint, released on success, rolled back to on failure. */
 static int unit_begin(cr_state_t *st)
 {
-    return exec_stmt(st, S_SAVEPOINT, "starting a transaction");
+    int err = writable(st);
+    return err ? err : exec_stmt(st, S_SAVEPOINT, "starting a transaction");
 }
 
 static int unit_end(cr_state_t *st, int err)
@@ -824,10 +842,8 @@ int cr_state_begin(cr_state_t *st)
         st->depth++;
         return 0;
     }
-    int err = exec_stmt(st, S_BEGIN, "starting a transaction");
-    if (err)
-        return err;
-    st->in_tx = true;
+    st->in_tx = true; /* BEGIN waits for the first write (writable) */
+    st->begun = false;
     st->tx_err = 0;
     return 0;
 }
@@ -874,6 +890,9 @@ int cr_state_commit(cr_state_t *st)
     }
     int err = st->tx_err;
     st->in_tx = false;
+    if (!st->begun && !err) /* nothing was written: nothing to commit */
+        return 0;
+    st->begun = false;
     if (!err)
         err = commit_fault(st);
     if (!err)
@@ -895,6 +914,7 @@ void cr_state_rollback(cr_state_t *st)
         return;
     }
     st->in_tx = false;
+    st->begun = false;
     st->tx_err = 0;
     rollback_raw(st);
 }
