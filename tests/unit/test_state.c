@@ -1027,10 +1027,11 @@ static void test_locked_by_another_process(void **state)
     tdir_remove(&t);
 }
 
-/* A transaction that only reads takes no lock and commits nothing (head
- * turns that serve a status or a heartbeat that changes nothing, issue
- * 18): meanwhile another connection may write; its first write takes the
- * write lock, so another writer then waits. */
+/* A transaction that touches no table costs SQLite nothing, one that only
+ * reads takes no write lock (head turns that serve a status or a heartbeat
+ * that changes nothing, issue 18): meanwhile another connection may
+ * write; its first write takes the write lock, so another writer then
+ * waits. */
 static void test_read_only_transaction_takes_no_lock(void **state)
 {
     tdir_t t;
@@ -1040,15 +1041,20 @@ static void test_read_only_transaction_takes_no_lock(void **state)
     sqlite3 *other;
     assert_int_equal(sqlite3_open(t.db, &other), SQLITE_OK);
     sqlite3_busy_timeout(other, 50);
+    /* a turn that touches no table: nothing in SQLite at all */
     assert_int_equal(cr_state_begin(st), 0);
     assert_true(cr_state_in_transaction(st));
+    assert_true(sqlite3_get_autocommit(cr__state_db(st)));
+    assert_int_equal(cr_state_commit(st), 0);
+    assert_false(cr_state_in_transaction(st));
+    /* one that reads: a read snapshot, no write lock */
+    assert_int_equal(cr_state_begin(st), 0);
     cr_state_job_t j;
     assert_int_equal(cr_state_job_get(st, job, &j), 0);
     cr_state_job_free(&j);
-    assert_true(sqlite3_get_autocommit(cr__state_db(st)));
     assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE; COMMIT", 0, 0, 0), SQLITE_OK);
     assert_int_equal(cr_state_commit(st), 0);
-    assert_false(cr_state_in_transaction(st));
+    assert_true(sqlite3_get_autocommit(cr__state_db(st)));
     /* a write opens it in SQLite: now the other writer is locked out */
     assert_int_equal(cr_state_begin(st), 0);
     assert_int_equal(cr_state_job_set_state(st, job, CR_JOB_RUNNING, NULL, 2), 0);
