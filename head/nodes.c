@@ -561,11 +561,25 @@ static void stall_check(int64_t now)
                (long long)(now - last), k, D.dead_ms);
 }
 
+/* Nodes judged per tick: all of a small cluster; a tenth of a large one
+ * (each node once per ten ticks, at most a second at the 100 ms tick),
+ * so that a tick at 100,000 nodes does not walk them all ten times a
+ * second (issue 18). A node is seen SUSPECT or DEAD at most that much
+ * later. */
+#define SCAN_ALL_BELOW 2000
+static size_t scan_at;
+
 void nodes_tick(void)
 {
     int64_t now = cr_mono_ms();
     stall_check(now);
-    for (size_t i = 0; i < D.nodes.n; i++) {
+    size_t total = D.nodes.n, count = total;
+    if (total >= SCAN_ALL_BELOW)
+        count = total / 10 + 1;
+    if (scan_at >= total)
+        scan_at = 0;
+    for (size_t k = 0; k < count; k++) {
+        size_t i = count == total ? k : (scan_at + k) % total;
         node_t *n = D.nodes.v[i];
         if (n->local || n->state == CORRAL__NODE_STATE__NODE_DEAD)
             continue;
@@ -584,6 +598,7 @@ void nodes_tick(void)
                        (long long)age);
         }
     }
+    scan_at = count == total ? 0 : (scan_at + count) % total;
 }
 
 /* After a head restart: the nodes state.db knows, waiting for their

@@ -107,7 +107,7 @@ for n in $NS; do
         LG_PIDS="$LG_PIDS $!" outs="$outs $o"
     done
     LG_PID=${LG_PIDS# }; LG_PID=${LG_PID%% *} # the first: its sim-00000 goes silent
-    for _ in $(seq 3000); do
+    for _ in $(seq $((3000 + n / 40))); do # 300 s, and 1 s more per 400 nodes
         all=1
         for o in $outs; do grep -q '^registered' "$o" || all=0; done
         [ "$all" = 1 ] && break
@@ -116,7 +116,7 @@ for n in $NS; do
         done
         sleep 0.1
     done
-    [ "$all" = 1 ] || { echo "bench/cluster: $n nodes did not register in 300 s" >&2; cat "$out"*.err >&2; exit 1; }
+    [ "$all" = 1 ] || { echo "bench/cluster: $n nodes did not register in $((300 + n / 400)) s" >&2; cat "$out"*.err >&2; exit 1; }
     reg_ms=$(cat $outs | awk '/^registered/ {if ($3 > m) m = $3} END {print m}')
     echo "figure cluster_register_${n}_nodes $reg_ms ms"
     echo "# $k load generator process(es), $((n / k)) nodes each or one more"
