@@ -561,8 +561,8 @@ static void stall_check(int64_t now)
                (long long)(now - last), k, D.dead_ms);
 }
 
-/* Nodes judged per tick: all of a small cluster; a tenth of a large one
- * (each node once per ten ticks, at most a second at the 100 ms tick),
+/* Nodes judged per tick: all of a small cluster; a fifth of a large one
+ * (each node once per five ticks, at most 500 ms at the 100 ms tick),
  * so that a tick at 100,000 nodes does not walk them all ten times a
  * second (issue 18). A node is seen SUSPECT or DEAD at most that much
  * later. */
@@ -575,7 +575,7 @@ void nodes_tick(void)
     stall_check(now);
     size_t total = D.nodes.n, count = total;
     if (total >= SCAN_ALL_BELOW)
-        count = total / 10 + 1;
+        count = total / 5 + 1;
     if (scan_at >= total)
         scan_at = 0;
     for (size_t k = 0; k < count; k++) {
