@@ -124,7 +124,8 @@ static int head_rtt(long n, int cpu, const char *kind)
         corral_job_t *v;
         size_t k;
         if (corral_job_list(c, &v, &k) != 0 || k == 0) {
-            fprintf(stderr, "bench_runtime_rtt: `job` needs a job on the head: corral run -- true\n");
+            fprintf(stderr,
+                    "bench_runtime_rtt: `job` needs a job on the head: corral run -- true\n");
             return 1;
         }
         job = strdup(v[k - 1].job_id);
