@@ -68,8 +68,8 @@ typedef struct node {
     Corral__NodeState state;
     uint64_t incarnation;
     char *address;
-    int64_t last_seen;      /* cr_mono_ms of its last message */
-    int64_t last_seen_wall; /* the same, wall clock, for people */
+    int64_t last_seen;      /* cr_mono_ms of its last message (the wall clock of it, for
+                               people, is derived: node_seen_wall) */
     cr_conn_t *conn;        /* its agent; NULL when local or disconnected */
     bool local;
     bool waiting; /* known from state.db after a head restart, not yet back */
@@ -79,6 +79,7 @@ typedef struct node {
     node_free_t *rfree; /* free as its agent last reported it (heartbeats) */
     uint8_t nrfree;
     uint8_t drift_beats; /* beats in a row it reported less free than the head counts */
+    uint64_t drift_freed; /* D.sched_freed at its last drift check */
 } node_t;
 
 /* What lower modules tell the upper ones (server.c fills it): the one way
@@ -134,6 +135,10 @@ typedef struct head {
      * nodes in it; jobs.c and pgs.c place and release through placement.c
      * and sched_release */
     sched_cluster_t *cluster;
+    /* bumped whenever the head gives resources back to the scheduler
+     * (a release, a node restored or replaced): a heartbeat that carries
+     * no change skips the drift check while it has not moved (nodes.c) */
+    uint64_t sched_freed;
     sched_config_t scfg;
     sched_rng_t rng;
     /* nodes.c */
@@ -250,6 +255,7 @@ node_t *node_of(int sn);
 /* The node whose agent is on c, its last word noted (SUSPECT -> ALIVE);
  * NULL, answered with an error, when c has not registered. */
 node_t *node_of_agent(cr_conn_t *c, const Corral__Envelope *e);
+int64_t node_seen_wall(const node_t *n); /* the wall clock of n->last_seen */
 /* The address other workers reach n at: its advertised one (an agent's
  * --node-ip, else the address its connection came from; the head's own
  * --node-ip or --listen), never loopback when a gang spans nodes: a head

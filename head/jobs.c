@@ -36,6 +36,7 @@ static void release_placement(job_t *j)
 {
     if (j->placement) {
         sched_release(D.cluster, j->placement);
+        D.sched_freed++;
         j->placement = 0;
     }
     if (j->pg)

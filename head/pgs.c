@@ -329,8 +329,10 @@ static void send_txn(node_t *n, Corral__Envelope *e)
 
 static void unplace(pg_t *g)
 {
-    if (g->placement && sched_placement_get(D.cluster, g->placement))
+    if (g->placement && sched_placement_get(D.cluster, g->placement)) {
         sched_release(D.cluster, g->placement);
+        D.sched_freed++;
+    }
     g->placement = 0;
     for (int b = 0; b < g->nb; b++) {
         g->bnode[b] = NULL;

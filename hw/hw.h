@@ -40,6 +40,9 @@ int hw_node_from_json(const json_t *j, cr_node_t *node, hw_json_error_t *err);
 /* ---- backends ---- */
 extern const cr_accel_component_t hw_backend_nvidia, hw_backend_amd, hw_backend_intel,
     hw_backend_tpu, hw_backend_neuron, hw_backend_gaudi, hw_backend_sim;
+/* Whether the nvidia backend may find anything (backend_nvidia.c): the
+ * registry skips its isolated probe, and the fork, when not. */
+bool hw_nvidia_present(const cr_hw_env_t *env);
 /* Checks a component against the ABI; returns 0 or CR_EABI / CR_EINVAL
  * with why in msg. */
 int hw_component_validate(const cr_accel_component_t *c, char *msg, size_t msgsize);
