@@ -540,8 +540,16 @@ static int cmd_router(int argc, char **argv)
     }
     for (size_t k = 0; k < cfg->models.n; k++)
         for (size_t x = 0; x < SERVE_MAX_REPLICAS; x++)
-            if (ms[k].slots[x].job_id) {
+            if (ms[k].slots[x].job_id)
                 corral_stop(c, ms[k].slots[x].job_id, 0);
+    /* and wait for them to end (their grace period), so that a deleted
+     * deployment holds no devices */
+    for (size_t k = 0; k < cfg->models.n; k++)
+        for (size_t x = 0; x < SERVE_MAX_REPLICAS; x++)
+            if (ms[k].slots[x].job_id) {
+                corral_job_t j = {0};
+                if (corral_wait(c, ms[k].slots[x].job_id, 15000, &j) == 0)
+                    corral_job_free(&j);
                 free(ms[k].slots[x].job_id);
             }
     free(ms);

@@ -85,9 +85,9 @@ static int get_num(const json_t *obj, const char *at, const char *key, double de
         return bad(je, path, "expected a number, found %s", hw_json_kind(v));
     double d = json_number_value(v);
     if (integer && (!json_is_integer(v) || d != floor(d)))
-        return bad(je, path, "expected a whole number, found %g", d);
+        return bad(je, path, "expected a whole number, found %.10g", d);
     if (!(d >= lo && d <= hi))
-        return bad(je, path, "expected %g to %g, found %g", lo, hi, d);
+        return bad(je, path, "expected %.10g to %.10g, found %.10g", lo, hi, d);
     *out = d;
     return 0;
 }
