@@ -8,8 +8,8 @@
 # power of two choices uses both replicas; 503 with Retry-After once every
 # replica is at max_ongoing_requests and the queue is full; kill -9 of a
 # replica during a stream ends the stream with an error event and the
-# replica is replaced; requests sent just after a replica died all succeed
-# (a connection refused before the first byte goes to another replica);
+# replica is replaced; a request whose replica closes the connection before
+# the first byte (or refuses it, just after it died) goes to another;
 # API keys; serve list, logs, delete (replicas stopped). Skipped (77)
 # without node or the openai client (scripts/node-openai.sh installs it).
 command -v node >/dev/null || { echo "skip: no node"; exit 77; }
@@ -143,6 +143,16 @@ kill -9 "$vpid"
 codes=$(for _ in $(seq 10); do curl -s -o /dev/null -w '%{http_code} ' "$U/v1/completions" -d '{"model":"canned","prompt":"x"}'; done)
 [ "$(tr ' ' '\n' <<<"$codes" | sort -u | tr -d '\n')" = 200 ] && ok "requests right after a replica died: all 200 ($codes)" ||
     fail "after death: $codes"
+wait_status chat '[.models[0].replicas[] | select(.state == "READY")] | length == 2' 30 || fail "not back to 2 READY"
+
+# a replica that closes the connection before its first byte: the request
+# goes to the other one (each of 10 would hit it half the time)
+cport=$(rstatus chat | jq -r '.models[0].replicas[0].port')
+codes=$(for _ in $(seq 10); do curl -s -o /dev/null -w '%{http_code} ' "$U/v1/completions" \
+    -d "{\"model\":\"canned\",\"prompt\":\"x\",\"test_close_port\":$cport}"; done)
+[ "$(tr ' ' '\n' <<<"$codes" | sort -u | tr -d '\n')" = 200 ] &&
+    [ "$(curl -s "$U/metrics" | sed -n 's/^corral_serve_retries_total{model="canned"} //p')" -ge 1 ] &&
+    ok "closed before the first byte: retried on the other replica, all 200 ($codes)" || fail "retry: $codes"
 wait_status chat '[.models[0].replicas[] | select(.state == "READY")] | length == 2' 30 || fail "not back to 2 READY"
 
 # the router's own metrics

@@ -5,7 +5,8 @@ replies, so that what is measured or checked is the router. Usage:
 GET /health; GET /env (the isolation variables it was started with);
 POST /v1/chat/completions, /v1/completions (both with "stream"), /v1/embeddings.
 A request may carry "test_delay_s" (seconds before each streamed piece, or
-before a whole reply) and "max_tokens" (the number of pieces, default 4)."""
+before a whole reply), "max_tokens" (the number of pieces, default 4) and
+"test_close_port" (the backend on that port closes the connection unanswered)."""
 import argparse, json, os, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -42,6 +43,9 @@ class H(BaseHTTPRequestHandler):
             req = json.loads(self.rfile.read(n) or b"{}")
         except ValueError:
             return self.reply(400, {"error": {"message": "bad json"}})
+        if req.get("test_close_port") == self.server.server_port:
+            self.close_connection = True  # closed before the first byte of a reply
+            return
         delay = float(req.get("test_delay_s") or 0)
         pieces = int(req.get("max_tokens") or 4)
         me = "%s:%d" % (os.environ.get("CORRAL_NODE_ID", "-"), self.server.server_port)
