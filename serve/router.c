@@ -72,6 +72,9 @@ typedef struct req {
     bool held; /* counts in the replica's ongoing */
     bool sse;
     bool ended;
+    /* the connection's and, once queued, the reply's: microhttpd may end
+     * the connection (completed) before it destroys the reply (reader_free) */
+    int refs;
 } req_t;
 
 const char *serve_replica_state_name(serve_replica_state_t s)
@@ -222,11 +225,22 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
+static void req_unref(req_t *q)
+{
+    if (__atomic_sub_fetch(&q->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        return;
+    serve_upstream_close(&q->up);
+    release(q);
+    cr_buf_free(&q->body);
+    free(q);
+}
+
 static void reader_free(void *cls)
 {
     req_t *q = cls;
     serve_upstream_close(&q->up);
     release(q);
+    req_unref(q);
 }
 
 /* Sends the request to a replica of model m and queues the reply. */
@@ -338,6 +352,7 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
             tried |= 1ull << i;
     }
     q->sse = strncasecmp(q->up.content_type, "text/event-stream", 17) == 0;
+    __atomic_add_fetch(&q->refs, 1, __ATOMIC_ACQ_REL);
     struct MHD_Response *resp = MHD_create_response_from_callback(
         q->up.content_length >= 0 ? (uint64_t)q->up.content_length : MHD_SIZE_UNKNOWN, PIECE,
         reader, q, reader_free);
@@ -435,6 +450,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         q = cr_calloc(1, sizeof(*q));
         q->r = r;
         q->up.fd = -1;
+        q->refs = 1;
         *req_cls = q;
         return MHD_YES;
     }
@@ -537,13 +553,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **req_cls,
     req_t *q = *req_cls;
     if (!q)
         return;
-    /* the response's free callback closed the upstream; but a request that
-     * ended before one was queued holds nothing */
-    serve_upstream_close(&q->up);
-    release(q);
-    cr_buf_free(&q->body);
-    free(q);
     *req_cls = NULL;
+    req_unref(q);
 }
 
 int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
