@@ -3,7 +3,8 @@
 hundred KB) for the serving tests: python3 tiny-gguf.py OUT.gguf [SEED].
 The writer is gguf-py from the llama.cpp sources scripts/llama-server.sh
 unpacks (its --bundle path), run with Debian's python3-numpy. The vocabulary
-is ASCII characters plus SentencePiece's word mark, and has no byte-fallback
+is ASCII characters (newline and tab too: SentencePiece would look them up
+as byte tokens) plus its word mark, and has no byte-fallback
 tokens, so whatever the model emits decodes to valid UTF-8 (non-streaming
 chat fails on invalid UTF-8). At temperature 0 its output is deterministic."""
 import os, subprocess, sys
@@ -18,7 +19,7 @@ import gguf  # noqa: E402
 out = sys.argv[1]
 rng = np.random.default_rng(int(sys.argv[2]) if len(sys.argv) > 2 else 17)
 n_embd, n_ff, n_layer, n_head, ctx = 64, 128, 2, 4, 512
-tokens = ["<unk>", "<s>", "</s>", "\u2581"] + [chr(c) for c in range(0x21, 0x7f)]
+tokens = ["<unk>", "<s>", "</s>", "\u2581", "\n", "\t"] + [chr(c) for c in range(0x21, 0x7f)]
 types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL] + \
     [gguf.TokenType.NORMAL] * (len(tokens) - 3)
 n_vocab = len(tokens)
