@@ -10,7 +10,8 @@
 # replica during a stream ends the stream with an error event and the
 # replica is replaced; a request whose replica closes the connection before
 # the first byte (or refuses it, just after it died) goes to another;
-# API keys; serve list, logs, delete (replicas stopped). Skipped (77)
+# API keys; autoscaling up on a burst and down when idle; serve list,
+# logs, delete (replicas stopped). Skipped (77)
 # without node or the openai client (scripts/node-openai.sh installs it).
 command -v node >/dev/null || { echo "skip: no node"; exit 77; }
 NP=$("$CORRAL_SOURCE_DIR/scripts/node-openai.sh" 2>/dev/null) || { echo "skip: npm openai not installable"; exit 77; }
@@ -178,6 +179,34 @@ r=$(OAI "$K/v1" canned chat secret-2)
 out=$("$CORRAL" serve list)
 grep -q "^chat  *http://127.0.0.1:" <<<"$out" && grep -q "^keyed " <<<"$out" && ok "serve list: both" || fail "list: $out"
 "$CORRAL" serve delete keyed >/dev/null || fail "delete keyed"
+
+# autoscaling: a burst above target_ongoing_requests adds a replica (up to
+# max), and once idle for downscale_delay_s it drains and goes
+cat >"$T/auto.yaml" <<YAML
+name: auto
+models:
+  - model_id: canned
+    engine: {command: [$PY, $BACKEND, --host, "{host}", --port, "{port}"]}
+    resources_per_replica: {GPU: 1}
+    replicas: {min: 1, max: 2}
+    autoscaling: {target_ongoing_requests: 1, upscale_delay_s: 0, downscale_delay_s: 3}
+    max_ongoing_requests: 4
+router: {host: 127.0.0.1, port: 0}
+YAML
+out=$(timeout 120 "$CORRAL" serve deploy "$T/auto.yaml" --wait 2>&1) || fail "auto deploy: $out"
+WPIDS="$WPIDS $(router_pid auto)"
+A=$(url auto)
+[ "$(rstatus auto | jq '.models[0].replicas | length')" = 1 ] || fail "auto: not one replica at first: $(rstatus auto)"
+for _ in 1 2 3 4; do
+    curl -s -o /dev/null -w '%{http_code}\n' "$A/v1/completions" -d '{"model":"canned","prompt":"x","test_delay_s":6}' >>"$T/auto.codes" &
+done
+wait_status auto '[.models[0].replicas[] | select(.state == "READY")] | length == 2' 60 &&
+    ok "autoscaling: 4 ongoing on 1 replica (target 1) started a second" || fail "no scale-up: $(rstatus auto)"
+wait
+[ "$(sort -u "$T/auto.codes")" = 200 ] || fail "burst: $(cat "$T/auto.codes")"
+wait_status auto '([.models[0].replicas[] | select(.state == "READY")] | length == 1) and .models[0].replicas[1].state == "NONE"' 60 &&
+    ok "autoscaling: idle, back to min (the second drained and stopped)" || fail "no scale-down: $(rstatus auto)"
+"$CORRAL" serve delete auto >/dev/null || fail "delete auto"
 
 # logs, delete
 out=$("$CORRAL" serve logs chat --replica 1)
