@@ -47,7 +47,7 @@ st=$("$CORRAL" serve status bench --json)
 EP=$(jq -r '.models[0].replicas[0] | "\(.host):\(.port)"' <<<"$st")
 RPORT=$(jq -r .port <<<"$st")
 RPID=$(jq -r .pid "$CORRAL_HOME/serve/bench/state.json")
-NPORT=$((RPORT + 1))
+NPORT=$(/usr/bin/python3 -c "import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])")
 mkdir -p "$T/ngx"
 cat >"$T/nginx.conf" <<NGX
 worker_processes 2;
