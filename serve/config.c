@@ -276,6 +276,11 @@ static int model_check(const json_t *m, const char *at, serve_model_t *o, hw_jso
             serve_bundle_t *b = CR_VEC_PUSH(&o->bundles);
             if ((err = resources_text(w, r, &b->resources, je)))
                 return err;
+            /* one worker per bundle of one job: a gang's workers ask alike */
+            if (i > 0 && strcmp(b->resources, o->bundles.v[0].resources) != 0)
+                return bad(je, r, "every bundle of a replica must ask for the same resources "
+                                  "(%s, as bundles[0]); different bundles are not done yet",
+                           o->bundles.v[0].resources);
         }
         o->resources = cr_strdup(o->bundles.v[0].resources);
         free(o->strategy);

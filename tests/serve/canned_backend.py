@@ -11,7 +11,7 @@ import argparse, json, os, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ISOLATION = ["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-             "ROCR_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS", "TPU_WORKER_ID", "RANK", "WORLD_SIZE",
+             "ROCR_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS", "TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES", "RANK", "WORLD_SIZE",
              "CORRAL_JOB_ID", "CORRAL_NODE_ID", "MASTER_ADDR", "MASTER_PORT"]
 
 

@@ -123,6 +123,11 @@ static void test_defaults_and_placement(void **state)
     assert_int_equal(b->min_replicas, 0);
     assert_int_equal(b->initial_replicas, 0);
     serve_config_free(c);
+    const char *mixed = "name: x\nmodels:\n  - model_id: a\n    engine: {command: [s, \"{port}\"]}\n"
+                        "    placement: {bundles: [{GPU: 1}, {GPU: 2}]}\n";
+    assert_int_not_equal(serve_config_parse("m.yaml", mixed, strlen(mixed), &c, &msg), 0);
+    assert_non_null(strstr(msg, "m.yaml:5:37: models[0].placement.bundles[1]: every bundle"));
+    free(msg);
     const char *dup = "name: x\nmodels:\n  - {model_id: a, engine: {command: [s, \"{port}\"]}}\n"
                       "  - {model_id: a, engine: {command: [s, \"{port}\"]}}\n";
     assert_int_not_equal(serve_config_parse("d.yaml", dup, strlen(dup), &c, &msg), 0);
