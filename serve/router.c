@@ -21,6 +21,9 @@
 #include <time.h>
 
 #define BODY_MAX (16u << 20)
+/* what all requests together may hold in memory while they arrive: a
+ * client cannot grow the router past it by opening many connections */
+#define BODIES_MAX (256ull << 20)
 #define PIECE 16384
 
 typedef struct replica {
@@ -58,6 +61,7 @@ struct serve_router {
     int timeout_ms;
     uint64_t rng;
     uint64_t http_requests, unauthorized;
+    uint64_t body_bytes; /* held by all requests now (atomic) */
     volatile int stopping;
 };
 
@@ -231,6 +235,7 @@ static void req_unref(req_t *q)
         return;
     serve_upstream_close(&q->up);
     release(q);
+    __atomic_sub_fetch(&q->r->body_bytes, q->body.len, __ATOMIC_RELAXED);
     cr_buf_free(&q->body);
     free(q);
 }
@@ -455,10 +460,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return MHD_YES;
     }
     if (*upload_size) {
-        if (q->body.len + *upload_size > BODY_MAX)
+        if (q->too_big || q->body.len + *upload_size > BODY_MAX ||
+            __atomic_add_fetch(&r->body_bytes, *upload_size, __ATOMIC_RELAXED) > BODIES_MAX) {
+            if (!q->too_big && q->body.len + *upload_size <= BODY_MAX)
+                __atomic_sub_fetch(&r->body_bytes, *upload_size, __ATOMIC_RELAXED);
             q->too_big = true;
-        else
+        } else {
             cr_buf_append(&q->body, upload, *upload_size);
+        }
         *upload_size = 0;
         return MHD_YES;
     }
@@ -510,8 +519,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return send_error(c, 405, "invalid_request_error", "method_not_allowed",
                           "use POST for this path", 0);
     if (q->too_big) {
-        char msg[128];
-        snprintf(msg, sizeof(msg), "the request body is over %u bytes", BODY_MAX);
+        char msg[160];
+        snprintf(msg, sizeof(msg), "the request body is over %u bytes (or the router holds too "
+                                   "many large requests now)", BODY_MAX);
         return send_error(c, 413, "invalid_request_error", "request_too_large", msg, 0);
     }
     json_error_t je;

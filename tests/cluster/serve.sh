@@ -10,8 +10,8 @@
 # replica during a stream ends the stream with an error event and the
 # replica is replaced; a request whose replica closes the connection before
 # the first byte (or refuses it, just after it died) goes to another;
-# API keys; autoscaling up on a burst and down when idle; serve list,
-# logs, delete (replicas stopped). Skipped (77)
+# API keys; autoscaling up on a burst and down when idle, from zero on the
+# first request; serve list, logs, delete (replicas stopped). Skipped (77)
 # without node or the openai client (scripts/node-openai.sh installs it).
 command -v node >/dev/null || { echo "skip: no node"; exit 77; }
 NP=$("$CORRAL_SOURCE_DIR/scripts/node-openai.sh" 2>/dev/null) || { echo "skip: npm openai not installable"; exit 77; }
@@ -96,6 +96,11 @@ r=$(OAI "$U/v1" no-such-model unknown)
 out=$(curl -s -w '\n%{http_code}' "$U/v1/chat/completions" -d '{"messages":[]}')
 [ "$(tail -1 <<<"$out")" = 400 ] && head -1 <<<"$out" | jq -e '.error.code == "missing_model"' >/dev/null &&
     ok "curl: no model is a 400 in OpenAI's shape" || fail "no model: $out"
+head -c $((17 << 20)) /dev/zero | tr '\0' ' ' >"$T/big"
+out=$(curl -s -w '\n%{http_code}' "$U/v1/completions" --data-binary @"$T/big")
+[ "$(tail -1 <<<"$out")" = 413 ] && head -1 <<<"$out" | jq -e '.error.code == "request_too_large"' >/dev/null &&
+    ok "curl: a body over 16 MiB is a 413" || fail "big body: $(tail -c 300 <<<"$out")"
+rm -f "$T/big"
 out=$(curl -sN "$U/v1/completions" -d '{"model":"canned","prompt":"x","stream":true,"max_tokens":3}')
 [ "$(grep -c '^data: ' <<<"$out")" = 5 ] && [ "$(grep '^data: ' <<<"$out" | tail -1)" = "data: [DONE]" ] &&
     ok "curl: a completion stream ends with data: [DONE]" || fail "curl stream: $out"
@@ -207,6 +212,17 @@ wait
 wait_status auto '([.models[0].replicas[] | select(.state == "READY")] | length == 1) and .models[0].replicas[1].state == "NONE"' 60 &&
     ok "autoscaling: idle, back to min (the second drained and stopped)" || fail "no scale-down: $(rstatus auto)"
 "$CORRAL" serve delete auto >/dev/null || fail "delete auto"
+
+# min: 0: no replica until a request comes; the first one waits for it
+sed -e 's/^name: auto/name: zero/' -e 's/replicas: {min: 1, max: 2}/replicas: {min: 0, max: 1}/' \
+    -e 's/downscale_delay_s: 3/downscale_delay_s: 600/' "$T/auto.yaml" >"$T/zero.yaml"
+out=$(timeout 120 "$CORRAL" serve deploy "$T/zero.yaml" --wait 2>&1) || fail "zero deploy: $out"
+WPIDS="$WPIDS $(router_pid zero)"
+n0=$(rstatus zero | jq '[.models[0].replicas[] | select(.state != "NONE")] | length')
+r=$(curl -s "$(url zero)/v1/chat/completions" -d '{"model":"canned","messages":[]}')
+[ "$n0" = 0 ] && jq -r '.choices[0].message.content' <<<"$r" | grep -q "from gpu-[ab]:" &&
+    ok "min 0: no replica until the first request, which waited for one" || fail "zero: $n0 $r"
+"$CORRAL" serve delete zero >/dev/null || fail "delete zero"
 
 # logs, delete
 out=$("$CORRAL" serve logs chat --replica 1)
