@@ -39,7 +39,9 @@ static const char usage_text[] =
     "/v1/embeddings, /metrics) on router.host:router.port (loopback by default).\n"
     "  --api-key-file F   keys clients must send (Authorization: Bearer KEY), one a line\n"
     "  --port N           the router's port instead of the file's (0: any free one)\n"
-    "  --wait             return once every model has its initial replicas ready\n";
+    "  --wait             return once every model has its initial replicas ready\n"
+    "A deploy of a name that runs is a rolling update: each changed model's replicas are\n"
+    "replaced one at a time (a new one ready, then the old one drained and stopped).\n";
 
 /* ---- the state directory ---- */
 
@@ -157,11 +159,19 @@ typedef struct slot {
     char node[64];
     int64_t next_check_ms;
     bool draining;
+    bool roll_out; /* replaced by the surge slot once that is ready and this is idle */
+    unsigned gen;  /* the file's version it was started from */
 } slot_t;
 
+/* A rolling update (a redeploy of a changed file): one replica at a time,
+ * a new one is started in the spare slot (index target, the router has
+ * max_replicas + 1), and once it is ready the oldest is drained, stopped
+ * and the new one takes its slot; autoscaling waits meanwhile. */
 typedef struct mstate {
-    slot_t slots[SERVE_MAX_REPLICAS];
+    slot_t slots[SERVE_MAX_REPLICAS + 1];
     unsigned target;
+    unsigned gen;
+    bool rolling;
     int64_t high_since, low_since; /* autoscaling: since when load was above/below target */
 } mstate_t;
 
@@ -261,6 +271,45 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
     const serve_model_t *m = &cfg->models.v[mi];
     int64_t now = cr_mono_ms();
     char note[256] = "";
+    if (ms->rolling) {
+        int old = -1;
+        for (unsigned i = 0; i < ms->target && old < 0; i++)
+            if (ms->slots[i].job_id && ms->slots[i].gen != ms->gen)
+                old = (int)i;
+        unsigned sp = ms->target; /* the spare slot */
+        if (old < 0) {
+            ms->rolling = false;
+            fprintf(stderr, "corral serve: %s: rolling update done\n", m->model_id);
+        } else if (sp <= m->max_replicas && sp < SERVE_MAX_REPLICAS) {
+            slot_t *S = &ms->slots[sp];
+            snprintf(note, sizeof(note), "rolling update: replacing replica %d", old);
+            if (!S->job_id) {
+                if (submit_replica(c, cfg, m, mi, sp, &S->job_id) == 0) {
+                    S->gen = ms->gen;
+                    S->attempt = 0;
+                    S->have_ep = false;
+                    serve_router_set_replica(r, mi, sp, NULL, 0, SERVE_REPLICA_STARTING, S->job_id, "");
+                } else {
+                    snprintf(note, sizeof(note), "rolling update: %s", corral_errmsg(c));
+                    S->job_id = NULL;
+                }
+            } else if (serve_router_replica_state(r, mi, sp) == SERVE_REPLICA_READY) {
+                slot_t *o = &ms->slots[old];
+                serve_router_set_replica(r, mi, (size_t)old, NULL, 0, SERVE_REPLICA_DRAINING, NULL, NULL);
+                if (serve_router_replica_ongoing(r, mi, (size_t)old) == 0) {
+                    corral_stop(c, o->job_id, 0);
+                    fprintf(stderr, "corral serve: %s: replica %d (job %s) replaced by job %s\n",
+                            m->model_id, old, o->job_id, S->job_id);
+                    free(o->job_id);
+                    *o = *S; /* the new one takes the slot */
+                    memset(S, 0, sizeof(*S));
+                    serve_router_set_replica(r, mi, (size_t)old, o->host, o->port, SERVE_REPLICA_READY,
+                                             o->job_id, o->node);
+                    serve_router_set_replica(r, mi, sp, NULL, 0, SERVE_REPLICA_NONE, "", "");
+                }
+            }
+        }
+    }
     /* autoscaling on ongoing (and queued) requests per ready replica */
     unsigned ready = 0, ongoing = 0;
     for (unsigned i = 0; i < ms->target; i++) {
@@ -270,7 +319,9 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
     }
     unsigned queued = serve_router_queued(r, mi);
     double load = ready ? (double)(ongoing + queued) / ready : (queued ? 1e9 : 0);
-    if (ms->target == 0 && queued > 0 && m->max_replicas > 0) {
+    if (ms->rolling) {
+        ms->high_since = ms->low_since = 0;
+    } else if (ms->target == 0 && queued > 0 && m->max_replicas > 0) {
         ms->target = 1; /* scale from zero: the first request waits for it */
     } else if (load > m->target_ongoing_requests && ready == ms->target &&
                ms->target < m->max_replicas) {
@@ -293,7 +344,7 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
     } else {
         ms->high_since = ms->low_since = 0;
     }
-    for (unsigned i = 0; i < SERVE_MAX_REPLICAS && i < m->max_replicas; i++) {
+    for (unsigned i = 0; i < SERVE_MAX_REPLICAS && i <= m->max_replicas; i++) {
         slot_t *s = &ms->slots[i];
         if (i >= ms->target && !s->job_id)
             continue;
@@ -313,6 +364,7 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
         }
         if (!s->job_id) {
             int err = submit_replica(c, cfg, m, mi, i, &s->job_id);
+            s->gen = ms->gen;
             if (err) {
                 snprintf(note, sizeof(note), "replica %u cannot be placed: %s", i,
                          corral_errmsg(c));
@@ -437,6 +489,80 @@ static char **read_keys(const char *path)
     return v.v;
 }
 
+static bool same_model(const serve_model_t *a, const serve_model_t *b)
+{
+    if (a->ncommand != b->ncommand || strcmp(a->model_source, b->model_source) != 0 ||
+        strcmp(a->resources, b->resources) != 0 || strcmp(a->accelerator_type, b->accelerator_type) ||
+        strcmp(a->topology, b->topology) != 0 || strcmp(a->strategy, b->strategy) != 0 ||
+        a->bundles.n != b->bundles.n || strcmp(a->health, b->health) != 0)
+        return false;
+    for (size_t i = 0; i < a->ncommand; i++)
+        if (strcmp(a->command[i], b->command[i]) != 0)
+            return false;
+    return true;
+}
+
+/* A `serve deploy` of a running name leaves the file's path in
+ * DIR/redeploy: the new file replaces cfg (returned) and each model whose
+ * engine, source or resources changed rolls; what the router itself holds
+ * (the models, their limits, its address) must stay, else the answer in
+ * DIR/redeploy.result says to delete first. */
+static serve_config_t *maybe_redeploy(const char *dir, serve_config_t *cfg, mstate_t *ms)
+{
+    char path[4400], rp[4400], why[1024];
+    snprintf(path, sizeof(path), "%s/redeploy", dir);
+    snprintf(rp, sizeof(rp), "%s/redeploy.result", dir);
+    char *file = NULL;
+    size_t len = 0;
+    if (cr_read_private(path, &file, &len, why, sizeof(why)) < 0)
+        return cfg;
+    unlink(path);
+    serve_config_t *n = NULL;
+    char *msg = NULL;
+    if (serve_config_load(file, &n, &msg) < 0) {
+        char *res = cr_asprintf("error: %s\n", msg);
+        cr_write_private(rp, res, strlen(res), why, sizeof(why));
+        free(res);
+        free(msg);
+        free(file);
+        return cfg;
+    }
+    const char *bad = NULL;
+    if (strcmp(n->name, cfg->name) != 0 || n->models.n != cfg->models.n)
+        bad = "the name or the list of models changed";
+    else if (strcmp(n->router_host, cfg->router_host) != 0 || n->router_port != cfg->router_port)
+        bad = "the router's address changed";
+    for (size_t k = 0; !bad && k < n->models.n; k++) {
+        const serve_model_t *a = &cfg->models.v[k], *b = &n->models.v[k];
+        if (strcmp(a->model_id, b->model_id) != 0 || a->max_ongoing_requests != b->max_ongoing_requests ||
+            a->max_queued_requests != b->max_queued_requests || a->max_replicas != b->max_replicas)
+            bad = "a model_id, max_ongoing_requests, max_queued_requests or replicas.max changed";
+    }
+    if (bad) {
+        char *res = cr_asprintf("error: %s: a rolling update changes engines, sources and "
+                                "resources only; `corral serve delete %s`, then deploy\n",
+                                bad, cfg->name);
+        cr_write_private(rp, res, strlen(res), why, sizeof(why));
+        free(res);
+        serve_config_free(n);
+        free(file);
+        return cfg;
+    }
+    size_t nroll = 0;
+    for (size_t k = 0; k < n->models.n; k++)
+        if (!same_model(&cfg->models.v[k], &n->models.v[k])) {
+            ms[k].gen++;
+            ms[k].rolling = true;
+            nroll++;
+        }
+    fprintf(stderr, "corral serve: redeploy of %s: %zu model(s) to roll\n", file, nroll);
+    if (!nroll)
+        cr_write_private(rp, "done\n", 5, why, sizeof(why));
+    free(file);
+    serve_config_free(cfg);
+    return n;
+}
+
 /* corral serve router FILE DIR [--api-key-file F] [--port N]: the router
  * process (started detached by deploy). */
 static int cmd_router(int argc, char **argv)
@@ -513,13 +639,24 @@ static int cmd_router(int argc, char **argv)
     mstate_t *ms = cr_calloc(cfg->models.n, sizeof(*ms));
     for (size_t k = 0; k < cfg->models.n; k++)
         ms[k].target = cfg->models.v[k].initial_replicas;
+    bool rolled = false;
     while (!stop_flag) {
         char dpath[4400];
         snprintf(dpath, sizeof(dpath), "%s/delete", dir);
         if (access(dpath, F_OK) == 0)
             break;
+        cfg = maybe_redeploy(dir, cfg, ms);
         for (size_t k = 0; k < cfg->models.n && !stop_flag; k++)
             manage_model(c, r, cfg, k, &ms[k]);
+        bool rolling = false;
+        for (size_t k = 0; k < cfg->models.n; k++)
+            rolling |= ms[k].rolling;
+        if (rolled && !rolling) {
+            char rp[4400], why[512];
+            snprintf(rp, sizeof(rp), "%s/redeploy.result", dir);
+            cr_write_private(rp, "done\n", 5, why, sizeof(why));
+        }
+        rolled = rolling;
         usleep(100000);
     }
     fprintf(stderr, "corral serve: %s stopping: draining the router, stopping the replicas\n",
@@ -539,13 +676,13 @@ static int cmd_router(int argc, char **argv)
         usleep(100000);
     }
     for (size_t k = 0; k < cfg->models.n; k++)
-        for (size_t x = 0; x < SERVE_MAX_REPLICAS; x++)
+        for (size_t x = 0; x <= SERVE_MAX_REPLICAS; x++)
             if (ms[k].slots[x].job_id)
                 corral_stop(c, ms[k].slots[x].job_id, 0);
     /* and wait for them to end (their grace period), so that a deleted
      * deployment holds no devices */
     for (size_t k = 0; k < cfg->models.n; k++)
-        for (size_t x = 0; x < SERVE_MAX_REPLICAS; x++)
+        for (size_t x = 0; x <= SERVE_MAX_REPLICAS; x++)
             if (ms[k].slots[x].job_id) {
                 corral_job_t j = {0};
                 if (corral_wait(c, ms[k].slots[x].job_id, 15000, &j) == 0)
@@ -636,12 +773,46 @@ static int cmd_deploy(int argc, char **argv)
     corral_disconnect(c);
     json_t *old = state_read(cfg->name, true);
     if (old && router_alive(old)) {
-        fprintf(stderr,
-                "corral serve deploy: '%s' is already deployed (router pid %d); `corral serve "
-                "delete %s` first (a rolling update is not done yet)\n",
-                cfg->name, (int)json_integer_value(json_object_get(old, "pid")), cfg->name);
+        /* a rolling update: the router takes the file and answers when done */
+        const char *odir = json_string_value(json_object_get(old, "dir"));
+        char rq[4400], rp[4400], why[1024];
+        snprintf(rq, sizeof(rq), "%s/redeploy", odir);
+        snprintf(rp, sizeof(rp), "%s/redeploy.result", odir);
+        unlink(rp);
+        int rc = CLI_FAIL;
+        if (cr_write_private(rq, cfgpath, strlen(cfgpath), why, sizeof(why)) < 0) {
+            fprintf(stderr, "corral serve deploy: %s\n", why);
+        } else {
+            cli_waitline_t wl;
+            cli_waitline_init(&wl, "corral serve deploy", "the rolling update");
+            for (int t = 0; t < 6000; t++) {
+                char *res = NULL;
+                size_t rlen = 0;
+                if (cr_read_private(rp, &res, &rlen, why, sizeof(why)) == 0) {
+                    cli_waitline_done(&wl);
+                    if (strncmp(res, "done", 4) == 0) {
+                        printf("corral serve: %s updated (rolling)\n", cfg->name);
+                        rc = CLI_OK;
+                    } else {
+                        fprintf(stderr, "corral serve deploy: %s", res);
+                    }
+                    free(res);
+                    unlink(rp);
+                    break;
+                }
+                if (!router_alive(old)) {
+                    cli_waitline_done(&wl);
+                    fprintf(stderr, "corral serve deploy: the router ended (its log: %s/router.log)\n", odir);
+                    break;
+                }
+                cli_waitline_show(&wl, "replicas being replaced one at a time");
+                usleep(100000);
+            }
+        }
         json_decref(old);
-        goto fail;
+        serve_config_free(cfg);
+        free(cfgpath);
+        return rc;
     }
     json_decref(old);
     char dir[4300];

@@ -11,7 +11,8 @@
 # replica is replaced; a request whose replica closes the connection before
 # the first byte (or refuses it, just after it died) goes to another;
 # API keys; autoscaling up on a burst and down when idle, from zero on the
-# first request; serve list, logs, delete (replicas stopped). Skipped (77)
+# first request; a rolling update with no failed request; serve list, logs,
+# delete (replicas stopped). Skipped (77)
 # without node or the openai client (scripts/node-openai.sh installs it).
 command -v node >/dev/null || { echo "skip: no node"; exit 77; }
 NP=$("$CORRAL_SOURCE_DIR/scripts/node-openai.sh" 2>/dev/null) || { echo "skip: npm openai not installable"; exit 77; }
@@ -223,6 +224,30 @@ r=$(curl -s "$(url zero)/v1/chat/completions" -d '{"model":"canned","messages":[
 [ "$n0" = 0 ] && jq -r '.choices[0].message.content' <<<"$r" | grep -q "from gpu-[ab]:" &&
     ok "min 0: no replica until the first request, which waited for one" || fail "zero: $n0 $r"
 "$CORRAL" serve delete zero >/dev/null || fail "delete zero"
+
+# a rolling update (a deploy of a changed file): replaced one at a time,
+# no request failing meanwhile
+sed 's|"{port}"\]|"{port}", --tag, v2]|' "$T/chat.yaml" >"$T/chat2.yaml"
+old_jobs=$(rstatus chat | jq -r '.models[0].replicas[].job')
+(while [ ! -f "$T/rolled" ]; do
+    curl -s -o /dev/null -w '%{http_code}\n' "$U/v1/completions" -d '{"model":"canned","prompt":"x"}'
+done >"$T/roll.codes") &
+rl=$!
+out=$(timeout 120 "$CORRAL" serve deploy "$T/chat2.yaml" 2>&1); rc=$?
+touch "$T/rolled"
+wait $rl
+tags=$(for _ in 1 2 3 4 5 6; do curl -s "$U/v1/completions" -d '{"model":"canned","prompt":"x"}' | jq -r '.choices[0].text'; done)
+bad=
+for j in $old_jobs; do [ "$(status "$j" | jq -r .state)" = STOPPED ] || bad="$bad $j"; done
+[ $rc = 0 ] && grep -q "chat updated (rolling)" <<<"$out" && [ "$(sort -u "$T/roll.codes")" = 200 ] &&
+    [ "$(grep -c ' v2$' <<<"$tags")" = 6 ] && [ -z "$bad" ] &&
+    [ "$(rstatus chat | jq '[.models[0].replicas[] | select(.state == "READY")] | length')" = 2 ] &&
+    ok "rolling update: the new command on both replicas, the old jobs stopped, $(wc -l <"$T/roll.codes") requests meanwhile all 200" ||
+    fail "rolling: rc=$rc $out codes=$(sort "$T/roll.codes" | uniq -c | tr '\n' ' ') tags=$tags old=$bad"
+sed 's/^name: auto/name: chat/' "$T/auto.yaml" >"$T/chat3.yaml"
+out=$("$CORRAL" serve deploy "$T/chat3.yaml" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q "a rolling update changes engines, sources and resources only" <<<"$out" &&
+    ok "a redeploy that changes the router's limits is refused, saying to delete first" || fail "refused: rc=$rc $out"
 
 # logs, delete
 out=$("$CORRAL" serve logs chat --replica 1)

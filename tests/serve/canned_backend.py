@@ -60,7 +60,7 @@ class H(BaseHTTPRequestHandler):
         words = ["w%d " % i for i in range(pieces)]
         if not req.get("stream"):
             time.sleep(delay)
-            text = "".join(words) + "from " + me
+            text = "".join(words) + "from " + me + self.server.tag
             choice = ({"index": 0, "message": {"role": "assistant", "content": text},
                        "finish_reason": "stop"} if chat else
                       {"index": 0, "text": text, "finish_reason": "stop"})
@@ -94,10 +94,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--tag", default="")
     a = ap.parse_args()
     ThreadingHTTPServer.daemon_threads = True
     ThreadingHTTPServer.request_queue_size = 1024
     srv = ThreadingHTTPServer((a.host, a.port), H)
+    srv.tag = " " + a.tag if a.tag else ""
     print("canned backend on %s:%d" % (a.host, a.port), flush=True)
     srv.serve_forever()
 
