@@ -24,7 +24,10 @@
 /* what all requests together may hold in memory while they arrive: a
  * client cannot grow the router past it by opening many connections */
 #define BODIES_MAX (256ull << 20)
-#define PIECE 16384
+/* a reply piece, and each connection's memory in microhttpd: small, so that
+ * a thousand open streams fit in 64 MiB (bench/serve) */
+#define PIECE 8192
+#define CONN_MEMORY (16u << 10)
 
 typedef struct replica {
     char host[64];
@@ -576,8 +579,10 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
     struct sockaddr_storage ss = {0};
     struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    /* poll(), not select(): a thousand streams hold two thousand descriptors,
+     * past select's FD_SETSIZE */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_ERROR_LOG;
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
         s4->sin_family = AF_INET;
         s4->sin_port = htons((uint16_t)port);
@@ -618,6 +623,7 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
     r->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handle, r, MHD_OPTION_SOCK_ADDR,
                             (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed, r,
                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256u << 10),
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
                             MHD_OPTION_CONNECTION_LIMIT, 8192u, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)(cfg->request_timeout_s + 5), MHD_OPTION_LISTENING_ADDRESS_REUSE,
                             1u, MHD_OPTION_END);

@@ -120,7 +120,7 @@ typedef struct serve_upstream {
     bool chunked;            /* Transfer-Encoding: chunked */
     long long content_length; /* -1 unknown (until close) */
     /* what was read past the headers, not yet handed out */
-    char buf[16384];
+    char buf[8192];
     size_t off, len;
     /* chunked decoding */
     long long chunk_left; /* bytes left of the current chunk; -1 at a size line */

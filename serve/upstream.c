@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define HEADERS_MAX 16384
+#define HEADERS_MAX 8192
 
 static int wait_fd(int fd, short ev, int timeout_ms)
 {

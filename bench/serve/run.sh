@@ -8,6 +8,8 @@
 #   nginx   Debian's nginx as a reverse proxy to it (its default proxying:
 #           HTTP/1.0 upstream, a connection per request, as the router's)
 #   router  corral's router
+# Then STREAMS (default 1000) concurrent chat streams through a router
+# (bench/serve/streams.py) and its peak RSS.
 # Prints `figure NAME VALUE UNIT` (requests/s, p50 and p99 latency, the
 # router's RSS after its run) and `ratio NAME VALUE` (router over nginx).
 #   bench/serve/run.sh            (make bench-serve)
@@ -25,6 +27,7 @@ export CORRAL_HOME=$(mktemp -d /tmp/corral-bench-serve-XXXXXX)
 T=$(mktemp -d /tmp/corral-bench-serve-t-XXXXXX)
 cleanup() {
     "$CORRAL" serve delete bench >/dev/null 2>&1 || true
+    "$CORRAL" serve delete streams >/dev/null 2>&1 || true
     [ -f "$T/nginx.pid" ] && kill "$(cat "$T/nginx.pid")" 2>/dev/null || true
     "$CORRAL" stop >/dev/null 2>&1 || true
     rm -rf "$CORRAL_HOME" "$T"
@@ -86,4 +89,30 @@ done
 echo "figure serve_router_rss $(awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' /proc/$RPID/status) MiB"
 echo "ratio serve_router_over_nginx_rps $(awk -v a="${RPS[router]}" -v b="${RPS[nginx]}" 'BEGIN {printf "%.2f", a / b}')"
 echo "ratio serve_router_over_nginx_p50 $(awk -v a="${P50[router]}" -v b="${P50[nginx]}" 'BEGIN {printf "%.2f", a / b}')"
+# STREAMS (default 1000) chat streams at once through the router, to the
+# Python canned backend (tests/serve/canned_backend.py: 20 pieces, 0.5 s
+# apart); the router's peak RSS while all are open
+STREAMS="${STREAMS:-1000}"
+if [ "$STREAMS" -gt 0 ]; then
+    cat >"$T/streams.yaml" <<YAML
+name: streams
+models:
+  - model_id: canned
+    engine: {command: [/usr/bin/python3, $SRC/tests/serve/canned_backend.py, --host, "{host}", --port, "{port}"]}
+    resources_per_replica: {CPU: 1}
+    replicas: 1
+    max_ongoing_requests: 100000
+    max_queued_requests: 100000
+router: {host: 127.0.0.1, port: 0}
+YAML
+    "$CORRAL" serve deploy "$T/streams.yaml" --wait >/dev/null 2>&1
+    SPORT=$(jq -r .port "$CORRAL_HOME/serve/streams/state.json")
+    SPID=$(jq -r .pid "$CORRAL_HOME/serve/streams/state.json")
+    idle=$(awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' /proc/$SPID/status)
+    out=$(/usr/bin/python3 "$SRC/bench/serve/streams.py" 127.0.0.1 "$SPORT" "$STREAMS" "$SPID")
+    echo "figure serve_streams_done $(awk '/^streams_done/ {print $2}' <<<"$out") of $STREAMS"
+    echo "figure serve_router_rss_idle $idle MiB"
+    echo "figure serve_router_rss_${STREAMS}_streams $(awk '/^router_peak_rss_mib/ {print $2}' <<<"$out") MiB"
+    "$CORRAL" serve delete streams >/dev/null 2>&1 || true
+fi
 echo "bench/serve: $CONNS connections, ${DUR}s each, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)" >&2
