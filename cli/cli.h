@@ -25,6 +25,7 @@ int cli_dashboard_url(char **url, bool quiet);
 int cli_events(int argc, char **argv);
 int cli_pg(int argc, char **argv);    /* pg_cmd.c */
 int cli_train(int argc, char **argv); /* train_cmd.c */
+int cli_serve(int argc, char **argv); /* serve_cmd.c */
 
 /* Workers' output as it is followed (run_cmd.c): with prefix, each line
  * goes out as "[<label>N] line" once whole, the partial one held. */

@@ -3,30 +3,43 @@
 #include <stdio.h>
 #include <unistd.h>
 
-/* hw, topo, sim and conformance live in corral-tools (cli/tools.c says why): found
- * beside this corral (the build tree, an install's bin/), else
- * $CORRAL_TOOLS, else the PATH, and run with the same arguments. */
-static int cli_tools(int argc, char **argv)
+/* A command of another executable beside this corral (the build tree, an
+ * install's bin/), else the path in the environment variable env, else
+ * the PATH, run with the same arguments: corral-tools for hw, topo, sim
+ * and conformance, corral-serve for serve (cli/tools.c, cli/serve_main.c
+ * say why they are apart). */
+static int exec_beside(const char *bin, const char *env_name, char **argv)
 {
     char self[4096], path[4200];
-    const char *env = getenv("CORRAL_TOOLS");
+    const char *env = getenv(env_name);
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     char *slash = n > 0 ? (self[n] = '\0', strrchr(self, '/')) : NULL;
     argv[-1] = "corral"; /* argv is main's, shifted by one */
     if (slash) {
         *slash = '\0';
-        snprintf(path, sizeof(path), "%s/corral-tools", self);
+        snprintf(path, sizeof(path), "%s/%s", self, bin);
         if (access(path, X_OK) == 0)
             execv(path, argv - 1);
     }
     if (env && env[0])
         execv(env, argv - 1);
-    execvp("corral-tools", argv - 1);
+    execvp(bin, argv - 1);
     fprintf(stderr,
-            "corral %s: cannot run corral-tools (%s): it should be beside corral; or set "
-            "CORRAL_TOOLS to its path\n",
-            argv[0], strerror(errno));
+            "corral %s: cannot run %s (%s): it should be beside corral; or set %s to its path\n",
+            argv[0], bin, strerror(errno), env_name);
     return CLI_FAIL;
+}
+
+static int cli_tools(int argc, char **argv)
+{
+    CR_UNUSED(argc);
+    return exec_beside("corral-tools", "CORRAL_TOOLS", argv);
+}
+
+static int cli_serve_exec(int argc, char **argv)
+{
+    CR_UNUSED(argc);
+    return exec_beside("corral-serve", "CORRAL_SERVE", argv);
 }
 
 static const struct {
@@ -49,6 +62,7 @@ static const struct {
     {"train", cli_train, "one worker per device for torch.distributed / JAX, gang restarts"},
     {"events", cli_events, "what happened and why"},
     {"dashboard", cli_dashboard, "the URL of the head's dashboard and API, with its login token"},
+    {"serve", cli_serve_exec, "OpenAI-compatible endpoints from replicas placed on the cluster"},
 };
 
 static void usage(FILE *fp)

@@ -50,27 +50,6 @@ static const char run_usage[] =
  * end, when it gets one), so lines of different workers never mix. A
  * head that cannot follow gets the old way: gathered at the end. */
 
-/* Ctrl-C (or SIGTERM) while waiting stops the job rather than leaving it
- * running behind the user's back (corral run and corral train). */
-static volatile sig_atomic_t interrupted;
-static void on_interrupt(int sig)
-{
-    interrupted = sig;
-}
-
-int cli_interrupted(void)
-{
-    return interrupted;
-}
-
-void cli_catch_interrupts(struct sigaction *old_int, struct sigaction *old_term)
-{
-    struct sigaction sa = {.sa_handler = on_interrupt};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, old_int);
-    sigaction(SIGTERM, &sa, old_term);
-}
-
 static void on_log(void *arg, unsigned worker, int stream, const char *data, size_t len)
 {
     outputs_t *o = arg;
@@ -114,10 +93,10 @@ int cli_stop_on_interrupt(void *arg)
 {
     cli_stopper_t *st = arg;
     cli_watch_pending(st);
-    if (!interrupted || st->sent)
+    if (!cli_interrupted() || st->sent)
         return 0;
     st->sent = true;
-    fprintf(stderr, "%s: signal %d: stopping job %s\n", st->cmd, (int)interrupted, st->job_id);
+    fprintf(stderr, "%s: signal %d: stopping job %s\n", st->cmd, cli_interrupted(), st->job_id);
     corral_t *c2;
     char *why = NULL;
     if (corral_connect(NULL, NULL, &c2, &why) < 0) {
@@ -169,8 +148,8 @@ static int wait_then_print(corral_t *c, const char *job_id, outputs_t *o, corral
     int err;
     while ((err = corral_wait(c, job_id, 100, job)) == CR_EAGAIN) {
         corral_job_free(job);
-        if (interrupted && !stop_sent) {
-            fprintf(stderr, "corral run: signal %d: stopping job %s\n", (int)interrupted, job_id);
+        if (cli_interrupted() && !stop_sent) {
+            fprintf(stderr, "corral run: signal %d: stopping job %s\n", cli_interrupted(), job_id);
             if (corral_stop(c, job_id, 0) < 0)
                 fprintf(stderr, "corral run: %s\n", corral_errmsg(c));
             stop_sent = true;

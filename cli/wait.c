@@ -1,7 +1,8 @@
 /* What run, train and pg create wait for, said while they wait (as srun's
  * "job N queued and waiting for resources"): the pending reason and how
  * long, kept current on one line of a terminal, said again only when it
- * changes (and each WAIT_REPEAT_MS) when stderr is not one. */
+ * changes (and each WAIT_REPEAT_MS) when stderr is not one; and Ctrl-C
+ * while waiting (cli_interrupted). */
 #include "cli.h"
 #include <corral/corral.h>
 #include <stdio.h>
@@ -140,4 +141,25 @@ int cli_wait_pg(corral_t *c, const char *cmd, const char *name, corral_pg_t *out
         }
         usleep(WAIT_POLL_MS * 1000);
     }
+}
+
+/* Ctrl-C (or SIGTERM) while waiting stops the job rather than leaving it
+ * running behind the user's back (corral run and corral train). */
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig)
+{
+    interrupted = sig;
+}
+
+int cli_interrupted(void)
+{
+    return interrupted;
+}
+
+void cli_catch_interrupts(struct sigaction *old_int, struct sigaction *old_term)
+{
+    struct sigaction sa = {.sa_handler = on_interrupt};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, old_int);
+    sigaction(SIGTERM, &sa, old_term);
 }

@@ -4,12 +4,23 @@ set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libhwloc-dev hwloc libjansson-dev libfyaml-dev libcmocka-dev python3 \
 libuv1-dev nettle-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev sqlite3 jq valgrind \
-python3-torch iproute2 libssl-dev openssl libmicrohttpd-dev prometheus curl"
+python3-torch iproute2 libssl-dev openssl libmicrohttpd-dev prometheus curl python3-numpy"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
+serve_deps() {
+    # the serving tests' engine and client (docs/serve.md "Tests"): built or
+    # installed once per machine into a cache outside the tree
+    # installed once per machine into a cache outside the tree. The engine's
+    # build (about 10 minutes on 2 cores) goes on in the background: the
+    # serving tests wait for it.
+    [ "${CORRAL_DEPS_SERVE:-1}" = 0 ] && return 0
+    d=$(dirname "$0")
+    "$d/llama-server.sh" --background || echo "deps.sh: llama-server not started (scripts/llama-server.sh)" >&2
+    "$d/node-openai.sh" >/dev/null || echo "deps.sh: npm openai not installed (scripts/node-openai.sh)" >&2
+}
+if [ -z "$missing" ]; then serve_deps; exit 0; fi
 if [ "$(id -u)" != 0 ]; then
     echo "deps.sh: missing packages:$missing; run as root or install them" >&2
     exit 1
@@ -19,3 +30,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq || true
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing
+serve_deps

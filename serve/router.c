@@ -1,0 +1,769 @@
+/* The router (docs/serve.md "The router"): an HTTP server on libmicrohttpd
+ * in front of the replicas. Each connection has its own thread
+ * (MHD_USE_THREAD_PER_CONNECTION), so that a request may wait in its
+ * model's queue and read its replica with plain blocking calls, and a
+ * stream's backpressure is the kernel's: the reply callback reads the next
+ * piece from the replica only once microhttpd has sent the last one.
+ *
+ * Routing: the request's "model" picks the model; among its ready replicas
+ * that have fewer than max_ongoing_requests in flight, two are drawn at
+ * random and the one with fewer ongoing requests takes it (power of two
+ * choices, Ray Serve's default). With none free the request waits in the
+ * model's queue (at most max_queued_requests, then 503 with Retry-After).
+ * A replica that refuses the connection or closes it before the first byte
+ * of the reply is marked down and the request goes to another. */
+#include "serve.h"
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#define BODY_MAX (16u << 20)
+/* what all requests together may hold in memory while they arrive: a
+ * client cannot grow the router past it by opening many connections */
+#define BODIES_MAX (256ull << 20)
+/* a reply piece, and each connection's memory in microhttpd: small, so that
+ * a thousand open streams fit in 64 MiB (bench/serve) */
+#define PIECE 8192
+#define CONN_MEMORY (16u << 10)
+
+typedef struct replica {
+    char host[64];
+    unsigned port;
+    serve_replica_state_t st;
+    unsigned ongoing;
+    uint64_t requests, failures;
+    char job[48], node[64];
+} replica_t;
+
+typedef struct rmodel {
+    char *id;
+    unsigned max_ongoing, max_queued;
+    replica_t *reps; /* cap entries */
+    size_t nreps, cap;
+    unsigned queued;
+    pthread_cond_t cv;
+    uint64_t requests, errors, rejected, retries, ttfb_count;
+    double ttfb_sum;
+    uint64_t ttfb_le[8]; /* cumulative-by-bucket counts for the histogram */
+    char note[256];
+} rmodel_t;
+
+static const double ttfb_bounds[8] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5, 10};
+
+struct serve_router {
+    struct MHD_Daemon *d;
+    pthread_mutex_t mu;
+    rmodel_t *models;
+    size_t nmodels;
+    char **keys; /* NULL-terminated */
+    char *admin;
+    unsigned retry_after, port;
+    int timeout_ms;
+    uint64_t rng;
+    uint64_t http_requests, unauthorized;
+    uint64_t body_bytes; /* held by all requests now (atomic) */
+    volatile int stopping;
+};
+
+typedef struct req {
+    serve_router_t *r;
+    cr_buf_t body;
+    bool too_big;
+    /* while proxying */
+    serve_upstream_t up;
+    rmodel_t *m;
+    size_t rep;
+    bool held; /* counts in the replica's ongoing */
+    bool sse;
+    bool ended;
+    /* the connection's and, once queued, the reply's: microhttpd may end
+     * the connection (completed) before it destroys the reply (reader_free) */
+    int refs;
+} req_t;
+
+const char *serve_replica_state_name(serve_replica_state_t s)
+{
+    static const char *const names[] = {"NONE", "STARTING", "READY", "DOWN", "DRAINING"};
+    return (unsigned)s < CR_ARRAY_SIZE(names) ? names[s] : "UNKNOWN";
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t next_rand(serve_router_t *r)
+{
+    /* xorshift64*, under r->mu */
+    r->rng ^= r->rng >> 12;
+    r->rng ^= r->rng << 25;
+    r->rng ^= r->rng >> 27;
+    return r->rng * 2685821657736338717ULL;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *ctype,
+                                 const char *text, unsigned retry_after)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), (void *)text,
+                                                                MHD_RESPMEM_MUST_COPY);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", ctype);
+    if (retry_after) {
+        char ra[16];
+        snprintf(ra, sizeof(ra), "%u", retry_after);
+        MHD_add_response_header(resp, "Retry-After", ra);
+    }
+    enum MHD_Result ret = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *type,
+                                  const char *code, const char *msg, unsigned retry_after)
+{
+    json_t *j = json_pack("{s:{s:s,s:s,s:n,s:s}}", "error", "message", msg, "type", type, "param",
+                          "code", code);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    enum MHD_Result ret = send_text(c, status, "application/json", s ? s : "{}", retry_after);
+    free(s);
+    return ret;
+}
+
+static bool authorized(serve_router_t *r, struct MHD_Connection *c)
+{
+    if (!r->keys || !r->keys[0])
+        return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+        return false;
+    h += 7;
+    bool ok = false;
+    for (size_t i = 0; r->keys[i]; i++) {
+        /* the same time whichever key, whatever prefix matches */
+        size_t a = strlen(h), b = strlen(r->keys[i]);
+        unsigned diff = (unsigned)(a != b);
+        for (size_t k = 0; k < b; k++)
+            diff |= (unsigned char)(k < a ? h[k] : 0) ^ (unsigned char)r->keys[i][k];
+        ok |= diff == 0;
+    }
+    return ok;
+}
+
+/* Power of two choices among model m's free ready replicas not in tried
+ * (a bit per slot, the first 64). Under r->mu. */
+static long pick(serve_router_t *r, rmodel_t *m, uint64_t tried)
+{
+    size_t cand[SERVE_MAX_REPLICAS], n = 0;
+    for (size_t i = 0; i < m->nreps; i++) {
+        replica_t *x = &m->reps[i];
+        if (x->st == SERVE_REPLICA_READY && x->ongoing < m->max_ongoing &&
+            !(i < 64 && (tried >> i) & 1))
+            cand[n++] = i;
+    }
+    if (n == 0)
+        return -1;
+    if (n == 1)
+        return (long)cand[0];
+    size_t a = next_rand(r) % n, b = next_rand(r) % (n - 1);
+    if (b >= a)
+        b++;
+    return (long)(m->reps[cand[a]].ongoing <= m->reps[cand[b]].ongoing ? cand[a] : cand[b]);
+}
+
+static bool any_ready(rmodel_t *m, uint64_t tried)
+{
+    for (size_t i = 0; i < m->nreps; i++)
+        if (m->reps[i].st == SERVE_REPLICA_READY && !(i < 64 && (tried >> i) & 1))
+            return true;
+    return false;
+}
+
+static void release(req_t *q)
+{
+    serve_router_t *r = q->r;
+    if (!q->held)
+        return;
+    pthread_mutex_lock(&r->mu);
+    if (q->rep < q->m->nreps && q->m->reps[q->rep].ongoing > 0)
+        q->m->reps[q->rep].ongoing--;
+    pthread_cond_signal(&q->m->cv);
+    pthread_mutex_unlock(&r->mu);
+    q->held = false;
+}
+
+static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    CR_UNUSED(pos);
+    req_t *q = cls;
+    if (q->ended)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    ssize_t n = serve_upstream_read(&q->up, buf, max, q->r->timeout_ms);
+    if (n > 0)
+        return n;
+    q->ended = true;
+    if (q->up.done)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    /* the replica went away (or stalled) mid-reply */
+    pthread_mutex_lock(&q->r->mu);
+    q->m->errors++;
+    if (q->rep < q->m->nreps) {
+        q->m->reps[q->rep].failures++;
+        if (q->m->reps[q->rep].st == SERVE_REPLICA_READY)
+            q->m->reps[q->rep].st = SERVE_REPLICA_DOWN; /* the manager checks it again */
+    }
+    pthread_mutex_unlock(&q->r->mu);
+    if (q->sse) {
+        int k = snprintf(buf, max,
+                         "data: {\"error\":{\"message\":\"the replica serving this stream went "
+                         "away (%s); retry the request\",\"type\":\"server_error\",\"param\":null,"
+                         "\"code\":\"replica_lost\"}}\n\n",
+                         n == -ETIMEDOUT ? "no data within the request timeout" : "it ended");
+        if (k > 0 && (size_t)k < max)
+            return k;
+    }
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void req_unref(req_t *q)
+{
+    if (__atomic_sub_fetch(&q->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        return;
+    serve_upstream_close(&q->up);
+    release(q);
+    __atomic_sub_fetch(&q->r->body_bytes, q->body.len, __ATOMIC_RELAXED);
+    cr_buf_free(&q->body);
+    free(q);
+}
+
+static void reader_free(void *cls)
+{
+    req_t *q = cls;
+    serve_upstream_close(&q->up);
+    release(q);
+    req_unref(q);
+}
+
+/* Sends the request to a replica of model m and queues the reply. */
+static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t *q, rmodel_t *m,
+                             const char *url)
+{
+    double t0 = now_s(), deadline = t0 + r->timeout_ms / 1000.0;
+    uint64_t tried = 0;
+    const char *ctype = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+    pthread_mutex_lock(&r->mu);
+    m->requests++;
+    for (int attempt = 0;; attempt++) {
+        long i = pick(r, m, tried);
+        if (i < 0) {
+            if (m->queued >= m->max_queued) {
+                m->rejected++;
+                pthread_mutex_unlock(&r->mu);
+                char msg[256];
+                snprintf(msg, sizeof(msg),
+                         "model '%s' is at capacity: every replica has max_ongoing_requests and "
+                         "%u requests wait; retry later",
+                         m->id, m->queued);
+                return send_error(c, 503, "server_error", "overloaded", msg, r->retry_after);
+            }
+            if (tried && !any_ready(m, tried) && any_ready(m, 0)) {
+                /* the replicas left were all tried: start over with them */
+                tried = 0;
+                continue;
+            }
+            m->queued++;
+            while ((i = pick(r, m, tried)) < 0 && !r->stopping) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                double left = deadline - now_s();
+                if (left <= 0)
+                    break;
+                if (left > 0.25)
+                    left = 0.25; /* a tried replica coming back is not signalled */
+                ts.tv_sec += (time_t)left;
+                ts.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&m->cv, &r->mu, &ts);
+                if (tried && !any_ready(m, tried))
+                    tried = 0;
+            }
+            m->queued--;
+            if (i < 0) {
+                m->errors++;
+                pthread_mutex_unlock(&r->mu);
+                char msg[256];
+                snprintf(msg, sizeof(msg),
+                         "no replica of model '%s' became free within the request timeout; "
+                         "`corral serve status` says why",
+                         m->id);
+                return send_error(c, 503, "server_error", "no_replica", msg, r->retry_after);
+            }
+        }
+        replica_t *x = &m->reps[i];
+        x->ongoing++;
+        x->requests++;
+        char host[64];
+        unsigned port = x->port;
+        snprintf(host, sizeof(host), "%s", x->host);
+        pthread_mutex_unlock(&r->mu);
+        q->m = m;
+        q->rep = (size_t)i;
+        q->held = true;
+        int err = serve_upstream_connect(&q->up, host, port, 2000);
+        if (!err)
+            err = serve_upstream_request(&q->up, "POST", url, host,
+                                         ctype ? ctype : "application/json", NULL, q->body.s,
+                                         q->body.len, (int)((deadline - now_s()) * 1000));
+        if (!err) {
+            double ttfb = now_s() - t0;
+            pthread_mutex_lock(&r->mu);
+            m->ttfb_count++;
+            m->ttfb_sum += ttfb;
+            for (size_t b = 0; b < CR_ARRAY_SIZE(ttfb_bounds); b++)
+                if (ttfb <= ttfb_bounds[b])
+                    m->ttfb_le[b]++;
+            if (q->up.status >= 500)
+                m->errors++;
+            pthread_mutex_unlock(&r->mu);
+            break;
+        }
+        serve_upstream_close(&q->up);
+        release(q);
+        pthread_mutex_lock(&r->mu);
+        bool before_first_byte = err != CR_EPARSE && err != -ETIMEDOUT;
+        if (i < (long)m->nreps) {
+            m->reps[i].failures++;
+            if (before_first_byte && m->reps[i].st == SERVE_REPLICA_READY &&
+                m->reps[i].port == port)
+                m->reps[i].st = SERVE_REPLICA_DOWN;
+        }
+        if (!before_first_byte || attempt >= 8 || now_s() >= deadline) {
+            m->errors++;
+            pthread_mutex_unlock(&r->mu);
+            char msg[256];
+            snprintf(msg, sizeof(msg), "the replica of model '%s' failed the request (%s)", m->id,
+                     err == CR_EPARSE ? "its reply is not HTTP" : strerror(-err));
+            return send_error(c, 502, "server_error", "bad_gateway", msg, 0);
+        }
+        m->retries++;
+        if (i < 64)
+            tried |= 1ull << i;
+    }
+    q->sse = strncasecmp(q->up.content_type, "text/event-stream", 17) == 0;
+    __atomic_add_fetch(&q->refs, 1, __ATOMIC_ACQ_REL);
+    struct MHD_Response *resp = MHD_create_response_from_callback(
+        q->up.content_length >= 0 ? (uint64_t)q->up.content_length : MHD_SIZE_UNKNOWN, PIECE,
+        reader, q, reader_free);
+    if (!resp) {
+        reader_free(q);
+        return MHD_NO;
+    }
+    if (q->up.content_type[0])
+        MHD_add_response_header(resp, "Content-Type", q->up.content_type);
+    if (q->sse) {
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    }
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)q->up.status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result models_list(serve_router_t *r, struct MHD_Connection *c)
+{
+    json_t *data = json_array();
+    for (size_t i = 0; i < r->nmodels; i++)
+        json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", r->models[i].id,
+                                              "object", "model", "created", 0, "owned_by",
+                                              "corral"));
+    json_t *j = json_pack("{s:s,s:o}", "object", "list", "data", data);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    enum MHD_Result ret = send_text(c, 200, "application/json", s, 0);
+    free(s);
+    return ret;
+}
+
+static void metrics_text(serve_router_t *r, cr_buf_t *b)
+{
+    pthread_mutex_lock(&r->mu);
+    cr_buf_printf(b, "# HELP corral_serve_http_requests_total HTTP requests the router took.\n"
+                     "# TYPE corral_serve_http_requests_total counter\n"
+                     "corral_serve_http_requests_total %llu\n"
+                     "# TYPE corral_serve_unauthorized_total counter\n"
+                     "corral_serve_unauthorized_total %llu\n",
+                  (unsigned long long)r->http_requests, (unsigned long long)r->unauthorized);
+    static const char *const counters[] = {"requests", "errors", "rejected", "retries"};
+    for (size_t k = 0; k < CR_ARRAY_SIZE(counters); k++) {
+        cr_buf_printf(b, "# TYPE corral_serve_%s_total counter\n", counters[k]);
+        for (size_t i = 0; i < r->nmodels; i++) {
+            rmodel_t *m = &r->models[i];
+            uint64_t v[] = {m->requests, m->errors, m->rejected, m->retries};
+            cr_buf_printf(b, "corral_serve_%s_total{model=\"%s\"} %llu\n", counters[k], m->id,
+                          (unsigned long long)v[k]);
+        }
+    }
+    cr_buf_printf(b, "# TYPE corral_serve_queued_requests gauge\n");
+    for (size_t i = 0; i < r->nmodels; i++)
+        cr_buf_printf(b, "corral_serve_queued_requests{model=\"%s\"} %u\n", r->models[i].id,
+                      r->models[i].queued);
+    cr_buf_printf(b, "# HELP corral_serve_ttfb_seconds Time to the reply's headers.\n"
+                     "# TYPE corral_serve_ttfb_seconds histogram\n");
+    for (size_t i = 0; i < r->nmodels; i++) {
+        rmodel_t *m = &r->models[i];
+        for (size_t k = 0; k < CR_ARRAY_SIZE(ttfb_bounds); k++)
+            cr_buf_printf(b, "corral_serve_ttfb_seconds_bucket{model=\"%s\",le=\"%g\"} %llu\n",
+                          m->id, ttfb_bounds[k], (unsigned long long)m->ttfb_le[k]);
+        cr_buf_printf(b,
+                      "corral_serve_ttfb_seconds_bucket{model=\"%s\",le=\"+Inf\"} %llu\n"
+                      "corral_serve_ttfb_seconds_sum{model=\"%s\"} %.6f\n"
+                      "corral_serve_ttfb_seconds_count{model=\"%s\"} %llu\n",
+                      m->id, (unsigned long long)m->ttfb_count, m->id, m->ttfb_sum, m->id,
+                      (unsigned long long)m->ttfb_count);
+    }
+    cr_buf_printf(b, "# TYPE corral_serve_replica_ongoing_requests gauge\n");
+    for (size_t i = 0; i < r->nmodels; i++)
+        for (size_t k = 0; k < r->models[i].nreps; k++)
+            cr_buf_printf(b,
+                          "corral_serve_replica_ongoing_requests{model=\"%s\",replica=\"%zu\","
+                          "state=\"%s\"} %u\n",
+                          r->models[i].id, k, serve_replica_state_name(r->models[i].reps[k].st),
+                          r->models[i].reps[k].ongoing);
+    cr_buf_printf(b, "# TYPE corral_serve_replica_requests_total counter\n");
+    for (size_t i = 0; i < r->nmodels; i++)
+        for (size_t k = 0; k < r->models[i].nreps; k++)
+            cr_buf_printf(b, "corral_serve_replica_requests_total{model=\"%s\",replica=\"%zu\"} %llu\n",
+                          r->models[i].id, k, (unsigned long long)r->models[i].reps[k].requests);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **req_cls)
+{
+    CR_UNUSED(version);
+    serve_router_t *r = cls;
+    req_t *q = *req_cls;
+    if (!q) {
+        q = cr_calloc(1, sizeof(*q));
+        q->r = r;
+        q->up.fd = -1;
+        q->refs = 1;
+        *req_cls = q;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (q->too_big || q->body.len + *upload_size > BODY_MAX ||
+            __atomic_add_fetch(&r->body_bytes, *upload_size, __ATOMIC_RELAXED) > BODIES_MAX) {
+            if (!q->too_big && q->body.len + *upload_size <= BODY_MAX)
+                __atomic_sub_fetch(&r->body_bytes, *upload_size, __ATOMIC_RELAXED);
+            q->too_big = true;
+        } else {
+            cr_buf_append(&q->body, upload, *upload_size);
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->http_requests++;
+    pthread_mutex_unlock(&r->mu);
+    bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    if (strcmp(url, "/health") == 0 && get)
+        return send_text(c, 200, "text/plain", "ok\n", 0);
+    if (strncmp(url, "/-/", 3) == 0) {
+        const char *tok = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Corral-Admin");
+        if (!r->admin || !tok || strcmp(tok, r->admin) != 0)
+            return send_error(c, 403, "permission_error", "forbidden",
+                              "the router's admin calls need its admin token", 0);
+        if (strcmp(url, "/-/status") == 0 && get) {
+            char *s = serve_router_status(r);
+            enum MHD_Result ret = send_text(c, 200, "application/json", s, 0);
+            free(s);
+            return ret;
+        }
+        return send_error(c, 404, "invalid_request_error", "not_found", "no such admin call", 0);
+    }
+    if (!authorized(r, c)) {
+        pthread_mutex_lock(&r->mu);
+        r->unauthorized++;
+        pthread_mutex_unlock(&r->mu);
+        return send_error(c, 401, "invalid_request_error", "invalid_api_key",
+                          "missing or wrong API key: send 'Authorization: Bearer KEY' with a key "
+                          "of the router's --api-key-file",
+                          0);
+    }
+    if (strcmp(url, "/metrics") == 0 && get) {
+        cr_buf_t b = {0};
+        metrics_text(r, &b);
+        enum MHD_Result ret = send_text(c, 200, "text/plain; version=0.0.4", b.s ? b.s : "", 0);
+        cr_buf_free(&b);
+        return ret;
+    }
+    if (strcmp(url, "/v1/models") == 0 && get)
+        return models_list(r, c);
+    bool routed = strcmp(url, "/v1/chat/completions") == 0 || strcmp(url, "/v1/completions") == 0 ||
+                  strcmp(url, "/v1/embeddings") == 0;
+    if (!routed)
+        return send_error(c, 404, "invalid_request_error", "unknown_url",
+                          "unknown path; the router serves /v1/models, /v1/chat/completions, "
+                          "/v1/completions, /v1/embeddings and /metrics",
+                          0);
+    if (!post)
+        return send_error(c, 405, "invalid_request_error", "method_not_allowed",
+                          "use POST for this path", 0);
+    if (q->too_big) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "the request body is over %u bytes (or the router holds too "
+                                   "many large requests now)", BODY_MAX);
+        return send_error(c, 413, "invalid_request_error", "request_too_large", msg, 0);
+    }
+    json_error_t je;
+    json_t *j = json_loadb(q->body.s ? q->body.s : "", q->body.len, 0, &je);
+    if (!j || !json_is_object(j)) {
+        json_decref(j);
+        return send_error(c, 400, "invalid_request_error", "invalid_json",
+                          "the request body is not a JSON object", 0);
+    }
+    const char *model = json_string_value(json_object_get(j, "model"));
+    if (!model) {
+        json_decref(j);
+        return send_error(c, 400, "invalid_request_error", "missing_model",
+                          "the request has no \"model\"; GET /v1/models lists them", 0);
+    }
+    rmodel_t *m = NULL;
+    for (size_t i = 0; i < r->nmodels && !m; i++)
+        if (strcmp(r->models[i].id, model) == 0)
+            m = &r->models[i];
+    if (!m) {
+        char msg[400];
+        snprintf(msg, sizeof(msg),
+                 "The model '%.200s' does not exist here; GET /v1/models lists the models this "
+                 "router serves",
+                 model);
+        json_decref(j);
+        return send_error(c, 404, "invalid_request_error", "model_not_found", msg, 0);
+    }
+    json_decref(j);
+    return proxy(r, c, q, m, url);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    CR_UNUSED(cls);
+    CR_UNUSED(c);
+    CR_UNUSED(toe);
+    req_t *q = *req_cls;
+    if (!q)
+        return;
+    *req_cls = NULL;
+    req_unref(q);
+}
+
+int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
+                       serve_router_t **out, char **errmsg)
+{
+    *out = NULL;
+    const char *host = o && o->host ? o->host : cfg->router_host;
+    unsigned port = o && o->port ? o->port : cfg->router_port;
+    struct sockaddr_storage ss = {0};
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    /* poll(), not select(): a thousand streams hold two thousand descriptors,
+     * past select's FD_SETSIZE */
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)port);
+    } else if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        *errmsg = cr_asprintf("router host '%s' is not an IP address (give one, such as "
+                              "127.0.0.1)",
+                              host);
+        return CR_EINVAL;
+    }
+    serve_router_t *r = cr_calloc(1, sizeof(*r));
+    pthread_mutex_init(&r->mu, NULL);
+    r->nmodels = cfg->models.n;
+    r->models = cr_calloc(r->nmodels, sizeof(*r->models));
+    for (size_t i = 0; i < r->nmodels; i++) {
+        const serve_model_t *sm = &cfg->models.v[i];
+        rmodel_t *m = &r->models[i];
+        m->id = cr_strdup(sm->model_id);
+        m->max_ongoing = sm->max_ongoing_requests;
+        m->max_queued = sm->max_queued_requests;
+        m->cap = sm->max_replicas + 1 > SERVE_MAX_REPLICAS ? SERVE_MAX_REPLICAS : sm->max_replicas + 1;
+        m->reps = cr_calloc(m->cap, sizeof(*m->reps));
+        pthread_cond_init(&m->cv, NULL);
+    }
+    size_t nk = 0;
+    while (o && o->api_keys && o->api_keys[nk])
+        nk++;
+    r->keys = cr_calloc(nk + 1, sizeof(char *));
+    for (size_t i = 0; i < nk; i++)
+        r->keys[i] = cr_strdup(o->api_keys[i]);
+    r->admin = o && o->admin_token ? cr_strdup(o->admin_token) : NULL;
+    r->retry_after = o && o->retry_after_s ? o->retry_after_s : 1;
+    r->timeout_ms = (int)(cfg->request_timeout_s * 1000);
+    r->rng = ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)r ^ 0x9e3779b97f4a7c15ULL;
+    r->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handle, r, MHD_OPTION_SOCK_ADDR,
+                            (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed, r,
+                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256u << 10),
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
+                            MHD_OPTION_CONNECTION_LIMIT, 8192u, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)(cfg->request_timeout_s + 5), MHD_OPTION_LISTENING_ADDRESS_REUSE,
+                            1u, MHD_OPTION_END);
+    if (!r->d) {
+        *errmsg = cr_asprintf("cannot listen on %s:%u (%s); is another router or program there? "
+                              "Change router.port in the file",
+                              host, port, strerror(errno ? errno : EADDRINUSE));
+        serve_router_stop(r);
+        return -EADDRINUSE;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(r->d, MHD_DAEMON_INFO_BIND_PORT);
+    r->port = di ? di->port : port;
+    *out = r;
+    return 0;
+}
+
+void serve_router_stop(serve_router_t *r)
+{
+    if (!r)
+        return;
+    r->stopping = 1;
+    if (r->d) {
+        pthread_mutex_lock(&r->mu);
+        for (size_t i = 0; i < r->nmodels; i++)
+            pthread_cond_broadcast(&r->models[i].cv);
+        pthread_mutex_unlock(&r->mu);
+        MHD_stop_daemon(r->d);
+    }
+    for (size_t i = 0; i < r->nmodels; i++) {
+        free(r->models[i].id);
+        free(r->models[i].reps);
+        pthread_cond_destroy(&r->models[i].cv);
+    }
+    free(r->models);
+    for (size_t i = 0; r->keys && r->keys[i]; i++)
+        free(r->keys[i]);
+    free(r->keys);
+    free(r->admin);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+unsigned serve_router_port(const serve_router_t *r)
+{
+    return r->port;
+}
+
+void serve_router_set_replica(serve_router_t *r, size_t m, size_t i, const char *host,
+                              unsigned port, serve_replica_state_t st, const char *job,
+                              const char *node)
+{
+    if (m >= r->nmodels || i >= r->models[m].cap)
+        return;
+    pthread_mutex_lock(&r->mu);
+    rmodel_t *md = &r->models[m];
+    while (md->nreps <= i)
+        md->nreps++;
+    replica_t *x = &md->reps[i];
+    if (host && (strcmp(x->host, host) != 0 || x->port != port)) {
+        snprintf(x->host, sizeof(x->host), "%s", host);
+        x->port = port;
+        x->failures = 0;
+    }
+    if (job)
+        snprintf(x->job, sizeof(x->job), "%s", job);
+    if (node)
+        snprintf(x->node, sizeof(x->node), "%s", node);
+    x->st = st;
+    pthread_cond_broadcast(&md->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+serve_replica_state_t serve_router_replica_state(serve_router_t *r, size_t m, size_t i)
+{
+    pthread_mutex_lock(&r->mu);
+    serve_replica_state_t st =
+        m < r->nmodels && i < r->models[m].nreps ? r->models[m].reps[i].st : SERVE_REPLICA_NONE;
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+unsigned serve_router_replica_ongoing(serve_router_t *r, size_t m, size_t i)
+{
+    pthread_mutex_lock(&r->mu);
+    unsigned n = m < r->nmodels && i < r->models[m].nreps ? r->models[m].reps[i].ongoing : 0;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+unsigned serve_router_queued(serve_router_t *r, size_t m)
+{
+    pthread_mutex_lock(&r->mu);
+    unsigned n = m < r->nmodels ? r->models[m].queued : 0;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+size_t serve_router_nreplicas(serve_router_t *r, size_t m)
+{
+    pthread_mutex_lock(&r->mu);
+    size_t n = m < r->nmodels ? r->models[m].nreps : 0;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+void serve_router_set_note(serve_router_t *r, size_t m, const char *note)
+{
+    if (m >= r->nmodels)
+        return;
+    pthread_mutex_lock(&r->mu);
+    snprintf(r->models[m].note, sizeof(r->models[m].note), "%s", note ? note : "");
+    pthread_mutex_unlock(&r->mu);
+}
+
+char *serve_router_status(serve_router_t *r)
+{
+    json_t *models = json_array();
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->nmodels; i++) {
+        rmodel_t *m = &r->models[i];
+        json_t *reps = json_array();
+        for (size_t k = 0; k < m->nreps; k++) {
+            replica_t *x = &m->reps[k];
+            json_array_append_new(
+                reps, json_pack("{s:i,s:s,s:s,s:i,s:i,s:I,s:I,s:s,s:s}", "replica", (int)k, "state",
+                                serve_replica_state_name(x->st), "host", x->host, "port",
+                                (int)x->port, "ongoing", (int)x->ongoing, "requests",
+                                (json_int_t)x->requests, "failures", (json_int_t)x->failures,
+                                "job", x->job, "node", x->node));
+        }
+        json_array_append_new(models,
+                              json_pack("{s:s,s:i,s:I,s:I,s:I,s:s,s:o}", "model_id", m->id,
+                                        "queued", (int)m->queued, "requests",
+                                        (json_int_t)m->requests, "errors", (json_int_t)m->errors,
+                                        "rejected", (json_int_t)m->rejected, "note", m->note,
+                                        "replicas", reps));
+    }
+    pthread_mutex_unlock(&r->mu);
+    json_t *j = json_pack("{s:i,s:o}", "port", (int)r->port, "models", models);
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    return s;
+}

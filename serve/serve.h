@@ -1,0 +1,148 @@
+/* serve: OpenAI-compatible endpoints in front of replicas of an inference
+ * engine (docs/serve.md). Two parts, both free of the control plane's
+ * client so that they can be tested and fuzzed alone:
+ *   config.c  the deployment file (YAML, Ray Serve LLM's field names)
+ *   router.c  the HTTP router: model routing, power of two choices,
+ *             per-replica limits, the queue, streaming pass-through, /metrics
+ *   upstream.c  the router's HTTP/1.1 client to a replica
+ * The replicas themselves (jobs on the cluster) are started and watched by
+ * the `corral serve` command (cli/serve_cmd.c), which tells the router
+ * where each replica listens and whether it is ready. */
+#ifndef CORRAL_SERVE_H
+#define CORRAL_SERVE_H
+
+#include "base/base.h"
+#include <pthread.h>
+
+/* ---- the deployment file (config.c) ---- */
+#define SERVE_MAX_MODELS 64
+#define SERVE_MAX_REPLICAS 256
+#define SERVE_MAX_ARGS 128
+
+typedef struct serve_bundle {
+    char *resources; /* "GPU=1,CPU=2", libcorral's resource text */
+} serve_bundle_t;
+
+typedef struct serve_model {
+    char *model_id;     /* what clients send as "model" (LLMConfig.model_loading_config.model_id) */
+    char *model_source; /* substituted for {model_source} (model_loading_config.model_source) */
+    char **command;     /* engine argv, NULL-terminated, placeholders kept */
+    size_t ncommand;
+    char *health;           /* "/health" */
+    char *metrics;          /* "" none */
+    char *accelerator_type; /* "" none; else a label the replica's nodes must carry */
+    char *resources;        /* per replica, "GPU=1,CPU=1" (resources_per_replica) */
+    CR_VEC(serve_bundle_t) bundles; /* placement: one worker per bundle; empty: one worker */
+    char *strategy;                 /* placement strategy, "PACK" default */
+    char *topology;                 /* a TPU topology for a whole slice per replica; "" none */
+    unsigned min_replicas, max_replicas, initial_replicas;
+    double target_ongoing_requests;
+    double upscale_delay_s, downscale_delay_s;
+    unsigned max_ongoing_requests; /* per replica */
+    unsigned max_queued_requests;  /* per model, in the router */
+    double health_check_period_s, health_check_timeout_s;
+} serve_model_t;
+
+typedef struct serve_config {
+    char *name;
+    CR_VEC(serve_model_t) models;
+    char *router_host; /* "127.0.0.1" */
+    unsigned router_port;
+    char *api_key_file; /* "" none */
+    double request_timeout_s;
+} serve_config_t;
+
+/* Parses a deployment file's text (YAML; JSON is YAML). Returns 0 with *out
+ * (free with serve_config_free), or a negative code with *errmsg
+ * ("FILE:LINE:COL: models[0].replicas.min: what is wrong and what to do"). */
+int serve_config_parse(const char *name, const char *data, size_t len, serve_config_t **out,
+                       char **errmsg);
+int serve_config_load(const char *path, serve_config_t **out, char **errmsg);
+void serve_config_free(serve_config_t *c);
+/* The model with that id, NULL when none. */
+const serve_model_t *serve_config_model(const serve_config_t *c, const char *id);
+/* arg with {model_source}, {host}, {port} replaced (malloc'ed). Other
+ * braces are kept as written. */
+char *serve_subst(const char *arg, const char *model_source, const char *host, const char *port);
+
+/* ---- the router (router.c) ---- */
+typedef struct serve_router serve_router_t;
+
+typedef enum serve_replica_state {
+    SERVE_REPLICA_NONE = 0, /* no process yet */
+    SERVE_REPLICA_STARTING, /* placed, not yet healthy */
+    SERVE_REPLICA_READY,
+    SERVE_REPLICA_DOWN, /* its process ended or refuses connections */
+    SERVE_REPLICA_DRAINING,
+} serve_replica_state_t;
+const char *serve_replica_state_name(serve_replica_state_t s);
+
+typedef struct serve_router_opts {
+    const char *host; /* NULL: the config's */
+    unsigned port;    /* 0: the config's */
+    const char *const *api_keys; /* NULL-terminated; NULL or empty: no key needed */
+    unsigned retry_after_s;      /* in a 503's Retry-After; 0: 1 */
+    const char *admin_token;     /* X-Corral-Admin for /-/status; NULL: none */
+} serve_router_opts_t;
+
+/* Starts listening. Returns 0 with *out or a negative code with *errmsg. The
+ * router keeps a copy of what it needs of cfg. */
+int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
+                       serve_router_t **out, char **errmsg);
+/* Stops accepting, ends the ongoing requests' threads, frees. */
+void serve_router_stop(serve_router_t *r);
+/* The port it listens on (the config's, or the one the kernel chose for 0). */
+unsigned serve_router_port(const serve_router_t *r);
+/* Replica slot i of model m: where it listens and what state it is in. A
+ * new endpoint (host or port differ) resets the replica's counters. */
+/* host NULL keeps the endpoint; job and node (NULL: kept) are for status. */
+void serve_router_set_replica(serve_router_t *r, size_t m, size_t i, const char *host,
+                              unsigned port, serve_replica_state_t st, const char *job,
+                              const char *node);
+serve_replica_state_t serve_router_replica_state(serve_router_t *r, size_t m, size_t i);
+/* Requests being served by the replica now. */
+unsigned serve_router_replica_ongoing(serve_router_t *r, size_t m, size_t i);
+/* Requests waiting in model m's queue. */
+unsigned serve_router_queued(serve_router_t *r, size_t m);
+/* Number of replica slots model m has (grows with set_replica). */
+size_t serve_router_nreplicas(serve_router_t *r, size_t m);
+/* Status as JSON text (malloc'ed): models, replicas, load, queue. */
+char *serve_router_status(serve_router_t *r);
+/* The router's own problem list for `serve status` (pending reasons):
+ * set by the replica manager. */
+void serve_router_set_note(serve_router_t *r, size_t m, const char *note);
+
+/* ---- the upstream client (upstream.c) ---- */
+typedef struct serve_upstream {
+    int fd;
+    int status;              /* HTTP status */
+    char content_type[128];  /* "" none */
+    bool chunked;            /* Transfer-Encoding: chunked */
+    long long content_length; /* -1 unknown (until close) */
+    /* what was read past the headers, not yet handed out */
+    char buf[8192];
+    size_t off, len;
+    /* chunked decoding */
+    long long chunk_left; /* bytes left of the current chunk; -1 at a size line */
+    bool done;            /* the body ended as HTTP says */
+    bool failed;          /* the connection broke before the body ended */
+    long long got;        /* body bytes handed out */
+} serve_upstream_t;
+
+/* Connects to host:port within timeout_ms. 0 or -errno. */
+int serve_upstream_connect(serve_upstream_t *u, const char *host, unsigned port, int timeout_ms);
+/* Sends the request (extra: more header lines, each ending in CRLF, or
+ * NULL) and reads the status line and headers. 0, or -EPIPE
+ * when nothing came back (the request may go to another replica), or
+ * CR_EPARSE for a reply that is not HTTP. */
+int serve_upstream_request(serve_upstream_t *u, const char *method, const char *path,
+                           const char *host, const char *content_type, const char *extra,
+                           const char *body, size_t len, int timeout_ms);
+/* Reads up to size bytes of the body (de-chunked): >0 bytes, 0 at its end
+ * (u->done, or u->failed when the replica went away first), -errno. */
+ssize_t serve_upstream_read(serve_upstream_t *u, char *dst, size_t size, int timeout_ms);
+void serve_upstream_close(serve_upstream_t *u);
+/* A GET of path answered 200 within timeout_ms. */
+bool serve_upstream_healthy(const char *host, unsigned port, const char *path, int timeout_ms);
+
+#endif

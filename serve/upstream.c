@@ -1,0 +1,286 @@
+/* The router's HTTP/1.1 client to a replica: one request per connection
+ * (Connection: close), the reply's headers read whole (bounded), its body
+ * handed out as it comes, de-chunked, so that a stream passes through
+ * piece by piece. Blocking with poll timeouts: each router request runs
+ * on its own thread (router.c says why). */
+#include "serve.h"
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define HEADERS_MAX 8192
+
+static int wait_fd(int fd, short ev, int timeout_ms)
+{
+    struct pollfd p = {.fd = fd, .events = ev};
+    for (;;) {
+        int n = poll(&p, 1, timeout_ms);
+        if (n > 0)
+            return 0;
+        if (n == 0)
+            return -ETIMEDOUT;
+        if (errno != EINTR)
+            return -errno;
+    }
+}
+
+int serve_upstream_connect(serve_upstream_t *u, const char *host, unsigned port, int timeout_ms)
+{
+    memset(u, 0, sizeof(*u));
+    u->fd = -1;
+    u->content_length = -1;
+    u->chunk_left = -1;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    char ps[8];
+    snprintf(ps, sizeof(ps), "%u", port);
+    if (getaddrinfo(host, ps, &hints, &ai) != 0 || !ai)
+        return -EHOSTUNREACH;
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int err = fd < 0 ? -errno : 0;
+    if (!err && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        err = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, timeout_ms) : -errno;
+        int so = 0;
+        socklen_t sl = sizeof(so);
+        if (!err && getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) == 0 && so)
+            err = -so;
+    }
+    freeaddrinfo(ai);
+    if (err) {
+        if (fd >= 0)
+            close(fd);
+        return err;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    u->fd = fd;
+    return 0;
+}
+
+static int send_all(int fd, const char *p, size_t n, int timeout_ms)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+            int err = wait_fd(fd, POLLOUT, timeout_ms);
+            if (err)
+                return err;
+            continue;
+        }
+        if (w < 0)
+            return -errno;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads more into u->buf after what is held; 0 bytes at EOF. */
+static ssize_t fill(serve_upstream_t *u, int timeout_ms)
+{
+    if (u->off > 0 && u->off == u->len)
+        u->off = u->len = 0;
+    if (u->len == sizeof(u->buf)) {
+        memmove(u->buf, u->buf + u->off, u->len - u->off);
+        u->len -= u->off;
+        u->off = 0;
+        if (u->len == sizeof(u->buf))
+            return -E2BIG;
+    }
+    for (;;) {
+        ssize_t r = recv(u->fd, u->buf + u->len, sizeof(u->buf) - u->len, 0);
+        if (r >= 0) {
+            u->len += (size_t)r;
+            return r;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN)
+            return -errno;
+        int err = wait_fd(u->fd, POLLIN, timeout_ms);
+        if (err)
+            return err;
+    }
+}
+
+static bool header_is(const char *line, size_t n, const char *name, const char **val)
+{
+    size_t k = strlen(name);
+    if (n <= k || strncasecmp(line, name, k) != 0 || line[k] != ':')
+        return false;
+    const char *v = line + k + 1;
+    while (v < line + n && (*v == ' ' || *v == '\t'))
+        v++;
+    *val = v;
+    return true;
+}
+
+int serve_upstream_request(serve_upstream_t *u, const char *method, const char *path,
+                           const char *host, const char *content_type, const char *extra,
+                           const char *body, size_t len, int timeout_ms)
+{
+    char head[1024];
+    int n = snprintf(head, sizeof(head),
+                     "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nAccept: */*\r\n"
+                     "%s%s%s%sContent-Length: %zu\r\n\r\n",
+                     method, path, host, content_type ? "Content-Type: " : "",
+                     content_type ? content_type : "", content_type ? "\r\n" : "",
+                     extra ? extra : "", len);
+    if (n < 0 || (size_t)n >= sizeof(head))
+        return CR_EINVAL;
+    int err = send_all(u->fd, head, (size_t)n, timeout_ms);
+    if (!err && len)
+        err = send_all(u->fd, body, len, timeout_ms);
+    if (err)
+        return -EPIPE; /* nothing came back: another replica may take it */
+    /* the status line and headers */
+    char *end = NULL;
+    while (!end) {
+        ssize_t r = fill(u, timeout_ms);
+        if (r == 0 || r == -ECONNRESET || r == -EPIPE)
+            return u->len ? CR_EPARSE : -EPIPE;
+        if (r < 0)
+            return r == -E2BIG ? CR_EPARSE : (int)r;
+        end = memmem(u->buf, u->len, "\r\n\r\n", 4);
+        if (!end && u->len >= HEADERS_MAX)
+            return CR_EPARSE;
+    }
+    size_t hlen = (size_t)(end - u->buf) + 4;
+    int major, minor, status;
+    if (sscanf(u->buf, "HTTP/%d.%d %3d", &major, &minor, &status) != 3 || status < 100 ||
+        status > 599)
+        return CR_EPARSE;
+    u->status = status;
+    for (char *line = memchr(u->buf, '\n', hlen); line && line < end;) {
+        line++;
+        char *nl = memchr(line, '\n', (size_t)(end + 2 - line));
+        if (!nl)
+            break;
+        size_t ln = (size_t)(nl - line);
+        if (ln && line[ln - 1] == '\r')
+            ln--;
+        const char *v;
+        if (header_is(line, ln, "Content-Type", &v))
+            snprintf(u->content_type, sizeof(u->content_type), "%.*s", (int)(line + ln - v), v);
+        else if (header_is(line, ln, "Transfer-Encoding", &v))
+            u->chunked = strncasecmp(v, "chunked", 7) == 0;
+        else if (header_is(line, ln, "Content-Length", &v))
+            u->content_length = strtoll(v, NULL, 10);
+        line = nl;
+    }
+    if (u->chunked)
+        u->content_length = -1;
+    u->off = hlen;
+    if (u->content_length == 0 || status == 204 || status == 304)
+        u->done = true;
+    return 0;
+}
+
+/* The next line of a chunked body (a size line or a trailer), without its
+ * CRLF: its length, or <0. */
+static ssize_t take_line(serve_upstream_t *u, char *dst, size_t size, int timeout_ms)
+{
+    for (;;) {
+        char *nl = memchr(u->buf + u->off, '\n', u->len - u->off);
+        if (nl) {
+            size_t n = (size_t)(nl - (u->buf + u->off));
+            size_t keep = n && nl[-1] == '\r' ? n - 1 : n;
+            if (keep >= size)
+                return CR_EPARSE;
+            memcpy(dst, u->buf + u->off, keep);
+            dst[keep] = '\0';
+            u->off += n + 1;
+            return (ssize_t)keep;
+        }
+        if (u->len - u->off > 256)
+            return CR_EPARSE;
+        ssize_t r = fill(u, timeout_ms);
+        if (r <= 0)
+            return r == 0 ? -ECONNRESET : r;
+    }
+}
+
+ssize_t serve_upstream_read(serve_upstream_t *u, char *dst, size_t size, int timeout_ms)
+{
+    while (!u->done && !u->failed) {
+        if (u->chunked && u->chunk_left <= 0) {
+            char line[300];
+            if (u->chunk_left == 0) { /* the CRLF after a chunk's data */
+                ssize_t r = take_line(u, line, sizeof(line), timeout_ms);
+                if (r != 0) {
+                    u->failed = true;
+                    break;
+                }
+            }
+            ssize_t r = take_line(u, line, sizeof(line), timeout_ms);
+            char *e;
+            long long n = r > 0 ? strtoll(line, &e, 16) : -1;
+            if (r <= 0 || n < 0 || e == line) {
+                u->failed = true;
+                break;
+            }
+            if (n == 0) {
+                u->done = true; /* trailers, if any, are not read: the connection closes */
+                break;
+            }
+            u->chunk_left = n;
+        }
+        size_t have = u->len - u->off;
+        if (have == 0) {
+            ssize_t r = fill(u, timeout_ms);
+            if (r == 0) {
+                /* EOF ends a body without length or chunks; else it is a break */
+                if (!u->chunked && u->content_length < 0)
+                    u->done = true;
+                else
+                    u->failed = true;
+                break;
+            }
+            if (r < 0) {
+                u->failed = true;
+                return r == -ETIMEDOUT ? r : 0;
+            }
+            continue;
+        }
+        size_t n = have < size ? have : size;
+        if (u->chunked && (long long)n > u->chunk_left)
+            n = (size_t)u->chunk_left;
+        if (!u->chunked && u->content_length >= 0 &&
+            (long long)n > u->content_length - u->got)
+            n = (size_t)(u->content_length - u->got);
+        memcpy(dst, u->buf + u->off, n);
+        u->off += n;
+        u->got += (long long)n;
+        if (u->chunked)
+            u->chunk_left -= (long long)n;
+        if (!u->chunked && u->content_length >= 0 && u->got >= u->content_length)
+            u->done = true;
+        return (ssize_t)n;
+    }
+    return 0;
+}
+
+void serve_upstream_close(serve_upstream_t *u)
+{
+    if (u->fd >= 0)
+        close(u->fd);
+    u->fd = -1;
+}
+
+bool serve_upstream_healthy(const char *host, unsigned port, const char *path, int timeout_ms)
+{
+    serve_upstream_t *u = cr_malloc(sizeof(*u));
+    bool ok = serve_upstream_connect(u, host, port, timeout_ms) == 0 &&
+              serve_upstream_request(u, "GET", path, host, NULL, NULL, NULL, 0, timeout_ms) == 0 &&
+              u->status == 200;
+    serve_upstream_close(u);
+    free(u);
+    return ok;
+}
