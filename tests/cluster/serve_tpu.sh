@@ -41,7 +41,7 @@ e=$(curl -s "http://$ep/env" | jq -c '[.RANK, .WORLD_SIZE, .TPU_VISIBLE_CHIPS, .
 [ "$e" = '["0","4",null,"0","tpu-w0",4]' ] &&
     ok "worker 0's engine: RANK 0 of 4, TPU_WORKER_ID 0, the slice's 4 hosts, the whole host's chips" || fail "env: $e"
 job=$(jq -r '.models[0].replicas[0].job' <<<"$st")
-logs=$("$CORRAL" job logs "$job" 2>&1)
+logs=$("$CORRAL" job logs --no-prefix "$job" 2>&1)
 bad=
 for w in 0 1 2 3; do grep -q "^worker $w tw=$w hosts=..*$" <<<"$logs" || bad="$bad $w"; done
 [ -z "$bad" ] && [ "$(status "$job" | jq -r '[.workers[].node_id] | join(",")')" = tpu-w0,tpu-w1,tpu-w2,tpu-w3 ] &&
