@@ -59,6 +59,9 @@ typedef struct agent_config {
      * (WORKER_FAILED, this reason). Harnesses that feed untrusted specs
      * to a head (tests/fuzz/fuzz_head.c) set it. Borrowed. */
     const char *refuse_start;
+    /* bytes each worker output file keeps on disk (cr_output_bound, looked
+     * at every AGENT_BOUND_MS); 0 unbounded */
+    uint64_t output_max;
 } agent_config_t;
 
 agent_t *agent_new(const agent_config_t *cfg);
@@ -121,6 +124,8 @@ typedef struct agent_opts {
      * pinned ("sha256:HEX", as corral start --head prints it), or a CA
      * file (PEM) to verify it with; either makes the connection TLS */
     const char *tls_fingerprint, *tls_ca;
+    /* --worker-log-max: 0 CR_WORKER_LOG_MAX_DEFAULT, CR_WORKER_LOG_UNBOUNDED none */
+    uint64_t worker_log_max;
 } agent_opts_t;
 int agent_main(const agent_opts_t *o);
 #endif

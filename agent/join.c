@@ -139,10 +139,25 @@ static bool pump_one(fwd_t *f)
                 left |= fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > f->off[s];
                 break;
             }
-            ssize_t got = pread(fd, buf, FWD_CHUNK, (off_t)f->off[s]);
+            /* skips the holes the bound left (cr_output_bound): output this
+             * agent dropped before it could send it; the head's copy gets
+             * the same gap */
+            struct stat sb;
+            uint64_t start, end, again;
+            if (fstat(fd, &sb) < 0 ||
+                !cr_output_next(fd, f->off[s], (uint64_t)sb.st_size, &start, &end))
+                break;
+            size_t want = end - start < FWD_CHUNK ? (size_t)(end - start) : FWD_CHUNK;
+            ssize_t got = pread(fd, buf, want, (off_t)start);
             if (got <= 0)
                 break;
+            if (cr_output_next(fd, start, (uint64_t)sb.st_size, &again, &end) && again > start) {
+                continue; /* punched while read: what was read may be zeros */
+            }
+            uint64_t dropped = start - f->off[s];
+            f->off[s] = start;
             Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
+            ch.dropped = dropped;
             ch.job_id = f->job_id;
             ch.worker_index = f->index;
             ch.stream = s ? CORRAL__LOG_STREAM__LOG_STDERR : CORRAL__LOG_STREAM__LOG_STDOUT;
@@ -996,7 +1011,11 @@ int agent_main(const agent_opts_t *o)
                          .tls_fingerprint = o->tls_fingerprint,
                          .tls_ca = ca_path,
                          .net = A.net,
-                         .ops = {.started = a_started, .exited = a_exited}};
+                         .ops = {.started = a_started, .exited = a_exited},
+                         .output_max = !o->worker_log_max ? CR_WORKER_LOG_MAX_DEFAULT
+                                       : o->worker_log_max == CR_WORKER_LOG_UNBOUNDED
+                                           ? 0
+                                           : o->worker_log_max};
     A.agent = agent_new(&ac);
     load_table();
     uv_timer_init(&A.loop, &A.hb);

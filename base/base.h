@@ -164,6 +164,30 @@ int cr_readlink_base(const char *root, const char *path, char *buf, size_t size)
 int cr_list_dir(const char *root, const char *path, char ***names, size_t *n);
 void cr_free_strv(char **v, size_t n);
 
+/* ---- worker output (output.c) ---- */
+/* Bounds what an append-only output file holds on disk to about its last
+ * keep bytes: once it holds more than keep + keep/8, its oldest part
+ * becomes a hole (the logical size and every offset stay). fd open for
+ * writing; keep 0: unbounded. Returns 1 when it punched (*dropped: bytes
+ * freed), 0 when nothing was to do, -EOPNOTSUPP (and others) when the
+ * filesystem cannot. */
+int cr_output_bound(int fd, uint64_t keep, uint64_t *dropped);
+/* 0 when fd's filesystem can punch holes (cr_output_bound works there),
+ * else the negative errno; changes nothing in the file. */
+int cr_output_probe(int fd);
+/* The first extent of data at or after off in fd's first size bytes:
+ * [*start, *end); false when only holes (or nothing) are left. Where the
+ * filesystem knows no holes, all of it is data. */
+bool cr_output_next(int fd, uint64_t off, uint64_t size, uint64_t *start, uint64_t *end);
+/* Bytes of fd's first size that are holes: output the bound dropped. */
+uint64_t cr_output_dropped(int fd, uint64_t size);
+/* The default bound on each worker output file (corrald --worker-log-max). */
+#define CR_WORKER_LOG_MAX_DEFAULT (64ull << 20)
+/* The least one can ask for (tests use small ones). */
+#define CR_WORKER_LOG_MAX_MIN (1ull << 20)
+/* In options: asked for no bound (--worker-log-max 0). */
+#define CR_WORKER_LOG_UNBOUNDED UINT64_MAX
+
 /* ---- cpulists ("0-3,8,10-11") ---- */
 /* Parses a Linux cpulist into a bitmap of nbits; returns the count or a
  * negative error (CR_EPARSE with *errpos set to the bad offset). */

@@ -19,10 +19,10 @@ static const char start_usage[] =
     "[--suspect-after-ms N] "
     "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] "
     "[--keep-finished-jobs N] [--keep-finished-for DURATION] [--max-frame BYTES] "
-    "[--log-file PATH] [--block]\n"
+    "[--log-file PATH] [--worker-log-max BYTES] [--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | --tls-ca F] "
-    "[--log-file PATH] [--block]\n"
+    "[--log-file PATH] [--worker-log-max BYTES] [--block]\n"
     "\n"
     "--head starts the cluster's head (corrald) on this node, in the background, and prints\n"
     "the command that joins an agent to it; --address joins this node to a head as an agent.\n"
@@ -46,6 +46,9 @@ static const char start_usage[] =
     "                          at least 512 KiB); listings are paged to fit\n"
     "  --log-file PATH         corrald's log (default: logs/corrald.log in its session), a\n"
     "                          regular file of yours, never opened through a symlink\n"
+    "  --worker-log-max BYTES  what each worker output file keeps on disk: its last BYTES\n"
+    "                          (default 64M, at least 1M; 0: unbounded); older output is\n"
+    "                          dropped and 'corral job logs' says how much\n"
     "  --block                 run in the foreground\n"
     "\n"
     "A head that is unreachable fails the join at once; 'corral stop' stops what started here.\n";
@@ -284,6 +287,7 @@ int cli_start(int argc, char **argv)
         CLI_CALL("keep-finished-for", opt_pass, &p),
         CLI_CALL("max-frame", opt_pass, &p),
         CLI_CALL("log-file", opt_pass, &p),
+        CLI_CALL("worker-log-max", opt_pass, &p),
         CLI_FLAG("block", &block),
         CLI_FLAG("tls", &tls),
         CLI_FLAG("no-tls", &no_tls),
