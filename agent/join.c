@@ -69,6 +69,7 @@ static struct {
     hw_options_t hwo;
     const agent_opts_t *o;
     char *dir, *logs;
+    uint64_t output_max; /* the bound on worker output files (agent_config_t) */
     char session_id[CR_SESSION_ID_LEN + 1]; /* its workers carry it (cr_session_id) */
     uint64_t incarnation;
     bool registered, stopping, fatal;
@@ -133,6 +134,7 @@ static bool pump_one(fwd_t *f)
         int fd = open(f->path[s], O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             continue;
+        int retries = 0;
         for (;;) {
             if (!fwd_room()) { /* kept for the drain, or for when the head is back */
                 struct stat sb;
@@ -143,15 +145,17 @@ static bool pump_one(fwd_t *f)
              * agent dropped before it could send it; the head's copy gets
              * the same gap */
             struct stat sb;
-            uint64_t start, end, again;
-            if (fstat(fd, &sb) < 0 ||
-                !cr_output_next(fd, f->off[s], (uint64_t)sb.st_size, &start, &end))
+            uint64_t start, end;
+            uint64_t size = fstat(fd, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+            if (!cr_output_next(fd, f->off[s], size, cr_output_old(size, A.output_max), &start,
+                                &end))
                 break;
             size_t want = end - start < FWD_CHUNK ? (size_t)(end - start) : FWD_CHUNK;
             ssize_t got = pread(fd, buf, want, (off_t)start);
             if (got <= 0)
                 break;
-            if (cr_output_next(fd, start, (uint64_t)sb.st_size, &again, &end) && again > start) {
+            if (retries < 8 && cr_output_punched(fd, start, A.output_max)) {
+                retries++;
                 continue; /* punched while read: what was read may be zeros */
             }
             uint64_t dropped = start - f->off[s];
@@ -1016,6 +1020,7 @@ int agent_main(const agent_opts_t *o)
                                        : o->worker_log_max == CR_WORKER_LOG_UNBOUNDED
                                            ? 0
                                            : o->worker_log_max};
+    A.output_max = ac.output_max;
     A.agent = agent_new(&ac);
     load_table();
     uv_timer_init(&A.loop, &A.hb);

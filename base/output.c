@@ -56,20 +56,41 @@ int cr_output_probe(int fd)
     return 0;
 }
 
-bool cr_output_next(int fd, uint64_t off, uint64_t size, uint64_t *start, uint64_t *end)
+uint64_t cr_output_old(uint64_t size, uint64_t keep)
 {
+    return keep && size > keep ? size - keep : 0;
+}
+
+/* Holes are believed only before old (the part of a file older than its
+ * last keep bytes, the only part a bound ever punches): SEEK_DATA on a file
+ * being appended to (ext4's delayed allocation) may call a hole what is
+ * data, and near the end that would drop output the bound keeps. */
+bool cr_output_next(int fd, uint64_t off, uint64_t size, uint64_t old, uint64_t *start,
+                    uint64_t *end)
+{
+    if (off >= size)
+        return false;
+    if (old > size)
+        old = size;
+    if (off >= old) {
+        *start = off;
+        *end = size;
+        return true;
+    }
     /* a punch between the two lseeks moves the data on: look again */
-    for (int tries = 0; tries < 4 && off < size; tries++) {
+    for (int tries = 0; tries < 4 && off < old; tries++) {
         uint64_t s = off, e = size;
         off_t d = lseek(fd, (off_t)off, SEEK_DATA);
-        if (d < 0 && errno == ENXIO)
-            return false; /* a hole up to the end (or the end) */
         if (d >= 0)
-            s = (uint64_t)d; /* else no SEEK_DATA here: every byte is data */
+            s = (uint64_t)d; /* else no SEEK_DATA here (or a hole to the end) */
+        else if (errno == ENXIO)
+            s = size;
+        if (s > old) /* data is in the last keep bytes, whatever lseek says */
+            s = old;
         if (s >= size)
-            return false;
+            return false; /* holes to the end */
         off_t h = lseek(fd, (off_t)s, SEEK_HOLE);
-        if (h >= 0 && (uint64_t)h < size)
+        if (h >= 0 && (uint64_t)h < old)
             e = (uint64_t)h;
         if (e > s) {
             *start = s;
@@ -78,15 +99,27 @@ bool cr_output_next(int fd, uint64_t off, uint64_t size, uint64_t *start, uint64
         }
         off = s;
     }
-    return false;
+    *start = off > old ? off : old;
+    *end = size;
+    return *start < size;
 }
 
-uint64_t cr_output_dropped(int fd, uint64_t size)
+bool cr_output_punched(int fd, uint64_t off, uint64_t keep)
+{
+    struct stat sb;
+    uint64_t s, e;
+    if (!keep || fstat(fd, &sb) < 0)
+        return false;
+    uint64_t size = (uint64_t)sb.st_size;
+    return cr_output_next(fd, off, size, cr_output_old(size, keep), &s, &e) && s > off;
+}
+
+uint64_t cr_output_dropped(int fd, uint64_t size, uint64_t old)
 {
     uint64_t off = 0, dropped = 0, s, e;
-    while (cr_output_next(fd, off, size, &s, &e)) {
+    while (off < size && cr_output_next(fd, off, size, old, &s, &e)) {
         dropped += s - off;
         off = e;
     }
-    return off < size ? dropped + (size - off) : dropped;
+    return off < size ? dropped + (size - off) : dropped; /* holes to the end */
 }

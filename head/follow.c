@@ -190,9 +190,14 @@ static bool read_file(follower_t *f, int worker, int stream, bool first, size_t 
     /* holes are output the bound on worker output dropped (cr_output_bound):
      * a follower behind the part kept goes on from the first data, and its
      * next chunk says how much it skipped (from its start, on a first look) */
-    uint64_t skipped = s->skipped + (first ? cr_output_dropped(fd, s->offset) : 0), start, end;
+    uint64_t keep = F.ops.log_max ? F.ops.log_max(F.arg) : 0, old = cr_output_old(size, keep);
+    uint64_t gap = F.ops.gap ? F.ops.gap(F.arg, f->job_id, worker, stream) : 0;
+    old = gap > old ? gap : old;
+    uint64_t skipped = s->skipped + (first ? cr_output_dropped(fd, s->offset, old) : 0), start,
+             end;
+    int retries = 0;
     while (*budget > 0 && s->offset < size) {
-        if (!cr_output_next(fd, s->offset, size, &start, &end)) {
+        if (!cr_output_next(fd, s->offset, size, old, &start, &end)) {
             skipped += size - s->offset; /* holes to the end: data comes later */
             s->offset = size;
             break;
@@ -205,9 +210,13 @@ static bool read_file(follower_t *f, int worker, int stream, bool first, size_t 
         ssize_t got = pread(fd, F.buf, want, (off_t)s->offset);
         if (got <= 0)
             break;
-        uint64_t again;
-        if (cr_output_next(fd, s->offset, size, &again, &end) && again > s->offset)
-            continue; /* punched while read: what was read may be zeros */
+        if (retries < 8 && cr_output_punched(fd, s->offset, keep) && fstat(fd, &st) == 0) {
+            retries++; /* punched while read: what was read may be zeros */
+            size = (uint64_t)st.st_size;
+            old = cr_output_old(size, keep);
+            old = gap > old ? gap : old;
+            continue;
+        }
         if (!send_chunk(f, worker, stream, s->offset, F.buf, (size_t)got, false, skipped)) {
             ok = false;
             break;

@@ -36,7 +36,7 @@ static void send_piece(cr_conn_t *c, const Corral__Envelope *e, const job_t *j, 
  * bound on worker output left (cr_output_bound) are skipped, and the
  * first chunk says how much of the file they took (dropped). */
 static void send_log(cr_conn_t *c, const Corral__Envelope *e, const job_t *j, const wk_t *w,
-                     const char *path, Corral__LogStream stream)
+                     const char *path, Corral__LogStream stream, uint64_t gap)
 {
     if (!path)
         return;
@@ -49,14 +49,24 @@ static void send_log(cr_conn_t *c, const Corral__Envelope *e, const job_t *j, co
         return;
     }
     uint64_t size = (uint64_t)sb.st_size, off = size > LOG_MAX ? size - LOG_MAX : 0;
-    uint64_t dropped = cr_output_dropped(fd, size), start, end;
+    uint64_t old = cr_output_old(size, D.worker_log_max);
+    old = gap > old ? gap : old;
+    uint64_t dropped = cr_output_dropped(fd, size, old), start, end;
     uint8_t *buf = cr_malloc(LOG_CHUNK);
     bool told = false;
-    while (cr_output_next(fd, off, size, &start, &end)) {
+    int retries = 0;
+    while (cr_output_next(fd, off, size, old, &start, &end)) {
         size_t want = end - start < LOG_CHUNK ? (size_t)(end - start) : LOG_CHUNK;
         ssize_t got = pread(fd, buf, want, (off_t)start);
         if (got <= 0)
             break;
+        if (retries < 8 && cr_output_punched(fd, start, D.worker_log_max) && fstat(fd, &sb) == 0) {
+            retries++; /* punched while read: what was read may be zeros */
+            size = (uint64_t)sb.st_size;
+            old = cr_output_old(size, D.worker_log_max);
+            old = gap > old ? gap : old;
+            continue;
+        }
         send_piece(c, e, j, w, stream, start, buf, (size_t)got, told ? 0 : dropped);
         told = true;
         off = start + (uint64_t)got;
@@ -88,8 +98,10 @@ void req_job_logs(cr_conn_t *c, const Corral__Envelope *e)
     for (int i = 0; i < j->n; i++) {
         if (q->worker_index >= 0 && q->worker_index != i)
             continue;
-        send_log(c, e, j, &j->wk[i], j->wk[i].out_path, CORRAL__LOG_STREAM__LOG_STDOUT);
-        send_log(c, e, j, &j->wk[i], j->wk[i].err_path, CORRAL__LOG_STREAM__LOG_STDERR);
+        send_log(c, e, j, &j->wk[i], j->wk[i].out_path, CORRAL__LOG_STREAM__LOG_STDOUT,
+                 j->wk[i].out_gap[0]);
+        send_log(c, e, j, &j->wk[i], j->wk[i].err_path, CORRAL__LOG_STREAM__LOG_STDERR,
+                 j->wk[i].out_gap[1]);
     }
     Corral__LogChunk end = CORRAL__LOG_CHUNK__INIT;
     end.job_id = j->idstr;
@@ -133,11 +145,18 @@ static uint64_t fo_log_max(void *arg)
     return D.worker_log_max;
 }
 
+static uint64_t fo_gap(void *arg, const char *job_id, int i, int stream)
+{
+    const job_t *j = job_find(job_id);
+    return j && i >= 0 && i < j->n ? j->wk[i].out_gap[stream ? 1 : 0] : 0;
+}
+
 const follow_ops_t head_follow_ops = {.nworkers = fo_nworkers,
                                       .paths = fo_paths,
                                       .is_final = fo_is_final,
                                       .events_since = fo_events_since,
-                                      .log_max = fo_log_max};
+                                      .log_max = fo_log_max,
+                                      .gap = fo_gap};
 
 /* Output an agent forwards: written at its offset into the head's copy. */
 void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch)
@@ -162,6 +181,10 @@ void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch)
     /* Output is forwarded in order; a gap is what the agent's own bound
      * dropped before it could send it (ch->dropped), a hole here too. An
      * agent can so grow the file's size at will, never its disk use. */
+    struct stat sb;
+    int si = ch->stream == CORRAL__LOG_STREAM__LOG_STDERR;
+    if (fstat(fd, &sb) == 0 && ch->offset > (uint64_t)sb.st_size && ch->offset > w->out_gap[si])
+        w->out_gap[si] = ch->offset;
     if (pwrite(fd, ch->data.data, ch->data.len, (off_t)ch->offset) < 0)
         cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
     int err = cr_output_bound(fd, D.worker_log_max, NULL);

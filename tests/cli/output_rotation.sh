@@ -119,5 +119,34 @@ f=$(find "$CORRAL_HOME/agent_ra" -name "job$id-w0.out" | head -1)
 f=$(find "$CORRAL_HOME"/session_latest/ -name "job$id-w0.out" | head -1)
 [ -n "$f" ] && check_file "$f" "head's copy" || fail "no head copy of job $id"
 check_logs "$id" "remote"
+
+# an agent with a smaller bound than the head's, whose head does not read
+# for a while (SIGSTOP): the agent drops what it could not send, its
+# forwarder goes on after the hole and the head's copy gets the gap as a
+# hole; job logs shows no zeros, the tail intact, and the dropped line
+out=$("$CORRAL" start ${join#corral start} --hw-spec "$SPECS/dgx-h100.yaml" --node-id rb \
+    --node-ip 127.0.0.3 --worker-log-max 1M 2>&1) || fail "join rb: $out"
+WPIDS="$WPIDS $(cat "$CORRAL_HOME/agent_rb/corrald.pid")"
+HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
+id=$("$CORRAL" run --detach --gpus 1 --label-selector corral.io/node-id=rb -- \
+    sh -c "while [ ! -e $CORRAL_HOME/go ]; do sleep 0.05; done; seq 1 $N")
+for _ in $(seq 100); do [ "$(status "$id" | jq -r .state)" = RUNNING ] && break; sleep 0.1; done
+f=""
+for _ in $(seq 100); do f=$(find "$CORRAL_HOME/agent_rb" -name "job$id-w0.out" | head -1); [ -n "$f" ] && break; sleep 0.1; done
+kill -STOP "$HPID"
+touch "$CORRAL_HOME/go"
+for _ in $(seq 200); do
+    [ -n "$f" ] && [ "$(stat -c %s "$f")" = "$want" ] && [ "$(disk "$f")" -le $((2 << 20)) ] && break
+    sleep 0.1
+done
+kill -CONT "$HPID"
+st=$(wait_final "$id")
+[ "$st" = SUCCEEDED ] || fail "rb job: $st"
+out=$("$CORRAL" job logs "$id" 2>"$CORRAL_HOME/err")
+lines=$(tail_intact <<<"$out") && ! tr -d '\n0-9' <<<"$out" | grep -q . &&
+    ok "agent bound 1M, head 4M, head stalled: job logs shows $lines lines intact, no zeros" ||
+    fail "rb: job logs broken ($(wc -l <<<"$out") lines, $(tr -d '\n0-9' <<<"$out" | wc -c) stray bytes)"
+grep -Eq '^\[corral: [0-9]+\.[0-9] MiB of earlier output of worker 0 dropped' "$CORRAL_HOME/err" &&
+    ok "rb: $(head -1 "$CORRAL_HOME/err")" || fail "rb: no dropped line: [$(cat "$CORRAL_HOME/err")]"
 "$CORRAL" stop >/dev/null 2>&1 || fail "stop"
 finish

@@ -204,18 +204,26 @@ static void test_output_bound(void **state)
     assert_true((uint64_t)sb.st_blocks * 512 <= keep + keep / 8);
     assert_true(dropped >= total - keep - 65536 && dropped <= total - keep);
     /* the first data is where the hole ends, and reads as what was written */
-    assert_true(cr_output_next(fd, 0, total, &start, &end));
+    uint64_t old = cr_output_old(total, keep);
+    assert_int_equal(old, total - keep);
+    assert_true(cr_output_next(fd, 0, total, old, &start, &end));
     assert_int_equal(start, dropped);
     assert_int_equal(end, total);
-    assert_int_equal(cr_output_dropped(fd, total), dropped);
-    assert_int_equal(cr_output_dropped(fd, dropped / 2), dropped / 2);
     char c;
     assert_int_equal(pread(fd, &c, 1, (off_t)start), 1);
     assert_int_equal(c, 'a' + (int)(start >> 20));
+    assert_int_equal(cr_output_dropped(fd, total, old), dropped);
+    assert_int_equal(cr_output_dropped(fd, dropped / 2, old), dropped / 2);
+    /* holes are believed only before old: none where the bound keeps */
+    assert_true(cr_output_next(fd, 0, total, 0, &start, &end));
+    assert_int_equal(start, 0);
+    assert_int_equal(cr_output_dropped(fd, total, 0), 0);
+    assert_false(cr_output_punched(fd, dropped, keep));
+    assert_true(cr_output_punched(fd, 0, keep));
     /* a reader inside the kept part stays where it is */
-    assert_true(cr_output_next(fd, total - 10, total, &start, &end));
+    assert_true(cr_output_next(fd, total - 10, total, old, &start, &end));
     assert_int_equal(start, total - 10);
-    assert_false(cr_output_next(fd, total, total, &start, &end));
+    assert_false(cr_output_next(fd, total, total, old, &start, &end));
     /* once bounded, nothing more to do until it grows again */
     assert_int_equal(cr_output_bound(fd, keep, &dropped), 0);
     free(block);
