@@ -82,6 +82,20 @@ size_t agent_running(const agent_t *a);
  * agent_reports_free. */
 size_t agent_reports(const agent_t *a, Corral__WorkerReport ***out);
 void agent_reports_free(Corral__WorkerReport **v, size_t n);
+/* The worker that holds device dev of this node (started by this agent,
+ * not adopted: an adopted worker's devices are not known here): false
+ * when none; job_id and worker_id borrowed until the worker ends. */
+bool agent_device_holder(const agent_t *a, int dev, const char **job_id, const char **worker_id);
+/* The node's /metrics (agent/metrics.c): device telemetry, served on
+ * host:port (NULL host: 127.0.0.1) on loop to the cluster token as a
+ * Bearer. NULL with why when it cannot listen. */
+typedef struct web web_t;
+web_t *agent_metrics_start(uv_loop_t *loop, const cr_node_t *node, const hw_options_t *hwo,
+                           const agent_t *const *agent, const char *host, int port,
+                           const uint8_t token[CR_TOKEN_LEN], char *why, size_t size);
+/* The node's device metrics into b (the head's /metrics has its own). */
+void agent_device_metrics(cr_buf_t *b, const cr_node_t *node, const hw_options_t *hwo,
+                          const agent_t *a);
 /* Log files of a running worker, NULL when unknown. */
 const char *agent_log_path(const agent_t *a, const char *worker_id, int stream);
 
@@ -124,6 +138,8 @@ typedef struct agent_opts {
      * pinned ("sha256:HEX", as corral start --head prints it), or a CA
      * file (PEM) to verify it with; either makes the connection TLS */
     const char *tls_fingerprint, *tls_ca;
+    int metrics_port;         /* --metrics-port: -1 off, 0 any free port */
+    const char *metrics_host; /* NULL: 127.0.0.1 */
     /* --worker-log-max: 0 CR_WORKER_LOG_MAX_DEFAULT, CR_WORKER_LOG_UNBOUNDED none */
     uint64_t worker_log_max;
 } agent_opts_t;

@@ -6,6 +6,7 @@
  * them on the next Register. */
 #include "agent/agent.h"
 #include "net/tls.h"
+#include "web/web.h"
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -933,20 +934,10 @@ int agent_main(const agent_opts_t *o)
     if (cr_write_private(pidf, pidtext, strlen(pidtext), why, sizeof(why)) < 0)
         fprintf(stderr, "corrald: %s\n", why);
     free(pidf);
-    char *logfile = o->log_file ? cr_strdup(o->log_file) : cr_asprintf("%s/corrald.log", A.logs);
-    int le = cr_log_set_file(logfile);
-    if (le < 0 && o->log_file) { /* the operator's choice is not replaced quietly */
-        fprintf(stderr,
-                "corrald: --log-file %s: %s (it must be a regular file of this user, not a "
-                "symbolic link, in a directory that exists)\n",
-                logfile, cr_strerror(le));
-        free(logfile);
+    if (cr_log_use_file(o->log_file, A.logs) < 0)
         return 1;
-    }
-    if (le < 0)
-        fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
-    free(logfile);
     uint8_t token[CR_TOKEN_LEN];
+    web_t *metrics = NULL;
     char session[4096];
     if (!o->token_file && cr_session_latest(home, session, sizeof(session), why, sizeof(why)) < 0) {
         fprintf(stderr, "corrald: no cluster token: %s (give the head's token with --token-file)\n",
@@ -998,10 +989,10 @@ int agent_main(const agent_opts_t *o)
     cr_net_callbacks_t cb = {
         .on_ready = on_ready, .on_message = on_message, .on_close = on_close, .on_drain = on_drain};
     A.net = cr_net_new(&A.loop, &nc, &cb, NULL);
-    memset(token, 0, sizeof(token));
     free(ca);
     if (!A.net) {
         fprintf(stderr, "corrald: cannot set up the transport to the head (TLS: see above)\n");
+        memset(token, 0, sizeof(token));
         free(ca_path);
         return 1;
     }
@@ -1022,6 +1013,16 @@ int agent_main(const agent_opts_t *o)
                                            : o->worker_log_max};
     A.output_max = ac.output_max;
     A.agent = agent_new(&ac);
+    if (o->metrics_port >= 0) { /* --metrics-port */
+        metrics = agent_metrics_start(&A.loop, A.node, &A.hwo, (const agent_t *const *)&A.agent,
+                                      o->metrics_host, o->metrics_port, token, why, sizeof(why));
+        if (!metrics)
+            fprintf(stderr, "corrald: no metrics: %s\n", why);
+        else
+            fprintf(stderr, "corrald: metrics on http://%s:%d/metrics\n",
+                    o->metrics_host ? o->metrics_host : "127.0.0.1", web_port(metrics));
+    }
+    memset(token, 0, sizeof(token));
     load_table();
     uv_timer_init(&A.loop, &A.hb);
     uv_timer_init(&A.loop, &A.retry);
@@ -1036,7 +1037,9 @@ int agent_main(const agent_opts_t *o)
     connect_head();
     uv_run(&A.loop, UV_RUN_DEFAULT);
     int rc = A.fatal ? 1 : 0;
+    web_free(metrics);
     agent_free(A.agent);
+    A.agent = NULL;
     A.stopping = true;
     cr_net_close(A.net, NULL, NULL);
     uv_walk(&A.loop, walk_close, NULL);

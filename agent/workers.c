@@ -29,6 +29,7 @@ struct aw {
     agent_t *a;
     char *id, *job_id;
     uint32_t index, attempt;
+    uint64_t devs; /* the devices it holds (bit i: node device i < 64; web/ reads them) */
     int pid;
     int64_t start_time;
     cr_worker_t *w;
@@ -492,6 +493,9 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
     w->job_id = cr_strdup(ws->job_id);
     w->index = ws->worker_index;
     w->attempt = ws->attempt;
+    for (size_t i = 0; i < nd; i++)
+        if (devs[i] < 64)
+            w->devs |= 1ull << devs[i];
     char *errmsg = NULL;
     int err = cr_worker_start(a->cfg.loop, &s, on_worker_exit, w, &w->w, &errmsg);
     cr_wipe(job_token, sizeof(job_token));
@@ -615,4 +619,17 @@ uint32_t agent_free_port(uint32_t *second)
     if (second)
         *second = port[1];
     return port[0];
+}
+
+bool agent_device_holder(const agent_t *a, int dev, const char **job_id, const char **worker_id)
+{
+    if (!a || dev < 0 || dev >= 64)
+        return false;
+    for (size_t i = 0; i < a->ws.n; i++)
+        if (a->ws.v[i]->devs & (1ull << dev)) {
+            *job_id = a->ws.v[i]->job_id;
+            *worker_id = a->ws.v[i]->id;
+            return true;
+        }
+    return false;
 }

@@ -64,6 +64,11 @@ int cr_log_get_level(void);
 /* path is opened O_NOFOLLOW and must be a regular file of this user
  * (created 0600): 0, or -errno / CR_EACCES. */
 int cr_log_set_file(const char *path);
+/* corrald's log: given (--log-file) or dir/corrald.log. A given file that
+ * cannot be used is said on stderr, with what it must be, and returns -1
+ * (the operator's choice is not replaced quietly); the default one that
+ * cannot be used leaves the log on stderr, saying so, and returns 0. */
+int cr_log_use_file(const char *given, const char *dir);
 /* Lines that could not be written since the last one that was (a full
  * disk, EIO): a failing log never blocks or stops the daemon; the next
  * line written says how many were lost. */

@@ -93,6 +93,23 @@ int cr_log_set_file(const char *path)
     return 0;
 }
 
+int cr_log_use_file(const char *given, const char *dir)
+{
+    char *path = given ? cr_strdup(given) : cr_asprintf("%s/corrald.log", dir);
+    int le = cr_log_set_file(path), rc = 0;
+    if (le < 0 && given) {
+        fprintf(stderr,
+                "corrald: --log-file %s: %s (it must be a regular file of this user, not a "
+                "symbolic link, in a directory that exists)\n",
+                path, cr_strerror(le));
+        rc = -1;
+    } else if (le < 0) {
+        fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", path);
+    }
+    free(path);
+    return rc;
+}
+
 /* name -> name.1 -> ... -> name.<keep> (the oldest goes), then a new
  * name; a failure keeps writing where it was. */
 static void rotate(void)

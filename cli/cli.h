@@ -18,6 +18,10 @@ int cli_run(int argc, char **argv);
 int cli_job(int argc, char **argv);
 int cli_status(int argc, char **argv);
 int cli_nodes(int argc, char **argv);
+int cli_dashboard(int argc, char **argv);
+/* The session's dashboard login URL (cli/dashboard_cmd.c): 0 with *url
+ * malloc'ed, else CLI_FAIL (said on stderr unless quiet). */
+int cli_dashboard_url(char **url, bool quiet);
 int cli_events(int argc, char **argv);
 int cli_pg(int argc, char **argv);    /* pg_cmd.c */
 int cli_train(int argc, char **argv); /* train_cmd.c */

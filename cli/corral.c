@@ -48,6 +48,7 @@ static const struct {
     {"pg", cli_pg, "placement groups: bundles reserved together"},
     {"train", cli_train, "one worker per device for torch.distributed / JAX, gang restarts"},
     {"events", cli_events, "what happened and why"},
+    {"dashboard", cli_dashboard, "the URL of the head's dashboard and API, with its login token"},
 };
 
 static void usage(FILE *fp)

@@ -18,11 +18,12 @@ static const char start_usage[] =
     "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
     "[--suspect-after-ms N] "
     "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] "
+    "[--dashboard-port N|any|0] [--dashboard-host IP|off] "
     "[--keep-finished-jobs N] [--keep-finished-for DURATION] [--max-frame BYTES] "
     "[--log-file PATH] [--worker-log-max BYTES] [--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | --tls-ca F] "
-    "[--log-file PATH] [--worker-log-max BYTES] [--block]\n"
+    "[--metrics-port N|any] [--log-file PATH] [--worker-log-max BYTES] [--block]\n"
     "\n"
     "--head starts the cluster's head (corrald) on this node, in the background, and prints\n"
     "the command that joins an agent to it; --address joins this node to a head as an agent.\n"
@@ -46,6 +47,9 @@ static const char start_usage[] =
     "                          at least 512 KiB); listings are paged to fit\n"
     "  --log-file PATH         corrald's log (default: logs/corrald.log in its session), a\n"
     "                          regular file of yours, never opened through a symlink\n"
+    "  --dashboard-port N      the head's HTTP API, metrics and dashboard (default 8265; any:\n"
+    "                          a free port; 0: none); --dashboard-host IP (127.0.0.1; off: none)\n"
+    "  --metrics-port N        an agent's Prometheus /metrics (any: a free port; default none)\n"
     "  --worker-log-max BYTES  what each worker output file keeps on disk: its last BYTES\n"
     "                          (default 64M, at least 1M; 0: unbounded); older output is\n"
     "                          dropped and 'corral job logs' says how much\n"
@@ -287,6 +291,9 @@ int cli_start(int argc, char **argv)
         CLI_CALL("keep-finished-for", opt_pass, &p),
         CLI_CALL("max-frame", opt_pass, &p),
         CLI_CALL("log-file", opt_pass, &p),
+        CLI_CALL("dashboard-port", opt_pass, &p),
+        CLI_CALL("dashboard-host", opt_pass, &p),
+        CLI_CALL("metrics-port", opt_pass, &p),
         CLI_CALL("worker-log-max", opt_pass, &p),
         CLI_FLAG("block", &block),
         CLI_FLAG("tls", &tls),
@@ -387,6 +394,9 @@ int cli_start(int argc, char **argv)
             if (said.s && strstr(said.s, "registered with the head")) {
                 relay(&said);
                 printf("corral: agent started (pid %d), joined %s\n", (int)pid, address);
+                const char *m = strstr(said.s, "corrald: metrics on ");
+                if (m)
+                    printf("corral: %.*s\n", (int)strcspn(m + 9, "\n"), m + 9);
                 rc = CLI_OK;
                 goto out;
             }
@@ -422,6 +432,16 @@ int cli_start(int argc, char **argv)
                            (int)pid, st.nnodes ? st.nodes[0].node_id : "?", home, st.head_address,
                            on ? ", listening on " : "", onlen, on ? on + 22 : "");
                     print_limit_note(said.s);
+                    char *url = NULL;
+                    if (cli_dashboard_url(&url, true) == 0) {
+                        char *q = strchr(url, '?');
+                        printf("corral: dashboard and API on %.*s ('corral dashboard' prints "
+                               "the login URL)\n",
+                               q ? (int)(q - url) : (int)strlen(url), url);
+                        free(url);
+                    } else if (said.s && strstr(said.s, "corrald: no dashboard")) {
+                        printf("corral: no dashboard: the port was taken (--dashboard-port)\n");
+                    }
                     /* the certificate agents pin (head/session.c session_tls) */
                     const char *fp = said.s ? strstr(said.s, "on TCP, certificate sha256:") : NULL;
                     int fplen = fp ? (int)strcspn(fp + 20, "\n") : 0;

@@ -4,7 +4,7 @@
  * TPU slice. The output is deterministic: tests compare it. The JSON form
  * (schema corral.topo/v1) is documented in docs/topology.md. */
 #include "cli.h"
-#include "hw/topo.h"
+#include "hw/topo_view.h"
 #include <stdio.h>
 
 static const char usage_line[] =
@@ -24,153 +24,6 @@ static void usage(FILE *fp)
     fputs(usage_line, fp);
 }
 
-/* Column names by resource: what people call the devices. */
-static const struct {
-    const char *resource, *prefix;
-} prefixes[] = {
-    {"GPU", "GPU"},
-    {"TPU", "TPU"},
-    {"neuron_cores", "ND"},
-    {"HPU", "HPU"},
-};
-
-typedef char name_t[32];
-
-typedef struct view {
-    const cr_node_t *node;
-    hw_topo_matrix_t m;
-    name_t *names; /* per matrix index: devices, then NICs */
-    int *rows;     /* the matrix indices shown: physical devices, then NICs */
-    size_t nrows, ndevrows;
-    int *island; /* per device */
-    size_t nislands;
-} view_t;
-
-static bool is_instance(const cr_node_t *n, size_t i)
-{
-    return n->devices.v[i].parent >= 0 && (size_t)n->devices.v[i].parent < n->devices.n;
-}
-
-/* A custom resource names its own columns ("widget0") when the name is
- * short and plain; anything else is "DEV". */
-static const char *prefix_of(const cr_device_t *d)
-{
-    for (size_t p = 0; p < CR_ARRAY_SIZE(prefixes); p++)
-        if (strcmp(d->resource, prefixes[p].resource) == 0)
-            return prefixes[p].prefix;
-    size_t len = strlen(d->resource);
-    bool plain = len >= 1 && len <= 8;
-    for (size_t i = 0; i < len && plain; i++)
-        plain = (d->resource[i] >= 'a' && d->resource[i] <= 'z') ||
-                (d->resource[i] >= 'A' && d->resource[i] <= 'Z') || d->resource[i] == '_';
-    return plain ? d->resource : "DEV";
-}
-
-static void view_init(view_t *v, const cr_node_t *node)
-{
-    memset(v, 0, sizeof(*v));
-    v->node = node;
-    hw_topo_matrix(node, &v->m);
-    size_t nd = node->devices.n, n = v->m.n;
-    v->names = cr_calloc(n ? n : 1, sizeof(*v->names));
-    v->rows = cr_calloc(n ? n : 1, sizeof(*v->rows));
-    v->island = cr_calloc(nd ? nd : 1, sizeof(*v->island));
-    /* physical devices are numbered per prefix, like CUDA indices;
-     * MIG instances are named after their GPU */
-    for (size_t i = 0; i < nd; i++) {
-        if (is_instance(node, i))
-            continue;
-        const char *pre = prefix_of(&node->devices.v[i]);
-        int ord = 0;
-        for (size_t k = 0; k < i; k++)
-            ord += !is_instance(node, k) && strcmp(prefix_of(&node->devices.v[k]), pre) == 0;
-        snprintf(v->names[i], sizeof(v->names[i]), "%s%d", pre, ord);
-        v->rows[v->nrows++] = (int)i;
-    }
-    v->ndevrows = v->nrows;
-    for (size_t i = 0; i < nd; i++) {
-        if (!is_instance(node, i))
-            continue;
-        int p = node->devices.v[i].parent, ord = 0;
-        for (size_t k = 0; k < i; k++)
-            ord += is_instance(node, k) && node->devices.v[k].parent == p;
-        /* copy the parent's name first: it lives in the same array */
-        char parent[24];
-        cr_strlcpy(parent, v->names[p], sizeof(parent));
-        snprintf(v->names[i], sizeof(v->names[i]), "%.16s-mig%d", parent, ord % 1000);
-    }
-    /* RDMA-capable NICs (the compute fabric) first, then the rest, each
-     * in the node's order: the columns a job looks at come first, not the
-     * management Ethernet that sorts first by PCI address */
-    size_t pos = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t k = 0; k < node->nics.n; k++) {
-            if (node->nics.v[k].rdma != (pass == 0))
-                continue;
-            snprintf(v->names[nd + k], sizeof(v->names[nd + k]), "NIC%zu", pos++);
-            v->rows[v->nrows++] = (int)(nd + k);
-        }
-    v->nislands = hw_topo_islands(node, 0, v->island);
-}
-
-static void view_fini(view_t *v)
-{
-    hw_topo_matrix_fini(&v->m);
-    CR_FREE(v->names);
-    CR_FREE(v->rows);
-    CR_FREE(v->island);
-}
-
-static const char *symbol(const view_t *v, size_t i, size_t j, char *buf, size_t size)
-{
-    const hw_topo_cell_t *c = hw_topo_cell(&v->m, i, j);
-    return hw_topo_symbol(c->kind, c->count, buf, size);
-}
-
-static int device_numa(const cr_node_t *n, size_t i)
-{
-    const cr_device_t *d = &n->devices.v[i];
-    return d->numa >= 0 || !is_instance(n, i) ? d->numa : n->devices.v[d->parent].numa;
-}
-
-/* Backends fill domains directly; a member that is not a device is
- * skipped rather than trusted. */
-static bool member_ok(const view_t *v, int m)
-{
-    return m >= 0 && (size_t)m < v->node->devices.n;
-}
-
-static const char *numa_cpus(const cr_node_t *n, int numa)
-{
-    for (size_t i = 0; i < n->numa.n; i++)
-        if (n->numa.v[i].id == numa)
-            return n->numa.v[i].cpus;
-    return "";
-}
-
-/* CPU and NUMA affinity of a matrix row; a NIC has its NUMA node's CPUs. */
-static void affinity(const view_t *v, size_t i, const char **cpus, int *numa)
-{
-    const cr_node_t *n = v->node;
-    if (i < n->devices.n) {
-        *cpus = n->devices.v[i].cpus;
-        *numa = device_numa(n, i);
-    } else {
-        *numa = n->nics.v[i - n->devices.n].numa;
-        *cpus = *numa >= 0 ? numa_cpus(n, *numa) : "";
-    }
-}
-
-static void speed_text(uint64_t mbps, char *buf, size_t size)
-{
-    if (mbps >= 1000 && mbps % 1000 == 0)
-        snprintf(buf, size, "%llu Gb/s", (unsigned long long)(mbps / 1000));
-    else if (mbps >= 1000)
-        snprintf(buf, size, "%.1f Gb/s", (double)mbps / 1000);
-    else
-        snprintf(buf, size, "%llu Mb/s", (unsigned long long)mbps);
-}
-
 /* ---------------- text ---------------- */
 
 /* Prints a line without trailing blanks, so that columns padded for
@@ -188,7 +41,7 @@ static void put_line(cr_buf_t *b)
 
 /* Each column is as wide as its name or widest symbol (at least 4, the
  * widest fixed symbol), plus two blanks. */
-static void print_matrix(const view_t *v)
+static void print_matrix(const hw_topo_view_t *v)
 {
     size_t wname = 0, wcpu = strlen("CPU Affinity");
     size_t *w = cr_calloc(v->nrows, sizeof(*w));
@@ -199,13 +52,13 @@ static void print_matrix(const view_t *v)
         w[r] = len > 4 ? len : 4;
         const char *cpus;
         int numa;
-        affinity(v, i, &cpus, &numa);
+        hw_topo_affinity(v, i, &cpus, &numa);
         wcpu = strlen(cpus) > wcpu ? strlen(cpus) : wcpu;
     }
     for (size_t r = 0; r < v->nrows; r++)
         for (size_t c = 0; c < v->nrows; c++) {
-            size_t len =
-                strlen(symbol(v, (size_t)v->rows[r], (size_t)v->rows[c], sym, sizeof(sym)));
+            size_t len = strlen(
+                hw_topo_view_symbol(v, (size_t)v->rows[r], (size_t)v->rows[c], sym, sizeof(sym)));
             w[c] = len > w[c] ? len : w[c];
         }
     cr_buf_t b = {0};
@@ -219,10 +72,10 @@ static void print_matrix(const view_t *v)
         cr_buf_printf(&b, "%-*s", (int)(wname + 2), v->names[i]);
         for (size_t c = 0; c < v->nrows; c++)
             cr_buf_printf(&b, "%-*s", (int)(w[c] + 2),
-                          symbol(v, i, (size_t)v->rows[c], sym, sizeof(sym)));
+                          hw_topo_view_symbol(v, i, (size_t)v->rows[c], sym, sizeof(sym)));
         const char *cpus;
         int numa;
-        affinity(v, i, &cpus, &numa);
+        hw_topo_affinity(v, i, &cpus, &numa);
         char nbuf[16], gbuf[16];
         snprintf(nbuf, sizeof(nbuf), numa >= 0 ? "%d" : "N/A", numa);
         /* as nvidia-smi topo -m: the NUMA node that is the GPU's own memory
@@ -237,7 +90,7 @@ static void print_matrix(const view_t *v)
 }
 
 /* Which link kinds the shown matrix uses, as a (1u << kind) mask. */
-static unsigned kinds_used(const view_t *v)
+static unsigned kinds_used(const hw_topo_view_t *v)
 {
     unsigned used = 0;
     for (size_t r = 0; r < v->nrows; r++)
@@ -249,7 +102,7 @@ static unsigned kinds_used(const view_t *v)
     return used;
 }
 
-static void print_legend(const view_t *v)
+static void print_legend(const hw_topo_view_t *v)
 {
     const hw_topo_legend_t *rows;
     size_t n = hw_topo_legend(&rows);
@@ -262,7 +115,7 @@ static void print_legend(const view_t *v)
             printf("  %-4s = %s\n", rows[i].symbol, rows[i].text);
 }
 
-static void print_nics(const view_t *v)
+static void print_nics(const hw_topo_view_t *v)
 {
     const cr_node_t *n = v->node;
     if (!n->nics.n)
@@ -276,7 +129,7 @@ static void print_nics(const view_t *v)
             cr_buf_printf(&b, "%s%sRDMA", x->rdma_device, x->rdma_device[0] ? ", " : "");
         if (x->speed_mbps) {
             char s[32];
-            speed_text(x->speed_mbps, s, sizeof(s));
+            hw_topo_speed_text(x->speed_mbps, s, sizeof(s));
             cr_buf_printf(&b, "%s%s", b.len ? ", " : "", s);
         }
         if (x->pci[0])
@@ -287,7 +140,7 @@ static void print_nics(const view_t *v)
     }
 }
 
-static void print_islands(const view_t *v)
+static void print_islands(const hw_topo_view_t *v)
 {
     if (!v->ndevrows)
         return;
@@ -326,43 +179,16 @@ static void print_islands(const view_t *v)
     }
 }
 
-static int cmp_int(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-/* The NUMA nodes to show: the node's own list, then any other id a device
- * or NIC names, ascending. */
-static size_t numa_ids(const cr_node_t *n, int **out)
-{
-    size_t cap = n->numa.n + n->devices.n + n->nics.n + 1, cnt = 0, own = n->numa.n;
-    int *ids = cr_malloc(cap * sizeof(int));
-    for (size_t i = 0; i < n->numa.n; i++)
-        ids[cnt++] = n->numa.v[i].id;
-    for (size_t i = 0; i < n->devices.n + n->nics.n; i++) {
-        int id = i < n->devices.n ? device_numa(n, i) : n->nics.v[i - n->devices.n].numa;
-        bool seen = id < 0;
-        for (size_t k = 0; k < cnt && !seen; k++)
-            seen = ids[k] == id;
-        if (!seen)
-            ids[cnt++] = id;
-    }
-    qsort(ids + own, cnt - own, sizeof(int), cmp_int);
-    *out = ids;
-    return cnt;
-}
-
-static void print_numa(const view_t *v)
+static void print_numa(const hw_topo_view_t *v)
 {
     const cr_node_t *n = v->node;
     int *ids;
-    size_t cnt = numa_ids(n, &ids);
+    size_t cnt = hw_topo_numa_ids(n, &ids);
     bool unknown = false;
     for (size_t r = 0; r < v->nrows; r++) {
         const char *cpus;
         int numa;
-        affinity(v, (size_t)v->rows[r], &cpus, &numa);
+        hw_topo_affinity(v, (size_t)v->rows[r], &cpus, &numa);
         unknown |= numa < 0;
     }
     if (cnt || unknown)
@@ -375,12 +201,12 @@ static void print_numa(const view_t *v)
         for (size_t r = 0; r < v->nrows; r++) {
             const char *cpus;
             int numa;
-            affinity(v, (size_t)v->rows[r], &cpus, &numa);
+            hw_topo_affinity(v, (size_t)v->rows[r], &cpus, &numa);
             if (numa == id)
                 cr_buf_printf(&b, " %s", v->names[v->rows[r]]);
         }
         if (id >= 0) {
-            const char *cpus = numa_cpus(n, id);
+            const char *cpus = hw_topo_numa_cpus(n, id);
             printf("  NUMA %d%s%s%s:%s\n", id, cpus[0] ? " (cpus " : "", cpus, cpus[0] ? ")" : "",
                    b.len ? b.s : " -");
         } else {
@@ -391,7 +217,7 @@ static void print_numa(const view_t *v)
     free(ids);
 }
 
-static void print_domains(const view_t *v)
+static void print_domains(const hw_topo_view_t *v)
 {
     const cr_node_t *n = v->node;
     bool any = false;
@@ -404,7 +230,7 @@ static void print_domains(const view_t *v)
         any = true;
         printf("  %s %s:", d->kind, d->name[0] ? d->name : "-");
         for (size_t k = 0; k < d->nmembers; k++)
-            if (member_ok(v, d->members[k]))
+            if (hw_topo_member_ok(v, d->members[k]))
                 printf(" %s", v->names[d->members[k]]);
         printf("%s\n", d->nmembers ? "" : " -");
     }
@@ -432,7 +258,7 @@ static int parse_topology(const char *s, int dims[3])
     return nd >= 1 && total <= 4096 ? nd : 0;
 }
 
-static void print_mesh(const view_t *v, const cr_domain_t *d)
+static void print_mesh(const hw_topo_view_t *v, const cr_domain_t *d)
 {
     const cr_node_t *n = v->node;
     int dims[3] = {1, 1, 1};
@@ -444,7 +270,7 @@ static void print_mesh(const view_t *v, const cr_domain_t *d)
     }
     size_t w = 1;
     for (size_t k = 0; k < d->nmembers; k++) {
-        if (!member_ok(v, d->members[k]))
+        if (!hw_topo_member_ok(v, d->members[k]))
             continue;
         size_t len = strlen(v->names[d->members[k]]);
         w = len > w ? len : w;
@@ -471,7 +297,7 @@ static void print_mesh(const view_t *v, const cr_domain_t *d)
             for (int x = 0; x < dims[0]; x++) {
                 const char *cell = ".";
                 for (size_t k = 0; k < d->nmembers; k++) {
-                    if (!member_ok(v, d->members[k]))
+                    if (!hw_topo_member_ok(v, d->members[k]))
                         continue;
                     const cr_device_t *c = &n->devices.v[d->members[k]];
                     int cx = c->ncoords > 0 ? c->coords[0] : 0;
@@ -487,7 +313,7 @@ static void print_mesh(const view_t *v, const cr_domain_t *d)
     }
     cr_buf_free(&b);
     for (size_t k = 0; k < d->nmembers; k++) {
-        if (!member_ok(v, d->members[k]))
+        if (!hw_topo_member_ok(v, d->members[k]))
             continue;
         const cr_device_t *c = &n->devices.v[d->members[k]];
         bool inside = c->ncoords > 0 && c->ncoords <= 3;
@@ -512,7 +338,7 @@ static void coords_text(const cr_device_t *c, char *buf, size_t size)
         snprintf(buf + len, size - len, ")");
 }
 
-static void print_slices(const view_t *v)
+static void print_slices(const hw_topo_view_t *v)
 {
     const cr_node_t *n = v->node;
     for (size_t i = 0; i < n->domains.n; i++) {
@@ -530,7 +356,7 @@ static void print_slices(const view_t *v)
             printf(" %s%s", d->hosts[h], (int)h == d->worker_id ? " (this host)" : "");
         printf("%s\n  this host's chips:", d->nhosts ? "" : " -");
         for (size_t k = 0; k < d->nmembers; k++) {
-            if (!member_ok(v, d->members[k]))
+            if (!hw_topo_member_ok(v, d->members[k]))
                 continue;
             char co[48];
             coords_text(&n->devices.v[d->members[k]], co, sizeof(co));
@@ -541,12 +367,12 @@ static void print_slices(const view_t *v)
     }
 }
 
-static void print_instances(const view_t *v)
+static void print_instances(const hw_topo_view_t *v)
 {
     const cr_node_t *n = v->node;
     bool any = false;
     for (size_t i = 0; i < n->devices.n; i++) {
-        if (!is_instance(n, i))
+        if (!hw_topo_is_instance(n, i))
             continue;
         if (!any)
             printf("\nMIG instances (each connected as its GPU is):\n\n");
@@ -557,20 +383,20 @@ static void print_instances(const view_t *v)
     }
 }
 
-static void print_text(const view_t *v)
+static void print_text(const hw_topo_view_t *v)
 {
     const cr_node_t *n = v->node;
     cr_buf_t b = {0};
     for (size_t r = 0; r < v->ndevrows; r++) {
-        const char *pre = prefix_of(&n->devices.v[v->rows[r]]);
+        const char *pre = hw_topo_prefix_of(&n->devices.v[v->rows[r]]);
         bool first = true;
         for (size_t q = 0; q < r; q++)
-            first &= strcmp(prefix_of(&n->devices.v[v->rows[q]]), pre) != 0;
+            first &= strcmp(hw_topo_prefix_of(&n->devices.v[v->rows[q]]), pre) != 0;
         if (!first)
             continue;
         size_t cnt = 0;
         for (size_t q = r; q < v->ndevrows; q++)
-            cnt += strcmp(prefix_of(&n->devices.v[v->rows[q]]), pre) == 0;
+            cnt += strcmp(hw_topo_prefix_of(&n->devices.v[v->rows[q]]), pre) == 0;
         cr_buf_printf(&b, "%s%zu %s", b.len ? ", " : "", cnt, pre);
     }
     printf("node %s (%s): %s, %zu NIC%s%s\n", n->id, n->hostname, b.len ? b.s : "no accelerators",
@@ -588,209 +414,6 @@ static void print_text(const view_t *v)
     print_numa(v);
     print_domains(v);
     print_slices(v);
-}
-
-/* ---------------- JSON ---------------- */
-
-static json_t *names_of(const view_t *v, const int *idx, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t k = 0; k < n; k++)
-        json_array_append_new(
-            a, json_string(idx[k] >= 0 && (size_t)idx[k] < v->m.n ? v->names[idx[k]] : "?"));
-    return a;
-}
-
-static json_t *ints_of(const int *idx, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t k = 0; k < n; k++)
-        json_array_append_new(a, json_integer(idx[k]));
-    return a;
-}
-
-static json_t *to_json(const view_t *v)
-{
-    const cr_node_t *n = v->node;
-    size_t nd = n->devices.n;
-    char sym[16];
-    json_t *o = json_object();
-    json_object_set_new(o, "schema", json_string("corral.topo/v1"));
-    json_object_set_new(o, "node", json_string(n->id));
-    json_object_set_new(o, "hostname", json_string(n->hostname));
-    json_object_set_new(o, "simulated", json_boolean(n->simulated));
-    json_object_set_new(o, "names", names_of(v, v->rows, v->nrows));
-
-    json_t *devs = json_array();
-    for (size_t r = 0; r < v->ndevrows; r++) {
-        size_t i = (size_t)v->rows[r];
-        const cr_device_t *d = &n->devices.v[i];
-        cr_link_kind_t rel;
-        int nic = hw_topo_nearest_nic(n, (int)i, &rel);
-        json_t *x = json_object();
-        json_object_set_new(x, "name", json_string(v->names[i]));
-        json_object_set_new(x, "index", json_integer((json_int_t)i));
-        json_object_set_new(x, "resource", json_string(d->resource));
-        json_object_set_new(x, "sku", json_string(d->sku));
-        json_object_set_new(x, "pci", json_string(d->pci));
-        json_object_set_new(x, "pci_path", json_string(d->pci_path));
-        json_object_set_new(x, "numa", json_integer(device_numa(n, i)));
-        json_object_set_new(x, "gpu_numa_id",
-                            d->memory_numa >= 0 ? json_integer(d->memory_numa) : json_null());
-        json_object_set_new(x, "cpus", json_string(d->cpus));
-        json_object_set_new(x, "island", json_integer(v->island[i]));
-        json_object_set_new(x, "nearest_nic",
-                            nic >= 0 ? json_string(v->names[nd + (size_t)nic]) : json_null());
-        json_object_set_new(x, "nearest_nic_relation",
-                            nic >= 0 ? json_string(hw_topo_symbol(rel, 0, sym, sizeof(sym)))
-                                     : json_null());
-        json_array_append_new(devs, x);
-    }
-    json_object_set_new(o, "devices", devs);
-
-    json_t *mig = json_array();
-    for (size_t i = 0; i < nd; i++) {
-        if (!is_instance(n, i))
-            continue;
-        json_t *x = json_object();
-        json_object_set_new(x, "name", json_string(v->names[i]));
-        json_object_set_new(x, "index", json_integer((json_int_t)i));
-        json_object_set_new(x, "parent", json_string(v->names[n->devices.v[i].parent]));
-        json_object_set_new(x, "profile", json_string(n->devices.v[i].mig_profile));
-        json_array_append_new(mig, x);
-    }
-    json_object_set_new(o, "mig_instances", mig);
-
-    json_t *nics = json_array();
-    for (size_t r = v->ndevrows; r < v->nrows; r++) {
-        size_t k = (size_t)v->rows[r] - nd;
-        const cr_nic_t *x = &n->nics.v[k];
-        json_t *j = json_object();
-        json_object_set_new(j, "name", json_string(v->names[nd + k]));
-        json_object_set_new(j, "interface", json_string(x->name));
-        json_object_set_new(j, "rdma", json_boolean(x->rdma));
-        json_object_set_new(j, "rdma_device", json_string(x->rdma_device));
-        json_object_set_new(j, "speed_mbps", json_integer((json_int_t)x->speed_mbps));
-        json_object_set_new(j, "pci", json_string(x->pci));
-        json_object_set_new(j, "pci_path", json_string(x->pci_path));
-        json_object_set_new(j, "numa", json_integer(x->numa));
-        json_array_append_new(nics, j);
-    }
-    json_object_set_new(o, "nics", nics);
-
-    json_t *matrix = json_array(), *kinds = json_array(), *counts = json_array();
-    for (size_t r = 0; r < v->nrows; r++) {
-        json_t *mr = json_array(), *kr = json_array(), *cr = json_array();
-        for (size_t c = 0; c < v->nrows; c++) {
-            const hw_topo_cell_t *cell =
-                hw_topo_cell(&v->m, (size_t)v->rows[r], (size_t)v->rows[c]);
-            json_array_append_new(
-                mr, json_string(hw_topo_symbol(cell->kind, cell->count, sym, sizeof(sym))));
-            json_array_append_new(
-                kr,
-                json_string(cell->kind == HW_TOPO_SELF ? "self" : hw_link_kind_name(cell->kind)));
-            json_array_append_new(cr, json_integer(cell->count));
-        }
-        json_array_append_new(matrix, mr);
-        json_array_append_new(kinds, kr);
-        json_array_append_new(counts, cr);
-    }
-    json_object_set_new(o, "matrix", matrix);
-    json_object_set_new(o, "kinds", kinds);
-    json_object_set_new(o, "counts", counts);
-
-    json_t *aff = json_array();
-    for (size_t r = 0; r < v->nrows; r++) {
-        const char *cpus;
-        int numa;
-        affinity(v, (size_t)v->rows[r], &cpus, &numa);
-        json_t *x = json_object();
-        json_object_set_new(x, "cpus", json_string(cpus));
-        json_object_set_new(x, "numa", json_integer(numa));
-        json_array_append_new(aff, x);
-    }
-    json_object_set_new(o, "affinity", aff);
-
-    const hw_topo_legend_t *rows;
-    size_t nl = hw_topo_legend(&rows);
-    json_t *legend = json_object();
-    for (size_t i = 0; i < nl; i++)
-        json_object_set_new(legend, rows[i].symbol, json_string(rows[i].text));
-    json_object_set_new(o, "legend", legend);
-
-    json_t *islands = json_array();
-    int *members = cr_calloc(nd ? nd : 1, sizeof(int));
-    for (size_t isl = 0; isl < v->nislands; isl++) {
-        size_t cnt = 0;
-        for (size_t r = 0; r < v->ndevrows; r++)
-            if ((size_t)v->island[v->rows[r]] == isl)
-                members[cnt++] = v->rows[r];
-        if (!cnt)
-            continue;
-        json_t *x = json_object();
-        json_object_set_new(x, "members", names_of(v, members, cnt));
-        json_object_set_new(x, "indices", ints_of(members, cnt));
-        json_array_append_new(islands, x);
-    }
-    free(members);
-    json_object_set_new(o, "islands", islands);
-
-    int *ids;
-    size_t nids = numa_ids(n, &ids);
-    json_t *numa = json_array();
-    for (size_t q = 0; q < nids; q++) {
-        json_t *x = json_object(), *dv = json_array(), *nv = json_array();
-        json_object_set_new(x, "id", json_integer(ids[q]));
-        json_object_set_new(x, "cpus", json_string(numa_cpus(n, ids[q])));
-        for (size_t r = 0; r < v->nrows; r++) {
-            const char *cpus;
-            int id;
-            affinity(v, (size_t)v->rows[r], &cpus, &id);
-            if (id == ids[q])
-                json_array_append_new(r < v->ndevrows ? dv : nv, json_string(v->names[v->rows[r]]));
-        }
-        json_object_set_new(x, "devices", dv);
-        json_object_set_new(x, "nics", nv);
-        json_array_append_new(numa, x);
-    }
-    free(ids);
-    json_object_set_new(o, "numa", numa);
-
-    json_t *doms = json_array();
-    for (size_t i = 0; i < n->domains.n; i++) {
-        const cr_domain_t *d = &n->domains.v[i];
-        json_t *x = json_object();
-        json_object_set_new(x, "kind", json_string(d->kind));
-        json_object_set_new(x, "name", json_string(d->name));
-        json_object_set_new(x, "members", names_of(v, d->members, d->nmembers));
-        json_object_set_new(x, "indices", ints_of(d->members, d->nmembers));
-        if (strcmp(d->kind, "tpu-slice") == 0) {
-            json_object_set_new(x, "accelerator_type", json_string(d->accelerator_type));
-            json_object_set_new(x, "topology", json_string(d->topology));
-            json_object_set_new(x, "worker_id", json_integer(d->worker_id));
-            json_object_set_new(x, "worker_count", json_integer(d->worker_count));
-            json_t *hosts = json_array();
-            for (size_t h = 0; h < d->nhosts; h++)
-                json_array_append_new(hosts, json_string(d->hosts[h]));
-            json_object_set_new(x, "hosts", hosts);
-            json_t *chips = json_array();
-            for (size_t k = 0; k < d->nmembers; k++) {
-                if (!member_ok(v, d->members[k]))
-                    continue;
-                const cr_device_t *c = &n->devices.v[d->members[k]];
-                json_t *cj = json_object(), *co = json_array();
-                for (int a = 0; a < c->ncoords && a < 3; a++)
-                    json_array_append_new(co, json_integer(c->coords[a]));
-                json_object_set_new(cj, "name", json_string(v->names[d->members[k]]));
-                json_object_set_new(cj, "coords", co);
-                json_array_append_new(chips, cj);
-            }
-            json_object_set_new(x, "chips", chips);
-        }
-        json_array_append_new(doms, x);
-    }
-    json_object_set_new(o, "domains", doms);
-    return o;
 }
 
 /* ---------------- the command ---------------- */
@@ -850,16 +473,16 @@ int cli_topo(int argc, char **argv)
     cr_node_t *node;
     if (file ? load_node_file(file, &node) : cli_discover(spec, root, &node))
         return CLI_FAIL;
-    view_t v;
-    view_init(&v, node);
+    hw_topo_view_t v;
+    hw_topo_view_init(&v, node);
     if (json) {
-        json_t *j = to_json(&v);
+        json_t *j = hw_topo_view_json(&v);
         cli_print_json(j);
         json_decref(j);
     } else {
         print_text(&v);
     }
-    view_fini(&v);
+    hw_topo_view_fini(&v);
     hw_node_free(node);
     return CLI_OK;
 }

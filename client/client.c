@@ -842,22 +842,29 @@ static void *append_items(void *v, size_t n, void *b, size_t m, size_t sz)
     return v;
 }
 
-int corral_job_list(corral_t *c, corral_job_t **out, size_t *n)
+/* A whole listing, page after page: fetch one page (its items as an array
+ * of sz-byte items), drop frees such an array. On an error nothing is
+ * kept; else *out is an array (never NULL) of *n items. */
+typedef int (*page_fetch_fn)(corral_t *c, void *ctx, corral_page_t *p, void **v, size_t *m);
+typedef void (*page_drop_fn)(void *v, size_t n);
+
+static int page_all(corral_t *c, size_t sz, page_fetch_fn fetch, void *ctx, page_drop_fn drop,
+                    void **out, size_t *n)
 {
-    corral_job_t *all = NULL;
+    void *all = NULL;
     size_t nall = 0;
     char *token = NULL;
     int err;
     do {
         corral_page_t p = {.continue_token = token};
-        corral_job_t *v;
-        size_t m;
-        err = corral_job_list_page(c, NULL, 0, &p, &v, &m);
+        void *v = NULL;
+        size_t m = 0;
+        err = fetch(c, ctx, &p, &v, &m);
         free(token);
         token = p.next_token;
         if (err < 0)
             break;
-        all = append_items(all, nall, v, m, sizeof(*all));
+        all = append_items(all, nall, v, m, sz);
         nall += m;
         if (token && !m) { /* a head that pages always gives one */
             set_msg(c, "the head sent an empty page with a continue token");
@@ -867,14 +874,36 @@ int corral_job_list(corral_t *c, corral_job_t **out, size_t *n)
     } while (token);
     free(token);
     if (err < 0) {
-        corral_job_list_free(all, nall);
+        drop(all, nall);
         all = NULL;
         nall = 0;
     } else if (!all) {
-        all = cr_calloc(1, sizeof(*all));
+        all = cr_calloc(1, sz);
     }
     *out = all;
     *n = nall;
+    return err;
+}
+
+static int fetch_jobs(corral_t *c, void *ctx, corral_page_t *p, void **v, size_t *m)
+{
+    (void)ctx;
+    corral_job_t *x = NULL;
+    int err = corral_job_list_page(c, NULL, 0, p, &x, m);
+    *v = x;
+    return err;
+}
+
+static void drop_jobs(void *v, size_t n)
+{
+    corral_job_list_free(v, n);
+}
+
+int corral_job_list(corral_t *c, corral_job_t **out, size_t *n)
+{
+    void *v;
+    int err = page_all(c, sizeof(**out), fetch_jobs, NULL, drop_jobs, &v, n);
+    *out = v;
     return err;
 }
 
@@ -1071,39 +1100,25 @@ int corral_node_list_page(corral_t *c, corral_page_t *page, corral_node_t **out,
     return err;
 }
 
+static int fetch_nodes(corral_t *c, void *ctx, corral_page_t *p, void **v, size_t *m)
+{
+    (void)ctx;
+    corral_node_t *x = NULL;
+    int err = corral_node_list_page(c, p, &x, m);
+    *v = x;
+    return err;
+}
+
+static void drop_nodes(void *v, size_t n)
+{
+    corral_node_list_free(v, n);
+}
+
 int corral_node_list(corral_t *c, corral_node_t **out, size_t *n)
 {
-    corral_node_t *all = NULL;
-    size_t nall = 0;
-    char *token = NULL;
-    int err;
-    do {
-        corral_page_t p = {.continue_token = token};
-        corral_node_t *v;
-        size_t m;
-        err = corral_node_list_page(c, &p, &v, &m);
-        free(token);
-        token = p.next_token;
-        if (err < 0)
-            break;
-        all = append_items(all, nall, v, m, sizeof(*all));
-        nall += m;
-        if (token && !m) {
-            set_msg(c, "the head sent an empty page with a continue token");
-            err = CR_EPARSE;
-            break;
-        }
-    } while (token);
-    free(token);
-    if (err < 0) {
-        corral_node_list_free(all, nall);
-        all = NULL;
-        nall = 0;
-    } else if (!all) {
-        all = cr_calloc(1, sizeof(*all));
-    }
-    *out = all;
-    *n = nall;
+    void *v;
+    int err = page_all(c, sizeof(**out), fetch_nodes, NULL, drop_nodes, &v, n);
+    *out = v;
     return err;
 }
 
@@ -1211,39 +1226,31 @@ int corral_events_page(corral_t *c, uint64_t since_seq, unsigned newest, corral_
     return err;
 }
 
+typedef struct events_ask {
+    uint64_t since_seq;
+    unsigned limit;
+} events_ask_t;
+
+static int fetch_events(corral_t *c, void *ctx, corral_page_t *p, void **v, size_t *m)
+{
+    const events_ask_t *a = ctx;
+    corral_event_t *x = NULL;
+    int err = corral_events_page(c, a->since_seq, a->limit, p, &x, m);
+    *v = x;
+    return err;
+}
+
+static void drop_events(void *v, size_t n)
+{
+    corral_events_free(v, n);
+}
+
 int corral_events(corral_t *c, uint64_t since_seq, unsigned limit, corral_event_t **out, size_t *n)
 {
-    corral_event_t *all = NULL;
-    size_t nall = 0;
-    char *token = NULL;
-    int err;
-    do {
-        corral_page_t p = {.continue_token = token};
-        corral_event_t *v;
-        size_t m;
-        err = corral_events_page(c, since_seq, limit, &p, &v, &m);
-        free(token);
-        token = p.next_token;
-        if (err < 0)
-            break;
-        all = append_items(all, nall, v, m, sizeof(*all));
-        nall += m;
-        if (token && !m) { /* a head that pages always gives one */
-            set_msg(c, "the head sent an empty page with a continue token");
-            err = CR_EPARSE;
-            break;
-        }
-    } while (token);
-    free(token);
-    if (err < 0) {
-        corral_events_free(all, nall);
-        all = NULL;
-        nall = 0;
-    } else if (!all) {
-        all = cr_calloc(1, sizeof(*all));
-    }
-    *out = all;
-    *n = nall;
+    events_ask_t a = {since_seq, limit};
+    void *v;
+    int err = page_all(c, sizeof(**out), fetch_events, &a, drop_events, &v, n);
+    *out = v;
     return err;
 }
 
@@ -1676,39 +1683,25 @@ int corral_pg_list_page(corral_t *c, corral_page_t *page, corral_pg_t **out, siz
     return err;
 }
 
+static int fetch_pgs(corral_t *c, void *ctx, corral_page_t *p, void **v, size_t *m)
+{
+    (void)ctx;
+    corral_pg_t *x = NULL;
+    int err = corral_pg_list_page(c, p, &x, m);
+    *v = x;
+    return err;
+}
+
+static void drop_pgs(void *v, size_t n)
+{
+    corral_pg_list_free(v, n);
+}
+
 int corral_pg_list(corral_t *c, corral_pg_t **out, size_t *n)
 {
-    corral_pg_t *all = NULL;
-    size_t nall = 0;
-    char *token = NULL;
-    int err;
-    do {
-        corral_page_t p = {.continue_token = token};
-        corral_pg_t *v;
-        size_t m;
-        err = corral_pg_list_page(c, &p, &v, &m);
-        free(token);
-        token = p.next_token;
-        if (err < 0)
-            break;
-        all = append_items(all, nall, v, m, sizeof(*all));
-        nall += m;
-        if (token && !m) { /* a head that pages always gives one */
-            set_msg(c, "the head sent an empty page with a continue token");
-            err = CR_EPARSE;
-            break;
-        }
-    } while (token);
-    free(token);
-    if (err < 0) {
-        corral_pg_list_free(all, nall);
-        all = NULL;
-        nall = 0;
-    } else if (!all) {
-        all = cr_calloc(1, sizeof(*all));
-    }
-    *out = all;
-    *n = nall;
+    void *v;
+    int err = page_all(c, sizeof(**out), fetch_pgs, NULL, drop_pgs, &v, n);
+    *out = v;
     return err;
 }
 

@@ -5,6 +5,7 @@
  * (DESIGN.md "Runtime", docs/runtime.md, docs/cluster.md). */
 #include "agent/agent.h"
 #include "head/head.h"
+#include "web/web.h"
 #include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
@@ -15,11 +16,12 @@ static const char usage_line[] =
     "[--port N] [--listen ADDR] [--node-ip IP] [--token-file F] [--heartbeat-ms N] "
     "[--suspect-after-ms N] "
     "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] "
+    "[--dashboard-port N|any|0] [--dashboard-host IP|off] "
     "[--keep-finished-jobs N] [--keep-finished-for DURATION] [--max-frame BYTES] "
     "[--log-file PATH] [--worker-log-max BYTES] [--block]\n"
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | "
-    "--tls-ca F] [--log-file PATH] [--worker-log-max BYTES]\n";
+    "--tls-ca F] [--metrics-port N|any] [--log-file PATH] [--worker-log-max BYTES]\n";
 
 static cr_node_t *node; /* this node, as discovered */
 static hw_options_t hwo;
@@ -138,6 +140,25 @@ static int parse_log_max(const char *opt, const char *s, uint64_t *out)
     return 0;
 }
 
+/* --dashboard-port, --metrics-port: a port, "any" (the kernel's choice:
+ * 0) or, where off is allowed, 0 (off: -1). */
+static int parse_port(const char *opt, const char *s, bool zero_off, int *out)
+{
+    if (!strcmp(s, "any")) {
+        *out = 0;
+        return 0;
+    }
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!s[0] || *end || v < (zero_off ? 0 : 1) || v > 65535) {
+        fprintf(stderr, "corrald: %s: expected a port 1..65535%s or 'any', got '%s'\n%s", opt,
+                zero_off ? ", 0 (off)" : "", s, usage_line);
+        return 2;
+    }
+    *out = v == 0 ? -1 : (int)v;
+    return 0;
+}
+
 static int parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
     char *end;
@@ -195,6 +216,9 @@ int main(int argc, char **argv)
         {"tls-key", required_argument, 0, 'K'},
         {"tls-fingerprint", required_argument, 0, 'P'},
         {"tls-ca", required_argument, 0, 'A'},
+        {"dashboard-port", required_argument, 0, 'D'},
+        {"dashboard-host", required_argument, 0, 'O'},
+        {"metrics-port", required_argument, 0, 'Q'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -203,7 +227,12 @@ int main(int argc, char **argv)
     bool head = false;
     uint32_t port = 0;
     int opt, rc = 1;
-    head_opts_t ho = {.heartbeat_ms = 1000, .suspect_ms = 3000, .dead_ms = 10000};
+    head_opts_t ho = {.heartbeat_ms = 1000,
+                      .suspect_ms = 3000,
+                      .dead_ms = 10000,
+                      .dashboard_port = WEB_DEFAULT_PORT};
+    bool dashboard_given = false;
+    ao.metrics_port = -1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
@@ -251,6 +280,21 @@ int main(int argc, char **argv)
             break;
         case 'A':
             ao.tls_ca = optarg;
+            break;
+        case 'D':
+            if (parse_port("--dashboard-port", optarg, true, &ho.dashboard_port))
+                return 2;
+            dashboard_given = true;
+            break;
+        case 'O':
+            if (!strcmp(optarg, "off") || !strcmp(optarg, "0"))
+                ho.dashboard_port = -1, dashboard_given = true;
+            else
+                ho.dashboard_host = optarg;
+            break;
+        case 'Q':
+            if (parse_port("--metrics-port", optarg, false, &ao.metrics_port))
+                return 2;
             break;
         case 'b':
             break; /* corrald always runs in the foreground; corral start detaches it */
@@ -348,6 +392,9 @@ int main(int argc, char **argv)
     ho.port = port;
     ho.token_file = token_file;
     ho.node_ip = ao.node_ip;
+    /* the default port may be taken (another head on this machine): then
+     * no dashboard, said; a port given is required */
+    ho.dashboard_required = dashboard_given || ho.dashboard_host;
     rc = head_main(&ho);
 out:
     hw_node_free(node);

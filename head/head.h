@@ -21,6 +21,8 @@
  *   dispatch.c   the message tables of clients and agents, status, stop
  *   server.c     corrald --head: set-up, the loop's callbacks, tear-down
  *   session.c    the head's session directory, token and TLS certificate
+ *   web.c        its HTTP server (web/): the REST API and /metrics, which
+ *                read the modules through their functions only
  *   state.c      SQLite (state.h), follow.c, waiters.c: followers, waits
  *
  * The calls run one way: server.c, dispatch.c -> jobs module -> pgs.c ->
@@ -66,8 +68,8 @@ typedef struct node {
     Corral__NodeState state;
     uint64_t incarnation;
     char *address;
-    int64_t last_seen;      /* cr_mono_ms of its last message */
-    int64_t last_seen_wall; /* the same, wall clock, for people */
+    int64_t last_seen;      /* cr_mono_ms of its last message (the wall clock of it, for
+                               people, is derived: node_seen_wall) */
     cr_conn_t *conn;        /* its agent; NULL when local or disconnected */
     bool local;
     bool waiting; /* known from state.db after a head restart, not yet back */
@@ -77,6 +79,7 @@ typedef struct node {
     node_free_t *rfree; /* free as its agent last reported it (heartbeats) */
     uint8_t nrfree;
     uint8_t drift_beats; /* beats in a row it reported less free than the head counts */
+    uint64_t drift_freed; /* D.sched_freed at its last drift check */
 } node_t;
 
 /* What lower modules tell the upper ones (server.c fills it): the one way
@@ -132,6 +135,10 @@ typedef struct head {
      * nodes in it; jobs.c and pgs.c place and release through placement.c
      * and sched_release */
     sched_cluster_t *cluster;
+    /* bumped whenever the head gives resources back to the scheduler
+     * (a release, a node restored or replaced): a heartbeat that carries
+     * no change skips the drift check while it has not moved (nodes.c) */
+    uint64_t sched_freed;
     sched_config_t scfg;
     sched_rng_t rng;
     /* nodes.c */
@@ -252,6 +259,7 @@ node_t *node_of(int sn);
 /* The node whose agent is on c, its last word noted (SUSPECT -> ALIVE);
  * NULL, answered with an error, when c has not registered. */
 node_t *node_of_agent(cr_conn_t *c, const Corral__Envelope *e);
+int64_t node_seen_wall(const node_t *n); /* the wall clock of n->last_seen */
 /* The address other workers reach n at: its advertised one (an agent's
  * --node-ip, else the address its connection came from; the head's own
  * --node-ip or --listen), never loopback when a gang spans nodes: a head
@@ -304,6 +312,9 @@ void pgs_free(void);
 void pgs_client_gone(cr_conn_t *c);
 void pgs_holders(holders_t *h);
 size_t pgs_pending(void);
+/* Each group not removed, as its PgList entry, handed to fn (web.c reads
+ * them so). */
+void pgs_info_each(void (*fn)(void *ctx, const Corral__PgInfo *info), void *ctx);
 /* Bundle b of g for a job (holder: its id string): its node and devices;
  * false with why when the group is not created or the bundle is taken. */
 bool pg_bundle_take(pg_t *g, int b, const char *holder, node_t **node, int *devs, size_t *ndevs,
@@ -338,6 +349,10 @@ size_t jobs_count(cr_job_state_t s);
 /* Whether a job credential's scope is current: its job is known, its
  * worker runs (starting or running) at that attempt. why says which not. */
 bool jobs_scope_current(const cr_job_scope_t *s, char *why, size_t size);
+/* Each job (only: that job id alone, NULL all), as its JobStatus answer,
+ * handed to fn (web.c reads them so). */
+void jobs_info_each(const char *only, void (*fn)(void *ctx, const Corral__JobInfo *info),
+                    void *ctx);
 /* the watch's node_lost and group_removed for jobs */
 void jobs_node_lost(node_t *n, const char *why);
 #define CR_KEEP_FINISHED_DEFAULT 10000u
@@ -385,6 +400,9 @@ typedef struct head_opts {
     uint32_t max_frame;                         /* 0: CR_FRAME_MAX_DEFAULT */
     uint32_t keep_finished;   /* finished jobs kept (retention.c); 0: the default */
     int64_t keep_finished_ms; /* how long each is kept; 0: the default */
+    const char *dashboard_host;                 /* --dashboard-host; NULL: 127.0.0.1 */
+    int dashboard_port;      /* --dashboard-port: -1 off, 0 any, else that port */
+    bool dashboard_required; /* given: failing to serve it fails the start */
     /* --worker-log-max: 0 CR_WORKER_LOG_MAX_DEFAULT, CR_WORKER_LOG_UNBOUNDED none */
     uint64_t worker_log_max;
 } head_opts_t;
@@ -431,6 +449,27 @@ int session_token(const char *token_file, uint8_t token[CR_TOKEN_LEN]);
  * it on stderr (corral start puts it into the join command). 0 (*cert
  * NULL without TLS) or a negative code, said on stderr. */
 int session_tls(const head_opts_t *o, char **cert, char **key);
+
+/* --------------------------------------------------------------- web.c */
+/* What /metrics counts that no module keeps: each module adds to it. */
+#define HEAD_PLACE_BUCKETS 12
+typedef struct head_counters {
+    uint64_t heartbeats;                                    /* nodes.c */
+    uint64_t commits, commit_failures;                      /* turn.c */
+    uint64_t place_bucket[HEAD_PLACE_BUCKETS], place_count; /* placement.c */
+    double place_sum;
+} head_counters_t;
+extern head_counters_t head_counters;
+/* One scheduler decision took ns nanoseconds. */
+void head_count_placement(int64_t ns);
+/* The HTTP server on host:port (NULL host: 127.0.0.1; port 0: any), on
+ * D.loop: the API, /metrics; the login URL goes into the session's
+ * "dashboard" file. 0, or an error said on stderr. */
+typedef struct web web_t;
+int head_web_start(const char *host, int port, const uint8_t token[CR_TOKEN_LEN]);
+/* The head's routes on w (the fuzz target serves them without a socket). */
+void head_web_routes(web_t *w);
+void head_web_stop(void);
 
 /* ---------------------------------------------------------- dispatch.c */
 void head_dispatch(cr_conn_t *c, const Corral__Envelope *e);

@@ -36,6 +36,7 @@ static void release_placement(job_t *j)
 {
     if (j->placement) {
         sched_release(D.cluster, j->placement);
+        D.sched_freed++;
         j->placement = 0;
     }
     if (j->pg)
@@ -897,6 +898,21 @@ void req_job_status(cr_conn_t *c, const Corral__Envelope *e)
         return;
     }
     send_job_info(c, e->id, j);
+}
+
+void jobs_info_each(const char *only, void (*fn)(void *ctx, const Corral__JobInfo *info), void *ctx)
+{
+    number_pending(); /* the queue positions info_fill gives */
+    for (size_t i = 0; i < D.jobs.n; i++) {
+        const job_t *j = D.jobs.v[i];
+        if (only && strcmp(j->idstr, only) != 0)
+            continue;
+        Corral__JobInfo info;
+        info_mem_t m;
+        info_fill(j, &info, &m);
+        fn(ctx, &info);
+        info_fini(&m);
+    }
 }
 
 static bool list_wants(const Corral__JobList *q, const job_t *j)

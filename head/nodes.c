@@ -82,7 +82,7 @@ void node_record(const node_t *n)
                            .address = n->address,
                            .state = db_state(n->state),
                            .desc_json = njs,
-                           .last_heartbeat_ms = n->last_seen_wall};
+                           .last_heartbeat_ms = node_seen_wall(n)};
     db_check(cr_state_node_put(D.st, &row, cr_wall_ms()));
     free(njs);
 }
@@ -131,7 +131,6 @@ static node_t *node_new(cr_node_t *desc, char *why, size_t size)
     n->desc = desc;
     n->state = CORRAL__NODE_STATE__NODE_ALIVE;
     n->last_seen = cr_mono_ms();
-    n->last_seen_wall = cr_wall_ms();
     *CR_VEC_PUSH(&D.nodes) = n;
     return n;
 }
@@ -337,6 +336,7 @@ node_t *nodes_register(cr_conn_t *c, const Corral__Envelope *e, bool *fresh_out)
         /* a new incarnation: whatever the old one ran is gone */
         if (n->state != CORRAL__NODE_STATE__NODE_DEAD)
             node_dead(n, "its agent restarted (new incarnation)");
+        D.sched_freed++;
         if (sched_cluster_replace(D.cluster, n->sn, desc, why, sizeof(why)) < 0) {
             reg_refuse(c, e, CR_EINVAL, "node %s cannot rejoin: %s", id, why);
             hw_node_free(desc);
@@ -346,6 +346,7 @@ node_t *nodes_register(cr_conn_t *c, const Corral__Envelope *e, bool *fresh_out)
         n->desc = desc;
         n->slim = false; /* whole again until it is written */
         sched_node_restore(D.cluster, n->sn);
+        D.sched_freed++;
         rejoin = true;
     }
     bool was_waiting = n->waiting;
@@ -367,7 +368,6 @@ node_t *nodes_register(cr_conn_t *c, const Corral__Envelope *e, bool *fresh_out)
     n->nrfree = 0;
     n->drift_beats = 0;
     n->last_seen = cr_mono_ms();
-    n->last_seen_wall = cr_wall_ms();
     cr_conn_set_data(c, n);
     node_record(n);
 
@@ -393,6 +393,11 @@ node_t *nodes_register(cr_conn_t *c, const Corral__Envelope *e, bool *fresh_out)
     return n;
 }
 
+int64_t node_seen_wall(const node_t *n)
+{
+    return cr_wall_ms() - (cr_mono_ms() - n->last_seen);
+}
+
 node_t *node_of_agent(cr_conn_t *c, const Corral__Envelope *e)
 {
     node_t *n = cr_conn_data(c);
@@ -402,7 +407,6 @@ node_t *node_of_agent(cr_conn_t *c, const Corral__Envelope *e)
         return NULL;
     }
     n->last_seen = cr_mono_ms();
-    n->last_seen_wall = cr_wall_ms();
     if (n->state == CORRAL__NODE_STATE__NODE_SUSPECT) {
         n->state = CORRAL__NODE_STATE__NODE_ALIVE;
         db_node_state(n);
@@ -472,13 +476,26 @@ static void check_drift(node_t *n)
 }
 
 /* A beat: the free resources it carries (its worker changes are
- * workers.c's), the drift check, the HeartbeatAck. */
+ * workers.c's), the drift check, the HeartbeatAck. A beat that carries
+ * nothing new (free_same, no changes) touches nothing but the node's
+ * last-seen time (node_of_agent, issue 18): the drift check is skipped
+ * while it found none last time and the head has given nothing back
+ * since (only a release can make the head count more free than the
+ * agent), and it gets no ack, which would acknowledge nothing (the agent
+ * waits for acks only of the changes and free resources it sent). */
 void nodes_heartbeat(cr_conn_t *c, const Corral__Envelope *e, node_t *n)
 {
     const Corral__Heartbeat *hb = e->heartbeat;
+    head_counters.heartbeats++;
+    bool news = !hb->free_same || hb->n_changes > 0;
     if (!hb->free_same)
         note_free(n, hb->free, hb->n_free);
-    check_drift(n);
+    if (news || n->drift_beats || n->drift_freed != D.sched_freed) {
+        n->drift_freed = D.sched_freed;
+        check_drift(n);
+    }
+    if (!news)
+        return;
     Corral__HeartbeatAck ack = CORRAL__HEARTBEAT_ACK__INIT;
     ack.seq = hb->seq;
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
@@ -545,11 +562,25 @@ static void stall_check(int64_t now)
                (long long)(now - last), k, D.dead_ms);
 }
 
+/* Nodes judged per tick: all of a small cluster; a fifth of a large one
+ * (each node once per five ticks, at most 500 ms at the 100 ms tick),
+ * so that a tick at 100,000 nodes does not walk them all ten times a
+ * second (issue 18). A node is seen SUSPECT or DEAD at most that much
+ * later. */
+#define SCAN_ALL_BELOW 2000
+static size_t scan_at;
+
 void nodes_tick(void)
 {
     int64_t now = cr_mono_ms();
     stall_check(now);
-    for (size_t i = 0; i < D.nodes.n; i++) {
+    size_t total = D.nodes.n, count = total;
+    if (total >= SCAN_ALL_BELOW)
+        count = total / 5 + 1;
+    if (scan_at >= total)
+        scan_at = 0;
+    for (size_t k = 0; k < count; k++) {
+        size_t i = count == total ? k : (scan_at + k) % total;
         node_t *n = D.nodes.v[i];
         if (n->local || n->state == CORRAL__NODE_STATE__NODE_DEAD)
             continue;
@@ -568,6 +599,7 @@ void nodes_tick(void)
                        (long long)age);
         }
     }
+    scan_at = count == total ? 0 : (scan_at + count) % total;
 }
 
 /* After a head restart: the nodes state.db knows, waiting for their
@@ -680,7 +712,7 @@ void node_fill(const node_t *n, Corral__NodeInfo *ni, void **memp, bool with_jso
     ni->state = n->state;
     ni->incarnation = n->local ? (uint64_t)cr_state_generation(D.st) : n->incarnation;
     ni->address = n->local ? (D.address ? D.address : "") : n->address;
-    ni->last_seen_ms = n->local ? cr_wall_ms() : n->last_seen_wall;
+    ni->last_seen_ms = n->local ? cr_wall_ms() : node_seen_wall(n);
     if (with_json && n->slim) { /* the whole description is in state.db */
         cr_state_node_t row;
         if (cr_state_node_get(D.st, n->id, &row) == 0) {

@@ -329,8 +329,10 @@ static void send_txn(node_t *n, Corral__Envelope *e)
 
 static void unplace(pg_t *g)
 {
-    if (g->placement && sched_placement_get(D.cluster, g->placement))
+    if (g->placement && sched_placement_get(D.cluster, g->placement)) {
         sched_release(D.cluster, g->placement);
+        D.sched_freed++;
+    }
     g->placement = 0;
     for (int b = 0; b < g->nb; b++) {
         g->bnode[b] = NULL;
@@ -886,6 +888,21 @@ static void h_remove(cr_conn_t *c, const Corral__Envelope *e)
     pg_remove(g, "removed");
     reply_ack(c, e);
     head_retry();
+}
+
+void pgs_info_each(void (*fn)(void *ctx, const Corral__PgInfo *info), void *ctx)
+{
+    uint32_t qpos = 0;
+    for (size_t i = 0; i < D.pgs.n; i++) {
+        if (D.pgs.v[i]->state == CORRAL__PG_STATE__PG_REMOVED)
+            continue;
+        qpos += is_pending(D.pgs.v[i]);
+        Corral__PgInfo info;
+        info_mem_t m;
+        info_fill(D.pgs.v[i], &info, &m, is_pending(D.pgs.v[i]) ? qpos : 0);
+        fn(ctx, &info);
+        info_fini(&m);
+    }
 }
 
 /* One page (head/page.c): the groups not removed, in id order from the

@@ -3,6 +3,7 @@
  * strategies, and device lists as state.db keeps them. Shared by jobs.c
  * and pgs.c. */
 #include "head/head.h"
+#include <time.h>
 #include <stdio.h>
 
 void devs_format(const int *devs, size_t n, cr_buf_t *out)
@@ -59,7 +60,11 @@ sched_status_t schedule_bundles(uint32_t n, sched_bundle_t *bundles, Corral__Str
                          .domain_key = key,
                          .affinity_node = -1};
     sched_result_t res;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int err = sched_schedule(D.cluster, &D.scfg, &r, &D.rng, &res);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    head_count_placement((int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec));
     if (err < 0) {
         snprintf(why, size, "scheduler error: %s", cr_strerror(err));
         return SCHED_INFEASIBLE;

@@ -325,19 +325,8 @@ int head_main(const head_opts_t *o)
      * session_latest); an unwritable CORRAL_HOME is still reported at start */
     if (session_make() < 0)
         goto out;
-    char *logfile = o->log_file ? cr_strdup(o->log_file) : cr_asprintf("%s/corrald.log", D.logs);
-    int le = cr_log_set_file(logfile);
-    if (le < 0 && o->log_file) { /* the operator's choice is not replaced quietly */
-        fprintf(stderr,
-                "corrald: --log-file %s: %s (it must be a regular file of this user, not a "
-                "symbolic link, in a directory that exists)\n",
-                logfile, cr_strerror(le));
-        free(logfile);
+    if (cr_log_use_file(o->log_file, D.logs) < 0)
         goto out;
-    }
-    if (le < 0)
-        fprintf(stderr, "corrald: cannot log to %s; logging to stderr\n", logfile);
-    free(logfile);
     char nofile[160];
     raise_nofile(nofile, sizeof(nofile));
     char *dbpath = cr_asprintf("%s/state.db", D.session);
@@ -367,7 +356,6 @@ int head_main(const head_opts_t *o)
     cr_net_callbacks_t cb = {
         .on_ready = on_ready, .on_message = on_message, .on_close = on_close, .on_drain = on_drain};
     D.net = cr_net_new(&D.loop, &nc, &cb, NULL);
-    memset(token, 0, sizeof(token));
     if (tls_key)
         cr_wipe(tls_key, strlen(tls_key));
     free(tls_key);
@@ -379,6 +367,12 @@ int head_main(const head_opts_t *o)
     if (listen_all(o->port, tls) < 0)
         goto loop_out;
     head_core_start(&core);
+    if (o->dashboard_port >= 0 && head_web_start(o->dashboard_host, o->dashboard_port, token) < 0) {
+        if (o->dashboard_required)
+            goto loop_out;
+        fprintf(stderr, "corrald: no dashboard (give --dashboard-port PORT, or any)\n");
+    }
+    memset(token, 0, sizeof(token));
     uv_signal_init(&D.loop, &D.sig_term);
     uv_signal_init(&D.loop, &D.sig_int);
     uv_signal_start(&D.sig_term, on_signal, SIGTERM);
@@ -400,6 +394,8 @@ loop_out:
         D.net = NULL;
     }
 done:
+    memset(token, 0, sizeof(token));
+    head_web_stop();
     head_core_stop();
     uv_run(&D.loop, UV_RUN_DEFAULT); /* close callbacks of released workers */
     if (uv_loop_close(&D.loop) != 0)

@@ -178,6 +178,7 @@ enum stmt_id {
     S_SAVEPOINT,
     S_RELEASE,
     S_ROLLBACK_TO,
+    S_BEGIN_READ, /* the last of the transaction's own statements */
     S_NODE_PUT,
     S_NODE_SET_STATE,
     S_NODE_HEARTBEAT,
@@ -222,6 +223,7 @@ static const char *const stmt_sql[S__COUNT] = {
     [S_SAVEPOINT] = "SAVEPOINT cr",
     [S_RELEASE] = "RELEASE cr",
     [S_ROLLBACK_TO] = "ROLLBACK TO cr",
+    [S_BEGIN_READ] = "BEGIN DEFERRED",
     [S_NODE_PUT] = "INSERT INTO nodes (" NODE_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
                    "ON CONFLICT (id) DO UPDATE SET incarnation = excluded.incarnation, "
                    "address = excluded.address, state = excluded.state, "
@@ -282,6 +284,13 @@ struct cr_state {
     char *path;
     int64_t generation;
     bool in_tx;
+    /* how far the open transaction (in_tx) is in SQLite: cr_state_begin
+     * only marks it open; its first read runs BEGIN DEFERRED (one read
+     * snapshot for the turn, not one per statement), its first write
+     * BEGIN IMMEDIATE or, after a read, takes the write lock with that
+     * write. A turn that touches no table (a status served from memory, a
+     * heartbeat that changes nothing) costs SQLite nothing (issue 18). */
+    enum { BEGUN_NO, BEGUN_READ, BEGUN_WRITE } begun;
     int depth;  /* cr_state_begin calls inside the open transaction */
     int tx_err; /* the first failure since cr_state_begin: the transaction is doomed */
     int fault_after, fault_rc; /* cr_state_fault_commit */
@@ -415,6 +424,23 @@ static int prepare(cr_state_t *st, enum stmt_id id, sqlite3_stmt **out)
             return fail(st, rc, "preparing a statement");
     }
     *out = st->stmt[id];
+    /* a read in an open transaction not yet in SQLite: one read
+     * snapshot for the rest of the turn (see begun) */
+    if (id > S_BEGIN_READ && st->in_tx && st->begun == BEGUN_NO && !st->tx_err) {
+        st->begun = BEGUN_READ;
+        sqlite3_stmt *b;
+        int err = prepare(st, S_BEGIN_READ, &b);
+        if (!err) {
+            int rc = sqlite3_step(b);
+            sqlite3_reset(b);
+            if (rc != SQLITE_DONE)
+                err = fail(st, rc, "starting a transaction");
+        }
+        if (err) {
+            st->begun = BEGUN_NO;
+            doom(st, err);
+        }
+    }
     return 0;
 }
 
@@ -462,10 +488,23 @@ static int run(cr_state_t *st, sqlite3_stmt *s, bool must_change, const char *wh
     return err;
 }
 
-/* A write may not start in a doomed transaction. */
+static int exec_stmt(cr_state_t *st, enum stmt_id id, const char *what);
+
+/* A write may not start in a doomed transaction; the first write of an
+ * open one starts it in SQLite (cr_state_begin defers that). A failed
+ * BEGIN dooms the transaction: its commit then fails with that error. */
 static int writable(cr_state_t *st)
 {
-    return st->in_tx ? st->tx_err : 0;
+    if (!st->in_tx || st->tx_err || st->begun == BEGUN_WRITE)
+        return st->in_tx ? st->tx_err : 0;
+    if (st->begun == BEGUN_READ) { /* this write takes the write lock */
+        st->begun = BEGUN_WRITE;
+        return 0;
+    }
+    st->begun = BEGUN_WRITE; /* before exec_stmt: BEGIN itself is a write */
+    if (exec_stmt(st, S_BEGIN, "starting a transaction"))
+        st->begun = BEGUN_NO;
+    return st->tx_err;
 }
 
 /* prepare for a write: a failure dooms the transaction */
@@ -487,7 +526,8 @@ static int exec_stmt(cr_state_t *st, enum stmt_id id, const char *what)
  * savepoint, released on success, rolled back to on failure. */
 static int unit_begin(cr_state_t *st)
 {
-    return exec_stmt(st, S_SAVEPOINT, "starting a transaction");
+    int err = writable(st);
+    return err ? err : exec_stmt(st, S_SAVEPOINT, "starting a transaction");
 }
 
 static int unit_end(cr_state_t *st, int err)
@@ -827,10 +867,8 @@ int cr_state_begin(cr_state_t *st)
         st->depth++;
         return 0;
     }
-    int err = exec_stmt(st, S_BEGIN, "starting a transaction");
-    if (err)
-        return err;
-    st->in_tx = true;
+    st->in_tx = true; /* BEGIN waits for the first statement (prepare, writable) */
+    st->begun = BEGUN_NO;
     st->tx_err = 0;
     return 0;
 }
@@ -877,7 +915,11 @@ int cr_state_commit(cr_state_t *st)
     }
     int err = st->tx_err;
     st->in_tx = false;
-    if (!err)
+    if (st->begun == BEGUN_NO && !err) /* nothing was read or written */
+        return 0;
+    bool wrote = st->begun == BEGUN_WRITE;
+    st->begun = BEGUN_NO;
+    if (!err && wrote)
         err = commit_fault(st);
     if (!err)
         err = exec_stmt(st, S_COMMIT, "committing");
@@ -898,6 +940,7 @@ void cr_state_rollback(cr_state_t *st)
         return;
     }
     st->in_tx = false;
+    st->begun = BEGUN_NO;
     st->tx_err = 0;
     rollback_raw(st);
 }

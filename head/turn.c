@@ -120,6 +120,8 @@ static void batch_end(uv_prepare_t *h)
     for (int round = 0; batching && round < 4; round++) {
         batching = false;
         int err = D.st ? cr_state_commit(D.st) : 0;
+        head_counters.commits += err == 0;
+        head_counters.commit_failures += err < 0;
         cr_net_t *n = batch_net;
         batch_net = NULL;
         if (err < 0) {

@@ -977,6 +977,32 @@ static void probe_sysfs(const cr_hw_env_t *env, cr_node_t *node, const pci_list_
     }
 }
 
+/* Whether there may be anything for probe() to find, cheaply and in the
+ * caller (the registry forks for the probe only when there is, issue 18):
+ * a library named in CORRAL_NVML_LIBRARY, the driver's /dev/nvidiactl or
+ * /proc/driver/nvidia, or an NVIDIA function on the PCI bus, all under
+ * the root prefix. On a machine with none of them NVML has no device to
+ * report and the PCI scan finds none: the probe's answer is known. */
+bool hw_nvidia_present(const cr_hw_env_t *env)
+{
+    const char *lib = cr_hw_getenv(env, "CORRAL_NVML_LIBRARY");
+    if ((lib && *lib) || cr_path_exists(env->root, "/dev/nvidiactl") ||
+        cr_path_exists(env->root, "/proc/driver/nvidia"))
+        return true;
+    char **names;
+    size_t n;
+    if (cr_list_dir(env->root, PCI_DEVICES, &names, &n) != 0)
+        return false;
+    bool found = false;
+    for (size_t i = 0; i < n && !found; i++) {
+        uint64_t vendor;
+        found = read_pci_hex(env, NULL, names[i], "vendor", "0x10de", 0xffff, &vendor) &&
+                vendor == NVIDIA_VENDOR;
+    }
+    cr_free_strv(names, n);
+    return found;
+}
+
 static int probe(const cr_hw_env_t *env, cr_node_t *node)
 {
     pci_list_t bus = {0};

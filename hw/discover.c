@@ -13,7 +13,7 @@ static const char *default_getenv(void *ctx, const char *name)
     return getenv(name);
 }
 
-static void env_from_opts(const hw_options_t *o, cr_hw_env_t *env)
+void hw_env_from_opts(const hw_options_t *o, cr_hw_env_t *env)
 {
     env->getenv = o->getenv ? o->getenv : default_getenv;
     env->getenv_ctx = o->getenv_ctx;
@@ -186,7 +186,7 @@ static void check(const cr_hw_env_t *env, cr_node_t *node)
 int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg)
 {
     cr_hw_env_t env;
-    env_from_opts(opts, &env);
+    hw_env_from_opts(opts, &env);
     *out = NULL;
     if (errmsg)
         *errmsg = NULL;
@@ -309,7 +309,7 @@ int hw_isolate(const hw_options_t *opts, const cr_node_t *node, const int *devs,
                cr_envlist_t *out, char **errmsg)
 {
     cr_hw_env_t env;
-    env_from_opts(opts, &env);
+    hw_env_from_opts(opts, &env);
     if (errmsg)
         *errmsg = NULL;
     for (size_t i = 0; i < ndevs; i++) {

@@ -40,6 +40,9 @@ int hw_node_from_json(const json_t *j, cr_node_t *node, hw_json_error_t *err);
 /* ---- backends ---- */
 extern const cr_accel_component_t hw_backend_nvidia, hw_backend_amd, hw_backend_intel,
     hw_backend_tpu, hw_backend_neuron, hw_backend_gaudi, hw_backend_sim;
+/* Whether the nvidia backend may find anything (backend_nvidia.c): the
+ * registry skips its isolated probe, and the fork, when not. */
+bool hw_nvidia_present(const cr_hw_env_t *env);
 /* Checks a component against the ABI; returns 0 or CR_EABI / CR_EINVAL
  * with why in msg. */
 int hw_component_validate(const cr_accel_component_t *c, char *msg, size_t msgsize);
@@ -64,6 +67,10 @@ typedef struct hw_options {
  * failures become warnings in node->warnings; only a bad spec or an
  * unusable root fails the whole call. *errmsg (malloc'ed) says why. */
 int hw_discover(const hw_options_t *opts, cr_node_t **out, char **errmsg);
+/* The environment backends read through for these options: the root
+ * (opts, else CORRAL_SYSFS_ROOT, else "/") and the getenv. Telemetry
+ * (web/devices.c) reads the node it was discovered from this way. */
+void hw_env_from_opts(const hw_options_t *opts, cr_hw_env_t *env);
 /* The vendors' rules on which devices one process may hold together: a
  * MIG instance alone; where the node has "module-set" domains (Gaudi),
  * more than one of their devices only as exactly one set. CR_EINVAL with

@@ -301,12 +301,28 @@ static int probe_in_child(const cr_accel_component_t *c, const cr_hw_env_t *env,
     return err;
 }
 
+/* Built-in backends whose probe has a cheap check of whether there is
+ * anything to find (one row per backend). */
+static const struct {
+    const cr_accel_component_t *c;
+    bool (*present)(const cr_hw_env_t *env);
+} presence[] = {
+    {&hw_backend_nvidia, hw_nvidia_present},
+};
+
 int hw_probe_component(const cr_accel_component_t *c, const cr_hw_env_t *env, cr_node_t **out,
                        char *why, size_t whysize)
 {
     *out = NULL;
     if (whysize)
         why[0] = '\0';
+    /* a built-in backend's cheap presence check first: nothing there,
+     * nothing to probe, no child to fork (issue 18) */
+    for (size_t i = 0; i < CR_ARRAY_SIZE(presence); i++)
+        if (presence[i].c == c && !presence[i].present(env)) {
+            *out = hw_node_new();
+            return 0;
+        }
     if (c->flags & CR_ACCEL_F_PROBE_ISOLATED)
         return probe_in_child(c, env, out, why, whysize);
     cr_node_t *n = hw_node_new();

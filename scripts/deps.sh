@@ -4,7 +4,7 @@ set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libhwloc-dev hwloc libjansson-dev libfyaml-dev libcmocka-dev python3 \
 libuv1-dev nettle-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev sqlite3 jq valgrind \
-python3-torch iproute2 libssl-dev openssl"
+python3-torch iproute2 libssl-dev openssl libmicrohttpd-dev prometheus curl"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -22,6 +22,8 @@
  * Output, one line each, on stdout:
  *   registered N MS            all N answered Registered, MS after the first connect
  *   acks T COUNT               heartbeat acks in the second ending T s after registration
+ *                              (the head acknowledges only beats that carry a change)
+ *   beats T COUNT              heartbeats sent in that second
  *   summary key=value ...      at exit
  *
  * usage: bench_cluster_loadgen --address HOST:PORT --token-file F
@@ -60,6 +62,7 @@ static struct {
     size_t hb_cursor;
     int64_t hb_t0;
     uint64_t hb_sent, acks, acks_sec, acks_window, prepares, commits, aborts, other, errors, closed;
+    uint64_t beats, beats_sec, beats_window; /* heartbeats written to the head */
     int64_t silenced_at;
     uv_timer_t tick, sec;
     uv_signal_t s_usr1, s_term, s_int;
@@ -242,6 +245,8 @@ static void on_tick(uv_timer_t *t)
             hb.n_free = G.nfree;
         }
         s->last_beat = cr_mono_ms();
+        G.beats++;
+        G.beats_sec++;
         Corral__Envelope e = CORRAL__ENVELOPE__INIT;
         e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
         e.heartbeat = &hb;
@@ -252,16 +257,19 @@ static void on_tick(uv_timer_t *t)
 static void on_sec(uv_timer_t *t)
 {
     if (!G.t_reg) {
-        G.acks_sec = 0;
+        G.acks_sec = G.beats_sec = 0;
         return;
     }
     G.sec_no++;
     printf("acks %d %llu\n", G.sec_no, (unsigned long long)G.acks_sec);
+    printf("beats %d %llu\n", G.sec_no, (unsigned long long)G.beats_sec);
+    fflush(stdout);
     if (!G.silenced_at) {
         G.acks_window += G.acks_sec;
+        G.beats_window += G.beats_sec;
         G.window_secs++;
     }
-    G.acks_sec = 0;
+    G.acks_sec = G.beats_sec = 0;
 }
 
 static void on_usr1(uv_signal_t *h, int sig)
@@ -277,11 +285,12 @@ static void on_usr1(uv_signal_t *h, int sig)
 static void on_term(uv_signal_t *h, int sig)
 {
     int secs = G.window_secs;
-    printf("summary nodes=%zu registered=%zu register_ms=%lld hb_sent=%llu acks=%llu "
-           "acks_per_s=%.1f prepares=%llu commits=%llu aborts=%llu other=%llu errors=%llu "
+    printf("summary nodes=%zu registered=%zu register_ms=%lld hb_sent=%llu beats=%llu "
+           "beats_per_s=%.1f acks=%llu acks_per_s=%.1f prepares=%llu commits=%llu aborts=%llu other=%llu errors=%llu "
            "closed=%llu\n",
            G.n, G.nreg, G.t_reg ? (long long)(G.t_reg - G.t_first) : -1LL,
-           (unsigned long long)G.hb_sent, (unsigned long long)G.acks,
+           (unsigned long long)G.hb_sent, (unsigned long long)G.beats,
+           secs ? (double)G.beats_window / secs : 0.0, (unsigned long long)G.acks,
            secs ? (double)G.acks_window / secs : 0.0, (unsigned long long)G.prepares,
            (unsigned long long)G.commits, (unsigned long long)G.aborts, (unsigned long long)G.other,
            (unsigned long long)G.errors, (unsigned long long)G.closed);

@@ -12,6 +12,14 @@
 #   - time until the head answers `corral nodes` after all N disconnect at once
 #   - time to detect a dead node: one simulated node stops beating (its
 #     connection stays open), `corral nodes --json` polled until DEAD
+# With N above what one process may open (the open-file limit), or
+# LOADGENS=K, the N nodes come from K load generators (prefixes sim, sim1,
+# sim2, ...: sim-00000 stays the one that goes silent). The hard limit is
+# raised to N + 1000 first where the shell may (root), so that the head,
+# which raises its own limit to the hard one at start, can hold N.
+# Per-heartbeat cost: the head's CPU time over the window divided by the
+# beats the load generators sent in it (the head acknowledges only beats
+# that carry a change, so acks no longer count beats).
 # Then 100 real agent processes (corrald --address, cpu-only spec) started
 # in a loop: time until `corral nodes` shows 101 ALIVE.
 # Prints `figure NAME VALUE UNIT` lines. No peer is measured in the same run,
@@ -35,17 +43,24 @@ done
 for t in jq awk; do
     command -v $t >/dev/null || { echo "bench/cluster: needs $t" >&2; exit 1; }
 done
+maxn=0
+for n in $NS; do [ "$n" -gt "$maxn" ] && maxn=$n; done
+if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt $((maxn + 1000)) ]; then
+    ulimit -Hn $((maxn + 1000)) 2>/dev/null || true
+fi
 ulimit -n "$(ulimit -Hn)"
-if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt 10100 ]; then
-    echo "bench/cluster: 10,000 connections need more than $(ulimit -n) file descriptors" \
-        "per process; raise the hard limit (ulimit -Hn)" >&2
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((maxn + 100)) ]; then
+    echo "bench/cluster: $maxn connections need more than $(ulimit -n) file descriptors" \
+        "in the head; raise the hard limit (ulimit -Hn, as root)" >&2
     exit 1
 fi
+fdmax=$(ulimit -n)
+[ "$fdmax" = unlimited ] && fdmax=1000000
 export CORRAL_HOME=$(mktemp -d /tmp/corral-bench-cluster.XXXXXX)
 tck=$(getconf CLK_TCK)
-LG_PID="" AGENT_PIDS=""
+LG_PIDS="" AGENT_PIDS=""
 cleanup() {
-    [ -n "$LG_PID" ] && kill -TERM "$LG_PID" 2>/dev/null || true
+    for p in $LG_PIDS; do kill -TERM "$p" 2>/dev/null || true; done
     for p in $AGENT_PIDS; do kill -TERM "$p" 2>/dev/null || true; done
     "$corral" stop >/dev/null 2>&1 || true
     rm -rf "$CORRAL_HOME"
@@ -79,30 +94,50 @@ for n in $NS; do
     sleep 1
     rss0=$(rss_kib "$HPID")
     out=$CORRAL_HOME/loadgen.$n.out
-    "$loadgen" --address "$ADDR" --token-file "$TOKEN" --node-json "$node_json" --nodes "$n" \
-        >"$out" 2>"$out.err" &
-    LG_PID=$!
-    for _ in $(seq 1200); do
-        grep -q '^registered' "$out" && break
-        kill -0 "$LG_PID" 2>/dev/null || { echo "bench/cluster: loadgen died:" >&2; cat "$out.err" >&2; exit 1; }
+    # load generators: as many as the open-file limit asks for, or LOADGENS
+    k=${LOADGENS:-$(((n + fdmax - 201) / (fdmax - 200)))}
+    [ "$k" -ge 1 ] || k=1
+    LG_PIDS="" outs=""
+    for g in $(seq 0 $((k - 1))); do
+        pre=sim; [ "$g" -gt 0 ] && pre=sim$g
+        cnt=$((n / k + (g < n % k ? 1 : 0)))
+        o=$out; [ "$g" -gt 0 ] && o=$out.$g
+        "$loadgen" --address "$ADDR" --token-file "$TOKEN" --node-json "$node_json" --nodes "$cnt" \
+            --prefix "$pre" --inflight 48 >"$o" 2>"$o.err" &
+        LG_PIDS="$LG_PIDS $!" outs="$outs $o"
+    done
+    LG_PID=${LG_PIDS# }; LG_PID=${LG_PID%% *} # the first: its sim-00000 goes silent
+    for _ in $(seq $((3000 + n / 40))); do # 300 s, and 1 s more per 400 nodes
+        all=1
+        for o in $outs; do grep -q '^registered' "$o" || all=0; done
+        [ "$all" = 1 ] && break
+        for p in $LG_PIDS; do
+            kill -0 "$p" 2>/dev/null || { echo "bench/cluster: a loadgen died:" >&2; cat "$out"*.err >&2; exit 1; }
+        done
         sleep 0.1
     done
-    grep -q '^registered' "$out" || { echo "bench/cluster: $n nodes did not register in 120 s" >&2; cat "$out.err" >&2; exit 1; }
-    reg_ms=$(awk '/^registered/ {print $3}' "$out")
+    [ "$all" = 1 ] || { echo "bench/cluster: $n nodes did not register in $((300 + n / 400)) s" >&2; cat "$out"*.err >&2; exit 1; }
+    reg_ms=$(cat $outs | awk '/^registered/ {if ($3 > m) m = $3} END {print m}')
     echo "figure cluster_register_${n}_nodes $reg_ms ms"
+    echo "# $k load generator process(es), $((n / k)) nodes each or one more"
     sleep 2 # the first beats of every node
     c0=$(cpu_ticks "$HPID") t0=$(ms)
+    b0=$(cat $outs | awk '/^beats/ {s += $3} END {print s + 0}')
     sleep "$WINDOW"
     c1=$(cpu_ticks "$HPID") t1=$(ms)
+    b1=$(cat $outs | awk '/^beats/ {s += $3} END {print s + 0}')
     rss=$(rss_kib "$HPID")
     cpu=$(awk -v d=$((c1 - c0)) -v tck="$tck" -v ms=$((t1 - t0)) 'BEGIN {printf "%.1f", 100 * d / tck / (ms / 1000)}')
     echo "figure cluster_head_cpu_${n}_nodes_1hz $cpu %"
     echo "figure cluster_head_rss_idle $((rss0 / 1024)) MiB"
     echo "figure cluster_head_rss_${n}_nodes $((rss / 1024)) MiB"
     echo "figure cluster_head_rss_per_node_${n} $(awk -v a="$rss" -v b="$rss0" -v n="$n" 'BEGIN {printf "%.1f", (a - b) / n}') KiB"
+    beats=$(awk -v b=$((b1 - b0)) -v ms=$((t1 - t0)) 'BEGIN {printf "%.0f", b / (ms / 1000)}')
+    echo "figure cluster_heartbeats_${n}_nodes $beats beats/s"
+    echo "figure cluster_head_cpu_per_heartbeat_${n}_nodes $(awk -v d=$((c1 - c0)) -v tck="$tck" -v b=$((b1 - b0)) 'BEGIN {if (b > 0) printf "%.2f", 1e6 * d / tck / b; else print "NA"}') us"
     # acks per second: the whole seconds of the window so far (not the first)
-    acks=$(awk '/^acks/ {if ($2 > 1) {s += $3; k++}} END {if (k) printf "%.0f", s / k; else print 0}' "$out")
-    echo "figure cluster_heartbeat_acks_${n}_nodes $acks acks/s"
+    acks=$(cat $outs | awk '/^acks/ {if ($2 > 1) {s[$2] += $3}} END {k = 0; t = 0; for (i in s) {t += s[i]; k++} if (k) printf "%.0f", t / k; else print 0}')
+    echo "# heartbeat acks: $acks/s (only beats that carry a change are acknowledged)"
 
     # a 64-host gang's placement group, until CREATED
     p0=$(ms)
@@ -138,13 +173,13 @@ for n in $NS; do
         echo "# sim-00000 not DEAD within 30 s of its last beat"
     fi
     # every simulated node disconnects at once: until the head answers again
-    kill -TERM "$LG_PID"
-    wait "$LG_PID" || true
-    LG_PID=""
+    for p in $LG_PIDS; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in $LG_PIDS; do wait "$p" || true; done
+    LG_PIDS=""
     s0=$(ms)
     until "$corral" nodes --json >/dev/null 2>&1; do sleep 0.05; done
     echo "figure cluster_${n}_disconnects_until_answering $(($(ms) - s0)) ms"
-    echo "# loadgen: $(grep '^summary' "$out")"
+    for o in $outs; do echo "# loadgen: $(grep '^summary' "$o")"; done
     if [ -s "$out.err" ]; then echo "# loadgen stderr: $(head -3 "$out.err" | tr '\n' ' ')"; fi
     head_down
 done

@@ -15,6 +15,8 @@
 #      with /work/shared/peers/09_slurm_setup.sh and 09_slurm_stop.sh
 #      (they install slurm-wlm and munge with apt when missing, run daemons
 #      as root);
+#   then a read-only request's round trip against a raw Unix-socket
+#      ping-pong on the same CPU placement (bench_runtime_rtt);
 #   3. the idle head: CPU% over IDLE_S seconds (utime+stime of
 #      /proc/PID/stat) and VmRSS, after the runs above.
 # Timing: bash's $EPOCHREALTIME around the command (no fork in the timed
@@ -177,6 +179,34 @@ echo "figure request_round_trips_1_client $(awk '/rt_calls/{c=$2} /rt_seconds/{s
 for i in $(seq "$PG_CLIENTS"); do "$BUILD/bench/bench_runtime_pg" "$PG_S" > "$TMP/pgp$i" & done
 wait
 echo "figure pg_create_remove_${PG_CLIENTS}_clients $(cat "$TMP"/pgp* | awk -v s="$PG_S" '/pg_cycles/{c+=$2} END{printf "%.0f", c/s}') per_s"
+
+# --- a read-only request beside the raw Unix-socket round trip (issue 18) --
+# bench_runtime_rtt: RTT_N JobStatus requests of one job on one libcorral
+# connection, and a 64-byte ping-pong over a Unix socketpair between two
+# processes (the floor), on the same CPU placement: the head (taskset -p)
+# and the client both on CPU 0, then the head on CPU 0 and the client on
+# CPU 1 (the floor's two sides likewise). A wakeup across CPUs costs an
+# interprocessor interrupt and a cold cache on both sides; on a loaded
+# machine the scheduler's placement is otherwise whatever it is.
+RTT_N="${RTT_N:-5000}"
+RTT="$BUILD/bench/bench_runtime_rtt"
+[ -x "$RTT" ] || RTT="$SRC/build/bench/bench_runtime_rtt" # an older build: this tree's client
+if [ -x "$RTT" ] && command -v taskset >/dev/null; then
+    ncpu=$(nproc)
+    aff0=$(taskset -p "$PID" | awk '{print $NF}')
+    taskset -p 1 "$PID" >/dev/null
+    for place in same cross; do
+        cb=0; [ "$place" = cross ] && cb=$((ncpu > 1 ? 1 : 0))
+        f=$("$RTT" floor "$RTT_N" 0 "$cb" | awk '{print $3}')
+        h=$("$RTT" head "$RTT_N" "$cb" job | awk '{print $3}')
+        echo "figure read_request_rtt_${place}_cpu_p50 $h us"
+        echo "figure unix_socket_pingpong_${place}_cpu_p50 $f us"
+        ratio "unix_socket_pingpong_${place}_cpu" "$h" "$f"
+    done
+    taskset -p "$aff0" "$PID" >/dev/null
+else
+    note "request round trip skipped: no bench_runtime_rtt or no taskset"
+fi
 
 # --- 3. the idle head -----------------------------------------------------
 cpu_ticks() { awk '{print $14+$15}' "/proc/$PID/stat"; }

@@ -19,12 +19,13 @@ fails=0
 # a header of each folder
 declare -A hdr=([base]=base/base.h [hw]=hw/hw.h [sched]=sched/sched.h [net]=net/net.h
     [agent]=agent/agent.h [head]=head/head.h [client]=client/client_int.h [cli]=cli/cli.h
-    [daemon]=daemon/harness.h)
+    [daemon]=daemon/harness.h [web]=web/web.h)
 # library: the folders it may include (the rest must not be reachable)
 declare -A may=([corral_base]="base" [corral_hw]="base hw" [corral_sched]="base hw sched"
-    [corral_net]="base net" [corral_agent]="base hw sched net agent"
-    [corral_head]="base hw sched net agent head" [corral_client]="base hw sched net client"
-    [corrald]="base hw sched net agent head daemon")
+    [corral_net]="base net" [corral_web]="base hw sched net web"
+    [corral_agent]="base hw sched net web agent"
+    [corral_head]="base hw sched net web agent head" [corral_client]="base hw sched net client"
+    [corrald]="base hw sched net web agent head daemon")
 for lib in "${!may[@]}"; do
     view=$layers/$lib
     if [ ! -d "$view" ]; then

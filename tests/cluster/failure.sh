@@ -21,9 +21,9 @@ pid=$(status "$id" | jq -r '.workers[0].pid')
 kill -STOP "$(agent_pid "$node")"
 # SUSPECT lasts $((DEAD - SUSPECT)) ms: on a loaded machine the poll may see DEAD
 # first, the event log has the SUSPECT either way
-{ wait_node "$node" 5 SUSPECT || "$CORRAL" events | grep -q "node $node: .*heartbeat"; } &&
+{ wait_node "$node" 10 SUSPECT || "$CORRAL" events | grep -q "node $node: .*heartbeat"; } &&
     ok "$node SUSPECT without heartbeats" || fail "$node not SUSPECT: $(node_state "$node") $("$CORRAL" events | grep "$node")"
-wait_node "$node" 5 DEAD && ok "$node DEAD after $DEAD ms" || fail "$node not DEAD: $(node_state "$node")"
+wait_node "$node" 15 DEAD && ok "$node DEAD after $DEAD ms" || fail "$node not DEAD: $(node_state "$node")"
 for _ in $(seq 100); do
     n2=$(status "$id" | jq -r '.workers[0].node_id')
     [ "$n2" != "$node" ] && [ "$(status "$id" | jq -r '.workers[0].state')" = RUNNING ] && break

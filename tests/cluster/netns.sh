@@ -49,8 +49,8 @@ pid=$(status "$id" | jq -r '.workers[0].pid')
 "$CORRAL" job stop "$blk" >/dev/null
 
 ip link set "$VH" down
-wait_node gpu-far 5 SUSPECT && ok "link down: gpu-far SUSPECT" || fail "not SUSPECT: $(node_state gpu-far)"
-wait_node gpu-far 5 DEAD && ok "then DEAD" || fail "not DEAD: $(node_state gpu-far)"
+wait_node gpu-far 10 SUSPECT && ok "link down: gpu-far SUSPECT" || fail "not SUSPECT: $(node_state gpu-far)"
+wait_node gpu-far 15 DEAD && ok "then DEAD" || fail "not DEAD: $(node_state gpu-far)"
 for _ in $(seq 100); do
     [ "$(status "$id" | jq -r '.workers[0].node_id + " " + .workers[0].state')" = "gpu-near RUNNING" ] && break
     sleep 0.05

@@ -245,6 +245,83 @@ static void test_discover_empty_root(void **state)
     rmdir(dir);
 }
 
+static volatile sig_atomic_t children;
+static void count_child(int sig)
+{
+    children++;
+}
+
+static void write_under(const char *root, const char *rel, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", root, rel);
+    for (char *s = p + strlen(root) + 1; (s = strchr(s, '/')); s++) {
+        *s = '\0';
+        mkdir(p, 0755);
+        *s = '/';
+    }
+    if (text) {
+        FILE *f = fopen(p, "w");
+        assert_non_null(f);
+        fputs(text, f);
+        fclose(f);
+    } else {
+        mkdir(p, 0755);
+    }
+}
+
+/* The nvidia backend's presence check (issue 18): a root with no driver,
+ * no NVIDIA PCI function and no CORRAL_NVML_LIBRARY has nothing to probe,
+ * so the registry forks no child for its isolated probe (no SIGCHLD) and
+ * returns an empty node; each of the three signs is enough to probe. */
+static void test_nvidia_absent_forks_nothing(void **state)
+{
+    char dir[] = "/tmp/corral-nonv-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    /* a PCI function of another vendor */
+    write_under(dir, "sys/bus/pci/devices/0000:03:00.0/vendor", "0x8086\n");
+    fixture_env_t f = {0};
+    cr_hw_env_t env = {.root = dir, .getenv = fixture_getenv, .getenv_ctx = &f};
+    assert_false(hw_nvidia_present(&env));
+    struct sigaction sa = {.sa_handler = count_child}, old;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGCHLD, &sa, &old), 0);
+    children = 0;
+    cr_node_t *n = NULL;
+    char why[256];
+    assert_int_equal(hw_probe_component(&hw_backend_nvidia, &env, &n, why, sizeof(why)), 0);
+    assert_non_null(n);
+    assert_int_equal(n->devices.n, 0);
+    hw_node_free(n);
+    assert_int_equal(children, 0);
+    /* an isolated probe does fork (the counter can count) */
+    assert_int_equal(hw_probe_component(&fake_two_isolated, &env, &n, why, sizeof(why)), 0);
+    hw_node_free(n);
+    assert_true(children > 0);
+    sigaction(SIGCHLD, &old, NULL);
+
+    fixture_setenv(&f, "CORRAL_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1");
+    assert_true(hw_nvidia_present(&env));
+    fixture_close(&f);
+    f = (fixture_env_t){0};
+    env.getenv_ctx = &f;
+    write_under(dir, "sys/bus/pci/devices/0000:04:00.0/vendor", "0x10de\n");
+    assert_true(hw_nvidia_present(&env));
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/sys", dir);
+    assert_int_equal(system(cmd), 0);
+    assert_false(hw_nvidia_present(&env));
+    write_under(dir, "proc/driver/nvidia", NULL);
+    assert_true(hw_nvidia_present(&env));
+    snprintf(cmd, sizeof(cmd), "rm -rf %s/proc", dir);
+    assert_int_equal(system(cmd), 0);
+    write_under(dir, "dev/nvidiactl", "");
+    assert_true(hw_nvidia_present(&env));
+    fixture_close(&f);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_discover_bad_root(void **state)
 {
     hw_options_t o = {.root = "/nonexistent/corral-root", .no_host = true, .no_plugins = true};
@@ -376,6 +453,7 @@ int main(void)
         cmocka_unit_test(test_links_validated),
         cmocka_unit_test(test_discover_empty_root),
         cmocka_unit_test(test_discover_bad_root),
+        cmocka_unit_test(test_nvidia_absent_forks_nothing),
         cmocka_unit_test(test_platform),
         cmocka_unit_test(test_check_warnings),
     };

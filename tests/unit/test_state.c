@@ -1008,7 +1008,12 @@ static void test_locked_by_another_process(void **state)
     assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", 0, 0, 0), SQLITE_OK);
     assert_int_equal(cr_state_job_set_state(st, job, CR_JOB_RUNNING, NULL, 2), CR_EAGAIN);
     assert_non_null(strstr(cr_state_errmsg(st), "another process holds it locked"));
-    assert_int_equal(cr_state_begin(st), CR_EAGAIN);
+    /* a transaction starts in SQLite at its first write (issue 18): that
+     * write fails, and so does the commit, with the same error */
+    assert_int_equal(cr_state_begin(st), 0);
+    assert_int_equal(cr_state_job_set_state(st, job, CR_JOB_RUNNING, NULL, 2), CR_EAGAIN);
+    assert_int_equal(cr_state_commit(st), CR_EAGAIN);
+    assert_non_null(strstr(cr_state_errmsg(st), "another process holds it locked"));
     assert_int_equal(sqlite3_exec(other, "COMMIT", 0, 0, 0), SQLITE_OK);
     sqlite3_close(other);
     cr_state_job_t j;
@@ -1018,6 +1023,46 @@ static void test_locked_by_another_process(void **state)
     assert_int_equal(cr_state_begin(st), 0);
     assert_int_equal(cr_state_job_set_state(st, job, CR_JOB_RUNNING, NULL, 3), 0);
     assert_int_equal(cr_state_commit(st), 0);
+    cr_state_close(st);
+    tdir_remove(&t);
+}
+
+/* A transaction that touches no table costs SQLite nothing, one that only
+ * reads takes no write lock (head turns that serve a status or a heartbeat
+ * that changes nothing, issue 18): meanwhile another connection may
+ * write; its first write takes the write lock, so another writer then
+ * waits. */
+static void test_read_only_transaction_takes_no_lock(void **state)
+{
+    tdir_t t;
+    tdir_make(&t);
+    cr_state_t *st = open_ok(t.db);
+    int64_t job = new_job(st, "j", 1);
+    sqlite3 *other;
+    assert_int_equal(sqlite3_open(t.db, &other), SQLITE_OK);
+    sqlite3_busy_timeout(other, 50);
+    /* a turn that touches no table: nothing in SQLite at all */
+    assert_int_equal(cr_state_begin(st), 0);
+    assert_true(cr_state_in_transaction(st));
+    assert_true(sqlite3_get_autocommit(cr__state_db(st)));
+    assert_int_equal(cr_state_commit(st), 0);
+    assert_false(cr_state_in_transaction(st));
+    /* one that reads: a read snapshot, no write lock */
+    assert_int_equal(cr_state_begin(st), 0);
+    cr_state_job_t j;
+    assert_int_equal(cr_state_job_get(st, job, &j), 0);
+    cr_state_job_free(&j);
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE; COMMIT", 0, 0, 0), SQLITE_OK);
+    assert_int_equal(cr_state_commit(st), 0);
+    assert_true(sqlite3_get_autocommit(cr__state_db(st)));
+    /* a write opens it in SQLite: now the other writer is locked out */
+    assert_int_equal(cr_state_begin(st), 0);
+    assert_int_equal(cr_state_job_set_state(st, job, CR_JOB_RUNNING, NULL, 2), 0);
+    assert_false(sqlite3_get_autocommit(cr__state_db(st)));
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", 0, 0, 0), SQLITE_BUSY);
+    assert_int_equal(cr_state_commit(st), 0);
+    assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE; COMMIT", 0, 0, 0), SQLITE_OK);
+    sqlite3_close(other);
     cr_state_close(st);
     tdir_remove(&t);
 }
@@ -1171,6 +1216,7 @@ int main(void)
         cmocka_unit_test(test_disk_full),
         cmocka_unit_test(test_real_disk_full),
         cmocka_unit_test(test_locked_by_another_process),
+        cmocka_unit_test(test_read_only_transaction_takes_no_lock),
         cmocka_unit_test(test_newer_schema_refused),
         cmocka_unit_test(test_foreign_database_refused),
         cmocka_unit_test(test_failed_migration_changes_nothing),

@@ -1,0 +1,66 @@
+/* An agent's /metrics (docs/metrics.md): its node's devices, read from
+ * each backend's telemetry op at scrape time, labelled with the job and
+ * worker this agent started on them. Served by web/ on the agent's loop,
+ * to the cluster token only (Prometheus sends it: Authorization: Bearer,
+ * a credentials_file), /healthz to anyone. */
+#include "agent/agent.h"
+#include "web/web.h"
+#include <stdio.h>
+
+typedef struct metrics_ctx {
+    const cr_node_t *node;
+    const hw_options_t *hwo;
+    const agent_t *const *agent; /* the agent may come and go: read through it */
+} metrics_ctx_t;
+
+static metrics_ctx_t mctx; /* one agent per process */
+
+static bool holder(void *ctx, int dev, const char **job, const char **wk)
+{
+    const agent_t *a = ctx;
+    return agent_device_holder(a, dev, job, wk);
+}
+
+void agent_device_metrics(cr_buf_t *b, const cr_node_t *node, const hw_options_t *hwo,
+                          const agent_t *a)
+{
+    web_device_metrics(b, node, hwo, holder, (void *)a);
+}
+
+static void get_metrics(void *ctx, const web_req_t *rq, web_out_t *out)
+{
+    metrics_ctx_t *m = ctx;
+    const char *l[] = {"node", m->node->id, "simulated", m->node->simulated ? "true" : "false"};
+    web_prom_family(&out->body, "corral_agent_up", "gauge", "1 while the agent serves metrics");
+    web_prom_sample(&out->body, "corral_agent_up", l, 2, 1);
+    web_prom_family(&out->body, "corral_agent_workers", "gauge", "workers this agent runs");
+    web_prom_sample(&out->body, "corral_agent_workers", l, 2,
+                    *m->agent ? (double)agent_running(*m->agent) : 0);
+    agent_device_metrics(&out->body, m->node, m->hwo, *m->agent);
+    out->type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+static void get_health(void *ctx, const web_req_t *rq, web_out_t *out)
+{
+    out->type = "text/plain";
+    cr_buf_printf(&out->body, "ok\n");
+}
+
+web_t *agent_metrics_start(uv_loop_t *loop, const cr_node_t *node, const hw_options_t *hwo,
+                           const agent_t *const *agent, const char *host, int port,
+                           const uint8_t token[CR_TOKEN_LEN], char *why, size_t size)
+{
+    mctx = (metrics_ctx_t){.node = node, .hwo = hwo, .agent = agent};
+    web_config_t wc = {
+        .loop = loop, .who = "metrics", .host = host, .port = (uint16_t)port, .token = token};
+    web_t *w = web_new(&wc, why, size);
+    if (!w)
+        return NULL;
+    web_route_add(w, &(web_route_t){"GET", "/metrics", 0, get_metrics, &mctx});
+    web_route_add(w, &(web_route_t){"GET", "/healthz", WEB_PUBLIC, get_health, &mctx});
+    if (web_listen(w, why, size) < 0) {
+        web_free(w);
+        return NULL;
+    }
+    return w;
+}
