@@ -70,7 +70,7 @@ static struct {
     hw_options_t hwo;
     const agent_opts_t *o;
     char *dir, *logs;
-    uint64_t output_max; /* the bound on worker output files (agent_config_t) */
+    uint64_t output_max;                    /* the bound on worker output files (agent_config_t) */
     char session_id[CR_SESSION_ID_LEN + 1]; /* its workers carry it (cr_session_id) */
     uint64_t incarnation;
     bool registered, stopping, fatal;

@@ -46,7 +46,7 @@ struct aw {
 struct agent {
     agent_config_t cfg;
     CR_VEC(aw_t *) ws;
-    uv_timer_t *bound; /* every AGENT_BOUND_MS while cfg.output_max */
+    uv_timer_t *bound;   /* every AGENT_BOUND_MS while cfg.output_max */
     bool unbounded_told; /* a filesystem that cannot punch holes, warned once */
 };
 
@@ -107,8 +107,8 @@ static void bound_open(agent_t *a, aw_t *w, char **why)
         int err = cr_output_probe(w->outfd[s]);
         if (err < 0) {
             if (why && !*why)
-                *why = cr_asprintf("output files unbounded (%s cannot punch holes: %s)",
-                                   paths[s], cr_strerror(err));
+                *why = cr_asprintf("output files unbounded (%s cannot punch holes: %s)", paths[s],
+                                   cr_strerror(err));
             bound_fail(a, w, s, err);
         }
     }

@@ -28,9 +28,9 @@
 #define SOCK_BUF (2 << 20)    /* the send buffer asked for a follower's socket */
 
 typedef struct fstream {
-    char *path;      /* the file followed now; NULL none yet */
-    uint64_t offset; /* bytes of it sent */
-    bool seen;       /* a first file was looked at (offset applies to it only) */
+    char *path;       /* the file followed now; NULL none yet */
+    uint64_t offset;  /* bytes of it sent */
+    bool seen;        /* a first file was looked at (offset applies to it only) */
     uint64_t skipped; /* holes passed and not told yet (no chunk followed) */
 } fstream_t;
 
@@ -193,8 +193,7 @@ static bool read_file(follower_t *f, int worker, int stream, bool first, size_t 
     uint64_t keep = F.ops.log_max ? F.ops.log_max(F.arg) : 0, old = cr_output_old(size, keep);
     uint64_t gap = F.ops.gap ? F.ops.gap(F.arg, f->job_id, worker, stream) : 0;
     old = gap > old ? gap : old;
-    uint64_t skipped = s->skipped + (first ? cr_output_dropped(fd, s->offset, old) : 0), start,
-             end;
+    uint64_t skipped = s->skipped + (first ? cr_output_dropped(fd, s->offset, old) : 0), start, end;
     int retries = 0;
     while (*budget > 0 && s->offset < size) {
         if (!cr_output_next(fd, s->offset, size, old, &start, &end)) {

@@ -318,7 +318,7 @@ int head_main(const head_opts_t *o)
         goto out;
     D.keep_finished = o->keep_finished;
     D.keep_finished_ms = o->keep_finished_ms;
-    D.worker_log_max = !o->worker_log_max                            ? CR_WORKER_LOG_MAX_DEFAULT
+    D.worker_log_max = !o->worker_log_max                             ? CR_WORKER_LOG_MAX_DEFAULT
                        : o->worker_log_max == CR_WORKER_LOG_UNBOUNDED ? 0
                                                                       : o->worker_log_max;
     /* the session once the node is known (a bad spec does not move
