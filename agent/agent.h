@@ -59,6 +59,9 @@ typedef struct agent_config {
      * (WORKER_FAILED, this reason). Harnesses that feed untrusted specs
      * to a head (tests/fuzz/fuzz_head.c) set it. Borrowed. */
     const char *refuse_start;
+    /* bytes each worker output file keeps on disk (cr_output_bound, looked
+     * at every AGENT_BOUND_MS); 0 unbounded */
+    uint64_t output_max;
 } agent_config_t;
 
 agent_t *agent_new(const agent_config_t *cfg);
@@ -137,6 +140,8 @@ typedef struct agent_opts {
     const char *tls_fingerprint, *tls_ca;
     int metrics_port;         /* --metrics-port: -1 off, 0 any free port */
     const char *metrics_host; /* NULL: 127.0.0.1 */
+    /* --worker-log-max: 0 CR_WORKER_LOG_MAX_DEFAULT, CR_WORKER_LOG_UNBOUNDED none */
+    uint64_t worker_log_max;
 } agent_opts_t;
 int agent_main(const agent_opts_t *o);
 #endif

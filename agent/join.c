@@ -70,6 +70,7 @@ static struct {
     hw_options_t hwo;
     const agent_opts_t *o;
     char *dir, *logs;
+    uint64_t output_max;                    /* the bound on worker output files (agent_config_t) */
     char session_id[CR_SESSION_ID_LEN + 1]; /* its workers carry it (cr_session_id) */
     uint64_t incarnation;
     bool registered, stopping, fatal;
@@ -134,16 +135,34 @@ static bool pump_one(fwd_t *f)
         int fd = open(f->path[s], O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             continue;
+        int retries = 0;
         for (;;) {
             if (!fwd_room()) { /* kept for the drain, or for when the head is back */
                 struct stat sb;
                 left |= fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > f->off[s];
                 break;
             }
-            ssize_t got = pread(fd, buf, FWD_CHUNK, (off_t)f->off[s]);
+            /* skips the holes the bound left (cr_output_bound): output this
+             * agent dropped before it could send it; the head's copy gets
+             * the same gap */
+            struct stat sb;
+            uint64_t start, end;
+            uint64_t size = fstat(fd, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+            if (!cr_output_next(fd, f->off[s], size, cr_output_old(size, A.output_max), &start,
+                                &end))
+                break;
+            size_t want = end - start < FWD_CHUNK ? (size_t)(end - start) : FWD_CHUNK;
+            ssize_t got = pread(fd, buf, want, (off_t)start);
             if (got <= 0)
                 break;
+            if (retries < 8 && cr_output_punched(fd, start, A.output_max)) {
+                retries++;
+                continue; /* punched while read: what was read may be zeros */
+            }
+            uint64_t dropped = start - f->off[s];
+            f->off[s] = start;
             Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
+            ch.dropped = dropped;
             ch.job_id = f->job_id;
             ch.worker_index = f->index;
             ch.stream = s ? CORRAL__LOG_STREAM__LOG_STDERR : CORRAL__LOG_STREAM__LOG_STDOUT;
@@ -987,7 +1006,12 @@ int agent_main(const agent_opts_t *o)
                          .tls_fingerprint = o->tls_fingerprint,
                          .tls_ca = ca_path,
                          .net = A.net,
-                         .ops = {.started = a_started, .exited = a_exited}};
+                         .ops = {.started = a_started, .exited = a_exited},
+                         .output_max = !o->worker_log_max ? CR_WORKER_LOG_MAX_DEFAULT
+                                       : o->worker_log_max == CR_WORKER_LOG_UNBOUNDED
+                                           ? 0
+                                           : o->worker_log_max};
+    A.output_max = ac.output_max;
     A.agent = agent_new(&ac);
     if (o->metrics_port >= 0) { /* --metrics-port */
         metrics = agent_metrics_start(&A.loop, A.node, &A.hwo, (const agent_t *const *)&A.agent,

@@ -2,6 +2,7 @@
  * node runs, started with agent/launch or adopted from a previous daemon
  * through a pidfd. */
 #include "agent/agent.h"
+#include <fcntl.h>
 #include <stdio.h>
 #include <time.h>
 #include <netinet/in.h>
@@ -34,6 +35,7 @@ struct aw {
     cr_worker_t *w;
     adopt_t *ad;
     char *out_path, *err_path;
+    int outfd[2]; /* its output files, for cr_output_bound; -1 none */
     /* a later attempt of the same worker, asked for while this one is
      * still stopping (a node that rejoined: its stale worker goes first);
      * started once this one's exit is reported (packed WorkerStart) */
@@ -44,7 +46,73 @@ struct aw {
 struct agent {
     agent_config_t cfg;
     CR_VEC(aw_t *) ws;
+    uv_timer_t *bound;   /* every AGENT_BOUND_MS while cfg.output_max */
+    bool unbounded_told; /* a filesystem that cannot punch holes, warned once */
 };
+
+/* ---- output files bounded (docs/workers.md "Output files") ---- */
+
+/* How often running workers' output files are looked at: one fstat
+ * each; a file can pass its bound by what its worker writes meanwhile. */
+#define AGENT_BOUND_MS 250
+
+static void bound_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void bound_fail(agent_t *a, aw_t *w, int s, int err)
+{
+    if (!a->unbounded_told)
+        cr_warn("output of worker %s: %s cannot be bounded to %llu bytes: %s; worker output in %s "
+                "grows without limit",
+                w->id, s ? w->err_path : w->out_path, (unsigned long long)a->cfg.output_max,
+                cr_strerror(err), a->cfg.logs ? a->cfg.logs : "?");
+    a->unbounded_told = true;
+    close(w->outfd[s]);
+    w->outfd[s] = -1;
+}
+
+static void bound_files(agent_t *a, aw_t *w)
+{
+    for (int s = 0; s < 2; s++) {
+        if (w->outfd[s] < 0)
+            continue;
+        int err = cr_output_bound(w->outfd[s], a->cfg.output_max, NULL);
+        if (err < 0)
+            bound_fail(a, w, s, err);
+    }
+}
+
+static void on_bound(uv_timer_t *t)
+{
+    agent_t *a = t->data;
+    for (size_t i = 0; i < a->ws.n; i++)
+        bound_files(a, a->ws.v[i]);
+}
+
+/* Opens w's output files for bounding; a filesystem that cannot punch
+ * holes leaves them unbounded, and *why (malloc'ed) says so for the
+ * worker's start event. */
+static void bound_open(agent_t *a, aw_t *w, char **why)
+{
+    const char *paths[2] = {w->out_path, w->err_path};
+    for (int s = 0; s < 2; s++) {
+        w->outfd[s] = -1;
+        if (!a->cfg.output_max || !paths[s])
+            continue;
+        w->outfd[s] = open(paths[s], O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (w->outfd[s] < 0)
+            continue;
+        int err = cr_output_probe(w->outfd[s]);
+        if (err < 0) {
+            if (why && !*why)
+                *why = cr_asprintf("output files unbounded (%s cannot punch holes: %s)", paths[s],
+                                   cr_strerror(err));
+            bound_fail(a, w, s, err);
+        }
+    }
+}
 
 int64_t agent_proc_stat(int pid, char *state)
 {
@@ -138,6 +206,13 @@ agent_t *agent_new(const agent_config_t *cfg)
 {
     agent_t *a = cr_calloc(1, sizeof(*a));
     a->cfg = *cfg;
+    if (cfg->output_max) {
+        a->bound = cr_malloc(sizeof(*a->bound));
+        uv_timer_init(cfg->loop, a->bound);
+        a->bound->data = a;
+        uv_timer_start(a->bound, on_bound, AGENT_BOUND_MS, AGENT_BOUND_MS);
+        uv_unref((uv_handle_t *)a->bound); /* no reason by itself to keep a loop running */
+    }
     return a;
 }
 
@@ -177,6 +252,11 @@ static void aw_free(aw_t *w)
         cr_worker_release(w->w);
     if (w->ad)
         adopt_release(w->ad);
+    for (int s = 0; s < 2; s++) /* what it wrote since the last look */
+        if (w->outfd[s] >= 0) {
+            (void)cr_output_bound(w->outfd[s], w->a->cfg.output_max, NULL);
+            close(w->outfd[s]);
+        }
     free(w->id);
     free(w->job_id);
     free(w->out_path);
@@ -290,6 +370,7 @@ bool agent_adopt(agent_t *a, const Corral__WorkerReport *rep, int64_t start_time
     ad->poll.data = ad->timer.data = ad;
     aw_t *w = cr_calloc(1, sizeof(*w));
     w->a = a;
+    w->outfd[0] = w->outfd[1] = -1;
     w->id = cr_strdup(rep->worker_id);
     w->job_id = cr_strdup(rep->job_id ? rep->job_id : "");
     w->index = rep->worker_index;
@@ -298,6 +379,7 @@ bool agent_adopt(agent_t *a, const Corral__WorkerReport *rep, int64_t start_time
     w->start_time = start_time;
     w->out_path = out_path ? cr_strdup(out_path) : NULL;
     w->err_path = err_path ? cr_strdup(err_path) : NULL;
+    bound_open(a, w, NULL);
     w->ad = ad;
     ad->w = w;
     uv_poll_start(&ad->poll, UV_READABLE, on_adopt_exit);
@@ -406,6 +488,7 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
                               ws->bind == CORRAL__BIND__BIND_NONE ? CR_BIND_NONE : CR_BIND_CLOSEST};
     aw_t *w = cr_calloc(1, sizeof(*w));
     w->a = a;
+    w->outfd[0] = w->outfd[1] = -1;
     w->id = cr_strdup(ws->worker_id);
     w->job_id = cr_strdup(ws->job_id);
     w->index = ws->worker_index;
@@ -433,16 +516,24 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
         w->out_path = cr_strdup(cr_worker_stdout_path(w->w));
     if (cr_worker_stderr_path(w->w))
         w->err_path = cr_strdup(cr_worker_stderr_path(w->w));
+    char *unbounded = NULL, *warning = NULL;
+    bound_open(a, w, &unbounded);
+    const char *launch_warning = cr_worker_warning(w->w);
+    if (unbounded)
+        warning = launch_warning ? cr_asprintf("%s; %s", launch_warning, unbounded)
+                                 : cr_strdup(unbounded);
     *CR_VEC_PUSH(&a->ws) = w;
     agent_started_t st = {.worker_id = w->id,
                           .attempt = w->attempt,
                           .pid = w->pid,
                           .start_time = w->start_time,
                           .cpus = cr_worker_cpus(w->w),
-                          .warning = cr_worker_warning(w->w),
+                          .warning = warning ? warning : launch_warning,
                           .out_path = w->out_path,
                           .err_path = w->err_path};
     a->cfg.ops.started(a->cfg.arg, &st);
+    free(unbounded);
+    free(warning);
 }
 
 int agent_stop(agent_t *a, const char *worker_id, uint32_t grace_ms)
@@ -500,6 +591,10 @@ void agent_free(agent_t *a)
 {
     if (!a)
         return;
+    if (a->bound) {
+        uv_timer_stop(a->bound);
+        uv_close((uv_handle_t *)a->bound, bound_closed);
+    }
     for (size_t i = 0; i < a->ws.n; i++)
         aw_free(a->ws.v[i]);
     CR_VEC_FREE(&a->ws);

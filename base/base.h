@@ -169,6 +169,39 @@ int cr_readlink_base(const char *root, const char *path, char *buf, size_t size)
 int cr_list_dir(const char *root, const char *path, char ***names, size_t *n);
 void cr_free_strv(char **v, size_t n);
 
+/* ---- worker output (output.c) ---- */
+/* Bounds what an append-only output file holds on disk to about its last
+ * keep bytes: once it holds more than keep + keep/8, its oldest part
+ * becomes a hole (the logical size and every offset stay). fd open for
+ * writing; keep 0: unbounded. Returns 1 when it punched (*dropped: bytes
+ * freed), 0 when nothing was to do, -EOPNOTSUPP (and others) when the
+ * filesystem cannot. */
+int cr_output_bound(int fd, uint64_t keep, uint64_t *dropped);
+/* 0 when fd's filesystem can punch holes (cr_output_bound works there),
+ * else the negative errno; changes nothing in the file. */
+int cr_output_probe(int fd);
+/* Where holes may be in a file of size bounded to keep: before its last
+ * keep bytes, the only part a bound punches (0 when keep is 0). */
+uint64_t cr_output_old(uint64_t size, uint64_t keep);
+/* The first extent of data at or after off in fd's first size bytes:
+ * [*start, *end); false when nothing is left. Holes are believed only
+ * before old (cr_output_old, or further where the caller knows of gaps),
+ * since SEEK_DATA on a file being written to can call fresh data a hole.
+ * Where the filesystem knows no holes, all of it is data. */
+bool cr_output_next(int fd, uint64_t off, uint64_t size, uint64_t old, uint64_t *start,
+                    uint64_t *end);
+/* Whether a bound punched off since the caller looked (a read there may
+ * have given zeros: read again from the next data). */
+bool cr_output_punched(int fd, uint64_t off, uint64_t keep);
+/* Bytes of fd's first size that are holes before old: output dropped. */
+uint64_t cr_output_dropped(int fd, uint64_t size, uint64_t old);
+/* The default bound on each worker output file (corrald --worker-log-max). */
+#define CR_WORKER_LOG_MAX_DEFAULT (64ull << 20)
+/* The least one can ask for (tests use small ones). */
+#define CR_WORKER_LOG_MAX_MIN (1ull << 20)
+/* In options: asked for no bound (--worker-log-max 0). */
+#define CR_WORKER_LOG_UNBOUNDED UINT64_MAX
+
 /* ---- cpulists ("0-3,8,10-11") ---- */
 /* Parses a Linux cpulist into a bitmap of nbits; returns the count or a
  * negative error (CR_EPARSE with *errpos set to the bad offset). */

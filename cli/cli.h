@@ -36,6 +36,11 @@ typedef struct outputs {
     cr_buf_t *out, *err; /* with prefix: the partial line held */
 } outputs_t;
 void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, size_t len);
+/* The line on stderr before a worker's output that follows dropped
+ * output (corral_set_log_dropped): "[corral: 12.0 MiB of earlier output
+ * of worker 0 dropped: each worker keeps its last 64 MiB
+ * (--worker-log-max)]". */
+void cli_on_dropped(void *arg, unsigned worker, int stream, uint64_t dropped, uint64_t log_max);
 /* Ctrl-C or SIGTERM while a job is followed stops the job (run_cmd.c):
  * cli_catch_interrupts installs the handler (the old ones saved), and
  * cli_stop_on_interrupt, the follow's tick (corral_set_tick) with a

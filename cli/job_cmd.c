@@ -291,6 +291,7 @@ int cli_job(int argc, char **argv)
         corral_job_free(&j);
         o.out = cr_calloc(o.n + 1, sizeof(*o.out));
         o.err = cr_calloc(o.n + 1, sizeof(*o.err));
+        corral_set_log_dropped(c, cli_on_dropped, &o);
         int err = follow ? corral_job_logs_follow(c, pos[0], w, cli_on_follow, &o)
                          : corral_job_logs(c, pos[0], w, cli_on_follow, &o);
         for (size_t i = 0; i < o.n; i++) { /* the partial last lines */

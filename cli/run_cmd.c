@@ -58,6 +58,30 @@ static void on_log(void *arg, unsigned worker, int stream, const char *data, siz
     cr_buf_append(stream ? &o->err[worker] : &o->out[worker], data, len);
 }
 
+static void format_mib(uint64_t bytes, char *buf, size_t size)
+{
+    if (bytes % (1u << 20) == 0)
+        snprintf(buf, size, "%llu MiB", (unsigned long long)(bytes >> 20));
+    else
+        snprintf(buf, size, "%.1f MiB", (double)bytes / (1u << 20));
+}
+
+void cli_on_dropped(void *arg, unsigned worker, int stream, uint64_t dropped, uint64_t log_max)
+{
+    char d[32], m[32];
+    snprintf(d, sizeof(d), "%.1f MiB", (double)dropped / (1u << 20));
+    format_mib(log_max, m, sizeof(m));
+    fflush(stdout);
+    if (log_max)
+        fprintf(stderr,
+                "[corral: %s of earlier %s of worker %u dropped: each worker keeps its last %s "
+                "(--worker-log-max)]\n",
+                d, stream ? "stderr output" : "output", worker, m);
+    else
+        fprintf(stderr, "[corral: %s of earlier %s of worker %u dropped (--worker-log-max)]\n", d,
+                stream ? "stderr output" : "output", worker);
+}
+
 /* Followed output: whole lines out now, the partial one held. */
 void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, size_t len)
 {
@@ -393,6 +417,7 @@ int cli_run(int argc, char **argv)
     o.err = cr_calloc(o.n + 1, sizeof(*o.err));
     cli_stopper_t st = {.cmd = "corral run", .job_id = job_id};
     corral_set_tick(c, cli_stop_on_interrupt, &st);
+    corral_set_log_dropped(c, cli_on_dropped, &o);
     err = corral_job_logs_follow_all(c, job_id, -1, cli_on_follow, &o);
     corral_set_tick(c, NULL, NULL);
     cli_stopper_fini(&st);

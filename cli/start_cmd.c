@@ -20,10 +20,10 @@ static const char start_usage[] =
     "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] "
     "[--dashboard-port N|any|0] [--dashboard-host IP|off] "
     "[--keep-finished-jobs N] [--keep-finished-for DURATION] [--max-frame BYTES] "
-    "[--log-file PATH] [--block]\n"
+    "[--log-file PATH] [--worker-log-max BYTES] [--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | --tls-ca F] "
-    "[--metrics-port N|any] [--log-file PATH] [--block]\n"
+    "[--metrics-port N|any] [--log-file PATH] [--worker-log-max BYTES] [--block]\n"
     "\n"
     "--head starts the cluster's head (corrald) on this node, in the background, and prints\n"
     "the command that joins an agent to it; --address joins this node to a head as an agent.\n"
@@ -50,6 +50,9 @@ static const char start_usage[] =
     "  --dashboard-port N      the head's HTTP API, metrics and dashboard (default 8265; any:\n"
     "                          a free port; 0: none); --dashboard-host IP (127.0.0.1; off: none)\n"
     "  --metrics-port N        an agent's Prometheus /metrics (any: a free port; default none)\n"
+    "  --worker-log-max BYTES  what each worker output file keeps on disk: its last BYTES\n"
+    "                          (default 64M, at least 1M; 0: unbounded); older output is\n"
+    "                          dropped and 'corral job logs' says how much\n"
     "  --block                 run in the foreground\n"
     "\n"
     "A head that is unreachable fails the join at once; 'corral stop' stops what started here.\n";
@@ -291,6 +294,7 @@ int cli_start(int argc, char **argv)
         CLI_CALL("dashboard-port", opt_pass, &p),
         CLI_CALL("dashboard-host", opt_pass, &p),
         CLI_CALL("metrics-port", opt_pass, &p),
+        CLI_CALL("worker-log-max", opt_pass, &p),
         CLI_FLAG("block", &block),
         CLI_FLAG("tls", &tls),
         CLI_FLAG("no-tls", &no_tls),

@@ -324,6 +324,7 @@ int cli_train(int argc, char **argv)
     outputs_t o = {.n = workers, .prefix = true, .label = "rank "};
     o.out = cr_calloc(o.n + 1, sizeof(*o.out));
     o.err = cr_calloc(o.n + 1, sizeof(*o.err));
+    corral_set_log_dropped(c, cli_on_dropped, &o);
     err = corral_job_logs_follow_all(c, job_id, -1, cli_on_follow, &o);
     corral_set_tick(c, NULL, NULL);
     cli_stopper_fini(&stp);

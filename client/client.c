@@ -45,6 +45,8 @@ struct corral {
     uv_timer_t timer;    /* bounds each call: a wedged head does not hang us */
     corral_tick_fn tick; /* following calls: asked every TICK_MS whether to end */
     void *tick_arg;
+    corral_log_dropped_fn dropped; /* corral_set_log_dropped */
+    void *dropped_arg;
     int err;
     char msg[512];
     char why[320]; /* the connection's handshake failure in words (cr_conn_why) */
@@ -301,6 +303,12 @@ static void on_timeout(uv_timer_t *t)
 }
 
 #define TICK_MS 100
+
+void corral_set_log_dropped(corral_t *c, corral_log_dropped_fn fn, void *arg)
+{
+    c->dropped = fn;
+    c->dropped_arg = arg;
+}
 
 void corral_set_tick(corral_t *c, corral_tick_fn fn, void *arg)
 {
@@ -910,6 +918,8 @@ static int got_chunk(corral_t *c, const Corral__Envelope *e, void *arg)
     if (expect(c, e, CORRAL__ENVELOPE__BODY_LOG_CHUNK) < 0)
         return 1;
     const Corral__LogChunk *ch = e->log_chunk;
+    if (ch->dropped && c->dropped)
+        c->dropped(c->dropped_arg, ch->worker_index, ch->stream, ch->dropped, ch->worker_log_max);
     if (ch->data.len)
         l->fn(l->arg, ch->worker_index, ch->stream, (const char *)ch->data.data, ch->data.len);
     return ch->eof;

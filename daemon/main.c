@@ -18,10 +18,10 @@ static const char usage_line[] =
     "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] "
     "[--dashboard-port N|any|0] [--dashboard-host IP|off] "
     "[--keep-finished-jobs N] [--keep-finished-for DURATION] [--max-frame BYTES] "
-    "[--log-file PATH] [--block]\n"
+    "[--log-file PATH] [--worker-log-max BYTES] [--block]\n"
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | "
-    "--tls-ca F] [--metrics-port N|any] [--log-file PATH]\n";
+    "--tls-ca F] [--metrics-port N|any] [--log-file PATH] [--worker-log-max BYTES]\n";
 
 static cr_node_t *node; /* this node, as discovered */
 static hw_options_t hwo;
@@ -111,6 +111,35 @@ static int parse_duration(const char *opt, const char *s, int64_t *out)
     return 0;
 }
 
+/* "64M", "4MiB", "1G", "1048576" (bytes) into bytes, at least
+ * CR_WORKER_LOG_MAX_MIN; "0": unbounded (CR_WORKER_LOG_UNBOUNDED). */
+static int parse_log_max(const char *opt, const char *s, uint64_t *out)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    int shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30;
+    const char *rest = shift ? end + 1 : end;
+    if (shift && (!strcmp(rest, "iB") || !strcmp(rest, "B")))
+        rest += strlen(rest);
+    bool ok = s[0] >= '0' && s[0] <= '9' && end != s && !*rest && v < (1ull << 40) &&
+              (v == 0 || (v << shift) >= CR_WORKER_LOG_MAX_MIN);
+    if (!ok) {
+        fprintf(stderr,
+                "corrald: %s: expected a size of at least 1M such as 64M or 1G (0: unbounded), "
+                "got '%s'\n%s",
+                opt, s, usage_line);
+        return 2;
+    }
+    *out = v ? v << shift : CR_WORKER_LOG_UNBOUNDED;
+    return 0;
+}
+
 /* --dashboard-port, --metrics-port: a port, "any" (the kernel's choice:
  * 0) or, where off is allowed, 0 (off: -1). */
 static int parse_port(const char *opt, const char *s, bool zero_off, int *out)
@@ -179,6 +208,7 @@ int main(int argc, char **argv)
         {"keep-finished-jobs", required_argument, 0, 'J'},
         {"keep-finished-for", required_argument, 0, 'G'},
         {"log-file", required_argument, 0, 'F'},
+        {"worker-log-max", required_argument, 0, 'W'},
         {"block", no_argument, 0, 'b'},
         {"tls", no_argument, 0, 'T'},
         {"no-tls", no_argument, 0, 'N'},
@@ -298,6 +328,11 @@ int main(int argc, char **argv)
             break;
         case 'F':
             ho.log_file = ao.log_file = optarg;
+            break;
+        case 'W':
+            if (parse_log_max("--worker-log-max", optarg, &ho.worker_log_max))
+                return 2;
+            ao.worker_log_max = ho.worker_log_max;
             break;
         case 'h':
             fputs(usage_line, stdout);

@@ -28,9 +28,10 @@
 #define SOCK_BUF (2 << 20)    /* the send buffer asked for a follower's socket */
 
 typedef struct fstream {
-    char *path;      /* the file followed now; NULL none yet */
-    uint64_t offset; /* bytes of it sent */
-    bool seen;       /* a first file was looked at (offset applies to it only) */
+    char *path;       /* the file followed now; NULL none yet */
+    uint64_t offset;  /* bytes of it sent */
+    bool seen;        /* a first file was looked at (offset applies to it only) */
+    uint64_t skipped; /* holes passed and not told yet (no chunk followed) */
 } fstream_t;
 
 typedef struct follower {
@@ -143,7 +144,7 @@ static bool send_env(follower_t *f, Corral__Envelope *a)
 }
 
 static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, const uint8_t *data,
-                       size_t len, bool eof)
+                       size_t len, bool eof, uint64_t dropped)
 {
     Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
     ch.job_id = f->job_id;
@@ -153,6 +154,8 @@ static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, cons
     ch.data.data = (uint8_t *)data;
     ch.data.len = len;
     ch.eof = eof;
+    ch.dropped = dropped;
+    ch.worker_log_max = dropped && F.ops.log_max ? F.ops.log_max(F.arg) : 0;
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
     a.log_chunk = &ch;
@@ -184,20 +187,44 @@ static bool read_file(follower_t *f, int worker, int stream, bool first, size_t 
     if (s->offset > size) /* truncated (or an offset past the end): what is there */
         s->offset = first ? size : 0;
     bool ok = true;
+    /* holes are output the bound on worker output dropped (cr_output_bound):
+     * a follower behind the part kept goes on from the first data, and its
+     * next chunk says how much it skipped (from its start, on a first look) */
+    uint64_t keep = F.ops.log_max ? F.ops.log_max(F.arg) : 0, old = cr_output_old(size, keep);
+    uint64_t gap = F.ops.gap ? F.ops.gap(F.arg, f->job_id, worker, stream) : 0;
+    old = gap > old ? gap : old;
+    uint64_t skipped = s->skipped + (first ? cr_output_dropped(fd, s->offset, old) : 0), start, end;
+    int retries = 0;
     while (*budget > 0 && s->offset < size) {
+        if (!cr_output_next(fd, s->offset, size, old, &start, &end)) {
+            skipped += size - s->offset; /* holes to the end: data comes later */
+            s->offset = size;
+            break;
+        }
+        skipped += start - s->offset;
+        s->offset = start;
         size_t want = CHUNK < *budget ? CHUNK : *budget;
-        if (want > size - s->offset)
-            want = (size_t)(size - s->offset);
+        if (want > end - s->offset)
+            want = (size_t)(end - s->offset);
         ssize_t got = pread(fd, F.buf, want, (off_t)s->offset);
         if (got <= 0)
             break;
-        if (!send_chunk(f, worker, stream, s->offset, F.buf, (size_t)got, false)) {
+        if (retries < 8 && cr_output_punched(fd, s->offset, keep) && fstat(fd, &st) == 0) {
+            retries++; /* punched while read: what was read may be zeros */
+            size = (uint64_t)st.st_size;
+            old = cr_output_old(size, keep);
+            old = gap > old ? gap : old;
+            continue;
+        }
+        if (!send_chunk(f, worker, stream, s->offset, F.buf, (size_t)got, false, skipped)) {
             ok = false;
             break;
         }
+        skipped = 0;
         s->offset += (uint64_t)got;
         *budget -= (size_t)got;
     }
+    s->skipped = skipped;
     *left = s->offset < size;
     close(fd);
     return ok;
@@ -268,7 +295,7 @@ static void pump_logs(follower_t *f)
     }
     f->rr = n ? (f->rr + 1) % n : 0;
     if (final && !more) {
-        send_chunk(f, f->worker, 0, 0, NULL, 0, true);
+        send_chunk(f, f->worker, 0, 0, NULL, 0, true, 0);
         f->dead = true;
     }
 }

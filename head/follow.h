@@ -39,6 +39,12 @@ typedef struct follow_ops {
      * since_seq, oldest first; returns how many. */
     size_t (*events_since)(void *arg, uint64_t since_seq,
                            void (*emit)(void *ctx, const Corral__Event *ev), void *ctx);
+    /* Optional: the bound on each worker output file (cr_output_bound),
+     * told with the output a follower skipped; 0 or NULL: not said. */
+    uint64_t (*log_max)(void *arg);
+    /* Optional: where a worker's stream has holes besides its bound's
+     * (cr_output_next's old): the end of the last gap in it, 0 none. */
+    uint64_t (*gap)(void *arg, const char *job_id, int worker, int stream);
 } follow_ops_t;
 
 /* Sets up the module on loop (the timer is created here, started only

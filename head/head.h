@@ -152,6 +152,10 @@ typedef struct head {
     uint32_t keep_finished;  /* retention.c: finished jobs kept */
     int64_t keep_finished_ms; /* and for how long after they finished */
     int64_t retention_last_ms;
+    /* logs.c: bytes each worker output file keeps, the local agent's and
+     * the head's copy of remote output (cr_output_bound); 0 unbounded */
+    uint64_t worker_log_max;
+    bool worker_log_unbounded_told; /* its filesystem cannot punch holes: warned once */
     /* pgs.c */
     CR_VEC(pg_t *) pgs;
 } head_t;
@@ -399,6 +403,8 @@ typedef struct head_opts {
     const char *dashboard_host;                 /* --dashboard-host; NULL: 127.0.0.1 */
     int dashboard_port;      /* --dashboard-port: -1 off, 0 any, else that port */
     bool dashboard_required; /* given: failing to serve it fails the start */
+    /* --worker-log-max: 0 CR_WORKER_LOG_MAX_DEFAULT, CR_WORKER_LOG_UNBOUNDED none */
+    uint64_t worker_log_max;
 } head_opts_t;
 int head_main(const head_opts_t *o);
 /* The head without its session, token, listeners and signals, for

@@ -26,6 +26,9 @@ struct wk {
     bool restart_due;          /* to be started again when the backoff ends */
     char cause[96];            /* why it is restarted, for the event */
     uint64_t output_lost;      /* bytes its remote agent wrote that never came */
+    /* remote output by stream: the end of the last gap its agent left in
+     * the head's copy (what the agent's bound dropped unsent: a hole) */
+    uint64_t out_gap[2];
 };
 
 struct job {

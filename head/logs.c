@@ -13,38 +13,68 @@
 
 #define LOG_MAX (8u << 20) /* the tail of a log file a JobLogs answer carries */
 
-/* Sends one log file (its last LOG_MAX bytes) as chunks. */
+static void send_piece(cr_conn_t *c, const Corral__Envelope *e, const job_t *j, const wk_t *w,
+                       Corral__LogStream stream, uint64_t off, const uint8_t *data, size_t len,
+                       uint64_t dropped)
+{
+    Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
+    ch.job_id = (char *)j->idstr;
+    ch.worker_index = (uint32_t)w->index;
+    ch.stream = stream;
+    ch.offset = off;
+    ch.data.data = (uint8_t *)data;
+    ch.data.len = len;
+    ch.dropped = dropped;
+    ch.worker_log_max = dropped ? D.worker_log_max : 0;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+    a.log_chunk = &ch;
+    reply(c, e, &a);
+}
+
+/* Sends one log file (its last LOG_MAX bytes) as chunks; the holes the
+ * bound on worker output left (cr_output_bound) are skipped, and the
+ * first chunk says how much of the file they took (dropped). */
 static void send_log(cr_conn_t *c, const Corral__Envelope *e, const job_t *j, const wk_t *w,
-                     const char *path, Corral__LogStream stream)
+                     const char *path, Corral__LogStream stream, uint64_t gap)
 {
     if (!path)
         return;
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
         return;
-    fseek(fp, 0, SEEK_END);
-    long size = ftell(fp);
-    long start = size > (long)LOG_MAX ? size - (long)LOG_MAX : 0;
-    fseek(fp, start, SEEK_SET);
-    uint8_t *buf = cr_malloc(LOG_CHUNK);
-    size_t got;
-    uint64_t off = (uint64_t)start;
-    while ((got = fread(buf, 1, LOG_CHUNK, fp)) > 0) {
-        Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
-        ch.job_id = (char *)j->idstr;
-        ch.worker_index = (uint32_t)w->index;
-        ch.stream = stream;
-        ch.offset = off;
-        ch.data.data = buf;
-        ch.data.len = got;
-        off += got;
-        Corral__Envelope a = CORRAL__ENVELOPE__INIT;
-        a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
-        a.log_chunk = &ch;
-        reply(c, e, &a);
+    struct stat sb;
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return;
     }
+    uint64_t size = (uint64_t)sb.st_size, off = size > LOG_MAX ? size - LOG_MAX : 0;
+    uint64_t old = cr_output_old(size, D.worker_log_max);
+    old = gap > old ? gap : old;
+    uint64_t dropped = cr_output_dropped(fd, size, old), start, end;
+    uint8_t *buf = cr_malloc(LOG_CHUNK);
+    bool told = false;
+    int retries = 0;
+    while (cr_output_next(fd, off, size, old, &start, &end)) {
+        size_t want = end - start < LOG_CHUNK ? (size_t)(end - start) : LOG_CHUNK;
+        ssize_t got = pread(fd, buf, want, (off_t)start);
+        if (got <= 0)
+            break;
+        if (retries < 8 && cr_output_punched(fd, start, D.worker_log_max) && fstat(fd, &sb) == 0) {
+            retries++; /* punched while read: what was read may be zeros */
+            size = (uint64_t)sb.st_size;
+            old = cr_output_old(size, D.worker_log_max);
+            old = gap > old ? gap : old;
+            continue;
+        }
+        send_piece(c, e, j, w, stream, start, buf, (size_t)got, told ? 0 : dropped);
+        told = true;
+        off = start + (uint64_t)got;
+    }
+    if (!told && dropped) /* only holes left in the tail: say so all the same */
+        send_piece(c, e, j, w, stream, size, NULL, 0, dropped);
     free(buf);
-    fclose(fp);
+    close(fd);
 }
 
 void req_job_logs(cr_conn_t *c, const Corral__Envelope *e)
@@ -68,8 +98,10 @@ void req_job_logs(cr_conn_t *c, const Corral__Envelope *e)
     for (int i = 0; i < j->n; i++) {
         if (q->worker_index >= 0 && q->worker_index != i)
             continue;
-        send_log(c, e, j, &j->wk[i], j->wk[i].out_path, CORRAL__LOG_STREAM__LOG_STDOUT);
-        send_log(c, e, j, &j->wk[i], j->wk[i].err_path, CORRAL__LOG_STREAM__LOG_STDERR);
+        send_log(c, e, j, &j->wk[i], j->wk[i].out_path, CORRAL__LOG_STREAM__LOG_STDOUT,
+                 j->wk[i].out_gap[0]);
+        send_log(c, e, j, &j->wk[i], j->wk[i].err_path, CORRAL__LOG_STREAM__LOG_STDERR,
+                 j->wk[i].out_gap[1]);
     }
     Corral__LogChunk end = CORRAL__LOG_CHUNK__INIT;
     end.job_id = j->idstr;
@@ -108,10 +140,23 @@ static size_t fo_events_since(void *arg, uint64_t since_seq,
     return events_each_since(since_seq, emit, ctx);
 }
 
+static uint64_t fo_log_max(void *arg)
+{
+    return D.worker_log_max;
+}
+
+static uint64_t fo_gap(void *arg, const char *job_id, int i, int stream)
+{
+    const job_t *j = job_find(job_id);
+    return j && i >= 0 && i < j->n ? j->wk[i].out_gap[stream ? 1 : 0] : 0;
+}
+
 const follow_ops_t head_follow_ops = {.nworkers = fo_nworkers,
                                       .paths = fo_paths,
                                       .is_final = fo_is_final,
-                                      .events_since = fo_events_since};
+                                      .events_since = fo_events_since,
+                                      .log_max = fo_log_max,
+                                      .gap = fo_gap};
 
 /* Output an agent forwards: written at its offset into the head's copy. */
 void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch)
@@ -133,17 +178,22 @@ void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch)
         cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
         return;
     }
+    /* Output is forwarded in order; a gap is what the agent's own bound
+     * dropped before it could send it (ch->dropped), a hole here too. An
+     * agent can so grow the file's size at will, never its disk use. */
     struct stat sb;
-    if (fstat(fd, &sb) == 0 && ch->offset > (uint64_t)sb.st_size) {
-        /* output is forwarded in order: a gap would only be an agent's
-         * mistake (or a sparse file grown at will) */
-        cr_warn("output of %s from %s: offset %llu past the %lld bytes received; dropped", w->id,
-                n->id, (unsigned long long)ch->offset, (long long)sb.st_size);
-        close(fd);
-        return;
-    }
+    int si = ch->stream == CORRAL__LOG_STREAM__LOG_STDERR;
+    if (fstat(fd, &sb) == 0 && ch->offset > (uint64_t)sb.st_size && ch->offset > w->out_gap[si])
+        w->out_gap[si] = ch->offset;
     if (pwrite(fd, ch->data.data, ch->data.len, (off_t)ch->offset) < 0)
         cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
+    int err = cr_output_bound(fd, D.worker_log_max, NULL);
+    if (err < 0 && !D.worker_log_unbounded_told) {
+        cr_warn("output of %s: %s cannot be bounded to %llu bytes: %s; the head's copy of remote "
+                "output grows without limit",
+                w->id, *path, (unsigned long long)D.worker_log_max, cr_strerror(err));
+        D.worker_log_unbounded_told = true;
+    }
     close(fd);
     follow_pump();
 }

@@ -149,7 +149,8 @@ void head_core_start(const head_core_t *c)
                          .net = D.net,
                          .session_id = D.session_id[0] ? D.session_id : NULL,
                          .ops = {.started = workers_local_started, .exited = workers_local_exited},
-                         .refuse_start = c->refuse_start};
+                         .refuse_start = c->refuse_start,
+                         .output_max = D.worker_log_max};
     D.agent = agent_new(&ac);
     follow_init(&D.loop, &head_follow_ops, NULL);
     uv_timer_init(&D.loop, &D.tick);
@@ -317,6 +318,9 @@ int head_main(const head_opts_t *o)
         goto out;
     D.keep_finished = o->keep_finished;
     D.keep_finished_ms = o->keep_finished_ms;
+    D.worker_log_max = !o->worker_log_max                             ? CR_WORKER_LOG_MAX_DEFAULT
+                       : o->worker_log_max == CR_WORKER_LOG_UNBOUNDED ? 0
+                                                                      : o->worker_log_max;
     /* the session once the node is known (a bad spec does not move
      * session_latest); an unwritable CORRAL_HOME is still reported at start */
     if (session_make() < 0)

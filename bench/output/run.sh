@@ -62,11 +62,14 @@ whole() {
 }
 
 note "$(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load $(cut -d' ' -f1-3 /proc/loadavg), kernel $(uname -r); MIB=$MIB RUNS=$RUNS FOLLOWERS=$FOLLOWERS"
-"$CORRAL" start --head --hw-spec "$SRC/specs/cpu-only.yaml" >&2
+# each worker's MIB MiB is kept whole (the default bound, 64 MiB per file,
+# would drop the oldest part of a file a follower has not read yet)
+LOGMAX=(--worker-log-max "$((MIB * 2 > 64 ? MIB * 2 : 64))M")
+"$CORRAL" start --head --hw-spec "$SRC/specs/cpu-only.yaml" "${LOGMAX[@]}" >&2
 ADDR=$(cat "$CORRAL_HOME/session_latest/address")
 LOCAL=$("$CORRAL" nodes --json | jq -r '.[0].node_id')
 "$CORRAL" start --address "$ADDR" --token-file "$CORRAL_HOME/session_latest/token" \
-    --hw-spec "$SRC/specs/cpu-only.yaml" --node-id bench-remote --node-ip 127.0.0.1 >&2
+    --hw-spec "$SRC/specs/cpu-only.yaml" --node-id bench-remote --node-ip 127.0.0.1 "${LOGMAX[@]}" >&2
 APID=$(cat "$CORRAL_HOME/agent_bench-remote/corrald.pid")
 for _ in $(seq 100); do
     [ "$("$CORRAL" nodes --json | jq -r '.[] | select(.node_id == "bench-remote") | .state')" = ALIVE ] && break

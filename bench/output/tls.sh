@@ -56,11 +56,13 @@ cluster() {
     export CORRAL_HOME="$TMP/home-$mode"
     mkdir -m 700 "$CORRAL_HOME"
     [ "$mode" = tls ] && tls=(--tls)
-    "$CORRAL" start --head --hw-spec "$SRC/specs/cpu-only.yaml" "${tls[@]}" >/dev/null
+    # MIB MiB kept whole, above the default 64 MiB bound on worker output
+    local logmax=(--worker-log-max "$((MIB * 2 > 64 ? MIB * 2 : 64))M")
+    "$CORRAL" start --head --hw-spec "$SRC/specs/cpu-only.yaml" "${tls[@]}" "${logmax[@]}" >/dev/null
     local s=$CORRAL_HOME/session_latest
     [ "$mode" = tls ] && pin=(--tls-fingerprint "$(cat "$s/tls_fingerprint")")
     "$CORRAL" start --address "$(cat "$s/address")" --token-file "$s/token" \
-        --hw-spec "$SRC/specs/cpu-only.yaml" --node-id remote --node-ip 127.0.0.1 "${pin[@]}" >/dev/null
+        --hw-spec "$SRC/specs/cpu-only.yaml" --node-id remote --node-ip 127.0.0.1 "${pin[@]}" "${logmax[@]}" >/dev/null
     APID=$(cat "$CORRAL_HOME/agent_remote/corrald.pid")
     local sel=(--label-selector corral.io/node-id=remote) t0 i hpid c0
     "$CORRAL" run "${sel[@]}" -- true # warm

@@ -243,6 +243,14 @@ int corral_job_list_page(corral_t *c, const corral_job_state_t *states, size_t n
 typedef void (*corral_log_fn)(void *arg, unsigned worker_index, int stream, const char *data,
                               size_t len);
 int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg);
+/* Told by corral_job_logs and the follows before the piece of a worker's
+ * stream that comes after a gap: dropped bytes of its earlier output are
+ * gone, because each worker output file keeps only its last log_max
+ * bytes (corrald --worker-log-max; 0 when the head did not say).
+ * fn NULL: not told. */
+typedef void (*corral_log_dropped_fn)(void *arg, unsigned worker_index, int stream,
+                                      uint64_t dropped, uint64_t log_max);
+void corral_set_log_dropped(corral_t *c, corral_log_dropped_fn fn, void *arg);
 
 /* Follows the job's output as it is written: fn gets what each worker's
  * stdout and stderr already hold (the last 8 MiB of each), then each new

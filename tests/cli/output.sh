@@ -25,7 +25,9 @@ soft=$((hard > 4096 ? 1024 : hard / 2))
 # under ASan the head's freed buffers wait in its quarantine (256 MiB by
 # default) and would count as growth below: keep it small
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4"
-out=$(ulimit -Sn "$soft" && "$CORRAL" start --head --hw-spec "$SPEC" 2>&1) || { fail "start: $out"; finish; }
+# 128 MiB per worker must stay whole: above the default bound on worker
+# output files (64 MiB, --worker-log-max; tests/cli/output_rotation.sh)
+out=$(ulimit -Sn "$soft" && "$CORRAL" start --head --hw-spec "$SPEC" --worker-log-max 256M 2>&1) || { fail "start: $out"; finish; }
 HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
 lim=$(awk '/^Max open files/ {print $4}' "/proc/$HPID/limits")
 [ "$hard" = unlimited ] || { [ "$lim" = "$hard" ] && grep -q "open-file limit raised from $soft to $hard" <<<"$out"; } &&

@@ -17,12 +17,14 @@ wait_until() { # CMD [secs]
 }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
-head_up "$SPECS/cpu-only.yaml"
+# 128 MiB per worker must arrive whole: above the default bound on worker
+# output files (64 MiB, --worker-log-max; tests/cli/output_rotation.sh)
+head_up "$SPECS/cpu-only.yaml" --worker-log-max 256M
 HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
 # under ASan freed buffers wait in a quarantine (256 MiB by default) and
 # would count as the agent's growth below: keep it small
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4"
-agent_up far "$SPECS/cpu-only.yaml" 127.0.0.2
+agent_up far "$SPECS/cpu-only.yaml" 127.0.0.2 --worker-log-max 256M
 wait_node far 10 ALIVE || fail "agent far not ALIVE: $(node_state far)"
 APID=$(agent_pid far)
 ON="--label-selector corral.io/node-id=far"

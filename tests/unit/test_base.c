@@ -5,6 +5,8 @@
 #include <cmocka.h>
 #include "base/base.h"
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -175,13 +177,66 @@ static void test_buf_and_vec(void **state)
     CR_VEC_FREE(&v);
 }
 
+/* Worker output bounded by holes (base/output.c), on a real file in /tmp:
+ * skipped where that filesystem cannot punch holes. */
+static void test_output_bound(void **state)
+{
+    char path[] = "/tmp/corral-test-output-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    if (cr_output_probe(fd) < 0) {
+        close(fd);
+        skip();
+    }
+    const uint64_t keep = 1u << 20, total = 5u << 20;
+    char *block = malloc(65536);
+    for (uint64_t off = 0; off < total; off += 65536) {
+        memset(block, 'a' + (int)(off >> 20), 65536); /* each MiB its own letter */
+        assert_int_equal(write(fd, block, 65536), 65536);
+    }
+    uint64_t dropped = 0, start, end;
+    assert_int_equal(cr_output_bound(fd, 0, &dropped), 0); /* 0: unbounded */
+    assert_int_equal(cr_output_bound(fd, keep, &dropped), 1);
+    struct stat sb;
+    assert_int_equal(fstat(fd, &sb), 0);
+    assert_int_equal((uint64_t)sb.st_size, total); /* the size, so every offset, stays */
+    assert_true((uint64_t)sb.st_blocks * 512 <= keep + keep / 8);
+    assert_true(dropped >= total - keep - 65536 && dropped <= total - keep);
+    /* the first data is where the hole ends, and reads as what was written */
+    uint64_t old = cr_output_old(total, keep);
+    assert_int_equal(old, total - keep);
+    assert_true(cr_output_next(fd, 0, total, old, &start, &end));
+    assert_int_equal(start, dropped);
+    assert_int_equal(end, total);
+    char c;
+    assert_int_equal(pread(fd, &c, 1, (off_t)start), 1);
+    assert_int_equal(c, 'a' + (int)(start >> 20));
+    assert_int_equal(cr_output_dropped(fd, total, old), dropped);
+    assert_int_equal(cr_output_dropped(fd, dropped / 2, old), dropped / 2);
+    /* holes are believed only before old: none where the bound keeps */
+    assert_true(cr_output_next(fd, 0, total, 0, &start, &end));
+    assert_int_equal(start, 0);
+    assert_int_equal(cr_output_dropped(fd, total, 0), 0);
+    assert_false(cr_output_punched(fd, dropped, keep));
+    assert_true(cr_output_punched(fd, 0, keep));
+    /* a reader inside the kept part stays where it is */
+    assert_true(cr_output_next(fd, total - 10, total, old, &start, &end));
+    assert_int_equal(start, total - 10);
+    assert_false(cr_output_next(fd, total, total, old, &start, &end));
+    /* once bounded, nothing more to do until it grows again */
+    assert_int_equal(cr_output_bound(fd, keep, &dropped), 0);
+    free(block);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_hex),
         cmocka_unit_test(test_cpulist),       cmocka_unit_test(test_files_under_root),
         cmocka_unit_test(test_errors),        cmocka_unit_test(test_buf_and_vec),
-        cmocka_unit_test(test_log_limits),
+        cmocka_unit_test(test_log_limits),    cmocka_unit_test(test_output_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
