@@ -144,6 +144,8 @@ void cr_hex_encode(const uint8_t *b, size_t n, char *out);
 /* len hex digits (either case) as len / 2 bytes in out; false when len is
  * odd or a character is no hex digit (out then holds garbage). */
 bool cr_hex_decode(const char *hex, size_t len, uint8_t *out);
+/* The value of one hex digit (either case), -1 for anything else. */
+int cr_hex_digit(char c);
 /* Strict integer parsers: the whole string (after trimming) must be a number. */
 int cr_parse_i64(const char *s, int base, int64_t *out);
 int cr_parse_u64(const char *s, int base, uint64_t *out);

@@ -169,7 +169,7 @@ void cr_hex_encode(const uint8_t *b, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
-static int hex_digit(char c)
+int cr_hex_digit(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -185,7 +185,7 @@ bool cr_hex_decode(const char *hex, size_t len, uint8_t *out)
     if (len % 2)
         return false;
     for (size_t i = 0; i < len / 2; i++) {
-        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+        int hi = cr_hex_digit(hex[2 * i]), lo = cr_hex_digit(hex[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return false;
         out[i] = (uint8_t)(hi << 4 | lo);

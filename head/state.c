@@ -724,12 +724,15 @@ static int check_free_space(cr_state_t *st)
     return err;
 }
 
-/* PRAGMA quick_check: the b-trees' and pages' consistency, without the
- * index-content check of integrity_check (cr_state_check), O(size). */
-static int quick_check(cr_state_t *st)
+/* PRAGMA quick_check (name "quick_check": the b-trees' and pages'
+ * consistency, without the index-content check, O(size)) or
+ * integrity_check (cr_state_check): damage is CR_EPARSE, said as what. */
+static int run_check(cr_state_t *st, const char *name, const char *what)
 {
     sqlite3_stmt *s = NULL;
-    int rc = sqlite3_prepare_v2(st->db, "PRAGMA quick_check(1)", -1, &s, NULL);
+    char sql[64];
+    snprintf(sql, sizeof(sql), "PRAGMA %s(1)", name);
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
     if (rc != SQLITE_OK)
         return fail(st, rc, "checking it");
     int err = 0;
@@ -737,13 +740,17 @@ static int quick_check(cr_state_t *st)
     if (rc == SQLITE_ROW) {
         const char *r = (const char *)sqlite3_column_text(s, 0);
         if (!r || strcmp(r, "ok") != 0)
-            err = failf(st, CR_EPARSE, "checking it (quick_check): %s: " HINT_DAMAGED,
-                        r ? r : "no answer");
+            err = failf(st, CR_EPARSE, "%s: %s: " HINT_DAMAGED, what, r ? r : "no answer");
     } else {
         err = fail(st, rc, "checking it");
     }
     sqlite3_finalize(s);
     return err;
+}
+
+static int quick_check(cr_state_t *st)
+{
+    return run_check(st, "quick_check", "checking it (quick_check)");
 }
 
 int cr_state_open(const char *path, cr_state_t **out, char *err, size_t errlen)
@@ -843,21 +850,7 @@ struct sqlite3 *cr__state_db(cr_state_t *st)
 
 int cr_state_check(cr_state_t *st)
 {
-    sqlite3_stmt *s = NULL;
-    int rc = sqlite3_prepare_v2(st->db, "PRAGMA integrity_check(1)", -1, &s, NULL);
-    if (rc != SQLITE_OK)
-        return fail(st, rc, "checking it");
-    int err = 0;
-    rc = sqlite3_step(s);
-    if (rc == SQLITE_ROW) {
-        const char *r = (const char *)sqlite3_column_text(s, 0);
-        if (!r || strcmp(r, "ok") != 0)
-            err = failf(st, CR_EPARSE, "integrity check: %s: " HINT_DAMAGED, r ? r : "no answer");
-    } else {
-        err = fail(st, rc, "checking it");
-    }
-    sqlite3_finalize(s);
-    return err;
+    return run_check(st, "integrity_check", "integrity check");
 }
 
 /* ---- transactions ---- */

@@ -22,17 +22,6 @@ bool web_is_loopback(const char *host)
            !strcmp(host, "::1") || !strncmp(host, "127.", 4);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 bool web_decode(const char *src, size_t n, char *dst, size_t size, bool plus)
 {
     size_t o = 0;
@@ -43,7 +32,7 @@ bool web_decode(const char *src, size_t n, char *dst, size_t size, bool plus)
         if (c == '%') {
             if (i + 2 >= n)
                 return false;
-            int hi = hexval(src[i + 1]), lo = hexval(src[i + 2]);
+            int hi = cr_hex_digit(src[i + 1]), lo = cr_hex_digit(src[i + 2]);
             if (hi < 0 || lo < 0)
                 return false;
             c = hi * 16 + lo;
