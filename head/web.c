@@ -263,19 +263,30 @@ static void get_health(void *ctx, const web_req_t *rq, web_out_t *out)
     cr_buf_printf(&out->body, "ok\n");
 }
 
+/* The dashboard (docs/dashboard.md): one page, web/ui/index.html, whose
+ * script draws everything from /api/v1; its files come from the binary. */
+static void send_asset(web_out_t *out, const char *name)
+{
+    const web_asset_t *a = web_asset_find(name);
+    if (!a) {
+        web_out_error(out, 404, "no dashboard file %s (web/ui/; rebuild corral)", name);
+        return;
+    }
+    out->type = a->type;
+    cr_buf_append(&out->body, (const char *)a->bytes, a->len);
+}
+
 static void get_index(void *ctx, const web_req_t *rq, web_out_t *out)
 {
-    static const char *const links[] = {"cluster", "nodes", "devices", "jobs", "pgs", "events"};
-    out->type = "text/html; charset=utf-8";
-    cr_buf_printf(&out->body,
-                  "<!doctype html><html><head><meta charset=\"utf-8\"><title>corral "
-                  "head %s</title></head><body><h1>corral</h1><p>The REST API "
-                  "(docs/api.md):</p><ul>",
-                  node_name());
-    for (size_t i = 0; i < CR_ARRAY_SIZE(links); i++)
-        cr_buf_printf(&out->body, "<li><a href=\"/api/v1/%s\">/api/v1/%s</a></li>", links[i],
-                      links[i]);
-    cr_buf_printf(&out->body, "<li><a href=\"/metrics\">/metrics</a></li></ul></body></html>\n");
+    (void)ctx;
+    (void)rq;
+    send_asset(out, "index.html");
+}
+
+static void get_static(void *ctx, const web_req_t *rq, web_out_t *out)
+{
+    (void)ctx;
+    send_asset(out, rq->args[0]);
 }
 
 /* What dispatch.c's Status adds to nodes_status. */
@@ -794,6 +805,7 @@ static const web_route_t routes[] = {
     {"GET", "/healthz", WEB_PUBLIC, get_health, NULL},
     {"GET", "/metrics", 0, get_metrics, NULL},
     {"GET", "/", 0, get_index, NULL},
+    {"GET", "/static/*", 0, get_static, NULL},
     {"GET", "/api/v1/cluster", 0, get_cluster, NULL},
     {"GET", "/api/v1/nodes", 0, get_nodes, NULL},
     {"GET", "/api/v1/nodes/{}", 0, get_node, NULL},

@@ -128,6 +128,19 @@ void web_free(web_t *w);
 /* The core: authenticates in, finds its route and runs it into out. */
 void web_dispatch(web_t *w, const web_in_t *in, web_out_t *out);
 
+/* ---- the dashboard's files (assets.c; the table is generated at build
+ * time by web/embed.cmake from web/ui/ and vendored npm packages) ---- */
+typedef struct web_asset {
+    const char *name; /* as under /static/, e.g. "app.js" */
+    const char *type; /* Content-Type */
+    const unsigned char *bytes;
+    size_t len;
+} web_asset_t;
+
+extern const web_asset_t web_assets[]; /* ends with a NULL name */
+/* The asset called name, NULL when there is none. */
+const web_asset_t *web_asset_find(const char *name);
+
 /* ---- parsing (route.c; pure, fuzzed) ---- */
 /* %-decodes src[0..n) into dst (size bytes, '\0'-ended); false on a bad
  * escape, a NUL, or no room. plus: '+' is a space (a query). */
