@@ -4,7 +4,8 @@ set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libhwloc-dev hwloc libjansson-dev libfyaml-dev libcmocka-dev python3 \
 libuv1-dev nettle-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev sqlite3 jq valgrind \
-python3-torch iproute2 libssl-dev openssl libmicrohttpd-dev prometheus curl python3-numpy"
+python3-torch iproute2 libssl-dev openssl libmicrohttpd-dev prometheus curl python3-numpy \
+chromium chromium-driver"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -20,7 +21,12 @@ serve_deps() {
     "$d/llama-server.sh" --background || echo "deps.sh: llama-server not started (scripts/llama-server.sh)" >&2
     "$d/node-openai.sh" >/dev/null || echo "deps.sh: npm openai not installed (scripts/node-openai.sh)" >&2
 }
-if [ -z "$missing" ]; then serve_deps; exit 0; fi
+web_deps() {
+    # the dashboard's cytoscape (embedded by web/CMakeLists.txt; cmake again
+    # after the first install) and the test's playwright-core
+    "$(dirname "$0")/node-web.sh" >/dev/null || echo "deps.sh: dashboard npm packages not installed (scripts/node-web.sh)" >&2
+}
+if [ -z "$missing" ]; then web_deps; serve_deps; exit 0; fi
 if [ "$(id -u)" != 0 ]; then
     echo "deps.sh: missing packages:$missing; run as root or install them" >&2
     exit 1
@@ -30,4 +36,5 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq || true
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing
+web_deps
 serve_deps
