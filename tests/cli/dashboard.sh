@@ -4,7 +4,8 @@
 # a simulated DGX H100 with a running job: login through the URL `corral
 # dashboard` prints, every page without console errors or outside fetches,
 # the topology graph with the GPUs and the NVLink/NVSwitch links `corral
-# topo --json` has, and the job's devices drawn as held. Screenshots go to
+# topo --json` has, the telemetry chart updating, and the job's devices
+# drawn as held. Screenshots go to
 # $CORRAL_DASHBOARD_SHOTS (docs/img/ to refresh the committed ones).
 set -u
 CHROMIUM=${CORRAL_CHROMIUM:-/usr/bin/chromium}
@@ -58,6 +59,10 @@ got=$(jq -c '{accelerators, nvswitch_gpus: .edges.nvswitch, nvlink_pairs: .edges
 [ "$(jq .nvswitches <<<"$G")" = 1 ] && ok "one NVSwitch fabric node" || fail "NVSwitch nodes: $G"
 [ "$(jq .accelerators <<<"$G")" -gt 0 ] 2>/dev/null || fail "the graph is empty"
 
+c=$(jq -c .pages.node.chart <<<"$O")
+[ "$(jq .series <<<"$c")" = 8 ] && [ "$(jq .points <<<"$c")" -ge 3 ] 2>/dev/null &&
+    ok "the telemetry chart has 8 devices and keeps updating ($c)" || fail "telemetry chart: $c"
+
 # the running job, drawn onto the node's graph
 [ "$(jq -c .pages.job.graph.held <<<"$O")" = "$HELD" ] && ok "the job's devices $HELD are drawn as held" ||
     fail "held on the graph: $(jq -c .pages.job.graph.held <<<"$O"), the job has $HELD"
@@ -67,7 +72,7 @@ grep -q "$JOB" <<<"$(jq -r .pages.jobs.text <<<"$O")" && ok "jobs page lists the
 [ "$(jq .pages.events.events <<<"$O")" -gt 0 ] 2>/dev/null &&
     grep -q placed <<<"$(jq -r .pages.events.text <<<"$O")" && ok "the event stream shows events live" ||
     fail "events page: $(jq -c .pages.events <<<"$O")"
-for p in overview node jobs job events; do
+for p in overview node node-telemetry jobs job events; do
     [ -s "$SHOTS/dashboard-$p.png" ] || fail "no screenshot $p"
 done
 finish

@@ -3,6 +3,7 @@
 'use strict';
 const main = document.getElementById('main');
 let stream = null;      // the open event stream's AbortController on #/events
+let poll = null;        // the node page's telemetry timer
 window.corral = {};     // what the page drew, for tests/cli/dashboard.sh
 
 function esc(s) {
@@ -112,6 +113,8 @@ async function nodePage(id, jobFilter) {
   h += '<div id="graph"></div>';
   h += '<p>' + esc(n.hostname || id) + ': the same document as <code>corral topo --json</code> at ' +
     '<a href="/api/v1/nodes/' + encodeURIComponent(id) + '/topology">/api/v1/nodes/' + esc(id) + '/topology</a></p>';
+  h += '<h3>Utilization</h3><p>Each device\'s utilization % since this page opened, every second ' +
+    '(the head keeps no history yet).</p><div id="chart"></div>';
   h += '<h3>Devices</h3>' + table(['index', 'uuid', 'product', 'memory', 'health', 'job', 'worker', 'utilization %', 'telemetry'],
     dv.devices.map(d => ({cls: held[d.index] ? 'held' : '', cells: [d.index, esc(d.uuid), esc(d.product),
       (d.memory_bytes / 2 ** 30).toFixed(0) + ' GiB', esc(d.health), esc(d.job_id || ''), esc(d.worker_id || ''),
@@ -141,12 +144,37 @@ async function nodePage(id, jobFilter) {
       {selector: 'edge[kind = "numa"]', style: {'line-style': 'dashed', width: 1}},
     ],
   });
+  charts(id, dv.devices);
   const count = sel => cy.$(sel).length;
   window.corral = {cy, node: id, graph: {
     accelerators: count('node[kind = "accelerator"]'), nvswitches: count('node[kind = "nvswitch"]'),
     nics: count('node[kind = "nic"]'), numa: count('node[kind = "numa"]'),
     edges: Object.fromEntries(Object.keys(LINK_COLOR).map(k => [k, count('edge[kind = "' + k + '"]')])),
     held: cy.$('node.held').map(e => e.data('index')).sort((a, b) => a - b)}};
+}
+
+// uPlot: one line per device, fed by polling the node's devices.
+function charts(id, first) {
+  const box = document.getElementById('chart');
+  if (typeof uPlot !== 'function') {
+    box.innerHTML = '<p class="err">the chart library was not built in (scripts/deps.sh; then cmake again)</p>';
+    throw new Error('uPlot missing from the build');
+  }
+  const data = [[]].concat(first.map(() => []));
+  const colors = ['#1b9e77', '#d95f02', '#7570b3', '#e7298a', '#66a61e', '#e6ab02', '#a6761d', '#666'];
+  const plot = new uPlot({width: Math.min(1000, box.clientWidth || 1000), height: 220,
+    scales: {y: {range: [0, 100]}},
+    series: [{}].concat(first.map((d, i) => ({label: 'dev ' + d.index, stroke: colors[i % colors.length]})))}, data, box);
+  const add = devs => {
+    data[0].push(Date.now() / 1000);
+    devs.forEach((d, i) => data[i + 1] && data[i + 1].push(d.telemetry ? d.telemetry.utilization_percent : null));
+    if (data[0].length > 600) data.forEach(a => a.shift());
+    plot.setData(data);
+    window.corral.chart = {points: data[0].length, series: devs.length};
+  };
+  add(first);
+  poll = setInterval(() => api('nodes/' + encodeURIComponent(id) + '/devices').then(j => add(j.devices))
+    .catch(e => console.error('corral dashboard: ' + e.message)), 1000);
 }
 
 async function jobsPage() {
@@ -196,6 +224,7 @@ async function eventsPage() {
 
 async function route() {
   if (stream) { stream.abort(); stream = null; }
+  if (poll) { clearInterval(poll); poll = null; }
   window.corral = {};
   const p = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   try {

@@ -27,6 +27,9 @@ try {
   };
   await visit('overview', null);
   await visit('node', '#/node/' + encodeURIComponent(node));
+  await page.waitForFunction(() => window.corral.chart && window.corral.chart.points >= 3, null, { timeout: 20000 });
+  out.pages.node.chart = await page.evaluate(() => window.corral.chart);
+  await page.screenshot({ path: shots + '/dashboard-node-telemetry.png', fullPage: true });
   await visit('jobs', '#/jobs');
   await visit('job', '#/node/' + encodeURIComponent(node) + '/job/' + encodeURIComponent(job));
   await visit('events', '#/events', () => window.corral && window.corral.events > 0);
