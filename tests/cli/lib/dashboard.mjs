@@ -33,6 +33,8 @@ try {
   await visit('jobs', '#/jobs');
   await visit('job', '#/node/' + encodeURIComponent(node) + '/job/' + encodeURIComponent(job));
   await visit('events', '#/events', () => window.corral && window.corral.events > 0);
+} catch (e) { // a page that never got ready: say so with what it logged
+  out.errors.push('gave up: ' + e.message.split('\n')[0]);
 } finally {
   await browser.close();
 }
