@@ -64,7 +64,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 step "a session of the demo's own (a head, three agents, a training and a gang)"
 run "export CORRAL_HOME=$home"
-run "$b/corral start --head --hw-spec specs/cpu-only.yaml"
+run "$b/corral start --head --hw-spec specs/cpu-only.yaml --dashboard-port any"
 addr=$($b/corral status --json | sed -n 's/.*"head_address": "\([^"]*\)".*/\1/p')
 for n in "tpu-w0 tpu-v5p-2x2x2-w0 127.0.0.10" "tpu-w1 tpu-v5p-2x2x2-w1 127.0.0.11" \
     "gpu-a dgx-h100 127.0.0.2"; do
@@ -86,6 +86,13 @@ step "a gang of 2 on the GPU node, one GPU each: what each sees"
 run "$b/corral run --gpus 1 --workers 2 -- sh -c 'echo \$CORRAL_NODE_ID CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES'"
 step "what happened"
 run "$b/corral events --limit 14"
+step "the dashboard: the same cluster in a browser (topology, devices, jobs, events)"
+run "$b/corral dashboard"
+if [ -t 0 ] && [ -t 1 ]; then
+    # on a terminal the cluster stays up while the user looks
+    printf 'Open that URL in a browser on this machine; press Enter to stop the cluster. '
+    read -r _ || true
+fi
 step "stop the head and the agents"
 run "$b/corral stop"
 
@@ -125,6 +132,9 @@ fi
 cat <<EOF
 - corral run --gpus 1 --workers 2: a gang on the GPU node, each worker with
   its own GPU in CUDA_VISIBLE_DEVICES; corral events: what the head recorded.
+- corral dashboard: the head's login URL; the dashboard (docs/dashboard.md)
+  draws each node's topology graph, its devices' use, the jobs and where
+  they run, and the events as they happen.
 - corral stop: the head and every agent of the session stopped.
 The session was $home (removed now); to try it yourself: docs/runtime.md.
 EOF
