@@ -1,18 +1,19 @@
 #!/bin/sh
 # Installs the Debian packages corral's build, tests and demo need, when missing.
+#   scripts/deps.sh [PKG...]   also those packages (a benchmark's peers: wrk,
+#                              nginx-light, ...), from Debian as the rest
 set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libhwloc-dev hwloc libjansson-dev libfyaml-dev libcmocka-dev python3 \
 libuv1-dev nettle-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev sqlite3 jq valgrind \
 python3-torch iproute2 libssl-dev openssl libmicrohttpd-dev prometheus curl python3-numpy \
-chromium chromium-driver"
+chromium chromium-driver $*"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 serve_deps() {
     # the serving tests' engine and client (docs/serve.md "Tests"): built or
-    # installed once per machine into a cache outside the tree
     # installed once per machine into a cache outside the tree. The engine's
     # build (about 10 minutes on 2 cores) goes on in the background: the
     # serving tests wait for it.

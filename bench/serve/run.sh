@@ -20,8 +20,12 @@ BUILD="${CORRAL_BUILD_DIR:-$SRC/build}"
 DUR="${DUR:-10}"
 CONNS="${CONNS:-64}"
 CORRAL="$BUILD/corral"
+# the peers, from Debian through scripts/deps.sh (as root; else it says what is missing)
+if ! command -v wrk >/dev/null || ! { command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; }; then
+    "$SRC/scripts/deps.sh" wrk nginx-light >&2 || true
+fi
 for t in wrk nginx; do command -v $t >/dev/null || [ -x /usr/sbin/$t ] ||
-    { echo "bench/serve: needs $t (apt-get install wrk nginx-light)" >&2; exit 77; }; done
+    { echo "bench/serve: needs $t (scripts/deps.sh wrk nginx-light, as root)" >&2; exit 77; }; done
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 export CORRAL_HOME=$(mktemp -d /tmp/corral-bench-serve-XXXXXX)
 T=$(mktemp -d /tmp/corral-bench-serve-t-XXXXXX)
