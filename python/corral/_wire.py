@@ -1,0 +1,340 @@
+"""The task protocol of docs/actors.md ("Wire"), as the Python runtime speaks it.
+
+A frame: 4-byte big-endian length of the rest, kind, flags, two zero
+bytes, an 8-byte big-endian id, then the payload. Python payloads are
+"multipart": a 4-byte count n, n 8-byte lengths, then the parts; part 0 is
+a pickle (protocol 5) and the others are its out-of-band buffers, so
+numpy arrays and CPU tensors are never copied into the pickle stream.
+Objects too large to travel inline live in a memfd (see ``Shm``) whose
+descriptor goes with the frame (SCM_RIGHTS) on a Unix socket.
+"""
+
+import array
+import io
+import mmap
+import os
+import pickle
+import socket
+import struct
+import threading
+
+try:
+    import cloudpickle
+except ImportError:  # pragma: no cover - deps.sh installs python3-cloudpickle
+    cloudpickle = None
+
+HDR = struct.Struct(">IBBHQ")
+HDR_LEN = 16
+MAX_FRAME = int(os.environ.get("CORRAL_TASK_MAX_FRAME", 64 << 20))
+MAX_FDS = 16
+
+HELLO, WELCOME, CALL, RETURN, CANCEL, CHALLENGE, BYE = 1, 2, 3, 4, 5, 6, 7
+# the Python runtime's own kinds (16 and up: docs/actors.md)
+GET, OBJECT, REF_ADD, REF_DEL, KILL, HEADCALL = 16, 17, 18, 19, 20, 21
+FLAG_FDS = 1
+
+OK, APP_ERROR, SYS_ERROR = 0, 1, 2
+
+KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", CALL: "CALL", RETURN: "RETURN",
+              CANCEL: "CANCEL", CHALLENGE: "CHALLENGE", BYE: "BYE", GET: "GET",
+              OBJECT: "OBJECT", REF_ADD: "REF_ADD", REF_DEL: "REF_DEL", KILL: "KILL",
+              HEADCALL: "HEADCALL"}
+
+
+class ProtocolError(Exception):
+    """A peer sent something the protocol does not allow."""
+
+
+def multipart(parts):
+    """parts (bytes-like) -> a list of buffers to send: the table, then the parts."""
+    head = struct.pack(">I%dQ" % len(parts), len(parts), *[memoryview(p).nbytes for p in parts])
+    return [head] + list(parts)
+
+
+def split(payload):
+    """A multipart payload (memoryview) -> its parts as memoryviews, checked."""
+    mv = memoryview(payload)
+    if mv.nbytes < 4:
+        raise ProtocolError("multipart payload shorter than its count")
+    (n,) = struct.unpack_from(">I", mv, 0)
+    if n > 1 << 16 or 4 + 8 * n > mv.nbytes:
+        raise ProtocolError("multipart payload: %d parts do not fit in %d bytes" % (n, mv.nbytes))
+    lens = struct.unpack_from(">%dQ" % n, mv, 4)
+    off = 4 + 8 * n
+    out = []
+    for ln in lens:
+        if off + ln > mv.nbytes:
+            raise ProtocolError("multipart payload: a part runs past the end")
+        out.append(mv[off:off + ln])
+        off += ln
+    if off != mv.nbytes:
+        raise ProtocolError("multipart payload: %d bytes after the last part" % (mv.nbytes - off))
+    return out
+
+
+def dumps(obj):
+    """obj -> (pickle bytes, out-of-band buffers)."""
+    bufs = []
+    p = cloudpickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
+    return p, [b.raw() for b in bufs]
+
+
+def dumps_inband(obj):
+    """obj -> pickle bytes with every buffer in them (functions, classes)."""
+    return cloudpickle.dumps(obj, protocol=5)
+
+
+def loads(main, bufs):
+    return pickle.loads(main, buffers=bufs)
+
+
+def encode(obj):
+    """obj -> multipart buffers of its pickle and out-of-band buffers."""
+    p, bufs = dumps(obj)
+    return multipart([p] + bufs)
+
+
+def decode(payload):
+    parts = split(payload)
+    if not parts:
+        raise ProtocolError("empty multipart payload")
+    return pickle.loads(parts[0], buffers=parts[1:])
+
+
+class Blob:
+    """A serialized value: pickle bytes and out-of-band buffers. Pickling a
+    Blob hands its pieces to the outer pickle as out-of-band buffers, so a
+    value already serialized is sent without another copy."""
+
+    __slots__ = ("main", "bufs", "_nbytes")
+
+    def __init__(self, main, bufs):
+        self.main = main
+        self.bufs = bufs
+        self._nbytes = None
+
+    @classmethod
+    def of(cls, value):
+        return cls(*dumps(value))
+
+    def nbytes(self):
+        if self._nbytes is None:
+            self._nbytes = memoryview(self.main).nbytes + sum(memoryview(b).nbytes for b in self.bufs)
+        return self._nbytes
+
+    def value(self):
+        return pickle.loads(self.main, buffers=self.bufs)
+
+    def __reduce_ex__(self, protocol):
+        return (Blob, (pickle.PickleBuffer(self.main), [pickle.PickleBuffer(b) for b in self.bufs]))
+
+
+# ---- shared-memory objects ----
+
+SHM_MAGIC = b"CROB"
+SHM_HEAD = struct.Struct(">4sIQI")  # magic, version, pickle length, buffer count
+ALIGN = 64
+
+
+def _align(n):
+    return (n + ALIGN - 1) & ~(ALIGN - 1)
+
+
+class Shm:
+    """One object in a memfd: a header (magic "CROB", version 1, the pickle's
+    length, the buffer count, each buffer's length), then the pickle and the
+    buffers, each 64-byte aligned. Readers map it read-only and get numpy
+    arrays backed by the mapping (no copy)."""
+
+    __slots__ = ("fd", "size", "mm", "__weakref__")
+
+    def __init__(self, fd, size, mm):
+        self.fd, self.size, self.mm = fd, size, mm
+
+    @classmethod
+    def create(cls, blob):
+        n = len(blob.bufs)
+        lens = [memoryview(blob.main).nbytes] + [memoryview(b).nbytes for b in blob.bufs]
+        head = SHM_HEAD.size + 8 * n
+        off = _align(head)
+        offs = []
+        for ln in lens:
+            offs.append(off)
+            off = _align(off + ln)
+        size = max(off, 1)
+        fd = os.memfd_create("corral-object", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, size)
+            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            mm[0:head] = SHM_HEAD.pack(SHM_MAGIC, 1, lens[0], n) + struct.pack(">%dQ" % n, *lens[1:])
+            for o, part in zip(offs, [blob.main] + list(blob.bufs)):
+                mv = memoryview(part).cast("B")
+                mm[o:o + mv.nbytes] = mv
+            mm.close()
+            # nobody writes it again: readers may trust what they map
+            import fcntl
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW |
+                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls.open(fd)
+
+    @classmethod
+    def open(cls, fd):
+        """Takes fd (a received memfd); maps it read-only."""
+        try:
+            size = os.fstat(fd).st_size
+            if size < SHM_HEAD.size:
+                raise ProtocolError("object: %d bytes, shorter than its header" % size)
+            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, size, mm)
+
+    def blob(self):
+        return Blob(*parse_shm(memoryview(self.mm)))
+
+    def close(self):
+        try:
+            self.mm.close()
+        except BufferError:
+            # numpy arrays still view it: the mapping goes with the last of them
+            pass
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def parse_shm(mv):
+    """An object's bytes (memoryview) -> (pickle view, buffer views), checked:
+    the header is the first thing an outsider controls (tests/fuzz)."""
+    if mv.nbytes < SHM_HEAD.size:
+        raise ProtocolError("object: shorter than its header")
+    magic, ver, plen, n = SHM_HEAD.unpack_from(mv, 0)
+    if magic != SHM_MAGIC or ver != 1:
+        raise ProtocolError("object: not a corral object (magic %r, version %d)" % (magic, ver))
+    if n > 1 << 16 or SHM_HEAD.size + 8 * n > mv.nbytes:
+        raise ProtocolError("object: %d buffers do not fit" % n)
+    lens = [plen] + list(struct.unpack_from(">%dQ" % n, mv, SHM_HEAD.size))
+    off = _align(SHM_HEAD.size + 8 * n)
+    parts = []
+    for ln in lens:
+        if off + ln > mv.nbytes:
+            raise ProtocolError("object: a part runs past the end")
+        parts.append(mv[off:off + ln])
+        off = _align(off + ln)
+    return parts[0], parts[1:]
+
+
+# ---- connections ----
+
+class Conn:
+    """One stream socket with frames. send() may be called from any thread;
+    reading is done by the one I/O thread (feed())."""
+
+    def __init__(self, sock, unix):
+        self.sock = sock
+        self.unix = unix
+        self.lock = threading.Lock()
+        self.rbuf = bytearray()
+        self.fds = []
+        self.closed = False
+        self.peer = {}      # the HELLO's fields
+        self.hello = False  # HELLO seen (or sent, on the connecting side)
+        self.role = None
+        self.data = None    # what the runtime hangs on it
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def send(self, kind, ident, parts=(), fds=None):
+        """parts: bytes-like, sent as one frame (with writev)."""
+        size = sum(memoryview(p).nbytes for p in parts)
+        if size + 12 > MAX_FRAME:
+            raise ProtocolError("a %s frame of %d bytes is over the %d-byte limit "
+                                "(CORRAL_TASK_MAX_FRAME)" % (KIND_NAMES.get(kind, kind), size, MAX_FRAME))
+        head = HDR.pack(size + 12, kind, FLAG_FDS if fds else 0, 0, ident)
+        bufs = [head] + [p for p in parts if memoryview(p).nbytes]
+        with self.lock:
+            if self.closed:
+                raise ConnectionError("connection closed")
+            if fds:
+                anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+                sent = self.sock.sendmsg(bufs[:1], anc)
+                rest = memoryview(head)[sent:]
+                if rest.nbytes:
+                    self.sock.sendall(rest)
+                bufs = bufs[1:]
+            self._sendall(bufs)
+
+    def _sendall(self, bufs):
+        total = sum(memoryview(b).nbytes for b in bufs)
+        while total:
+            n = self.sock.sendmsg(bufs)
+            total -= n
+            if not total:
+                break
+            # drop what went
+            while n:
+                b = memoryview(bufs[0]).cast("B")
+                if n >= b.nbytes:
+                    n -= b.nbytes
+                    bufs = bufs[1:]
+                else:
+                    bufs[0] = b[n:]
+                    n = 0
+
+    def feed(self):
+        """Reads what is there; returns the complete frames as (kind, flags,
+        id, payload memoryview, fds), or None at end of stream."""
+        try:
+            if self.unix:
+                data, anc, _, _ = self.sock.recvmsg(1 << 20, socket.CMSG_SPACE(MAX_FDS * 4))
+                for level, typ, d in anc:
+                    if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                        a = array.array("i")
+                        a.frombytes(d[:len(d) - len(d) % a.itemsize])
+                        self.fds.extend(a)
+            else:
+                data = self.sock.recv(1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return []
+        except OSError:
+            return None
+        if not data:
+            return None
+        self.rbuf += data
+        out = []
+        off = 0
+        rb = self.rbuf
+        while len(rb) - off >= 4:
+            (ln,) = struct.unpack_from(">I", rb, off)
+            if ln < 12 or ln > MAX_FRAME:
+                raise ProtocolError("a frame of length %d (allowed 12..%d)" % (ln, MAX_FRAME))
+            if len(rb) - off < 4 + ln:
+                break
+            _, kind, flags, _, ident = HDR.unpack_from(rb, off)
+            payload = bytes(rb[off + HDR_LEN:off + 4 + ln])
+            fds = []
+            if flags & FLAG_FDS:
+                fds, self.fds = self.fds, []
+            out.append((kind, flags, ident, memoryview(payload), fds))
+            off += 4 + ln
+        if off:
+            del rb[:off]
+        return out
+
+    def close(self):
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
