@@ -14,6 +14,9 @@
 const char *cr_strerror(int err); /* base/, linked in */
 #include <string.h>
 
+/* A head connection. libcorral's corral_t is not thread-safe and its calls
+ * run with the GIL released: one thread at a time may use a Head, close
+ * included (corral/_runtime.py serializes every use under its head_lock). */
 typedef struct {
     PyObject_HEAD corral_t *c;
 } HeadObject;

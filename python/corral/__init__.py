@@ -40,6 +40,7 @@ from ._api import (  # noqa: F401
     shutdown,
     wait,
 )
+from . import util  # noqa: F401,E402
 from .exceptions import (  # noqa: F401
     ActorDiedError,
     ActorUnavailableError,

@@ -36,6 +36,12 @@ PIPELINE = int(os.environ.get("CORRAL_TASK_PIPELINE", 16))
 IDLE_TIMEOUT = float(os.environ.get("CORRAL_TASK_IDLE_TIMEOUT", 10))
 LEASE_TIMEOUT = float(os.environ.get("CORRAL_TASK_LEASE_TIMEOUT", 120))
 HELLO_MAX = 64 * 1024
+# Workers of one shape an owner keeps at most (the cluster's room for the
+# shape bounds it too: a simulated 180-CPU node on two cores would otherwise
+# get 180 interpreters), and leases it has asking at once (Ray's
+# max_pending_lease_requests).
+MAX_WORKERS = int(os.environ.get("CORRAL_TASK_MAX_WORKERS", 0)) or max(4, 2 * (os.cpu_count() or 1))
+LEASE_CONCURRENCY = int(os.environ.get("CORRAL_TASK_LEASE_CONCURRENCY", 0)) or max(2, os.cpu_count() or 1)
 
 
 def _default_store_bytes():
@@ -323,6 +329,8 @@ class Core:
             return self._head_via_owner(_call, args, kw)
         from . import _head
         with self.head_lock:
+            if self.closed:
+                raise RuntimeError("corral.shutdown() was called: call corral.init() again")
             if self.head is None:
                 self.head = _head.connect(self.head_address)
             return getattr(self.head, _call)(*args, **kw)
@@ -821,14 +829,15 @@ class Core:
             return
         if shape.cap < 0:
             return
-        want = min(len(shape.queue), shape.cap - len(shape.pool) - shape.leasing)
+        want = min(len(shape.queue), shape.cap - len(shape.pool) - shape.leasing,
+                   LEASE_CONCURRENCY - shape.leasing)
         for _ in range(max(0, want)):
             shape.leasing += 1
             threading.Thread(target=self._lease, args=(shape, shape.spec, "task:%s" % (shape.spec.get("resources") or "CPU=1")),
                              daemon=True).start()
 
     def _compute_cap(self, shape):
-        cap = self._cap(shape.spec)
+        cap = min(self._cap(shape.spec), MAX_WORKERS)
         with self.lock:
             shape.cap = cap
             if shape.queue:
@@ -1441,6 +1450,27 @@ class Core:
             o.state = READY
         return ObjectRef(oid, self.me)
 
+    def future(self):
+        """A ref this process owns and fills later: (ref, set(value),
+        fail(exception)), as placement groups' ready() need."""
+        oid = self.new_id("f")
+        t = _Task()
+        t.kind = "future"
+        t.returns = [oid]
+        with self.lock:
+            o = self.objs[oid] = _Obj(t)
+            o.local = 1
+        ref = ObjectRef(oid, self.me)
+
+        def set_value(v):
+            with self.lock:
+                self._set_value(oid, W.Blob.of(v))
+
+        def fail(err):
+            with self.lock:
+                self._fail_task(t, err)
+        return ref, set_value, fail
+
     def ref_inc(self, oid, owner, borrowed_from_wire=False):
         with self.lock:
             if owner == self.me:
@@ -1688,16 +1718,18 @@ class Core:
         self._wake()
         for c in list(self.peers.values()):
             c.close()
-        if self.head is not None:
-            for j in jobs:
+        with self.head_lock:  # a lease thread may be in a head call
+            if self.head is not None:
+                for j in jobs:
+                    try:
+                        self.head.stop(j, 1000)
+                    except Exception:
+                        pass
                 try:
-                    self.head.stop(j, 1000)
+                    self.head.close()
                 except Exception:
                     pass
-            try:
-                self.head.close()
-            except Exception:
-                pass
+                self.head = None
         for s in (self.usock, self.tsock):
             try:
                 s.close()
