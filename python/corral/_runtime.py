@@ -41,6 +41,10 @@ HELLO_MAX = 64 * 1024
 # get 180 interpreters), and leases it has asking at once (Ray's
 # max_pending_lease_requests).
 MAX_WORKERS = int(os.environ.get("CORRAL_TASK_MAX_WORKERS", 0)) or max(4, 2 * (os.cpu_count() or 1))
+# How often an owner asks the head whether its leased workers' jobs still
+# run: a node the head declared dead fails (or retries) what ran there even
+# while its processes, cut off, still hold their connections.
+MONITOR_S = float(os.environ.get("CORRAL_TASK_MONITOR_S", 1.0))
 LEASE_CONCURRENCY = int(os.environ.get("CORRAL_TASK_LEASE_CONCURRENCY", 0)) or max(2, os.cpu_count() or 1)
 
 
@@ -314,6 +318,7 @@ class Core:
         self.exec_q = None
         self.owner_conn = None
         self.detached = False
+        self.monitor = None
         self.io = threading.Thread(target=self._loop, name="corral-io", daemon=True)
         self.io.start()
 
@@ -639,11 +644,42 @@ class Core:
             else:
                 target.leasing -= 1
                 target.pool.append(w)
+                # more workers while tasks still wait (before the pipelining
+                # onto busy ones, which _drain does only with no lease out)
+                if len(target.queue) > 1:
+                    self._maybe_lease(target)
                 self._drain(target)
             self.cond.notify_all()
 
+    def _watch_jobs(self):
+        """The monitor thread: a leased worker whose job the head no longer
+        runs (its node died, someone stopped it) is lost: its connection is
+        shut so the I/O thread fails or retries what it ran."""
+        while not self.closed:
+            time.sleep(MONITOR_S)
+            with self.lock:
+                held = [(w, w.job) for w in self.workers.values() if w.job]
+            if not held:
+                continue
+            try:
+                live = {jid for jid, _ in self.head_call("jobs")}
+            except Exception:
+                continue
+            for w, job in held:
+                if job not in live and not w.conn.closed:
+                    self._log("lease job %s (worker pid %s on %s) is no longer running at the head: "
+                              "taking the worker as lost" % (job, w.pid, w.node))
+                    try:
+                        w.conn.sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
     def _lease(self, target, spec, name):
         """Runs in its own thread: asks the head for a one-worker job of spec."""
+        with self.lock:
+            if self.monitor is None:
+                self.monitor = threading.Thread(target=self._watch_jobs, name="corral-monitor", daemon=True)
+                self.monitor.start()
         lease = self.new_id("L")
         env = dict(os.environ)
         for k in ("CORRAL_TASK_LEASE", "CORRAL_TASK_OWNER", "CORRAL_TASK_OWNER_NODE"):
@@ -725,7 +761,9 @@ class Core:
     def _lease_failed(self, target, lease, err, job):
         msg = str(err)
         code = getattr(err, "args", (None,))[0] if err.args else None
-        infeasible = isinstance(code, int) and code == -3007
+        # CR_EINFEASIBLE, or CR_EINVAL: a request the head refuses as it
+        # stands (TPU=64 on 4-chip hosts) will never be scheduled either
+        infeasible = isinstance(code, int) and code in (-3007, -22)
         with self.lock:
             self.leases.pop(lease, None)
             if isinstance(target, _Actor):
@@ -1246,7 +1284,12 @@ class Core:
         """Under the lock: the actor's process is gone."""
         a.worker = None
         if a.killed:
-            self._actor_dead(a, "it was killed (corral.kill)")
+            for t in inflight:
+                if t.kind == "method":
+                    self._fail_task(t, E.ActorDiedError("%s: actor %s (%s) was killed (corral.kill) while "
+                                                        "this call ran" % (t.fname, a.aid, a.cls_name)))
+            if a.state != "DEAD":
+                self._actor_dead(a, "it was killed (corral.kill)")
             return
         mr = a.opts.get("max_restarts", 0)
         if a.state != "DEAD" and (mr == -1 or a.restarts < mr):
@@ -1297,7 +1340,9 @@ class Core:
             c = self.connect(info["owner"].split("|", 2)[2], info["owner"].split("|", 1)[0])
             c.send(W.KILL, 0, [json.dumps({"actor": aid, "no_restart": no_restart}).encode()])
             return
-        if w is None and a.state != "DEAD":
+        if (w is None or no_restart) and a.state != "DEAD":
+            # calls made from now on fail at once (as Ray's kill); those in
+            # flight fail when the process is gone
             with self.lock:
                 self._actor_dead(a, "it was killed (corral.kill)")
         if job:

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# corral's task and actor runtime (issue 15, docs/actors.md) on a simulated
+# TPU v6e 4x4 slice: the head's node is slice worker 0, three agents the
+# others. python/tests/cluster_tasks.py drives it with real leased worker
+# processes: tasks, refs, nested tasks, {"TPU": 1} on one chip each,
+# retries after kill -9, actors (order, restart, max_task_retries, named
+# from another driver, kill, threads, async), put/get of 100 MB through
+# shared memory with the store's accounting back to zero, OwnerDiedError,
+# placement groups, SlicePlacementGroup with one actor per chip, and last
+# an agent's death with its actor restarted on the other node. Then: a
+# driver's leased workers end with it. Skipped (77) without
+# /usr/bin/python3's numpy or cloudpickle, or without the extension.
+PY=/usr/bin/python3
+"$PY" -c 'import numpy, cloudpickle' 2>/dev/null ||
+    { echo "skip: /usr/bin/python3 lacks numpy or cloudpickle (scripts/deps.sh installs them)"; exit 77; }
+[ -e "$CORRAL_BUILD_DIR/python/corral/_core.abi3.so" ] ||
+    { echo "FAIL: $CORRAL_BUILD_DIR/python/corral/_core.abi3.so was not built"; exit 1; }
+. "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" ctasks
+trap cluster_cleanup EXIT
+head_up "$SPECS/tpu-v6e-4x4-w0.yaml" 2>/dev/null
+for w in 1 2 3; do agent_up "v6e-s1-w$w" "$SPECS/tpu-v6e-4x4-w$w.yaml" "127.0.0.$((20 + w))" || exit 1; done
+for w in 1 2 3; do wait_node "v6e-s1-w$w" 10 ALIVE || fail "node v6e-s1-w$w did not come up"; done
+export PYTHONPATH=$CORRAL_SOURCE_DIR/python CORRAL_TASK_IDLE_TIMEOUT=2
+export CORRAL_TEST_AGENTS="v6e-s1-w1=$(agent_pid v6e-s1-w1) v6e-s1-w3=$(agent_pid v6e-s1-w3)"
+out=$(cd /tmp && timeout 500 "$PY" "$CORRAL_SOURCE_DIR/python/tests/cluster_tasks.py" 2>&1); rc=$?
+[ $rc -eq 0 ] && ok "python tests: $(grep -E '^(Ran|OK)' <<<"$out" | tr '\n' ' ')" || fail "python tests: rc=$rc
+$out"
+
+# a driver's workers are its lease jobs: bound to its connection, they end
+# when it does, even killed -9 in the middle of a task
+PIDS=$CORRAL_HOME/pids
+mkdir "$PIDS"
+cat >"$CORRAL_HOME/driver.py" <<'PYEOF'
+import corral, os, sys, time
+corral.init()
+@corral.remote
+def hold(d):
+    open(os.path.join(d, str(os.getpid())), "w").close()
+    time.sleep(60)
+r = [hold.remote(sys.argv[1]) for _ in range(2)]
+time.sleep(60)
+PYEOF
+"$PY" "$CORRAL_HOME/driver.py" "$PIDS" >"$CORRAL_HOME/driver.out" 2>&1 &
+drv=$!
+WPIDS="$WPIDS $drv"
+for _ in $(seq 300); do
+    [ "$(ls "$PIDS" | wc -l)" -ge 2 ] && break
+    sleep 0.1
+done
+held=$(ls "$PIDS")
+WPIDS="$WPIDS $held"
+[ "$(wc -w <<<"$held")" -ge 2 ] && ok "the driver's 2 tasks run in leased workers" ||
+    fail "the driver's tasks did not start: $(cat "$CORRAL_HOME/driver.out")"
+kill -KILL $drv
+left=
+for _ in $(seq 100); do
+    left=
+    for p in $held; do gone "$p" || left="$left $p"; done
+    [ -z "$left" ] && break
+    sleep 0.1
+done
+[ -z "$left" ] && ok "its workers ended with the driver (kill -9)" || fail "workers left running:$left"
+finish
