@@ -106,7 +106,14 @@ if __name__ == "__main__":
     try:
         main()
     except Exception:  # e.g. a peer rank failed: report it, exit 1 (see leave)
+        import time
         import traceback
 
         traceback.print_exc()
+        # A rank that fails because a peer left is a consequence, not the
+        # cause: it leaves a moment later, so that the rank that failed
+        # first is also the one whose exit is seen first (each agent notes
+        # an exit when its loop turns, which on a loaded machine can lag
+        # the peers' reaction to the closed connection by tens of ms).
+        time.sleep(1.0)
         leave(1)

@@ -1348,6 +1348,9 @@ class Core:
         if job:
             try:
                 self.head_call("stop", job, 0)
+                # returns once the head has the lease ended (bounded), so
+                # that get_actor(name) after kill() no longer finds it
+                self.head_call("status", job, 10000)
             except Exception:
                 pass
 
