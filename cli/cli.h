@@ -15,6 +15,7 @@ int cli_conformance(int argc, char **argv); /* conformance_cmd.c */
 int cli_start(int argc, char **argv);
 int cli_stop(int argc, char **argv);
 int cli_run(int argc, char **argv);
+int cli_job_submit(int argc, char **argv); /* run_cmd.c: corral job submit */
 int cli_job(int argc, char **argv);
 int cli_status(int argc, char **argv);
 int cli_nodes(int argc, char **argv);
@@ -69,6 +70,8 @@ typedef struct cli_stopper {
     const char *cmd; /* "corral run", for messages */
     const char *job_id;
     bool sent;
+    bool leave_running; /* corral job submit: an interrupt ends the follow only */
+    bool left;          /* ... and it did */
     /* while the job is pending (cli_watch_pending): what it waits for */
     bool placed;
     int64_t next_ms;

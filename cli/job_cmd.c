@@ -9,8 +9,11 @@
 
 static const char job_usage[] =
     "usage: corral job list [--json] [--limit N [--continue TOKEN]] | status JOB [--json] | "
-    "stop JOB [--grace MS] | logs [-f] JOB [--worker I] [--no-prefix]\n"
+    "stop JOB [--grace MS] | logs [-f] JOB [--worker I] [--no-prefix] | "
+    "submit [RUN OPTIONS] [--no-wait] -- CMD [ARG...]\n"
     "\n"
+    "  submit        a job not bound to this command (a driver script, say): follows its\n"
+    "                output to its end; Ctrl-C leaves it running ('corral job submit --help')\n"
     "  list          every job: JOB, STATE, EXIT (once ended), WORKERS, AGE, NODES, NAME,\n"
     "                REASON (why a PENDING job waits); --limit N: one page of N, oldest\n"
     "                first, and the command that shows the next (--continue TOKEN)\n"
@@ -209,6 +212,8 @@ int cli_job(int argc, char **argv)
         return CLI_OK;
     }
     const char *sub = argv[1];
+    if (!strcmp(sub, "submit")) /* corral run's options: run_cmd.c */
+        return cli_job_submit(argc - 1, argv + 1);
     bool json = false;
     unsigned grace = 0, worker = ~0u, limit = 0;
     const char *cont = NULL;

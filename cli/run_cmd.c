@@ -44,6 +44,17 @@ static const char run_usage[] =
     "stops the job, and so does the head when this command dies or loses its connection\n"
     "(unless --detach). See docs/runtime.md.\n";
 
+static const char submit_usage[] =
+    "usage: corral job submit [corral run's options, but --no-wait for --detach] -- CMD [ARG...]\n"
+    "\n"
+    "Submits CMD as a job (a driver script, say: its tasks and actors belong to it) and\n"
+    "follows its output until it ends, exiting with its exit code, as 'ray job submit'\n"
+    "does. Unlike corral run the job is not bound to this command: Ctrl-C, or this command\n"
+    "dying, stops the following, not the job ('corral job logs -f JOB' follows it again,\n"
+    "'corral job stop JOB' stops it). The options are corral run's ('corral run --help').\n"
+    "\n"
+    "  --no-wait              print the job id and return at once\n";
+
 /* Each worker's output. Followed while it is written (JobLogs follow):
  * with one worker it is passed on as it comes; with several each line is
  * prefixed "[N] " and a partial line is held until its newline (or the
@@ -119,6 +130,14 @@ int cli_stop_on_interrupt(void *arg)
     cli_watch_pending(st);
     if (!cli_interrupted() || st->sent)
         return 0;
+    if (st->leave_running) { /* corral job submit: the job is not this command's */
+        st->left = true;
+        fprintf(stderr,
+                "%s: signal %d: no longer following job %s, which goes on ('corral job logs -f %s' "
+                "follows it, 'corral job stop %s' stops it)\n",
+                st->cmd, cli_interrupted(), st->job_id, st->job_id, st->job_id);
+        return 1;
+    }
     st->sent = true;
     fprintf(stderr, "%s: signal %d: stopping job %s\n", st->cmd, cli_interrupted(), st->job_id);
     corral_t *c2;
@@ -151,13 +170,22 @@ static void print_prefixed(FILE *fp, const cr_buf_t *b, unsigned index, bool pre
     }
 }
 
-static int parse_count(const char *opt, const char *s, unsigned *out)
+/* --resources as given, --gpus and --tpus added to it (per worker) */
+typedef struct run_opts {
+    const char *cmd, *usage; /* "corral run" or "corral job submit" */
+    char res[256];
+    unsigned gpus, tpus, workers;
+    int nres;
+    CR_VEC(const char *) env;
+} run_opts_t;
+
+static int parse_count(const run_opts_t *r, const char *opt, const char *s, unsigned *out)
 {
     char *end;
     long v = strtol(s, &end, 10);
     if (!s[0] || *end || v < 1 || v > 4096) {
-        fprintf(stderr, "corral run: %s: expected a count from 1 to 4096, got '%s'\n%s", opt, s,
-                run_usage);
+        fprintf(stderr, "%s: %s: expected a count from 1 to 4096, got '%s'\n%s", r->cmd, opt, s,
+                r->usage);
         return CLI_USAGE;
     }
     *out = (unsigned)v;
@@ -195,18 +223,10 @@ static int wait_then_print(corral_t *c, const char *job_id, outputs_t *o, corral
     return 0;
 }
 
-/* --resources as given, --gpus and --tpus added to it (per worker) */
-typedef struct run_opts {
-    char res[256];
-    unsigned gpus, tpus;
-    int nres;
-    CR_VEC(const char *) env;
-} run_opts_t;
-
 static int opt_count(void *dst, const char *name, const char *arg)
 {
     run_opts_t *r = dst;
-    return parse_count(name[0] == 'g' ? "--gpus" : "--tpus", arg,
+    return parse_count(r, name[0] == 'g' ? "--gpus" : "--tpus", arg,
                        name[0] == 'g' ? &r->gpus : &r->tpus)
                ? CLI_USAGE
                : 0;
@@ -257,14 +277,15 @@ static const char *combine_resources(run_opts_t *r)
 
 static int opt_workers(void *dst, const char *name, const char *arg)
 {
-    return parse_count("--workers", arg, dst);
+    run_opts_t *r = dst;
+    return parse_count(r, "--workers", arg, &r->workers);
 }
 
 static int opt_env(void *dst, const char *name, const char *arg)
 {
     run_opts_t *r = dst;
     if (!strchr(arg, '=') || arg[0] == '=') {
-        fprintf(stderr, "corral run: --env: expected K=V, got '%s'\n%s", arg, run_usage);
+        fprintf(stderr, "%s: --env: expected K=V, got '%s'\n%s", r->cmd, arg, r->usage);
         return CLI_USAGE;
     }
     *CR_VEC_PUSH(&r->env) = arg;
@@ -276,11 +297,11 @@ static bool one_of(const char *arg, const char *words)
     return cli_one_of(words, arg, strlen(arg));
 }
 
-int cli_run(int argc, char **argv)
+static int run_or_submit(const char *cmd, const char *usage, bool submit, int argc, char **argv)
 {
-    run_opts_t ro = {.res = ""};
+    run_opts_t ro = {.cmd = cmd, .usage = usage, .res = "", .workers = 1};
     const char *name = NULL, *restart = NULL, *placement = NULL, *bind_s = NULL;
-    unsigned workers = 1, max_restarts = 0, bundle = ~0u;
+    unsigned max_restarts = 0, bundle = ~0u;
     int rc = CLI_FAIL;
     bool detach = false, queue = false;
     corral_strategy_t strategy = CORRAL_PACK;
@@ -291,10 +312,10 @@ int cli_run(int argc, char **argv)
         CLI_CALL("gpus", opt_count, &ro),
         CLI_CALL("tpus", opt_count, &ro),
         CLI_CALL("resources", opt_resources, &ro),
-        CLI_CALL("workers", opt_workers, &workers),
+        CLI_CALL("workers", opt_workers, &ro),
         CLI_CALL("env", opt_env, &ro),
         CLI_STR("name", &name),
-        CLI_FLAG("detach", &detach),
+        CLI_FLAG(submit ? "no-wait" : "detach", &detach),
         CLI_FLAG("queue", &queue),
         CLI_FLAG("wait-for-nodes", &queue),
         CLI_UINT("max-restarts", &max_restarts, 0, 1000),
@@ -310,7 +331,7 @@ int cli_run(int argc, char **argv)
         CLI_END,
     };
     /* options stop at the command, whose own options are its */
-    int first = cli_parse_opts("corral run", opts, argc, argv, run_usage, NULL, true);
+    int first = cli_parse_opts(cmd, opts, argc, argv, usage, NULL, true);
     if (first < 0) {
         CR_VEC_FREE(&ro.env);
         return first == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
@@ -324,7 +345,7 @@ int cli_run(int argc, char **argv)
     else if (bind_s && !one_of(bind_s, "closest,none"))
         bad = "--bind: expected closest or none", got = bind_s;
     if (bad) {
-        fprintf(stderr, "corral run: %s, got '%s'\n%s", bad, got, run_usage);
+        fprintf(stderr, "%s: %s, got '%s'\n%s", cmd, bad, got, usage);
         CR_VEC_FREE(&ro.env);
         return CLI_USAGE;
     }
@@ -344,18 +365,18 @@ int cli_run(int argc, char **argv)
     else if (optind >= argc)
         conflict = "no command given";
     if (conflict) {
-        fprintf(stderr, "corral run: %s\n%s", conflict, run_usage);
+        fprintf(stderr, "%s: %s\n%s", cmd, conflict, usage);
         CR_VEC_FREE(&ro.env);
         return CLI_USAGE;
     }
     /* the workers' environment: the caller's (by --env-policy), --env on top */
     cli_strv_t wenv;
-    if (cli_worker_env("corral run", env_policy, ro.env.v, ro.env.n, &wenv)) {
-        fprintf(stderr, "%s", run_usage);
+    if (cli_worker_env(cmd, env_policy, ro.env.v, ro.env.n, &wenv)) {
+        fprintf(stderr, "%s", usage);
         CR_VEC_FREE(&ro.env);
         return CLI_USAGE;
     }
-    char *cwd = cli_abs_path("corral run", "--cwd", cwd_s);
+    char *cwd = cli_abs_path(cmd, "--cwd", cwd_s);
     if (!cwd) {
         cli_strv_free(&wenv);
         CR_VEC_FREE(&ro.env);
@@ -365,7 +386,7 @@ int cli_run(int argc, char **argv)
     corral_t *c;
     char *why = NULL, *job_id = NULL;
     if (corral_connect(NULL, NULL, &c, &why) < 0) {
-        fprintf(stderr, "corral run: %s\n", why ? why : "cannot connect");
+        fprintf(stderr, "%s: %s\n", cmd, why ? why : "cannot connect");
         free(why);
         free(cwd);
         cli_strv_free(&wenv);
@@ -378,7 +399,7 @@ int cli_run(int argc, char **argv)
                               .env_whole = 1,
                               .cwd = cwd,
                               .resources = res[0] ? res : NULL,
-                              .num_workers = workers,
+                              .num_workers = ro.workers,
                               .max_restarts = max_restarts,
                               .strategy = strategy,
                               .selector = selector,
@@ -389,7 +410,7 @@ int cli_run(int argc, char **argv)
                               .bind = bind,
                               .wait_for_nodes = queue,
                               /* the head stops it if this command is gone first */
-                              .bound = !detach};
+                              .bound = !detach && !submit};
     /* with restarts allowed the gang restarts unless told otherwise */
     if (!restart)
         spec.restart = max_restarts ? CORRAL_RESTART_GANG : CORRAL_RESTART_NONE;
@@ -402,7 +423,7 @@ int cli_run(int argc, char **argv)
     struct sigaction old_int, old_term;
     cli_catch_interrupts(&old_int, &old_term);
     if (corral_submit(c, &spec, &job_id) < 0) {
-        fprintf(stderr, "corral run: %s\n", corral_errmsg(c));
+        fprintf(stderr, "%s: %s\n", cmd, corral_errmsg(c));
         goto out;
     }
     if (detach) {
@@ -410,22 +431,34 @@ int cli_run(int argc, char **argv)
         rc = CLI_OK;
         goto out;
     }
+    if (submit)
+        fprintf(stderr,
+                "%s: job %s submitted; following its output until it ends (Ctrl-C stops "
+                "following, not the job)\n",
+                cmd, job_id);
     corral_job_t job;
     int err;
-    outputs_t o = {.n = workers, .prefix = workers > 1};
+    outputs_t o = {.n = ro.workers, .prefix = ro.workers > 1};
     o.out = cr_calloc(o.n + 1, sizeof(*o.out));
     o.err = cr_calloc(o.n + 1, sizeof(*o.err));
-    cli_stopper_t st = {.cmd = "corral run", .job_id = job_id};
+    cli_stopper_t st = {.cmd = cmd, .job_id = job_id, .leave_running = submit};
     corral_set_tick(c, cli_stop_on_interrupt, &st);
     corral_set_log_dropped(c, cli_on_dropped, &o);
     err = corral_job_logs_follow_all(c, job_id, -1, cli_on_follow, &o);
     corral_set_tick(c, NULL, NULL);
     cli_stopper_fini(&st);
-    if (err == CR_ENOSYS) { /* a head that cannot follow: the output at the end */
+    if (submit && (st.left || err == CR_ENOSYS)) {
+        /* the job goes on: no wait, no stop */
+        if (!st.left)
+            fprintf(stderr, "%s: this head cannot follow output: 'corral job logs %s' shows it\n",
+                    cmd, job_id);
+        rc = CLI_OK;
+        err = 1;
+    } else if (err == CR_ENOSYS) { /* a head that cannot follow: the output at the end */
         err = wait_then_print(c, job_id, &o, &job);
     } else {
         if (err < 0) {
-            fprintf(stderr, "corral run: output of job %s: %s\n", job_id, corral_errmsg(c));
+            fprintf(stderr, "%s: output of job %s: %s\n", cmd, job_id, corral_errmsg(c));
         }
         for (size_t i = 0; i < o.n; i++) { /* partial last lines */
             print_prefixed(stdout, &o.out[i], (unsigned)i, o.prefix);
@@ -434,7 +467,7 @@ int cli_run(int argc, char **argv)
         }
         err = err < 0 ? err : corral_wait(c, job_id, -1, &job);
         if (err < 0)
-            fprintf(stderr, "corral run: job %s: %s\n", job_id, corral_errmsg(c));
+            fprintf(stderr, "%s: job %s: %s\n", cmd, job_id, corral_errmsg(c));
     }
     for (size_t i = 0; i < o.n; i++) {
         cr_buf_free(&o.out[i]);
@@ -442,10 +475,10 @@ int cli_run(int argc, char **argv)
     }
     free(o.out);
     free(o.err);
-    if (err < 0)
+    if (err)
         goto out;
     if (job.state != CORRAL_JOB_SUCCEEDED)
-        fprintf(stderr, "corral run: job %s %s: %s\n", job_id, corral_job_state_name(job.state),
+        fprintf(stderr, "%s: job %s %s: %s\n", cmd, job_id, corral_job_state_name(job.state),
                 job.reason);
     rc = job.state == CORRAL_JOB_SUCCEEDED ? 0 : job.exit_code ? job.exit_code & 0xff : CLI_FAIL;
     corral_job_free(&job);
@@ -458,4 +491,14 @@ out:
     cli_strv_free(&wenv);
     CR_VEC_FREE(&ro.env);
     return rc;
+}
+
+int cli_run(int argc, char **argv)
+{
+    return run_or_submit("corral run", run_usage, false, argc, argv);
+}
+
+int cli_job_submit(int argc, char **argv)
+{
+    return run_or_submit("corral job submit", submit_usage, true, argc, argv);
 }

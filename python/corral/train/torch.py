@@ -159,6 +159,25 @@ def _has_key(store, key):
         return False
 
 
+def _await_listener(addr, port, deadline):
+    """Waits until rank 0's store accepts connections (or the deadline).
+    torch's TCPStore client sleeps a whole second after a refused connect
+    (c10d socket.cpp), so a rank that starts before rank 0 listens would
+    lose up to 1 s of every start and restart; probing every few ms here
+    lets its one real connect succeed at once. The probe connects and
+    closes; the store's server takes that as a client that left."""
+    import socket
+
+    pause = 0.002
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((addr, port), timeout=max(0.05, min(1.0, deadline - time.monotonic()))):
+                return
+        except OSError:
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+
 def _rendezvous(ctx, addr, port, seconds):
     """Every rank checks in on rank 0's TCPStore; returns the store once all
     WORLD_SIZE ranks have, or raises naming the ranks that did not."""
@@ -167,6 +186,8 @@ def _rendezvous(ctx, addr, port, seconds):
     w, r = ctx.world_size, ctx.rank
     expected = "expected ranks 0..%d (WORLD_SIZE=%d)" % (w - 1, w)
     start = time.monotonic()
+    if r != 0:
+        _await_listener(addr, port, start + seconds)
     try:
         store = dist.TCPStore(addr, port, w, r == 0, datetime.timedelta(seconds=seconds), wait_for_workers=False)
     except (RuntimeError, OSError) as e:  # torch raises TimeoutError on some versions

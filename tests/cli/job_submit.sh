@@ -1,0 +1,56 @@
+#!/bin/bash
+# corral job submit (issue 15, "Jobs"): a job not bound to the command that
+# submitted it, as `ray job submit`: the output followed to the end and the
+# job's exit code; --no-wait prints the id; Ctrl-C (SIGINT) ends the
+# following and leaves the job running, and so does the command's death,
+# where corral run's job would be stopped.
+set -u
+. "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" jobsubmit
+"$CORRAL" start --head --hw-spec "$CORRAL_SOURCE_DIR/specs/dgx-h100.yaml" >/dev/null || { fail "start"; exit 1; }
+
+out=$(timeout 60 "$CORRAL" job submit --env X=7 -- sh -c 'echo out $X; exit 3' 2>"$CORRAL_HOME/err"); rc=$?
+[ $rc -eq 3 ] && [ "$out" = "out 7" ] && grep -q "job [0-9]* submitted; following its output" "$CORRAL_HOME/err" &&
+    ok "submit: output followed, exit code 3" || fail "submit: rc=$rc [$out] $(cat "$CORRAL_HOME/err")"
+
+id=$(timeout 20 "$CORRAL" job submit --no-wait -- sleep 30); rc=$?
+[ $rc -eq 0 ] && [[ "$id" =~ ^[0-9]+$ ]] && ok "--no-wait: the id ($id)" || fail "--no-wait: rc=$rc [$id]"
+"$CORRAL" job stop "$id" >/dev/null
+
+# SIGINT to the submit: the job goes on; to a bound corral run: stopped
+"$CORRAL" job submit -- sleep 60 >"$CORRAL_HOME/sub.out" 2>&1 &
+sub=$!
+WPIDS="${WPIDS:-} $sub"
+id=
+for _ in $(seq 200); do
+    id=$(sed -n 's/.*job \([0-9]*\) submitted.*/\1/p' "$CORRAL_HOME/sub.out")
+    [ -n "$id" ] && [ "$(status "$id" | jq -r .state)" = RUNNING ] && break
+    sleep 0.1
+done
+kill -INT "$sub"
+wait "$sub"; rc=$?
+sleep 0.5
+st=$(status "$id" | jq -r .state)
+[ $rc -eq 0 ] && [ "$st" = RUNNING ] && grep -q "no longer following job $id, which goes on" "$CORRAL_HOME/sub.out" &&
+    ok "SIGINT: the follow ends, job $id goes on running" || fail "SIGINT: rc=$rc state=$st $(cat "$CORRAL_HOME/sub.out")"
+"$CORRAL" job stop "$id" >/dev/null
+
+"$CORRAL" job submit -- sleep 60 >"$CORRAL_HOME/sub2.out" 2>&1 &
+sub=$!
+WPIDS="${WPIDS:-} $sub"
+id=
+for _ in $(seq 200); do
+    id=$(sed -n 's/.*job \([0-9]*\) submitted.*/\1/p' "$CORRAL_HOME/sub2.out")
+    [ -n "$id" ] && [ "$(status "$id" | jq -r .state)" = RUNNING ] && break
+    sleep 0.1
+done
+kill -KILL "$sub"
+wait "$sub" 2>/dev/null
+sleep 1
+st=$(status "$id" | jq -r .state)
+[ "$st" = RUNNING ] && ok "the submitting command killed: job $id goes on" || fail "kill -9: state=$st"
+"$CORRAL" job stop "$id" >/dev/null
+
+out=$(timeout 20 "$CORRAL" job submit --detach -- true 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "detach" <<<"$out" && ok "submit refuses run's --detach (its own is --no-wait)" ||
+    fail "--detach: rc=$rc $out"
+finish
