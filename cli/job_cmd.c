@@ -137,6 +137,27 @@ static const char *const restart_names[] = {
     [CORRAL_RESTART_GANG] = "gang",
 };
 
+/* The jobs it submitted with its workers' credential: a driver's task
+ * leases (task:SHAPE) and actors (actor:CLASS), docs/actors.md "Jobs". */
+static void print_children(corral_t *c, const corral_job_t *j)
+{
+    corral_job_t *v;
+    size_t n, k = 0;
+    if (corral_job_list(c, &v, &n) < 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        const corral_job_t *x = &v[i];
+        if (!x->parent_job || strcmp(x->parent_job, j->job_id))
+            continue;
+        if (!k++)
+            printf("its tasks' workers and actors (jobs it submitted):\n");
+        const char *node = x->nworkers && x->workers[0].node_id ? x->workers[0].node_id : "";
+        printf("  job %s %s %s%s%s\n", cli_esc(x->job_id), corral_job_state_name(x->state),
+               cli_esc(x->name), node[0] ? " on " : "", cli_esc(node));
+    }
+    corral_job_list_free(v, n);
+}
+
 static json_t *job_json(const corral_job_t *j)
 {
     json_t *o = json_object(), *ws = json_array();
@@ -145,6 +166,7 @@ static json_t *job_json(const corral_job_t *j)
     json_object_set_new(o, "state", json_string(corral_job_state_name(j->state)));
     json_object_set_new(o, "reason", json_string(j->reason));
     json_object_set_new(o, "queue_position", json_integer(j->queue_position));
+    json_object_set_new(o, "parent_job", json_string(j->parent_job ? j->parent_job : ""));
     json_object_set_new(o, "exit_code", json_integer(j->exit_code));
     json_object_set_new(o, "submitted_ms", json_integer(j->submitted_ms));
     json_object_set_new(o, "finished_ms", json_integer(j->finished_ms));
@@ -181,6 +203,9 @@ static void job_print(const corral_job_t *j)
     printf("%s%s\n", j->reason[0] ? ": " : "", cli_esc(j->reason));
     if (j->command[0])
         printf("  command: %s\n", cli_esc(j->command));
+    if (j->parent_job && j->parent_job[0])
+        printf("  parent job: %s (submitted by its worker; stopped when it ends)\n",
+               cli_esc(j->parent_job));
     if (j->max_restarts || j->restarts)
         printf("  restarts: %u of %u (restart %s)\n", j->restarts, j->max_restarts,
                restart_names[j->restart]);
@@ -282,6 +307,7 @@ int cli_job(int argc, char **argv)
             json_decref(o);
         } else {
             job_print(&j);
+            print_children(c, &j);
         }
         corral_job_free(&j);
     } else if (is_logs) {

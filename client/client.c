@@ -643,6 +643,7 @@ static void job_from_info(corral_job_t *j, const Corral__JobInfo *in)
     j->command = cmd.s ? cmd.s : cr_strdup("");
     j->restarts = in->restarts;
     j->queue_position = in->queue_position;
+    j->parent_job = cr_strdup(in->parent_job ? in->parent_job : "");
     if (in->spec) {
         j->max_restarts = in->spec->max_restarts;
         j->restart = (unsigned)in->spec->restart <= CORRAL_RESTART_GANG
@@ -688,6 +689,7 @@ void corral_job_free(corral_job_t *j)
     free(j->name);
     free(j->reason);
     free(j->command);
+    free(j->parent_job);
     memset(j, 0, sizeof(*j));
 }
 

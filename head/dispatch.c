@@ -158,9 +158,11 @@ static void agent_message(cr_conn_t *c, const Corral__Envelope *e)
 }
 
 /* A connection that proved a job credential (a worker's CORRAL_JOB_TOKEN)
- * is served its own job's status, logs and stop, while the worker's
- * attempt it names is the current one; everything else is refused with
- * an Error that says so. */
+ * is served, while the worker's attempt it names is the current one: its
+ * own job's status, logs and stop; submitting jobs, which become children
+ * of its job (a driver's task leases and actors: stopped when the job
+ * ends), and their status, logs and stop; the listing of its job and its
+ * children. Everything else is refused with an Error that says so. */
 static bool job_scope_allows(cr_conn_t *c, const Corral__Envelope *e, const cr_job_scope_t *s)
 {
     char why[256];
@@ -180,18 +182,22 @@ static bool job_scope_allows(cr_conn_t *c, const Corral__Envelope *e, const cr_j
     case CORRAL__ENVELOPE__BODY_JOB_STOP:
         target = e->job_stop->job_id;
         break;
+    case CORRAL__ENVELOPE__BODY_JOB_SUBMIT: /* a child of its job (jobs.c) */
+    case CORRAL__ENVELOPE__BODY_JOB_LIST:   /* its job and its children */
+        return true;
     default:
         cr_conn_reply_error(c, e->id, CR_EACCES,
                             "refused: %s needs the cluster token; a worker's job credential "
-                            "(CORRAL_JOB_TOKEN, job %s) may only read its own job's status and "
-                            "logs and cancel it",
+                            "(CORRAL_JOB_TOKEN, job %s) may only act on its own job and the "
+                            "jobs it submitted (status, logs, stop, list, submit)",
                             cr_msg_name(e->body_case), s->job_id);
         return false;
     }
-    if (!target || strcmp(target, s->job_id) != 0) {
+    if (!target || !jobs_in_scope(s, target)) {
         cr_conn_reply_error(c, e->id, CR_EACCES,
                             "refused: the job credential of job %s (CORRAL_JOB_TOKEN) may not "
-                            "act on job %s; a worker may act on its own job only",
+                            "act on job %s; a worker may act on its own job and the jobs it "
+                            "submitted only",
                             s->job_id, target ? target : "");
         return false;
     }

@@ -349,6 +349,9 @@ size_t jobs_count(cr_job_state_t s);
 /* Whether a job credential's scope is current: its job is known, its
  * worker runs (starting or running) at that attempt. why says which not. */
 bool jobs_scope_current(const cr_job_scope_t *s, char *why, size_t size);
+/* Whether job id is the scope's job or one of its children (the jobs its
+ * worker submitted with its credential: docs/actors.md "Jobs"). */
+bool jobs_in_scope(const cr_job_scope_t *s, const char *id);
 /* Each job (only: that job id alone, NULL all), as its JobStatus answer,
  * handed to fn (web.c reads them so). */
 void jobs_info_each(const char *only, void (*fn)(void *ctx, const Corral__JobInfo *info),

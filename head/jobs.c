@@ -47,6 +47,31 @@ static void release_placement(job_t *j)
             }
 }
 
+static bool is_child_of(const job_t *c, const char *parent)
+{
+    return c->spec->parent_job && !strcmp(c->spec->parent_job, parent);
+}
+
+/* A job's task leases and actors (its children) end with it. */
+static void stop_children(const job_t *j)
+{
+    for (size_t i = 0; i < D.jobs.n; i++) {
+        job_t *c = D.jobs.v[i];
+        if (is_child_of(c, j->idstr) && !cr_job_state_is_final(c->state)) {
+            event("stopping", c, "its parent job %s ended", j->idstr);
+            job_stop(c, 0);
+        }
+    }
+}
+
+bool jobs_in_scope(const cr_job_scope_t *s, const char *id)
+{
+    if (!strcmp(id, s->job_id))
+        return true;
+    const job_t *j = job_find(id);
+    return j && is_child_of(j, s->job_id);
+}
+
 /* Every worker has ended: the job's final state, its devices back. */
 void job_check_done(job_t *j)
 {
@@ -74,6 +99,7 @@ void job_check_done(job_t *j)
         job_set_state(j, CR_JOB_SUCCEEDED, "every worker exited with code 0");
     }
     event("finished", j, "%s (exit code %d)", cr_job_state_name(j->state), j->exit_code);
+    stop_children(j);
     cr_waiters_wake(j); /* JobStatus requests waiting for this end */
     release_placement(j);
     follow_pump();
@@ -684,6 +710,12 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
         return;
     }
     job_t *j = job_new(s);
+    /* a worker's job credential submits children of its job; a client
+     * cannot claim a parent */
+    const cr_job_scope_t *scope = cr_conn_job_scope(c);
+    if (j->spec->parent_job != protobuf_c_empty_string) /* unpacked: "" is shared */
+        free(j->spec->parent_job);
+    j->spec->parent_job = cr_strdup(scope ? scope->job_id : "");
     if (s->placement_group && s->placement_group[0]) {
         j->pg = pg_find(s->placement_group);
         if (!j->pg) {
@@ -732,7 +764,7 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
         job_free(j);
         return;
     }
-    char *sj = spec_json(s);
+    char *sj = spec_json(j->spec);
     cr_state_job_t row = {.name = j->name,
                           .spec_json = sj,
                           .state = CR_JOB_PENDING,
@@ -832,6 +864,7 @@ static void info_fill(const job_t *j, Corral__JobInfo *info, info_mem_t *m)
     info->restarts = (uint32_t)j->restarts;
     info->queue_position = queue_position(j);
     info->spec = j->spec;
+    info->parent_job = j->spec->parent_job;
     m->ws = cr_calloc((size_t)j->n, sizeof(*m->ws));
     m->wsp = cr_calloc((size_t)j->n, sizeof(*m->wsp));
     m->devs = cr_calloc((size_t)j->n * MAX_DEVS + 1, sizeof(*m->devs));
@@ -915,8 +948,10 @@ void jobs_info_each(const char *only, void (*fn)(void *ctx, const Corral__JobInf
     }
 }
 
-static bool list_wants(const Corral__JobList *q, const job_t *j)
+static bool list_wants(const Corral__JobList *q, const job_t *j, const cr_job_scope_t *scope)
 {
+    if (scope && strcmp(j->idstr, scope->job_id) && !is_child_of(j, scope->job_id))
+        return false; /* a job credential lists its job and its children */
     bool want = q->n_states == 0;
     for (size_t s = 0; s < q->n_states; s++)
         want |= q->states[s] == job_state_proto[j->state];
@@ -928,6 +963,7 @@ static bool list_wants(const Corral__JobList *q, const job_t *j)
 void req_job_list(cr_conn_t *c, const Corral__Envelope *e)
 {
     const Corral__JobList *q = e->job_list;
+    const cr_job_scope_t *scope = cr_conn_job_scope(c);
     char msg[256], token[64] = "";
     int64_t from;
     int err = page_parse_id(q->continue_token, "jobs", &from, msg, sizeof(msg));
@@ -946,7 +982,7 @@ void req_job_list(cr_conn_t *c, const Corral__Envelope *e)
     size_t k = 0, budget = page_budget(), used = 0;
     for (; i < n && k < cap; i++) {
         const job_t *j = D.jobs.v[i];
-        if (!list_wants(q, j))
+        if (!list_wants(q, j, scope))
             continue;
         info_fill(j, &infos[k], &mem[k]);
         infos[k].spec = NULL; /* listings stay small */
@@ -967,7 +1003,7 @@ void req_job_list(cr_conn_t *c, const Corral__Envelope *e)
     }
     uint32_t remaining = 0;
     for (size_t r = i; r < n; r++)
-        if (list_wants(q, D.jobs.v[r])) {
+        if (list_wants(q, D.jobs.v[r], scope)) {
             if (!remaining++)
                 page_token("jobs", D.jobs.v[r]->idstr, token, sizeof(token));
         }

@@ -102,6 +102,7 @@ static json_t *job_json(const Corral__JobInfo *j, bool brief)
     json_object_set_new(o, "state", json_string(NAME_OF(job_states, j->state)));
     json_object_set_new(o, "reason", json_string(j->reason));
     json_object_set_new(o, "queue_position", json_integer(j->queue_position));
+    json_object_set_new(o, "parent_job", json_string(j->parent_job ? j->parent_job : ""));
     json_object_set_new(o, "exit_code", json_integer(j->exit_code));
     json_object_set_new(o, "submitted_ms", json_integer(j->submitted_ms));
     json_object_set_new(o, "finished_ms", json_integer(j->finished_ms));

@@ -156,10 +156,11 @@ static PyObject *job_dict(const corral_job_t *j)
         }
         Py_DECREF(d);
     }
-    PyObject *r = Py_BuildValue("{s:s,s:z,s:z,s:s,s:z,s:i,s:I,s:N}", "job_id", j->job_id, "name",
-                                j->name, "command", j->command, "state",
+    PyObject *r = Py_BuildValue("{s:s,s:z,s:z,s:s,s:z,s:i,s:I,s:N,s:z}", "job_id", j->job_id,
+                                "name", j->name, "command", j->command, "state",
                                 corral_job_state_name(j->state), "reason", j->reason, "exit_code",
-                                j->exit_code, "restarts", j->restarts, "workers", ws);
+                                j->exit_code, "restarts", j->restarts, "workers", ws, "parent_job",
+                                j->parent_job);
     return r;
 }
 

@@ -784,7 +784,12 @@ class Core:
         want = _parse_res(spec.get("resources") or "CPU=1")
         try:
             nodes = self.head_call("cluster")
-        except Exception:
+        except Exception as e:
+            # a driver run as a job may not read the cluster (its job
+            # credential): lease up to MAX_WORKERS and let the head's
+            # scheduler hold back what does not fit now
+            if e.args and e.args[0] == -13:
+                return MAX_WORKERS
             return 1
         n = 0
         for node in nodes:
@@ -1884,9 +1889,14 @@ def init(address=None, namespace=None):
                 # the head is reached at once: a wrong address fails here
                 try:
                     c.head_call("cluster")
-                except Exception:
-                    c.shutdown()
-                    raise
+                except Exception as e:
+                    # a driver run as a job (corral run, corral job
+                    # submit) holds its job credential, which may submit
+                    # its tasks' leases but not read the cluster: refused
+                    # means reached
+                    if not (e.args and e.args[0] == -13 and os.environ.get("CORRAL_JOB_TOKEN")):
+                        c.shutdown()
+                        raise
             _core = c
             atexit.register(_atexit)
         return _core

@@ -10,6 +10,7 @@ agents start, kills are kill -9 of their pids.
 
 import gc
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,8 +63,16 @@ def boom(msg):
 
 
 @corral.remote(resources={"TPU": 1})
-def chip(hold):
+def chip(hold, meet=None, n=0):
+    """hold seconds; with meet, also until n tasks have arrived there (a
+    barrier in a directory): n tasks that wait for each other must each
+    have a worker, and so a chip, of their own whatever the timing."""
     time.sleep(hold)
+    if meet:
+        open(os.path.join(meet, str(os.getpid())), "w").close()
+        end = time.monotonic() + 60
+        while len(os.listdir(meet)) < n and time.monotonic() < end:
+            time.sleep(0.02)
     return (os.environ.get("CORRAL_NODE_ID"), os.environ.get("TPU_VISIBLE_CHIPS"),
             corral.get_accelerator_ids())
 
@@ -178,7 +187,11 @@ class Tasks(unittest.TestCase):
         # four at once on the head's 4-chip host: four distinct chips, each
         # task seeing only its own (TPU_VISIBLE_CHIPS, as Ray's {"TPU": 1})
         sel = {"corral.io/node-id": "v6e-s1-w0"}
-        got = corral.get([chip.options(label_selector=sel).remote(1.5) for _ in range(4)], timeout=90)
+        meet = tempfile.mkdtemp(prefix="corral-tasks-meet-")
+        try:
+            got = corral.get([chip.options(label_selector=sel).remote(0, meet, 4) for _ in range(4)], timeout=90)
+        finally:
+            shutil.rmtree(meet, ignore_errors=True)
         self.assertEqual({g[0] for g in got}, {"v6e-s1-w0"})
         chips = [g[1] for g in got]
         self.assertEqual(sorted(chips), ["0", "1", "2", "3"], got)

@@ -2,8 +2,9 @@
 # What a worker can do (issue 12): a real head and real workers. A worker
 # gets a job credential (CORRAL_JOB_TOKEN), not the cluster token, and the
 # daemon's environment is not its: with it, corral inside the worker reads
-# its own job and may cancel it, and is refused everything else (another
-# job, the node list, corral stop); a restart makes the old attempt's
+# its own job and may cancel it, submits jobs that become its children
+# (stopped when it ends) and reads those, lists only them, and is refused
+# everything else (another job, the node list, corral stop); a restart makes the old attempt's
 # credential worthless. docs/security.md.
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" job_token
@@ -35,7 +36,8 @@ try cancel_other "$C" job stop "$other"
 try list "$C" job list
 try nodes "$C" nodes
 try stop "$C" stop
-try submit "$C" run --detach -- true
+try submit "$C" run --detach -- sleep 60
+try child "$C" job status "$(cat "$O/submit.out")" --json
 echo "$CORRAL_JOB_TOKEN" >"$O/token"
 EOF
 export CORRAL_TOKEN_FILE=$S/token # the submitter's: not the worker's
@@ -74,10 +76,22 @@ refused() { # name, what the message must say
 }
 refused other "may not act on job $other"
 refused cancel_other "may not act on job $other"
-refused list "job_list needs the cluster token"
 refused nodes "node_list needs the cluster token" # corral nodes pages through NodeList
 refused stop "shutdown needs the cluster token"
-refused submit "job_submit needs the cluster token"
+# what it submits is a child of its job (a driver's task leases and actors:
+# docs/actors.md "Jobs"), which it may read, which the listing shows beside
+# its own job and nothing else, and which ends when its job ends
+child=$(cat "$OUT/submit.out")
+[ "$(cat "$OUT/submit.rc")" = 0 ] && [ "$(status "$child" | jq -r .parent_job)" = "$id" ] &&
+    ok "a job it submits (job $child) is a child of job $id" || fail "submit: $(cat "$OUT/submit.out")"
+[ "$(cat "$OUT/child.rc")" = 0 ] && [ "$(jq -r .job_id "$OUT/child.out")" = "$child" ] &&
+    ok "it reads its child's status" || fail "child status: $(cat "$OUT/child.out")"
+[ "$(cat "$OUT/list.rc")" = 0 ] && awk 'NR > 1 {print $1}' "$OUT/list.out" | grep -qx "$id" &&
+    ! awk 'NR > 1 {print $1}' "$OUT/list.out" | grep -qx "$other" &&
+    ok "its job list holds its own job, not the other" || fail "list: $(cat "$OUT/list.out")"
+wait_final "$child"
+[ "$(status "$child" | jq -r .state)" = STOPPED ] && ok "the child was stopped when job $id ended" ||
+    fail "the child after its parent: $(status "$child" | jq -r '.state + " " + .reason')"
 [ "$(status "$other" | jq -r .state)" = RUNNING ] && ok "the other job still runs" ||
     fail "the other job: $(status "$other" | jq -r .state)"
 "$CORRAL" status >/dev/null 2>&1 && ok "the head still serves" || fail "the head is gone"

@@ -22,7 +22,8 @@ for w in 1 2 3; do agent_up "v6e-s1-w$w" "$SPECS/tpu-v6e-4x4-w$w.yaml" "127.0.0.
 for w in 1 2 3; do wait_node "v6e-s1-w$w" 10 ALIVE || fail "node v6e-s1-w$w did not come up"; done
 export PYTHONPATH=$CORRAL_SOURCE_DIR/python CORRAL_TASK_IDLE_TIMEOUT=2
 export CORRAL_TEST_AGENTS="v6e-s1-w1=$(agent_pid v6e-s1-w1) v6e-s1-w3=$(agent_pid v6e-s1-w3)"
-out=$(cd /tmp && timeout 500 "$PY" "$CORRAL_SOURCE_DIR/python/tests/cluster_tasks.py" 2>&1); rc=$?
+py_core_env
+out=$(cd /tmp && timeout 500 env "${PY_ENV[@]}" "$PY" "$CORRAL_SOURCE_DIR/python/tests/cluster_tasks.py" 2>&1); rc=$?
 [ $rc -eq 0 ] && ok "python tests: $(grep -E '^(Ran|OK)' <<<"$out" | tr '\n' ' ')" || fail "python tests: rc=$rc
 $out"
 
@@ -40,7 +41,7 @@ def hold(d):
 r = [hold.remote(sys.argv[1]) for _ in range(2)]
 time.sleep(60)
 PYEOF
-"$PY" "$CORRAL_HOME/driver.py" "$PIDS" >"$CORRAL_HOME/driver.out" 2>&1 &
+env "${PY_ENV[@]}" "$PY" "$CORRAL_HOME/driver.py" "$PIDS" >"$CORRAL_HOME/driver.out" 2>&1 &
 drv=$!
 WPIDS="$WPIDS $drv"
 for _ in $(seq 300); do

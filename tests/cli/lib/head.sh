@@ -37,6 +37,18 @@ gone() {
     [ -z "$st" ] || [ "$st" = Z ] || [ "$st" = X ]
 }
 status() { "$CORRAL" job status "$1" --json; }
+# PY_ENV: what a Python process that loads corral._core needs, for `env
+# "${PY_ENV[@]}" ...`: nothing, or under the sanitizer build (whose _core
+# links libasan) the sanitizer runtimes preloaded, as an uninstrumented
+# /usr/bin/python3 cannot load them late, and no leak check (CPython
+# keeps what it allocated at exit by design). Leased workers inherit it.
+py_core_env() {
+    local so=$CORRAL_BUILD_DIR/python/corral/_core.abi3.so libs
+    PY_ENV=(CORRAL_PY_ENV=1)
+    libs=$(ldd "$so" 2>/dev/null | awk '/lib(a|ub)san/ {printf "%s%s", sep, $3; sep=":"}')
+    [ -n "$libs" ] && PY_ENV=(LD_PRELOAD="$libs" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
+    return 0
+}
 # Fails on any sanitizer report, prints the tally and exits with it.
 finish() {
     sleep 0.2
