@@ -16,16 +16,22 @@ id=$(timeout 20 "$CORRAL" job submit --no-wait -- sleep 30); rc=$?
 [ $rc -eq 0 ] && [[ "$id" =~ ^[0-9]+$ ]] && ok "--no-wait: the id ($id)" || fail "--no-wait: rc=$rc [$id]"
 "$CORRAL" job stop "$id" >/dev/null
 
-# SIGINT to the submit: the job goes on; to a bound corral run: stopped
-"$CORRAL" job submit -- sleep 60 >"$CORRAL_HOME/sub.out" 2>&1 &
-sub=$!
-WPIDS="${WPIDS:-} $sub"
-id=
-for _ in $(seq 200); do
-    id=$(sed -n 's/.*job \([0-9]*\) submitted.*/\1/p' "$CORRAL_HOME/sub.out")
-    [ -n "$id" ] && [ "$(status "$id" | jq -r .state)" = RUNNING ] && break
-    sleep 0.1
-done
+# a job submit of sleep 60 in the background, its output in FILE: sets sub
+# (its pid) and id (the job, once RUNNING)
+submit_bg() {
+    "$CORRAL" job submit -- sleep 60 >"$1" 2>&1 &
+    sub=$!
+    WPIDS="$WPIDS $sub"
+    id=
+    for _ in $(seq 200); do
+        id=$(sed -n 's/.*job \([0-9]*\) submitted.*/\1/p' "$1")
+        [ -n "$id" ] && [ "$(status "$id" | jq -r .state)" = RUNNING ] && break
+        sleep 0.1
+    done
+}
+
+# SIGINT to the submit: the job goes on (where a bound corral run's is stopped)
+submit_bg "$CORRAL_HOME/sub.out"
 kill -INT "$sub"
 wait "$sub"; rc=$?
 sleep 0.5
@@ -34,15 +40,7 @@ st=$(status "$id" | jq -r .state)
     ok "SIGINT: the follow ends, job $id goes on running" || fail "SIGINT: rc=$rc state=$st $(cat "$CORRAL_HOME/sub.out")"
 "$CORRAL" job stop "$id" >/dev/null
 
-"$CORRAL" job submit -- sleep 60 >"$CORRAL_HOME/sub2.out" 2>&1 &
-sub=$!
-WPIDS="${WPIDS:-} $sub"
-id=
-for _ in $(seq 200); do
-    id=$(sed -n 's/.*job \([0-9]*\) submitted.*/\1/p' "$CORRAL_HOME/sub2.out")
-    [ -n "$id" ] && [ "$(status "$id" | jq -r .state)" = RUNNING ] && break
-    sleep 0.1
-done
+submit_bg "$CORRAL_HOME/sub2.out"
 kill -KILL "$sub"
 wait "$sub" 2>/dev/null
 sleep 1
