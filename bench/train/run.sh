@@ -20,6 +20,8 @@
 #
 #   bench/train/run.sh                   (make bench-train)
 #   RUNS=5 NS="2 4 8" bench/train/run.sh
+# Last, store_connect.py: how long a rank waits for rank 0's store once it
+# listens, torch's own connect against corral's probe (medians, worst).
 set -euo pipefail
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${CORRAL_BUILD_DIR:-$SRC/build}"
@@ -152,3 +154,8 @@ if [ "$have_corral" = 1 ]; then
 else
     note "gang restart time after a failure: pending corral train"
 fi
+
+# --- rank 0's store, listening, to a rank connected: torch's client alone
+# (it sleeps 1 s after a refused connect) against corral's probe first
+# (corral.train.torch.init_process_group), same delays (store_connect.py)
+"$PY" "$SRC/bench/train/store_connect.py" "$RUNS" 2>/dev/null || note "store_connect.py failed"
