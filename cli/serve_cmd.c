@@ -530,13 +530,18 @@ static serve_config_t *maybe_redeploy(const char *dir, serve_config_t *cfg, msta
     const char *bad = NULL;
     if (strcmp(n->name, cfg->name) != 0 || n->models.n != cfg->models.n)
         bad = "the name or the list of models changed";
-    else if (strcmp(n->router_host, cfg->router_host) != 0 || n->router_port != cfg->router_port)
-        bad = "the router's address changed";
+    else if (strcmp(n->router_host, cfg->router_host) != 0 || n->router_port != cfg->router_port ||
+             n->upstream_keepalive != cfg->upstream_keepalive)
+        bad = "the router's address or upstream_keepalive changed";
     for (size_t k = 0; !bad && k < n->models.n; k++) {
         const serve_model_t *a = &cfg->models.v[k], *b = &n->models.v[k];
         if (strcmp(a->model_id, b->model_id) != 0 || a->max_ongoing_requests != b->max_ongoing_requests ||
-            a->max_queued_requests != b->max_queued_requests || a->max_replicas != b->max_replicas)
-            bad = "a model_id, max_ongoing_requests, max_queued_requests or replicas.max changed";
+            a->max_queued_requests != b->max_queued_requests || a->max_replicas != b->max_replicas ||
+            a->prefix_affinity != b->prefix_affinity ||
+            a->imbalanced_threshold != b->imbalanced_threshold ||
+            a->match_rate_threshold != b->match_rate_threshold)
+            bad = "a model_id, max_ongoing_requests, max_queued_requests, replicas.max or "
+                  "request_router changed";
     }
     if (bad) {
         char *res = cr_asprintf("error: %s: a rolling update changes engines, sources and "

@@ -155,11 +155,13 @@ static int resources_text(const json_t *v, const char *path, char **out, hw_json
 
 static const char *const top_fields[] = {"name", "models", "router", NULL};
 static const char *const router_fields[] = {"host", "port", "api_key_file", "request_timeout_s",
-                                            NULL};
+                                            "upstream_keepalive", NULL};
 static const char *const model_fields[] = {
     "model_id", "model_source", "engine", "accelerator_type", "resources_per_replica",
     "placement", "replicas", "autoscaling", "max_ongoing_requests", "max_queued_requests",
-    "health_check_period_s", "health_check_timeout_s", NULL};
+    "health_check_period_s", "health_check_timeout_s", "request_router", NULL};
+static const char *const request_router_fields[] = {"policy", "imbalanced_threshold",
+                                                    "match_rate_threshold", NULL};
 static const char *const engine_fields[] = {"command", "health", "metrics", NULL};
 static const char *const replicas_fields[] = {"min", "max", "initial", NULL};
 static const char *const autoscaling_fields[] = {"target_ongoing_requests", "upscale_delay_s",
@@ -346,6 +348,31 @@ static int model_check(const json_t *m, const char *at, serve_model_t *o, hw_jso
         (err = get_num(m, at, "health_check_timeout_s", 5, 0.05, 3600, false,
                        &o->health_check_timeout_s, je)))
         return err;
+    /* Ray Serve's request_router_config: which router, and its knobs */
+    const json_t *rr = json_object_get(m, "request_router");
+    join(p, sizeof(p), at, "request_router");
+    o->prefix_affinity = false;
+    o->imbalanced_threshold = 4;
+    o->match_rate_threshold = 0.1;
+    if (rr) {
+        char *policy = NULL;
+        if ((err = want_map(rr, p, "policy, imbalanced_threshold, match_rate_threshold", je)) ||
+            (err = only(rr, p, request_router_fields, je)) ||
+            (err = get_str(rr, p, "policy", "power_of_two", &policy, je)))
+            return err;
+        join(q, sizeof(q), p, "policy");
+        if (strcmp(policy, "prefix_affinity") == 0)
+            o->prefix_affinity = true;
+        else if (strcmp(policy, "power_of_two") != 0)
+            err = bad(je, q, "unknown policy '%s'; expected power_of_two or prefix_affinity",
+                      policy);
+        free(policy);
+        if (err || (err = get_uint(rr, p, "imbalanced_threshold", 4, 0, 100000,
+                                   &o->imbalanced_threshold, je)) ||
+            (err = get_num(rr, p, "match_rate_threshold", 0.1, 0, 1, false,
+                           &o->match_rate_threshold, je)))
+            return err;
+    }
     return 0;
 }
 
@@ -434,6 +461,8 @@ static int config_check(const json_t *root, void *ctx, hw_json_error_t *je)
     if (!err)
         err = get_num(r, "router", "request_timeout_s", 600, 1, 86400, false,
                       &c->request_timeout_s, je);
+    if (!err)
+        err = get_uint(r, "router", "upstream_keepalive", 16, 0, 64, &c->upstream_keepalive, je);
     json_decref((json_t *)r);
     c->router_port = (unsigned)port;
     return err;

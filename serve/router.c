@@ -16,9 +16,11 @@
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BODY_MAX (16u << 20)
 /* what all requests together may hold in memory while they arrive: a
@@ -28,6 +30,13 @@
  * a thousand open streams fit in 64 MiB (bench/serve) */
 #define PIECE 8192
 #define CONN_MEMORY (16u << 10)
+/* idle connections to a replica: at most router.upstream_keepalive (up to
+ * POOL_CAP) each, closed after POOL_IDLE_MS (llama-server's cpp-httplib
+ * closes its side after 5 s) */
+#define POOL_CAP 64
+#define POOL_IDLE_MS 4000
+/* the prefixes a model with prefix affinity remembers (24 bytes each) */
+#define AFFINITY_ENTRIES 65536
 
 typedef struct replica {
     char host[64];
@@ -36,6 +45,9 @@ typedef struct replica {
     unsigned ongoing;
     uint64_t requests, failures;
     char job[48], node[64];
+    int idle[POOL_CAP]; /* the pool: a stack, the newest last */
+    int64_t idle_ms[POOL_CAP];
+    unsigned nidle;
 } replica_t;
 
 typedef struct rmodel {
@@ -46,6 +58,12 @@ typedef struct rmodel {
     unsigned queued;
     pthread_cond_t cv;
     uint64_t requests, errors, rejected, retries, ttfb_count;
+    uint64_t prompt_tokens, completion_tokens, counted; /* from the replies' usage */
+    uint64_t connects, reused, affinity_hits;
+    bool prefix_affinity;
+    unsigned imbalanced_threshold;
+    double match_rate_threshold;
+    serve_affinity_t *aff; /* NULL without prefix affinity */
     double ttfb_sum;
     uint64_t ttfb_le[8]; /* cumulative-by-bucket counts for the histogram */
     char note[256];
@@ -61,6 +79,7 @@ struct serve_router {
     char **keys; /* NULL-terminated */
     char *admin;
     unsigned retry_after, port;
+    unsigned keepalive; /* idle connections kept per replica */
     int timeout_ms;
     uint64_t rng;
     uint64_t http_requests, unauthorized;
@@ -76,9 +95,15 @@ typedef struct req {
     serve_upstream_t up;
     rmodel_t *m;
     size_t rep;
+    unsigned port; /* the replica's when the request went to it */
     bool held; /* counts in the replica's ongoing */
     bool sse;
     bool ended;
+    bool finished; /* the reply was read whole: usage counted, connection pooled */
+    serve_usage_t usage;
+    /* prefix affinity: the prompt's prefix hashes and its length */
+    uint64_t *h;
+    size_t nh, prefix_len;
     /* the connection's and, once queued, the reply's: microhttpd may end
      * the connection (completed) before it destroys the reply (reader_free) */
     int refs;
@@ -157,25 +182,119 @@ static bool authorized(serve_router_t *r, struct MHD_Connection *c)
     return ok;
 }
 
+static bool can_take(const rmodel_t *m, size_t i, uint64_t tried)
+{
+    const replica_t *x = &m->reps[i];
+    return x->st == SERVE_REPLICA_READY && x->ongoing < m->max_ongoing &&
+           !(i < 64 && (tried >> i) & 1);
+}
+
+typedef struct usable_ctx {
+    const rmodel_t *m;
+    uint64_t tried;
+} usable_ctx_t;
+
+static bool usable(size_t rep, void *arg)
+{
+    usable_ctx_t *u = arg;
+    return rep < u->m->nreps && can_take(u->m, rep, u->tried);
+}
+
+/* Prefix affinity (SGLang's cache-aware router, Ray Serve LLM's
+ * PrefixCacheAffinityRouter): while the free replicas are balanced (the
+ * busiest within imbalanced_threshold of the least busy), the replica
+ * holding the longest prefix of the prompt takes it when at least
+ * match_rate_threshold of the prompt matched, else the one holding the
+ * fewest prefixes (the most room in its cache); unbalanced, power of two
+ * choices. The prompt's prefixes are then remembered for the replica
+ * chosen. -2: no choice made here. Under r->mu. */
+static long pick_affinity(rmodel_t *m, const req_t *q, uint64_t tried, const size_t *cand,
+                          size_t n)
+{
+    unsigned lo = UINT32_MAX, hi = 0;
+    for (size_t k = 0; k < n; k++) {
+        unsigned o = m->reps[cand[k]].ongoing;
+        lo = o < lo ? o : lo;
+        hi = o > hi ? o : hi;
+    }
+    if (hi - lo > m->imbalanced_threshold)
+        return -2;
+    usable_ctx_t u = {m, tried};
+    size_t blocks = 0;
+    long a = serve_affinity_match(m->aff, q->h, q->nh, &blocks, usable, &u);
+    size_t matched = blocks * SERVE_AFFINITY_BLOCK;
+    if (matched > q->prefix_len)
+        matched = q->prefix_len;
+    if (a >= 0 && (double)matched >= m->match_rate_threshold * (double)q->prefix_len) {
+        m->affinity_hits++;
+        return a;
+    }
+    size_t best = cand[0];
+    for (size_t k = 1; k < n; k++) {
+        size_t hb = serve_affinity_held(m->aff, best), hk = serve_affinity_held(m->aff, cand[k]);
+        if (hk < hb || (hk == hb && m->reps[cand[k]].ongoing < m->reps[best].ongoing))
+            best = cand[k];
+    }
+    return (long)best;
+}
+
 /* Power of two choices among model m's free ready replicas not in tried
- * (a bit per slot, the first 64). Under r->mu. */
-static long pick(serve_router_t *r, rmodel_t *m, uint64_t tried)
+ * (a bit per slot, the first 64), or prefix affinity where the model has
+ * it and the request a prompt. Under r->mu. */
+static long pick(serve_router_t *r, rmodel_t *m, const req_t *q, uint64_t tried)
 {
     size_t cand[SERVE_MAX_REPLICAS], n = 0;
-    for (size_t i = 0; i < m->nreps; i++) {
-        replica_t *x = &m->reps[i];
-        if (x->st == SERVE_REPLICA_READY && x->ongoing < m->max_ongoing &&
-            !(i < 64 && (tried >> i) & 1))
+    for (size_t i = 0; i < m->nreps; i++)
+        if (can_take(m, i, tried))
             cand[n++] = i;
-    }
     if (n == 0)
         return -1;
-    if (n == 1)
-        return (long)cand[0];
-    size_t a = next_rand(r) % n, b = next_rand(r) % (n - 1);
-    if (b >= a)
-        b++;
-    return (long)(m->reps[cand[a]].ongoing <= m->reps[cand[b]].ongoing ? cand[a] : cand[b]);
+    long got = -2;
+    if (m->aff && q->nh)
+        got = pick_affinity(m, q, tried, cand, n);
+    if (got == -2 && n == 1)
+        got = (long)cand[0];
+    if (got == -2) {
+        size_t a = next_rand(r) % n, b = next_rand(r) % (n - 1);
+        if (b >= a)
+            b++;
+        got = (long)(m->reps[cand[a]].ongoing <= m->reps[cand[b]].ongoing ? cand[a] : cand[b]);
+    }
+    if (m->aff && q->nh) {
+        usable_ctx_t u = {m, tried};
+        serve_affinity_insert(m->aff, q->h, q->nh, (size_t)got, usable, &u);
+    }
+    return got;
+}
+
+/* ---- the pool of idle connections to each replica (under r->mu) ---- */
+
+static void pool_drain(replica_t *x)
+{
+    while (x->nidle)
+        close(x->idle[--x->nidle]);
+}
+
+/* A pooled connection to x, the newest first; -1 none. The caller checks
+ * that it is still open. */
+static int pool_take(replica_t *x)
+{
+    int64_t now = cr_mono_ms();
+    while (x->nidle) {
+        x->nidle--;
+        if (now - x->idle_ms[x->nidle] < POOL_IDLE_MS)
+            return x->idle[x->nidle];
+        close(x->idle[x->nidle]);
+    }
+    return -1;
+}
+
+/* Whether a pooled connection is still usable: nothing to read (no EOF,
+ * no stray bytes) and no error. */
+static bool conn_alive(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    return poll(&p, 1, 0) == 0;
 }
 
 static bool any_ready(rmodel_t *m, uint64_t tried)
@@ -199,6 +318,36 @@ static void release(req_t *q)
     q->held = false;
 }
 
+/* The reply was read whole: its token counts go to the model's, and its
+ * connection back to the replica's pool when the replica is the same and
+ * still takes requests. */
+static void finish(req_t *q)
+{
+    if (q->finished || !q->up.done || q->up.failed)
+        return;
+    q->finished = true;
+    serve_usage_end(&q->usage);
+    serve_router_t *r = q->r;
+    bool reuse = r->keepalive && serve_upstream_reusable(&q->up);
+    pthread_mutex_lock(&r->mu);
+    if (q->usage.prompt >= 0) {
+        q->m->prompt_tokens += (uint64_t)q->usage.prompt;
+        q->m->completion_tokens += (uint64_t)q->usage.completion;
+        q->m->counted++;
+    }
+    if (reuse && q->rep < q->m->nreps) {
+        replica_t *x = &q->m->reps[q->rep];
+        if (x->st == SERVE_REPLICA_READY && x->port == q->port && x->nidle < r->keepalive &&
+            x->nidle < POOL_CAP) {
+            x->idle[x->nidle] = q->up.fd;
+            x->idle_ms[x->nidle++] = cr_mono_ms();
+            q->up.fd = -1;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    serve_upstream_close(&q->up);
+}
+
 static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     CR_UNUSED(pos);
@@ -206,18 +355,27 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     if (q->ended)
         return MHD_CONTENT_READER_END_OF_STREAM;
     ssize_t n = serve_upstream_read(&q->up, buf, max, q->r->timeout_ms);
-    if (n > 0)
+    if (n > 0) {
+        serve_usage_feed(&q->usage, buf, (size_t)n);
+        if (q->up.done)
+            finish(q); /* a sized reply: microhttpd may not ask again */
         return n;
+    }
     q->ended = true;
-    if (q->up.done)
+    if (q->up.done) {
+        finish(q);
         return MHD_CONTENT_READER_END_OF_STREAM;
+    }
     /* the replica went away (or stalled) mid-reply */
     pthread_mutex_lock(&q->r->mu);
     q->m->errors++;
     if (q->rep < q->m->nreps) {
         q->m->reps[q->rep].failures++;
         if (q->m->reps[q->rep].st == SERVE_REPLICA_READY)
+{
             q->m->reps[q->rep].st = SERVE_REPLICA_DOWN; /* the manager checks it again */
+            pool_drain(&q->m->reps[q->rep]);
+        }
     }
     pthread_mutex_unlock(&q->r->mu);
     if (q->sse) {
@@ -240,12 +398,15 @@ static void req_unref(req_t *q)
     release(q);
     __atomic_sub_fetch(&q->r->body_bytes, q->body.len, __ATOMIC_RELAXED);
     cr_buf_free(&q->body);
+    serve_usage_fini(&q->usage);
+    free(q->h);
     free(q);
 }
 
 static void reader_free(void *cls)
 {
     req_t *q = cls;
+    finish(q);
     serve_upstream_close(&q->up);
     release(q);
     req_unref(q);
@@ -261,7 +422,7 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
     pthread_mutex_lock(&r->mu);
     m->requests++;
     for (int attempt = 0;; attempt++) {
-        long i = pick(r, m, tried);
+        long i = pick(r, m, q, tried);
         if (i < 0) {
             if (m->queued >= m->max_queued) {
                 m->rejected++;
@@ -279,7 +440,7 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
                 continue;
             }
             m->queued++;
-            while ((i = pick(r, m, tried)) < 0 && !r->stopping) {
+            while ((i = pick(r, m, q, tried)) < 0 && !r->stopping) {
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 double left = deadline - now_s();
@@ -315,15 +476,40 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
         char host[64];
         unsigned port = x->port;
         snprintf(host, sizeof(host), "%s", x->host);
+        int fd;
+        while ((fd = pool_take(x)) >= 0 && !conn_alive(fd))
+            close(fd); /* closed by the replica while idle */
+        if (fd < 0)
+            m->connects++;
+        else
+            m->reused++;
         pthread_mutex_unlock(&r->mu);
         q->m = m;
         q->rep = (size_t)i;
+        q->port = port;
         q->held = true;
-        int err = serve_upstream_connect(&q->up, host, port, 2000);
+        int err = 0;
+        if (fd >= 0)
+            serve_upstream_attach(&q->up, fd);
+        else
+            err = serve_upstream_connect(&q->up, host, port, 2000);
+        q->up.keepalive = r->keepalive > 0;
         if (!err)
             err = serve_upstream_request(&q->up, "POST", url, host,
                                          ctype ? ctype : "application/json", NULL, q->body.s,
                                          q->body.len, (int)((deadline - now_s()) * 1000));
+        if (err == -EPIPE && fd >= 0) {
+            /* the replica closed the idle connection as we sent: the
+             * request never reached it, so a new connection, not a failure */
+            serve_upstream_close(&q->up);
+            __atomic_add_fetch(&m->connects, 1, __ATOMIC_RELAXED);
+            err = serve_upstream_connect(&q->up, host, port, 2000);
+            q->up.keepalive = r->keepalive > 0;
+            if (!err)
+                err = serve_upstream_request(&q->up, "POST", url, host,
+                                             ctype ? ctype : "application/json", NULL, q->body.s,
+                                             q->body.len, (int)((deadline - now_s()) * 1000));
+        }
         if (!err) {
             double ttfb = now_s() - t0;
             pthread_mutex_lock(&r->mu);
@@ -345,7 +531,10 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
             m->reps[i].failures++;
             if (before_first_byte && m->reps[i].st == SERVE_REPLICA_READY &&
                 m->reps[i].port == port)
+{
                 m->reps[i].st = SERVE_REPLICA_DOWN;
+                pool_drain(&m->reps[i]);
+            }
         }
         if (!before_first_byte || attempt >= 8 || now_s() >= deadline) {
             m->errors++;
@@ -360,6 +549,7 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
             tried |= 1ull << i;
     }
     q->sse = strncasecmp(q->up.content_type, "text/event-stream", 17) == 0;
+    serve_usage_init(&q->usage, q->sse);
     __atomic_add_fetch(&q->refs, 1, __ATOMIC_ACQ_REL);
     struct MHD_Response *resp = MHD_create_response_from_callback(
         q->up.content_length >= 0 ? (uint64_t)q->up.content_length : MHD_SIZE_UNKNOWN, PIECE,
@@ -400,20 +590,38 @@ static void metrics_text(serve_router_t *r, cr_buf_t *b)
     cr_buf_printf(b, "# HELP corral_serve_http_requests_total HTTP requests the router took.\n"
                      "# TYPE corral_serve_http_requests_total counter\n"
                      "corral_serve_http_requests_total %llu\n"
+                     "# HELP corral_serve_unauthorized_total Requests refused for a missing or "
+                     "wrong API key.\n"
                      "# TYPE corral_serve_unauthorized_total counter\n"
                      "corral_serve_unauthorized_total %llu\n",
                   (unsigned long long)r->http_requests, (unsigned long long)r->unauthorized);
-    static const char *const counters[] = {"requests", "errors", "rejected", "retries"};
+    /* per model: name, help, value */
+    static const char *const counters[][2] = {
+        {"requests", "Requests routed to the model."},
+        {"errors", "Requests that failed (no replica, a replica's 5xx or its loss)."},
+        {"rejected", "Requests refused with 503 because the queue was full."},
+        {"retries", "Requests sent again to another replica before their first byte."},
+        {"prompt_tokens", "Prompt tokens of the replies, from the engine's usage."},
+        {"completion_tokens", "Completion tokens of the replies, from the engine's usage."},
+        {"usage_replies", "Replies whose engine reported usage (counted in the token totals)."},
+        {"upstream_connections", "New connections the router opened to replicas."},
+        {"upstream_reused", "Requests sent on a kept-alive connection to a replica."},
+        {"prefix_hits", "Requests that went to the replica holding their prompt's prefix."},
+    };
     for (size_t k = 0; k < CR_ARRAY_SIZE(counters); k++) {
-        cr_buf_printf(b, "# TYPE corral_serve_%s_total counter\n", counters[k]);
+        cr_buf_printf(b, "# HELP corral_serve_%s_total %s\n# TYPE corral_serve_%s_total counter\n",
+                      counters[k][0], counters[k][1], counters[k][0]);
         for (size_t i = 0; i < r->nmodels; i++) {
             rmodel_t *m = &r->models[i];
-            uint64_t v[] = {m->requests, m->errors, m->rejected, m->retries};
-            cr_buf_printf(b, "corral_serve_%s_total{model=\"%s\"} %llu\n", counters[k], m->id,
+            uint64_t v[] = {m->requests,      m->errors,   m->rejected,          m->retries,
+                            m->prompt_tokens, m->completion_tokens, m->counted, m->connects,
+                            m->reused,        m->affinity_hits};
+            cr_buf_printf(b, "corral_serve_%s_total{model=\"%s\"} %llu\n", counters[k][0], m->id,
                           (unsigned long long)v[k]);
         }
     }
-    cr_buf_printf(b, "# TYPE corral_serve_queued_requests gauge\n");
+    cr_buf_printf(b, "# HELP corral_serve_queued_requests Requests waiting for a free replica.\n"
+                     "# TYPE corral_serve_queued_requests gauge\n");
     for (size_t i = 0; i < r->nmodels; i++)
         cr_buf_printf(b, "corral_serve_queued_requests{model=\"%s\"} %u\n", r->models[i].id,
                       r->models[i].queued);
@@ -431,7 +639,8 @@ static void metrics_text(serve_router_t *r, cr_buf_t *b)
                       m->id, (unsigned long long)m->ttfb_count, m->id, m->ttfb_sum, m->id,
                       (unsigned long long)m->ttfb_count);
     }
-    cr_buf_printf(b, "# TYPE corral_serve_replica_ongoing_requests gauge\n");
+    cr_buf_printf(b, "# HELP corral_serve_replica_ongoing_requests Requests a replica serves now.\n"
+                     "# TYPE corral_serve_replica_ongoing_requests gauge\n");
     for (size_t i = 0; i < r->nmodels; i++)
         for (size_t k = 0; k < r->models[i].nreps; k++)
             cr_buf_printf(b,
@@ -439,11 +648,19 @@ static void metrics_text(serve_router_t *r, cr_buf_t *b)
                           "state=\"%s\"} %u\n",
                           r->models[i].id, k, serve_replica_state_name(r->models[i].reps[k].st),
                           r->models[i].reps[k].ongoing);
-    cr_buf_printf(b, "# TYPE corral_serve_replica_requests_total counter\n");
+    cr_buf_printf(b, "# HELP corral_serve_replica_requests_total Requests sent to a replica.\n"
+                     "# TYPE corral_serve_replica_requests_total counter\n");
     for (size_t i = 0; i < r->nmodels; i++)
         for (size_t k = 0; k < r->models[i].nreps; k++)
             cr_buf_printf(b, "corral_serve_replica_requests_total{model=\"%s\",replica=\"%zu\"} %llu\n",
                           r->models[i].id, k, (unsigned long long)r->models[i].reps[k].requests);
+    cr_buf_printf(b, "# HELP corral_serve_replica_idle_connections Kept-alive connections to a "
+                     "replica, idle now.\n"
+                     "# TYPE corral_serve_replica_idle_connections gauge\n");
+    for (size_t i = 0; i < r->nmodels; i++)
+        for (size_t k = 0; k < r->models[i].nreps; k++)
+            cr_buf_printf(b, "corral_serve_replica_idle_connections{model=\"%s\",replica=\"%zu\"} %u\n",
+                          r->models[i].id, k, r->models[i].reps[k].nidle);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -527,19 +744,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                                    "many large requests now)", BODY_MAX);
         return send_error(c, 413, "invalid_request_error", "request_too_large", msg, 0);
     }
-    json_error_t je;
-    json_t *j = json_loadb(q->body.s ? q->body.s : "", q->body.len, 0, &je);
-    if (!j || !json_is_object(j)) {
-        json_decref(j);
+    serve_request_t rq;
+    int perr = serve_request_parse(q->body.s, q->body.len, &rq);
+    if (perr == SERVE_REQ_INVALID_JSON)
         return send_error(c, 400, "invalid_request_error", "invalid_json",
                           "the request body is not a JSON object", 0);
-    }
-    const char *model = json_string_value(json_object_get(j, "model"));
-    if (!model) {
-        json_decref(j);
+    if (perr)
         return send_error(c, 400, "invalid_request_error", "missing_model",
                           "the request has no \"model\"; GET /v1/models lists them", 0);
-    }
+    const char *model = rq.model;
     rmodel_t *m = NULL;
     for (size_t i = 0; i < r->nmodels && !m; i++)
         if (strcmp(r->models[i].id, model) == 0)
@@ -550,10 +763,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                  "The model '%.200s' does not exist here; GET /v1/models lists the models this "
                  "router serves",
                  model);
-        json_decref(j);
+        serve_request_free(&rq);
         return send_error(c, 404, "invalid_request_error", "model_not_found", msg, 0);
     }
-    json_decref(j);
+    if (m->aff && rq.prefix_len) {
+        q->h = cr_malloc(SERVE_AFFINITY_BLOCKS * sizeof(*q->h));
+        q->nh = serve_affinity_hashes(rq.prefix, rq.prefix_len, q->h, SERVE_AFFINITY_BLOCKS);
+        q->prefix_len = rq.prefix_len;
+    }
+    serve_request_free(&rq);
     return proxy(r, c, q, m, url);
 }
 
@@ -608,6 +826,11 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
         m->max_queued = sm->max_queued_requests;
         m->cap = sm->max_replicas + 1 > SERVE_MAX_REPLICAS ? SERVE_MAX_REPLICAS : sm->max_replicas + 1;
         m->reps = cr_calloc(m->cap, sizeof(*m->reps));
+        m->prefix_affinity = sm->prefix_affinity;
+        m->imbalanced_threshold = sm->imbalanced_threshold;
+        m->match_rate_threshold = sm->match_rate_threshold;
+        if (sm->prefix_affinity)
+            m->aff = serve_affinity_new(AFFINITY_ENTRIES, m->cap);
         pthread_cond_init(&m->cv, NULL);
     }
     size_t nk = 0;
@@ -618,6 +841,7 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
         r->keys[i] = cr_strdup(o->api_keys[i]);
     r->admin = o && o->admin_token ? cr_strdup(o->admin_token) : NULL;
     r->retry_after = o && o->retry_after_s ? o->retry_after_s : 1;
+    r->keepalive = cfg->upstream_keepalive < POOL_CAP ? cfg->upstream_keepalive : POOL_CAP;
     r->timeout_ms = (int)(cfg->request_timeout_s * 1000);
     r->rng = ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)r ^ 0x9e3779b97f4a7c15ULL;
     r->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handle, r, MHD_OPTION_SOCK_ADDR,
@@ -653,6 +877,9 @@ void serve_router_stop(serve_router_t *r)
         MHD_stop_daemon(r->d);
     }
     for (size_t i = 0; i < r->nmodels; i++) {
+        for (size_t k = 0; k < r->models[i].cap; k++)
+            pool_drain(&r->models[i].reps[k]);
+        serve_affinity_free(r->models[i].aff);
         free(r->models[i].id);
         free(r->models[i].reps);
         pthread_cond_destroy(&r->models[i].cv);
@@ -682,10 +909,18 @@ void serve_router_set_replica(serve_router_t *r, size_t m, size_t i, const char 
     while (md->nreps <= i)
         md->nreps++;
     replica_t *x = &md->reps[i];
-    if (host && (strcmp(x->host, host) != 0 || x->port != port)) {
+    bool moved = host && (strcmp(x->host, host) != 0 || x->port != port);
+    if (moved) {
         snprintf(x->host, sizeof(x->host), "%s", host);
         x->port = port;
         x->failures = 0;
+    }
+    if (moved || st != SERVE_REPLICA_READY) {
+        /* another process, or none that takes requests: its connections
+         * and what its cache held are gone */
+        pool_drain(x);
+        if (md->aff && (moved || st == SERVE_REPLICA_DOWN || st == SERVE_REPLICA_NONE))
+            serve_affinity_forget(md->aff, i);
     }
     if (job)
         snprintf(x->job, sizeof(x->job), "%s", job);
