@@ -9,8 +9,9 @@ before a whole reply), "max_tokens" (the number of pieces, default 4) and
 "test_close_port" (the backend on that port closes the connection unanswered).
 Replies carry OpenAI's "usage" (prompt tokens: the prompt's words; completion
 tokens: the pieces); a stream has it in a last chunk with
-"stream_options": {"include_usage": true}. GET /stats: the connections and
-POST requests it took (whether the router keeps connections alive)."""
+"stream_options": {"include_usage": true}. GET /stats: the connections, POST
+requests and connections that carried a POST it took (whether the router
+keeps connections alive)."""
 import argparse, json, os, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -41,7 +42,8 @@ class H(BaseHTTPRequestHandler):
         if self.path == "/health":
             self.reply(200, {"status": "ok"})
         elif self.path == "/stats":
-            self.reply(200, {"connections": self.server.conns, "requests": self.server.posts})
+            self.reply(200, {"connections": self.server.conns, "requests": self.server.posts,
+                             "post_connections": self.server.post_conns})
         elif self.path == "/env":
             self.reply(200, {k: os.environ.get(k) for k in ISOLATION} | {"pid": os.getpid()})
         else:
@@ -49,6 +51,9 @@ class H(BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.server.posts += 1
+        if not getattr(self, "posted", False):  # one handler per connection
+            self.posted = True
+            self.server.post_conns += 1
         n = int(self.headers.get("Content-Length") or 0)
         try:
             req = json.loads(self.rfile.read(n) or b"{}")
@@ -118,7 +123,7 @@ def main():
     ThreadingHTTPServer.request_queue_size = 1024
     srv = ThreadingHTTPServer((a.host, a.port), H)
     srv.tag = " " + a.tag if a.tag else ""
-    srv.conns = srv.posts = 0
+    srv.conns = srv.posts = srv.post_conns = 0
     print("canned backend on %s:%d" % (a.host, a.port), flush=True)
     srv.serve_forever()
 
