@@ -14,6 +14,7 @@
  * over, submitted again. status, list, logs and delete talk to the router
  * (its admin token in state.json, 0600) and to the head. */
 #include "cli.h"
+#include "net/tls.h"
 #include "serve/serve.h"
 #include <corral/corral.h>
 #include <dirent.h>
@@ -124,6 +125,11 @@ static char *router_get(const json_t *st, const char *path, int *status)
 {
     const char *host = json_string_value(json_object_get(st, "host"));
     unsigned port = (unsigned)json_integer_value(json_object_get(st, "port"));
+    /* a TLS router answers its admin calls on a plain loopback listener */
+    if (json_integer_value(json_object_get(st, "admin_port")) > 0) {
+        host = "127.0.0.1";
+        port = (unsigned)json_integer_value(json_object_get(st, "admin_port"));
+    }
     const char *tok = json_string_value(json_object_get(st, "admin_token"));
     if (!host || !tok)
         return NULL;
@@ -146,6 +152,12 @@ static char *router_get(const json_t *st, const char *path, int *status)
     serve_upstream_close(u);
     free(u);
     return out;
+}
+
+static const char *scheme_of(const json_t *st)
+{
+    const char *s = json_string_value(json_object_get(st, "scheme"));
+    return s && strcmp(s, "https") == 0 ? "https" : "http";
 }
 
 /* ---- the replica manager (in the router process) ---- */
@@ -446,12 +458,22 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
     serve_router_set_note(r, mi, note);
 }
 
+/* the router's TLS, for state.json: its certificate's pin ("" without
+ * TLS), where the certificate is, and its plain loopback admin port */
+static char tls_pin[80], tls_cert_path[4400];
+static unsigned admin_port;
+
 static int write_state(const char *dir, const serve_config_t *cfg, const char *cfgpath,
                        const char *host, unsigned port, const char *token, const char *status)
 {
-    json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:s,s:i,s:s,s:s}", "name", cfg->name, "config",
+    json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:s,s:i,s:s,s:s,s:s,s:i}", "name", cfg->name, "config",
                           cfgpath, "host", host, "port", (int)port, "admin_token", token, "pid",
-                          (int)getpid(), "dir", dir, "status", status);
+                          (int)getpid(), "dir", dir, "status", status, "scheme",
+                          tls_pin[0] ? "https" : "http", "admin_port", (int)admin_port);
+    if (tls_pin[0]) {
+        json_object_set_new(j, "tls_fingerprint", json_string(tls_pin));
+        json_object_set_new(j, "tls_cert", json_string(tls_cert_path));
+    }
     char *s = json_dumps(j, JSON_INDENT(2));
     json_decref(j);
     char path[4400], why[1024];
@@ -568,6 +590,65 @@ static serve_config_t *maybe_redeploy(const char *dir, serve_config_t *cfg, msta
     return n;
 }
 
+/* The router's certificate and key (PEM, malloc'ed) when it runs TLS: the
+ * file's router.tls_cert_file and tls_key_file; else, off loopback, a
+ * self-signed one made now (net/'s TLS shim, as the head's) and kept in
+ * DIR (0600), whose SHA-256 clients pin. On loopback without files: none
+ * (plain HTTP). Off loopback without TLS the router does not start. */
+static int router_tls(const serve_config_t *cfg, const char *dir, bool loopback, char **cert,
+                      char **key)
+{
+    char why[1024];
+    size_t len;
+    *cert = *key = NULL;
+    tls_pin[0] = '\0';
+    if (loopback && !cfg->tls_cert_file[0])
+        return 0;
+    const cr_tls_ops_t *ops = cr_tls_load(why, sizeof(why));
+    if (cfg->tls_cert_file[0]) {
+        if (cr_read_private(cfg->tls_cert_file, cert, &len, why, sizeof(why)) < 0 ||
+            cr_read_private(cfg->tls_key_file, key, &len, why, sizeof(why)) < 0) {
+            fprintf(stderr, "corral serve: router.tls_cert_file/tls_key_file: %s\n", why);
+            goto fail;
+        }
+        snprintf(tls_cert_path, sizeof(tls_cert_path), "%s", cfg->tls_cert_file);
+    } else {
+        if (!ops || ops->selfsigned(cfg->router_host, cert, key, why, sizeof(why)) != 0) {
+            fprintf(stderr,
+                    "corral serve: the router listens on %s, off loopback, and so needs TLS, but "
+                    "no certificate could be made (%s); give router.tls_cert_file and "
+                    "tls_key_file, or listen on 127.0.0.1\n",
+                    cfg->router_host, why);
+            goto fail;
+        }
+        char kp[4400];
+        snprintf(tls_cert_path, sizeof(tls_cert_path), "%s/tls.crt", dir);
+        snprintf(kp, sizeof(kp), "%s/tls.key", dir);
+        if (cr_write_private(tls_cert_path, *cert, strlen(*cert), why, sizeof(why)) < 0 ||
+            cr_write_private(kp, *key, strlen(*key), why, sizeof(why)) < 0) {
+            fprintf(stderr, "corral serve: %s\n", why);
+            goto fail;
+        }
+    }
+    uint8_t fp[CR_TLS_FP_LEN];
+    if (!ops || ops->fingerprint(*cert, strlen(*cert), fp, why, sizeof(why)) != 0) {
+        fprintf(stderr, "corral serve: the router's certificate: %s\n", ops ? why : "no TLS shim");
+        goto fail;
+    }
+    int k = snprintf(tls_pin, sizeof(tls_pin), "sha256:");
+    for (size_t i = 0; i < CR_TLS_FP_LEN; i++)
+        k += snprintf(tls_pin + k, sizeof(tls_pin) - (size_t)k, "%02x", fp[i]);
+    fprintf(stderr, "corral serve: TLS on %s with certificate %s (%s)\n", cfg->router_host,
+            tls_pin, tls_cert_path);
+    return 0;
+fail:
+    free(*cert);
+    free(*key);
+    *cert = *key = NULL;
+    tls_pin[0] = '\0';
+    return CR_EINVAL;
+}
+
 /* corral serve router FILE DIR [--api-key-file F] [--port N]: the router
  * process (started detached by deploy). */
 static int cmd_router(int argc, char **argv)
@@ -596,11 +677,16 @@ static int cmd_router(int argc, char **argv)
         serve_config_free(cfg);
         return CLI_FAIL;
     }
-    if (strcmp(cfg->router_host, "127.0.0.1") != 0 && strcmp(cfg->router_host, "::1") != 0 &&
-        !keys)
+    bool loopback = strncmp(cfg->router_host, "127.", 4) == 0 || strcmp(cfg->router_host, "::1") == 0;
+    if (!loopback && !keys)
         fprintf(stderr, "corral serve: warning: the router listens on %s without an API key "
                         "(--api-key-file); anyone who reaches it may use the models\n",
                 cfg->router_host);
+    char *cert = NULL, *key = NULL;
+    if (router_tls(cfg, dir, loopback, &cert, &key) < 0) {
+        serve_config_free(cfg);
+        return CLI_FAIL;
+    }
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
     self_exe[n > 0 ? n : 0] = '\0';
     unsigned char rnd[16];
@@ -621,19 +707,27 @@ static int cmd_router(int argc, char **argv)
     }
     serve_router_opts_t ro = {.port = port <= 65535 ? port : 0,
                               .api_keys = (const char *const *)keys,
-                              .admin_token = token};
+                              .admin_token = token,
+                              .tls_cert_pem = cert,
+                              .tls_key_pem = key};
     if (port == 0)
         ro.port = 0;
     serve_router_t *r = NULL;
     serve_config_t tmp = *cfg;
     if (port == 0)
         tmp.router_port = 0;
-    if (serve_router_start(&tmp, &ro, &r, &msg) < 0) {
+    int serr = serve_router_start(&tmp, &ro, &r, &msg);
+    if (key)
+        explicit_bzero(key, strlen(key));
+    free(key);
+    free(cert);
+    if (serr < 0) {
         fprintf(stderr, "corral serve: %s\n", msg);
         free(msg);
         corral_disconnect(c);
         return CLI_FAIL;
     }
+    admin_port = tls_pin[0] ? serve_router_admin_port(r) : 0;
     struct sigaction sa = {.sa_handler = on_stop};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
@@ -891,9 +985,15 @@ static int cmd_deploy(int argc, char **argv)
         fprintf(stderr, "corral serve deploy: the router did not start in 30 s\n");
         goto fail;
     }
-    printf("corral serve: %s at http://%s:%d/v1 (router pid %d); `corral serve status %s`\n",
-           cfg->name, json_string_value(json_object_get(st, "host")),
+    printf("corral serve: %s at %s://%s:%d/v1 (router pid %d); `corral serve status %s`\n",
+           cfg->name, scheme_of(st), json_string_value(json_object_get(st, "host")),
            (int)json_integer_value(json_object_get(st, "port")), (int)pid, cfg->name);
+    if (json_string_value(json_object_get(st, "tls_fingerprint")))
+        printf("corral serve: TLS with the certificate %s (%s); clients trust it with "
+               "curl --cacert %s, or pin its fingerprint\n",
+               json_string_value(json_object_get(st, "tls_fingerprint")),
+               json_string_value(json_object_get(st, "tls_cert")),
+               json_string_value(json_object_get(st, "tls_cert")));
     fflush(stdout);
     int rc = CLI_OK;
     if (wait) { /* every model's initial replicas ready */
@@ -951,8 +1051,8 @@ fail:
 
 static void print_status(const json_t *st, const json_t *j)
 {
-    printf("%s: http://%s:%d/v1 (router pid %d)\n",
-           json_string_value(json_object_get(st, "name")),
+    printf("%s: %s://%s:%d/v1 (router pid %d)\n",
+           json_string_value(json_object_get(st, "name")), scheme_of(st),
            json_string_value(json_object_get(st, "host")),
            (int)json_integer_value(json_object_get(j, "port")),
            (int)json_integer_value(json_object_get(st, "pid")));
@@ -1051,7 +1151,8 @@ static int cmd_status(int argc, char **argv, bool list)
         if (list) {
             st = state_read(names.v[k], true);
             if (st && router_alive(st))
-                printf("%-20s http://%s:%d/v1  router pid %d  file %s\n", cli_esc(names.v[k]),
+                printf("%-20s %s://%s:%d/v1  router pid %d  file %s\n", cli_esc(names.v[k]),
+                       scheme_of(st),
                        json_string_value(json_object_get(st, "host")),
                        (int)json_integer_value(json_object_get(st, "port")),
                        (int)json_integer_value(json_object_get(st, "pid")),

@@ -155,7 +155,8 @@ static int resources_text(const json_t *v, const char *path, char **out, hw_json
 
 static const char *const top_fields[] = {"name", "models", "router", NULL};
 static const char *const router_fields[] = {"host", "port", "api_key_file", "request_timeout_s",
-                                            "upstream_keepalive", NULL};
+                                            "upstream_keepalive", "tls_cert_file", "tls_key_file",
+                                            NULL};
 static const char *const model_fields[] = {
     "model_id", "model_source", "engine", "accelerator_type", "resources_per_replica",
     "placement", "replicas", "autoscaling", "max_ongoing_requests", "max_queued_requests",
@@ -404,6 +405,8 @@ void serve_config_free(serve_config_t *c)
     CR_VEC_FREE(&c->models);
     free(c->router_host);
     free(c->api_key_file);
+    free(c->tls_cert_file);
+    free(c->tls_key_file);
     free(c);
 }
 
@@ -463,6 +466,13 @@ static int config_check(const json_t *root, void *ctx, hw_json_error_t *je)
                       &c->request_timeout_s, je);
     if (!err)
         err = get_uint(r, "router", "upstream_keepalive", 16, 0, 64, &c->upstream_keepalive, je);
+    if (!err)
+        err = get_str(r, "router", "tls_cert_file", "", &c->tls_cert_file, je);
+    if (!err)
+        err = get_str(r, "router", "tls_key_file", "", &c->tls_key_file, je);
+    if (!err && !c->tls_cert_file[0] != !c->tls_key_file[0])
+        err = bad(je, c->tls_cert_file[0] ? "router.tls_cert_file" : "router.tls_key_file",
+                  "give both tls_cert_file and tls_key_file (PEM), or neither");
     json_decref((json_t *)r);
     c->router_port = (unsigned)port;
     return err;

@@ -73,6 +73,8 @@ static const double ttfb_bounds[8] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5, 1
 
 struct serve_router {
     struct MHD_Daemon *d;
+    struct MHD_Daemon *admin_d; /* with TLS: the admin calls on 127.0.0.1, plain */
+    unsigned admin_port;
     pthread_mutex_t mu;
     rmodel_t *models;
     size_t nmodels;
@@ -775,6 +777,19 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return proxy(r, c, q, m, url);
 }
 
+/* The plain loopback listener of a TLS router: the admin calls and
+ * /health only. */
+static enum MHD_Result handle_admin(void *cls, struct MHD_Connection *c, const char *url,
+                                    const char *method, const char *version, const char *upload,
+                                    size_t *upload_size, void **req_cls)
+{
+    if (strncmp(url, "/-/", 3) != 0 && strcmp(url, "/health") != 0)
+        return send_error(c, 404, "invalid_request_error", "unknown_url",
+                          "this is the router's admin listener; the models are served over TLS",
+                          0);
+    return handle(cls, c, url, method, version, upload, upload_size, req_cls);
+}
+
 static void completed(void *cls, struct MHD_Connection *c, void **req_cls,
                       enum MHD_RequestTerminationCode toe)
 {
@@ -844,13 +859,35 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
     r->keepalive = cfg->upstream_keepalive < POOL_CAP ? cfg->upstream_keepalive : POOL_CAP;
     r->timeout_ms = (int)(cfg->request_timeout_s * 1000);
     r->rng = ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)r ^ 0x9e3779b97f4a7c15ULL;
-    r->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handle, r, MHD_OPTION_SOCK_ADDR,
-                            (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed, r,
+    bool tls = o && o->tls_cert_pem && o->tls_key_pem;
+    if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        *errmsg = cr_strdup("this libmicrohttpd has no TLS (HTTPS) support; install Debian's "
+                            "libmicrohttpd12 (built with GnuTLS) or listen on 127.0.0.1");
+        serve_router_stop(r);
+        return CR_EINVAL;
+    }
+    /* TLS adds its key and certificate to the same options */
+    struct MHD_OptionItem tlsopt[] = {
+        {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, tls ? (void *)o->tls_key_pem : NULL},
+        {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, tls ? (void *)o->tls_cert_pem : NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    r->d = MHD_start_daemon(flags | (tls ? MHD_USE_TLS : 0), (uint16_t)port, NULL, NULL, handle, r,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, r,
                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256u << 10),
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
                             MHD_OPTION_CONNECTION_LIMIT, 8192u, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)(cfg->request_timeout_s + 5), MHD_OPTION_LISTENING_ADDRESS_REUSE,
-                            1u, MHD_OPTION_END);
+                            1u, MHD_OPTION_ARRAY, tlsopt, MHD_OPTION_END);
+    if (!r->d && tls) {
+        *errmsg = cr_asprintf("cannot listen with TLS on %s:%u: the certificate or key was "
+                              "refused (PEM, the key matching the certificate?) or the address "
+                              "is taken (%s)",
+                              host, port, strerror(errno ? errno : EINVAL));
+        serve_router_stop(r);
+        return CR_EINVAL;
+    }
     if (!r->d) {
         *errmsg = cr_asprintf("cannot listen on %s:%u (%s); is another router or program there? "
                               "Change router.port in the file",
@@ -860,6 +897,24 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(r->d, MHD_DAEMON_INFO_BIND_PORT);
     r->port = di ? di->port : port;
+    r->admin_port = r->port;
+    if (tls) {
+        struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        r->admin_d = MHD_start_daemon(
+            MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                MHD_USE_ERROR_LOG,
+            0, NULL, NULL, handle_admin, r, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&lo,
+            MHD_OPTION_NOTIFY_COMPLETED, completed, r, MHD_OPTION_THREAD_STACK_SIZE,
+            (size_t)(256u << 10), MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT,
+            30u, MHD_OPTION_END);
+        di = r->admin_d ? MHD_get_daemon_info(r->admin_d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
+        if (!di) {
+            *errmsg = cr_strdup("cannot listen on 127.0.0.1 for the router's admin calls");
+            serve_router_stop(r);
+            return -EADDRINUSE;
+        }
+        r->admin_port = di->port;
+    }
     *out = r;
     return 0;
 }
@@ -876,6 +931,8 @@ void serve_router_stop(serve_router_t *r)
         pthread_mutex_unlock(&r->mu);
         MHD_stop_daemon(r->d);
     }
+    if (r->admin_d)
+        MHD_stop_daemon(r->admin_d);
     for (size_t i = 0; i < r->nmodels; i++) {
         for (size_t k = 0; k < r->models[i].cap; k++)
             pool_drain(&r->models[i].reps[k]);
@@ -896,6 +953,11 @@ void serve_router_stop(serve_router_t *r)
 unsigned serve_router_port(const serve_router_t *r)
 {
     return r->port;
+}
+
+unsigned serve_router_admin_port(const serve_router_t *r)
+{
+    return r->admin_port;
 }
 
 void serve_router_set_replica(serve_router_t *r, size_t m, size_t i, const char *host,

@@ -57,6 +57,7 @@ typedef struct serve_config {
     unsigned router_port;
     char *api_key_file; /* "" none */
     double request_timeout_s;
+    char *tls_cert_file, *tls_key_file; /* "" none: generated off loopback */
     unsigned upstream_keepalive; /* idle connections kept per replica; 0: one per request */
 } serve_config_t;
 
@@ -91,6 +92,11 @@ typedef struct serve_router_opts {
     const char *const *api_keys; /* NULL-terminated; NULL or empty: no key needed */
     unsigned retry_after_s;      /* in a 503's Retry-After; 0: 1 */
     const char *admin_token;     /* X-Corral-Admin for /-/status; NULL: none */
+    /* HTTPS (libmicrohttpd's GnuTLS) with this certificate (then its
+     * chain) and key, PEM; NULL: plain HTTP. With TLS the admin calls and
+     * /health are also on a plain listener of 127.0.0.1 (serve_router_admin_port),
+     * so that the CLI on this machine needs no TLS client. */
+    const char *tls_cert_pem, *tls_key_pem;
 } serve_router_opts_t;
 
 /* Starts listening. Returns 0 with *out or a negative code with *errmsg. The
@@ -101,6 +107,9 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
 void serve_router_stop(serve_router_t *r);
 /* The port it listens on (the config's, or the one the kernel chose for 0). */
 unsigned serve_router_port(const serve_router_t *r);
+/* Where the admin calls are answered on 127.0.0.1: the router's own port
+ * without TLS. */
+unsigned serve_router_admin_port(const serve_router_t *r);
 /* Replica slot i of model m: where it listens and what state it is in. A
  * new endpoint (host or port differ) resets the replica's counters. */
 /* host NULL keeps the endpoint; job and node (NULL: kept) are for status. */
