@@ -96,7 +96,6 @@ for _ in $(seq "$KILLS"); do
 done
 echo "figure serve_replace_first_reply_${ENGINE} $(median <"$T/served") ms"
 echo "figure serve_replace_ready_${ENGINE} $(median <"$T/ready") ms"
-echo "figure serve_replace_over_engine_start_${ENGINE} $(($(median <"$T/served" | cut -d. -f1) - $(median <"$T/start" | cut -d. -f1))) ms"
 # streaming end to end, direct and through the router in the same run
 EP=$(st | jq -r '.models[0].replicas[0] | "\(.host):\(.port)"')
 out=$($PY "$SRC/bench/serve/e2e_stream.py" "$MODEL" "$TOKENS" "$ROUNDS" "direct=$EP" "router=127.0.0.1:$RPORT")
