@@ -106,8 +106,7 @@ static bool router_alive(const json_t *st)
         return false;
     struct stat sb;
     char buf[8192];
-    ssize_t n = fstat(fd, &sb) == 0 && sb.st_uid == geteuid() ? read(fd, buf, sizeof(buf) - 1)
-                                                                : -1;
+    ssize_t n = fstat(fd, &sb) == 0 && sb.st_uid == geteuid() ? read(fd, buf, sizeof(buf) - 1) : -1;
     close(fd);
     if (n <= 0)
         return false;
@@ -235,8 +234,8 @@ static void on_log(void *arg, unsigned worker, int stream, const char *data, siz
     }
 }
 
-static int submit_replica(corral_t *c, const serve_config_t *cfg, const serve_model_t *m,
-                          size_t mi, size_t i, char **job_id)
+static int submit_replica(corral_t *c, const serve_config_t *cfg, const serve_model_t *m, size_t mi,
+                          size_t i, char **job_id)
 {
     CR_UNUSED(mi);
     CR_VEC(const char *) argv = {0};
@@ -300,14 +299,16 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
                     S->gen = ms->gen;
                     S->attempt = 0;
                     S->have_ep = false;
-                    serve_router_set_replica(r, mi, sp, NULL, 0, SERVE_REPLICA_STARTING, S->job_id, "");
+                    serve_router_set_replica(r, mi, sp, NULL, 0, SERVE_REPLICA_STARTING, S->job_id,
+                                             "");
                 } else {
                     snprintf(note, sizeof(note), "rolling update: %s", corral_errmsg(c));
                     S->job_id = NULL;
                 }
             } else if (serve_router_replica_state(r, mi, sp) == SERVE_REPLICA_READY) {
                 slot_t *o = &ms->slots[old];
-                serve_router_set_replica(r, mi, (size_t)old, NULL, 0, SERVE_REPLICA_DRAINING, NULL, NULL);
+                serve_router_set_replica(r, mi, (size_t)old, NULL, 0, SERVE_REPLICA_DRAINING, NULL,
+                                         NULL);
                 if (serve_router_replica_ongoing(r, mi, (size_t)old) == 0) {
                     corral_stop(c, o->job_id, 0);
                     fprintf(stderr, "corral serve: %s: replica %d (job %s) replaced by job %s\n",
@@ -315,8 +316,8 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
                     free(o->job_id);
                     *o = *S; /* the new one takes the slot */
                     memset(S, 0, sizeof(*S));
-                    serve_router_set_replica(r, mi, (size_t)old, o->host, o->port, SERVE_REPLICA_READY,
-                                             o->job_id, o->node);
+                    serve_router_set_replica(r, mi, (size_t)old, o->host, o->port,
+                                             SERVE_REPLICA_READY, o->job_id, o->node);
                     serve_router_set_replica(r, mi, sp, NULL, 0, SERVE_REPLICA_NONE, "", "");
                 }
             }
@@ -361,8 +362,7 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
         if (i >= ms->target && !s->job_id)
             continue;
         if (s->draining) { /* graceful: no new requests, stopped once idle */
-            serve_router_set_replica(r, mi, i, NULL, 0, SERVE_REPLICA_DRAINING, s->job_id,
-                                     s->node);
+            serve_router_set_replica(r, mi, i, NULL, 0, SERVE_REPLICA_DRAINING, s->job_id, s->node);
             if (serve_router_replica_ongoing(r, mi, i) == 0) {
                 if (s->job_id)
                     corral_stop(c, s->job_id, 0);
@@ -390,8 +390,7 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
         }
         corral_job_t j = {0};
         if (corral_job_status(c, s->job_id, &j) < 0) {
-            snprintf(note, sizeof(note), "replica %u: job %s: %s", i, s->job_id,
-                     corral_errmsg(c));
+            snprintf(note, sizeof(note), "replica %u: job %s: %s", i, s->job_id, corral_errmsg(c));
             continue;
         }
         if (corral_job_state_is_final(j.state)) {
@@ -441,18 +440,18 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
         int tmo = (int)(m->health_check_timeout_s * 1000);
         bool ok = serve_upstream_healthy(s->host, s->port, m->health, tmo > 2000 ? 2000 : tmo);
         if (ok && st != SERVE_REPLICA_READY) {
-            fprintf(stderr, "corral serve: replica %u of %s ready at %s:%u (job %s, node %s)\n",
-                    i, m->model_id, s->host, s->port, s->job_id, s->node);
+            fprintf(stderr, "corral serve: replica %u of %s ready at %s:%u (job %s, node %s)\n", i,
+                    m->model_id, s->host, s->port, s->job_id, s->node);
             serve_router_set_replica(r, mi, i, s->host, s->port, SERVE_REPLICA_READY, s->job_id,
                                      s->node);
         } else if (!ok && st == SERVE_REPLICA_READY &&
                    serve_router_replica_ongoing(r, mi, i) == 0) {
             /* a busy replica is never taken out for a slow health check */
-            serve_router_set_replica(r, mi, i, s->host, s->port, SERVE_REPLICA_STARTING,
-                                     s->job_id, s->node);
+            serve_router_set_replica(r, mi, i, s->host, s->port, SERVE_REPLICA_STARTING, s->job_id,
+                                     s->node);
         } else if (!ok && st == SERVE_REPLICA_DOWN) {
-            serve_router_set_replica(r, mi, i, s->host, s->port, SERVE_REPLICA_STARTING,
-                                     s->job_id, s->node);
+            serve_router_set_replica(r, mi, i, s->host, s->port, SERVE_REPLICA_STARTING, s->job_id,
+                                     s->node);
         }
     }
     serve_router_set_note(r, mi, note);
@@ -514,9 +513,10 @@ static char **read_keys(const char *path)
 static bool same_model(const serve_model_t *a, const serve_model_t *b)
 {
     if (a->ncommand != b->ncommand || strcmp(a->model_source, b->model_source) != 0 ||
-        strcmp(a->resources, b->resources) != 0 || strcmp(a->accelerator_type, b->accelerator_type) ||
-        strcmp(a->topology, b->topology) != 0 || strcmp(a->strategy, b->strategy) != 0 ||
-        a->bundles.n != b->bundles.n || strcmp(a->health, b->health) != 0)
+        strcmp(a->resources, b->resources) != 0 ||
+        strcmp(a->accelerator_type, b->accelerator_type) || strcmp(a->topology, b->topology) != 0 ||
+        strcmp(a->strategy, b->strategy) != 0 || a->bundles.n != b->bundles.n ||
+        strcmp(a->health, b->health) != 0)
         return false;
     for (size_t i = 0; i < a->ncommand; i++)
         if (strcmp(a->command[i], b->command[i]) != 0)
@@ -557,9 +557,10 @@ static serve_config_t *maybe_redeploy(const char *dir, serve_config_t *cfg, msta
         bad = "the router's address or upstream_keepalive changed";
     for (size_t k = 0; !bad && k < n->models.n; k++) {
         const serve_model_t *a = &cfg->models.v[k], *b = &n->models.v[k];
-        if (strcmp(a->model_id, b->model_id) != 0 || a->max_ongoing_requests != b->max_ongoing_requests ||
-            a->max_queued_requests != b->max_queued_requests || a->max_replicas != b->max_replicas ||
-            a->prefix_affinity != b->prefix_affinity ||
+        if (strcmp(a->model_id, b->model_id) != 0 ||
+            a->max_ongoing_requests != b->max_ongoing_requests ||
+            a->max_queued_requests != b->max_queued_requests ||
+            a->max_replicas != b->max_replicas || a->prefix_affinity != b->prefix_affinity ||
             a->imbalanced_threshold != b->imbalanced_threshold ||
             a->match_rate_threshold != b->match_rate_threshold)
             bad = "a model_id, max_ongoing_requests, max_queued_requests, replicas.max or "
@@ -638,8 +639,8 @@ static int router_tls(const serve_config_t *cfg, const char *dir, bool loopback,
     int k = snprintf(tls_pin, sizeof(tls_pin), "sha256:");
     for (size_t i = 0; i < CR_TLS_FP_LEN; i++)
         k += snprintf(tls_pin + k, sizeof(tls_pin) - (size_t)k, "%02x", fp[i]);
-    fprintf(stderr, "corral serve: TLS on %s with certificate %s (%s)\n", cfg->router_host,
-            tls_pin, tls_cert_path);
+    fprintf(stderr, "corral serve: TLS on %s with certificate %s (%s)\n", cfg->router_host, tls_pin,
+            tls_cert_path);
     return 0;
 fail:
     free(*cert);
@@ -655,8 +656,8 @@ static int cmd_router(int argc, char **argv)
 {
     const char *keyfile = NULL;
     unsigned port = 65536;
-    const cli_opt_t opts[] = {CLI_STR("api-key-file", &keyfile),
-                              CLI_UINT("port", &port, 0, 65535), CLI_END};
+    const cli_opt_t opts[] = {CLI_STR("api-key-file", &keyfile), CLI_UINT("port", &port, 0, 65535),
+                              CLI_END};
     int i = cli_parse_opts("corral serve router", opts, argc, argv, usage_text, NULL, false);
     if (i < 0)
         return i == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
@@ -677,10 +678,12 @@ static int cmd_router(int argc, char **argv)
         serve_config_free(cfg);
         return CLI_FAIL;
     }
-    bool loopback = strncmp(cfg->router_host, "127.", 4) == 0 || strcmp(cfg->router_host, "::1") == 0;
+    bool loopback =
+        strncmp(cfg->router_host, "127.", 4) == 0 || strcmp(cfg->router_host, "::1") == 0;
     if (!loopback && !keys)
-        fprintf(stderr, "corral serve: warning: the router listens on %s without an API key "
-                        "(--api-key-file); anyone who reaches it may use the models\n",
+        fprintf(stderr,
+                "corral serve: warning: the router listens on %s without an API key "
+                "(--api-key-file); anyone who reaches it may use the models\n",
                 cfg->router_host);
     char *cert = NULL, *key = NULL;
     if (router_tls(cfg, dir, loopback, &cert, &key) < 0) {
@@ -901,7 +904,9 @@ static int cmd_deploy(int argc, char **argv)
                 }
                 if (!router_alive(old)) {
                     cli_waitline_done(&wl);
-                    fprintf(stderr, "corral serve deploy: the router ended (its log: %s/router.log)\n", odir);
+                    fprintf(stderr,
+                            "corral serve deploy: the router ended (its log: %s/router.log)\n",
+                            odir);
                     break;
                 }
                 cli_waitline_show(&wl, "replicas being replaced one at a time", 0);
@@ -1018,9 +1023,8 @@ static int cmd_deploy(int argc, char **argv)
                 if (mi < cfg->models.n && ready < cfg->models.v[mi].initial_replicas) {
                     all = false;
                     snprintf(reason, sizeof(reason), "%s: %zu of %u ready%s%s",
-                             cfg->models.v[mi].model_id, ready,
-                             cfg->models.v[mi].initial_replicas, note && note[0] ? "; " : "",
-                             note ? note : "");
+                             cfg->models.v[mi].model_id, ready, cfg->models.v[mi].initial_replicas,
+                             note && note[0] ? "; " : "", note ? note : "");
                 }
             }
             json_decref(j);
@@ -1051,9 +1055,8 @@ fail:
 
 static void print_status(const json_t *st, const json_t *j)
 {
-    printf("%s: %s://%s:%d/v1 (router pid %d)\n",
-           json_string_value(json_object_get(st, "name")), scheme_of(st),
-           json_string_value(json_object_get(st, "host")),
+    printf("%s: %s://%s:%d/v1 (router pid %d)\n", json_string_value(json_object_get(st, "name")),
+           scheme_of(st), json_string_value(json_object_get(st, "host")),
            (int)json_integer_value(json_object_get(j, "port")),
            (int)json_integer_value(json_object_get(st, "pid")));
     size_t mi;
@@ -1093,8 +1096,9 @@ static json_t *live_status(const char *name, json_t **stp)
     if (!st)
         return NULL;
     if (!router_alive(st)) {
-        fprintf(stderr, "corral serve: the router of '%s' is not running (pid %d ended); its log "
-                        "is in %s/router.log\n",
+        fprintf(stderr,
+                "corral serve: the router of '%s' is not running (pid %d ended); its log "
+                "is in %s/router.log\n",
                 name, (int)json_integer_value(json_object_get(st, "pid")),
                 json_string_value(json_object_get(st, "dir")));
         json_decref(st);
@@ -1152,8 +1156,7 @@ static int cmd_status(int argc, char **argv, bool list)
             st = state_read(names.v[k], true);
             if (st && router_alive(st))
                 printf("%-20s %s://%s:%d/v1  router pid %d  file %s\n", cli_esc(names.v[k]),
-                       scheme_of(st),
-                       json_string_value(json_object_get(st, "host")),
+                       scheme_of(st), json_string_value(json_object_get(st, "host")),
                        (int)json_integer_value(json_object_get(st, "port")),
                        (int)json_integer_value(json_object_get(st, "pid")),
                        cli_esc(json_string_value(json_object_get(st, "config"))));

@@ -112,8 +112,8 @@ static void usage_take(serve_usage_t *u, const char *s, size_t n)
     if (json_is_integer(p) && json_integer_value(p) >= 0) {
         u->prompt = json_integer_value(p);
         /* embeddings have no completion */
-        u->completion = json_is_integer(c) && json_integer_value(c) >= 0 ? json_integer_value(c)
-                                                                          : 0;
+        u->completion =
+            json_is_integer(c) && json_integer_value(c) >= 0 ? json_integer_value(c) : 0;
     }
     json_decref(j);
 }

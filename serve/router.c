@@ -11,7 +11,13 @@
  * choices, Ray Serve's default). With none free the request waits in the
  * model's queue (at most max_queued_requests, then 503 with Retry-After).
  * A replica that refuses the connection or closes it before the first byte
- * of the reply is marked down and the request goes to another. */
+ * of the reply is marked down and the request goes to another. With
+ * prefix affinity (affinity.c) the replica holding the prompt's longest
+ * prefix takes it while the replicas are balanced.
+ *
+ * Connections to replicas are kept in a bounded pool per replica (the
+ * replica's mutex-guarded stack of idle descriptors); the replies' token
+ * usage is read as they pass (request.c) for /metrics. */
 #include "serve.h"
 #include <arpa/inet.h>
 #include <jansson.h>
@@ -98,7 +104,7 @@ typedef struct req {
     rmodel_t *m;
     size_t rep;
     unsigned port; /* the replica's when the request went to it */
-    bool held; /* counts in the replica's ongoing */
+    bool held;     /* counts in the replica's ongoing */
     bool sse;
     bool ended;
     bool finished; /* the reply was read whole: usage counted, connection pooled */
@@ -136,8 +142,8 @@ static uint64_t next_rand(serve_router_t *r)
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *ctype,
                                  const char *text, unsigned retry_after)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), (void *)text,
-                                                                MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
     if (!resp)
         return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", ctype);
@@ -210,8 +216,7 @@ static bool usable(size_t rep, void *arg)
  * fewest prefixes (the most room in its cache); unbalanced, power of two
  * choices. The prompt's prefixes are then remembered for the replica
  * chosen. -2: no choice made here. Under r->mu. */
-static long pick_affinity(rmodel_t *m, const req_t *q, uint64_t tried, const size_t *cand,
-                          size_t n)
+static long pick_affinity(rmodel_t *m, const req_t *q, uint64_t tried, const size_t *cand, size_t n)
 {
     unsigned lo = UINT32_MAX, hi = 0;
     for (size_t k = 0; k < n; k++) {
@@ -373,8 +378,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     q->m->errors++;
     if (q->rep < q->m->nreps) {
         q->m->reps[q->rep].failures++;
-        if (q->m->reps[q->rep].st == SERVE_REPLICA_READY)
-{
+        if (q->m->reps[q->rep].st == SERVE_REPLICA_READY) {
             q->m->reps[q->rep].st = SERVE_REPLICA_DOWN; /* the manager checks it again */
             pool_drain(&q->m->reps[q->rep]);
         }
@@ -532,8 +536,7 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
         if (i < (long)m->nreps) {
             m->reps[i].failures++;
             if (before_first_byte && m->reps[i].st == SERVE_REPLICA_READY &&
-                m->reps[i].port == port)
-{
+                m->reps[i].port == port) {
                 m->reps[i].st = SERVE_REPLICA_DOWN;
                 pool_drain(&m->reps[i]);
             }
@@ -575,9 +578,8 @@ static enum MHD_Result models_list(serve_router_t *r, struct MHD_Connection *c)
 {
     json_t *data = json_array();
     for (size_t i = 0; i < r->nmodels; i++)
-        json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", r->models[i].id,
-                                              "object", "model", "created", 0, "owned_by",
-                                              "corral"));
+        json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", r->models[i].id, "object",
+                                              "model", "created", 0, "owned_by", "corral"));
     json_t *j = json_pack("{s:s,s:o}", "object", "list", "data", data);
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
@@ -589,13 +591,14 @@ static enum MHD_Result models_list(serve_router_t *r, struct MHD_Connection *c)
 static void metrics_text(serve_router_t *r, cr_buf_t *b)
 {
     pthread_mutex_lock(&r->mu);
-    cr_buf_printf(b, "# HELP corral_serve_http_requests_total HTTP requests the router took.\n"
-                     "# TYPE corral_serve_http_requests_total counter\n"
-                     "corral_serve_http_requests_total %llu\n"
-                     "# HELP corral_serve_unauthorized_total Requests refused for a missing or "
-                     "wrong API key.\n"
-                     "# TYPE corral_serve_unauthorized_total counter\n"
-                     "corral_serve_unauthorized_total %llu\n",
+    cr_buf_printf(b,
+                  "# HELP corral_serve_http_requests_total HTTP requests the router took.\n"
+                  "# TYPE corral_serve_http_requests_total counter\n"
+                  "corral_serve_http_requests_total %llu\n"
+                  "# HELP corral_serve_unauthorized_total Requests refused for a missing or "
+                  "wrong API key.\n"
+                  "# TYPE corral_serve_unauthorized_total counter\n"
+                  "corral_serve_unauthorized_total %llu\n",
                   (unsigned long long)r->http_requests, (unsigned long long)r->unauthorized);
     /* per model: name, help, value */
     static const char *const counters[][2] = {
@@ -615,9 +618,9 @@ static void metrics_text(serve_router_t *r, cr_buf_t *b)
                       counters[k][0], counters[k][1], counters[k][0]);
         for (size_t i = 0; i < r->nmodels; i++) {
             rmodel_t *m = &r->models[i];
-            uint64_t v[] = {m->requests,      m->errors,   m->rejected,          m->retries,
-                            m->prompt_tokens, m->completion_tokens, m->counted, m->connects,
-                            m->reused,        m->affinity_hits};
+            uint64_t v[] = {
+                m->requests,          m->errors,  m->rejected, m->retries, m->prompt_tokens,
+                m->completion_tokens, m->counted, m->connects, m->reused,  m->affinity_hits};
             cr_buf_printf(b, "corral_serve_%s_total{model=\"%s\"} %llu\n", counters[k][0], m->id,
                           (unsigned long long)v[k]);
         }
@@ -654,15 +657,17 @@ static void metrics_text(serve_router_t *r, cr_buf_t *b)
                      "# TYPE corral_serve_replica_requests_total counter\n");
     for (size_t i = 0; i < r->nmodels; i++)
         for (size_t k = 0; k < r->models[i].nreps; k++)
-            cr_buf_printf(b, "corral_serve_replica_requests_total{model=\"%s\",replica=\"%zu\"} %llu\n",
-                          r->models[i].id, k, (unsigned long long)r->models[i].reps[k].requests);
+            cr_buf_printf(
+                b, "corral_serve_replica_requests_total{model=\"%s\",replica=\"%zu\"} %llu\n",
+                r->models[i].id, k, (unsigned long long)r->models[i].reps[k].requests);
     cr_buf_printf(b, "# HELP corral_serve_replica_idle_connections Kept-alive connections to a "
                      "replica, idle now.\n"
                      "# TYPE corral_serve_replica_idle_connections gauge\n");
     for (size_t i = 0; i < r->nmodels; i++)
         for (size_t k = 0; k < r->models[i].nreps; k++)
-            cr_buf_printf(b, "corral_serve_replica_idle_connections{model=\"%s\",replica=\"%zu\"} %u\n",
-                          r->models[i].id, k, r->models[i].reps[k].nidle);
+            cr_buf_printf(
+                b, "corral_serve_replica_idle_connections{model=\"%s\",replica=\"%zu\"} %u\n",
+                r->models[i].id, k, r->models[i].reps[k].nidle);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -742,8 +747,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                           "use POST for this path", 0);
     if (q->too_big) {
         char msg[160];
-        snprintf(msg, sizeof(msg), "the request body is over %u bytes (or the router holds too "
-                                   "many large requests now)", BODY_MAX);
+        snprintf(msg, sizeof(msg),
+                 "the request body is over %u bytes (or the router holds too "
+                 "many large requests now)",
+                 BODY_MAX);
         return send_error(c, 413, "invalid_request_error", "request_too_large", msg, 0);
     }
     serve_request_t rq;
@@ -785,8 +792,7 @@ static enum MHD_Result handle_admin(void *cls, struct MHD_Connection *c, const c
 {
     if (strncmp(url, "/-/", 3) != 0 && strcmp(url, "/health") != 0)
         return send_error(c, 404, "invalid_request_error", "unknown_url",
-                          "this is the router's admin listener; the models are served over TLS",
-                          0);
+                          "this is the router's admin listener; the models are served over TLS", 0);
     return handle(cls, c, url, method, version, upload, upload_size, req_cls);
 }
 
@@ -839,7 +845,8 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
         m->id = cr_strdup(sm->model_id);
         m->max_ongoing = sm->max_ongoing_requests;
         m->max_queued = sm->max_queued_requests;
-        m->cap = sm->max_replicas + 1 > SERVE_MAX_REPLICAS ? SERVE_MAX_REPLICAS : sm->max_replicas + 1;
+        m->cap =
+            sm->max_replicas + 1 > SERVE_MAX_REPLICAS ? SERVE_MAX_REPLICAS : sm->max_replicas + 1;
         m->reps = cr_calloc(m->cap, sizeof(*m->reps));
         m->prefix_affinity = sm->prefix_affinity;
         m->imbalanced_threshold = sm->imbalanced_threshold;
@@ -872,14 +879,13 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
         {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, tls ? (void *)o->tls_cert_pem : NULL},
         {MHD_OPTION_END, 0, NULL},
     };
-    r->d = MHD_start_daemon(flags | (tls ? MHD_USE_TLS : 0), (uint16_t)port, NULL, NULL, handle, r,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, r,
-                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256u << 10),
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
-                            MHD_OPTION_CONNECTION_LIMIT, 8192u, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)(cfg->request_timeout_s + 5), MHD_OPTION_LISTENING_ADDRESS_REUSE,
-                            1u, MHD_OPTION_ARRAY, tlsopt, MHD_OPTION_END);
+    r->d = MHD_start_daemon(
+        flags | (tls ? MHD_USE_TLS : 0), (uint16_t)port, NULL, NULL, handle, r,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed, r,
+        MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256u << 10), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)CONN_MEMORY, MHD_OPTION_CONNECTION_LIMIT, 8192u, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)(cfg->request_timeout_s + 5), MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+        MHD_OPTION_ARRAY, tlsopt, MHD_OPTION_END);
     if (!r->d && tls) {
         *errmsg = cr_asprintf("cannot listen with TLS on %s:%u: the certificate or key was "
                               "refused (PEM, the key matching the certificate?) or the address "
@@ -1045,18 +1051,17 @@ char *serve_router_status(serve_router_t *r)
         for (size_t k = 0; k < m->nreps; k++) {
             replica_t *x = &m->reps[k];
             json_array_append_new(
-                reps, json_pack("{s:i,s:s,s:s,s:i,s:i,s:I,s:I,s:s,s:s}", "replica", (int)k, "state",
-                                serve_replica_state_name(x->st), "host", x->host, "port",
-                                (int)x->port, "ongoing", (int)x->ongoing, "requests",
-                                (json_int_t)x->requests, "failures", (json_int_t)x->failures,
-                                "job", x->job, "node", x->node));
+                reps,
+                json_pack("{s:i,s:s,s:s,s:i,s:i,s:I,s:I,s:s,s:s}", "replica", (int)k, "state",
+                          serve_replica_state_name(x->st), "host", x->host, "port", (int)x->port,
+                          "ongoing", (int)x->ongoing, "requests", (json_int_t)x->requests,
+                          "failures", (json_int_t)x->failures, "job", x->job, "node", x->node));
         }
-        json_array_append_new(models,
-                              json_pack("{s:s,s:i,s:I,s:I,s:I,s:s,s:o}", "model_id", m->id,
-                                        "queued", (int)m->queued, "requests",
-                                        (json_int_t)m->requests, "errors", (json_int_t)m->errors,
-                                        "rejected", (json_int_t)m->rejected, "note", m->note,
-                                        "replicas", reps));
+        json_array_append_new(
+            models,
+            json_pack("{s:s,s:i,s:I,s:I,s:I,s:s,s:o}", "model_id", m->id, "queued", (int)m->queued,
+                      "requests", (json_int_t)m->requests, "errors", (json_int_t)m->errors,
+                      "rejected", (json_int_t)m->rejected, "note", m->note, "replicas", reps));
     }
     pthread_mutex_unlock(&r->mu);
     json_t *j = json_pack("{s:i,s:o}", "port", (int)r->port, "models", models);

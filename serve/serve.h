@@ -28,10 +28,10 @@ typedef struct serve_model {
     char *model_source; /* substituted for {model_source} (model_loading_config.model_source) */
     char **command;     /* engine argv, NULL-terminated, placeholders kept */
     size_t ncommand;
-    char *health;           /* "/health" */
-    char *metrics;          /* "" none */
-    char *accelerator_type; /* "" none; else a label the replica's nodes must carry */
-    char *resources;        /* per replica, "GPU=1,CPU=1" (resources_per_replica) */
+    char *health;                   /* "/health" */
+    char *metrics;                  /* "" none */
+    char *accelerator_type;         /* "" none; else a label the replica's nodes must carry */
+    char *resources;                /* per replica, "GPU=1,CPU=1" (resources_per_replica) */
     CR_VEC(serve_bundle_t) bundles; /* placement: one worker per bundle; empty: one worker */
     char *strategy;                 /* placement strategy, "PACK" default */
     char *topology;                 /* a TPU topology for a whole slice per replica; "" none */
@@ -58,7 +58,7 @@ typedef struct serve_config {
     char *api_key_file; /* "" none */
     double request_timeout_s;
     char *tls_cert_file, *tls_key_file; /* "" none: generated off loopback */
-    unsigned upstream_keepalive; /* idle connections kept per replica; 0: one per request */
+    unsigned upstream_keepalive;        /* idle connections kept per replica; 0: one per request */
 } serve_config_t;
 
 /* Parses a deployment file's text (YAML; JSON is YAML). Returns 0 with *out
@@ -87,8 +87,8 @@ typedef enum serve_replica_state {
 const char *serve_replica_state_name(serve_replica_state_t s);
 
 typedef struct serve_router_opts {
-    const char *host; /* NULL: the config's */
-    unsigned port;    /* 0: the config's */
+    const char *host;            /* NULL: the config's */
+    unsigned port;               /* 0: the config's */
     const char *const *api_keys; /* NULL-terminated; NULL or empty: no key needed */
     unsigned retry_after_s;      /* in a 503's Retry-After; 0: 1 */
     const char *admin_token;     /* X-Corral-Admin for /-/status; NULL: none */
@@ -188,9 +188,9 @@ size_t serve_affinity_held(const serve_affinity_t *a, size_t rep);
 /* ---- the upstream client (upstream.c) ---- */
 typedef struct serve_upstream {
     int fd;
-    int status;              /* HTTP status */
-    char content_type[128];  /* "" none */
-    bool chunked;            /* Transfer-Encoding: chunked */
+    int status;               /* HTTP status */
+    char content_type[128];   /* "" none */
+    bool chunked;             /* Transfer-Encoding: chunked */
     long long content_length; /* -1 unknown (until close) */
     /* what was read past the headers, not yet handed out */
     char buf[8192];

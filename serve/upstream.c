@@ -52,8 +52,8 @@ bool serve_upstream_reusable(const serve_upstream_t *u)
 int serve_upstream_connect(serve_upstream_t *u, const char *host, unsigned port, int timeout_ms)
 {
     upstream_init(u, -1);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     char ps[8];
     snprintf(ps, sizeof(ps), "%u", port);
@@ -164,9 +164,8 @@ int serve_upstream_request(serve_upstream_t *u, const char *method, const char *
                      "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: %s\r\nAccept: */*\r\n"
                      "%s%s%s%sContent-Length: %zu\r\n\r\n",
                      method, path, host, u->keepalive ? "keep-alive" : "close",
-                     content_type ? "Content-Type: " : "",
-                     content_type ? content_type : "", content_type ? "\r\n" : "",
-                     extra ? extra : "", len);
+                     content_type ? "Content-Type: " : "", content_type ? content_type : "",
+                     content_type ? "\r\n" : "", extra ? extra : "", len);
     if (n < 0 || (size_t)n >= sizeof(head))
         return CR_EINVAL;
     int err = send_all(u->fd, head, (size_t)n, timeout_ms);
@@ -305,8 +304,7 @@ ssize_t serve_upstream_read(serve_upstream_t *u, char *dst, size_t size, int tim
         size_t n = have < size ? have : size;
         if (u->chunked && (long long)n > u->chunk_left)
             n = (size_t)u->chunk_left;
-        if (!u->chunked && u->content_length >= 0 &&
-            (long long)n > u->content_length - u->got)
+        if (!u->chunked && u->content_length >= 0 && (long long)n > u->content_length - u->got)
             n = (size_t)(u->content_length - u->got);
         memcpy(dst, u->buf + u->off, n);
         u->off += n;

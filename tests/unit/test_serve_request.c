@@ -71,8 +71,9 @@ static void test_usage(void **state)
 {
     (void)state;
     long long p, c;
-    const char *json = "{\"id\":\"x\",\"choices\":[{\"text\":\"\\\"usage\\\"\"}],"
-                       "\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":7,\"total_tokens\":19}}";
+    const char *json =
+        "{\"id\":\"x\",\"choices\":[{\"text\":\"\\\"usage\\\"\"}],"
+        "\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":7,\"total_tokens\":19}}";
     for (size_t piece = 1; piece <= strlen(json); piece += 7) {
         usage_of(json, false, piece, &p, &c);
         assert_int_equal(p, 12);
@@ -86,11 +87,12 @@ static void test_usage(void **state)
     assert_int_equal(p, -1);
     assert_int_equal(c, -1);
     /* a stream: the last event with usage, whatever the pieces */
-    const char *sse = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":null}\n\n"
-                      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2}}"
-                      "\r\n\r\n"
-                      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9}}"
-                      "\n\ndata: [DONE]\n\n";
+    const char *sse =
+        "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":null}\n\n"
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2}}"
+        "\r\n\r\n"
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9}}"
+        "\n\ndata: [DONE]\n\n";
     for (size_t piece = 1; piece <= strlen(sse); piece += 3) {
         usage_of(sse, true, piece, &p, &c);
         assert_int_equal(p, 5);
