@@ -8,11 +8,13 @@
 #include "serve.h"
 #include <jansson.h>
 
-/* the bytes of a JSON reply kept to find its usage: a reply past it is
- * passed through and not counted */
-#define USAGE_BODY_MAX (1u << 20)
-/* one event line of a stream (a chunk with a whole reply in it is rare) */
-#define USAGE_LINE_MAX (256u << 10)
+/* the bytes of a JSON reply kept to parse it whole; past them only its
+ * last USAGE_TAIL bytes are kept, where OpenAI-style replies put "usage"
+ * (what each request holds stays small however long the reply) */
+#define USAGE_BODY_MAX (64u << 10)
+#define USAGE_TAIL 4096
+/* one event line of a stream (a longer one carries text, not usage) */
+#define USAGE_LINE_MAX (64u << 10)
 
 static void prefix_add(cr_buf_t *b, const char *s, size_t n)
 {
@@ -103,10 +105,9 @@ void serve_usage_init(serve_usage_t *u, bool sse)
     u->prompt = u->completion = -1;
 }
 
-/* usage of one JSON object, when it has one with counts */
-static void usage_take(serve_usage_t *u, const char *s, size_t n)
+/* the counts of j's "usage", when it has them */
+static void usage_from(serve_usage_t *u, json_t *j)
 {
-    json_t *j = json_loadb(s, n, 0, NULL);
     json_t *us = json_object_get(j, "usage");
     json_t *p = json_object_get(us, "prompt_tokens"), *c = json_object_get(us, "completion_tokens");
     if (json_is_integer(p) && json_integer_value(p) >= 0) {
@@ -115,6 +116,13 @@ static void usage_take(serve_usage_t *u, const char *s, size_t n)
         u->completion =
             json_is_integer(c) && json_integer_value(c) >= 0 ? json_integer_value(c) : 0;
     }
+}
+
+/* usage of one JSON object, when it has one with counts */
+static void usage_take(serve_usage_t *u, const char *s, size_t n)
+{
+    json_t *j = json_loadb(s, n, 0, NULL);
+    usage_from(u, j);
     json_decref(j);
 }
 
@@ -132,14 +140,43 @@ static void sse_line(serve_usage_t *u, const char *s, size_t n)
     usage_take(u, s, n);
 }
 
+/* The "usage" object of a long reply, from its last USAGE_TAIL bytes:
+ * the last "usage" key there (with its quotes unescaped it cannot be
+ * inside a string) followed by an object. */
+static void usage_tail(serve_usage_t *u)
+{
+    size_t len = u->buf.len < USAGE_TAIL ? u->buf.len : USAGE_TAIL;
+    const char *w = u->buf.s + u->buf.len - len, *at = NULL;
+    for (const char *x = w; (x = memmem(x, (size_t)(w + len - x), "\"usage\"", 7)); x++)
+        at = x;
+    if (!at)
+        return;
+    const char *v = at + 7, *end = w + len;
+    while (v < end && (*v == ' ' || *v == '\t' || *v == '\r' || *v == '\n'))
+        v++;
+    if (v == end || *v != ':')
+        return;
+    /* {"usage": VALUE ...: the first whole object (what follows the value,
+     * the reply's other keys and closing braces, is not read) */
+    cr_buf_t b = {0};
+    cr_buf_append(&b, "{", 1);
+    cr_buf_append(&b, at, (size_t)(end - at));
+    json_t *j = json_loadb(b.s, b.len, JSON_DISABLE_EOF_CHECK, NULL);
+    cr_buf_free(&b);
+    usage_from(u, j);
+    json_decref(j);
+}
+
 void serve_usage_feed(serve_usage_t *u, const char *p, size_t n)
 {
     if (!u->sse) {
-        if (u->overflow || u->buf.len + n > USAGE_BODY_MAX) {
+        if (!u->overflow && u->buf.len + n > USAGE_BODY_MAX)
             u->overflow = true;
-            return;
-        }
         cr_buf_append(&u->buf, p, n);
+        if (u->overflow && u->buf.len > 2 * USAGE_TAIL) {
+            memmove(u->buf.s, u->buf.s + u->buf.len - USAGE_TAIL, USAGE_TAIL);
+            u->buf.len = USAGE_TAIL;
+        }
         return;
     }
     while (n) {
@@ -170,7 +207,9 @@ void serve_usage_end(serve_usage_t *u)
     if (u->sse) {
         if (!u->overflow && u->buf.len)
             sse_line(u, u->buf.s, u->buf.len);
-    } else if (!u->overflow && u->buf.len && memmem(u->buf.s, u->buf.len, "\"usage\"", 7)) {
+    } else if (u->overflow) {
+        usage_tail(u);
+    } else if (u->buf.len && memmem(u->buf.s, u->buf.len, "\"usage\"", 7)) {
         usage_take(u, u->buf.s, u->buf.len);
     }
     u->buf.len = 0;

@@ -146,9 +146,10 @@ int serve_request_parse(const char *body, size_t len, serve_request_t *out);
 void serve_request_free(serve_request_t *q);
 
 /* The engine's token counts in a reply, fed piece by piece as it passes:
- * a JSON reply's "usage" (read at its end, the first MiB kept), or in a
- * stream (sse) the last event that has one (OpenAI's final chunk with
- * stream_options.include_usage; llama-server's last chunk). */
+ * a JSON reply's "usage" (parsed whole up to 64 KiB; past that, found in
+ * its last 4 KiB), or in a stream (sse) the last event that has one
+ * (OpenAI's final chunk with stream_options.include_usage; llama-server's
+ * last chunk). What it keeps per reply is bounded (64 KiB). */
 typedef struct serve_usage {
     bool sse, overflow;
     cr_buf_t buf;                 /* the reply, or a stream's current line */

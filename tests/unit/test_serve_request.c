@@ -86,6 +86,19 @@ static void test_usage(void **state)
     usage_of("{\"choices\":[]}", false, 100, &p, &c);
     assert_int_equal(p, -1);
     assert_int_equal(c, -1);
+    /* a reply past what is parsed whole: usage from its tail */
+    size_t big = 200 << 10;
+    char *lr = malloc(big + 200);
+    int n = snprintf(lr, 64, "{\"choices\":[{\"text\":\"");
+    memset(lr + n, 'a', big);
+    strcpy(lr + n + big, "\"}],\"usage\": {\"prompt_tokens\":8,\"completion_tokens\":90000},"
+                         "\"id\":\"x\"}");
+    for (size_t piece = 4000; piece <= 9000; piece += 5000) {
+        usage_of(lr, false, piece, &p, &c);
+        assert_int_equal(p, 8);
+        assert_int_equal(c, 90000);
+    }
+    free(lr);
     /* a stream: the last event with usage, whatever the pieces */
     const char *sse =
         "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":null}\n\n"
