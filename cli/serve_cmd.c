@@ -553,8 +553,10 @@ static serve_config_t *maybe_redeploy(const char *dir, serve_config_t *cfg, msta
     if (strcmp(n->name, cfg->name) != 0 || n->models.n != cfg->models.n)
         bad = "the name or the list of models changed";
     else if (strcmp(n->router_host, cfg->router_host) != 0 || n->router_port != cfg->router_port ||
-             n->upstream_keepalive != cfg->upstream_keepalive)
-        bad = "the router's address or upstream_keepalive changed";
+             n->upstream_keepalive != cfg->upstream_keepalive ||
+             strcmp(n->tls_cert_file, cfg->tls_cert_file) != 0 ||
+             strcmp(n->tls_key_file, cfg->tls_key_file) != 0)
+        bad = "the router's address, upstream_keepalive or TLS files changed";
     for (size_t k = 0; !bad && k < n->models.n; k++) {
         const serve_model_t *a = &cfg->models.v[k], *b = &n->models.v[k];
         if (strcmp(a->model_id, b->model_id) != 0 ||
