@@ -14,6 +14,7 @@
  * over, submitted again. status, list, logs and delete talk to the router
  * (its admin token in state.json, 0600) and to the head. */
 #include "cli.h"
+#include "net/tls.h"
 #include "serve/serve.h"
 #include <corral/corral.h>
 #include <dirent.h>
@@ -105,8 +106,7 @@ static bool router_alive(const json_t *st)
         return false;
     struct stat sb;
     char buf[8192];
-    ssize_t n = fstat(fd, &sb) == 0 && sb.st_uid == geteuid() ? read(fd, buf, sizeof(buf) - 1)
-                                                                : -1;
+    ssize_t n = fstat(fd, &sb) == 0 && sb.st_uid == geteuid() ? read(fd, buf, sizeof(buf) - 1) : -1;
     close(fd);
     if (n <= 0)
         return false;
@@ -124,6 +124,11 @@ static char *router_get(const json_t *st, const char *path, int *status)
 {
     const char *host = json_string_value(json_object_get(st, "host"));
     unsigned port = (unsigned)json_integer_value(json_object_get(st, "port"));
+    /* a TLS router answers its admin calls on a plain loopback listener */
+    if (json_integer_value(json_object_get(st, "admin_port")) > 0) {
+        host = "127.0.0.1";
+        port = (unsigned)json_integer_value(json_object_get(st, "admin_port"));
+    }
     const char *tok = json_string_value(json_object_get(st, "admin_token"));
     if (!host || !tok)
         return NULL;
@@ -146,6 +151,12 @@ static char *router_get(const json_t *st, const char *path, int *status)
     serve_upstream_close(u);
     free(u);
     return out;
+}
+
+static const char *scheme_of(const json_t *st)
+{
+    const char *s = json_string_value(json_object_get(st, "scheme"));
+    return s && strcmp(s, "https") == 0 ? "https" : "http";
 }
 
 /* ---- the replica manager (in the router process) ---- */
@@ -223,8 +234,8 @@ static void on_log(void *arg, unsigned worker, int stream, const char *data, siz
     }
 }
 
-static int submit_replica(corral_t *c, const serve_config_t *cfg, const serve_model_t *m,
-                          size_t mi, size_t i, char **job_id)
+static int submit_replica(corral_t *c, const serve_config_t *cfg, const serve_model_t *m, size_t mi,
+                          size_t i, char **job_id)
 {
     CR_UNUSED(mi);
     CR_VEC(const char *) argv = {0};
@@ -288,14 +299,16 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
                     S->gen = ms->gen;
                     S->attempt = 0;
                     S->have_ep = false;
-                    serve_router_set_replica(r, mi, sp, NULL, 0, SERVE_REPLICA_STARTING, S->job_id, "");
+                    serve_router_set_replica(r, mi, sp, NULL, 0, SERVE_REPLICA_STARTING, S->job_id,
+                                             "");
                 } else {
                     snprintf(note, sizeof(note), "rolling update: %s", corral_errmsg(c));
                     S->job_id = NULL;
                 }
             } else if (serve_router_replica_state(r, mi, sp) == SERVE_REPLICA_READY) {
                 slot_t *o = &ms->slots[old];
-                serve_router_set_replica(r, mi, (size_t)old, NULL, 0, SERVE_REPLICA_DRAINING, NULL, NULL);
+                serve_router_set_replica(r, mi, (size_t)old, NULL, 0, SERVE_REPLICA_DRAINING, NULL,
+                                         NULL);
                 if (serve_router_replica_ongoing(r, mi, (size_t)old) == 0) {
                     corral_stop(c, o->job_id, 0);
                     fprintf(stderr, "corral serve: %s: replica %d (job %s) replaced by job %s\n",
@@ -303,8 +316,8 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
                     free(o->job_id);
                     *o = *S; /* the new one takes the slot */
                     memset(S, 0, sizeof(*S));
-                    serve_router_set_replica(r, mi, (size_t)old, o->host, o->port, SERVE_REPLICA_READY,
-                                             o->job_id, o->node);
+                    serve_router_set_replica(r, mi, (size_t)old, o->host, o->port,
+                                             SERVE_REPLICA_READY, o->job_id, o->node);
                     serve_router_set_replica(r, mi, sp, NULL, 0, SERVE_REPLICA_NONE, "", "");
                 }
             }
@@ -349,8 +362,7 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
         if (i >= ms->target && !s->job_id)
             continue;
         if (s->draining) { /* graceful: no new requests, stopped once idle */
-            serve_router_set_replica(r, mi, i, NULL, 0, SERVE_REPLICA_DRAINING, s->job_id,
-                                     s->node);
+            serve_router_set_replica(r, mi, i, NULL, 0, SERVE_REPLICA_DRAINING, s->job_id, s->node);
             if (serve_router_replica_ongoing(r, mi, i) == 0) {
                 if (s->job_id)
                     corral_stop(c, s->job_id, 0);
@@ -378,8 +390,7 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
         }
         corral_job_t j = {0};
         if (corral_job_status(c, s->job_id, &j) < 0) {
-            snprintf(note, sizeof(note), "replica %u: job %s: %s", i, s->job_id,
-                     corral_errmsg(c));
+            snprintf(note, sizeof(note), "replica %u: job %s: %s", i, s->job_id, corral_errmsg(c));
             continue;
         }
         if (corral_job_state_is_final(j.state)) {
@@ -429,29 +440,39 @@ static void manage_model(corral_t *c, serve_router_t *r, const serve_config_t *c
         int tmo = (int)(m->health_check_timeout_s * 1000);
         bool ok = serve_upstream_healthy(s->host, s->port, m->health, tmo > 2000 ? 2000 : tmo);
         if (ok && st != SERVE_REPLICA_READY) {
-            fprintf(stderr, "corral serve: replica %u of %s ready at %s:%u (job %s, node %s)\n",
-                    i, m->model_id, s->host, s->port, s->job_id, s->node);
+            fprintf(stderr, "corral serve: replica %u of %s ready at %s:%u (job %s, node %s)\n", i,
+                    m->model_id, s->host, s->port, s->job_id, s->node);
             serve_router_set_replica(r, mi, i, s->host, s->port, SERVE_REPLICA_READY, s->job_id,
                                      s->node);
         } else if (!ok && st == SERVE_REPLICA_READY &&
                    serve_router_replica_ongoing(r, mi, i) == 0) {
             /* a busy replica is never taken out for a slow health check */
-            serve_router_set_replica(r, mi, i, s->host, s->port, SERVE_REPLICA_STARTING,
-                                     s->job_id, s->node);
+            serve_router_set_replica(r, mi, i, s->host, s->port, SERVE_REPLICA_STARTING, s->job_id,
+                                     s->node);
         } else if (!ok && st == SERVE_REPLICA_DOWN) {
-            serve_router_set_replica(r, mi, i, s->host, s->port, SERVE_REPLICA_STARTING,
-                                     s->job_id, s->node);
+            serve_router_set_replica(r, mi, i, s->host, s->port, SERVE_REPLICA_STARTING, s->job_id,
+                                     s->node);
         }
     }
     serve_router_set_note(r, mi, note);
 }
 
+/* the router's TLS, for state.json: its certificate's pin ("" without
+ * TLS), where the certificate is, and its plain loopback admin port */
+static char tls_pin[80], tls_cert_path[4400];
+static unsigned admin_port;
+
 static int write_state(const char *dir, const serve_config_t *cfg, const char *cfgpath,
                        const char *host, unsigned port, const char *token, const char *status)
 {
-    json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:s,s:i,s:s,s:s}", "name", cfg->name, "config",
+    json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:s,s:i,s:s,s:s,s:s,s:i}", "name", cfg->name, "config",
                           cfgpath, "host", host, "port", (int)port, "admin_token", token, "pid",
-                          (int)getpid(), "dir", dir, "status", status);
+                          (int)getpid(), "dir", dir, "status", status, "scheme",
+                          tls_pin[0] ? "https" : "http", "admin_port", (int)admin_port);
+    if (tls_pin[0]) {
+        json_object_set_new(j, "tls_fingerprint", json_string(tls_pin));
+        json_object_set_new(j, "tls_cert", json_string(tls_cert_path));
+    }
     char *s = json_dumps(j, JSON_INDENT(2));
     json_decref(j);
     char path[4400], why[1024];
@@ -492,9 +513,10 @@ static char **read_keys(const char *path)
 static bool same_model(const serve_model_t *a, const serve_model_t *b)
 {
     if (a->ncommand != b->ncommand || strcmp(a->model_source, b->model_source) != 0 ||
-        strcmp(a->resources, b->resources) != 0 || strcmp(a->accelerator_type, b->accelerator_type) ||
-        strcmp(a->topology, b->topology) != 0 || strcmp(a->strategy, b->strategy) != 0 ||
-        a->bundles.n != b->bundles.n || strcmp(a->health, b->health) != 0)
+        strcmp(a->resources, b->resources) != 0 ||
+        strcmp(a->accelerator_type, b->accelerator_type) || strcmp(a->topology, b->topology) != 0 ||
+        strcmp(a->strategy, b->strategy) != 0 || a->bundles.n != b->bundles.n ||
+        strcmp(a->health, b->health) != 0)
         return false;
     for (size_t i = 0; i < a->ncommand; i++)
         if (strcmp(a->command[i], b->command[i]) != 0)
@@ -530,13 +552,21 @@ static serve_config_t *maybe_redeploy(const char *dir, serve_config_t *cfg, msta
     const char *bad = NULL;
     if (strcmp(n->name, cfg->name) != 0 || n->models.n != cfg->models.n)
         bad = "the name or the list of models changed";
-    else if (strcmp(n->router_host, cfg->router_host) != 0 || n->router_port != cfg->router_port)
-        bad = "the router's address changed";
+    else if (strcmp(n->router_host, cfg->router_host) != 0 || n->router_port != cfg->router_port ||
+             n->upstream_keepalive != cfg->upstream_keepalive ||
+             strcmp(n->tls_cert_file, cfg->tls_cert_file) != 0 ||
+             strcmp(n->tls_key_file, cfg->tls_key_file) != 0)
+        bad = "the router's address, upstream_keepalive or TLS files changed";
     for (size_t k = 0; !bad && k < n->models.n; k++) {
         const serve_model_t *a = &cfg->models.v[k], *b = &n->models.v[k];
-        if (strcmp(a->model_id, b->model_id) != 0 || a->max_ongoing_requests != b->max_ongoing_requests ||
-            a->max_queued_requests != b->max_queued_requests || a->max_replicas != b->max_replicas)
-            bad = "a model_id, max_ongoing_requests, max_queued_requests or replicas.max changed";
+        if (strcmp(a->model_id, b->model_id) != 0 ||
+            a->max_ongoing_requests != b->max_ongoing_requests ||
+            a->max_queued_requests != b->max_queued_requests ||
+            a->max_replicas != b->max_replicas || a->prefix_affinity != b->prefix_affinity ||
+            a->imbalanced_threshold != b->imbalanced_threshold ||
+            a->match_rate_threshold != b->match_rate_threshold)
+            bad = "a model_id, max_ongoing_requests, max_queued_requests, replicas.max or "
+                  "request_router changed";
     }
     if (bad) {
         char *res = cr_asprintf("error: %s: a rolling update changes engines, sources and "
@@ -563,14 +593,73 @@ static serve_config_t *maybe_redeploy(const char *dir, serve_config_t *cfg, msta
     return n;
 }
 
+/* The router's certificate and key (PEM, malloc'ed) when it runs TLS: the
+ * file's router.tls_cert_file and tls_key_file; else, off loopback, a
+ * self-signed one made now (net/'s TLS shim, as the head's) and kept in
+ * DIR (0600), whose SHA-256 clients pin. On loopback without files: none
+ * (plain HTTP). Off loopback without TLS the router does not start. */
+static int router_tls(const serve_config_t *cfg, const char *dir, bool loopback, char **cert,
+                      char **key)
+{
+    char why[1024];
+    size_t len;
+    *cert = *key = NULL;
+    tls_pin[0] = '\0';
+    if (loopback && !cfg->tls_cert_file[0])
+        return 0;
+    const cr_tls_ops_t *ops = cr_tls_load(why, sizeof(why));
+    if (cfg->tls_cert_file[0]) {
+        if (cr_read_private(cfg->tls_cert_file, cert, &len, why, sizeof(why)) < 0 ||
+            cr_read_private(cfg->tls_key_file, key, &len, why, sizeof(why)) < 0) {
+            fprintf(stderr, "corral serve: router.tls_cert_file/tls_key_file: %s\n", why);
+            goto fail;
+        }
+        snprintf(tls_cert_path, sizeof(tls_cert_path), "%s", cfg->tls_cert_file);
+    } else {
+        if (!ops || ops->selfsigned(cfg->router_host, cert, key, why, sizeof(why)) != 0) {
+            fprintf(stderr,
+                    "corral serve: the router listens on %s, off loopback, and so needs TLS, but "
+                    "no certificate could be made (%s); give router.tls_cert_file and "
+                    "tls_key_file, or listen on 127.0.0.1\n",
+                    cfg->router_host, why);
+            goto fail;
+        }
+        char kp[4400];
+        snprintf(tls_cert_path, sizeof(tls_cert_path), "%s/tls.crt", dir);
+        snprintf(kp, sizeof(kp), "%s/tls.key", dir);
+        if (cr_write_private(tls_cert_path, *cert, strlen(*cert), why, sizeof(why)) < 0 ||
+            cr_write_private(kp, *key, strlen(*key), why, sizeof(why)) < 0) {
+            fprintf(stderr, "corral serve: %s\n", why);
+            goto fail;
+        }
+    }
+    uint8_t fp[CR_TLS_FP_LEN];
+    if (!ops || ops->fingerprint(*cert, strlen(*cert), fp, why, sizeof(why)) != 0) {
+        fprintf(stderr, "corral serve: the router's certificate: %s\n", ops ? why : "no TLS shim");
+        goto fail;
+    }
+    int k = snprintf(tls_pin, sizeof(tls_pin), "sha256:");
+    for (size_t i = 0; i < CR_TLS_FP_LEN; i++)
+        k += snprintf(tls_pin + k, sizeof(tls_pin) - (size_t)k, "%02x", fp[i]);
+    fprintf(stderr, "corral serve: TLS on %s with certificate %s (%s)\n", cfg->router_host, tls_pin,
+            tls_cert_path);
+    return 0;
+fail:
+    free(*cert);
+    free(*key);
+    *cert = *key = NULL;
+    tls_pin[0] = '\0';
+    return CR_EINVAL;
+}
+
 /* corral serve router FILE DIR [--api-key-file F] [--port N]: the router
  * process (started detached by deploy). */
 static int cmd_router(int argc, char **argv)
 {
     const char *keyfile = NULL;
     unsigned port = 65536;
-    const cli_opt_t opts[] = {CLI_STR("api-key-file", &keyfile),
-                              CLI_UINT("port", &port, 0, 65535), CLI_END};
+    const cli_opt_t opts[] = {CLI_STR("api-key-file", &keyfile), CLI_UINT("port", &port, 0, 65535),
+                              CLI_END};
     int i = cli_parse_opts("corral serve router", opts, argc, argv, usage_text, NULL, false);
     if (i < 0)
         return i == CLI_OPTS_HELP ? CLI_OK : CLI_USAGE;
@@ -591,11 +680,18 @@ static int cmd_router(int argc, char **argv)
         serve_config_free(cfg);
         return CLI_FAIL;
     }
-    if (strcmp(cfg->router_host, "127.0.0.1") != 0 && strcmp(cfg->router_host, "::1") != 0 &&
-        !keys)
-        fprintf(stderr, "corral serve: warning: the router listens on %s without an API key "
-                        "(--api-key-file); anyone who reaches it may use the models\n",
+    bool loopback =
+        strncmp(cfg->router_host, "127.", 4) == 0 || strcmp(cfg->router_host, "::1") == 0;
+    if (!loopback && !keys)
+        fprintf(stderr,
+                "corral serve: warning: the router listens on %s without an API key "
+                "(--api-key-file); anyone who reaches it may use the models\n",
                 cfg->router_host);
+    char *cert = NULL, *key = NULL;
+    if (router_tls(cfg, dir, loopback, &cert, &key) < 0) {
+        serve_config_free(cfg);
+        return CLI_FAIL;
+    }
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
     self_exe[n > 0 ? n : 0] = '\0';
     unsigned char rnd[16];
@@ -616,19 +712,27 @@ static int cmd_router(int argc, char **argv)
     }
     serve_router_opts_t ro = {.port = port <= 65535 ? port : 0,
                               .api_keys = (const char *const *)keys,
-                              .admin_token = token};
+                              .admin_token = token,
+                              .tls_cert_pem = cert,
+                              .tls_key_pem = key};
     if (port == 0)
         ro.port = 0;
     serve_router_t *r = NULL;
     serve_config_t tmp = *cfg;
     if (port == 0)
         tmp.router_port = 0;
-    if (serve_router_start(&tmp, &ro, &r, &msg) < 0) {
+    int serr = serve_router_start(&tmp, &ro, &r, &msg);
+    if (key)
+        explicit_bzero(key, strlen(key));
+    free(key);
+    free(cert);
+    if (serr < 0) {
         fprintf(stderr, "corral serve: %s\n", msg);
         free(msg);
         corral_disconnect(c);
         return CLI_FAIL;
     }
+    admin_port = tls_pin[0] ? serve_router_admin_port(r) : 0;
     struct sigaction sa = {.sa_handler = on_stop};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
@@ -802,7 +906,9 @@ static int cmd_deploy(int argc, char **argv)
                 }
                 if (!router_alive(old)) {
                     cli_waitline_done(&wl);
-                    fprintf(stderr, "corral serve deploy: the router ended (its log: %s/router.log)\n", odir);
+                    fprintf(stderr,
+                            "corral serve deploy: the router ended (its log: %s/router.log)\n",
+                            odir);
                     break;
                 }
                 cli_waitline_show(&wl, "replicas being replaced one at a time", 0);
@@ -886,9 +992,15 @@ static int cmd_deploy(int argc, char **argv)
         fprintf(stderr, "corral serve deploy: the router did not start in 30 s\n");
         goto fail;
     }
-    printf("corral serve: %s at http://%s:%d/v1 (router pid %d); `corral serve status %s`\n",
-           cfg->name, json_string_value(json_object_get(st, "host")),
+    printf("corral serve: %s at %s://%s:%d/v1 (router pid %d); `corral serve status %s`\n",
+           cfg->name, scheme_of(st), json_string_value(json_object_get(st, "host")),
            (int)json_integer_value(json_object_get(st, "port")), (int)pid, cfg->name);
+    if (json_string_value(json_object_get(st, "tls_fingerprint")))
+        printf("corral serve: TLS with the certificate %s (%s); clients trust it with "
+               "curl --cacert %s, or pin its fingerprint\n",
+               json_string_value(json_object_get(st, "tls_fingerprint")),
+               json_string_value(json_object_get(st, "tls_cert")),
+               json_string_value(json_object_get(st, "tls_cert")));
     fflush(stdout);
     int rc = CLI_OK;
     if (wait) { /* every model's initial replicas ready */
@@ -913,9 +1025,8 @@ static int cmd_deploy(int argc, char **argv)
                 if (mi < cfg->models.n && ready < cfg->models.v[mi].initial_replicas) {
                     all = false;
                     snprintf(reason, sizeof(reason), "%s: %zu of %u ready%s%s",
-                             cfg->models.v[mi].model_id, ready,
-                             cfg->models.v[mi].initial_replicas, note && note[0] ? "; " : "",
-                             note ? note : "");
+                             cfg->models.v[mi].model_id, ready, cfg->models.v[mi].initial_replicas,
+                             note && note[0] ? "; " : "", note ? note : "");
                 }
             }
             json_decref(j);
@@ -946,9 +1057,8 @@ fail:
 
 static void print_status(const json_t *st, const json_t *j)
 {
-    printf("%s: http://%s:%d/v1 (router pid %d)\n",
-           json_string_value(json_object_get(st, "name")),
-           json_string_value(json_object_get(st, "host")),
+    printf("%s: %s://%s:%d/v1 (router pid %d)\n", json_string_value(json_object_get(st, "name")),
+           scheme_of(st), json_string_value(json_object_get(st, "host")),
            (int)json_integer_value(json_object_get(j, "port")),
            (int)json_integer_value(json_object_get(st, "pid")));
     size_t mi;
@@ -988,8 +1098,9 @@ static json_t *live_status(const char *name, json_t **stp)
     if (!st)
         return NULL;
     if (!router_alive(st)) {
-        fprintf(stderr, "corral serve: the router of '%s' is not running (pid %d ended); its log "
-                        "is in %s/router.log\n",
+        fprintf(stderr,
+                "corral serve: the router of '%s' is not running (pid %d ended); its log "
+                "is in %s/router.log\n",
                 name, (int)json_integer_value(json_object_get(st, "pid")),
                 json_string_value(json_object_get(st, "dir")));
         json_decref(st);
@@ -1046,8 +1157,8 @@ static int cmd_status(int argc, char **argv, bool list)
         if (list) {
             st = state_read(names.v[k], true);
             if (st && router_alive(st))
-                printf("%-20s http://%s:%d/v1  router pid %d  file %s\n", cli_esc(names.v[k]),
-                       json_string_value(json_object_get(st, "host")),
+                printf("%-20s %s://%s:%d/v1  router pid %d  file %s\n", cli_esc(names.v[k]),
+                       scheme_of(st), json_string_value(json_object_get(st, "host")),
                        (int)json_integer_value(json_object_get(st, "port")),
                        (int)json_integer_value(json_object_get(st, "pid")),
                        cli_esc(json_string_value(json_object_get(st, "config"))));

@@ -50,9 +50,8 @@ static int only(const json_t *obj, const char *at, const char *const *fields, hw
     return 0;
 }
 
-
-static int get_str(const json_t *obj, const char *at, const char *key, const char *def,
-                   char **out, hw_json_error_t *je)
+static int get_str(const json_t *obj, const char *at, const char *key, const char *def, char **out,
+                   hw_json_error_t *je)
 {
     const json_t *v = json_object_get(obj, key);
     char path[256];
@@ -127,11 +126,11 @@ static int resources_text(const json_t *v, const char *path, char **out, hw_json
         bool name_ok = key[0] != '\0' && strlen(key) < 32;
         for (const char *c = key; *c; c++)
             name_ok &= (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
-                       (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.' ||
-                       *c == '/';
+                       (*c >= '0' && *c <= '9') || *c == '_' || *c == '-' || *c == '.' || *c == '/';
         if (!name_ok) {
             cr_buf_free(&b);
-            return bad(je, p, "a resource name is letters, digits, '_', '-', '.', '/' (at most 31)");
+            return bad(je, p,
+                       "a resource name is letters, digits, '_', '-', '.', '/' (at most 31)");
         }
         if (json_is_string(x) && strcmp(key, "memory") == 0) {
             uint64_t bytes;
@@ -154,12 +153,30 @@ static int resources_text(const json_t *v, const char *path, char **out, hw_json
 }
 
 static const char *const top_fields[] = {"name", "models", "router", NULL};
-static const char *const router_fields[] = {"host", "port", "api_key_file", "request_timeout_s",
+static const char *const router_fields[] = {"host",
+                                            "port",
+                                            "api_key_file",
+                                            "request_timeout_s",
+                                            "upstream_keepalive",
+                                            "tls_cert_file",
+                                            "tls_key_file",
                                             NULL};
-static const char *const model_fields[] = {
-    "model_id", "model_source", "engine", "accelerator_type", "resources_per_replica",
-    "placement", "replicas", "autoscaling", "max_ongoing_requests", "max_queued_requests",
-    "health_check_period_s", "health_check_timeout_s", NULL};
+static const char *const model_fields[] = {"model_id",
+                                           "model_source",
+                                           "engine",
+                                           "accelerator_type",
+                                           "resources_per_replica",
+                                           "placement",
+                                           "replicas",
+                                           "autoscaling",
+                                           "max_ongoing_requests",
+                                           "max_queued_requests",
+                                           "health_check_period_s",
+                                           "health_check_timeout_s",
+                                           "request_router",
+                                           NULL};
+static const char *const request_router_fields[] = {"policy", "imbalanced_threshold",
+                                                    "match_rate_threshold", NULL};
 static const char *const engine_fields[] = {"command", "health", "metrics", NULL};
 static const char *const replicas_fields[] = {"min", "max", "initial", NULL};
 static const char *const autoscaling_fields[] = {"target_ongoing_requests", "upscale_delay_s",
@@ -196,7 +213,8 @@ static int model_check(const json_t *m, const char *at, serve_model_t *o, hw_jso
     const json_t *e = json_object_get(m, "engine");
     if (!e)
         return bad(je, at, "missing 'engine:' (its command, with {model_source}, {host}, {port})");
-    if ((err = want_map(e, p, "command, health, metrics", je)) || (err = only(e, p, engine_fields, je)))
+    if ((err = want_map(e, p, "command, health, metrics", je)) ||
+        (err = only(e, p, engine_fields, je)))
         return err;
     const json_t *cmd = json_object_get(e, "command");
     join(q, sizeof(q), p, "command");
@@ -278,8 +296,9 @@ static int model_check(const json_t *m, const char *at, serve_model_t *o, hw_jso
                 return err;
             /* one worker per bundle of one job: a gang's workers ask alike */
             if (i > 0 && strcmp(b->resources, o->bundles.v[0].resources) != 0)
-                return bad(je, r, "every bundle of a replica must ask for the same resources "
-                                  "(%s, as bundles[0]); different bundles are not done yet",
+                return bad(je, r,
+                           "every bundle of a replica must ask for the same resources "
+                           "(%s, as bundles[0]); different bundles are not done yet",
                            o->bundles.v[0].resources);
         }
         o->resources = cr_strdup(o->bundles.v[0].resources);
@@ -321,8 +340,8 @@ static int model_check(const json_t *m, const char *at, serve_model_t *o, hw_jso
             return bad(je, p, "max (%u) is below min (%u)", o->max_replicas, o->min_replicas);
         if (o->initial_replicas < o->min_replicas || o->initial_replicas > o->max_replicas) {
             join(q, sizeof(q), p, "initial");
-            return bad(je, q, "initial (%u) must be within min..max (%u..%u)",
-                       o->initial_replicas, o->min_replicas, o->max_replicas);
+            return bad(je, q, "initial (%u) must be within min..max (%u..%u)", o->initial_replicas,
+                       o->min_replicas, o->max_replicas);
         }
     }
     const json_t *as = json_object_get(m, "autoscaling");
@@ -330,22 +349,51 @@ static int model_check(const json_t *m, const char *at, serve_model_t *o, hw_jso
     o->target_ongoing_requests = 2;
     o->upscale_delay_s = 30;
     o->downscale_delay_s = 600;
-    if (as && ((err = want_map(as, p, "target_ongoing_requests, upscale_delay_s, downscale_delay_s", je)) ||
-               (err = only(as, p, autoscaling_fields, je)) ||
-               (err = get_num(as, p, "target_ongoing_requests", 2, 0.01, 1e6, false,
-                              &o->target_ongoing_requests, je)) ||
-               (err = get_num(as, p, "upscale_delay_s", 30, 0, 86400, false, &o->upscale_delay_s,
-                              je)) ||
-               (err = get_num(as, p, "downscale_delay_s", 600, 0, 86400, false,
-                              &o->downscale_delay_s, je))))
+    if (as &&
+        ((err =
+              want_map(as, p, "target_ongoing_requests, upscale_delay_s, downscale_delay_s", je)) ||
+         (err = only(as, p, autoscaling_fields, je)) ||
+         (err = get_num(as, p, "target_ongoing_requests", 2, 0.01, 1e6, false,
+                        &o->target_ongoing_requests, je)) ||
+         (err = get_num(as, p, "upscale_delay_s", 30, 0, 86400, false, &o->upscale_delay_s, je)) ||
+         (err = get_num(as, p, "downscale_delay_s", 600, 0, 86400, false, &o->downscale_delay_s,
+                        je))))
         return err;
-    if ((err = get_uint(m, at, "max_ongoing_requests", 8, 1, 100000, &o->max_ongoing_requests, je)) ||
-        (err = get_uint(m, at, "max_queued_requests", 256, 0, 1000000, &o->max_queued_requests, je)) ||
+    if ((err =
+             get_uint(m, at, "max_ongoing_requests", 8, 1, 100000, &o->max_ongoing_requests, je)) ||
+        (err = get_uint(m, at, "max_queued_requests", 256, 0, 1000000, &o->max_queued_requests,
+                        je)) ||
         (err = get_num(m, at, "health_check_period_s", 1, 0.05, 3600, false,
                        &o->health_check_period_s, je)) ||
         (err = get_num(m, at, "health_check_timeout_s", 5, 0.05, 3600, false,
                        &o->health_check_timeout_s, je)))
         return err;
+    /* Ray Serve's request_router_config: which router, and its knobs */
+    const json_t *rr = json_object_get(m, "request_router");
+    join(p, sizeof(p), at, "request_router");
+    o->prefix_affinity = false;
+    o->imbalanced_threshold = 4;
+    o->match_rate_threshold = 0.1;
+    if (rr) {
+        char *policy = NULL;
+        if ((err = want_map(rr, p, "policy, imbalanced_threshold, match_rate_threshold", je)) ||
+            (err = only(rr, p, request_router_fields, je)) ||
+            (err = get_str(rr, p, "policy", "power_of_two", &policy, je)))
+            return err;
+        join(q, sizeof(q), p, "policy");
+        if (strcmp(policy, "prefix_affinity") == 0)
+            o->prefix_affinity = true;
+        else if (strcmp(policy, "power_of_two") != 0)
+            err =
+                bad(je, q, "unknown policy '%s'; expected power_of_two or prefix_affinity", policy);
+        free(policy);
+        if (err ||
+            (err = get_uint(rr, p, "imbalanced_threshold", 4, 0, 100000, &o->imbalanced_threshold,
+                            je)) ||
+            (err = get_num(rr, p, "match_rate_threshold", 0.1, 0, 1, false,
+                           &o->match_rate_threshold, je)))
+            return err;
+    }
     return 0;
 }
 
@@ -377,6 +425,8 @@ void serve_config_free(serve_config_t *c)
     CR_VEC_FREE(&c->models);
     free(c->router_host);
     free(c->api_key_file);
+    free(c->tls_cert_file);
+    free(c->tls_key_file);
     free(c);
 }
 
@@ -393,8 +443,9 @@ static int config_check(const json_t *root, void *ctx, hw_json_error_t *je)
     if (err)
         return err;
     if (!id_ok(c->name) || strlen(c->name) > 48 || strchr(c->name, '/'))
-        return bad(je, "name", "a deployment's name is 1 to 48 printable characters without "
-                               "spaces, quotes or '/'");
+        return bad(je, "name",
+                   "a deployment's name is 1 to 48 printable characters without "
+                   "spaces, quotes or '/'");
     const json_t *ms = json_object_get(root, "models");
     if (!ms)
         return bad(je, "", "missing 'models:', a list of models to serve");
@@ -432,8 +483,17 @@ static int config_check(const json_t *root, void *ctx, hw_json_error_t *je)
     if (!err)
         err = get_str(r, "router", "api_key_file", "", &c->api_key_file, je);
     if (!err)
-        err = get_num(r, "router", "request_timeout_s", 600, 1, 86400, false,
-                      &c->request_timeout_s, je);
+        err = get_num(r, "router", "request_timeout_s", 600, 1, 86400, false, &c->request_timeout_s,
+                      je);
+    if (!err)
+        err = get_uint(r, "router", "upstream_keepalive", 16, 0, 64, &c->upstream_keepalive, je);
+    if (!err)
+        err = get_str(r, "router", "tls_cert_file", "", &c->tls_cert_file, je);
+    if (!err)
+        err = get_str(r, "router", "tls_key_file", "", &c->tls_key_file, je);
+    if (!err && !c->tls_cert_file[0] != !c->tls_key_file[0])
+        err = bad(je, c->tls_cert_file[0] ? "router.tls_cert_file" : "router.tls_key_file",
+                  "give both tls_cert_file and tls_key_file (PEM), or neither");
     json_decref((json_t *)r);
     c->router_port = (unsigned)port;
     return err;

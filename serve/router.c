@@ -11,14 +11,22 @@
  * choices, Ray Serve's default). With none free the request waits in the
  * model's queue (at most max_queued_requests, then 503 with Retry-After).
  * A replica that refuses the connection or closes it before the first byte
- * of the reply is marked down and the request goes to another. */
+ * of the reply is marked down and the request goes to another. With
+ * prefix affinity (affinity.c) the replica holding the prompt's longest
+ * prefix takes it while the replicas are balanced.
+ *
+ * Connections to replicas are kept in a bounded pool per replica (the
+ * replica's mutex-guarded stack of idle descriptors); the replies' token
+ * usage is read as they pass (request.c) for /metrics. */
 #include "serve.h"
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <microhttpd.h>
+#include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BODY_MAX (16u << 20)
 /* what all requests together may hold in memory while they arrive: a
@@ -28,6 +36,13 @@
  * a thousand open streams fit in 64 MiB (bench/serve) */
 #define PIECE 8192
 #define CONN_MEMORY (16u << 10)
+/* idle connections to a replica: at most router.upstream_keepalive (up to
+ * POOL_CAP) each, closed after POOL_IDLE_MS (llama-server's cpp-httplib
+ * closes its side after 5 s) */
+#define POOL_CAP 64
+#define POOL_IDLE_MS 4000
+/* the prefixes a model with prefix affinity remembers (24 bytes each) */
+#define AFFINITY_ENTRIES 65536
 
 typedef struct replica {
     char host[64];
@@ -36,6 +51,9 @@ typedef struct replica {
     unsigned ongoing;
     uint64_t requests, failures;
     char job[48], node[64];
+    int idle[POOL_CAP]; /* the pool: a stack, the newest last */
+    int64_t idle_ms[POOL_CAP];
+    unsigned nidle;
 } replica_t;
 
 typedef struct rmodel {
@@ -46,6 +64,12 @@ typedef struct rmodel {
     unsigned queued;
     pthread_cond_t cv;
     uint64_t requests, errors, rejected, retries, ttfb_count;
+    uint64_t prompt_tokens, completion_tokens, counted; /* from the replies' usage */
+    uint64_t connects, reused, affinity_hits;
+    bool prefix_affinity;
+    unsigned imbalanced_threshold;
+    double match_rate_threshold;
+    serve_affinity_t *aff; /* NULL without prefix affinity */
     double ttfb_sum;
     uint64_t ttfb_le[8]; /* cumulative-by-bucket counts for the histogram */
     char note[256];
@@ -55,12 +79,15 @@ static const double ttfb_bounds[8] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5, 1
 
 struct serve_router {
     struct MHD_Daemon *d;
+    struct MHD_Daemon *admin_d; /* with TLS: the admin calls on 127.0.0.1, plain */
+    unsigned admin_port;
     pthread_mutex_t mu;
     rmodel_t *models;
     size_t nmodels;
     char **keys; /* NULL-terminated */
     char *admin;
     unsigned retry_after, port;
+    unsigned keepalive; /* idle connections kept per replica */
     int timeout_ms;
     uint64_t rng;
     uint64_t http_requests, unauthorized;
@@ -76,9 +103,15 @@ typedef struct req {
     serve_upstream_t up;
     rmodel_t *m;
     size_t rep;
-    bool held; /* counts in the replica's ongoing */
+    unsigned port; /* the replica's when the request went to it */
+    bool held;     /* counts in the replica's ongoing */
     bool sse;
     bool ended;
+    bool finished; /* the reply was read whole: usage counted, connection pooled */
+    serve_usage_t usage;
+    /* prefix affinity: the prompt's prefix hashes and its length */
+    uint64_t *h;
+    size_t nh, prefix_len;
     /* the connection's and, once queued, the reply's: microhttpd may end
      * the connection (completed) before it destroys the reply (reader_free) */
     int refs;
@@ -109,8 +142,8 @@ static uint64_t next_rand(serve_router_t *r)
 static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, const char *ctype,
                                  const char *text, unsigned retry_after)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), (void *)text,
-                                                                MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
     if (!resp)
         return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", ctype);
@@ -157,25 +190,118 @@ static bool authorized(serve_router_t *r, struct MHD_Connection *c)
     return ok;
 }
 
+static bool can_take(const rmodel_t *m, size_t i, uint64_t tried)
+{
+    const replica_t *x = &m->reps[i];
+    return x->st == SERVE_REPLICA_READY && x->ongoing < m->max_ongoing &&
+           !(i < 64 && (tried >> i) & 1);
+}
+
+typedef struct usable_ctx {
+    const rmodel_t *m;
+    uint64_t tried;
+} usable_ctx_t;
+
+static bool usable(size_t rep, void *arg)
+{
+    usable_ctx_t *u = arg;
+    return rep < u->m->nreps && can_take(u->m, rep, u->tried);
+}
+
+/* Prefix affinity (SGLang's cache-aware router, Ray Serve LLM's
+ * PrefixCacheAffinityRouter): while the free replicas are balanced (the
+ * busiest within imbalanced_threshold of the least busy), the replica
+ * holding the longest prefix of the prompt takes it when at least
+ * match_rate_threshold of the prompt matched, else the one holding the
+ * fewest prefixes (the most room in its cache); unbalanced, power of two
+ * choices. The prompt's prefixes are then remembered for the replica
+ * chosen. -2: no choice made here. Under r->mu. */
+static long pick_affinity(rmodel_t *m, const req_t *q, uint64_t tried, const size_t *cand, size_t n)
+{
+    unsigned lo = UINT32_MAX, hi = 0;
+    for (size_t k = 0; k < n; k++) {
+        unsigned o = m->reps[cand[k]].ongoing;
+        lo = o < lo ? o : lo;
+        hi = o > hi ? o : hi;
+    }
+    if (hi - lo > m->imbalanced_threshold)
+        return -2;
+    usable_ctx_t u = {m, tried};
+    size_t blocks = 0;
+    long a = serve_affinity_match(m->aff, q->h, q->nh, &blocks, usable, &u);
+    size_t matched = blocks * SERVE_AFFINITY_BLOCK;
+    if (matched > q->prefix_len)
+        matched = q->prefix_len;
+    if (a >= 0 && (double)matched >= m->match_rate_threshold * (double)q->prefix_len) {
+        m->affinity_hits++;
+        return a;
+    }
+    size_t best = cand[0];
+    for (size_t k = 1; k < n; k++) {
+        size_t hb = serve_affinity_held(m->aff, best), hk = serve_affinity_held(m->aff, cand[k]);
+        if (hk < hb || (hk == hb && m->reps[cand[k]].ongoing < m->reps[best].ongoing))
+            best = cand[k];
+    }
+    return (long)best;
+}
+
 /* Power of two choices among model m's free ready replicas not in tried
- * (a bit per slot, the first 64). Under r->mu. */
-static long pick(serve_router_t *r, rmodel_t *m, uint64_t tried)
+ * (a bit per slot, the first 64), or prefix affinity where the model has
+ * it and the request a prompt. Under r->mu. */
+static long pick(serve_router_t *r, rmodel_t *m, const req_t *q, uint64_t tried)
 {
     size_t cand[SERVE_MAX_REPLICAS], n = 0;
-    for (size_t i = 0; i < m->nreps; i++) {
-        replica_t *x = &m->reps[i];
-        if (x->st == SERVE_REPLICA_READY && x->ongoing < m->max_ongoing &&
-            !(i < 64 && (tried >> i) & 1))
+    for (size_t i = 0; i < m->nreps; i++)
+        if (can_take(m, i, tried))
             cand[n++] = i;
-    }
     if (n == 0)
         return -1;
-    if (n == 1)
-        return (long)cand[0];
-    size_t a = next_rand(r) % n, b = next_rand(r) % (n - 1);
-    if (b >= a)
-        b++;
-    return (long)(m->reps[cand[a]].ongoing <= m->reps[cand[b]].ongoing ? cand[a] : cand[b]);
+    long got = -2;
+    if (m->aff && q->nh)
+        got = pick_affinity(m, q, tried, cand, n);
+    if (got == -2 && n == 1)
+        got = (long)cand[0];
+    if (got == -2) {
+        size_t a = next_rand(r) % n, b = next_rand(r) % (n - 1);
+        if (b >= a)
+            b++;
+        got = (long)(m->reps[cand[a]].ongoing <= m->reps[cand[b]].ongoing ? cand[a] : cand[b]);
+    }
+    if (m->aff && q->nh) {
+        usable_ctx_t u = {m, tried};
+        serve_affinity_insert(m->aff, q->h, q->nh, (size_t)got, usable, &u);
+    }
+    return got;
+}
+
+/* ---- the pool of idle connections to each replica (under r->mu) ---- */
+
+static void pool_drain(replica_t *x)
+{
+    while (x->nidle)
+        close(x->idle[--x->nidle]);
+}
+
+/* A pooled connection to x, the newest first; -1 none. The caller checks
+ * that it is still open. */
+static int pool_take(replica_t *x)
+{
+    int64_t now = cr_mono_ms();
+    while (x->nidle) {
+        x->nidle--;
+        if (now - x->idle_ms[x->nidle] < POOL_IDLE_MS)
+            return x->idle[x->nidle];
+        close(x->idle[x->nidle]);
+    }
+    return -1;
+}
+
+/* Whether a pooled connection is still usable: nothing to read (no EOF,
+ * no stray bytes) and no error. */
+static bool conn_alive(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    return poll(&p, 1, 0) == 0;
 }
 
 static bool any_ready(rmodel_t *m, uint64_t tried)
@@ -199,6 +325,36 @@ static void release(req_t *q)
     q->held = false;
 }
 
+/* The reply was read whole: its token counts go to the model's, and its
+ * connection back to the replica's pool when the replica is the same and
+ * still takes requests. */
+static void finish(req_t *q)
+{
+    if (q->finished || !q->up.done || q->up.failed)
+        return;
+    q->finished = true;
+    serve_usage_end(&q->usage);
+    serve_router_t *r = q->r;
+    bool reuse = r->keepalive && serve_upstream_reusable(&q->up);
+    pthread_mutex_lock(&r->mu);
+    if (q->usage.prompt >= 0) {
+        q->m->prompt_tokens += (uint64_t)q->usage.prompt;
+        q->m->completion_tokens += (uint64_t)q->usage.completion;
+        q->m->counted++;
+    }
+    if (reuse && q->rep < q->m->nreps) {
+        replica_t *x = &q->m->reps[q->rep];
+        if (x->st == SERVE_REPLICA_READY && x->port == q->port && x->nidle < r->keepalive &&
+            x->nidle < POOL_CAP) {
+            x->idle[x->nidle] = q->up.fd;
+            x->idle_ms[x->nidle++] = cr_mono_ms();
+            q->up.fd = -1;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    serve_upstream_close(&q->up);
+}
+
 static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     CR_UNUSED(pos);
@@ -206,18 +362,26 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     if (q->ended)
         return MHD_CONTENT_READER_END_OF_STREAM;
     ssize_t n = serve_upstream_read(&q->up, buf, max, q->r->timeout_ms);
-    if (n > 0)
+    if (n > 0) {
+        serve_usage_feed(&q->usage, buf, (size_t)n);
+        if (q->up.done)
+            finish(q); /* a sized reply: microhttpd may not ask again */
         return n;
+    }
     q->ended = true;
-    if (q->up.done)
+    if (q->up.done) {
+        finish(q);
         return MHD_CONTENT_READER_END_OF_STREAM;
+    }
     /* the replica went away (or stalled) mid-reply */
     pthread_mutex_lock(&q->r->mu);
     q->m->errors++;
     if (q->rep < q->m->nreps) {
         q->m->reps[q->rep].failures++;
-        if (q->m->reps[q->rep].st == SERVE_REPLICA_READY)
+        if (q->m->reps[q->rep].st == SERVE_REPLICA_READY) {
             q->m->reps[q->rep].st = SERVE_REPLICA_DOWN; /* the manager checks it again */
+            pool_drain(&q->m->reps[q->rep]);
+        }
     }
     pthread_mutex_unlock(&q->r->mu);
     if (q->sse) {
@@ -240,12 +404,15 @@ static void req_unref(req_t *q)
     release(q);
     __atomic_sub_fetch(&q->r->body_bytes, q->body.len, __ATOMIC_RELAXED);
     cr_buf_free(&q->body);
+    serve_usage_fini(&q->usage);
+    free(q->h);
     free(q);
 }
 
 static void reader_free(void *cls)
 {
     req_t *q = cls;
+    finish(q);
     serve_upstream_close(&q->up);
     release(q);
     req_unref(q);
@@ -261,7 +428,7 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
     pthread_mutex_lock(&r->mu);
     m->requests++;
     for (int attempt = 0;; attempt++) {
-        long i = pick(r, m, tried);
+        long i = pick(r, m, q, tried);
         if (i < 0) {
             if (m->queued >= m->max_queued) {
                 m->rejected++;
@@ -279,7 +446,7 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
                 continue;
             }
             m->queued++;
-            while ((i = pick(r, m, tried)) < 0 && !r->stopping) {
+            while ((i = pick(r, m, q, tried)) < 0 && !r->stopping) {
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 double left = deadline - now_s();
@@ -315,15 +482,40 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
         char host[64];
         unsigned port = x->port;
         snprintf(host, sizeof(host), "%s", x->host);
+        int fd;
+        while ((fd = pool_take(x)) >= 0 && !conn_alive(fd))
+            close(fd); /* closed by the replica while idle */
+        if (fd < 0)
+            m->connects++;
+        else
+            m->reused++;
         pthread_mutex_unlock(&r->mu);
         q->m = m;
         q->rep = (size_t)i;
+        q->port = port;
         q->held = true;
-        int err = serve_upstream_connect(&q->up, host, port, 2000);
+        int err = 0;
+        if (fd >= 0)
+            serve_upstream_attach(&q->up, fd);
+        else
+            err = serve_upstream_connect(&q->up, host, port, 2000);
+        q->up.keepalive = r->keepalive > 0;
         if (!err)
             err = serve_upstream_request(&q->up, "POST", url, host,
                                          ctype ? ctype : "application/json", NULL, q->body.s,
                                          q->body.len, (int)((deadline - now_s()) * 1000));
+        if (err == -EPIPE && fd >= 0) {
+            /* the replica closed the idle connection as we sent: the
+             * request never reached it, so a new connection, not a failure */
+            serve_upstream_close(&q->up);
+            __atomic_add_fetch(&m->connects, 1, __ATOMIC_RELAXED);
+            err = serve_upstream_connect(&q->up, host, port, 2000);
+            q->up.keepalive = r->keepalive > 0;
+            if (!err)
+                err = serve_upstream_request(&q->up, "POST", url, host,
+                                             ctype ? ctype : "application/json", NULL, q->body.s,
+                                             q->body.len, (int)((deadline - now_s()) * 1000));
+        }
         if (!err) {
             double ttfb = now_s() - t0;
             pthread_mutex_lock(&r->mu);
@@ -344,8 +536,10 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
         if (i < (long)m->nreps) {
             m->reps[i].failures++;
             if (before_first_byte && m->reps[i].st == SERVE_REPLICA_READY &&
-                m->reps[i].port == port)
+                m->reps[i].port == port) {
                 m->reps[i].st = SERVE_REPLICA_DOWN;
+                pool_drain(&m->reps[i]);
+            }
         }
         if (!before_first_byte || attempt >= 8 || now_s() >= deadline) {
             m->errors++;
@@ -360,6 +554,7 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
             tried |= 1ull << i;
     }
     q->sse = strncasecmp(q->up.content_type, "text/event-stream", 17) == 0;
+    serve_usage_init(&q->usage, q->sse);
     __atomic_add_fetch(&q->refs, 1, __ATOMIC_ACQ_REL);
     struct MHD_Response *resp = MHD_create_response_from_callback(
         q->up.content_length >= 0 ? (uint64_t)q->up.content_length : MHD_SIZE_UNKNOWN, PIECE,
@@ -383,9 +578,8 @@ static enum MHD_Result models_list(serve_router_t *r, struct MHD_Connection *c)
 {
     json_t *data = json_array();
     for (size_t i = 0; i < r->nmodels; i++)
-        json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", r->models[i].id,
-                                              "object", "model", "created", 0, "owned_by",
-                                              "corral"));
+        json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", r->models[i].id, "object",
+                                              "model", "created", 0, "owned_by", "corral"));
     json_t *j = json_pack("{s:s,s:o}", "object", "list", "data", data);
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
@@ -397,23 +591,42 @@ static enum MHD_Result models_list(serve_router_t *r, struct MHD_Connection *c)
 static void metrics_text(serve_router_t *r, cr_buf_t *b)
 {
     pthread_mutex_lock(&r->mu);
-    cr_buf_printf(b, "# HELP corral_serve_http_requests_total HTTP requests the router took.\n"
-                     "# TYPE corral_serve_http_requests_total counter\n"
-                     "corral_serve_http_requests_total %llu\n"
-                     "# TYPE corral_serve_unauthorized_total counter\n"
-                     "corral_serve_unauthorized_total %llu\n",
+    cr_buf_printf(b,
+                  "# HELP corral_serve_http_requests_total HTTP requests the router took.\n"
+                  "# TYPE corral_serve_http_requests_total counter\n"
+                  "corral_serve_http_requests_total %llu\n"
+                  "# HELP corral_serve_unauthorized_total Requests refused for a missing or "
+                  "wrong API key.\n"
+                  "# TYPE corral_serve_unauthorized_total counter\n"
+                  "corral_serve_unauthorized_total %llu\n",
                   (unsigned long long)r->http_requests, (unsigned long long)r->unauthorized);
-    static const char *const counters[] = {"requests", "errors", "rejected", "retries"};
+    /* per model: name, help, value */
+    static const char *const counters[][2] = {
+        {"requests", "Requests routed to the model."},
+        {"errors", "Requests that failed (no replica, a replica's 5xx or its loss)."},
+        {"rejected", "Requests refused with 503 because the queue was full."},
+        {"retries", "Requests sent again to another replica before their first byte."},
+        {"prompt_tokens", "Prompt tokens of the replies, from the engine's usage."},
+        {"completion_tokens", "Completion tokens of the replies, from the engine's usage."},
+        {"usage_replies", "Replies whose engine reported usage (counted in the token totals)."},
+        {"upstream_connections", "New connections the router opened to replicas."},
+        {"upstream_reused", "Requests sent on a kept-alive connection to a replica."},
+        {"prefix_hits", "Requests that went to the replica holding their prompt's prefix."},
+    };
     for (size_t k = 0; k < CR_ARRAY_SIZE(counters); k++) {
-        cr_buf_printf(b, "# TYPE corral_serve_%s_total counter\n", counters[k]);
+        cr_buf_printf(b, "# HELP corral_serve_%s_total %s\n# TYPE corral_serve_%s_total counter\n",
+                      counters[k][0], counters[k][1], counters[k][0]);
         for (size_t i = 0; i < r->nmodels; i++) {
             rmodel_t *m = &r->models[i];
-            uint64_t v[] = {m->requests, m->errors, m->rejected, m->retries};
-            cr_buf_printf(b, "corral_serve_%s_total{model=\"%s\"} %llu\n", counters[k], m->id,
+            uint64_t v[] = {
+                m->requests,          m->errors,  m->rejected, m->retries, m->prompt_tokens,
+                m->completion_tokens, m->counted, m->connects, m->reused,  m->affinity_hits};
+            cr_buf_printf(b, "corral_serve_%s_total{model=\"%s\"} %llu\n", counters[k][0], m->id,
                           (unsigned long long)v[k]);
         }
     }
-    cr_buf_printf(b, "# TYPE corral_serve_queued_requests gauge\n");
+    cr_buf_printf(b, "# HELP corral_serve_queued_requests Requests waiting for a free replica.\n"
+                     "# TYPE corral_serve_queued_requests gauge\n");
     for (size_t i = 0; i < r->nmodels; i++)
         cr_buf_printf(b, "corral_serve_queued_requests{model=\"%s\"} %u\n", r->models[i].id,
                       r->models[i].queued);
@@ -431,7 +644,8 @@ static void metrics_text(serve_router_t *r, cr_buf_t *b)
                       m->id, (unsigned long long)m->ttfb_count, m->id, m->ttfb_sum, m->id,
                       (unsigned long long)m->ttfb_count);
     }
-    cr_buf_printf(b, "# TYPE corral_serve_replica_ongoing_requests gauge\n");
+    cr_buf_printf(b, "# HELP corral_serve_replica_ongoing_requests Requests a replica serves now.\n"
+                     "# TYPE corral_serve_replica_ongoing_requests gauge\n");
     for (size_t i = 0; i < r->nmodels; i++)
         for (size_t k = 0; k < r->models[i].nreps; k++)
             cr_buf_printf(b,
@@ -439,11 +653,21 @@ static void metrics_text(serve_router_t *r, cr_buf_t *b)
                           "state=\"%s\"} %u\n",
                           r->models[i].id, k, serve_replica_state_name(r->models[i].reps[k].st),
                           r->models[i].reps[k].ongoing);
-    cr_buf_printf(b, "# TYPE corral_serve_replica_requests_total counter\n");
+    cr_buf_printf(b, "# HELP corral_serve_replica_requests_total Requests sent to a replica.\n"
+                     "# TYPE corral_serve_replica_requests_total counter\n");
     for (size_t i = 0; i < r->nmodels; i++)
         for (size_t k = 0; k < r->models[i].nreps; k++)
-            cr_buf_printf(b, "corral_serve_replica_requests_total{model=\"%s\",replica=\"%zu\"} %llu\n",
-                          r->models[i].id, k, (unsigned long long)r->models[i].reps[k].requests);
+            cr_buf_printf(
+                b, "corral_serve_replica_requests_total{model=\"%s\",replica=\"%zu\"} %llu\n",
+                r->models[i].id, k, (unsigned long long)r->models[i].reps[k].requests);
+    cr_buf_printf(b, "# HELP corral_serve_replica_idle_connections Kept-alive connections to a "
+                     "replica, idle now.\n"
+                     "# TYPE corral_serve_replica_idle_connections gauge\n");
+    for (size_t i = 0; i < r->nmodels; i++)
+        for (size_t k = 0; k < r->models[i].nreps; k++)
+            cr_buf_printf(
+                b, "corral_serve_replica_idle_connections{model=\"%s\",replica=\"%zu\"} %u\n",
+                r->models[i].id, k, r->models[i].reps[k].nidle);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -523,23 +747,21 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                           "use POST for this path", 0);
     if (q->too_big) {
         char msg[160];
-        snprintf(msg, sizeof(msg), "the request body is over %u bytes (or the router holds too "
-                                   "many large requests now)", BODY_MAX);
+        snprintf(msg, sizeof(msg),
+                 "the request body is over %u bytes (or the router holds too "
+                 "many large requests now)",
+                 BODY_MAX);
         return send_error(c, 413, "invalid_request_error", "request_too_large", msg, 0);
     }
-    json_error_t je;
-    json_t *j = json_loadb(q->body.s ? q->body.s : "", q->body.len, 0, &je);
-    if (!j || !json_is_object(j)) {
-        json_decref(j);
+    serve_request_t rq;
+    int perr = serve_request_parse(q->body.s, q->body.len, &rq);
+    if (perr == SERVE_REQ_INVALID_JSON)
         return send_error(c, 400, "invalid_request_error", "invalid_json",
                           "the request body is not a JSON object", 0);
-    }
-    const char *model = json_string_value(json_object_get(j, "model"));
-    if (!model) {
-        json_decref(j);
+    if (perr)
         return send_error(c, 400, "invalid_request_error", "missing_model",
                           "the request has no \"model\"; GET /v1/models lists them", 0);
-    }
+    const char *model = rq.model;
     rmodel_t *m = NULL;
     for (size_t i = 0; i < r->nmodels && !m; i++)
         if (strcmp(r->models[i].id, model) == 0)
@@ -550,11 +772,28 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                  "The model '%.200s' does not exist here; GET /v1/models lists the models this "
                  "router serves",
                  model);
-        json_decref(j);
+        serve_request_free(&rq);
         return send_error(c, 404, "invalid_request_error", "model_not_found", msg, 0);
     }
-    json_decref(j);
+    if (m->aff && rq.prefix_len) {
+        q->h = cr_malloc(SERVE_AFFINITY_BLOCKS * sizeof(*q->h));
+        q->nh = serve_affinity_hashes(rq.prefix, rq.prefix_len, q->h, SERVE_AFFINITY_BLOCKS);
+        q->prefix_len = rq.prefix_len;
+    }
+    serve_request_free(&rq);
     return proxy(r, c, q, m, url);
+}
+
+/* The plain loopback listener of a TLS router: the admin calls and
+ * /health only. */
+static enum MHD_Result handle_admin(void *cls, struct MHD_Connection *c, const char *url,
+                                    const char *method, const char *version, const char *upload,
+                                    size_t *upload_size, void **req_cls)
+{
+    if (strncmp(url, "/-/", 3) != 0 && strcmp(url, "/health") != 0)
+        return send_error(c, 404, "invalid_request_error", "unknown_url",
+                          "this is the router's admin listener; the models are served over TLS", 0);
+    return handle(cls, c, url, method, version, upload, upload_size, req_cls);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **req_cls,
@@ -606,8 +845,14 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
         m->id = cr_strdup(sm->model_id);
         m->max_ongoing = sm->max_ongoing_requests;
         m->max_queued = sm->max_queued_requests;
-        m->cap = sm->max_replicas + 1 > SERVE_MAX_REPLICAS ? SERVE_MAX_REPLICAS : sm->max_replicas + 1;
+        m->cap =
+            sm->max_replicas + 1 > SERVE_MAX_REPLICAS ? SERVE_MAX_REPLICAS : sm->max_replicas + 1;
         m->reps = cr_calloc(m->cap, sizeof(*m->reps));
+        m->prefix_affinity = sm->prefix_affinity;
+        m->imbalanced_threshold = sm->imbalanced_threshold;
+        m->match_rate_threshold = sm->match_rate_threshold;
+        if (sm->prefix_affinity)
+            m->aff = serve_affinity_new(AFFINITY_ENTRIES, m->cap);
         pthread_cond_init(&m->cv, NULL);
     }
     size_t nk = 0;
@@ -618,15 +863,37 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
         r->keys[i] = cr_strdup(o->api_keys[i]);
     r->admin = o && o->admin_token ? cr_strdup(o->admin_token) : NULL;
     r->retry_after = o && o->retry_after_s ? o->retry_after_s : 1;
+    r->keepalive = cfg->upstream_keepalive < POOL_CAP ? cfg->upstream_keepalive : POOL_CAP;
     r->timeout_ms = (int)(cfg->request_timeout_s * 1000);
     r->rng = ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)r ^ 0x9e3779b97f4a7c15ULL;
-    r->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handle, r, MHD_OPTION_SOCK_ADDR,
-                            (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed, r,
-                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256u << 10),
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
-                            MHD_OPTION_CONNECTION_LIMIT, 8192u, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)(cfg->request_timeout_s + 5), MHD_OPTION_LISTENING_ADDRESS_REUSE,
-                            1u, MHD_OPTION_END);
+    bool tls = o && o->tls_cert_pem && o->tls_key_pem;
+    if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        *errmsg = cr_strdup("this libmicrohttpd has no TLS (HTTPS) support; install Debian's "
+                            "libmicrohttpd12 (built with GnuTLS) or listen on 127.0.0.1");
+        serve_router_stop(r);
+        return CR_EINVAL;
+    }
+    /* TLS adds its key and certificate to the same options */
+    struct MHD_OptionItem tlsopt[] = {
+        {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, tls ? (void *)o->tls_key_pem : NULL},
+        {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, tls ? (void *)o->tls_cert_pem : NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    r->d = MHD_start_daemon(
+        flags | (tls ? MHD_USE_TLS : 0), (uint16_t)port, NULL, NULL, handle, r,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed, r,
+        MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256u << 10), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)CONN_MEMORY, MHD_OPTION_CONNECTION_LIMIT, 8192u, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)(cfg->request_timeout_s + 5), MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+        MHD_OPTION_ARRAY, tlsopt, MHD_OPTION_END);
+    if (!r->d && tls) {
+        *errmsg = cr_asprintf("cannot listen with TLS on %s:%u: the certificate or key was "
+                              "refused (PEM, the key matching the certificate?) or the address "
+                              "is taken (%s)",
+                              host, port, strerror(errno ? errno : EINVAL));
+        serve_router_stop(r);
+        return CR_EINVAL;
+    }
     if (!r->d) {
         *errmsg = cr_asprintf("cannot listen on %s:%u (%s); is another router or program there? "
                               "Change router.port in the file",
@@ -636,6 +903,24 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(r->d, MHD_DAEMON_INFO_BIND_PORT);
     r->port = di ? di->port : port;
+    r->admin_port = r->port;
+    if (tls) {
+        struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        r->admin_d = MHD_start_daemon(
+            MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                MHD_USE_ERROR_LOG,
+            0, NULL, NULL, handle_admin, r, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&lo,
+            MHD_OPTION_NOTIFY_COMPLETED, completed, r, MHD_OPTION_THREAD_STACK_SIZE,
+            (size_t)(256u << 10), MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT,
+            30u, MHD_OPTION_END);
+        di = r->admin_d ? MHD_get_daemon_info(r->admin_d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
+        if (!di) {
+            *errmsg = cr_strdup("cannot listen on 127.0.0.1 for the router's admin calls");
+            serve_router_stop(r);
+            return -EADDRINUSE;
+        }
+        r->admin_port = di->port;
+    }
     *out = r;
     return 0;
 }
@@ -652,7 +937,12 @@ void serve_router_stop(serve_router_t *r)
         pthread_mutex_unlock(&r->mu);
         MHD_stop_daemon(r->d);
     }
+    if (r->admin_d)
+        MHD_stop_daemon(r->admin_d);
     for (size_t i = 0; i < r->nmodels; i++) {
+        for (size_t k = 0; k < r->models[i].cap; k++)
+            pool_drain(&r->models[i].reps[k]);
+        serve_affinity_free(r->models[i].aff);
         free(r->models[i].id);
         free(r->models[i].reps);
         pthread_cond_destroy(&r->models[i].cv);
@@ -671,6 +961,11 @@ unsigned serve_router_port(const serve_router_t *r)
     return r->port;
 }
 
+unsigned serve_router_admin_port(const serve_router_t *r)
+{
+    return r->admin_port;
+}
+
 void serve_router_set_replica(serve_router_t *r, size_t m, size_t i, const char *host,
                               unsigned port, serve_replica_state_t st, const char *job,
                               const char *node)
@@ -682,10 +977,18 @@ void serve_router_set_replica(serve_router_t *r, size_t m, size_t i, const char 
     while (md->nreps <= i)
         md->nreps++;
     replica_t *x = &md->reps[i];
-    if (host && (strcmp(x->host, host) != 0 || x->port != port)) {
+    bool moved = host && (strcmp(x->host, host) != 0 || x->port != port);
+    if (moved) {
         snprintf(x->host, sizeof(x->host), "%s", host);
         x->port = port;
         x->failures = 0;
+    }
+    if (moved || st != SERVE_REPLICA_READY) {
+        /* another process, or none that takes requests: its connections
+         * and what its cache held are gone */
+        pool_drain(x);
+        if (md->aff && (moved || st == SERVE_REPLICA_DOWN || st == SERVE_REPLICA_NONE))
+            serve_affinity_forget(md->aff, i);
     }
     if (job)
         snprintf(x->job, sizeof(x->job), "%s", job);
@@ -748,18 +1051,17 @@ char *serve_router_status(serve_router_t *r)
         for (size_t k = 0; k < m->nreps; k++) {
             replica_t *x = &m->reps[k];
             json_array_append_new(
-                reps, json_pack("{s:i,s:s,s:s,s:i,s:i,s:I,s:I,s:s,s:s}", "replica", (int)k, "state",
-                                serve_replica_state_name(x->st), "host", x->host, "port",
-                                (int)x->port, "ongoing", (int)x->ongoing, "requests",
-                                (json_int_t)x->requests, "failures", (json_int_t)x->failures,
-                                "job", x->job, "node", x->node));
+                reps,
+                json_pack("{s:i,s:s,s:s,s:i,s:i,s:I,s:I,s:s,s:s}", "replica", (int)k, "state",
+                          serve_replica_state_name(x->st), "host", x->host, "port", (int)x->port,
+                          "ongoing", (int)x->ongoing, "requests", (json_int_t)x->requests,
+                          "failures", (json_int_t)x->failures, "job", x->job, "node", x->node));
         }
-        json_array_append_new(models,
-                              json_pack("{s:s,s:i,s:I,s:I,s:I,s:s,s:o}", "model_id", m->id,
-                                        "queued", (int)m->queued, "requests",
-                                        (json_int_t)m->requests, "errors", (json_int_t)m->errors,
-                                        "rejected", (json_int_t)m->rejected, "note", m->note,
-                                        "replicas", reps));
+        json_array_append_new(
+            models,
+            json_pack("{s:s,s:i,s:I,s:I,s:I,s:s,s:o}", "model_id", m->id, "queued", (int)m->queued,
+                      "requests", (json_int_t)m->requests, "errors", (json_int_t)m->errors,
+                      "rejected", (json_int_t)m->rejected, "note", m->note, "replicas", reps));
     }
     pthread_mutex_unlock(&r->mu);
     json_t *j = json_pack("{s:i,s:o}", "port", (int)r->port, "models", models);

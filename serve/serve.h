@@ -28,10 +28,10 @@ typedef struct serve_model {
     char *model_source; /* substituted for {model_source} (model_loading_config.model_source) */
     char **command;     /* engine argv, NULL-terminated, placeholders kept */
     size_t ncommand;
-    char *health;           /* "/health" */
-    char *metrics;          /* "" none */
-    char *accelerator_type; /* "" none; else a label the replica's nodes must carry */
-    char *resources;        /* per replica, "GPU=1,CPU=1" (resources_per_replica) */
+    char *health;                   /* "/health" */
+    char *metrics;                  /* "" none */
+    char *accelerator_type;         /* "" none; else a label the replica's nodes must carry */
+    char *resources;                /* per replica, "GPU=1,CPU=1" (resources_per_replica) */
     CR_VEC(serve_bundle_t) bundles; /* placement: one worker per bundle; empty: one worker */
     char *strategy;                 /* placement strategy, "PACK" default */
     char *topology;                 /* a TPU topology for a whole slice per replica; "" none */
@@ -41,6 +41,13 @@ typedef struct serve_model {
     unsigned max_ongoing_requests; /* per replica */
     unsigned max_queued_requests;  /* per model, in the router */
     double health_check_period_s, health_check_timeout_s;
+    /* request_router: power of two choices (default) or prefix affinity,
+     * which keeps a prompt prefix on one replica while that replica has
+     * at most imbalanced_threshold more ongoing requests than the least
+     * busy and at least match_rate_threshold of the prompt matched */
+    bool prefix_affinity;
+    unsigned imbalanced_threshold;
+    double match_rate_threshold;
 } serve_model_t;
 
 typedef struct serve_config {
@@ -50,6 +57,8 @@ typedef struct serve_config {
     unsigned router_port;
     char *api_key_file; /* "" none */
     double request_timeout_s;
+    char *tls_cert_file, *tls_key_file; /* "" none: generated off loopback */
+    unsigned upstream_keepalive;        /* idle connections kept per replica; 0: one per request */
 } serve_config_t;
 
 /* Parses a deployment file's text (YAML; JSON is YAML). Returns 0 with *out
@@ -78,11 +87,16 @@ typedef enum serve_replica_state {
 const char *serve_replica_state_name(serve_replica_state_t s);
 
 typedef struct serve_router_opts {
-    const char *host; /* NULL: the config's */
-    unsigned port;    /* 0: the config's */
+    const char *host;            /* NULL: the config's */
+    unsigned port;               /* 0: the config's */
     const char *const *api_keys; /* NULL-terminated; NULL or empty: no key needed */
     unsigned retry_after_s;      /* in a 503's Retry-After; 0: 1 */
     const char *admin_token;     /* X-Corral-Admin for /-/status; NULL: none */
+    /* HTTPS (libmicrohttpd's GnuTLS) with this certificate (then its
+     * chain) and key, PEM; NULL: plain HTTP. With TLS the admin calls and
+     * /health are also on a plain listener of 127.0.0.1 (serve_router_admin_port),
+     * so that the CLI on this machine needs no TLS client. */
+    const char *tls_cert_pem, *tls_key_pem;
 } serve_router_opts_t;
 
 /* Starts listening. Returns 0 with *out or a negative code with *errmsg. The
@@ -93,6 +107,9 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
 void serve_router_stop(serve_router_t *r);
 /* The port it listens on (the config's, or the one the kernel chose for 0). */
 unsigned serve_router_port(const serve_router_t *r);
+/* Where the admin calls are answered on 127.0.0.1: the router's own port
+ * without TLS. */
+unsigned serve_router_admin_port(const serve_router_t *r);
 /* Replica slot i of model m: where it listens and what state it is in. A
  * new endpoint (host or port differ) resets the replica's counters. */
 /* host NULL keeps the endpoint; job and node (NULL: kept) are for status. */
@@ -112,12 +129,69 @@ char *serve_router_status(serve_router_t *r);
  * set by the replica manager. */
 void serve_router_set_note(serve_router_t *r, size_t m, const char *note);
 
+/* ---- what the router reads of bodies (request.c) ---- */
+/* the prompt text kept for prefix affinity */
+#define SERVE_PREFIX_MAX (16u << 10)
+enum { SERVE_REQ_INVALID_JSON = -1, SERVE_REQ_NO_MODEL = -2 };
+typedef struct serve_request {
+    char *model;       /* a non-empty string without NUL */
+    bool stream;       /* "stream": true */
+    char *prefix;      /* the prompt's text: each chat message's role and
+                        * content, or the completion's prompt; NULL none */
+    size_t prefix_len; /* at most SERVE_PREFIX_MAX */
+} serve_request_t;
+/* A client's request body: 0 with *out (serve_request_free), or
+ * SERVE_REQ_INVALID_JSON (not a JSON object) or SERVE_REQ_NO_MODEL. */
+int serve_request_parse(const char *body, size_t len, serve_request_t *out);
+void serve_request_free(serve_request_t *q);
+
+/* The engine's token counts in a reply, fed piece by piece as it passes:
+ * a JSON reply's "usage" (parsed whole up to 64 KiB; past that, found in
+ * its last 4 KiB), or in a stream (sse) the last event that has one
+ * (OpenAI's final chunk with stream_options.include_usage; llama-server's
+ * last chunk). What it keeps per reply is bounded (64 KiB). */
+typedef struct serve_usage {
+    bool sse, overflow;
+    cr_buf_t buf;                 /* the reply, or a stream's current line */
+    long long prompt, completion; /* -1: none seen */
+} serve_usage_t;
+void serve_usage_init(serve_usage_t *u, bool sse);
+void serve_usage_feed(serve_usage_t *u, const char *p, size_t n);
+void serve_usage_end(serve_usage_t *u);
+void serve_usage_fini(serve_usage_t *u);
+
+/* ---- prefix affinity (affinity.c): which replica saw a prompt prefix ----
+ * Prompts are cut in blocks of SERVE_AFFINITY_BLOCK bytes; each prefix of
+ * whole blocks is hashed (a chain, so prefix k's hash covers blocks 0..k)
+ * and remembered in a bounded table with the replica it went to, least
+ * recently used first out. A pure structure: no lock, no clock. */
+#define SERVE_AFFINITY_BLOCK 64
+#define SERVE_AFFINITY_BLOCKS 256 /* the blocks of a prompt looked at */
+typedef struct serve_affinity serve_affinity_t;
+serve_affinity_t *serve_affinity_new(size_t entries, size_t nreplicas);
+void serve_affinity_free(serve_affinity_t *a);
+/* The prefix hashes of text: n of them (at most max) in h. */
+size_t serve_affinity_hashes(const char *text, size_t len, uint64_t *h, size_t max);
+/* The replica that holds the longest prefix among h[0..n), with how many
+ * blocks matched (*blocks); -1 when none. usable(rep, arg) says which
+ * replicas may take it. */
+long serve_affinity_match(serve_affinity_t *a, const uint64_t *h, size_t n, size_t *blocks,
+                          bool (*usable)(size_t rep, void *arg), void *arg);
+/* Records that the prefixes h[0..n) went to rep (kept where a usable
+ * replica already holds one). */
+void serve_affinity_insert(serve_affinity_t *a, const uint64_t *h, size_t n, size_t rep,
+                           bool (*usable)(size_t rep, void *arg), void *arg);
+/* Forgets replica rep (it died, drained or moved). */
+void serve_affinity_forget(serve_affinity_t *a, size_t rep);
+/* How many prefixes replica rep holds. */
+size_t serve_affinity_held(const serve_affinity_t *a, size_t rep);
+
 /* ---- the upstream client (upstream.c) ---- */
 typedef struct serve_upstream {
     int fd;
-    int status;              /* HTTP status */
-    char content_type[128];  /* "" none */
-    bool chunked;            /* Transfer-Encoding: chunked */
+    int status;               /* HTTP status */
+    char content_type[128];   /* "" none */
+    bool chunked;             /* Transfer-Encoding: chunked */
     long long content_length; /* -1 unknown (until close) */
     /* what was read past the headers, not yet handed out */
     char buf[8192];
@@ -127,12 +201,21 @@ typedef struct serve_upstream {
     bool done;            /* the body ended as HTTP says */
     bool failed;          /* the connection broke before the body ended */
     long long got;        /* body bytes handed out */
+    bool keepalive;       /* set before a request: ask the replica to keep the connection */
+    bool reusable;        /* the reply allows another request on this connection */
 } serve_upstream_t;
 
 /* Connects to host:port within timeout_ms. 0 or -errno. */
 int serve_upstream_connect(serve_upstream_t *u, const char *host, unsigned port, int timeout_ms);
+/* Takes fd, a connection kept from an earlier request (its own now). */
+void serve_upstream_attach(serve_upstream_t *u, int fd);
+/* Whether the connection may carry another request: the reply was read to
+ * its end as HTTP/1.1 framed it, nothing more came, and neither side said
+ * Connection: close. */
+bool serve_upstream_reusable(const serve_upstream_t *u);
 /* Sends the request (extra: more header lines, each ending in CRLF, or
- * NULL) and reads the status line and headers. 0, or -EPIPE
+ * NULL; Connection: keep-alive when u->keepalive, else close) and reads
+ * the status line and headers. 0, or -EPIPE
  * when nothing came back (the request may go to another replica), or
  * CR_EPARSE for a reply that is not HTTP. */
 int serve_upstream_request(serve_upstream_t *u, const char *method, const char *path,

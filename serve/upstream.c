@@ -1,5 +1,6 @@
-/* The router's HTTP/1.1 client to a replica: one request per connection
- * (Connection: close), the reply's headers read whole (bounded), its body
+/* The router's HTTP/1.1 client to a replica: a request on a new
+ * connection or on one kept from an earlier request (the router's pool,
+ * router.c), the reply's headers read whole (bounded), its body
  * handed out as it comes, de-chunked, so that a stream passes through
  * piece by piece. Blocking with poll timeouts: each router request runs
  * on its own thread (router.c says why). */
@@ -30,14 +31,29 @@ static int wait_fd(int fd, short ev, int timeout_ms)
     }
 }
 
-int serve_upstream_connect(serve_upstream_t *u, const char *host, unsigned port, int timeout_ms)
+static void upstream_init(serve_upstream_t *u, int fd)
 {
     memset(u, 0, sizeof(*u));
-    u->fd = -1;
+    u->fd = fd;
     u->content_length = -1;
     u->chunk_left = -1;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV};
+}
+
+void serve_upstream_attach(serve_upstream_t *u, int fd)
+{
+    upstream_init(u, fd);
+}
+
+bool serve_upstream_reusable(const serve_upstream_t *u)
+{
+    return u->fd >= 0 && u->keepalive && u->reusable && u->done && !u->failed && u->off == u->len;
+}
+
+int serve_upstream_connect(serve_upstream_t *u, const char *host, unsigned port, int timeout_ms)
+{
+    upstream_init(u, -1);
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     char ps[8];
     snprintf(ps, sizeof(ps), "%u", port);
@@ -96,6 +112,14 @@ static ssize_t fill(serve_upstream_t *u, int timeout_ms)
     }
     for (;;) {
         ssize_t r = recv(u->fd, u->buf + u->len, sizeof(u->buf) - u->len, 0);
+        if (r > 0) {
+            /* acknowledge at once, every time (Linux clears it): an engine
+             * that writes a stream's small events with Nagle on (cpp-httplib,
+             * Python's http.server) waits for our ACK before its next one,
+             * and on a kept-alive connection the kernel would delay it 40 ms */
+            int one = 1;
+            setsockopt(u->fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+        }
         if (r >= 0) {
             u->len += (size_t)r;
             return r;
@@ -122,17 +146,26 @@ static bool header_is(const char *line, size_t n, const char *name, const char *
     return true;
 }
 
+/* A Connection header's value holds the token "close" (any case). */
+static bool says_close(const char *v, size_t n)
+{
+    for (size_t i = 0; i + 5 <= n; i++)
+        if (strncasecmp(v + i, "close", 5) == 0)
+            return true;
+    return false;
+}
+
 int serve_upstream_request(serve_upstream_t *u, const char *method, const char *path,
                            const char *host, const char *content_type, const char *extra,
                            const char *body, size_t len, int timeout_ms)
 {
     char head[1024];
     int n = snprintf(head, sizeof(head),
-                     "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nAccept: */*\r\n"
+                     "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: %s\r\nAccept: */*\r\n"
                      "%s%s%s%sContent-Length: %zu\r\n\r\n",
-                     method, path, host, content_type ? "Content-Type: " : "",
-                     content_type ? content_type : "", content_type ? "\r\n" : "",
-                     extra ? extra : "", len);
+                     method, path, host, u->keepalive ? "keep-alive" : "close",
+                     content_type ? "Content-Type: " : "", content_type ? content_type : "",
+                     content_type ? "\r\n" : "", extra ? extra : "", len);
     if (n < 0 || (size_t)n >= sizeof(head))
         return CR_EINVAL;
     int err = send_all(u->fd, head, (size_t)n, timeout_ms);
@@ -158,6 +191,8 @@ int serve_upstream_request(serve_upstream_t *u, const char *method, const char *
         status > 599)
         return CR_EPARSE;
     u->status = status;
+    /* HTTP/1.1 keeps the connection unless a side says close */
+    u->reusable = major == 1 && minor >= 1;
     for (char *line = memchr(u->buf, '\n', hlen); line && line < end;) {
         line++;
         char *nl = memchr(line, '\n', (size_t)(end + 2 - line));
@@ -173,10 +208,16 @@ int serve_upstream_request(serve_upstream_t *u, const char *method, const char *
             u->chunked = strncasecmp(v, "chunked", 7) == 0;
         else if (header_is(line, ln, "Content-Length", &v))
             u->content_length = strtoll(v, NULL, 10);
+        else if (header_is(line, ln, "Connection", &v) && says_close(v, (size_t)(line + ln - v)))
+            u->reusable = false;
         line = nl;
     }
     if (u->chunked)
         u->content_length = -1;
+    if (!u->chunked && u->content_length < 0)
+        u->reusable = false; /* the body ends when the connection does */
+    if (status < 200)
+        u->reusable = false; /* an interim reply: not read past */
     u->off = hlen;
     if (u->content_length == 0 || status == 204 || status == 304)
         u->done = true;
@@ -227,7 +268,18 @@ ssize_t serve_upstream_read(serve_upstream_t *u, char *dst, size_t size, int tim
                 break;
             }
             if (n == 0) {
-                u->done = true; /* trailers, if any, are not read: the connection closes */
+                /* the trailers, to the empty line that ends the reply; a
+                 * connection whose end did not come is not used again */
+                bool end = false;
+                for (int k = 0; k < 64 && !end; k++) {
+                    ssize_t t = take_line(u, line, sizeof(line), timeout_ms);
+                    if (t < 0)
+                        break;
+                    end = t == 0;
+                }
+                if (!end)
+                    u->reusable = false;
+                u->done = true;
                 break;
             }
             u->chunk_left = n;
@@ -252,8 +304,7 @@ ssize_t serve_upstream_read(serve_upstream_t *u, char *dst, size_t size, int tim
         size_t n = have < size ? have : size;
         if (u->chunked && (long long)n > u->chunk_left)
             n = (size_t)u->chunk_left;
-        if (!u->chunked && u->content_length >= 0 &&
-            (long long)n > u->content_length - u->got)
+        if (!u->chunked && u->content_length >= 0 && (long long)n > u->content_length - u->got)
             n = (size_t)(u->content_length - u->got);
         memcpy(dst, u->buf + u->off, n);
         u->off += n;

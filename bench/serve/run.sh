@@ -6,8 +6,13 @@
 # (default 64), in the same run to:
 #   direct  the backend itself
 #   nginx   Debian's nginx as a reverse proxy to it (its default proxying:
-#           HTTP/1.0 upstream, a connection per request, as the router's)
-#   router  corral's router
+#           HTTP/1.0 upstream, a connection per request)
+#   nginx_keepalive  nginx keeping upstream connections (keepalive 64,
+#           HTTP/1.1 upstream)
+#   router_close  corral's router with router.upstream_keepalive: 0 (a
+#           connection per request: the router before its pool), to its
+#           own replica of the same backend
+#   router  corral's router keeping connections (upstream_keepalive: 64)
 # Then STREAMS (default 1000) concurrent chat streams through a router
 # (bench/serve/streams.py) and its peak RSS.
 # Prints `figure NAME VALUE UNIT` (requests/s, p50 and p99 latency, the
@@ -31,6 +36,7 @@ export CORRAL_HOME=$(mktemp -d /tmp/corral-bench-serve-XXXXXX)
 T=$(mktemp -d /tmp/corral-bench-serve-t-XXXXXX)
 cleanup() {
     "$CORRAL" serve delete bench >/dev/null 2>&1 || true
+    "$CORRAL" serve delete bench0 >/dev/null 2>&1 || true
     "$CORRAL" serve delete streams >/dev/null 2>&1 || true
     [ -f "$T/nginx.pid" ] && kill "$(cat "$T/nginx.pid")" 2>/dev/null || true
     "$CORRAL" stop >/dev/null 2>&1 || true
@@ -47,14 +53,20 @@ models:
     replicas: 1
     max_ongoing_requests: 100000
     max_queued_requests: 100000
-router: {host: 127.0.0.1, port: 0}
+router: {host: 127.0.0.1, port: 0, upstream_keepalive: 64}
 YAML
+sed -e 's/^name: bench/name: bench0/' -e 's/upstream_keepalive: 64/upstream_keepalive: 0/' \
+    "$T/bench.yaml" >"$T/bench0.yaml"
 "$CORRAL" serve deploy "$T/bench.yaml" --wait >/dev/null
+"$CORRAL" serve deploy "$T/bench0.yaml" --wait >/dev/null
 st=$("$CORRAL" serve status bench --json)
 EP=$(jq -r '.models[0].replicas[0] | "\(.host):\(.port)"' <<<"$st")
 RPORT=$(jq -r .port <<<"$st")
+R0PORT=$("$CORRAL" serve status bench0 --json | jq -r .port)
 RPID=$(jq -r .pid "$CORRAL_HOME/serve/bench/state.json")
-NPORT=$(/usr/bin/python3 -c "import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])")
+freeport() { /usr/bin/python3 -c "import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])"; }
+NPORT=$(freeport)
+NKPORT=$(freeport)
 mkdir -p "$T/ngx"
 cat >"$T/nginx.conf" <<NGX
 worker_processes 2;
@@ -67,6 +79,9 @@ http {
     fastcgi_temp_path $T/ngx/fcgi; uwsgi_temp_path $T/ngx/uwsgi; scgi_temp_path $T/ngx/scgi;
     upstream be { server $EP; }
     server { listen 127.0.0.1:$NPORT; location / { proxy_pass http://be; } }
+    upstream bek { server $EP; keepalive 64; }
+    server { listen 127.0.0.1:$NKPORT; location / { proxy_pass http://bek;
+        proxy_http_version 1.1; proxy_set_header Connection ""; } }
 }
 NGX
 "$NGINX" -c "$T/nginx.conf" -p "$T"
@@ -79,8 +94,14 @@ ms() { # wrk's latency text (123.45us, 1.2ms, 2s) in ms
     awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n += 0; else if (v ~ /s$/) n *= 1000; printf "%.3f", n }'
 }
 declare -A RPS P50
-for target in direct nginx router; do
-    case $target in direct) url=http://$EP ;; nginx) url=http://127.0.0.1:$NPORT ;; router) url=http://127.0.0.1:$RPORT ;; esac
+for target in direct nginx nginx_keepalive router_close router; do
+    case $target in
+    direct) url=http://$EP ;;
+    nginx) url=http://127.0.0.1:$NPORT ;;
+    nginx_keepalive) url=http://127.0.0.1:$NKPORT ;;
+    router_close) url=http://127.0.0.1:$R0PORT ;;
+    router) url=http://127.0.0.1:$RPORT ;;
+    esac
     out=$(wrk -t2 -c"$CONNS" -d"${DUR}s" --latency -s "$T/post.lua" "$url/v1/chat/completions")
     if grep -q "Non-2xx" <<<"$out"; then echo "bench/serve: $target answered errors: $out" >&2; exit 1; fi
     RPS[$target]=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
@@ -93,6 +114,11 @@ done
 echo "figure serve_router_rss $(awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' /proc/$RPID/status) MiB"
 echo "ratio serve_router_over_nginx_rps $(awk -v a="${RPS[router]}" -v b="${RPS[nginx]}" 'BEGIN {printf "%.2f", a / b}')"
 echo "ratio serve_router_over_nginx_p50 $(awk -v a="${P50[router]}" -v b="${P50[nginx]}" 'BEGIN {printf "%.2f", a / b}')"
+echo "ratio serve_router_over_nginx_keepalive_rps $(awk -v a="${RPS[router]}" -v b="${RPS[nginx_keepalive]}" 'BEGIN {printf "%.2f", a / b}')"
+echo "ratio serve_router_over_nginx_keepalive_p50 $(awk -v a="${P50[router]}" -v b="${P50[nginx_keepalive]}" 'BEGIN {printf "%.2f", a / b}')"
+echo "ratio serve_keepalive_over_close_rps $(awk -v a="${RPS[router]}" -v b="${RPS[router_close]}" 'BEGIN {printf "%.2f", a / b}')"
+echo "ratio serve_keepalive_over_close_p50 $(awk -v a="${P50[router]}" -v b="${P50[router_close]}" 'BEGIN {printf "%.2f", a / b}')"
+"$CORRAL" serve delete bench0 >/dev/null 2>&1 || true
 # STREAMS (default 1000) chat streams at once through the router, to the
 # Python canned backend (tests/serve/canned_backend.py: 20 pieces, 0.5 s
 # apart); the router's peak RSS while all are open

@@ -7,7 +7,8 @@
 # with its own GPU in its environment. The official openai client: chat at
 # temperature 0 is deterministic and its stream says the same, completions,
 # models, the 404 of an unknown model; and a replica killed with -9 is
-# replaced.
+# replaced. Then four replicas with prefix affinity: chats sharing a system
+# prompt go to one of them; the engine's usage reaches the router's metrics.
 command -v node >/dev/null || { echo "skip: no node"; exit 77; }
 NP=$("$CORRAL_SOURCE_DIR/scripts/node-openai.sh" 2>/dev/null) || { echo "skip: npm openai not installable"; exit 77; }
 . "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" cserve-llama
@@ -85,4 +86,39 @@ done
 r=$(OAI "$U/v1" tiny chat)
 [ "$(jq -r .object <<<"$r")" = chat.completion ] && ok "and serving" || fail "after replace: $r"
 "$CORRAL" serve delete llm >/dev/null || fail "delete"
+
+# four replicas with prefix affinity: chats sharing a long system prompt go
+# to one llama-server (its prompt cache), counted by the router per
+# replica; the engine's own usage reaches /metrics
+sed -e 's/^name: llm/name: llm4/' -e 's/replicas: 2/replicas: 4/' \
+    -e 's/max_ongoing_requests: 2/max_ongoing_requests: 2\n    request_router: {policy: prefix_affinity}/' \
+    "$T/llm.yaml" >"$T/llm4.yaml"
+out=$(timeout 300 "$CORRAL" serve deploy "$T/llm4.yaml" --wait 2>&1); rc=$?
+WPIDS="$WPIDS $(jq -r .pid "$CORRAL_HOME/serve/llm4/state.json")"
+[ $rc = 0 ] && [ "$("$CORRAL" serve status llm4 --json | jq '[.models[0].replicas[] | select(.state == "READY")] | length')" = 4 ] &&
+    ok "four llama-server replicas ready" || fail "deploy llm4: rc=$rc $out"
+U4=http://127.0.0.1:$(jq -r .port "$CORRAL_HOME/serve/llm4/state.json")
+reqs() { "$CORRAL" serve status llm4 --json | jq -c '[.models[0].replicas[].requests]'; }
+metric() { curl -s "$U4/metrics" | sed -n "s/^corral_serve_$1_total{model=\"tiny\"} //p"; }
+SYS=$(printf 'You are a helpful assistant who answers briefly. %.0s' $(seq 8))
+before=$(reqs); p0=$(metric prompt_tokens); c0=$(metric completion_tokens)
+pt=0 ct=0
+for i in $(seq 6); do
+    r=$(curl -s "$U4/v1/chat/completions" -d "{\"model\":\"tiny\",\"max_tokens\":4,\"temperature\":0,\"messages\":[{\"role\":\"system\",\"content\":\"$SYS\"},{\"role\":\"user\",\"content\":\"question $i\"}]}")
+    pt=$((pt + $(jq -r '.usage.prompt_tokens // 0' <<<"$r"))); ct=$((ct + $(jq -r '.usage.completion_tokens // 0' <<<"$r")))
+done
+after=$(reqs)
+grew=$(jq -n --argjson a "$before" --argjson b "$after" '[range(0; $b | length) | $b[.] - ($a[.] // 0) | select(. > 0)]')
+[ "$(jq -c . <<<"$grew")" = "[6]" ] && ok "prefix affinity: 6 chats sharing a system prompt on one of four llama-servers ($before -> $after)" ||
+    fail "affinity: $before -> $after"
+[ "$pt" -gt 0 ] && [ "$(metric prompt_tokens)" = $((p0 + pt)) ] && [ "$(metric completion_tokens)" = $((c0 + ct)) ] &&
+    ok "/metrics: llama-server's usage counted ($pt prompt, $ct completion tokens)" ||
+    fail "tokens: +$pt/+$ct expected, $p0/$c0 -> $(metric prompt_tokens)/$(metric completion_tokens)"
+p0=$(metric prompt_tokens)
+out=$(curl -sN "$U4/v1/chat/completions" -d '{"model":"tiny","stream":true,"max_tokens":4,"temperature":0,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}')
+su=$(grep '^data: {' <<<"$out" | sed 's/^data: //' | jq -r 'select(.usage != null) | .usage.prompt_tokens' | tail -1)
+[ "$(grep '^data: ' <<<"$out" | tail -1)" = "data: [DONE]" ] && [ "$(metric prompt_tokens)" = $((p0 + ${su:-0})) ] &&
+    ok "/metrics: a stream's usage (${su:-none in the stream}) counted as the engine sent it" ||
+    fail "stream usage: ${su:-none} $p0 -> $(metric prompt_tokens)"
+"$CORRAL" serve delete llm4 >/dev/null || fail "delete llm4"
 finish

@@ -83,17 +83,54 @@ static void test_errors(void **state)
                  "llm.yaml:13:27: models[0].max_ongoing_requests: expected 1 to 100000");
     expect_error("max_ongoing_requests: 8", "max_ongoing_request: 8",
                  "llm.yaml:13:5: models[0].max_ongoing_request: unknown field");
-    expect_error("{min: 1, max: 4}", "{min: 3, max: 2}", "llm.yaml:11:15: models[0].replicas: max (2)");
-    expect_error("{TPU: 4}", "{TPU: -1}", "llm.yaml:10:34: models[0].resources_per_replica.TPU: "
-                                          "expected a positive amount");
-    expect_error("\"{port}\"", "\"8080\"", "llm.yaml:6:16: models[0].engine.command: no word holds {port}");
+    expect_error("{min: 1, max: 4}", "{min: 3, max: 2}",
+                 "llm.yaml:11:15: models[0].replicas: max (2)");
+    expect_error("{TPU: 4}", "{TPU: -1}",
+                 "llm.yaml:10:34: models[0].resources_per_replica.TPU: "
+                 "expected a positive amount");
+    expect_error("\"{port}\"", "\"8080\"",
+                 "llm.yaml:6:16: models[0].engine.command: no word holds {port}");
     expect_error("port: 8000", "port: 70000", "llm.yaml:15:33: router.port: expected 0 to 65535");
     expect_error("name: chat\n", "", "llm.yaml:1:1: missing 'name:'");
-    expect_error("model_id: tiny-chat", "model_id: [a]", "llm.yaml:3:15: models[0].model_id: expected text");
+    expect_error("model_id: tiny-chat", "model_id: [a]",
+                 "llm.yaml:3:15: models[0].model_id: expected text");
+    expect_error("max_queued_requests: 256\n",
+                 "max_queued_requests: 256\n    request_router: {policy: nearest}\n",
+                 "llm.yaml:15:30: models[0].request_router.policy: unknown policy 'nearest'");
+    expect_error("max_queued_requests: 256\n",
+                 "max_queued_requests: 256\n    request_router: {match_rate_threshold: 2}\n",
+                 "llm.yaml:15:44: models[0].request_router.match_rate_threshold: expected 0 to 1");
+    expect_error("port: 8000}", "port: 8000, upstream_keepalive: -1}",
+                 "llm.yaml:15:59: router.upstream_keepalive: expected 0 to 64");
     expect_error("upscale_delay_s: 30", "upscale_delay_s: x",
                  "llm.yaml:12:64: models[0].autoscaling.upscale_delay_s: expected a number");
     expect_error("      health: /health\n", "      health: health\n",
                  "llm.yaml:7:15: models[0].engine.health: expected a path");
+}
+
+static void test_request_router(void **state)
+{
+    (void)state;
+    char buf[4096];
+    snprintf(buf, sizeof(buf), "%s",
+             "name: c\nmodels:\n  - model_id: m\n    engine: {command: [e, \"{port}\"]}\n"
+             "    request_router: {policy: prefix_affinity, imbalanced_threshold: 2}\n"
+             "router: {upstream_keepalive: 0}\n");
+    serve_config_t *c = NULL;
+    char *msg = NULL;
+    assert_int_equal(serve_config_parse("x.yaml", buf, strlen(buf), &c, &msg), 0);
+    assert_true(c->models.v[0].prefix_affinity);
+    assert_int_equal(c->models.v[0].imbalanced_threshold, 2);
+    assert_true(c->models.v[0].match_rate_threshold == 0.1);
+    assert_int_equal(c->upstream_keepalive, 0);
+    serve_config_free(c);
+    /* the defaults: power of two choices, 16 kept connections per replica */
+    snprintf(buf, sizeof(buf), "%s",
+             "name: c\nmodels:\n  - model_id: m\n    engine: {command: [e, \"{port}\"]}\n");
+    assert_int_equal(serve_config_parse("x.yaml", buf, strlen(buf), &c, &msg), 0);
+    assert_false(c->models.v[0].prefix_affinity);
+    assert_int_equal(c->upstream_keepalive, 16);
+    serve_config_free(c);
 }
 
 static void test_defaults_and_placement(void **state)
@@ -123,8 +160,9 @@ static void test_defaults_and_placement(void **state)
     assert_int_equal(b->min_replicas, 0);
     assert_int_equal(b->initial_replicas, 0);
     serve_config_free(c);
-    const char *mixed = "name: x\nmodels:\n  - model_id: a\n    engine: {command: [s, \"{port}\"]}\n"
-                        "    placement: {bundles: [{GPU: 1}, {GPU: 2}]}\n";
+    const char *mixed =
+        "name: x\nmodels:\n  - model_id: a\n    engine: {command: [s, \"{port}\"]}\n"
+        "    placement: {bundles: [{GPU: 1}, {GPU: 2}]}\n";
     assert_int_not_equal(serve_config_parse("m.yaml", mixed, strlen(mixed), &c, &msg), 0);
     assert_non_null(strstr(msg, "m.yaml:5:37: models[0].placement.bundles[1]: every bundle"));
     free(msg);
@@ -141,6 +179,7 @@ int main(void)
         cmocka_unit_test(test_example),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_defaults_and_placement),
+        cmocka_unit_test(test_request_router),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
