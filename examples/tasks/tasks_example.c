@@ -68,7 +68,7 @@ static int fails(const void *args, size_t len, corral_result_t *res)
     return corral_result_error(res, "fails was asked to fail (%zu bytes)", len), 1;
 }
 
-/* Waits until DIR holds N files, one per task, then returns its chip. */
+/* Waits until DIR holds N files, one per task, then returns NODE:CHIPS. */
 static int chip(const void *args, size_t len, corral_result_t *res)
 {
     char dir[512], path[600];
@@ -94,7 +94,10 @@ static int chip(const void *args, size_t len, corral_result_t *res)
             break;
         usleep(100000);
     }
-    return corral_result_set(res, c ? c : "", c ? strlen(c) : 0);
+    const char *node = getenv("CORRAL_NODE_ID");
+    char out[256];
+    int k = snprintf(out, sizeof(out), "%s:%s", node ? node : "", c ? c : "");
+    return corral_result_set(res, out, (size_t)k);
 }
 
 /* The first run writes its pid to DIR/died and waits to be killed; a

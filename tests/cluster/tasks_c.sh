@@ -45,12 +45,13 @@ grep -q "owner listens at tcp:127.0.0.1:" <<<"$RUN_OUT" && ok "demo-tcp: the own
 
 D=$(mktemp -d "$CORRAL_HOME/chips-XXXXXX")
 run tpu tpu "$D" 4
+# NODE:CHIPS per task (chip ids are a host's own)
 chips=$(grep '^chip ' <<<"$RUN_OUT" | awk '{print $2}' | sort)
 [ "$(wc -l <<<"$chips")" = 4 ] && [ "$(sort -u <<<"$chips" | wc -l)" = 4 ] &&
     ok "4 TPU=1 tasks saw 4 distinct chips: $(echo $chips)" || fail "chips: $RUN_OUT"
-[ -z "$(grep -v '^[0-9]$' <<<"$chips")" ] && ok "each saw one chip in TPU_VISIBLE_CHIPS" ||
+[ -z "$(grep -v '^v6e-s1-w[01]:[0-3]$' <<<"$chips")" ] && ok "each saw one chip in TPU_VISIBLE_CHIPS" ||
     fail "TPU_VISIBLE_CHIPS: $chips"
-jobs=$("$CORRAL" jobs --json 2>/dev/null | jq -r '.[].name' | sort | uniq -c)
+jobs=$("$CORRAL" job list --json 2>/dev/null | jq -r '.[].name' | sort | uniq -c)
 grep -q "task:TPU=1" <<<"$jobs" && ok "the leases are jobs named task:TPU=1" || fail "jobs: $jobs"
 
 D=$(mktemp -d "$CORRAL_HOME/retry-XXXXXX")
