@@ -44,6 +44,9 @@ extern char **environ;
 
 #define PIPELINE_MAX 16 /* calls in flight on one task worker at most, once at the cap */
 #define CAP_MAX 64
+/* with more calls than this in flight on a worker, a call is sent with the
+ * ones after it rather than at once */
+#define BATCH_AFTER 4
 
 /* ---- per-thread error text ---- */
 static __thread char errbuf[512];
@@ -146,6 +149,7 @@ struct conn {
     } marks[CRT_MAX_FDS];
     unsigned nmarks;
     bool want_out; /* EPOLLOUT armed */
+    bool dirty;    /* out holds frames no one is sending yet: the I/O thread will */
     uint8_t nonce[CRT_NONCE_LEN];
     lease_t *lease;
     conn_t *next; /* t->conns */
@@ -160,10 +164,10 @@ struct lease {
     shape_t *shape;
     corral_actor_t *actor;
     conn_t *conn;
-    /* calls in flight on conn, by id (open addressing) */
+    /* calls in flight on conn: inflight_put says how */
     call_t **slots;
     size_t nslots, ninflight;
-    uint64_t next_id;
+    uint64_t base, next_id;
     int64_t idle_since, connect_by;
     bool stop; /* stop its job (killed actor, idle, shutdown) */
     lease_t *next; /* t->leases */
@@ -203,6 +207,8 @@ struct corral_tasks {
     pthread_cond_t done;    /* a ref completed */
     pthread_cond_t hwake;   /* the head thread has work */
     unsigned waiters;
+    bool poked;       /* the eventfd was written and not read yet */
+    bool io_signal;   /* refs completed on the I/O thread: broadcast once */
     pthread_t io, hthread;
     bool io_started, h_started, closing;
     int ep, evfd, lunix, ltcp;
@@ -256,68 +262,55 @@ static call_t *q_pop(callq_t *q)
     return c;
 }
 
+/* The calls in flight on a lease are a window of its sequential ids,
+ * [base, next_id], in a ring indexed by id: put and take are O(1) in
+ * order or not (an actor's threads answer out of order). */
 static void inflight_put(lease_t *l, call_t *c)
 {
-    if ((l->ninflight + 1) * 2 > l->nslots) {
-        size_t old = l->nslots;
-        call_t **os = l->slots;
-        l->nslots = old ? old * 2 : 16;
-        l->slots = cr_calloc(l->nslots, sizeof(*l->slots));
-        l->ninflight = 0;
-        for (size_t i = 0; i < old; i++)
-            if (os[i])
-                inflight_put(l, os[i]);
-        free(os);
+    if (!l->ninflight)
+        l->base = c->id;
+    if (c->id - l->base >= l->nslots) {
+        size_t cap = l->nslots ? l->nslots : 16;
+        while (c->id - l->base >= cap)
+            cap *= 2;
+        call_t **ns = cr_calloc(cap, sizeof(*ns));
+        for (uint64_t id = l->base; l->nslots && id < c->id; id++)
+            ns[id & (cap - 1)] = l->slots[id & (l->nslots - 1)];
+        free(l->slots);
+        l->slots = ns;
+        l->nslots = cap;
     }
-    size_t m = l->nslots - 1;
-    for (size_t i = c->id & m;; i = (i + 1) & m)
-        if (!l->slots[i]) {
-            l->slots[i] = c;
-            l->ninflight++;
-            return;
-        }
+    l->slots[c->id & (l->nslots - 1)] = c;
+    l->ninflight++;
 }
 
 static call_t *inflight_take(lease_t *l, uint64_t id)
 {
-    if (!l->nslots)
+    if (!l->ninflight || id < l->base || id > l->next_id)
         return NULL;
-    size_t m = l->nslots - 1, i;
-    for (i = id & m; l->slots[i]; i = (i + 1) & m)
-        if (l->slots[i]->id == id)
-            break;
-    call_t *c = l->slots[i];
-    if (!c)
+    size_t m = l->nslots - 1;
+    call_t *c = l->slots[id & m];
+    if (!c || c->id != id)
         return NULL;
-    l->slots[i] = NULL;
-    l->ninflight--;
-    /* backward-shift the cluster after i (linear probing) */
-    for (size_t j = (i + 1) & m; l->slots[j]; j = (j + 1) & m) {
-        size_t home = l->slots[j]->id & m;
-        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
-            l->slots[i] = l->slots[j];
-            l->slots[j] = NULL;
-            i = j;
-        }
-    }
+    l->slots[id & m] = NULL;
+    if (--l->ninflight)
+        while (!l->slots[l->base & m])
+            l->base++;
     return c;
 }
 
-/* The in-flight calls of l, oldest first (they were sent in id order). */
+/* The in-flight calls of l, oldest first; the window is left empty. */
 static call_t **inflight_all(lease_t *l, size_t *n)
 {
     call_t **v = cr_calloc(l->ninflight + 1, sizeof(*v));
     size_t k = 0;
-    for (size_t i = 0; i < l->nslots; i++)
-        if (l->slots[i])
-            v[k++] = l->slots[i];
-    for (size_t i = 1; i < k; i++) /* insertion sort by id: few */
-        for (size_t j = i; j > 0 && v[j - 1]->id > v[j]->id; j--) {
-            call_t *x = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = x;
+    for (uint64_t id = l->base; l->ninflight && id <= l->next_id; id++) {
+        call_t **slot = &l->slots[id & (l->nslots - 1)];
+        if (*slot && (*slot)->id == id) {
+            v[k++] = *slot;
+            *slot = NULL;
         }
-    memset(l->slots, 0, l->nslots * sizeof(*l->slots));
+    }
     l->ninflight = 0;
     *n = k;
     return v;
@@ -342,7 +335,11 @@ static void ref_finish(corral_tasks_t *t, corral_ref_t *r, int err, const char *
     if (err)
         r->errmsg = cr_strdup(msg ? msg : cr_strerror(err));
     atomic_store(&r->done, 1);
-    if (t->waiters)
+    /* the I/O thread completes refs in batches (a read's worth of
+     * RETURNs): it wakes waiters once per batch, not once per ref */
+    if (t->io_started && pthread_equal(pthread_self(), t->io))
+        t->io_signal = true;
+    else if (t->waiters)
         pthread_cond_broadcast(&t->done);
 }
 
@@ -444,9 +441,33 @@ static int send_call(corral_tasks_t *t, lease_t *l, call_t *c)
     if (fd >= 0)
         cn->marks[cn->nmarks++] = (struct fdmark){pos, fd};
     inflight_put(l, c);
-    if (was_empty)
+    if (!was_empty || cn->dirty)
+        return 0;
+    if (l->ninflight <= BATCH_AFTER || !t->io_started) {
         conn_flush(t, cn); /* a broken connection shows as its end on the I/O thread */
+        return 0;
+    }
+    /* the worker has calls to run already: leave this one to go with the
+     * next ones in one write (by the I/O thread, or a caller that waits) */
+    cn->dirty = true;
+    if (!t->poked) {
+        t->poked = true;
+        uint64_t one = 1;
+        if (write(t->evfd, &one, sizeof(one)) < 0)
+            cr_debug("tasks: eventfd: %s", strerror(errno));
+    }
     return 0;
+}
+
+/* Sends what callers left queued; under t->lock. */
+static void flush_dirty(corral_tasks_t *t)
+{
+    for (conn_t *c = t->conns; c; c = c->next)
+        if (c->dirty) {
+            c->dirty = false;
+            if (!c->dead)
+                conn_flush(t, c);
+        }
 }
 
 /* ---- leasing ---- */
@@ -915,8 +936,12 @@ static void *io_main(void *arg)
             }
             if (ptr == &t->evfd) {
                 uint64_t v;
+                pthread_mutex_lock(&t->lock);
                 if (read(t->evfd, &v, sizeof(v)) < 0)
-                    continue;
+                    cr_debug("tasks: eventfd: %s", strerror(errno));
+                t->poked = false;
+                flush_dirty(t);
+                pthread_mutex_unlock(&t->lock);
                 continue;
             }
             conn_t *c = ptr;
@@ -928,12 +953,22 @@ static void *io_main(void *arg)
             }
             if (!c->dead && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
                 conn_readable(t, c);
+            if (t->io_signal) {
+                t->io_signal = false;
+                if (t->waiters)
+                    pthread_cond_broadcast(&t->done);
+            }
             pthread_mutex_unlock(&t->lock);
         }
         if (now_ms() - last >= 250) {
             last = now_ms();
             pthread_mutex_lock(&t->lock);
             reap(t);
+            if (t->io_signal) {
+                t->io_signal = false;
+                if (t->waiters)
+                    pthread_cond_broadcast(&t->done);
+            }
             pthread_mutex_unlock(&t->lock);
         }
     }
@@ -1524,6 +1559,7 @@ int corral_get(corral_tasks_t *t, corral_ref_t *r, int timeout_ms, const void **
         if (timeout_ms > 0)
             deadline_ts(timeout_ms, &ts);
         pthread_mutex_lock(&t->lock);
+        flush_dirty(t);
         t->waiters++;
         int w = 0;
         while (!atomic_load(&r->done) && w != ETIMEDOUT)
@@ -1552,6 +1588,7 @@ int corral_refs_wait(corral_tasks_t *t, corral_ref_t *const *refs, size_t n, siz
     if (timeout_ms > 0)
         deadline_ts(timeout_ms, &ts);
     pthread_mutex_lock(&t->lock);
+    flush_dirty(t);
     t->waiters++;
     size_t k;
     for (;;) {
