@@ -247,7 +247,8 @@ void crt_reader_fini(crt_reader_t *r)
 ssize_t crt_reader_fill(crt_reader_t *r, int sock, bool unix_sock)
 {
     crt_bytes_compact(&r->in);
-    crt_bytes_reserve(&r->in, 64 << 10);
+    size_t room = r->want > (8u << 20) ? (8u << 20) : r->want;
+    crt_bytes_reserve(&r->in, room > (64u << 10) ? room : (64u << 10));
     struct iovec iov = {r->in.p + r->in.len, r->in.cap - r->in.len};
     union {
         struct cmsghdr h;
@@ -296,11 +297,12 @@ int crt_reader_next(crt_reader_t *r, crt_hdr_t *h, const uint8_t **payload, int 
     if (rc)
         return rc;
     if (avail < CRT_HDR + (size_t)h->len) {
-        /* room for the whole frame at the next fill */
-        crt_bytes_compact(&r->in);
-        crt_bytes_reserve(&r->in, CRT_HDR + h->len - avail);
+        /* the next fills read more at once (the buffer grows as the bytes
+         * come, not from what a header claims) */
+        r->want = CRT_HDR + h->len - avail;
         return 0;
     }
+    r->want = 0;
     if (h->flags & CRT_FLAG_FD) {
         if (!r->nfds)
             return CR_EPARSE;

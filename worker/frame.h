@@ -97,6 +97,7 @@ typedef struct crt_reader {
     int fds[CRT_MAX_FDS];
     unsigned nfds;
     uint32_t max; /* the frame limit now: CRT_HELLO_MAX until HELLO */
+    size_t want;  /* bytes the frame begun in the buffer still needs */
 } crt_reader_t;
 void crt_reader_init(crt_reader_t *r, uint32_t max);
 void crt_reader_fini(crt_reader_t *r); /* closes queued descriptors */
