@@ -122,7 +122,7 @@ typedef struct shape shape_t;
 typedef struct conn conn_t;
 
 struct call {
-    call_t *next; /* in a queue */
+    call_t *next;      /* in a queue */
     corral_ref_t *ref; /* the runtime's hold; NULL for a constructor */
     char *name;
     uint8_t *args;
@@ -169,8 +169,10 @@ struct lease {
     size_t nslots, ninflight;
     uint64_t base, next_id;
     int64_t idle_since, connect_by;
-    bool stop; /* stop its job (killed actor, idle, shutdown) */
-    lease_t *next; /* t->leases */
+    bool stop;       /* stop its job (killed actor, idle, shutdown) */
+    bool busy;       /* the head thread uses it with t->lock released */
+    int64_t watched; /* when the head thread last asked for its job */
+    lease_t *next;   /* t->leases */
 };
 
 struct shape {
@@ -204,11 +206,11 @@ struct corral_tasks {
     corral_t *head;
     pthread_mutex_t hlock; /* head */
     pthread_mutex_t lock;
-    pthread_cond_t done;    /* a ref completed */
-    pthread_cond_t hwake;   /* the head thread has work */
+    pthread_cond_t done;  /* a ref completed */
+    pthread_cond_t hwake; /* the head thread has work */
     unsigned waiters;
-    bool poked;       /* the eventfd was written and not read yet */
-    bool io_signal;   /* refs completed on the I/O thread: broadcast once */
+    bool poked;     /* the eventfd was written and not read yet */
+    bool io_signal; /* refs completed on the I/O thread: broadcast once */
     pthread_t io, hthread;
     bool io_started, h_started, closing;
     int ep, evfd, lunix, ltcp;
@@ -588,7 +590,8 @@ static void lease_lost(corral_tasks_t *t, lease_t *l, int err, const char *why)
                 call_fail(t, c, CR_EWORKERDIED, why);
             }
         }
-        if (!connected && !s->nleases && s->queue.n && (err == CR_EINFEASIBLE || err == CR_EINVAL)) {
+        if (!connected && !s->nleases && s->queue.n &&
+            (err == CR_EINFEASIBLE || err == CR_EINVAL)) {
             call_t *c;
             while ((c = q_pop(&s->queue)))
                 call_fail(t, c, err, why);
@@ -899,6 +902,19 @@ static void reap(corral_tasks_t *t)
             conn_flush(t, l->conn);
             lease_lost(t, l, 0, "given back idle");
         }
+    /* leases that are over: free them (not one the head thread holds, nor
+     * one whose job is still to be stopped) */
+    for (lease_t **pl = &t->leases; *pl;) {
+        lease_t *l = *pl;
+        if (l->state == L_DEAD && !l->busy && !(l->stop && l->job) && !l->conn) {
+            *pl = l->next;
+            free(l->job);
+            free(l->slots);
+            free(l);
+        } else {
+            pl = &l->next;
+        }
+    }
     /* connections closed: free them */
     for (conn_t **pc = &t->conns; *pc;) {
         conn_t *c = *pc;
@@ -1041,8 +1057,7 @@ static unsigned shape_cap(corral_tasks_t *t, const char *resources)
     return total < 1 ? 1 : total > CAP_MAX ? CAP_MAX : total;
 }
 
-static void head_submit(corral_tasks_t *t, lease_t *l, char **env, char *name, char *res,
-                        char *sel)
+static void head_submit(corral_tasks_t *t, lease_t *l, char **env, char *name, char *res, char *sel)
 {
     corral_job_spec_t spec = {
         .name = name,
@@ -1075,6 +1090,7 @@ static void head_submit(corral_tasks_t *t, lease_t *l, char **env, char *name, c
         unsigned lt = t->o.lease_timeout_ms ? t->o.lease_timeout_ms : 60000;
         l->connect_by = now_ms() + lt;
     }
+    l->busy = false;
     free(msg);
     pthread_mutex_unlock(&t->lock);
 }
@@ -1112,8 +1128,8 @@ static void *head_main(void *arg)
             char **env = lease_env(t, sub);
             char *name, *res, *sel;
             if (sub->shape) {
-                name = cr_asprintf("task:%s", sub->shape->resources ? sub->shape->resources
-                                                                      : "CPU=1");
+                name =
+                    cr_asprintf("task:%s", sub->shape->resources ? sub->shape->resources : "CPU=1");
                 res = sub->shape->resources ? cr_strdup(sub->shape->resources) : NULL;
                 sel = sub->shape->selector ? cr_strdup(sub->shape->selector) : NULL;
             } else {
@@ -1124,6 +1140,7 @@ static void *head_main(void *arg)
                 sel = a->selector ? cr_strdup(a->selector) : NULL;
             }
             sub->state = L_SUBMITTED; /* its HELLO may come before the head answers */
+            sub->busy = true;
             pthread_mutex_unlock(&t->lock);
             head_submit(t, sub, env, name, res, sel);
             strv_free(env);
@@ -1147,9 +1164,10 @@ static void *head_main(void *arg)
         /* leases not connected yet: did their job end, or take too long? */
         int64_t now = now_ms();
         for (lease_t *l = t->leases; l; l = l->next)
-            if (l->state == L_SUBMITTED && l->job && !watch)
+            if (l->state == L_SUBMITTED && l->job && (!watch || l->watched < watch->watched))
                 watch = l;
         if (watch) {
+            watch->watched = now;
             char *job = cr_strdup(watch->job);
             pthread_mutex_unlock(&t->lock);
             corral_job_t st;
@@ -1162,8 +1180,8 @@ static void *head_main(void *arg)
                 if (l->state != L_SUBMITTED || !l->job || strcmp(l->job, job))
                     continue;
                 if (rc == 0 && corral_job_state_is_final(st.state)) {
-                    const char *r = st.nworkers && *st.workers[0].reason ? st.workers[0].reason
-                                                                         : st.reason;
+                    const char *r =
+                        st.nworkers && *st.workers[0].reason ? st.workers[0].reason : st.reason;
                     char *m = cr_asprintf("the leased worker (job %s) ended before it "
                                           "connected: %s",
                                           job, r && *r ? r : corral_job_state_name(st.state));
@@ -1443,18 +1461,19 @@ static int submit(corral_tasks_t *t, const char *fn, const void *args, size_t le
     if (rc)
         return rc;
     if (!argref && 12 + 2 + strlen(fn) + len > CRT_MAX_FRAME)
-        return fail(CR_E2BIG, "%zu bytes of arguments do not fit a frame (at most %u): put them "
-                              "(corral_put) and submit the ref",
+        return fail(CR_E2BIG,
+                    "%zu bytes of arguments do not fit a frame (at most %u): put them "
+                    "(corral_put) and submit the ref",
                     len, CRT_MAX_FRAME);
     const char *res = norm(opts ? opts->resources : NULL);
     const char *sel = norm(opts ? opts->selector : NULL);
     if (res) {
         for (const char *p = res; *p; p++)
             if (!(*p == '=' || *p == ',' || *p == '.' || *p == '_' || *p == '-' || *p == '/' ||
-                  (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
-                  (*p >= 'A' && *p <= 'Z')))
-                return fail(CR_EINVAL, "resources \"%s\": a '%c' where NAME=AMOUNT[,...] was "
-                                       "expected",
+                  (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+                return fail(CR_EINVAL,
+                            "resources \"%s\": a '%c' where NAME=AMOUNT[,...] was "
+                            "expected",
                             res, *p);
         if (!strchr(res, '='))
             return fail(CR_EINVAL, "resources \"%s\" are not NAME=AMOUNT[,...]", res);
@@ -1549,8 +1568,7 @@ static void deadline_ts(int timeout_ms, struct timespec *ts)
     }
 }
 
-int corral_get(corral_tasks_t *t, corral_ref_t *r, int timeout_ms, const void **data,
-               size_t *len)
+int corral_get(corral_tasks_t *t, corral_ref_t *r, int timeout_ms, const void **data, size_t *len)
 {
     if (!atomic_load(&r->done)) {
         if (!timeout_ms)
@@ -1709,8 +1727,8 @@ int corral_actor_create(corral_tasks_t *t, const char *cls, const void *args, si
     return 0;
 }
 
-int corral_actor_call(corral_tasks_t *t, corral_actor_t *a, const char *method,
-                      const void *args, size_t len, corral_ref_t **out)
+int corral_actor_call(corral_tasks_t *t, corral_actor_t *a, const char *method, const void *args,
+                      size_t len, corral_ref_t **out)
 {
     size_t ml = method ? strlen(method) : 0;
     if (!ml || strchr(method, '.') || strlen(a->cls) + 1 + ml > CORRAL_TASK_NAME_MAX)

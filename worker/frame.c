@@ -214,8 +214,7 @@ void crt_hello_free(crt_hello_t *h)
     CR_FREE(h->mac);
 }
 
-void crt_mac_hex(const uint8_t *key, size_t klen, const uint8_t nonce[CRT_NONCE_LEN],
-                 char out[65])
+void crt_mac_hex(const uint8_t *key, size_t klen, const uint8_t nonce[CRT_NONCE_LEN], char out[65])
 {
     uint8_t mac[CR_SHA256_LEN];
     cr_hmac_sha256(key, klen, nonce, CRT_NONCE_LEN, mac);

@@ -85,8 +85,7 @@ typedef struct crt_hello {
 int crt_hello_parse(const uint8_t *p, size_t n, crt_hello_t *h, char *why, size_t wsize);
 void crt_hello_free(crt_hello_t *h);
 /* The hex HMAC-SHA256 (65 bytes with the NUL) of nonce under key. */
-void crt_mac_hex(const uint8_t *key, size_t klen, const uint8_t nonce[CRT_NONCE_LEN],
-                 char out[65]);
+void crt_mac_hex(const uint8_t *key, size_t klen, const uint8_t nonce[CRT_NONCE_LEN], char out[65]);
 /* Whether mac (as sent) is the right one, in constant time. */
 bool crt_mac_ok(const uint8_t *key, size_t klen, const uint8_t nonce[CRT_NONCE_LEN],
                 const char *mac);

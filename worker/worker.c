@@ -58,7 +58,9 @@ static struct {
     struct job *qhead, *qtail;
     bool quit;
     int broken; /* a write failed */
-} W = {.sock = -1, .wlock = PTHREAD_MUTEX_INITIALIZER, .qlock = PTHREAD_MUTEX_INITIALIZER,
+} W = {.sock = -1,
+       .wlock = PTHREAD_MUTEX_INITIALIZER,
+       .qlock = PTHREAD_MUTEX_INITIALIZER,
        .qcond = PTHREAD_COND_INITIALIZER};
 
 struct job {
@@ -104,7 +106,8 @@ int corral_worker_register_class(const char *name, corral_ctor_t ctor,
     if (!name_ok(name) || !ctor || !methods || strchr(name, '.'))
         return CR_EINVAL;
     for (const corral_method_def_t *m = methods; m->name; m++)
-        if (!m->fn || !name_ok(m->name) || strlen(name) + 1 + strlen(m->name) > CORRAL_TASK_NAME_MAX)
+        if (!m->fn || !name_ok(m->name) ||
+            strlen(name) + 1 + strlen(m->name) > CORRAL_TASK_NAME_MAX)
             return CR_EINVAL;
     if (name_taken(name))
         return CR_EEXIST;
@@ -356,8 +359,9 @@ static int dial(const char *owner, bool *unix_out, char *why, size_t wsize)
         goto out;
     }
     if (!tcp) {
-        snprintf(why, wsize, "CORRAL_TASK_OWNER (%s) names no socket on this host and no TCP "
-                             "address",
+        snprintf(why, wsize,
+                 "CORRAL_TASK_OWNER (%s) names no socket on this host and no TCP "
+                 "address",
                  owner);
         goto out;
     }

@@ -241,8 +241,8 @@ static int demo(corral_tasks_t *t)
     corral_ref_free(r);
     corral_task_submit(t, "nosuch", NULL, 0, NULL, &r);
     rc = corral_get(t, r, 60000, NULL, NULL);
-    CHECK(rc == CR_ENOENT && strstr(corral_ref_error(r), "nosuch"),
-          "an unknown function: %s (%s)", cr_err_name(rc), corral_ref_error(r));
+    CHECK(rc == CR_ENOENT && strstr(corral_ref_error(r), "nosuch"), "an unknown function: %s (%s)",
+          cr_err_name(rc), corral_ref_error(r));
     corral_ref_free(r);
     corral_task_opts_t inf = {.resources = "GPU=8", .max_retries = 0};
     corral_task_submit(t, "square", &big_n, sizeof(big_n), &inf, &r);
@@ -270,7 +270,8 @@ static int demo(corral_tasks_t *t)
     CHECK(inorder && last == 6050, "an actor adds 1..100 in order to 1000: %lld", (long long)last);
     corral_actor_t *dup;
     rc = corral_actor_create(t, "Counter", &start, sizeof(start), &ao, &dup);
-    CHECK(rc == CR_EEXIST, "a second actor named demo-counter is refused: %s", corral_tasks_errmsg());
+    CHECK(rc == CR_EEXIST, "a second actor named demo-counter is refused: %s",
+          corral_tasks_errmsg());
     corral_actor_call(t, a, "nosuch", NULL, 0, &r);
     rc = corral_get(t, r, 60000, NULL, NULL);
     CHECK(rc == CR_ENOENT, "an unknown method: %s (%s)", cr_err_name(rc), corral_ref_error(r));

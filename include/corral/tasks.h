@@ -159,8 +159,7 @@ int corral_task_submit_ref(corral_tasks_t *t, const char *fn, corral_ref_t *arg,
  * CR_EINFEASIBLE (no node can ever hold the shape), CR_ENOENT (the worker
  * has no such function or method), CR_E2BIG (the value did not fit a
  * frame). data and len may be NULL. */
-int corral_get(corral_tasks_t *t, corral_ref_t *r, int timeout_ms, const void **data,
-               size_t *len);
+int corral_get(corral_tasks_t *t, corral_ref_t *r, int timeout_ms, const void **data, size_t *len);
 /* Waits until at least num_ready of the n refs are done (succeeded or
  * failed) or timeout_ms passes (negative: for ever). ready (n bytes, may
  * be NULL) gets 1 for each done ref. Returns 0, or CR_EAGAIN on timeout
@@ -211,8 +210,8 @@ int corral_actor_create(corral_tasks_t *t, const char *cls, const void *args, si
                         const corral_actor_opts_t *opts, corral_actor_t **out);
 /* Calls method (of the actor's class) with args: 0 with a pending ref.
  * Calls run in the order they were made (max_concurrency 1). */
-int corral_actor_call(corral_tasks_t *t, corral_actor_t *a, const char *method,
-                      const void *args, size_t len, corral_ref_t **out);
+int corral_actor_call(corral_tasks_t *t, corral_actor_t *a, const char *method, const void *args,
+                      size_t len, corral_ref_t **out);
 /* Ends the actor for good (no restart): its calls in flight and later
  * ones fail with CR_EACTORDIED; its lease job is stopped. */
 int corral_actor_kill(corral_tasks_t *t, corral_actor_t *a);

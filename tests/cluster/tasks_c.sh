@@ -72,6 +72,7 @@ wpid=$(cat "$D/died" 2>/dev/null)
 [ -n "$wpid" ] && ok "the driver's task runs in worker $wpid" || fail "the task did not start"
 WPIDS="$WPIDS $wpid"
 kill -KILL $drv
+wait $drv 2>/dev/null
 for _ in $(seq 100); do
     gone "$wpid" && break
     sleep 0.1

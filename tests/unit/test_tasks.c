@@ -91,14 +91,17 @@ static void test_hello(void **state)
     char why[160];
     const char *good = "{\"role\":\"worker\",\"pid\":42,\"runtime\":\"c\",\"lease\":\"L1\","
                        "\"node\":\"n\",\"mac\":\"00\"}";
-    assert_int_equal(crt_hello_parse((const uint8_t *)good, strlen(good), &h, why, sizeof(why)),
-                     0);
+    assert_int_equal(crt_hello_parse((const uint8_t *)good, strlen(good), &h, why, sizeof(why)), 0);
     assert_string_equal(h.role, "worker");
     assert_string_equal(h.lease, "L1");
     assert_int_equal(h.pid, 42);
     crt_hello_free(&h);
-    const char *bad[] = {"[1]", "{\"role\":\"boss\"}", "{\"role\":\"worker\",\"pid\":\"1\"}",
-                         "{\"role\":\"caller\",\"lease\":5}", "{", "{}"};
+    const char *bad[] = {"[1]",
+                         "{\"role\":\"boss\"}",
+                         "{\"role\":\"worker\",\"pid\":\"1\"}",
+                         "{\"role\":\"caller\",\"lease\":5}",
+                         "{",
+                         "{}"};
     for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++) {
         assert_int_equal(
             crt_hello_parse((const uint8_t *)bad[i], strlen(bad[i]), &h, why, sizeof(why)),
@@ -340,10 +343,14 @@ int main(void)
 {
     unsetenv("CORRAL_TASK_LEASE");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hdr),           cmocka_unit_test(test_call),
-        cmocka_unit_test(test_return),        cmocka_unit_test(test_hello),
-        cmocka_unit_test(test_mac),           cmocka_unit_test(test_reader),
-        cmocka_unit_test(test_memfd_unsealed), cmocka_unit_test(test_worker_calls),
+        cmocka_unit_test(test_hdr),
+        cmocka_unit_test(test_call),
+        cmocka_unit_test(test_return),
+        cmocka_unit_test(test_hello),
+        cmocka_unit_test(test_mac),
+        cmocka_unit_test(test_reader),
+        cmocka_unit_test(test_memfd_unsealed),
+        cmocka_unit_test(test_worker_calls),
         cmocka_unit_test(test_owner_no_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
