@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- what the workers run ---- */
@@ -152,6 +154,46 @@ static void counter_free(void *state)
     free(state);
 }
 
+/* Meeter: meet(N) waits until N calls are inside it at once (at most
+ * 30 s) and returns how many were: N only when the actor runs calls on N
+ * threads (max_concurrency). */
+typedef struct meeter {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int64_t inside;
+} meeter_t;
+
+static int meeter_new(const void *args, size_t len, void **state, corral_result_t *res)
+{
+    meeter_t *m = calloc(1, sizeof(*m));
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->cond, NULL);
+    *state = m;
+    return 0;
+}
+
+static int meeter_meet(void *state, const void *args, size_t len, corral_result_t *res)
+{
+    meeter_t *m = state;
+    int64_t n = get_i64(args, len), seen;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 30;
+    pthread_mutex_lock(&m->lock);
+    m->inside++;
+    pthread_cond_broadcast(&m->cond);
+    while (m->inside < n && pthread_cond_timedwait(&m->cond, &m->lock, &ts) == 0)
+        ;
+    seen = m->inside;
+    pthread_mutex_unlock(&m->lock);
+    return corral_result_set(res, &seen, sizeof(seen));
+}
+
+static const corral_method_def_t meeter_methods[] = {
+    {"meet", meeter_meet},
+    {NULL, NULL},
+};
+
 static const corral_method_def_t counter_methods[] = {
     {"add", counter_add},
     {"pid", counter_pid},
@@ -283,6 +325,22 @@ static int demo(corral_tasks_t *t)
           corral_ref_error(r));
     corral_ref_free(r);
     corral_actor_free(a);
+
+    /* max_concurrency 4: four calls inside the actor at once */
+    corral_actor_opts_t mo = {.max_concurrency = 4};
+    if (corral_actor_create(t, "Meeter", NULL, 0, &mo, &a))
+        return printf("FAIL: actor: %s\n", corral_tasks_errmsg()), 1;
+    corral_ref_t *meets[4];
+    int64_t four = 4;
+    for (int i = 0; i < 4; i++)
+        corral_actor_call(t, a, "meet", &four, sizeof(four), &meets[i]);
+    int all = 1;
+    for (int i = 0; i < 4; i++) {
+        all &= get_int(t, meets[i], &rc) == 4 && !rc;
+        corral_ref_free(meets[i]);
+    }
+    CHECK(all, "an actor with max_concurrency 4 runs 4 calls at once");
+    corral_actor_free(a);
     return 0;
 }
 
@@ -404,6 +462,7 @@ int main(int argc, char **argv)
     corral_worker_register_fn("chip", chip);
     corral_worker_register_fn("die_once", die_once);
     corral_worker_register_class("Counter", counter_new, counter_methods, counter_free);
+    corral_worker_register_class("Meeter", meeter_new, meeter_methods, NULL);
     if (corral_worker_is_leased())
         return corral_worker_main();
 
