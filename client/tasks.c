@@ -47,6 +47,9 @@ extern char **environ;
 /* with more calls than this in flight on a worker, a call is sent with the
  * ones after it rather than at once */
 #define BATCH_AFTER 4
+/* with more than this many sent and unanswered, the I/O thread is not woken
+ * for a call left queued: it sends it after reading the next RETURNs */
+#define WAKE_UNTIL 32
 
 /* ---- per-thread error text ---- */
 static __thread char errbuf[512];
@@ -67,14 +70,16 @@ const char *corral_tasks_errmsg(void)
 }
 
 /* ---- refs ---- */
+#define REF_INLINE 48
 struct corral_ref {
     atomic_int refs;
     atomic_int done;
     int err;
     char *errmsg;
-    uint8_t *data; /* heap, or a read-only mapping of fd */
+    uint8_t *data; /* small: inline; else heap, or a read-only mapping of fd */
     size_t len;
     int fd;
+    uint8_t inline_data[REF_INLINE];
 };
 
 static corral_ref_t *ref_new(void)
@@ -93,7 +98,7 @@ static void ref_release(corral_ref_t *r)
         if (r->data)
             munmap(r->data, r->len);
         close(r->fd);
-    } else {
+    } else if (r->data != r->inline_data) {
         free(r->data);
     }
     free(r->errmsg);
@@ -319,13 +324,32 @@ static call_t **inflight_all(lease_t *l, size_t *n)
 }
 
 /* ---- completing calls ---- */
+
+/* A call of "prefix.name" (prefix NULL: "name") with a copy of len bytes
+ * of args, in one allocation: a call costs one malloc besides its ref. */
+static call_t *call_new(const char *prefix, const char *name, const void *args, size_t len)
+{
+    size_t pl = prefix ? strlen(prefix) + 1 : 0, nl = strlen(name);
+    call_t *c = cr_malloc(sizeof(*c) + pl + nl + 1 + len);
+    memset(c, 0, sizeof(*c));
+    c->name = (char *)(c + 1);
+    if (prefix) {
+        memcpy(c->name, prefix, pl - 1);
+        c->name[pl - 1] = '.';
+    }
+    memcpy(c->name + pl, name, nl + 1);
+    if (len) {
+        c->args = (uint8_t *)c->name + pl + nl + 1;
+        memcpy(c->args, args, len);
+        c->len = len;
+    }
+    return c;
+}
 static void call_free(call_t *c)
 {
     ref_release(c->ref);
     ref_release(c->argref);
-    free(c->name);
-    free(c->args);
-    free(c);
+    free(c); /* its name and args live in the same allocation */
 }
 
 /* Under t->lock. */
@@ -452,7 +476,9 @@ static int send_call(corral_tasks_t *t, lease_t *l, call_t *c)
     /* the worker has calls to run already: leave this one to go with the
      * next ones in one write (by the I/O thread, or a caller that waits) */
     cn->dirty = true;
-    if (!t->poked) {
+    /* with many answers to come, the I/O thread sends these when it reads
+     * the next ones (more go in one write); else it is woken for them */
+    if (l->ninflight - 1 <= WAKE_UNTIL && !t->poked) {
         t->poked = true;
         uint64_t one = 1;
         if (write(t->evfd, &one, sizeof(one)) < 0)
@@ -742,13 +768,8 @@ static int on_hello(corral_tasks_t *t, conn_t *c, const uint8_t *p, size_t n)
         dispatch(t, l->shape);
     } else if (l->actor) {
         corral_actor_t *a = l->actor;
-        call_t *k = cr_calloc(1, sizeof(*k));
+        call_t *k = call_new(NULL, a->cls, a->args, a->len);
         k->ctor = true;
-        k->name = cr_strdup(a->cls);
-        k->args = a->len ? cr_malloc(a->len) : NULL;
-        if (a->len)
-            memcpy(k->args, a->args, a->len);
-        k->len = a->len;
         send_call(t, l, k);
         actor_send_queue(t, a);
     }
@@ -806,7 +827,7 @@ static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const ui
             r->data = map;
             r->len = mn;
         } else {
-            r->data = cr_malloc(vn ? vn : 1);
+            r->data = vn <= REF_INLINE ? r->inline_data : cr_malloc(vn);
             memcpy(r->data, v, vn);
             r->len = vn;
         }
@@ -967,8 +988,10 @@ static void *io_main(void *arg)
                     lease_lost(t, c->lease, CR_EWORKERDIED, "writing to its worker failed");
                 conn_close(t, c);
             }
-            if (!c->dead && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+            if (!c->dead && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
                 conn_readable(t, c);
+                flush_dirty(t);
+            }
             if (t->io_signal) {
                 t->io_signal = false;
                 if (t->waiters)
@@ -1478,15 +1501,10 @@ static int submit(corral_tasks_t *t, const char *fn, const void *args, size_t le
         if (!strchr(res, '='))
             return fail(CR_EINVAL, "resources \"%s\" are not NAME=AMOUNT[,...]", res);
     }
-    call_t *c = cr_calloc(1, sizeof(*c));
-    c->name = cr_strdup(fn);
+    call_t *c = call_new(NULL, fn, argref ? NULL : args, argref ? 0 : len);
     if (argref) {
         atomic_fetch_add(&argref->refs, 1);
         c->argref = argref;
-    } else if (len) {
-        c->args = cr_malloc(len);
-        memcpy(c->args, args, len);
-        c->len = len;
     }
     c->retries_left = opts ? opts->max_retries : CORRAL_TASK_DEFAULT_RETRIES;
     if (c->retries_left < -1)
@@ -1736,13 +1754,7 @@ int corral_actor_call(corral_tasks_t *t, corral_actor_t *a, const char *method, 
                     CORRAL_TASK_NAME_MAX - strlen(a->cls) - 1);
     if (12 + 2 + strlen(a->cls) + 1 + ml + len > CRT_MAX_FRAME)
         return fail(CR_E2BIG, "%zu bytes of arguments do not fit a frame", len);
-    call_t *c = cr_calloc(1, sizeof(*c));
-    c->name = cr_asprintf("%s.%s", a->cls, method);
-    if (len) {
-        c->args = cr_malloc(len);
-        memcpy(c->args, args, len);
-        c->len = len;
-    }
+    call_t *c = call_new(a->cls, method, args, len);
     c->retries_left = a->o.max_task_retries < -1 ? -1 : a->o.max_task_retries;
     corral_ref_t *r = ref_new();
     atomic_store(&r->refs, 2);

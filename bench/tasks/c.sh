@@ -9,6 +9,9 @@
 #   ratio  tasks_c_actor_sync_vs_pingpong the two (goal: at most 2)
 #   figure tasks_c_actor_async_per_s      ASYNC calls submitted, then all got
 #                                         (median of ROUNDS; goal: 200,000/s)
+#   figure tasks_c_actor_async_{owner,actor}_cpu_us  CPU time per async call
+#                                         of the owner (both threads) and of
+#                                         the actor (what load moves least)
 #
 #   bench/tasks/c.sh                    SYNC=20000 ASYNC=200000 ROUNDS=5
 set -euo pipefail
@@ -42,3 +45,8 @@ echo "figure tasks_c_unix_pingpong_rtt_us $pp us"
 echo "figure tasks_c_actor_sync_rtt_us $sync us"
 echo "ratio tasks_c_actor_sync_vs_pingpong $(awk -v a="$sync" -v b="$pp" 'BEGIN {printf "%.2f", a / b}')"
 echo "figure tasks_c_actor_async_per_s $async calls/s"
+cpu=$(awk '$1 == "actor_async_cpu" {print $2, $3}' <<<"$out")
+[ -z "$cpu" ] || {
+    echo "figure tasks_c_actor_async_owner_cpu_us $(cut -d' ' -f1 <<<"$cpu") us/call"
+    echo "figure tasks_c_actor_async_actor_cpu_us $(cut -d' ' -f2 <<<"$cpu") us/call"
+}
