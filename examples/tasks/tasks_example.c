@@ -293,6 +293,21 @@ static int demo(corral_tasks_t *t)
           corral_ref_error(r));
     corral_ref_free(r);
 
+    /* a worker program that exits before it connects: the calls waiting
+     * for it fail with the job's reason instead of waiting for ever */
+    const char *false_argv[] = {"/bin/false", NULL};
+    corral_tasks_opts_t bad = {.worker_argv = false_argv};
+    corral_tasks_t *t2;
+    char *why2 = NULL;
+    if (corral_tasks_init(&bad, &t2, &why2))
+        return printf("FAIL: init: %s\n", why2), 1;
+    corral_task_submit(t2, "square", &big_n, sizeof(big_n), NULL, &r);
+    rc = corral_get(t2, r, 120000, NULL, NULL);
+    CHECK(rc == CR_EWORKERDIED && strstr(corral_ref_error(r), "before it connected"),
+          "a worker that never connects: %s (%s)", cr_err_name(rc), corral_ref_error(r));
+    corral_ref_free(r);
+    corral_tasks_shutdown(t2);
+
     /* an actor keeps its state; calls run in order */
     corral_actor_t *a;
     int64_t start = 1000;
