@@ -19,6 +19,7 @@
  * what does not go at once is left to the I/O thread (EPOLLOUT). Lock
  * order: hlock is never taken with t->lock held. */
 #include "net/net.h"
+#include "client/tasks_int.h"
 #include "worker/frame.h"
 #include <corral/corral.h>
 #include <corral/tasks.h>
@@ -1833,4 +1834,87 @@ void corral_actor_free(corral_actor_t *a)
     free(a->selector);
     free(a->why_dead);
     free(a);
+}
+
+/* ---- the fuzz target's way in (client/tasks_int.h) ---- */
+int crt_owner_feed(const uint8_t *data, size_t size, bool actor)
+{
+    corral_tasks_t *t = cr_calloc(1, sizeof(*t));
+    t->lunix = t->ltcp = t->evfd = -1;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_mutex_init(&t->hlock, NULL);
+    pthread_cond_init(&t->done, NULL);
+    pthread_cond_init(&t->hwake, NULL);
+    t->ep = epoll_create1(EPOLL_CLOEXEC);
+    int sv[2];
+    if (t->ep < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        corral_tasks_shutdown(t);
+        return -errno;
+    }
+    corral_ref_t *refs[2] = {NULL, NULL};
+    corral_actor_t *a = NULL;
+    pthread_mutex_lock(&t->lock);
+    lease_t *l = cr_calloc(1, sizeof(*l));
+    cr_strlcpy(l->id, "L1", sizeof(l->id));
+    l->state = L_SUBMITTED;
+    l->job = cr_strdup("1");
+    t->leases = l;
+    if (actor) {
+        a = cr_calloc(1, sizeof(*a));
+        a->t = t;
+        a->cls = cr_strdup("C");
+        a->restarts_left = 1;
+        a->lease = l;
+        l->actor = a;
+        t->actors = a;
+    } else {
+        shape_t *s = cr_calloc(1, sizeof(*s));
+        s->cap = 1;
+        s->cap_asked = true;
+        s->nleases = s->leasing = 1;
+        t->shapes = s;
+        l->shape = s;
+    }
+    for (int i = 0; i < 2; i++) {
+        call_t *c = call_new(actor ? "C" : NULL, "m", "args", 4);
+        refs[i] = ref_new();
+        atomic_store(&refs[i]->refs, 2);
+        c->ref = refs[i];
+        c->retries_left = 1;
+        q_push(actor ? &l->actor->queue : &l->shape->queue, c);
+    }
+    conn_t *c = cr_calloc(1, sizeof(*c));
+    c->fd = sv[0];
+    c->unix_sock = true;
+    crt_reader_init(&c->rd, CRT_HELLO_MAX);
+    t->conns = c;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    epoll_ctl(t->ep, EPOLL_CTL_ADD, c->fd, &ev);
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    pthread_mutex_unlock(&t->lock);
+    size_t off = 0;
+    while (off < size) {
+        ssize_t n = write(sv[1], data + off, size - off);
+        if (n <= 0)
+            break;
+        off += (size_t)n;
+        pthread_mutex_lock(&t->lock);
+        if (!c->dead)
+            conn_readable(t, c);
+        pthread_mutex_unlock(&t->lock);
+    }
+    close(sv[1]);
+    pthread_mutex_lock(&t->lock);
+    for (int i = 0; i < 64 && !c->dead; i++)
+        conn_readable(t, c);
+    pthread_mutex_unlock(&t->lock);
+    corral_tasks_shutdown(t);
+    corral_actor_free(a);
+    int rc = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!atomic_load(&refs[i]->done))
+            rc = CR_EIO; /* a call left pending: a bug */
+        ref_release(refs[i]);
+    }
+    return rc;
 }
