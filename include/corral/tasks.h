@@ -111,7 +111,8 @@ typedef struct corral_tasks_opts {
  * *errmsg (malloc'ed, the caller frees it; may be NULL) saying why. */
 int corral_tasks_init(const corral_tasks_opts_t *opts, corral_tasks_t **out, char **errmsg);
 /* Ends every lease (the workers exit), fails what is pending with
- * CR_EWORKERDIED, stops the threads and frees t. Refs and actors the
+ * CR_EWORKERDIED, stops the threads and frees t. No other thread may be
+ * inside a call on t (a corral_get waiting, say) when it is called. Refs and actors the
  * caller still holds stay valid for corral_get (failed or done) and must
  * still be freed; nothing else may be called with them. NULL: no-op. */
 void corral_tasks_shutdown(corral_tasks_t *t);
