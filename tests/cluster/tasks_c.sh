@@ -62,14 +62,15 @@ run restart restart
 # when it does, even killed -9 while a task runs
 D=$(mktemp -d "$CORRAL_HOME/bound-XXXXXX")
 # (started from a subshell: not this shell's job, whose kill bash would report)
-drv=$( (cd /tmp && exec "$EX" retry "$D") >/dev/null 2>&1 & echo $!)
+drv=$( (cd /tmp && exec "$EX" retry "$D") >"$CORRAL_HOME/driver.out" 2>&1 & echo $!)
 WPIDS="$WPIDS $drv"
-for _ in $(seq 300); do
+for _ in $(seq 900); do
     [ -s "$D/died" ] && break
     sleep 0.1
 done
 wpid=$(cat "$D/died" 2>/dev/null)
-[ -n "$wpid" ] && ok "the driver's task runs in worker $wpid" || fail "the task did not start"
+[ -n "$wpid" ] && ok "the driver's task runs in worker $wpid" ||
+    fail "the task did not start: $(cat "$CORRAL_HOME/driver.out"; "$CORRAL" job list)"
 WPIDS="$WPIDS $wpid"
 kill -KILL $drv
 for _ in $(seq 100); do
