@@ -16,7 +16,7 @@
     X(NOSYS, -ENOSYS, "not implemented by this component")                                         \
     X(EXIST, -EEXIST, "already exists")                                                            \
     X(AGAIN, -EAGAIN, "try again later")                                                           \
-    X(2BIG, -E2BIG, "too large")                                                                  \
+    X(2BIG, -E2BIG, "too large")                                                                   \
     X(NOSPC, -ENOSPC, "no space left on device")                                                   \
     X(PARSE, -3000, "malformed input")                                                             \
     X(ABI, -3001, "component ABI version mismatch")                                                \
@@ -25,7 +25,10 @@
     X(CRASH, -3004, "component crashed")                                                           \
     X(NODEV, -3005, "no such device")                                                              \
     X(SCHEMA, -3006, "input does not match the expected schema")                                   \
-    X(INFEASIBLE, -3007, "request can never be satisfied")
+    X(INFEASIBLE, -3007, "request can never be satisfied")                                         \
+    X(TASKFAILED, -3020, "the remote function failed")                                             \
+    X(WORKERDIED, -3021, "the worker running it died")                                             \
+    X(ACTORDIED, -3022, "the actor is dead")
 
 enum {
 #define CR__ERR_ENUM(name, value, msg) CR_E##name = (value),

@@ -24,7 +24,7 @@ grep -- "-- Installing: \|-- Up-to-date: " "$TMP/install.log" | grep -v -- " $DE
 for f in bin/corral bin/corral-tools bin/corrald; do
     [ -x "$ROOT/$f" ] || fail "$f not installed"
 done
-for h in corral.h error.h accel.h; do
+for h in corral.h error.h accel.h tasks.h; do
     cmp -s "$ROOT/include/corral/$h" "$CORRAL_SOURCE_DIR/include/corral/$h" || fail "include/corral/$h"
 done
 pc=$(find "$ROOT" -name corral.pc)
@@ -33,10 +33,11 @@ libdir=$(dirname "$(dirname "$pc")")
 [ -e "$libdir/libcorral.so" ] || fail "no libcorral.so in $libdir"
 grep -qx "prefix=$PREFIX" "$pc" || fail "corral.pc: prefix is not $PREFIX: $(grep prefix= "$pc")"
 
-# libcorral exports the API of corral.h and error.h, nothing of its layers
+# libcorral exports the API of corral.h, tasks.h and error.h, nothing of its layers
 nm -D --defined-only "$libdir/libcorral.so" | awk '$2 == "T" {sub(/@.*/, "", $3); print $3}' |
     sort >"$TMP/exported"
-{ grep -o '\bcorral_[a-z_]*(' "$ROOT/include/corral/corral.h" | tr -d '(' | grep -v '^corral__'
+{ grep -ho '\bcorral_[a-z_]*(' "$ROOT/include/corral/corral.h" "$ROOT/include/corral/tasks.h" |
+      tr -d '(' | grep -v '^corral__'
   echo cr_err_name; echo cr_strerror; } | sort -u >"$TMP/declared"
 cmp -s "$TMP/exported" "$TMP/declared" ||
     fail "libcorral.so exports other than the header declares: $(diff "$TMP/declared" "$TMP/exported" | head)"

@@ -19,12 +19,13 @@ fails=0
 # a header of each folder
 declare -A hdr=([base]=base/base.h [hw]=hw/hw.h [sched]=sched/sched.h [net]=net/net.h
     [agent]=agent/agent.h [head]=head/head.h [client]=client/client_int.h [cli]=cli/cli.h
-    [daemon]=daemon/harness.h [web]=web/web.h [serve]=serve/serve.h)
+    [daemon]=daemon/harness.h [web]=web/web.h [serve]=serve/serve.h [worker]=worker/frame.h)
 # library: the folders it may include (the rest must not be reachable)
 declare -A may=([corral_base]="base" [corral_hw]="base hw" [corral_sched]="base hw sched"
     [corral_net]="base net" [corral_web]="base hw sched net web"
     [corral_agent]="base hw sched net web agent"
-    [corral_head]="base hw sched net web agent head" [corral_client]="base hw sched net client"
+    [corral_head]="base hw sched net web agent head" [corral_client]="base hw sched net worker client"
+    [corral_worker_obj]="base net worker"
     [corrald]="base hw sched net web agent head daemon"
     [corral_serve]="base hw serve" [corral]="base hw sched net client cli"
     [corral-serve]="base hw sched net client cli serve")

@@ -1,0 +1,1920 @@
+/* The owner side of tasks and actors from C (include/corral/tasks.h,
+ * docs/actors.md).
+ *
+ * A corral_tasks_t leases workers from the head (one-worker jobs bound to
+ * its own head connection), listens for them on a private Unix socket
+ * (and TCP when asked), and sends them calls directly.
+ *
+ * Threads, and why: libcorral is used from user programs, not from the
+ * daemons, so it may run threads of its own. Two do:
+ *   - the I/O thread owns the listening sockets and reads every worker
+ *     connection (epoll): accepts, handshakes, RETURNs, deaths, idle
+ *     workers given back;
+ *   - the head thread owns the head connection's use for leases: submits
+ *     them, watches the ones that have not connected yet, stops them.
+ *     (hlock guards the corral_t, which user threads use too for names.)
+ * Everything else (shapes, leases, calls, actors, connections' output) is
+ * under one mutex, t->lock. Callers write their frames themselves when
+ * the connection has nothing queued (one system call, no thread hop);
+ * what does not go at once is left to the I/O thread (EPOLLOUT). Lock
+ * order: hlock is never taken with t->lock held. */
+#include "net/net.h"
+#include "client/tasks_int.h"
+#include "worker/frame.h"
+#include <corral/corral.h>
+#include <corral/tasks.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+extern char **environ;
+
+#define PIPELINE_MAX 16 /* calls in flight on one task worker at most, once at the cap */
+#define CAP_MAX 64
+/* with more calls than this in flight on a worker, a call is sent with the
+ * ones after it rather than at once */
+#define BATCH_AFTER 4
+/* with more than this many sent and unanswered, the I/O thread is not woken
+ * for a call left queued: it sends it after reading the next RETURNs */
+#define WAKE_UNTIL 32
+
+/* ---- per-thread error text ---- */
+static __thread char errbuf[512];
+
+static int fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+const char *corral_tasks_errmsg(void)
+{
+    return errbuf;
+}
+
+/* ---- refs ---- */
+#define REF_INLINE 48
+struct corral_ref {
+    atomic_int refs;
+    atomic_int done;
+    int err;
+    char *errmsg;
+    uint8_t *data; /* small: inline; else heap, or a read-only mapping of fd */
+    size_t len;
+    int fd;
+    uint8_t inline_data[REF_INLINE];
+};
+
+static corral_ref_t *ref_new(void)
+{
+    corral_ref_t *r = cr_calloc(1, sizeof(*r));
+    atomic_init(&r->refs, 1);
+    r->fd = -1;
+    return r;
+}
+
+static void ref_release(corral_ref_t *r)
+{
+    if (!r || atomic_fetch_sub(&r->refs, 1) != 1)
+        return;
+    if (r->fd >= 0) {
+        if (r->data)
+            munmap(r->data, r->len);
+        close(r->fd);
+    } else if (r->data != r->inline_data) {
+        free(r->data);
+    }
+    free(r->errmsg);
+    free(r);
+}
+
+void corral_ref_free(corral_ref_t *r)
+{
+    ref_release(r);
+}
+
+bool corral_ref_is_ready(const corral_ref_t *r)
+{
+    return atomic_load(&((corral_ref_t *)r)->done);
+}
+
+const char *corral_ref_error(const corral_ref_t *r)
+{
+    return corral_ref_is_ready(r) && r->errmsg ? r->errmsg : "";
+}
+
+/* ---- the owner's state ---- */
+typedef struct call call_t;
+typedef struct lease lease_t;
+typedef struct shape shape_t;
+typedef struct conn conn_t;
+
+struct call {
+    call_t *next;      /* in a queue */
+    corral_ref_t *ref; /* the runtime's hold; NULL for a constructor */
+    char *name;
+    uint8_t *args;
+    size_t len;
+    corral_ref_t *argref; /* instead of args: a value (held) */
+    int retries_left;     /* -1: without end */
+    uint64_t id;
+    bool ctor;
+};
+
+typedef struct callq {
+    call_t *head, *tail;
+    size_t n;
+} callq_t;
+
+struct conn {
+    int fd;
+    bool unix_sock, hello, dead;
+    crt_reader_t rd; /* the I/O thread's */
+    crt_bytes_t out; /* under t->lock */
+    struct fdmark {
+        size_t pos;
+        int fd;
+    } marks[CRT_MAX_FDS];
+    unsigned nmarks;
+    bool want_out; /* EPOLLOUT armed */
+    bool dirty;    /* out holds frames no one is sending yet: the I/O thread will */
+    uint8_t nonce[CRT_NONCE_LEN];
+    lease_t *lease;
+    conn_t *next; /* t->conns */
+};
+
+enum lease_state { L_NEW, L_SUBMITTED, L_CONNECTED, L_DEAD };
+
+struct lease {
+    char id[40];
+    char *job;
+    enum lease_state state;
+    shape_t *shape;
+    corral_actor_t *actor;
+    conn_t *conn;
+    /* calls in flight on conn: inflight_put says how */
+    call_t **slots;
+    size_t nslots, ninflight;
+    uint64_t base, next_id;
+    int64_t idle_since, connect_by;
+    bool stop;       /* stop its job (killed actor, idle, shutdown) */
+    bool busy;       /* the head thread uses it with t->lock released */
+    int64_t watched; /* when the head thread last asked for its job */
+    lease_t *next;   /* t->leases */
+};
+
+struct shape {
+    char *resources, *selector;
+    unsigned cap; /* 0: not known yet */
+    bool cap_asked;
+    unsigned nleases; /* not dead */
+    unsigned leasing; /* not connected yet */
+    callq_t queue;
+    shape_t *next;
+};
+
+struct corral_actor {
+    corral_tasks_t *t; /* NULL once the owner shut down */
+    char *cls, *name;
+    uint8_t *args;
+    size_t len;
+    corral_actor_opts_t o;
+    char *resources, *selector;
+    lease_t *lease;
+    callq_t queue; /* calls waiting for the actor to be up */
+    int restarts_left;
+    unsigned restarts;
+    bool ready, dead;
+    char *why_dead;
+    corral_actor_t *next; /* t->actors */
+};
+
+struct corral_tasks {
+    corral_tasks_opts_t o;
+    corral_t *head;
+    pthread_mutex_t hlock; /* head */
+    pthread_mutex_t lock;
+    pthread_cond_t done;  /* a ref completed */
+    pthread_cond_t hwake; /* the head thread has work */
+    unsigned waiters;
+    bool poked;     /* the eventfd was written and not read yet */
+    bool io_signal; /* refs completed on the I/O thread: broadcast once */
+    pthread_t io, hthread;
+    bool io_started, h_started, closing;
+    int ep, evfd, lunix, ltcp;
+    char dir[64], sock_path[128], address[256], node[128];
+    char **argv;
+    uint8_t secret[32];
+    char secret_hex[65];
+    shape_t *shapes;
+    lease_t *leases;
+    conn_t *conns;
+    corral_actor_t *actors;
+    unsigned lease_seq;
+};
+
+static int64_t now_ms(void)
+{
+    return cr_mono_ms();
+}
+
+/* ---- queues and the in-flight table ---- */
+static void q_push(callq_t *q, call_t *c)
+{
+    c->next = NULL;
+    if (q->tail)
+        q->tail->next = c;
+    else
+        q->head = c;
+    q->tail = c;
+    q->n++;
+}
+
+static void q_push_front(callq_t *q, call_t *c)
+{
+    c->next = q->head;
+    q->head = c;
+    if (!q->tail)
+        q->tail = c;
+    q->n++;
+}
+
+static call_t *q_pop(callq_t *q)
+{
+    call_t *c = q->head;
+    if (!c)
+        return NULL;
+    q->head = c->next;
+    if (!q->head)
+        q->tail = NULL;
+    q->n--;
+    c->next = NULL;
+    return c;
+}
+
+/* The calls in flight on a lease are a window of its sequential ids,
+ * [base, next_id], in a ring indexed by id: put and take are O(1) in
+ * order or not (an actor's threads answer out of order). */
+static void inflight_put(lease_t *l, call_t *c)
+{
+    if (!l->ninflight)
+        l->base = c->id;
+    if (c->id - l->base >= l->nslots) {
+        size_t cap = l->nslots ? l->nslots : 16;
+        while (c->id - l->base >= cap)
+            cap *= 2;
+        call_t **ns = cr_calloc(cap, sizeof(*ns));
+        for (uint64_t id = l->base; l->nslots && id < c->id; id++)
+            ns[id & (cap - 1)] = l->slots[id & (l->nslots - 1)];
+        free(l->slots);
+        l->slots = ns;
+        l->nslots = cap;
+    }
+    l->slots[c->id & (l->nslots - 1)] = c;
+    l->ninflight++;
+}
+
+static call_t *inflight_take(lease_t *l, uint64_t id)
+{
+    if (!l->ninflight || id < l->base || id > l->next_id)
+        return NULL;
+    size_t m = l->nslots - 1;
+    call_t *c = l->slots[id & m];
+    if (!c || c->id != id)
+        return NULL;
+    l->slots[id & m] = NULL;
+    if (--l->ninflight)
+        while (!l->slots[l->base & m])
+            l->base++;
+    return c;
+}
+
+/* The in-flight calls of l, oldest first; the window is left empty. */
+static call_t **inflight_all(lease_t *l, size_t *n)
+{
+    call_t **v = cr_calloc(l->ninflight + 1, sizeof(*v));
+    size_t k = 0;
+    for (uint64_t id = l->base; l->ninflight && id <= l->next_id; id++) {
+        call_t **slot = &l->slots[id & (l->nslots - 1)];
+        if (*slot && (*slot)->id == id) {
+            v[k++] = *slot;
+            *slot = NULL;
+        }
+    }
+    l->ninflight = 0;
+    *n = k;
+    return v;
+}
+
+/* ---- completing calls ---- */
+
+/* A call of "prefix.name" (prefix NULL: "name") with a copy of len bytes
+ * of args, in one allocation: a call costs one malloc besides its ref. */
+static call_t *call_new(const char *prefix, const char *name, const void *args, size_t len)
+{
+    size_t pl = prefix ? strlen(prefix) + 1 : 0, nl = strlen(name);
+    call_t *c = cr_malloc(sizeof(*c) + pl + nl + 1 + len);
+    memset(c, 0, sizeof(*c));
+    c->name = (char *)(c + 1);
+    if (prefix) {
+        memcpy(c->name, prefix, pl - 1);
+        c->name[pl - 1] = '.';
+    }
+    memcpy(c->name + pl, name, nl + 1);
+    if (len) {
+        c->args = (uint8_t *)c->name + pl + nl + 1;
+        memcpy(c->args, args, len);
+        c->len = len;
+    }
+    return c;
+}
+static void call_free(call_t *c)
+{
+    ref_release(c->ref);
+    ref_release(c->argref);
+    free(c); /* its name and args live in the same allocation */
+}
+
+/* Under t->lock. */
+static void ref_finish(corral_tasks_t *t, corral_ref_t *r, int err, const char *msg)
+{
+    if (!r || atomic_load(&r->done))
+        return;
+    r->err = err;
+    if (err)
+        r->errmsg = cr_strdup(msg ? msg : cr_strerror(err));
+    atomic_store(&r->done, 1);
+    /* the I/O thread completes refs in batches (a read's worth of
+     * RETURNs): it wakes waiters once per batch, not once per ref */
+    if (t->io_started && pthread_equal(pthread_self(), t->io))
+        t->io_signal = true;
+    else if (t->waiters)
+        pthread_cond_broadcast(&t->done);
+}
+
+static void call_fail(corral_tasks_t *t, call_t *c, int err, const char *msg)
+{
+    ref_finish(t, c->ref, err, msg);
+    call_free(c);
+}
+
+/* ---- sending ---- */
+static void conn_arm(corral_tasks_t *t, conn_t *c, bool out)
+{
+    if (c->want_out == out || c->dead)
+        return;
+    c->want_out = out;
+    struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0), .data.ptr = c};
+    epoll_ctl(t->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* Writes what c->out holds without blocking; under t->lock. 0 (all sent,
+ * or the rest left to EPOLLOUT) or -errno (the connection is broken). */
+static int conn_flush(corral_tasks_t *t, conn_t *c)
+{
+    crt_bytes_t *b = &c->out;
+    while (b->off < b->len) {
+        size_t end = b->len;
+        int fd = -1;
+        if (c->nmarks) {
+            if (c->marks[0].pos == b->off) {
+                fd = c->marks[0].fd;
+                end = c->nmarks > 1 ? c->marks[1].pos : b->len;
+            } else {
+                end = c->marks[0].pos;
+            }
+        }
+        struct iovec iov = {b->p + b->off, end - b->off};
+        union {
+            struct cmsghdr h;
+            char buf[CMSG_SPACE(sizeof(int))];
+        } cm;
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+        if (fd >= 0) {
+            msg.msg_control = cm.buf;
+            msg.msg_controllen = sizeof(cm.buf);
+            struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
+            h->cmsg_level = SOL_SOCKET;
+            h->cmsg_type = SCM_RIGHTS;
+            h->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(h), &fd, sizeof(int));
+        }
+        ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN) {
+                conn_arm(t, c, true);
+                return 0;
+            }
+            return -errno;
+        }
+        if (fd >= 0) {
+            close(fd);
+            memmove(c->marks, c->marks + 1, --c->nmarks * sizeof(c->marks[0]));
+        }
+        b->off += (size_t)n;
+    }
+    b->off = b->len = 0;
+    conn_arm(t, c, false);
+    return 0;
+}
+
+/* Appends call c to l's connection and sends it; under t->lock. */
+static int send_call(corral_tasks_t *t, lease_t *l, call_t *c)
+{
+    conn_t *cn = l->conn;
+    c->id = ++l->next_id;
+    const void *args = c->args;
+    size_t len = c->len;
+    int fd = -1;
+    if (c->argref) {
+        if (c->argref->fd >= 0 && cn->unix_sock && cn->nmarks < CRT_MAX_FDS) {
+            fd = fcntl(c->argref->fd, F_DUPFD_CLOEXEC, 0);
+            if (fd < 0)
+                return -errno;
+            len = 0;
+        } else {
+            args = c->argref->data;
+            len = c->argref->len;
+        }
+    }
+    bool was_empty = cn->out.len == cn->out.off;
+    size_t pos = cn->out.len;
+    int rc = crt_call_add(&cn->out, c->id, fd >= 0 ? CRT_FLAG_FD : 0, c->name, args, len);
+    if (rc) {
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    if (fd >= 0)
+        cn->marks[cn->nmarks++] = (struct fdmark){pos, fd};
+    inflight_put(l, c);
+    if (!was_empty || cn->dirty)
+        return 0;
+    if (l->ninflight <= BATCH_AFTER || !t->io_started) {
+        conn_flush(t, cn); /* a broken connection shows as its end on the I/O thread */
+        return 0;
+    }
+    /* the worker has calls to run already: leave this one to go with the
+     * next ones in one write (by the I/O thread, or a caller that waits) */
+    cn->dirty = true;
+    /* with many answers to come, the I/O thread sends these when it reads
+     * the next ones (more go in one write); else it is woken for them */
+    if (l->ninflight - 1 <= WAKE_UNTIL && !t->poked) {
+        t->poked = true;
+        uint64_t one = 1;
+        if (write(t->evfd, &one, sizeof(one)) < 0)
+            cr_debug("tasks: eventfd: %s", strerror(errno));
+    }
+    return 0;
+}
+
+/* Sends what callers left queued; under t->lock. */
+static void flush_dirty(corral_tasks_t *t)
+{
+    for (conn_t *c = t->conns; c; c = c->next)
+        if (c->dirty) {
+            c->dirty = false;
+            if (!c->dead)
+                conn_flush(t, c);
+        }
+}
+
+/* ---- leasing ---- */
+static void head_wake(corral_tasks_t *t)
+{
+    pthread_cond_signal(&t->hwake);
+}
+
+static lease_t *lease_new(corral_tasks_t *t, shape_t *s, corral_actor_t *a)
+{
+    lease_t *l = cr_calloc(1, sizeof(*l));
+    uint8_t rnd[6];
+    cr_random_bytes(rnd, sizeof(rnd));
+    char hex[13];
+    cr_hex_encode(rnd, sizeof(rnd), hex);
+    snprintf(l->id, sizeof(l->id), "L%u-%s", ++t->lease_seq, hex);
+    l->shape = s;
+    l->actor = a;
+    l->state = L_NEW;
+    l->next = t->leases;
+    t->leases = l;
+    if (s) {
+        s->nleases++;
+        s->leasing++;
+    }
+    head_wake(t);
+    return l;
+}
+
+static void dispatch(corral_tasks_t *t, shape_t *s);
+
+/* Leases more workers of s while calls wait for them; under t->lock. */
+static void maybe_lease(corral_tasks_t *t, shape_t *s)
+{
+    unsigned cap = s->cap ? s->cap : 1;
+    if (t->o.max_workers && cap > t->o.max_workers)
+        cap = t->o.max_workers;
+    if (!s->cap_asked) {
+        s->cap_asked = true;
+        head_wake(t);
+    }
+    while (s->queue.n > s->leasing && s->nleases < cap && !t->closing)
+        lease_new(t, s, NULL);
+}
+
+static void dispatch(corral_tasks_t *t, shape_t *s)
+{
+    while (s->queue.n) {
+        lease_t *best = NULL;
+        for (lease_t *l = t->leases; l; l = l->next)
+            if (l->shape == s && l->state == L_CONNECTED &&
+                (!best || l->ninflight < best->ninflight))
+                best = l;
+        unsigned cap = s->cap ? s->cap : 1;
+        if (t->o.max_workers && cap > t->o.max_workers)
+            cap = t->o.max_workers;
+        /* an idle worker; or, with no more to lease, the least busy one */
+        if (!best || (best->ninflight && (s->nleases < cap || best->ninflight >= PIPELINE_MAX)))
+            break;
+        call_t *c = q_pop(&s->queue);
+        int rc = send_call(t, best, c);
+        if (rc)
+            call_fail(t, c, rc, rc == CR_E2BIG ? "the arguments do not fit a frame" : NULL);
+    }
+    maybe_lease(t, s);
+}
+
+static void actor_dead(corral_tasks_t *t, corral_actor_t *a, int err, const char *why);
+
+static void actor_send_queue(corral_tasks_t *t, corral_actor_t *a)
+{
+    lease_t *l = a->lease;
+    call_t *c;
+    while (l && l->state == L_CONNECTED && (c = q_pop(&a->queue))) {
+        int rc = send_call(t, l, c);
+        if (rc)
+            call_fail(t, c, rc, rc == CR_E2BIG ? "the arguments do not fit a frame" : NULL);
+    }
+}
+
+static void conn_close(corral_tasks_t *t, conn_t *c)
+{
+    if (c->dead)
+        return;
+    c->dead = true;
+    epoll_ctl(t->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    shutdown(c->fd, SHUT_RDWR);
+}
+
+/* The lease's worker is gone (its connection ended, or it never came);
+ * under t->lock. why: what to tell the calls that fail. */
+static void lease_lost(corral_tasks_t *t, lease_t *l, int err, const char *why)
+{
+    if (l->state == L_DEAD)
+        return;
+    bool connected = l->state == L_CONNECTED;
+    l->state = L_DEAD;
+    if (l->conn) {
+        conn_close(t, l->conn);
+        l->conn->lease = NULL;
+        l->conn = NULL;
+    }
+    size_t n;
+    call_t **v = inflight_all(l, &n);
+    if (l->shape) {
+        shape_t *s = l->shape;
+        s->nleases--;
+        if (!connected)
+            s->leasing--;
+        /* retry what ran there, oldest first at the front */
+        for (size_t i = n; i-- > 0;) {
+            call_t *c = v[i];
+            if (c->retries_left && !t->closing) {
+                if (c->retries_left > 0)
+                    c->retries_left--;
+                q_push_front(&s->queue, c);
+            } else {
+                call_fail(t, c, CR_EWORKERDIED, why);
+            }
+        }
+        if (!connected && !s->nleases && s->queue.n &&
+            (err == CR_EINFEASIBLE || err == CR_EINVAL)) {
+            call_t *c;
+            while ((c = q_pop(&s->queue)))
+                call_fail(t, c, err, why);
+        } else if (!connected && !s->nleases && !s->leasing && s->queue.n) {
+            /* no worker of the shape came at all: fail the waiting calls
+             * rather than lease for ever */
+            call_t *c;
+            while ((c = q_pop(&s->queue)))
+                call_fail(t, c, err ? err : CR_EWORKERDIED, why);
+        }
+        dispatch(t, s);
+    } else if (l->actor) {
+        corral_actor_t *a = l->actor;
+        if (a->lease == l)
+            a->lease = NULL;
+        bool restart = !a->dead && !t->closing && connected && a->restarts_left != 0;
+        for (size_t i = n; i-- > 0;) {
+            call_t *c = v[i];
+            if (c->ctor) {
+                call_free(c);
+                continue;
+            }
+            if (restart && c->retries_left) {
+                if (c->retries_left > 0)
+                    c->retries_left--;
+                q_push_front(&a->queue, c);
+            } else {
+                char *m = cr_asprintf("actor %s%s%s: %s", a->cls, a->name ? " " : "",
+                                      a->name ? a->name : "", why);
+                call_fail(t, c, CR_EACTORDIED, m);
+                free(m);
+            }
+        }
+        if (restart) {
+            if (a->restarts_left > 0)
+                a->restarts_left--;
+            a->restarts++;
+            a->ready = false;
+            a->lease = lease_new(t, NULL, a);
+        } else if (!a->dead) {
+            actor_dead(t, a, err, why);
+        }
+    }
+    free(v);
+}
+
+static void actor_dead(corral_tasks_t *t, corral_actor_t *a, int err, const char *why)
+{
+    if (!a->dead) {
+        a->dead = true;
+        free(a->why_dead);
+        a->why_dead = cr_asprintf("actor %s%s%s is dead: %s", a->cls, a->name ? " " : "",
+                                  a->name ? a->name : "", why);
+    }
+    call_t *c;
+    while ((c = q_pop(&a->queue)))
+        call_fail(t, c, CR_EACTORDIED, a->why_dead);
+    if (a->lease) {
+        lease_t *l = a->lease;
+        a->lease = NULL;
+        l->stop = true;
+        head_wake(t);
+        lease_lost(t, l, CR_EACTORDIED, a->why_dead);
+    }
+}
+
+/* ---- the I/O thread ---- */
+static void conn_free(conn_t *c)
+{
+    crt_reader_fini(&c->rd);
+    crt_bytes_free(&c->out);
+    for (unsigned i = 0; i < c->nmarks; i++)
+        close(c->marks[i].fd);
+    close(c->fd);
+    free(c);
+}
+
+static void accept_one(corral_tasks_t *t, int lfd, bool unix_sock)
+{
+    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (unix_sock) {
+        struct ucred cred;
+        socklen_t cl = sizeof(cred);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != geteuid()) {
+            cr_warn("tasks: refused a connection from uid %d (not this user)", (int)cred.uid);
+            close(fd);
+            return;
+        }
+    } else {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    conn_t *c = cr_calloc(1, sizeof(*c));
+    c->fd = fd;
+    c->unix_sock = unix_sock;
+    crt_reader_init(&c->rd, CRT_HELLO_MAX);
+    pthread_mutex_lock(&t->lock);
+    c->next = t->conns;
+    t->conns = c;
+    if (!unix_sock) {
+        cr_random_bytes(c->nonce, sizeof(c->nonce));
+        crt_frame_add(&c->out, CRT_CHALLENGE, 0, 0, c->nonce, sizeof(c->nonce), NULL, 0);
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    epoll_ctl(t->ep, EPOLL_CTL_ADD, fd, &ev);
+    if (!unix_sock)
+        conn_flush(t, c);
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* HELLO on c; under t->lock. 0, or an error: close c. */
+static int on_hello(corral_tasks_t *t, conn_t *c, const uint8_t *p, size_t n)
+{
+    crt_hello_t h;
+    char why[160];
+    if (crt_hello_parse(p, n, &h, why, sizeof(why))) {
+        cr_warn("tasks: closing a connection: %s", why);
+        return CR_EPARSE;
+    }
+    int rc = CR_EACCES;
+    if (!c->unix_sock && !crt_mac_ok(t->secret, sizeof(t->secret), c->nonce, h.mac)) {
+        cr_warn("tasks: closing a TCP connection whose HELLO has a wrong mac");
+        goto out;
+    }
+    lease_t *l = NULL;
+    for (lease_t *x = t->leases; x && h.lease; x = x->next)
+        if (!strcmp(x->id, h.lease))
+            l = x;
+    if (!l || strcmp(h.role, "worker") || (l->state != L_NEW && l->state != L_SUBMITTED) ||
+        (!l->shape && !l->actor)) {
+        cr_warn("tasks: closing a connection: HELLO names no lease waiting for its worker (%s)",
+                h.lease ? h.lease : "none");
+        goto out;
+    }
+    c->hello = true;
+    c->rd.max = CRT_MAX_FRAME;
+    c->lease = l;
+    l->conn = c;
+    l->state = L_CONNECTED;
+    l->idle_since = now_ms();
+    char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"}", (int)getpid());
+    crt_frame_add(&c->out, CRT_WELCOME, 0, 0, w, strlen(w), NULL, 0);
+    free(w);
+    if (l->shape) {
+        l->shape->leasing--;
+        dispatch(t, l->shape);
+    } else if (l->actor) {
+        corral_actor_t *a = l->actor;
+        call_t *k = call_new(NULL, a->cls, a->args, a->len);
+        k->ctor = true;
+        send_call(t, l, k);
+        actor_send_queue(t, a);
+    }
+    conn_flush(t, c);
+    rc = 0;
+out:
+    crt_hello_free(&h);
+    return rc;
+}
+
+static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const uint8_t *p, int fd)
+{
+    lease_t *l = c->lease;
+    call_t *k = l ? inflight_take(l, h->id) : NULL;
+    if (!k) {
+        if (fd >= 0)
+            close(fd);
+        return; /* a call failed meanwhile (its actor killed) */
+    }
+    uint8_t st;
+    const uint8_t *v;
+    size_t vn;
+    corral_actor_t *a = l->actor;
+    if (crt_return_parse(p, h->len, &st, &v, &vn)) {
+        if (fd >= 0)
+            close(fd);
+        call_fail(t, k, CR_EPARSE, "a malformed RETURN");
+        return;
+    }
+    if (k->ctor) {
+        if (st == CRT_OK) {
+            a->ready = true;
+        } else {
+            char *m = cr_asprintf("its constructor failed: %.*s", (int)vn, v);
+            actor_dead(t, a, CR_EACTORDIED, m);
+            free(m);
+        }
+        if (fd >= 0)
+            close(fd);
+        call_free(k);
+        return;
+    }
+    corral_ref_t *r = k->ref;
+    if (st == CRT_OK) {
+        if (fd >= 0) {
+            void *map;
+            size_t mn;
+            int rc = crt_memfd_map(fd, &map, &mn);
+            if (rc) {
+                close(fd);
+                call_fail(t, k, rc, "the result's memfd could not be mapped");
+                return;
+            }
+            r->fd = fd;
+            r->data = map;
+            r->len = mn;
+        } else {
+            r->data = vn <= REF_INLINE ? r->inline_data : cr_malloc(vn);
+            memcpy(r->data, v, vn);
+            r->len = vn;
+        }
+        ref_finish(t, r, 0, NULL);
+    } else {
+        if (fd >= 0)
+            close(fd);
+        char *m = cr_strndup((const char *)v, vn);
+        if (a && a->dead)
+            ref_finish(t, r, CR_EACTORDIED, a->why_dead);
+        else
+            ref_finish(t, r, st == CRT_APP_ERROR ? CR_ETASKFAILED : CR_ENOENT, m);
+        free(m);
+    }
+    call_free(k);
+    if (!l->ninflight)
+        l->idle_since = now_ms();
+    if (l->shape)
+        dispatch(t, l->shape);
+}
+
+/* Reads what c has; under t->lock (released around nothing: reads do not
+ * block). */
+static void conn_readable(corral_tasks_t *t, conn_t *c)
+{
+    char why[200] = "";
+    for (int rounds = 0; rounds < 16 && !c->dead; rounds++) {
+        ssize_t n = crt_reader_fill(&c->rd, c->fd, c->unix_sock);
+        if (n == -EAGAIN)
+            break;
+        if (n <= 0) {
+            snprintf(why, sizeof(why), "its worker's connection ended%s%s",
+                     n < 0 ? ": " : " (the process exited or was killed)",
+                     n < 0 ? cr_strerror((int)n) : "");
+            goto lost;
+        }
+        crt_hdr_t h;
+        const uint8_t *p;
+        int fd, rc;
+        while ((rc = crt_reader_next(&c->rd, &h, &p, &fd)) == 1) {
+            if (!c->hello) {
+                if (fd >= 0)
+                    close(fd);
+                if (h.kind != CRT_HELLO || on_hello(t, c, p, h.len)) {
+                    if (h.kind != CRT_HELLO)
+                        cr_warn("tasks: closing a connection whose first frame is %s, not HELLO",
+                                crt_kind_name(h.kind));
+                    conn_close(t, c);
+                    return;
+                }
+                continue;
+            }
+            if (h.kind == CRT_RETURN) {
+                on_return(t, c, &h, p, fd);
+                if (c->dead)
+                    return;
+                continue;
+            }
+            if (fd >= 0)
+                close(fd);
+            if (h.kind == CRT_BYE) {
+                snprintf(why, sizeof(why), "its worker said BYE");
+                goto lost;
+            }
+            snprintf(why, sizeof(why), "its worker sent a %s frame", crt_kind_name(h.kind));
+            cr_warn("tasks: closing a connection: %s", why);
+            goto lost;
+        }
+        if (rc < 0) {
+            snprintf(why, sizeof(why), "its worker sent a bad frame (%s)", cr_strerror(rc));
+            cr_warn("tasks: closing a connection: %s", why);
+            goto lost;
+        }
+    }
+    return;
+lost:
+    if (c->lease) {
+        char *m = cr_asprintf("%s (job %s)", why, c->lease->job ? c->lease->job : "?");
+        lease_lost(t, c->lease, CR_EWORKERDIED, m);
+        free(m);
+    }
+    conn_close(t, c);
+}
+
+static void reap(corral_tasks_t *t)
+{
+    int64_t now = now_ms();
+    unsigned idle = t->o.idle_timeout_ms ? t->o.idle_timeout_ms : 10000;
+    for (lease_t *l = t->leases; l; l = l->next)
+        if (l->shape && l->state == L_CONNECTED && !l->ninflight && !l->shape->queue.n &&
+            now - l->idle_since > idle) {
+            crt_frame_add(&l->conn->out, CRT_BYE, 0, 0, NULL, 0, NULL, 0);
+            conn_flush(t, l->conn);
+            lease_lost(t, l, 0, "given back idle");
+        }
+    /* leases that are over: free them (not one the head thread holds, nor
+     * one whose job is still to be stopped) */
+    for (lease_t **pl = &t->leases; *pl;) {
+        lease_t *l = *pl;
+        if (l->state == L_DEAD && !l->busy && !(l->stop && l->job) && !l->conn) {
+            *pl = l->next;
+            free(l->job);
+            free(l->slots);
+            free(l);
+        } else {
+            pl = &l->next;
+        }
+    }
+    /* connections closed: free them */
+    for (conn_t **pc = &t->conns; *pc;) {
+        conn_t *c = *pc;
+        if (c->dead) {
+            *pc = c->next;
+            conn_free(c);
+        } else {
+            pc = &c->next;
+        }
+    }
+}
+
+static void *io_main(void *arg)
+{
+    corral_tasks_t *t = arg;
+    struct epoll_event evs[64];
+    int64_t last = now_ms();
+    for (;;) {
+        int n = epoll_wait(t->ep, evs, 64, 250);
+        pthread_mutex_lock(&t->lock);
+        if (t->closing) {
+            pthread_mutex_unlock(&t->lock);
+            break;
+        }
+        pthread_mutex_unlock(&t->lock);
+        for (int i = 0; i < n; i++) {
+            void *ptr = evs[i].data.ptr;
+            if (ptr == &t->lunix) {
+                accept_one(t, t->lunix, true);
+                continue;
+            }
+            if (ptr == &t->ltcp) {
+                accept_one(t, t->ltcp, false);
+                continue;
+            }
+            if (ptr == &t->evfd) {
+                uint64_t v;
+                pthread_mutex_lock(&t->lock);
+                if (read(t->evfd, &v, sizeof(v)) < 0)
+                    cr_debug("tasks: eventfd: %s", strerror(errno));
+                t->poked = false;
+                flush_dirty(t);
+                pthread_mutex_unlock(&t->lock);
+                continue;
+            }
+            conn_t *c = ptr;
+            pthread_mutex_lock(&t->lock);
+            if (!c->dead && (evs[i].events & EPOLLOUT) && conn_flush(t, c) < 0) {
+                if (c->lease)
+                    lease_lost(t, c->lease, CR_EWORKERDIED, "writing to its worker failed");
+                conn_close(t, c);
+            }
+            if (!c->dead && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
+                conn_readable(t, c);
+                flush_dirty(t);
+            }
+            if (t->io_signal) {
+                t->io_signal = false;
+                if (t->waiters)
+                    pthread_cond_broadcast(&t->done);
+            }
+            pthread_mutex_unlock(&t->lock);
+        }
+        if (now_ms() - last >= 250) {
+            last = now_ms();
+            pthread_mutex_lock(&t->lock);
+            reap(t);
+            if (t->io_signal) {
+                t->io_signal = false;
+                if (t->waiters)
+                    pthread_cond_broadcast(&t->done);
+            }
+            pthread_mutex_unlock(&t->lock);
+        }
+    }
+    return NULL;
+}
+
+/* ---- the head thread ---- */
+static char **lease_env(corral_tasks_t *t, lease_t *l)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = cr_calloc(n + 8, sizeof(*env));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!cr_str_has_prefix(environ[i], "CORRAL_TASK_"))
+            env[k++] = cr_strdup(environ[i]);
+    env[k++] = cr_asprintf("CORRAL_TASK_OWNER=%s", t->address);
+    env[k++] = cr_asprintf("CORRAL_TASK_OWNER_NODE=%s", t->node);
+    env[k++] = cr_asprintf("CORRAL_TASK_LEASE=%s", l->id);
+    env[k++] = cr_asprintf("CORRAL_TASK_SECRET=%s", t->secret_hex);
+    env[k++] = cr_strdup("CORRAL_TASK_RUNTIME=c");
+    if (l->actor && l->actor->o.max_concurrency > 1)
+        env[k++] = cr_asprintf("CORRAL_TASK_MAX_CONCURRENCY=%u", l->actor->o.max_concurrency);
+    return env;
+}
+
+static void strv_free(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* How many workers of the shape the alive nodes' totals hold (at most
+ * CAP_MAX); 1 when that cannot be told. hlock held. */
+static unsigned shape_cap(corral_tasks_t *t, const char *resources)
+{
+    corral_node_t *nodes = NULL;
+    size_t nn = 0;
+    if (corral_node_list(t->head, &nodes, &nn) < 0)
+        return 1;
+    char *want = cr_strdup(resources && *resources ? resources : "CPU=1");
+    unsigned total = 0;
+    for (size_t i = 0; i < nn; i++) {
+        if (strcmp(nodes[i].state, "ALIVE"))
+            continue;
+        double k = -1;
+        char *copy = cr_strdup(want), *save = NULL;
+        for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(item, '=');
+            if (!eq)
+                continue;
+            *eq = 0;
+            double q = atof(eq + 1);
+            if (q <= 0 || !strcmp(item, "memory"))
+                continue;
+            double have = 0;
+            for (size_t j = 0; j < nodes[i].nres; j++)
+                if (!strcmp(nodes[i].res[j].name, item))
+                    have = nodes[i].res[j].total;
+            double kk = (double)(long)(have / q + 1e-9);
+            k = k < 0 || kk < k ? kk : k;
+        }
+        free(copy);
+        total += k < 0 ? CAP_MAX : (unsigned)k;
+    }
+    free(want);
+    corral_node_list_free(nodes, nn);
+    return total < 1 ? 1 : total > CAP_MAX ? CAP_MAX : total;
+}
+
+static void head_submit(corral_tasks_t *t, lease_t *l, char **env, char *name, char *res, char *sel)
+{
+    corral_job_spec_t spec = {
+        .name = name,
+        .argv = (const char *const *)t->argv,
+        .env = (const char *const *)env,
+        .resources = res,
+        .selector = sel,
+        .num_workers = 1,
+        .env_whole = 1,
+        .bound = 1,
+    };
+    char cwd[4096];
+    if (getcwd(cwd, sizeof(cwd)))
+        spec.cwd = cwd;
+    char *job = NULL;
+    pthread_mutex_lock(&t->hlock);
+    int rc = corral_submit(t->head, &spec, &job);
+    char *msg = rc < 0 ? cr_strdup(corral_errmsg(t->head)) : NULL;
+    pthread_mutex_unlock(&t->hlock);
+    pthread_mutex_lock(&t->lock);
+    if (rc < 0) {
+        char *m = cr_asprintf("no worker for %s: %s", res ? res : "CPU=1",
+                              msg && *msg ? msg : cr_strerror(rc));
+        lease_lost(t, l, rc, m);
+        free(m);
+    } else {
+        l->job = job;
+        if (l->state == L_NEW)
+            l->state = L_SUBMITTED;
+        unsigned lt = t->o.lease_timeout_ms ? t->o.lease_timeout_ms : 60000;
+        l->connect_by = now_ms() + lt;
+    }
+    l->busy = false;
+    free(msg);
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void *head_main(void *arg)
+{
+    corral_tasks_t *t = arg;
+    pthread_mutex_lock(&t->lock);
+    while (!t->closing) {
+        /* one piece of work at a time, the lock released around the head */
+        lease_t *sub = NULL, *stop = NULL, *watch = NULL;
+        shape_t *capq = NULL;
+        for (shape_t *s = t->shapes; s && !capq; s = s->next)
+            if (s->cap_asked && !s->cap)
+                capq = s;
+        for (lease_t *l = t->leases; l; l = l->next) {
+            if (l->state == L_NEW && !sub && !l->stop)
+                sub = l;
+            if (l->stop && l->job && !stop)
+                stop = l;
+        }
+        if (capq) {
+            char *res = cr_strdup(capq->resources ? capq->resources : "");
+            pthread_mutex_unlock(&t->lock);
+            pthread_mutex_lock(&t->hlock);
+            unsigned cap = shape_cap(t, res);
+            pthread_mutex_unlock(&t->hlock);
+            free(res);
+            pthread_mutex_lock(&t->lock);
+            capq->cap = cap;
+            dispatch(t, capq);
+            continue;
+        }
+        if (sub) {
+            char **env = lease_env(t, sub);
+            char *name, *res, *sel;
+            if (sub->shape) {
+                name =
+                    cr_asprintf("task:%s", sub->shape->resources ? sub->shape->resources : "CPU=1");
+                res = sub->shape->resources ? cr_strdup(sub->shape->resources) : NULL;
+                sel = sub->shape->selector ? cr_strdup(sub->shape->selector) : NULL;
+            } else {
+                corral_actor_t *a = sub->actor;
+                name = a->name ? cr_asprintf("actor:%s:%s", a->cls, a->name)
+                               : cr_asprintf("actor:%s", a->cls);
+                res = a->resources ? cr_strdup(a->resources) : NULL;
+                sel = a->selector ? cr_strdup(a->selector) : NULL;
+            }
+            sub->state = L_SUBMITTED; /* its HELLO may come before the head answers */
+            sub->busy = true;
+            pthread_mutex_unlock(&t->lock);
+            head_submit(t, sub, env, name, res, sel);
+            strv_free(env);
+            free(name);
+            free(res);
+            free(sel);
+            pthread_mutex_lock(&t->lock);
+            continue;
+        }
+        if (stop) {
+            char *job = stop->job;
+            stop->job = NULL; /* stopped once */
+            pthread_mutex_unlock(&t->lock);
+            pthread_mutex_lock(&t->hlock);
+            corral_stop(t->head, job, 0);
+            pthread_mutex_unlock(&t->hlock);
+            free(job);
+            pthread_mutex_lock(&t->lock);
+            continue;
+        }
+        /* leases not connected yet: did their job end, or take too long? */
+        int64_t now = now_ms();
+        for (lease_t *l = t->leases; l; l = l->next)
+            if (l->state == L_SUBMITTED && l->job && (!watch || l->watched < watch->watched))
+                watch = l;
+        if (watch) {
+            watch->watched = now;
+            char *job = cr_strdup(watch->job);
+            pthread_mutex_unlock(&t->lock);
+            corral_job_t st;
+            memset(&st, 0, sizeof(st));
+            pthread_mutex_lock(&t->hlock);
+            int rc = corral_job_status(t->head, job, &st);
+            pthread_mutex_unlock(&t->hlock);
+            pthread_mutex_lock(&t->lock);
+            for (lease_t *l = t->leases; l; l = l->next) {
+                if (l->state != L_SUBMITTED || !l->job || strcmp(l->job, job))
+                    continue;
+                if (rc == 0 && corral_job_state_is_final(st.state)) {
+                    const char *r =
+                        st.nworkers && *st.workers[0].reason ? st.workers[0].reason : st.reason;
+                    char *m = cr_asprintf("the leased worker (job %s) ended before it "
+                                          "connected: %s",
+                                          job, r && *r ? r : corral_job_state_name(st.state));
+                    lease_lost(t, l, CR_EWORKERDIED, m);
+                    free(m);
+                } else if (rc == 0 && st.state == CORRAL_JOB_RUNNING && now > l->connect_by) {
+                    char *m = cr_asprintf("the leased worker (job %s) runs but did not "
+                                          "connect in time",
+                                          job);
+                    l->stop = true;
+                    lease_lost(t, l, CR_EWORKERDIED, m);
+                    free(m);
+                }
+            }
+            if (rc == 0)
+                corral_job_free(&st);
+            free(job);
+            if (t->closing)
+                break;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 200 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&t->hwake, &t->lock, &ts);
+            continue;
+        }
+        pthread_cond_wait(&t->hwake, &t->lock);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+/* ---- init and shutdown ---- */
+static int listen_unix(corral_tasks_t *t, char *why, size_t wsize)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(t->dir, sizeof(t->dir), "%s/corral-tasks-XXXXXX",
+             tmp && *tmp && strlen(tmp) < 32 ? tmp : "/tmp");
+    if (!mkdtemp(t->dir)) {
+        snprintf(why, wsize, "mkdtemp %s: %s", t->dir, strerror(errno));
+        t->dir[0] = 0;
+        return -errno;
+    }
+    snprintf(t->sock_path, sizeof(t->sock_path), "%s/owner.sock", t->dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    cr_strlcpy(sa.sun_path, t->sock_path, sizeof(sa.sun_path));
+    t->lunix = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (t->lunix < 0 || bind(t->lunix, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        listen(t->lunix, 128) < 0) {
+        snprintf(why, wsize, "listening on %s: %s", t->sock_path, strerror(errno));
+        return -errno;
+    }
+    return 0;
+}
+
+static int listen_tcp(corral_tasks_t *t, char *port_out, size_t psize, char *why, size_t wsize)
+{
+    const char *host = t->o.tcp_host ? t->o.tcp_host : "127.0.0.1";
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        snprintf(why, wsize, "tcp_host %s is not an IPv4 address", host);
+        return CR_EINVAL;
+    }
+    t->ltcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    socklen_t sl = sizeof(sa);
+    if (t->ltcp < 0 || bind(t->ltcp, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        listen(t->ltcp, 128) < 0 || getsockname(t->ltcp, (struct sockaddr *)&sa, &sl) < 0) {
+        snprintf(why, wsize, "listening on %s: %s", host, strerror(errno));
+        return -errno;
+    }
+    snprintf(port_out, psize, "%s:%u", host, ntohs(sa.sin_port));
+    return 0;
+}
+
+int corral_tasks_init(const corral_tasks_opts_t *opts, corral_tasks_t **out, char **errmsg)
+{
+    static const corral_tasks_opts_t dflt;
+    corral_tasks_t *t = cr_calloc(1, sizeof(*t));
+    char why[512] = "";
+    int rc;
+    t->o = opts ? *opts : dflt;
+    if (t->o.tcp_only)
+        t->o.tcp = 1;
+    t->lunix = t->ltcp = t->ep = t->evfd = -1;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_mutex_init(&t->hlock, NULL);
+    pthread_cond_init(&t->done, NULL);
+    pthread_cond_init(&t->hwake, NULL);
+    char *cerr = NULL;
+    rc = corral_connect(t->o.address, t->o.token_path, &t->head, &cerr);
+    if (rc < 0) {
+        snprintf(why, sizeof(why), "connecting to the head: %s", cerr ? cerr : cr_strerror(rc));
+        free(cerr);
+        goto fail;
+    }
+    if (t->o.worker_argv) {
+        size_t n = 0;
+        while (t->o.worker_argv[n])
+            n++;
+        if (!n) {
+            rc = CR_EINVAL;
+            snprintf(why, sizeof(why), "worker_argv is empty");
+            goto fail;
+        }
+        t->argv = cr_calloc(n + 1, sizeof(char *));
+        for (size_t i = 0; i < n; i++)
+            t->argv[i] = cr_strdup(t->o.worker_argv[i]);
+    } else {
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n <= 0) {
+            rc = -errno;
+            snprintf(why, sizeof(why), "finding this program (/proc/self/exe): %s",
+                     strerror(errno));
+            goto fail;
+        }
+        self[n] = 0;
+        t->argv = cr_calloc(2, sizeof(char *));
+        t->argv[0] = cr_strdup(self);
+    }
+    if ((rc = cr_random_bytes(t->secret, sizeof(t->secret))) < 0) {
+        snprintf(why, sizeof(why), "getrandom: %s", cr_strerror(rc));
+        goto fail;
+    }
+    cr_hex_encode(t->secret, sizeof(t->secret), t->secret_hex);
+    const char *node = getenv("CORRAL_NODE_ID");
+    cr_strlcpy(t->node, node ? node : "", sizeof(t->node));
+    if ((rc = listen_unix(t, why, sizeof(why))))
+        goto fail;
+    char tcp[96] = "";
+    if (t->o.tcp && (rc = listen_tcp(t, tcp, sizeof(tcp), why, sizeof(why))))
+        goto fail;
+    if (t->o.tcp_only)
+        snprintf(t->address, sizeof(t->address), "tcp:%s", tcp);
+    else if (t->o.tcp)
+        snprintf(t->address, sizeof(t->address), "unix:%s;tcp:%s", t->sock_path, tcp);
+    else
+        snprintf(t->address, sizeof(t->address), "unix:%s", t->sock_path);
+    t->ep = epoll_create1(EPOLL_CLOEXEC);
+    t->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (t->ep < 0 || t->evfd < 0) {
+        rc = -errno;
+        snprintf(why, sizeof(why), "epoll: %s", strerror(errno));
+        goto fail;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->lunix};
+    epoll_ctl(t->ep, EPOLL_CTL_ADD, t->lunix, &ev);
+    ev.data.ptr = &t->evfd;
+    epoll_ctl(t->ep, EPOLL_CTL_ADD, t->evfd, &ev);
+    if (t->ltcp >= 0) {
+        ev.data.ptr = &t->ltcp;
+        epoll_ctl(t->ep, EPOLL_CTL_ADD, t->ltcp, &ev);
+    }
+    if (pthread_create(&t->io, NULL, io_main, t)) {
+        rc = CR_EAGAIN;
+        snprintf(why, sizeof(why), "starting the I/O thread failed");
+        goto fail;
+    }
+    t->io_started = true;
+    if (pthread_create(&t->hthread, NULL, head_main, t)) {
+        rc = CR_EAGAIN;
+        snprintf(why, sizeof(why), "starting the head thread failed");
+        goto fail;
+    }
+    t->h_started = true;
+    *out = t;
+    return 0;
+fail:
+    if (errmsg)
+        *errmsg = cr_strdup(why);
+    fail(rc, "%s", why);
+    corral_tasks_shutdown(t);
+    return rc;
+}
+
+const char *corral_tasks_address(const corral_tasks_t *t)
+{
+    return t->address;
+}
+
+void corral_tasks_shutdown(corral_tasks_t *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_lock(&t->lock);
+    t->closing = true;
+    pthread_cond_broadcast(&t->hwake);
+    pthread_mutex_unlock(&t->lock);
+    if (t->evfd >= 0) {
+        uint64_t one = 1;
+        if (write(t->evfd, &one, sizeof(one)) < 0)
+            cr_debug("tasks: eventfd: %s", strerror(errno));
+    }
+    if (t->io_started)
+        pthread_join(t->io, NULL);
+    if (t->h_started)
+        pthread_join(t->hthread, NULL);
+    pthread_mutex_lock(&t->lock);
+    for (lease_t *l = t->leases; l; l = l->next)
+        lease_lost(t, l, CR_EWORKERDIED, "the owner shut down");
+    for (shape_t *s = t->shapes; s; s = s->next) {
+        call_t *c;
+        while ((c = q_pop(&s->queue)))
+            call_fail(t, c, CR_EWORKERDIED, "the owner shut down");
+    }
+    for (corral_actor_t *a = t->actors, *next; a; a = next) {
+        next = a->next;
+        actor_dead(t, a, CR_EACTORDIED, "the owner shut down");
+        a->t = NULL;
+    }
+    pthread_mutex_unlock(&t->lock);
+    /* the leases are bound to this connection: the head stops them now */
+    corral_disconnect(t->head);
+    for (conn_t *c = t->conns, *next; c; c = next) {
+        next = c->next;
+        conn_free(c);
+    }
+    for (lease_t *l = t->leases, *next; l; l = next) {
+        next = l->next;
+        free(l->job);
+        free(l->slots);
+        free(l);
+    }
+    for (shape_t *s = t->shapes, *next; s; s = next) {
+        next = s->next;
+        free(s->resources);
+        free(s->selector);
+        free(s);
+    }
+    if (t->lunix >= 0)
+        close(t->lunix);
+    if (t->ltcp >= 0)
+        close(t->ltcp);
+    if (t->ep >= 0)
+        close(t->ep);
+    if (t->evfd >= 0)
+        close(t->evfd);
+    if (t->sock_path[0])
+        unlink(t->sock_path);
+    if (t->dir[0])
+        rmdir(t->dir);
+    strv_free(t->argv);
+    cr_wipe(t->secret, sizeof(t->secret));
+    pthread_mutex_destroy(&t->lock);
+    pthread_mutex_destroy(&t->hlock);
+    pthread_cond_destroy(&t->done);
+    pthread_cond_destroy(&t->hwake);
+    free(t);
+}
+
+/* ---- submitting ---- */
+static int check_name(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (!n || n > CORRAL_TASK_NAME_MAX)
+        return fail(CR_EINVAL, "a function name must be 1 to %d bytes", CORRAL_TASK_NAME_MAX);
+    return 0;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+static const char *norm(const char *s)
+{
+    return s && *s ? s : NULL;
+}
+
+static int submit(corral_tasks_t *t, const char *fn, const void *args, size_t len,
+                  corral_ref_t *argref, const corral_task_opts_t *opts, corral_ref_t **out)
+{
+    int rc = check_name(fn);
+    if (rc)
+        return rc;
+    if (!argref && 12 + 2 + strlen(fn) + len > CRT_MAX_FRAME)
+        return fail(CR_E2BIG,
+                    "%zu bytes of arguments do not fit a frame (at most %u): put them "
+                    "(corral_put) and submit the ref",
+                    len, CRT_MAX_FRAME);
+    const char *res = norm(opts ? opts->resources : NULL);
+    const char *sel = norm(opts ? opts->selector : NULL);
+    if (res) {
+        for (const char *p = res; *p; p++)
+            if (!(*p == '=' || *p == ',' || *p == '.' || *p == '_' || *p == '-' || *p == '/' ||
+                  (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+                return fail(CR_EINVAL,
+                            "resources \"%s\": a '%c' where NAME=AMOUNT[,...] was "
+                            "expected",
+                            res, *p);
+        if (!strchr(res, '='))
+            return fail(CR_EINVAL, "resources \"%s\" are not NAME=AMOUNT[,...]", res);
+    }
+    call_t *c = call_new(NULL, fn, argref ? NULL : args, argref ? 0 : len);
+    if (argref) {
+        atomic_fetch_add(&argref->refs, 1);
+        c->argref = argref;
+    }
+    c->retries_left = opts ? opts->max_retries : CORRAL_TASK_DEFAULT_RETRIES;
+    if (c->retries_left < -1)
+        c->retries_left = -1;
+    corral_ref_t *r = ref_new();
+    atomic_store(&r->refs, 2); /* the caller's and the call's */
+    c->ref = r;
+    pthread_mutex_lock(&t->lock);
+    if (t->closing) {
+        pthread_mutex_unlock(&t->lock);
+        call_free(c);
+        ref_release(r);
+        return fail(CR_EINVAL, "the owner is shutting down");
+    }
+    shape_t *s = t->shapes;
+    while (s && !(str_eq(s->resources, res) && str_eq(s->selector, sel)))
+        s = s->next;
+    if (!s) {
+        s = cr_calloc(1, sizeof(*s));
+        s->resources = res ? cr_strdup(res) : NULL;
+        s->selector = sel ? cr_strdup(sel) : NULL;
+        s->next = t->shapes;
+        t->shapes = s;
+    }
+    q_push(&s->queue, c);
+    dispatch(t, s);
+    pthread_mutex_unlock(&t->lock);
+    *out = r;
+    return 0;
+}
+
+int corral_task_submit(corral_tasks_t *t, const char *fn, const void *args, size_t len,
+                       const corral_task_opts_t *opts, corral_ref_t **out)
+{
+    return submit(t, fn, args, len, NULL, opts, out);
+}
+
+int corral_task_submit_ref(corral_tasks_t *t, const char *fn, corral_ref_t *arg,
+                           const corral_task_opts_t *opts, corral_ref_t **out)
+{
+    int rc = corral_get(t, arg, -1, NULL, NULL);
+    if (rc)
+        return fail(rc, "the argument failed: %s", corral_ref_error(arg));
+    return submit(t, fn, NULL, 0, arg, opts, out);
+}
+
+int corral_put(corral_tasks_t *t, const void *data, size_t len, corral_ref_t **out)
+{
+    corral_ref_t *r = ref_new();
+    if (len >= CORRAL_TASK_INLINE_MAX) {
+        void *map;
+        int fd = crt_memfd_from(data, len, &map);
+        if (fd < 0) {
+            ref_release(r);
+            return fail(fd, "a memfd of %zu bytes: %s", len, cr_strerror(fd));
+        }
+        r->fd = fd;
+        r->data = map;
+    } else {
+        r->data = cr_malloc(len ? len : 1);
+        if (len)
+            memcpy(r->data, data, len);
+    }
+    r->len = len;
+    atomic_store(&r->done, 1);
+    *out = r;
+    return 0;
+}
+
+/* ---- waiting ---- */
+static void deadline_ts(int timeout_ms, struct timespec *ts)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += timeout_ms / 1000;
+    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+int corral_get(corral_tasks_t *t, corral_ref_t *r, int timeout_ms, const void **data, size_t *len)
+{
+    if (!atomic_load(&r->done)) {
+        if (!timeout_ms)
+            return fail(CR_EAGAIN, "the ref is not ready");
+        struct timespec ts;
+        if (timeout_ms > 0)
+            deadline_ts(timeout_ms, &ts);
+        pthread_mutex_lock(&t->lock);
+        flush_dirty(t);
+        t->waiters++;
+        int w = 0;
+        while (!atomic_load(&r->done) && w != ETIMEDOUT)
+            w = timeout_ms > 0 ? pthread_cond_timedwait(&t->done, &t->lock, &ts)
+                               : pthread_cond_wait(&t->done, &t->lock);
+        t->waiters--;
+        pthread_mutex_unlock(&t->lock);
+        if (!atomic_load(&r->done))
+            return fail(CR_EAGAIN, "the ref was not ready within %d ms", timeout_ms);
+    }
+    if (r->err)
+        return fail(r->err, "%s", r->errmsg ? r->errmsg : cr_strerror(r->err));
+    if (data)
+        *data = r->data;
+    if (len)
+        *len = r->len;
+    return 0;
+}
+
+int corral_refs_wait(corral_tasks_t *t, corral_ref_t *const *refs, size_t n, size_t num_ready,
+                     int timeout_ms, unsigned char *ready)
+{
+    if (num_ready > n)
+        return fail(CR_EINVAL, "num_ready %zu is more than the %zu refs", num_ready, n);
+    struct timespec ts;
+    if (timeout_ms > 0)
+        deadline_ts(timeout_ms, &ts);
+    pthread_mutex_lock(&t->lock);
+    flush_dirty(t);
+    t->waiters++;
+    size_t k;
+    for (;;) {
+        k = 0;
+        for (size_t i = 0; i < n; i++) {
+            int d = atomic_load(&refs[i]->done);
+            k += d;
+            if (ready)
+                ready[i] = (unsigned char)d;
+        }
+        if (k >= num_ready || !timeout_ms)
+            break;
+        int w = timeout_ms > 0 ? pthread_cond_timedwait(&t->done, &t->lock, &ts)
+                               : pthread_cond_wait(&t->done, &t->lock);
+        if (w == ETIMEDOUT)
+            timeout_ms = 0; /* one last look */
+    }
+    t->waiters--;
+    pthread_mutex_unlock(&t->lock);
+    return k >= num_ready ? 0 : fail(CR_EAGAIN, "%zu of %zu refs ready", k, n);
+}
+
+/* ---- actors ---- */
+static int name_taken_on_head(corral_tasks_t *t, const char *job_name)
+{
+    static const corral_job_state_t live[] = {CORRAL_JOB_PENDING, CORRAL_JOB_PLACING,
+                                              CORRAL_JOB_RUNNING};
+    int taken = 0;
+    corral_page_t page = {0};
+    char *token = NULL;
+    pthread_mutex_lock(&t->hlock);
+    do {
+        corral_job_t *jobs = NULL;
+        size_t n = 0;
+        page.continue_token = token;
+        page.next_token = NULL;
+        int rc = corral_job_list_page(t->head, live, CR_ARRAY_SIZE(live), &page, &jobs, &n);
+        free(token);
+        token = NULL;
+        if (rc < 0) {
+            taken = rc;
+            break;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (jobs[i].name && !strcmp(jobs[i].name, job_name))
+                taken = 1;
+        corral_job_list_free(jobs, n);
+        token = page.next_token;
+    } while (token && !taken);
+    free(token);
+    pthread_mutex_unlock(&t->hlock);
+    return taken;
+}
+
+int corral_actor_create(corral_tasks_t *t, const char *cls, const void *args, size_t len,
+                        const corral_actor_opts_t *opts, corral_actor_t **out)
+{
+    static const corral_actor_opts_t dflt;
+    int rc = check_name(cls);
+    if (rc)
+        return rc;
+    if (strchr(cls, '.'))
+        return fail(CR_EINVAL, "a class name has no '.'");
+    if (12 + 2 + strlen(cls) + len > CRT_MAX_FRAME)
+        return fail(CR_E2BIG, "%zu bytes of constructor arguments do not fit a frame", len);
+    const corral_actor_opts_t *o = opts ? opts : &dflt;
+    const char *name = norm(o->name);
+    if (name) {
+        if (strlen(name) > 128 || strpbrk(name, " \t\n:/"))
+            return fail(CR_EINVAL, "actor name \"%s\": at most 128 bytes, no blanks, ':' or '/'",
+                        name);
+        pthread_mutex_lock(&t->lock);
+        for (corral_actor_t *a = t->actors; a; a = a->next)
+            if (!a->dead && a->name && !strcmp(a->name, name)) {
+                pthread_mutex_unlock(&t->lock);
+                return fail(CR_EEXIST, "an actor named %s is alive in this program", name);
+            }
+        pthread_mutex_unlock(&t->lock);
+        char *jn = cr_asprintf("actor:%s:%s", cls, name);
+        int taken = name_taken_on_head(t, jn);
+        free(jn);
+        if (taken < 0)
+            return fail(taken, "listing the head's jobs: %s", cr_strerror(taken));
+        if (taken)
+            return fail(CR_EEXIST, "an actor named %s of class %s runs already (job actor:%s:%s)",
+                        name, cls, cls, name);
+    }
+    corral_actor_t *a = cr_calloc(1, sizeof(*a));
+    a->t = t;
+    a->o = *o;
+    a->cls = cr_strdup(cls);
+    a->name = name ? cr_strdup(name) : NULL;
+    a->resources = norm(o->resources) ? cr_strdup(o->resources) : NULL;
+    a->selector = norm(o->selector) ? cr_strdup(o->selector) : NULL;
+    a->o.resources = a->o.selector = a->o.name = NULL;
+    if (len) {
+        a->args = cr_malloc(len);
+        memcpy(a->args, args, len);
+        a->len = len;
+    }
+    a->restarts_left = o->max_restarts < -1 ? -1 : o->max_restarts;
+    pthread_mutex_lock(&t->lock);
+    if (t->closing) {
+        pthread_mutex_unlock(&t->lock);
+        free(a->cls);
+        free(a->name);
+        free(a->args);
+        free(a->resources);
+        free(a->selector);
+        free(a);
+        return fail(CR_EINVAL, "the owner is shutting down");
+    }
+    a->next = t->actors;
+    t->actors = a;
+    a->lease = lease_new(t, NULL, a);
+    pthread_mutex_unlock(&t->lock);
+    *out = a;
+    return 0;
+}
+
+int corral_actor_call(corral_tasks_t *t, corral_actor_t *a, const char *method, const void *args,
+                      size_t len, corral_ref_t **out)
+{
+    size_t ml = method ? strlen(method) : 0;
+    if (!ml || strchr(method, '.') || strlen(a->cls) + 1 + ml > CORRAL_TASK_NAME_MAX)
+        return fail(CR_EINVAL, "a method name must be 1 to %zu bytes without '.'",
+                    CORRAL_TASK_NAME_MAX - strlen(a->cls) - 1);
+    if (12 + 2 + strlen(a->cls) + 1 + ml + len > CRT_MAX_FRAME)
+        return fail(CR_E2BIG, "%zu bytes of arguments do not fit a frame", len);
+    call_t *c = call_new(a->cls, method, args, len);
+    c->retries_left = a->o.max_task_retries < -1 ? -1 : a->o.max_task_retries;
+    corral_ref_t *r = ref_new();
+    atomic_store(&r->refs, 2);
+    c->ref = r;
+    pthread_mutex_lock(&t->lock);
+    if (a->dead) {
+        call_fail(t, c, CR_EACTORDIED, a->why_dead);
+    } else if (a->lease && a->lease->state == L_CONNECTED && !a->queue.n) {
+        int rc = send_call(t, a->lease, c);
+        if (rc)
+            call_fail(t, c, rc, NULL);
+    } else {
+        q_push(&a->queue, c);
+    }
+    pthread_mutex_unlock(&t->lock);
+    *out = r;
+    return 0;
+}
+
+int corral_actor_kill(corral_tasks_t *t, corral_actor_t *a)
+{
+    pthread_mutex_lock(&t->lock);
+    actor_dead(t, a, CR_EACTORDIED, "killed by corral_actor_kill");
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
+unsigned corral_actor_restarts(const corral_actor_t *a)
+{
+    corral_tasks_t *t = a->t;
+    if (!t)
+        return a->restarts;
+    pthread_mutex_lock(&t->lock);
+    unsigned n = a->restarts;
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
+const char *corral_actor_job(corral_actor_t *a, char *buf, size_t size)
+{
+    corral_tasks_t *t = a->t;
+    if (size)
+        buf[0] = 0;
+    if (!t)
+        return buf;
+    pthread_mutex_lock(&t->lock);
+    if (a->lease && a->lease->job)
+        cr_strlcpy(buf, a->lease->job, size);
+    pthread_mutex_unlock(&t->lock);
+    return buf;
+}
+
+void corral_actor_free(corral_actor_t *a)
+{
+    if (!a)
+        return;
+    corral_tasks_t *t = a->t;
+    if (t) {
+        pthread_mutex_lock(&t->lock);
+        actor_dead(t, a, CR_EACTORDIED, "its handle was freed");
+        for (corral_actor_t **pa = &t->actors; *pa; pa = &(*pa)->next)
+            if (*pa == a) {
+                *pa = a->next;
+                break;
+            }
+        /* leases may still name it until they are gone */
+        for (lease_t *l = t->leases; l; l = l->next)
+            if (l->actor == a)
+                l->actor = NULL;
+        pthread_mutex_unlock(&t->lock);
+    }
+    free(a->cls);
+    free(a->name);
+    free(a->args);
+    free(a->resources);
+    free(a->selector);
+    free(a->why_dead);
+    free(a);
+}
+
+/* ---- the fuzz target's way in (client/tasks_int.h) ---- */
+int crt_owner_feed(const uint8_t *data, size_t size, bool actor)
+{
+    corral_tasks_t *t = cr_calloc(1, sizeof(*t));
+    t->lunix = t->ltcp = t->evfd = -1;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_mutex_init(&t->hlock, NULL);
+    pthread_cond_init(&t->done, NULL);
+    pthread_cond_init(&t->hwake, NULL);
+    t->ep = epoll_create1(EPOLL_CLOEXEC);
+    int sv[2];
+    if (t->ep < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        corral_tasks_shutdown(t);
+        return -errno;
+    }
+    corral_ref_t *refs[2] = {NULL, NULL};
+    corral_actor_t *a = NULL;
+    pthread_mutex_lock(&t->lock);
+    lease_t *l = cr_calloc(1, sizeof(*l));
+    cr_strlcpy(l->id, "L1", sizeof(l->id));
+    l->state = L_SUBMITTED;
+    l->job = cr_strdup("1");
+    t->leases = l;
+    if (actor) {
+        a = cr_calloc(1, sizeof(*a));
+        a->t = t;
+        a->cls = cr_strdup("C");
+        a->restarts_left = 1;
+        a->lease = l;
+        l->actor = a;
+        t->actors = a;
+    } else {
+        shape_t *s = cr_calloc(1, sizeof(*s));
+        s->cap = 1;
+        s->cap_asked = true;
+        s->nleases = s->leasing = 1;
+        t->shapes = s;
+        l->shape = s;
+    }
+    for (int i = 0; i < 2; i++) {
+        call_t *c = call_new(actor ? "C" : NULL, "m", "args", 4);
+        refs[i] = ref_new();
+        atomic_store(&refs[i]->refs, 2);
+        c->ref = refs[i];
+        c->retries_left = 1;
+        q_push(actor ? &l->actor->queue : &l->shape->queue, c);
+    }
+    conn_t *c = cr_calloc(1, sizeof(*c));
+    c->fd = sv[0];
+    c->unix_sock = true;
+    crt_reader_init(&c->rd, CRT_HELLO_MAX);
+    t->conns = c;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    epoll_ctl(t->ep, EPOLL_CTL_ADD, c->fd, &ev);
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    pthread_mutex_unlock(&t->lock);
+    size_t off = 0;
+    while (off < size) {
+        ssize_t n = write(sv[1], data + off, size - off);
+        if (n <= 0)
+            break;
+        off += (size_t)n;
+        pthread_mutex_lock(&t->lock);
+        if (!c->dead)
+            conn_readable(t, c);
+        pthread_mutex_unlock(&t->lock);
+    }
+    close(sv[1]);
+    pthread_mutex_lock(&t->lock);
+    for (int i = 0; i < 64 && !c->dead; i++)
+        conn_readable(t, c);
+    pthread_mutex_unlock(&t->lock);
+    corral_tasks_shutdown(t);
+    corral_actor_free(a);
+    int rc = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!atomic_load(&refs[i]->done))
+            rc = CR_EIO; /* a call left pending: a bug */
+        ref_release(refs[i]);
+    }
+    return rc;
+}

@@ -1,0 +1,510 @@
+/* Tasks and actors from C (include/corral/tasks.h): one program that is
+ * both the driver and its own workers. Started with CORRAL_TASK_LEASE set
+ * (by corral, as a leased worker) it serves its functions and its Counter
+ * class; otherwise it is the driver and runs one scenario:
+ *
+ *   tasks_example demo          functions, refs, objects through memfd, errors, an actor
+ *   tasks_example tpu DIR N     N tasks asking TPU=1 at once, each printing its chip
+ *   tasks_example retry DIR     a task whose worker is killed -9 runs again
+ *   tasks_example restart       an actor killed -9 restarts (max_restarts 1), then dies
+ *
+ * CORRAL_EXAMPLE_TCP=1: workers connect by TCP (the HMAC challenge) even
+ * on this host. Built by examples/CMakeLists.txt; run by
+ * tests/cluster/tasks_c.sh. */
+#include <corral/tasks.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- what the workers run ---- */
+
+static int64_t get_i64(const void *args, size_t len)
+{
+    int64_t v = 0;
+    memcpy(&v, args, len < sizeof(v) ? len : sizeof(v));
+    return v;
+}
+
+static int square(const void *args, size_t len, corral_result_t *res)
+{
+    if (len != sizeof(int64_t))
+        return corral_result_error(res, "square wants 8 bytes, got %zu", len), 1;
+    int64_t x = get_i64(args, len);
+    x *= x;
+    return corral_result_set(res, &x, sizeof(x));
+}
+
+/* the length and a checksum of the arguments (a large object by memfd) */
+static int checksum(const void *args, size_t len, corral_result_t *res)
+{
+    uint64_t sum = 0;
+    const uint8_t *p = args;
+    for (size_t i = 0; i < len; i++)
+        sum = sum * 31 + p[i];
+    char out[64];
+    int n = snprintf(out, sizeof(out), "%zu:%llu", len, (unsigned long long)sum);
+    return corral_result_set(res, out, (size_t)n);
+}
+
+/* N bytes of a pattern, N given as 8 bytes (a large result by memfd) */
+static int big(const void *args, size_t len, corral_result_t *res)
+{
+    int64_t n = get_i64(args, len);
+    uint8_t *p = corral_result_alloc(res, (size_t)n);
+    if (!p)
+        return corral_result_error(res, "no buffer of %lld bytes", (long long)n), 1;
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(i * 7);
+    return 0;
+}
+
+static int fails(const void *args, size_t len, corral_result_t *res)
+{
+    return corral_result_error(res, "fails was asked to fail (%zu bytes)", len), 1;
+}
+
+/* Waits until DIR holds N files, one per task, then returns NODE:CHIPS. */
+static int chip(const void *args, size_t len, corral_result_t *res)
+{
+    char dir[512], path[600];
+    int n = 0;
+    if (sscanf(args, "%511s %d", dir, &n) != 2 || len >= 512)
+        return corral_result_error(res, "chip wants \"DIR N\""), 1;
+    const char *c = getenv("TPU_VISIBLE_CHIPS");
+    snprintf(path, sizeof(path), "%s/%d", dir, (int)getpid());
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "%s\n", c ? c : "");
+        fclose(f);
+    }
+    for (int i = 0; i < 600; i++) { /* at most 60 s */
+        int k = 0;
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while (d && (e = readdir(d)))
+            k += e->d_name[0] != '.';
+        if (d)
+            closedir(d);
+        if (k >= n)
+            break;
+        usleep(100000);
+    }
+    const char *node = getenv("CORRAL_NODE_ID");
+    char out[256];
+    int k = snprintf(out, sizeof(out), "%s:%s", node ? node : "", c ? c : "");
+    return corral_result_set(res, out, (size_t)k);
+}
+
+/* The first run writes its pid to DIR/died and waits to be killed; a
+ * later run returns "again". */
+static int die_once(const void *args, size_t len, corral_result_t *res)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%.*s/died", (int)len, (const char *)args);
+    if (access(path, F_OK) == 0)
+        return corral_result_set(res, "again", 5);
+    char tmp[620];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return corral_result_error(res, "%s: %s", tmp, strerror(errno)), 1;
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+    rename(tmp, path);
+    sleep(120);
+    return corral_result_error(res, "die_once was not killed"), 1;
+}
+
+typedef struct counter {
+    int64_t n;
+} counter_t;
+
+static int counter_new(const void *args, size_t len, void **state, corral_result_t *res)
+{
+    counter_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return corral_result_error(res, "out of memory"), 1;
+    c->n = get_i64(args, len);
+    *state = c;
+    return 0;
+}
+
+static int counter_add(void *state, const void *args, size_t len, corral_result_t *res)
+{
+    counter_t *c = state;
+    c->n += get_i64(args, len);
+    return corral_result_set(res, &c->n, sizeof(c->n));
+}
+
+static int counter_pid(void *state, const void *args, size_t len, corral_result_t *res)
+{
+    int64_t pid = getpid();
+    return corral_result_set(res, &pid, sizeof(pid));
+}
+
+static void counter_free(void *state)
+{
+    free(state);
+}
+
+/* Meeter: meet(N) waits until N calls are inside it at once (at most
+ * 30 s) and returns how many were: N only when the actor runs calls on N
+ * threads (max_concurrency). */
+typedef struct meeter {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int64_t inside;
+} meeter_t;
+
+static int meeter_new(const void *args, size_t len, void **state, corral_result_t *res)
+{
+    meeter_t *m = calloc(1, sizeof(*m));
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->cond, NULL);
+    *state = m;
+    return 0;
+}
+
+static int meeter_meet(void *state, const void *args, size_t len, corral_result_t *res)
+{
+    meeter_t *m = state;
+    int64_t n = get_i64(args, len), seen;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 30;
+    pthread_mutex_lock(&m->lock);
+    m->inside++;
+    pthread_cond_broadcast(&m->cond);
+    while (m->inside < n && pthread_cond_timedwait(&m->cond, &m->lock, &ts) == 0)
+        ;
+    seen = m->inside;
+    pthread_mutex_unlock(&m->lock);
+    return corral_result_set(res, &seen, sizeof(seen));
+}
+
+static const corral_method_def_t meeter_methods[] = {
+    {"meet", meeter_meet},
+    {NULL, NULL},
+};
+
+static const corral_method_def_t counter_methods[] = {
+    {"add", counter_add},
+    {"pid", counter_pid},
+    {NULL, NULL},
+};
+
+/* ---- the driver ---- */
+
+static int failures;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            printf("ok: ");                                                                        \
+        } else {                                                                                   \
+            printf("FAIL: ");                                                                      \
+            failures++;                                                                            \
+        }                                                                                          \
+        printf(__VA_ARGS__);                                                                       \
+        printf("\n");                                                                              \
+        fflush(stdout);                                                                            \
+    } while (0)
+
+static int64_t get_int(corral_tasks_t *t, corral_ref_t *r, int *rc)
+{
+    const void *d;
+    size_t n;
+    *rc = corral_get(t, r, 60000, &d, &n);
+    return *rc ? 0 : get_i64(d, n);
+}
+
+static int demo(corral_tasks_t *t)
+{
+    int rc;
+    /* ten squares at once */
+    corral_ref_t *refs[10];
+    for (int64_t i = 0; i < 10; i++)
+        if (corral_task_submit(t, "square", &i, sizeof(i), NULL, &refs[i]))
+            return printf("FAIL: submit: %s\n", corral_tasks_errmsg()), 1;
+    int64_t sum = 0;
+    for (int i = 0; i < 10; i++) {
+        sum += get_int(t, refs[i], &rc);
+        if (rc)
+            printf("get: %s\n", corral_ref_error(refs[i]));
+        corral_ref_free(refs[i]);
+    }
+    CHECK(sum == 285, "ten squares sum to %lld", (long long)sum);
+
+    /* an object of 4 MiB by memfd, as a task's argument */
+    size_t bn = 4u << 20;
+    uint8_t *buf = malloc(bn);
+    uint64_t want = 0;
+    for (size_t i = 0; i < bn; i++) {
+        buf[i] = (uint8_t)(i * 13 + 1);
+        want = want * 31 + buf[i];
+    }
+    corral_ref_t *obj, *r;
+    if (corral_put(t, buf, bn, &obj))
+        return printf("FAIL: put: %s\n", corral_tasks_errmsg()), 1;
+    free(buf);
+    if (corral_task_submit_ref(t, "checksum", obj, NULL, &r))
+        return printf("FAIL: submit_ref: %s\n", corral_tasks_errmsg()), 1;
+    const void *d;
+    size_t n;
+    char expect[64];
+    snprintf(expect, sizeof(expect), "%zu:%llu", bn, (unsigned long long)want);
+    rc = corral_get(t, r, 60000, &d, &n);
+    CHECK(!rc && n == strlen(expect) && !memcmp(d, expect, n),
+          "a 4 MiB object reaches the task whole (%.*s)", rc ? 0 : (int)n, rc ? "" : (char *)d);
+    corral_ref_free(r);
+    corral_ref_free(obj);
+
+    /* a result of 8 MiB (over the inline limit) */
+    int64_t big_n = 8 << 20;
+    corral_task_submit(t, "big", &big_n, sizeof(big_n), NULL, &r);
+    rc = corral_get(t, r, 60000, &d, &n);
+    int good = !rc && n == (size_t)big_n;
+    for (size_t i = 0; good && i < n; i += 4099)
+        good = ((const uint8_t *)d)[i] == (uint8_t)(i * 7);
+    CHECK(good, "an 8 MiB result comes back whole (rc %d, %zu bytes)", rc, rc ? 0 : n);
+    corral_ref_free(r);
+
+    /* errors: the function's, an unknown function, bad resources */
+    corral_task_submit(t, "fails", "x", 1, NULL, &r);
+    rc = corral_get(t, r, 60000, NULL, NULL);
+    CHECK(rc == CR_ETASKFAILED && strstr(corral_ref_error(r), "asked to fail"),
+          "a failing function: %s (%s)", cr_err_name(rc), corral_ref_error(r));
+    corral_ref_free(r);
+    corral_task_submit(t, "nosuch", NULL, 0, NULL, &r);
+    rc = corral_get(t, r, 60000, NULL, NULL);
+    CHECK(rc == CR_ENOENT && strstr(corral_ref_error(r), "nosuch"), "an unknown function: %s (%s)",
+          cr_err_name(rc), corral_ref_error(r));
+    corral_ref_free(r);
+    corral_task_opts_t inf = {.resources = "GPU=8", .max_retries = 0};
+    corral_task_submit(t, "square", &big_n, sizeof(big_n), &inf, &r);
+    rc = corral_get(t, r, 60000, NULL, NULL);
+    CHECK(rc == CR_EINFEASIBLE, "a shape no node holds: %s (%s)", cr_err_name(rc),
+          corral_ref_error(r));
+    corral_ref_free(r);
+
+    /* a worker program that exits before it connects: the calls waiting
+     * for it fail with the job's reason instead of waiting for ever */
+    const char *false_argv[] = {"/bin/false", NULL};
+    corral_tasks_opts_t bad = {.worker_argv = false_argv};
+    corral_tasks_t *t2;
+    char *why2 = NULL;
+    if (corral_tasks_init(&bad, &t2, &why2))
+        return printf("FAIL: init: %s\n", why2), 1;
+    corral_task_submit(t2, "square", &big_n, sizeof(big_n), NULL, &r);
+    rc = corral_get(t2, r, 120000, NULL, NULL);
+    CHECK(rc == CR_EWORKERDIED && strstr(corral_ref_error(r), "before it connected"),
+          "a worker that never connects: %s (%s)", cr_err_name(rc), corral_ref_error(r));
+    corral_ref_free(r);
+    corral_tasks_shutdown(t2);
+
+    /* an actor keeps its state; calls run in order */
+    corral_actor_t *a;
+    int64_t start = 1000;
+    corral_actor_opts_t ao = {.name = "demo-counter"};
+    if (corral_actor_create(t, "Counter", &start, sizeof(start), &ao, &a))
+        return printf("FAIL: actor: %s\n", corral_tasks_errmsg()), 1;
+    corral_ref_t *adds[100];
+    for (int64_t i = 1; i <= 100; i++)
+        corral_actor_call(t, a, "add", &i, sizeof(i), &adds[i - 1]);
+    int64_t last = 0, inorder = 1;
+    for (int i = 0; i < 100; i++) {
+        int64_t v = get_int(t, adds[i], &rc);
+        inorder &= !rc && v == 1000 + (int64_t)(i + 1) * (i + 2) / 2;
+        last = v;
+        corral_ref_free(adds[i]);
+    }
+    CHECK(inorder && last == 6050, "an actor adds 1..100 in order to 1000: %lld", (long long)last);
+    corral_actor_t *dup;
+    rc = corral_actor_create(t, "Counter", &start, sizeof(start), &ao, &dup);
+    CHECK(rc == CR_EEXIST, "a second actor named demo-counter is refused: %s",
+          corral_tasks_errmsg());
+    corral_actor_call(t, a, "nosuch", NULL, 0, &r);
+    rc = corral_get(t, r, 60000, NULL, NULL);
+    CHECK(rc == CR_ENOENT, "an unknown method: %s (%s)", cr_err_name(rc), corral_ref_error(r));
+    corral_ref_free(r);
+    corral_actor_kill(t, a);
+    corral_actor_call(t, a, "add", &start, sizeof(start), &r);
+    rc = corral_get(t, r, 60000, NULL, NULL);
+    CHECK(rc == CR_EACTORDIED, "a killed actor's call: %s (%s)", cr_err_name(rc),
+          corral_ref_error(r));
+    corral_ref_free(r);
+    corral_actor_free(a);
+
+    /* max_concurrency 4: four calls inside the actor at once */
+    corral_actor_opts_t mo = {.max_concurrency = 4};
+    if (corral_actor_create(t, "Meeter", NULL, 0, &mo, &a))
+        return printf("FAIL: actor: %s\n", corral_tasks_errmsg()), 1;
+    corral_ref_t *meets[4];
+    int64_t four = 4;
+    for (int i = 0; i < 4; i++)
+        corral_actor_call(t, a, "meet", &four, sizeof(four), &meets[i]);
+    int all = 1;
+    for (int i = 0; i < 4; i++) {
+        all &= get_int(t, meets[i], &rc) == 4 && !rc;
+        corral_ref_free(meets[i]);
+    }
+    CHECK(all, "an actor with max_concurrency 4 runs 4 calls at once");
+    corral_actor_free(a);
+    return 0;
+}
+
+static int tpu(corral_tasks_t *t, const char *dir, int n)
+{
+    corral_ref_t **refs = calloc((size_t)n, sizeof(*refs));
+    char arg[600];
+    snprintf(arg, sizeof(arg), "%s %d", dir, n);
+    corral_task_opts_t o = {.resources = "TPU=1", .max_retries = 0};
+    for (int i = 0; i < n; i++)
+        if (corral_task_submit(t, "chip", arg, strlen(arg) + 1, &o, &refs[i]))
+            return printf("FAIL: submit: %s\n", corral_tasks_errmsg()), 1;
+    for (int i = 0; i < n; i++) {
+        const void *d;
+        size_t len;
+        int rc = corral_get(t, refs[i], 120000, &d, &len);
+        if (rc)
+            printf("FAIL: task %d: %s\n", i, corral_ref_error(refs[i])), failures++;
+        else
+            printf("chip %.*s\n", (int)len, (const char *)d);
+        corral_ref_free(refs[i]);
+    }
+    free(refs);
+    return 0;
+}
+
+static int read_pid(const char *path)
+{
+    for (int i = 0; i < 600; i++) {
+        FILE *f = fopen(path, "r");
+        int pid = 0;
+        if (f) {
+            if (fscanf(f, "%d", &pid) != 1)
+                pid = 0;
+            fclose(f);
+        }
+        if (pid > 0)
+            return pid;
+        usleep(100000);
+    }
+    return 0;
+}
+
+static int retry(corral_tasks_t *t, const char *dir)
+{
+    corral_ref_t *r;
+    corral_task_opts_t o = {.max_retries = 1};
+    corral_task_submit(t, "die_once", dir, strlen(dir), &o, &r);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/died", dir);
+    int pid = read_pid(path);
+    CHECK(pid > 0, "the task's first worker runs (pid %d)", pid);
+    if (pid > 0)
+        kill(pid, SIGKILL); /* our own leased worker: it said so in the file */
+    const void *d;
+    size_t n;
+    int rc = corral_get(t, r, 120000, &d, &n);
+    CHECK(!rc && n == 5 && !memcmp(d, "again", 5), "the task ran again on a new worker: %s",
+          rc ? corral_ref_error(r) : "again");
+    corral_ref_free(r);
+    /* no retry left: the next one fails */
+    corral_task_opts_t o0 = {.max_retries = 0};
+    snprintf(path, sizeof(path), "%s/died", dir);
+    unlink(path);
+    corral_task_submit(t, "die_once", dir, strlen(dir), &o0, &r);
+    pid = read_pid(path);
+    if (pid > 0)
+        kill(pid, SIGKILL);
+    rc = corral_get(t, r, 120000, NULL, NULL);
+    CHECK(rc == CR_EWORKERDIED, "without retries it fails: %s (%s)", cr_err_name(rc),
+          corral_ref_error(r));
+    corral_ref_free(r);
+    return 0;
+}
+
+static int restart(corral_tasks_t *t)
+{
+    corral_actor_t *a;
+    int64_t zero = 0, five = 5, one = 1;
+    corral_actor_opts_t o = {.max_restarts = 1, .max_task_retries = 1};
+    corral_actor_create(t, "Counter", &zero, sizeof(zero), &o, &a);
+    corral_ref_t *r;
+    int rc;
+    corral_actor_call(t, a, "add", &five, sizeof(five), &r);
+    int64_t v = get_int(t, r, &rc);
+    corral_ref_free(r);
+    CHECK(!rc && v == 5, "the actor holds 5");
+    corral_actor_call(t, a, "pid", NULL, 0, &r);
+    int64_t pid = get_int(t, r, &rc);
+    corral_ref_free(r);
+    CHECK(!rc && pid > 0, "its process is %lld", (long long)pid);
+    kill((pid_t)pid, SIGKILL);
+    corral_actor_call(t, a, "add", &one, sizeof(one), &r);
+    v = get_int(t, r, &rc);
+    CHECK(!rc && v == 1, "after kill -9 it restarted with fresh state: add(1) = %lld (%s)",
+          (long long)v, rc ? corral_ref_error(r) : "");
+    corral_ref_free(r);
+    CHECK(corral_actor_restarts(a) == 1, "it restarted once (%u)", corral_actor_restarts(a));
+    corral_actor_call(t, a, "pid", NULL, 0, &r);
+    int64_t pid2 = get_int(t, r, &rc);
+    corral_ref_free(r);
+    CHECK(!rc && pid2 > 0 && pid2 != pid, "in a new process %lld", (long long)pid2);
+    kill((pid_t)pid2, SIGKILL);
+    corral_actor_call(t, a, "add", &one, sizeof(one), &r);
+    rc = corral_get(t, r, 120000, NULL, NULL);
+    CHECK(rc == CR_EACTORDIED, "killed again with no restart left it is dead: %s (%s)",
+          cr_err_name(rc), corral_ref_error(r));
+    corral_ref_free(r);
+    corral_actor_free(a);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    corral_worker_register_fn("square", square);
+    corral_worker_register_fn("checksum", checksum);
+    corral_worker_register_fn("big", big);
+    corral_worker_register_fn("fails", fails);
+    corral_worker_register_fn("chip", chip);
+    corral_worker_register_fn("die_once", die_once);
+    corral_worker_register_class("Counter", counter_new, counter_methods, counter_free);
+    corral_worker_register_class("Meeter", meeter_new, meeter_methods, NULL);
+    if (corral_worker_is_leased())
+        return corral_worker_main();
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s demo | tpu DIR N | retry DIR | restart\n", argv[0]);
+        return 2;
+    }
+    corral_tasks_opts_t opts = {.tcp_only = getenv("CORRAL_EXAMPLE_TCP") != NULL};
+    corral_tasks_t *t;
+    char *why = NULL;
+    if (corral_tasks_init(&opts, &t, &why)) {
+        fprintf(stderr, "tasks_example: %s\n", why);
+        free(why);
+        return 1;
+    }
+    printf("owner listens at %s\n", corral_tasks_address(t));
+    int rc = 2;
+    if (!strcmp(argv[1], "demo"))
+        rc = demo(t);
+    else if (!strcmp(argv[1], "tpu") && argc > 3)
+        rc = tpu(t, argv[2], atoi(argv[3]));
+    else if (!strcmp(argv[1], "retry") && argc > 2)
+        rc = retry(t, argv[2]);
+    else if (!strcmp(argv[1], "restart"))
+        rc = restart(t);
+    else
+        fprintf(stderr, "tasks_example: unknown scenario %s\n", argv[1]);
+    corral_tasks_shutdown(t);
+    return rc ? rc : failures ? 1 : 0;
+}

@@ -1,0 +1,279 @@
+/* corral tasks and actors from C (docs/actors.md): Ray's model for C
+ * programs.
+ *
+ * One program holds both halves. Started by a person it is the *owner*
+ * (the driver): corral_tasks_init() connects to the head, and the program
+ * submits named functions and creates actors of named classes, with
+ * arguments as bytes. Started by corral as a leased worker
+ * (CORRAL_TASK_LEASE set, corral_worker_is_leased()), it registers its
+ * functions and classes and calls corral_worker_main(), which serves the
+ * owner's calls until the owner goes away.
+ *
+ *     int main(void) {
+ *         corral_worker_register_fn("square", square);
+ *         if (corral_worker_is_leased())
+ *             return corral_worker_main();
+ *         corral_tasks_t *t;
+ *         corral_tasks_init(NULL, &t, NULL);
+ *         ...
+ *     }
+ *
+ * The owner leases workers through the head once per resource shape (a
+ * lease is a one-worker job, named "task:RESOURCES" or "actor:CLASS",
+ * bound to the owner's connection so it ends with the owner), then sends
+ * calls to them directly over a Unix socket on the node (TCP with an
+ * HMAC challenge across nodes), never through the head.
+ *
+ * Threads: the owner runs two threads of its own besides the caller's:
+ * one does the sockets' I/O (accepts workers, reads their replies), the
+ * other talks to the head (submits leases, watches them, stops them).
+ * Every owner call may be made from any thread; a corral_tasks_t may be
+ * shared by threads. Functions and methods run on the worker's main
+ * thread, or on max_concurrency threads of an actor that asks for more.
+ *
+ * Errors: 0 or a negative code (corral/error.h). A failed call says why
+ * in corral_tasks_errmsg() (per thread); a failed ref says why in
+ * corral_ref_error().
+ *
+ * Ownership, for every buffer:
+ *   - argument bytes given to a submit, call, create or put are copied
+ *     before the call returns; the caller keeps them.
+ *   - a corral_ref_t * from a submit, call or put belongs to the caller,
+ *     who releases it once with corral_ref_free(), pending or not (a
+ *     pending task still runs; its result is dropped).
+ *   - the bytes corral_get() points at belong to the ref: valid, read
+ *     only, until corral_ref_free() of that ref. Large values (at least
+ *     CORRAL_TASK_INLINE_MAX on one node) are a read-only mapping of the
+ *     memfd they came in, not a copy.
+ *   - a corral_actor_t * belongs to the caller: corral_actor_free() kills
+ *     the actor (unless corral_actor_kill already did) and releases it.
+ *   - strings returned by corral_tasks_errmsg(), corral_ref_error() and
+ *     corral_tasks_address() are borrowed: valid until the next owner call
+ *     on that thread, corral_ref_free(), corral_tasks_shutdown().
+ *   - in a worker, args given to a function are borrowed for the call;
+ *     what it puts in its corral_result_t belongs to the runtime (copied
+ *     by corral_result_set, or allocated by corral_result_alloc), which
+ *     sends and frees it after the function returns. */
+#ifndef CORRAL_TASKS_H
+#define CORRAL_TASKS_H
+
+#include <corral/error.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every frame's limit (docs/actors.md "Wire"): larger arguments or
+ * results fail with CR_E2BIG, except through a memfd on one node. */
+#define CORRAL_TASK_MAX_FRAME (64u << 20)
+/* Values at least this large travel in a sealed memfd passed with the
+ * frame on a Unix socket instead of inside it. */
+#define CORRAL_TASK_INLINE_MAX (1u << 20)
+/* The longest function, class or method name. */
+#define CORRAL_TASK_NAME_MAX 255
+
+typedef struct corral_tasks corral_tasks_t;
+typedef struct corral_ref corral_ref_t;
+typedef struct corral_actor corral_actor_t;
+
+/* ---- the owner ---- */
+
+typedef struct corral_tasks_opts {
+    const char *address;    /* the head, as corral_connect's; NULL: the same default */
+    const char *token_path; /* as corral_connect's */
+    /* What a lease runs: a NULL-terminated argv whose program registers
+     * the functions and classes and calls corral_worker_main(). NULL: this
+     * very program (/proc/self/exe), with no arguments. */
+    const char *const *worker_argv;
+    /* Non-zero: listen on TCP too (at tcp_host, NULL: 127.0.0.1), for
+     * workers on other hosts; they prove CORRAL_TASK_SECRET with HMAC. */
+    int tcp;
+    const char *tcp_host;
+    /* Non-zero: workers are told only the TCP address, even on this host
+     * (tests of the TCP path). Implies tcp. */
+    int tcp_only;
+    /* Workers of one shape leased at once, at most; 0: what the cluster's
+     * nodes can hold of that shape (at most 64). */
+    unsigned max_workers;
+    /* An idle task worker is given back after this long; 0: 10000 ms. */
+    unsigned idle_timeout_ms;
+    /* A lease that runs but does not connect within this long fails; 0:
+     * 60000 ms. */
+    unsigned lease_timeout_ms;
+} corral_tasks_opts_t;
+
+/* Connects to the head and starts listening for workers (a private Unix
+ * socket in a fresh mkdtemp directory, mode 0700; TCP when asked). opts
+ * NULL: every default. Returns 0 with *out, or a negative code with
+ * *errmsg (malloc'ed, the caller frees it; may be NULL) saying why. */
+int corral_tasks_init(const corral_tasks_opts_t *opts, corral_tasks_t **out, char **errmsg);
+/* Ends every lease (the workers exit), fails what is pending with
+ * CR_EWORKERDIED, stops the threads and frees t. No other thread may be
+ * inside a call on t (a corral_get waiting, say) when it is called. Refs and actors the
+ * caller still holds stay valid for corral_get (failed or done) and must
+ * still be freed; nothing else may be called with them. NULL: no-op. */
+void corral_tasks_shutdown(corral_tasks_t *t);
+/* Where the owner listens: "unix:PATH" and/or "tcp:HOST:PORT", ';'-separated. */
+const char *corral_tasks_address(const corral_tasks_t *t);
+/* What the last failing owner call of this thread said ("" none). */
+const char *corral_tasks_errmsg(void);
+
+typedef struct corral_task_opts {
+    /* Per worker, as a job's: "CPU=1", "TPU=1", "GPU=1,CPU=2",
+     * "my_resource=2". NULL or "": CPU=1. A worker given devices serves
+     * only tasks of its shape; it sees its devices in the isolation
+     * variables (TPU_VISIBLE_CHIPS, CUDA_VISIBLE_DEVICES, ...). */
+    const char *resources;
+    const char *selector; /* a label selector for its node; NULL none */
+    /* How often a task whose worker died (a system failure: the process
+     * ended, the connection broke) is run again; -1: without end. An
+     * application error (the function failed) is never retried. */
+    int max_retries;
+} corral_task_opts_t;
+/* opts NULL: CPU=1, no selector, and this many retries (Ray's default). */
+#define CORRAL_TASK_DEFAULT_RETRIES 3
+
+/* Runs fn(args) on a leased worker of opts' shape. Returns 0 with *out (a
+ * pending ref) at once: the call is queued, sent to an idle worker of the
+ * shape, or waits for one being leased. CR_EINVAL: a name that is empty
+ * or too long, bad resources. CR_E2BIG: args over the frame's limit
+ * (on one node, args of CORRAL_TASK_INLINE_MAX or more go by memfd and
+ * may be larger). */
+int corral_task_submit(corral_tasks_t *t, const char *fn, const void *args, size_t len,
+                       const corral_task_opts_t *opts, corral_ref_t **out);
+/* The same with the value of arg (a put, or another task's result) as
+ * the arguments: waits for arg first (as corral_get, without a limit),
+ * and a failed arg fails this submit with arg's code. A value held in a
+ * memfd goes to a worker on this node as that memfd (no copy). */
+int corral_task_submit_ref(corral_tasks_t *t, const char *fn, corral_ref_t *arg,
+                           const corral_task_opts_t *opts, corral_ref_t **out);
+
+/* Waits up to timeout_ms (negative: for ever; 0: do not wait) for r.
+ * Returns 0 with *data and *len the value (borrowed from r: see the
+ * ownership rules above), CR_EAGAIN when the time ran out, or the
+ * failure: CR_ETASKFAILED (the function set an error: corral_ref_error),
+ * CR_EWORKERDIED (its worker died and no retry was left),
+ * CR_EACTORDIED (the actor is dead: killed, or restarts used up),
+ * CR_EINFEASIBLE (no node can ever hold the shape), CR_ENOENT (the worker
+ * has no such function or method), CR_E2BIG (the value did not fit a
+ * frame). data and len may be NULL. */
+int corral_get(corral_tasks_t *t, corral_ref_t *r, int timeout_ms, const void **data, size_t *len);
+/* Waits until at least num_ready of the n refs are done (succeeded or
+ * failed) or timeout_ms passes (negative: for ever). ready (n bytes, may
+ * be NULL) gets 1 for each done ref. Returns 0, or CR_EAGAIN on timeout
+ * (ready still says which are done). */
+int corral_refs_wait(corral_tasks_t *t, corral_ref_t *const *refs, size_t n, size_t num_ready,
+                     int timeout_ms, unsigned char *ready);
+/* Whether r is done (succeeded or failed). */
+bool corral_ref_is_ready(const corral_ref_t *r);
+/* Why r failed, in words ("" while pending or when it succeeded). */
+const char *corral_ref_error(const corral_ref_t *r);
+/* Releases the caller's hold on r. NULL: no-op. */
+void corral_ref_free(corral_ref_t *r);
+
+/* An object: a ref whose value is a copy of data, ready at once. At least
+ * CORRAL_TASK_INLINE_MAX bytes live in a sealed memfd that workers on this
+ * node map read-only (corral_task_submit_ref). */
+int corral_put(corral_tasks_t *t, const void *data, size_t len, corral_ref_t **out);
+
+/* ---- actors ---- */
+
+typedef struct corral_actor_opts {
+    const char *resources; /* as corral_task_opts_t's; NULL: CPU=1 */
+    const char *selector;
+    /* Unique among this owner's live actors and the head's running
+     * "actor:" jobs; the lease job is then named "actor:CLASS:NAME".
+     * NULL: none. */
+    const char *name;
+    /* How often the actor is started again (a new worker, the
+     * constructor with the same bytes) after its process died; -1:
+     * without end. corral_actor_kill ends it for good. */
+    int max_restarts;
+    /* How often a method call in flight when the actor's process died is
+     * sent again to the restarted actor; 0: it fails with
+     * CR_EACTORDIED; -1: without end. Calls made while the actor restarts
+     * wait for it. */
+    int max_task_retries;
+    /* How many method calls run at once in the actor (threads); 0 or 1:
+     * one at a time, in the order each caller made them. */
+    unsigned max_concurrency;
+} corral_actor_opts_t;
+
+/* Leases a worker for an actor of class cls and runs its constructor
+ * with args there. Returns 0 with *out at once; method calls made before
+ * the actor is up wait for it. A constructor that fails makes the actor
+ * dead: every call fails with CR_EACTORDIED and the constructor's error.
+ * CR_EEXIST: the name is taken. */
+int corral_actor_create(corral_tasks_t *t, const char *cls, const void *args, size_t len,
+                        const corral_actor_opts_t *opts, corral_actor_t **out);
+/* Calls method (of the actor's class) with args: 0 with a pending ref.
+ * Calls run in the order they were made (max_concurrency 1). */
+int corral_actor_call(corral_tasks_t *t, corral_actor_t *a, const char *method, const void *args,
+                      size_t len, corral_ref_t **out);
+/* Ends the actor for good (no restart): its calls in flight and later
+ * ones fail with CR_EACTORDIED; its lease job is stopped. */
+int corral_actor_kill(corral_tasks_t *t, corral_actor_t *a);
+/* How many times the actor was restarted so far. */
+unsigned corral_actor_restarts(const corral_actor_t *a);
+/* The id of the actor's current lease job ("" before it was leased):
+ * borrowed, valid until the next call with a. */
+const char *corral_actor_job(corral_actor_t *a, char *buf, size_t size);
+/* Kills the actor unless it is dead already and releases the handle.
+ * NULL: no-op. */
+void corral_actor_free(corral_actor_t *a);
+
+/* ---- the worker ---- */
+
+typedef struct corral_result corral_result_t;
+/* A function: args are borrowed for the call. Returns 0 with its value
+ * set in res (none set: an empty value), or non-zero for an application
+ * error (the message given to corral_result_error, else "FN returned N").
+ */
+typedef int (*corral_fn_t)(const void *args, size_t len, corral_result_t *res);
+/* A constructor: sets *state, which the class's methods get. A value set
+ * in res is the constructor's result (ignored by the owner). */
+typedef int (*corral_ctor_t)(const void *args, size_t len, void **state, corral_result_t *res);
+typedef int (*corral_method_t)(void *state, const void *args, size_t len, corral_result_t *res);
+typedef void (*corral_dtor_t)(void *state);
+typedef struct corral_method_def {
+    const char *name;
+    corral_method_t fn;
+} corral_method_def_t;
+
+/* Copies len bytes of data as the value. 0, or CR_E2BIG beyond what a
+ * reply can carry. */
+int corral_result_set(corral_result_t *res, const void *data, size_t len);
+/* A buffer of len bytes, owned by the runtime, that becomes the value
+ * (large ones are a memfd on this node: no copy on the way). NULL when it
+ * cannot be had. A later call replaces it. */
+void *corral_result_alloc(corral_result_t *res, size_t len);
+/* Says why the call failed (printf format); the function should then
+ * return non-zero. Returns CR_ETASKFAILED. */
+int corral_result_error(corral_result_t *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Registers fn under name (before corral_worker_main; from one thread).
+ * CR_EEXIST: the name is taken; CR_EINVAL: an empty or too long name. */
+int corral_worker_register_fn(const char *name, corral_fn_t fn);
+/* Registers a class: ctor, methods (an array ended by {NULL, NULL},
+ * borrowed for the life of the program), dtor (may be NULL). A method is
+ * called "CLASS.METHOD" on the wire. */
+int corral_worker_register_class(const char *name, corral_ctor_t ctor,
+                                 const corral_method_def_t *methods, corral_dtor_t dtor);
+/* Whether this process was started as a leased worker (CORRAL_TASK_LEASE
+ * is set). */
+bool corral_worker_is_leased(void);
+/* Connects to the owner (CORRAL_TASK_OWNER: its Unix socket when the path
+ * is on this host, else TCP with the HMAC of CORRAL_TASK_SECRET), says
+ * HELLO, and serves calls until the owner closes the connection or says
+ * BYE. Returns the process's exit status: 0 then, 1 when the owner could
+ * not be reached or broke the protocol (said on stderr). */
+int corral_worker_main(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

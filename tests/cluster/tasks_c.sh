@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Tasks and actors from C (include/corral/tasks.h, docs/actors.md) on a
+# real head whose node is a simulated TPU v6e host (4 chips), with a
+# second simulated host joined: examples/tasks/tasks_example is its own
+# driver and its own leased workers.
+#   demo:    functions, a 4 MiB object and an 8 MiB result through memfd,
+#            errors (the function's, an unknown name, an infeasible shape),
+#            an actor's state and call order, a taken name, kill
+#   demo over TCP: the same with workers proving the HMAC challenge
+#   tpu:     4 tasks asking TPU=1 at once see 4 distinct chips
+#   retry:   a task whose worker is killed -9 runs again (max_retries 1),
+#            and fails with CR_EWORKERDIED without retries
+#   restart: an actor killed -9 restarts with its constructor (max_restarts
+#            1), then is dead after a second kill
+# Then: a driver's leased workers end with it (kill -9 of the driver).
+EX=$CORRAL_BUILD_DIR/examples/tasks_example
+[ -x "$EX" ] || { echo "FAIL: $EX was not built"; exit 1; }
+. "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" ctasksc
+trap cluster_cleanup EXIT
+head_up "$SPECS/tpu-v6e-4x4-w0.yaml" 2>/dev/null
+agent_up "v6e-s1-w1" "$SPECS/tpu-v6e-4x4-w1.yaml" 127.0.0.21 || exit 1
+wait_node "v6e-s1-w1" 10 ALIVE || fail "node v6e-s1-w1 did not come up"
+export CORRAL_LOG_LEVEL=error
+
+run() { # NAME ARGS...: runs the example, every "ok:"/"FAIL:" line counted
+    local name=$1 out rc
+    shift
+    out=$(cd /tmp && timeout 300 "$EX" "$@" 2>&1)
+    rc=$?
+    while IFS= read -r line; do
+        case $line in
+        ok:*) echo "ok: $name: ${line#ok: }" ;;
+        FAIL:*) fail "$name: ${line#FAIL: }" ;;
+        esac
+    done <<<"$out"
+    [ $rc -eq 0 ] || fail "$name: exit $rc
+$out"
+    RUN_OUT=$out
+}
+
+run demo demo
+CORRAL_EXAMPLE_TCP=1 run demo-tcp demo
+grep -q "owner listens at tcp:127.0.0.1:" <<<"$RUN_OUT" && ok "demo-tcp: the owner gave its workers TCP only" ||
+    fail "demo-tcp: $RUN_OUT"
+
+D=$(mktemp -d "$CORRAL_HOME/chips-XXXXXX")
+run tpu tpu "$D" 4
+# NODE:CHIPS per task (chip ids are a host's own)
+chips=$(grep '^chip ' <<<"$RUN_OUT" | awk '{print $2}' | sort)
+[ "$(wc -l <<<"$chips")" = 4 ] && [ "$(sort -u <<<"$chips" | wc -l)" = 4 ] &&
+    ok "4 TPU=1 tasks saw 4 distinct chips: $(echo $chips)" || fail "chips: $RUN_OUT"
+[ -z "$(grep -v '^v6e-s1-w[01]:[0-3]$' <<<"$chips")" ] && ok "each saw one chip in TPU_VISIBLE_CHIPS" ||
+    fail "TPU_VISIBLE_CHIPS: $chips"
+jobs=$("$CORRAL" job list --json 2>/dev/null | jq -r '.[].name' | sort | uniq -c)
+grep -q "task:TPU=1" <<<"$jobs" && ok "the leases are jobs named task:TPU=1" || fail "jobs: $jobs"
+
+D=$(mktemp -d "$CORRAL_HOME/retry-XXXXXX")
+run retry retry "$D"
+run restart restart
+
+# a driver's workers are its lease jobs, bound to its connection: they end
+# when it does, even killed -9 while a task runs
+D=$(mktemp -d "$CORRAL_HOME/bound-XXXXXX")
+# (started from a subshell: not this shell's job, whose kill bash would report)
+drv=$( (cd /tmp && exec "$EX" retry "$D") >"$CORRAL_HOME/driver.out" 2>&1 & echo $!)
+WPIDS="$WPIDS $drv"
+for _ in $(seq 900); do
+    [ -s "$D/died" ] && break
+    sleep 0.1
+done
+wpid=$(cat "$D/died" 2>/dev/null)
+[ -n "$wpid" ] && ok "the driver's task runs in worker $wpid" ||
+    fail "the task did not start: $(cat "$CORRAL_HOME/driver.out"; "$CORRAL" job list)"
+WPIDS="$WPIDS $wpid"
+kill -KILL $drv
+for _ in $(seq 100); do
+    gone "$wpid" && break
+    sleep 0.1
+done
+gone "$wpid" && ok "its worker ended with the driver (kill -9)" || fail "worker $wpid still runs"
+finish

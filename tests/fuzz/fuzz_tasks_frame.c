@@ -1,0 +1,81 @@
+/* Fuzz the task protocol's reading side (worker/frame.c, docs/actors.md
+ * "Wire"): the input is a byte stream from a peer, taken frame by frame
+ * by the reader with HELLO's small limit first and the full one after;
+ * each frame goes to the parser of its kind (HELLO's JSON, RETURN, and
+ * CALL through the C worker's own dispatch, with a function and a class
+ * registered). Whatever comes, nothing reads out of bounds and every
+ * RETURN the worker writes parses back. */
+/* the checks are the point: keep assert() in release builds too */
+#undef NDEBUG
+#include "worker/frame.h"
+#include "worker/worker.h"
+#include <assert.h>
+
+static int echo(const void *args, size_t len, corral_result_t *res)
+{
+    if (len && ((const uint8_t *)args)[0] == 'E')
+        return corral_result_error(res, "asked to fail: %.*s", (int)(len > 16 ? 16 : len),
+                                   (const char *)args);
+    return corral_result_set(res, args, len);
+}
+
+static int ctor(const void *args, size_t len, void **state, corral_result_t *res)
+{
+    *state = NULL;
+    return len && ((const uint8_t *)args)[0] == 'E';
+}
+
+static int meth(void *state, const void *args, size_t len, corral_result_t *res)
+{
+    return corral_result_set(res, args, len > 8 ? 8 : len);
+}
+
+static const corral_method_def_t methods[] = {{"m", meth}, {NULL, NULL}};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static int registered;
+    if (!registered) {
+        registered = 1;
+        corral_worker_register_fn("f", echo);
+        corral_worker_register_class("C", ctor, methods, NULL);
+    }
+    crt_reader_t r;
+    crt_reader_init(&r, CRT_HELLO_MAX);
+    crt_bytes_add(&r.in, data, size);
+    crt_hdr_t h;
+    const uint8_t *p;
+    int fd, rc;
+    while ((rc = crt_reader_next(&r, &h, &p, &fd)) == 1) {
+        assert(fd == -1); /* no descriptors came */
+        if (h.kind == CRT_HELLO) {
+            crt_hello_t hello;
+            char why[160];
+            if (crt_hello_parse(p, h.len, &hello, why, sizeof(why)) == 0) {
+                assert(hello.role);
+                crt_hello_free(&hello);
+            }
+            r.max = CRT_MAX_FRAME;
+        } else if (h.kind == CRT_CALL) {
+            crt_bytes_t out = {0};
+            crt_worker_run_call(p, h.len, &out);
+            crt_hdr_t rh;
+            assert(crt_hdr_parse(out.p, CRT_MAX_FRAME, &rh) == 0);
+            assert(rh.kind == CRT_RETURN && CRT_HDR + rh.len == out.len);
+            uint8_t st;
+            const uint8_t *v;
+            size_t vn;
+            assert(crt_return_parse(out.p + CRT_HDR, rh.len, &st, &v, &vn) == 0);
+            crt_bytes_free(&out);
+        } else if (h.kind == CRT_RETURN) {
+            uint8_t st;
+            const uint8_t *v;
+            size_t vn;
+            if (crt_return_parse(p, h.len, &st, &v, &vn) == 0)
+                assert(st <= CRT_SYS_ERROR && vn + 1 == h.len);
+        }
+    }
+    assert(rc == 0 || rc == CR_EPARSE || rc == CR_E2BIG);
+    crt_reader_fini(&r);
+    return 0;
+}

@@ -1,0 +1,644 @@
+/* The C worker loop (include/corral/tasks.h "the worker", docs/actors.md):
+ * what runs inside a leased worker process. It connects back to its owner
+ * (CORRAL_TASK_OWNER), says HELLO with its lease id, then serves CALLs:
+ * a function by name, "Class" to construct the actor, "Class.method" to
+ * call it. One thread reads frames, runs each call and queues its
+ * RETURN; replies go out together once no whole frame is left to read,
+ * so a burst of calls costs a few system calls, not two per call. An actor
+ * with max_concurrency > 1 (CORRAL_TASK_MAX_CONCURRENCY) runs its calls
+ * on that many threads instead, each writing its own RETURN. */
+#include "worker/frame.h"
+#include "worker/worker.h"
+#include "net/net.h"
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+struct corral_result {
+    uint8_t *data; /* heap (inline) or a writable memfd mapping */
+    size_t len;
+    int fd; /* the memfd, -1 none */
+    char *err;
+    bool may_memfd; /* the connection is a Unix socket */
+};
+
+typedef struct fn_entry {
+    char *name;
+    corral_fn_t fn;
+} fn_entry_t;
+typedef struct class_entry {
+    char *name;
+    corral_ctor_t ctor;
+    const corral_method_def_t *methods;
+    corral_dtor_t dtor;
+} class_entry_t;
+
+static CR_VEC(fn_entry_t) fns;
+static CR_VEC(class_entry_t) classes;
+
+static struct {
+    int sock;
+    bool unix_sock;
+    crt_bytes_t out;
+    pthread_mutex_t wlock; /* out and the socket's writing side (threads) */
+    class_entry_t *cls;    /* the actor's class, once constructed */
+    void *state;
+    /* max_concurrency > 1 */
+    unsigned nthreads;
+    pthread_mutex_t qlock;
+    pthread_cond_t qcond;
+    struct job *qhead, *qtail;
+    bool quit;
+    int broken; /* a write failed */
+} W = {.sock = -1,
+       .wlock = PTHREAD_MUTEX_INITIALIZER,
+       .qlock = PTHREAD_MUTEX_INITIALIZER,
+       .qcond = PTHREAD_COND_INITIALIZER};
+
+struct job {
+    struct job *next;
+    uint64_t id;
+    uint8_t *payload;
+    size_t len;
+    int fd;
+};
+
+static bool name_ok(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    return n && n <= CORRAL_TASK_NAME_MAX;
+}
+
+static bool name_taken(const char *name)
+{
+    for (size_t i = 0; i < fns.n; i++)
+        if (!strcmp(fns.v[i].name, name))
+            return true;
+    for (size_t i = 0; i < classes.n; i++)
+        if (!strcmp(classes.v[i].name, name))
+            return true;
+    return false;
+}
+
+int corral_worker_register_fn(const char *name, corral_fn_t fn)
+{
+    if (!name_ok(name) || !fn || strchr(name, '.'))
+        return CR_EINVAL;
+    if (name_taken(name))
+        return CR_EEXIST;
+    fn_entry_t *e = CR_VEC_PUSH(&fns);
+    e->name = cr_strdup(name);
+    e->fn = fn;
+    return 0;
+}
+
+int corral_worker_register_class(const char *name, corral_ctor_t ctor,
+                                 const corral_method_def_t *methods, corral_dtor_t dtor)
+{
+    if (!name_ok(name) || !ctor || !methods || strchr(name, '.'))
+        return CR_EINVAL;
+    for (const corral_method_def_t *m = methods; m->name; m++)
+        if (!m->fn || !name_ok(m->name) ||
+            strlen(name) + 1 + strlen(m->name) > CORRAL_TASK_NAME_MAX)
+            return CR_EINVAL;
+    if (name_taken(name))
+        return CR_EEXIST;
+    class_entry_t *e = CR_VEC_PUSH(&classes);
+    e->name = cr_strdup(name);
+    e->ctor = ctor;
+    e->methods = methods;
+    e->dtor = dtor;
+    return 0;
+}
+
+bool corral_worker_is_leased(void)
+{
+    const char *l = getenv("CORRAL_TASK_LEASE");
+    return l && *l;
+}
+
+/* ---- results ---- */
+
+static void result_clear(corral_result_t *r)
+{
+    if (r->fd >= 0) {
+        if (r->data)
+            munmap(r->data, r->len);
+        close(r->fd);
+    } else {
+        free(r->data);
+    }
+    r->data = NULL;
+    r->len = 0;
+    r->fd = -1;
+}
+
+void *corral_result_alloc(corral_result_t *res, size_t len)
+{
+    result_clear(res);
+    if (res->may_memfd && len >= CORRAL_TASK_INLINE_MAX) {
+        void *m;
+        int fd = crt_memfd_new(len, &m);
+        if (fd < 0)
+            return NULL;
+        res->fd = fd;
+        res->data = m;
+        res->len = len;
+        return m;
+    }
+    if (len + 13 > CRT_MAX_FRAME)
+        return NULL;
+    res->data = malloc(len ? len : 1);
+    if (!res->data)
+        return NULL;
+    res->len = len;
+    return res->data;
+}
+
+int corral_result_set(corral_result_t *res, const void *data, size_t len)
+{
+    void *p = corral_result_alloc(res, len);
+    if (!p)
+        return CR_E2BIG;
+    if (len)
+        memcpy(p, data, len);
+    return 0;
+}
+
+int corral_result_error(corral_result_t *res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    free(res->err);
+    res->err = s;
+    return CR_ETASKFAILED;
+}
+
+/* ---- running a call ---- */
+
+static const corral_method_def_t *find_method(const class_entry_t *c, const char *m, size_t n)
+{
+    for (const corral_method_def_t *d = c->methods; d->name; d++)
+        if (strlen(d->name) == n && !memcmp(d->name, m, n))
+            return d;
+    return NULL;
+}
+
+/* Runs the call and appends its RETURN to out, or (a memfd value) sets
+ * *fd_out with a RETURN that must go out with it. */
+static void run_call(uint64_t id, const uint8_t *payload, size_t plen, int argfd, crt_bytes_t *out,
+                     int *fd_out)
+{
+    const char *name;
+    size_t nl;
+    const uint8_t *args;
+    size_t alen;
+    char why[CORRAL_TASK_NAME_MAX + 128];
+    void *map = NULL;
+    size_t maplen = 0;
+    corral_result_t res = {.fd = -1, .may_memfd = W.unix_sock};
+    *fd_out = -1;
+    if (crt_call_parse(payload, plen, &name, &nl, &args, &alen)) {
+        snprintf(why, sizeof(why), "a malformed CALL (its name)");
+        goto sys_error;
+    }
+    if (argfd >= 0) {
+        if (alen || crt_memfd_map(argfd, &map, &maplen)) {
+            snprintf(why, sizeof(why), "a CALL whose arguments' memfd could not be mapped");
+            goto sys_error;
+        }
+        args = map;
+        alen = maplen;
+    }
+    int rc;
+    const char *dot = memchr(name, '.', nl);
+    if (!dot) {
+        fn_entry_t *f = NULL;
+        for (size_t i = 0; i < fns.n && !f; i++)
+            if (strlen(fns.v[i].name) == nl && !memcmp(fns.v[i].name, name, nl))
+                f = &fns.v[i];
+        class_entry_t *c = NULL;
+        for (size_t i = 0; i < classes.n && !f && !c; i++)
+            if (strlen(classes.v[i].name) == nl && !memcmp(classes.v[i].name, name, nl))
+                c = &classes.v[i];
+        if (f) {
+            rc = f->fn(args, alen, &res);
+        } else if (c) {
+            if (W.cls) {
+                snprintf(why, sizeof(why), "the actor was constructed already (as %s)",
+                         W.cls->name);
+                goto sys_error;
+            }
+            void *st = NULL;
+            rc = c->ctor(args, alen, &st, &res);
+            if (!rc) {
+                W.cls = c;
+                W.state = st;
+            }
+        } else {
+            snprintf(why, sizeof(why), "no function or class %.*s is registered in this worker",
+                     (int)nl, name);
+            goto sys_error;
+        }
+    } else {
+        size_t cl = (size_t)(dot - name);
+        if (!W.cls || strlen(W.cls->name) != cl || memcmp(W.cls->name, name, cl)) {
+            snprintf(why, sizeof(why), "this worker holds no actor of class %.*s", (int)cl, name);
+            goto sys_error;
+        }
+        const corral_method_def_t *m = find_method(W.cls, dot + 1, nl - cl - 1);
+        if (!m) {
+            snprintf(why, sizeof(why), "class %s has no method %.*s", W.cls->name,
+                     (int)(nl - cl - 1), dot + 1);
+            goto sys_error;
+        }
+        rc = m->fn(W.state, args, alen, &res);
+    }
+    if (rc) {
+        const char *e = res.err;
+        char dflt[CORRAL_TASK_NAME_MAX + 64];
+        if (!e) {
+            snprintf(dflt, sizeof(dflt), "%.*s returned %d", (int)nl, name, rc);
+            e = dflt;
+        }
+        crt_return_add(out, id, 0, CRT_APP_ERROR, e, strlen(e));
+    } else if (res.fd >= 0) {
+        munmap(res.data, res.len);
+        res.data = NULL;
+        if (crt_memfd_seal(res.fd)) {
+            snprintf(why, sizeof(why), "sealing the result's memfd failed");
+            goto sys_error;
+        }
+        crt_return_add(out, id, CRT_FLAG_FD, CRT_OK, NULL, 0);
+        *fd_out = res.fd;
+        res.fd = -1;
+    } else {
+        crt_return_add(out, id, 0, CRT_OK, res.data, res.len);
+    }
+    goto out;
+sys_error:
+    crt_return_add(out, id, 0, CRT_SYS_ERROR, why, strlen(why));
+out:
+    if (map)
+        munmap(map, maplen);
+    result_clear(&res);
+    free(res.err);
+}
+
+/* ---- connecting ---- */
+
+static int peer_is_me(int sock)
+{
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+        return -errno;
+    return cred.uid == geteuid() ? 0 : CR_EACCES;
+}
+
+/* Reads one frame of at most CRT_HELLO_MAX (blocking) before HELLO is done. */
+static int read_small(int sock, crt_reader_t *r, crt_hdr_t *h, const uint8_t **p)
+{
+    for (;;) {
+        int fd;
+        int rc = crt_reader_next(r, h, p, &fd);
+        if (fd >= 0)
+            close(fd);
+        if (rc)
+            return rc < 0 ? rc : 0;
+        ssize_t n = crt_reader_fill(r, sock, false);
+        if (n == 0)
+            return CR_EIO;
+        if (n < 0)
+            return (int)n;
+    }
+}
+
+static int dial(const char *owner, bool *unix_out, char *why, size_t wsize)
+{
+    char *copy = cr_strdup(owner), *save = NULL, *unix_path = NULL, *tcp = NULL;
+    for (char *part = strtok_r(copy, ";", &save); part; part = strtok_r(NULL, ";", &save)) {
+        if (cr_str_has_prefix(part, "unix:"))
+            unix_path = part + 5;
+        else if (cr_str_has_prefix(part, "tcp:"))
+            tcp = part + 4;
+    }
+    int sock = -1;
+    struct stat st;
+    /* the Unix socket when its path is here (the owner's private
+     * directory: this same machine, whatever the nodes are named) */
+    if (unix_path && stat(unix_path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(unix_path) >= sizeof(sa.sun_path)) {
+            snprintf(why, wsize, "the owner's socket path is too long");
+            goto out;
+        }
+        strcpy(sa.sun_path, unix_path);
+        sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+            snprintf(why, wsize, "connecting to the owner at %s: %s", unix_path, strerror(errno));
+            goto fail;
+        }
+        if (peer_is_me(sock)) {
+            snprintf(why, wsize, "the process at %s runs as another user", unix_path);
+            goto fail;
+        }
+        *unix_out = true;
+        goto out;
+    }
+    if (!tcp) {
+        snprintf(why, wsize,
+                 "CORRAL_TASK_OWNER (%s) names no socket on this host and no TCP "
+                 "address",
+                 owner);
+        goto out;
+    }
+    char *colon = strrchr(tcp, ':');
+    if (!colon) {
+        snprintf(why, wsize, "CORRAL_TASK_OWNER's tcp address %s has no port", tcp);
+        goto out;
+    }
+    *colon = 0;
+    char *host = tcp;
+    if (host[0] == '[' && colon[-1] == ']') {
+        host++;
+        colon[-1] = 0;
+    }
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int gai = getaddrinfo(host, colon + 1, &hints, &ai);
+    if (gai) {
+        snprintf(why, wsize, "the owner's address %s: %s", host, gai_strerror(gai));
+        goto out;
+    }
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        sock = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (sock >= 0 && connect(sock, a->ai_addr, a->ai_addrlen) == 0)
+            break;
+        snprintf(why, wsize, "connecting to the owner at %s:%s: %s", host, colon + 1,
+                 strerror(errno));
+        if (sock >= 0)
+            close(sock);
+        sock = -1;
+    }
+    freeaddrinfo(ai);
+    if (sock >= 0) {
+        int one = 1;
+        setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        *unix_out = false;
+    }
+    goto out;
+fail:
+    if (sock >= 0)
+        close(sock);
+    sock = -1;
+out:
+    free(copy);
+    return sock;
+}
+
+static int handshake(int sock, bool unix_sock, crt_reader_t *r, char *why, size_t wsize)
+{
+    const char *lease = getenv("CORRAL_TASK_LEASE");
+    const char *node = getenv("CORRAL_NODE_ID");
+    char mac[65] = "";
+    crt_hdr_t h;
+    const uint8_t *p;
+    int rc;
+    if (!unix_sock) {
+        const char *sec = getenv("CORRAL_TASK_SECRET");
+        uint8_t key[32];
+        if (!sec || strlen(sec) != 64 || !cr_hex_decode(sec, 64, key)) {
+            snprintf(why, wsize, "CORRAL_TASK_SECRET is not 64 hex digits");
+            return CR_EINVAL;
+        }
+        rc = read_small(sock, r, &h, &p);
+        if (rc || h.kind != CRT_CHALLENGE || h.len != CRT_NONCE_LEN) {
+            snprintf(why, wsize, "the owner did not send a CHALLENGE");
+            return rc ? rc : CR_EPARSE;
+        }
+        crt_mac_hex(key, sizeof(key), p, mac);
+        cr_wipe(key, sizeof(key));
+    }
+    char *hello = cr_asprintf("{\"role\":\"worker\",\"pid\":%d,\"runtime\":\"c\",\"lease\":\"%s\","
+                              "\"node\":\"%s\"%s%s%s}",
+                              (int)getpid(), lease, node ? node : "", *mac ? ",\"mac\":\"" : "",
+                              mac, *mac ? "\"" : "");
+    crt_bytes_t b = {0};
+    crt_frame_add(&b, CRT_HELLO, 0, 0, hello, strlen(hello), NULL, 0);
+    free(hello);
+    rc = crt_write_all(sock, &b, -1);
+    crt_bytes_free(&b);
+    if (rc) {
+        snprintf(why, wsize, "sending HELLO: %s", cr_strerror(rc));
+        return rc;
+    }
+    rc = read_small(sock, r, &h, &p);
+    if (rc || h.kind != CRT_WELCOME) {
+        snprintf(why, wsize, "the owner refused the HELLO (lease %s)", lease);
+        return rc ? rc : CR_EACCES;
+    }
+    return 0;
+}
+
+/* ---- serving ---- */
+
+/* Sends out (and fd with it); under W.wlock when threads run. */
+static int flush(crt_bytes_t *out, int fd)
+{
+    int rc = crt_write_all(W.sock, out, fd);
+    if (fd >= 0)
+        close(fd);
+    if (rc)
+        W.broken = rc;
+    return rc;
+}
+
+static void *pool_thread(void *arg)
+{
+    crt_bytes_t out = {0};
+    for (;;) {
+        pthread_mutex_lock(&W.qlock);
+        while (!W.qhead && !W.quit)
+            pthread_cond_wait(&W.qcond, &W.qlock);
+        struct job *j = W.qhead;
+        if (!j) {
+            pthread_mutex_unlock(&W.qlock);
+            break;
+        }
+        W.qhead = j->next;
+        if (!W.qhead)
+            W.qtail = NULL;
+        pthread_mutex_unlock(&W.qlock);
+        int fd;
+        run_call(j->id, j->payload, j->len, j->fd, &out, &fd);
+        if (j->fd >= 0)
+            close(j->fd);
+        pthread_mutex_lock(&W.wlock);
+        flush(&out, fd);
+        pthread_mutex_unlock(&W.wlock);
+        free(j->payload);
+        free(j);
+    }
+    crt_bytes_free(&out);
+    return NULL;
+}
+
+static int serve(crt_reader_t *r)
+{
+    pthread_t *threads = NULL;
+    unsigned nthreads = 0;
+    const char *mc = getenv("CORRAL_TASK_MAX_CONCURRENCY");
+    if (mc && atoi(mc) > 1) {
+        nthreads = (unsigned)atoi(mc) > 1024 ? 1024 : (unsigned)atoi(mc);
+        threads = cr_calloc(nthreads, sizeof(*threads));
+        for (unsigned i = 0; i < nthreads; i++)
+            if (pthread_create(&threads[i], NULL, pool_thread, NULL)) {
+                nthreads = i;
+                break;
+            }
+    }
+    int status = 0;
+    r->max = CRT_MAX_FRAME;
+    for (;;) {
+        crt_hdr_t h;
+        const uint8_t *p;
+        int fd;
+        int rc = crt_reader_next(r, &h, &p, &fd);
+        if (rc < 0) {
+            fprintf(stderr, "corral worker: a bad frame from the owner (%s): closing\n",
+                    cr_strerror(rc));
+            status = 1;
+            break;
+        }
+        if (rc == 0) {
+            /* nothing whole left: send what was answered, then read more */
+            if (!nthreads && W.out.len && flush(&W.out, -1))
+                break;
+            ssize_t n = crt_reader_fill(r, W.sock, W.unix_sock);
+            if (n == 0)
+                break; /* the owner went away: this worker's work is done */
+            if (n < 0 && n != -EAGAIN) {
+                if (n != -ECONNRESET)
+                    status = 1;
+                break;
+            }
+            continue;
+        }
+        if (h.kind == CRT_BYE) {
+            if (fd >= 0)
+                close(fd);
+            break;
+        }
+        if (h.kind == CRT_CANCEL) {
+            /* calls run as they are read: nothing waits here to cancel */
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        if (h.kind != CRT_CALL) {
+            if (fd >= 0)
+                close(fd);
+            fprintf(stderr, "corral worker: a %s frame from the owner: closing\n",
+                    crt_kind_name(h.kind));
+            status = 1;
+            break;
+        }
+        if (nthreads && W.cls) {
+            struct job *j = cr_calloc(1, sizeof(*j));
+            j->id = h.id;
+            j->payload = cr_malloc(h.len ? h.len : 1);
+            memcpy(j->payload, p, h.len);
+            j->len = h.len;
+            j->fd = fd;
+            pthread_mutex_lock(&W.qlock);
+            if (W.qtail)
+                W.qtail->next = j;
+            else
+                W.qhead = j;
+            W.qtail = j;
+            pthread_cond_signal(&W.qcond);
+            pthread_mutex_unlock(&W.qlock);
+            if (W.broken)
+                break;
+            continue;
+        }
+        /* one thread; or the constructor, before any method may run */
+        int rfd;
+        run_call(h.id, p, h.len, fd, &W.out, &rfd);
+        if (fd >= 0)
+            close(fd);
+        if (nthreads) {
+            pthread_mutex_lock(&W.wlock);
+            rc = flush(&W.out, rfd);
+            pthread_mutex_unlock(&W.wlock);
+            if (rc)
+                break;
+        } else if (rfd >= 0 && flush(&W.out, rfd)) {
+            break;
+        }
+    }
+    if (nthreads) {
+        pthread_mutex_lock(&W.qlock);
+        W.quit = true;
+        pthread_cond_broadcast(&W.qcond);
+        pthread_mutex_unlock(&W.qlock);
+        for (unsigned i = 0; i < nthreads; i++)
+            pthread_join(threads[i], NULL);
+        free(threads);
+    }
+    return status;
+}
+
+int corral_worker_main(void)
+{
+    const char *owner = getenv("CORRAL_TASK_OWNER");
+    char why[512] = "";
+    if (!corral_worker_is_leased() || !owner) {
+        fprintf(stderr, "corral worker: CORRAL_TASK_LEASE and CORRAL_TASK_OWNER are not set: "
+                        "this program is started as a worker by its owner (corral_tasks_init)\n");
+        return 1;
+    }
+    bool unix_sock = false;
+    int sock = dial(owner, &unix_sock, why, sizeof(why));
+    if (sock < 0) {
+        fprintf(stderr, "corral worker: %s\n", why);
+        return 1;
+    }
+    W.sock = sock;
+    W.unix_sock = unix_sock;
+    crt_reader_t r;
+    crt_reader_init(&r, CRT_HELLO_MAX);
+    int status = 1;
+    if (handshake(sock, unix_sock, &r, why, sizeof(why)))
+        fprintf(stderr, "corral worker: %s\n", why);
+    else
+        status = serve(&r);
+    if (W.cls && W.cls->dtor)
+        W.cls->dtor(W.state);
+    crt_reader_fini(&r);
+    crt_bytes_free(&W.out);
+    close(sock);
+    W.sock = -1;
+    return status;
+}
+
+int crt_worker_run_call(const uint8_t *payload, size_t len, crt_bytes_t *out)
+{
+    int fd;
+    run_call(1, payload, len, -1, out, &fd);
+    if (fd >= 0)
+        close(fd);
+    return 0;
+}
