@@ -11,6 +11,8 @@
 #include <corral/corral.h>
 #include <stdlib.h>
 
+#include "sched/gang.h"
+
 const char *cr_strerror(int err); /* base/, linked in */
 #include <string.h>
 
@@ -72,10 +74,14 @@ static const char *opt_str(PyObject *o)
 
 static PyObject *head_submit(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"argv",     "env",       "resources",   "name",          "cwd",
-                             "selector", "strategy",  "placement_group", "bundle_index", "restart",
-                             "max_restarts", "bound", "env_whole",   "wait_for_nodes",
-                             "backoff_ms", NULL};
+    static char *kwlist[] = {"argv",         "env",
+                             "resources",    "name",
+                             "cwd",          "selector",
+                             "strategy",     "placement_group",
+                             "bundle_index", "restart",
+                             "max_restarts", "bound",
+                             "env_whole",    "wait_for_nodes",
+                             "backoff_ms",   NULL};
     PyObject *argv_l, *env_l = Py_None, *res = Py_None, *name = Py_None, *cwd = Py_None,
                       *sel = Py_None, *strategy = Py_None, *pg = Py_None;
     int bundle = -1, restart = 0, max_restarts = 0, bound = 1, whole = 1, wfn = 0;
@@ -120,7 +126,8 @@ static PyObject *head_submit(PyObject *self, PyObject *args, PyObject *kw)
         rc = s ? corral_strategy_parse(s, &spec.strategy) : -1;
         if (rc < 0 && !PyErr_Occurred()) {
             free(argv), free(env);
-            return raise_code(CR_EINVAL, "unknown strategy (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD)");
+            return raise_code(CR_EINVAL,
+                              "unknown strategy (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD)");
         }
     }
     if (PyErr_Occurred()) {
@@ -156,10 +163,10 @@ static PyObject *job_dict(const corral_job_t *j)
         }
         Py_DECREF(d);
     }
-    PyObject *r = Py_BuildValue("{s:s,s:z,s:z,s:s,s:z,s:i,s:I,s:N}", "job_id", j->job_id, "name",
-                                j->name, "command", j->command, "state",
-                                corral_job_state_name(j->state), "reason", j->reason, "exit_code",
-                                j->exit_code, "restarts", j->restarts, "workers", ws);
+    PyObject *r =
+        Py_BuildValue("{s:s,s:z,s:z,s:s,s:z,s:i,s:I,s:N}", "job_id", j->job_id, "name", j->name,
+                      "command", j->command, "state", corral_job_state_name(j->state), "reason",
+                      j->reason, "exit_code", j->exit_code, "restarts", j->restarts, "workers", ws);
     return r;
 }
 
@@ -174,7 +181,8 @@ static PyObject *head_status(PyObject *self, PyObject *args)
         return NULL;
     corral_job_t j = {0};
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = wait_ms ? corral_wait(c, id, wait_ms, &j) : corral_job_status(c, id, &j);
+    Py_BEGIN_ALLOW_THREADS rc =
+        wait_ms ? corral_wait(c, id, wait_ms, &j) : corral_job_status(c, id, &j);
     Py_END_ALLOW_THREADS if (rc == CR_EAGAIN && wait_ms)
     {
         rc = corral_job_status(c, id, &j);
@@ -208,10 +216,9 @@ static PyObject *pg_dict(const corral_pg_t *g)
         return NULL;
     for (size_t i = 0; i < g->nbundles; i++) {
         const corral_bundle_t *b = &g->bundles[i];
-        PyObject *d = Py_BuildValue("{s:s,s:s,s:O,s:s,s:s}", "resources", b->resources,
-                                    "selector", b->selector, "placed",
-                                    b->placed ? Py_True : Py_False, "node", b->node_id,
-                                    "devices", b->devices);
+        PyObject *d = Py_BuildValue("{s:s,s:s,s:O,s:s,s:s}", "resources", b->resources, "selector",
+                                    b->selector, "placed", b->placed ? Py_True : Py_False, "node",
+                                    b->node_id, "devices", b->devices);
         if (!d || PyList_Append(bs, d) < 0) {
             Py_XDECREF(d);
             Py_DECREF(bs);
@@ -226,8 +233,8 @@ static PyObject *pg_dict(const corral_pg_t *g)
 
 static PyObject *head_pg_create(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"bundles", "strategy", "name", "selector", "domain", "wait", "bound",
-                             NULL};
+    static char *kwlist[] = {"bundles", "strategy", "name",  "selector",
+                             "domain",  "wait",     "bound", NULL};
     PyObject *bl, *strategy = Py_None, *name = Py_None, *sel = Py_None, *dom = Py_None;
     int wait = 0, bound = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOii", kwlist, &bl, &strategy, &name, &sel,
@@ -338,7 +345,8 @@ static PyObject *head_cluster(PyObject *self, PyObject *noargs)
         const corral_node_t *n = &s.nodes[i];
         PyObject *total = PyDict_New(), *avail = PyDict_New(), *labels = PyList_New(0);
         for (size_t k = 0; total && avail && k < n->nres; k++) {
-            PyObject *t = PyFloat_FromDouble(n->res[k].total), *f = PyFloat_FromDouble(n->res[k].free);
+            PyObject *t = PyFloat_FromDouble(n->res[k].total),
+                     *f = PyFloat_FromDouble(n->res[k].free);
             PyDict_SetItemString(total, n->res[k].name, t);
             PyDict_SetItemString(avail, n->res[k].name, f);
             Py_XDECREF(t), Py_XDECREF(f);
@@ -348,9 +356,9 @@ static PyObject *head_cluster(PyObject *self, PyObject *noargs)
             PyList_Append(labels, l);
             Py_XDECREF(l);
         }
-        PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:N,s:N,s:N}", "node_id", n->node_id, "state",
-                                    n->state, "address", n->address, "total", total, "free", avail,
-                                    "labels", labels);
+        PyObject *d =
+            Py_BuildValue("{s:s,s:s,s:s,s:N,s:N,s:N}", "node_id", n->node_id, "state", n->state,
+                          "address", n->address, "total", total, "free", avail, "labels", labels);
         if (!d || PyList_Append(nodes, d) < 0)
             Py_CLEAR(nodes);
         Py_XDECREF(d);
@@ -358,7 +366,6 @@ static PyObject *head_cluster(PyObject *self, PyObject *noargs)
     corral_status_free(&s);
     return nodes;
 }
-
 
 /* The jobs not yet final, every page: [(job_id, name)]. The runtime finds
  * named actors by their lease job's name (docs/actors.md "Named actors"). */
@@ -474,14 +481,141 @@ static PyObject *core_connect(PyObject *mod, PyObject *args)
     return o;
 }
 
+/* gang_env(slots, run_id, master_port, jax_port, restart_count,
+ * max_restarts, tpu, topology, job_env) -> (order, [env dict per rank]):
+ * corral train's rank order and per-rank variables (sched/gang.c, the
+ * code the head runs for a gang) for a gang the caller placed itself, as
+ * corral.train.TorchTrainer does with its actors. slots: one (node key,
+ * address, slice worker id or -1, first device index or -1, devices) per
+ * worker; order[r] is the slot that gets rank r. */
+static PyObject *core_gang_env(PyObject *mod, PyObject *args, PyObject *kw)
+{
+    (void)mod;
+    static char *kwlist[] = {"slots",        "run_id", "master_port", "jax_port", "restart_count",
+                             "max_restarts", "tpu",    "topology",    "job_env",  NULL};
+    PyObject *slots, *job_env = NULL;
+    const char *run_id, *topo = NULL;
+    unsigned mport, jport;
+    int restarts, max_restarts, tpu;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OsIIiip|zO", kwlist, &slots, &run_id, &mport,
+                                     &jport, &restarts, &max_restarts, &tpu, &topo, &job_env))
+        return NULL;
+    PyObject *seq = PySequence_List(slots); /* a list of (node, address, ...) tuples */
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PyList_Size(seq);
+    if (n < 1 || n > 100000) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "gang_env: 1 to 100000 slots");
+        return NULL;
+    }
+    sched_gang_slot_t *s = calloc((size_t)n, sizeof(*s));
+    sched_gang_slot_t *ranked = calloc((size_t)n, sizeof(*ranked));
+    int *order = calloc((size_t)n, sizeof(*order));
+    cr_envlist_t job = {0};
+    PyObject *out = NULL, *envs = NULL, *ord = NULL;
+    if (!s || !ranked || !order) {
+        PyErr_NoMemory();
+        goto out_free;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GetItem(seq, i); /* borrowed; seq keeps it */
+        if (!PyArg_ParseTuple(t,
+                              "isiii;gang_env: a slot is (node, address, slice worker, "
+                              "first device, devices)",
+                              &s[i].node, &s[i].addr, &s[i].slice_worker, &s[i].first_dev,
+                              &s[i].ndevs))
+            goto out_free;
+    }
+    if (job_env && job_env != Py_None) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        if (!PyDict_Check(job_env)) {
+            PyErr_SetString(PyExc_TypeError, "gang_env: job_env is a dict of str -> str");
+            goto out_free;
+        }
+        while (PyDict_Next(job_env, &pos, &k, &v)) {
+            const char *ks = PyUnicode_AsUTF8AndSize(k, NULL),
+                       *vs = PyUnicode_AsUTF8AndSize(v, NULL);
+            if (!ks || !vs)
+                goto out_free;
+            if (cr_envlist_set(&job, ks, vs) < 0) {
+                PyErr_NoMemory();
+                goto out_free;
+            }
+        }
+    }
+    sched_gang_order(s, (int)n, order);
+    for (Py_ssize_t r = 0; r < n; r++)
+        ranked[r] = s[order[r]];
+    sched_gang_t g = {.slots = ranked,
+                      .n = (int)n,
+                      .run_id = run_id,
+                      .master_port = mport,
+                      .jax_port = jport,
+                      .restart_count = restarts,
+                      .max_restarts = max_restarts,
+                      .job_env = &job,
+                      .tpu = tpu != 0,
+                      .tpu_topology = topo};
+    envs = PyList_New(0);
+    ord = PyList_New(0);
+    if (!envs || !ord)
+        goto out_free;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *o = PyLong_FromLong(order[r]);
+        int bad = !o || PyList_Append(ord, o) < 0;
+        Py_XDECREF(o);
+        if (bad)
+            goto out_free;
+        cr_envlist_t e = {0};
+        int rc = sched_gang_env(&g, (int)r, &e);
+        PyObject *d = rc < 0 ? NULL : PyDict_New();
+        for (size_t i = 0; d && i < e.vars.n; i++) {
+            PyObject *v = PyUnicode_FromString(e.vars.v[i].value);
+            if (!v || PyDict_SetItemString(d, e.vars.v[i].key, v) < 0)
+                Py_CLEAR(d);
+            Py_XDECREF(v);
+        }
+        cr_envlist_free(&e);
+        if (rc < 0) {
+            raise_code(rc, "gang_env: the rank variables do not fit");
+            goto out_free;
+        }
+        bad = !d || PyList_Append(envs, d) < 0;
+        Py_XDECREF(d);
+        if (bad)
+            goto out_free;
+    }
+    out = Py_BuildValue("(OO)", ord, envs);
+out_free:
+    Py_XDECREF(ord);
+    Py_XDECREF(envs);
+    cr_envlist_free(&job);
+    free(order);
+    free(ranked);
+    free(s);
+    Py_DECREF(seq);
+    return out;
+}
+
 static PyMethodDef core_methods[] = {
     {"connect", core_connect, METH_VARARGS, "connect(address=None, token_file=None) -> Head"},
+    {"gang_env", (PyCFunction)(void (*)(void))core_gang_env, METH_VARARGS | METH_KEYWORDS,
+     "gang_env(slots, run_id, master_port, jax_port, restart_count, max_restarts, tpu, "
+     "topology=None, job_env=None) -> (order, [env per rank]): corral train's rank variables"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, "corral._core",
-                                         "libcorral's head calls for corral's runtime", -1,
-                                         core_methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT,
+                                         "corral._core",
+                                         "libcorral's head calls for corral's runtime",
+                                         -1,
+                                         core_methods,
+                                         NULL,
+                                         NULL,
+                                         NULL,
+                                         NULL};
 
 PyMODINIT_FUNC PyInit__core(void)
 {
