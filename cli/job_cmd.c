@@ -271,13 +271,32 @@ int cli_job(int argc, char **argv)
             fprintf(stderr, "corral job status: %s\n", corral_errmsg(c));
             goto out;
         }
+        /* a driver's tasks and actors: the lease jobs its workers made */
+        json_t *leases = cli_job_leases(c, &j);
         if (json) {
             json_t *o = job_json(&j);
+            if (leases)
+                json_object_set(o, "leases", leases);
             cli_print_json(o);
             json_decref(o);
         } else {
             job_print(&j);
+            if (leases && json_array_size(leases)) {
+                printf("  tasks and actors (the workers it leased, corral list shows more):\n");
+                size_t i;
+                json_t *l;
+                json_array_foreach(leases, i, l)
+                {
+                    printf("    job %-6s %-10s %-24s node %-12s pid %lld\n",
+                           json_string_value(json_object_get(l, "job_id")),
+                           json_string_value(json_object_get(l, "state")),
+                           cli_esc(json_string_value(json_object_get(l, "name"))),
+                           cli_esc(json_string_value(json_object_get(l, "node"))),
+                           (long long)json_integer_value(json_object_get(l, "pid")));
+                }
+            }
         }
+        json_decref(leases);
         corral_job_free(&j);
     } else if (is_logs) {
         int w = worker == ~0u ? -1 : (int)worker;
