@@ -45,6 +45,9 @@ def loop(config):
     y = x @ torch.arange(1.0, 9.0).unsqueeze(1) + 0.01 * torch.randn(64, 1, generator=g)
     x, y = x.to(device), y.to(device)
 
+    print("worker %d/%d mesh task=%s bounds=%s port=%s" % (
+        R, W, os.environ.get("CLOUD_TPU_TASK_ID", "-"), os.environ.get("TPU_PROCESS_BOUNDS", "-"),
+        os.environ.get("TPU_PROCESS_PORT", "-")), flush=True)
     start = 0
     ckpt = train.get_checkpoint()
     if ckpt is not None:

@@ -2,7 +2,8 @@
 # corral.train.TorchTrainer (issue 15, docs/train.md "TorchTrainer"): real
 # gloo DDP on one actor per worker. On a simulated TPU v6e 4x4 slice (the
 # head's node is slice worker 0, three agents the others, joined out of
-# worker id order): 4 workers, one per host, with use_tpu/topology; rank 2
+# worker id order): 4 workers, one per host, with use_tpu/topology (and
+# 16, one per chip, in libtpu's mesh); rank 2
 # dies at step 3 of the first attempt, the whole group is killed and
 # restarted from the last checkpoint (steps 0-2 are not redone, the loss
 # keeps falling, the result has the last step's metrics); with
@@ -53,6 +54,21 @@ for r in 0 1 2 3; do grep -q "^worker $r/4 node v6e-s1-w$r chips 0,1,2,3 step 7 
     fail "placement: $logs"
 [ "$(grep -c 'resumed from checkpoint_000002 at step 3 (restart 1)' <<<"$logs")" = 4 ] &&
     ok "all 4 workers of the second attempt resumed from checkpoint_000002 at step 3" || fail "resume: $logs"
+
+# one worker per chip of the slice: 16 workers, rank r on host r/4's chip
+# r%4, the libtpu mesh variables of corral train (CLOUD_TPU_TASK_ID = rank)
+out=$(cd /tmp && timeout 300 "$PY" "$EX" --tpu 4x4 --workers 16 --steps 2 --max-failures 0 \
+    --storage "$CORRAL_HOME/results" --name chips 2>&1); rc=$?
+logs=$("$CORRAL" job list --json 2>/dev/null | jq -r '.[] | select(.name == "actor:_TrainWorker") | .job_id' | tail -16 |
+    while read -r j; do "$CORRAL" job logs "$j" --no-prefix 2>/dev/null; done)
+bad=
+for r in $(seq 0 15); do
+    grep -q "^worker $r/16 node v6e-s1-w$((r / 4)) chips $((r % 4)) step 1 " <<<"$logs" || bad=1
+    grep -q "^worker $r/16 mesh task=$r bounds=4,4,1 port=$((8476 + r % 4))$" <<<"$logs" || bad=1
+done
+[ $rc -eq 0 ] && [ -z "$bad" ] && [ "$(field "$out" 'r["steps"]')" = "[0, 1]" ] &&
+    ok "16 workers, one per chip: rank r on slice worker r/4, chip r%4, CLOUD_TPU_TASK_ID=r in a 4,4,1 mesh" ||
+    fail "one per chip: rc=$rc $out $logs"
 
 # no restart allowed: fit() raises, naming the rank
 out=$(cd /tmp && timeout 300 "$PY" "$EX" --tpu 4x4 --steps 4 --fail-rank 1 --fail-step 1 --max-failures 0 \
