@@ -24,8 +24,8 @@ int cli_dashboard(int argc, char **argv);
  * malloc'ed, else CLI_FAIL (said on stderr unless quiet). */
 int cli_dashboard_url(char **url, bool quiet);
 int cli_events(int argc, char **argv);
-int cli_pg(int argc, char **argv);    /* pg_cmd.c */
-int cli_list(int argc, char **argv);  /* list_cmd.c */
+int cli_pg(int argc, char **argv);   /* pg_cmd.c */
+int cli_list(int argc, char **argv); /* list_cmd.c */
 /* The lease jobs (tasks' and actors' workers) a job's workers made, and
  * theirs in turn: [{job_id, name, state, node, pid, owner_pid}]; NULL when
  * the head cannot say. list_cmd.c */
