@@ -3,6 +3,7 @@
 #define CORRAL_CLI_H
 
 #include "hw/hw.h"
+#include <corral/corral.h>
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
@@ -24,7 +25,12 @@ int cli_dashboard(int argc, char **argv);
  * malloc'ed, else CLI_FAIL (said on stderr unless quiet). */
 int cli_dashboard_url(char **url, bool quiet);
 int cli_events(int argc, char **argv);
-int cli_pg(int argc, char **argv);    /* pg_cmd.c */
+int cli_pg(int argc, char **argv);   /* pg_cmd.c */
+int cli_list(int argc, char **argv); /* list_cmd.c */
+/* The lease jobs (tasks' and actors' workers) a job's workers made, and
+ * theirs in turn: [{job_id, name, state, node, pid, owner_pid}]; NULL when
+ * the head cannot say. list_cmd.c */
+json_t *cli_job_leases(corral_t *c, const corral_job_t *driver);
 int cli_train(int argc, char **argv); /* train_cmd.c */
 int cli_serve(int argc, char **argv); /* serve_cmd.c */
 

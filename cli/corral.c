@@ -59,6 +59,7 @@ static const struct {
     {"run", cli_run, "run a job (a gang of workers) and wait for it"},
     {"job", cli_job, "list jobs, show one, stop one, its output"},
     {"pg", cli_pg, "placement groups: bundles reserved together"},
+    {"list", cli_list, "the task runtime's tasks, actors and objects, from their owners"},
     {"train", cli_train, "one worker per device for torch.distributed / JAX, gang restarts"},
     {"events", cli_events, "what happened and why"},
     {"dashboard", cli_dashboard, "the URL of the head's dashboard and API, with its login token"},

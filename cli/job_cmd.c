@@ -137,27 +137,6 @@ static const char *const restart_names[] = {
     [CORRAL_RESTART_GANG] = "gang",
 };
 
-/* The jobs it submitted with its workers' credential: a driver's task
- * leases (task:SHAPE) and actors (actor:CLASS), docs/actors.md "Jobs". */
-static void print_children(corral_t *c, const corral_job_t *j)
-{
-    corral_job_t *v;
-    size_t n, k = 0;
-    if (corral_job_list(c, &v, &n) < 0)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        const corral_job_t *x = &v[i];
-        if (!x->parent_job || strcmp(x->parent_job, j->job_id))
-            continue;
-        if (!k++)
-            printf("its tasks' workers and actors (jobs it submitted):\n");
-        const char *node = x->nworkers && x->workers[0].node_id ? x->workers[0].node_id : "";
-        printf("  job %s %s %s%s%s\n", cli_esc(x->job_id), corral_job_state_name(x->state),
-               cli_esc(x->name), node[0] ? " on " : "", cli_esc(node));
-    }
-    corral_job_list_free(v, n);
-}
-
 static json_t *job_json(const corral_job_t *j)
 {
     json_t *o = json_object(), *ws = json_array();
@@ -301,14 +280,32 @@ int cli_job(int argc, char **argv)
             fprintf(stderr, "corral job status: %s\n", corral_errmsg(c));
             goto out;
         }
+        /* a driver's tasks and actors: the lease jobs its workers made */
+        json_t *leases = cli_job_leases(c, &j);
         if (json) {
             json_t *o = job_json(&j);
+            if (leases)
+                json_object_set(o, "leases", leases);
             cli_print_json(o);
             json_decref(o);
         } else {
             job_print(&j);
-            print_children(c, &j);
+            if (leases && json_array_size(leases)) {
+                printf("  tasks and actors (the workers it leased, corral list shows more):\n");
+                size_t i;
+                json_t *l;
+                json_array_foreach(leases, i, l)
+                {
+                    printf("    job %-6s %-10s %-24s node %-12s pid %lld\n",
+                           json_string_value(json_object_get(l, "job_id")),
+                           json_string_value(json_object_get(l, "state")),
+                           cli_esc(json_string_value(json_object_get(l, "name"))),
+                           cli_esc(json_string_value(json_object_get(l, "node"))),
+                           (long long)json_integer_value(json_object_get(l, "pid")));
+                }
+            }
         }
+        json_decref(leases);
         corral_job_free(&j);
     } else if (is_logs) {
         int w = worker == ~0u ? -1 : (int)worker;

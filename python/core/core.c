@@ -11,6 +11,8 @@
 #include <corral/corral.h>
 #include <stdlib.h>
 
+#include "sched/gang.h"
+
 const char *cr_strerror(int err); /* base/, linked in */
 #include <string.h>
 
@@ -475,8 +477,129 @@ static PyObject *core_connect(PyObject *mod, PyObject *args)
     return o;
 }
 
+/* gang_env(slots, run_id, master_port, jax_port, restart_count,
+ * max_restarts, tpu, topology, job_env) -> (order, [env dict per rank]):
+ * corral train's rank order and per-rank variables (sched/gang.c, the
+ * code the head runs for a gang) for a gang the caller placed itself, as
+ * corral.train.TorchTrainer does with its actors. slots: one (node key,
+ * address, slice worker id or -1, first device index or -1, devices) per
+ * worker; order[r] is the slot that gets rank r. */
+static PyObject *core_gang_env(PyObject *mod, PyObject *args, PyObject *kw)
+{
+    (void)mod;
+    static char *kwlist[] = {"slots",        "run_id", "master_port", "jax_port", "restart_count",
+                             "max_restarts", "tpu",    "topology",    "job_env",  NULL};
+    PyObject *slots, *job_env = NULL;
+    const char *run_id, *topo = NULL;
+    unsigned mport, jport;
+    int restarts, max_restarts, tpu;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OsIIiip|zO", kwlist, &slots, &run_id, &mport,
+                                     &jport, &restarts, &max_restarts, &tpu, &topo, &job_env))
+        return NULL;
+    PyObject *seq = PySequence_List(slots); /* a list of (node, address, ...) tuples */
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PyList_Size(seq);
+    if (n < 1 || n > 100000) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "gang_env: 1 to 100000 slots");
+        return NULL;
+    }
+    sched_gang_slot_t *s = calloc((size_t)n, sizeof(*s));
+    sched_gang_slot_t *ranked = calloc((size_t)n, sizeof(*ranked));
+    int *order = calloc((size_t)n, sizeof(*order));
+    cr_envlist_t job = {0};
+    PyObject *out = NULL, *envs = NULL, *ord = NULL;
+    if (!s || !ranked || !order) {
+        PyErr_NoMemory();
+        goto out_free;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GetItem(seq, i); /* borrowed; seq keeps it */
+        if (!PyArg_ParseTuple(t,
+                              "isiii;gang_env: a slot is (node, address, slice worker, "
+                              "first device, devices)",
+                              &s[i].node, &s[i].addr, &s[i].slice_worker, &s[i].first_dev,
+                              &s[i].ndevs))
+            goto out_free;
+    }
+    if (job_env && job_env != Py_None) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        if (!PyDict_Check(job_env)) {
+            PyErr_SetString(PyExc_TypeError, "gang_env: job_env is a dict of str -> str");
+            goto out_free;
+        }
+        while (PyDict_Next(job_env, &pos, &k, &v)) {
+            const char *ks = PyUnicode_AsUTF8AndSize(k, NULL),
+                       *vs = PyUnicode_AsUTF8AndSize(v, NULL);
+            if (!ks || !vs)
+                goto out_free;
+            if (cr_envlist_set(&job, ks, vs) < 0) {
+                PyErr_NoMemory();
+                goto out_free;
+            }
+        }
+    }
+    sched_gang_order(s, (int)n, order);
+    for (Py_ssize_t r = 0; r < n; r++)
+        ranked[r] = s[order[r]];
+    sched_gang_t g = {.slots = ranked,
+                      .n = (int)n,
+                      .run_id = run_id,
+                      .master_port = mport,
+                      .jax_port = jport,
+                      .restart_count = restarts,
+                      .max_restarts = max_restarts,
+                      .job_env = &job,
+                      .tpu = tpu != 0,
+                      .tpu_topology = topo};
+    envs = PyList_New(0);
+    ord = PyList_New(0);
+    if (!envs || !ord)
+        goto out_free;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *o = PyLong_FromLong(order[r]);
+        int bad = !o || PyList_Append(ord, o) < 0;
+        Py_XDECREF(o);
+        if (bad)
+            goto out_free;
+        cr_envlist_t e = {0};
+        int rc = sched_gang_env(&g, (int)r, &e);
+        PyObject *d = rc < 0 ? NULL : PyDict_New();
+        for (size_t i = 0; d && i < e.vars.n; i++) {
+            PyObject *v = PyUnicode_FromString(e.vars.v[i].value);
+            if (!v || PyDict_SetItemString(d, e.vars.v[i].key, v) < 0)
+                Py_CLEAR(d);
+            Py_XDECREF(v);
+        }
+        cr_envlist_free(&e);
+        if (rc < 0) {
+            raise_code(rc, "gang_env: the rank variables do not fit");
+            goto out_free;
+        }
+        bad = !d || PyList_Append(envs, d) < 0;
+        Py_XDECREF(d);
+        if (bad)
+            goto out_free;
+    }
+    out = Py_BuildValue("(OO)", ord, envs);
+out_free:
+    Py_XDECREF(ord);
+    Py_XDECREF(envs);
+    cr_envlist_free(&job);
+    free(order);
+    free(ranked);
+    free(s);
+    Py_DECREF(seq);
+    return out;
+}
+
 static PyMethodDef core_methods[] = {
     {"connect", core_connect, METH_VARARGS, "connect(address=None, token_file=None) -> Head"},
+    {"gang_env", (PyCFunction)(void (*)(void))core_gang_env, METH_VARARGS | METH_KEYWORDS,
+     "gang_env(slots, run_id, master_port, jax_port, restart_count, max_restarts, tpu, "
+     "topology=None, job_env=None) -> (order, [env per rank]): corral train's rank variables"},
     {NULL, NULL, 0, NULL},
 };
 

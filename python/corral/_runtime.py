@@ -542,6 +542,8 @@ class Core:
         elif kind == W.CANCEL:
             if self.exec_q is not None:
                 self.exec_q.cancel(struct.unpack(">Q", bytes(payload))[0], c)
+        elif kind == W.INFO:
+            self._serve_info(c, ident, payload)
         elif kind == W.BYE:
             if c is self.owner_conn and not self.detached:
                 self._exit()
@@ -707,6 +709,8 @@ class Core:
             if not hasattr(target, "lease_jobs"):
                 target.lease_jobs = {}
         argv = [sys.executable, "-m", "corral._worker"]
+        if not isinstance(target, _Actor):  # corral list finds owners by it (an actor's ends its argv)
+            argv += ["--owner", self.me]
         if isinstance(target, _Actor):
             listen = os.path.join(tempfile.gettempdir(), "corral-actor-" + secrets.token_hex(8))
             env["CORRAL_TASK_LISTEN"] = listen
@@ -1605,6 +1609,61 @@ class Core:
                     "store_bytes": self.store_bytes, "borrowed": len(self.borrowed),
                     "workers": sum(len(s.pool) for s in self.shapes.values()),
                     "actors": sum(1 for a in self.actors.values() if a.state != "DEAD")}
+
+    INFO_MAX = 10000  # rows in one INFO answer (corral list --limit)
+
+    def _serve_info(self, c, ident, payload):
+        """INFO (corral list): this owner's tasks not yet finished, its actors
+        or its objects, at most "limit" rows, with the total; RETURN status 0
+        with a JSON object, status 2 with why on a bad request."""
+        try:
+            req = json.loads(bytes(payload))
+            what = req["what"]
+            limit = int(req.get("limit", 1000))
+            assert what in ("tasks", "actors", "objects") and 0 < limit <= self.INFO_MAX
+        except Exception:
+            c.send(W.RETURN, ident, [bytes([W.SYS_ERROR]), b'INFO wants {"what": "tasks"|"actors"|"objects", '
+                                     b'"limit": 1..10000}'])
+            return
+        rows = []
+        total = 0
+        with self.lock:
+            if what == "objects":
+                for oid, o in self.objs.items():
+                    total += 1
+                    if len(rows) < limit:
+                        rows.append({"id": oid, "state": ("PENDING", "READY", "FAILED")[o.state],
+                                     "size": o.nbytes, "where": "shm" if o.shm is not None else "inline",
+                                     "refs": o.local, "borrowers": o.borrowers,
+                                     "task": o.task.fname if o.task is not None else ""})
+            elif what == "actors":
+                for a in self.actors.values():
+                    total += 1
+                    w = a.worker
+                    if len(rows) < limit:
+                        rows.append({"id": a.aid, "class": a.cls_name, "state": a.state, "name": a.name or "",
+                                     "node": w.node if w else "", "pid": w.pid if w else 0,
+                                     "job": a.lease_job or "", "restarts": a.restarts})
+            else:
+                seen = set()
+                for o in self.objs.values():
+                    t = o.task
+                    if t is None or id(t) in seen:
+                        continue
+                    seen.add(id(t))
+                    total += 1
+                    if len(rows) >= limit:
+                        continue
+                    w = t.worker
+                    running = w is not None and any(x is t for x in w.inflight.values())
+                    state = ("CANCELLED" if t.cancelled else "RUNNING" if running else
+                             "PENDING_ARGS_AVAIL" if t.deps else "PENDING_NODE_ASSIGNMENT")
+                    rows.append({"id": t.tid, "function": t.fname, "kind": t.kind, "state": state,
+                                 "node": w.node if running else "", "pid": w.pid if running else 0,
+                                 "job": (w.job or "") if running else "", "attempt": t.attempts})
+        out = {"owner": {"pid": self.pid, "node": self.node, "job": self.job_id}, "what": what,
+               "total": total, "items": rows}
+        c.send(W.RETURN, ident, [bytes([W.OK]), json.dumps(out).encode()])
 
     def _serve_get(self, c, ident, oid):
         if oid.startswith("actor:"):

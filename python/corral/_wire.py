@@ -29,6 +29,7 @@ MAX_FRAME = int(os.environ.get("CORRAL_TASK_MAX_FRAME", 64 << 20))
 MAX_FDS = 16
 
 HELLO, WELCOME, CALL, RETURN, CANCEL, CHALLENGE, BYE = 1, 2, 3, 4, 5, 6, 7
+INFO = 8  # corral list: an owner's tasks, actors or objects (docs/actors.md)
 # the Python runtime's own kinds (16 and up: docs/actors.md)
 GET, OBJECT, REF_ADD, REF_DEL, KILL, HEADCALL = 16, 17, 18, 19, 20, 21
 FLAG_FDS = 1
@@ -38,7 +39,7 @@ OK, APP_ERROR, SYS_ERROR = 0, 1, 2
 KIND_NAMES = {HELLO: "HELLO", WELCOME: "WELCOME", CALL: "CALL", RETURN: "RETURN",
               CANCEL: "CANCEL", CHALLENGE: "CHALLENGE", BYE: "BYE", GET: "GET",
               OBJECT: "OBJECT", REF_ADD: "REF_ADD", REF_DEL: "REF_DEL", KILL: "KILL",
-              HEADCALL: "HEADCALL"}
+              HEADCALL: "HEADCALL", INFO: "INFO"}
 
 
 class ProtocolError(Exception):

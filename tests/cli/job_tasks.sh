@@ -66,7 +66,7 @@ actor=$("$CORRAL" job list --json | jq -r --arg p "$id" '.[] | select(.parent_jo
 [ "$nk" -ge 5 ] && [ -n "$actor" ] && ok "its 4+ task leases and its actor are children of job $id" ||
     fail "children of $id: [$kids] $("$CORRAL" job list)"
 st=$("$CORRAL" job status "$id")
-grep -q "its tasks' workers and actors" <<<"$st" && grep -q "job $actor RUNNING actor:default/jt-counter" <<<"$st" &&
+grep -q "tasks and actors (the workers it leased" <<<"$st" && grep -Eq "job $actor +RUNNING +actor:default/jt-counter" <<<"$st" &&
     ok "corral job status $id lists them" || fail "job status: $st"
 
 "$CORRAL" job stop "$id" >/dev/null

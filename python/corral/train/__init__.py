@@ -8,10 +8,19 @@ so a restarted gang resumes. ``corral.train.torch`` has the PyTorch part
 (``initialize()``: ``jax.distributed.initialize()`` with the process count
 and id corral set, which JAX itself does not read); both are imported on
 first use, so ``import corral.train`` never imports torch or JAX.
+
+``TorchTrainer(train_loop_per_worker, scaling_config=ScalingConfig(...),
+run_config=RunConfig(...)).fit()`` runs a training function on one actor
+per worker, as Ray Train does; ``report()`` and ``get_checkpoint()`` are
+called inside it (docs/train.md "TorchTrainer").
 """
 
 from ._context import TrainContext, get_context
 from ._checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from ._config import (Checkpoint, CheckpointConfig, FailureConfig, Result, RunConfig, ScalingConfig,
+                      TrainingFailedError, WorkerGroupError)
+from ._session import get_checkpoint, report
+from ._trainer import DataParallelTrainer, TorchConfig, TorchTrainer
 
 __all__ = [
     "TrainContext",
@@ -19,6 +28,19 @@ __all__ = [
     "save_checkpoint",
     "load_checkpoint",
     "checkpoint_path",
+    "TorchTrainer",
+    "DataParallelTrainer",
+    "TorchConfig",
+    "ScalingConfig",
+    "RunConfig",
+    "FailureConfig",
+    "CheckpointConfig",
+    "Checkpoint",
+    "Result",
+    "TrainingFailedError",
+    "WorkerGroupError",
+    "report",
+    "get_checkpoint",
     "torch",
     "jax",
 ]
