@@ -88,7 +88,7 @@ nested = outer.remote()
 print("ready", kp, flush=True)
 time.sleep(120)
 PYEOF
-"$PY" "$CORRAL_HOME/lister.py" >"$CORRAL_HOME/lister.out" 2>&1 &
+env "${PY_ENV[@]}" "$PY" "$CORRAL_HOME/lister.py" >"$CORRAL_HOME/lister.out" 2>&1 &
 lister=$!
 WPIDS="$WPIDS $lister"
 for _ in $(seq 300); do grep -q '^ready' "$CORRAL_HOME/lister.out" && break; sleep 0.1; done

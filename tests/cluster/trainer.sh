@@ -23,11 +23,12 @@ for w in 3 1 2; do agent_up "v6e-s1-w$w" "$SPECS/tpu-v6e-4x4-w$w.yaml" "127.0.0.
 agent_up gpu-a "$SPECS/dgx-h100.yaml" 127.0.0.35 || exit 1
 for n in v6e-s1-w1 v6e-s1-w2 v6e-s1-w3 gpu-a; do wait_node "$n" 10 ALIVE || fail "node $n did not come up"; done
 export PYTHONPATH=$CORRAL_SOURCE_DIR/python CORRAL_TASK_IDLE_TIMEOUT=2
+py_core_env
 EX=$CORRAL_SOURCE_DIR/examples/train/trainer_ddp.py
 field() { sed -n 's/^result //p' <<<"$1" | "$PY" -c "import json,sys; r=json.load(sys.stdin); print(eval(sys.argv[1]))" "$2"; }
 
 # the slice, a fault at step 3 of rank 2, one restart allowed
-out=$(cd /tmp && timeout 300 "$PY" "$EX" --tpu 4x4 --steps 8 --fail-rank 2 --fail-step 3 --max-failures 1 \
+out=$(cd /tmp && timeout 300 env "${PY_ENV[@]}" "$PY" "$EX" --tpu 4x4 --steps 8 --fail-rank 2 --fail-step 3 --max-failures 1 \
     --storage "$CORRAL_HOME/results" --name slice 2>&1); rc=$?
 [ $rc -eq 0 ] && [ "$(field "$out" 'r["attempts"]')" = 2 ] &&
     ok "4 workers on the slice: rank 2 failed at step 3, the group restarted once and finished" ||
@@ -57,7 +58,7 @@ for r in 0 1 2 3; do grep -q "^worker $r/4 node v6e-s1-w$r chips 0,1,2,3 step 7 
 
 # one worker per chip of the slice: 16 workers, rank r on host r/4's chip
 # r%4, the libtpu mesh variables of corral train (CLOUD_TPU_TASK_ID = rank)
-out=$(cd /tmp && timeout 300 "$PY" "$EX" --tpu 4x4 --workers 16 --steps 2 --max-failures 0 \
+out=$(cd /tmp && timeout 300 env "${PY_ENV[@]}" "$PY" "$EX" --tpu 4x4 --workers 16 --steps 2 --max-failures 0 \
     --storage "$CORRAL_HOME/results" --name chips 2>&1); rc=$?
 logs=$("$CORRAL" job list --json 2>/dev/null | jq -r '.[] | select(.name == "actor:_TrainWorker") | .job_id' | tail -16 |
     while read -r j; do "$CORRAL" job logs "$j" --no-prefix 2>/dev/null; done)
@@ -71,7 +72,7 @@ done
     fail "one per chip: rc=$rc $out $logs"
 
 # no restart allowed: fit() raises, naming the rank
-out=$(cd /tmp && timeout 300 "$PY" "$EX" --tpu 4x4 --steps 4 --fail-rank 1 --fail-step 1 --max-failures 0 \
+out=$(cd /tmp && timeout 300 env "${PY_ENV[@]}" "$PY" "$EX" --tpu 4x4 --steps 4 --fail-rank 1 --fail-step 1 --max-failures 0 \
     --storage "$CORRAL_HOME/results" --name nofail 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "^failed: training failed on attempt 1 of 1: .*rank 1: " <<<"$out" &&
     [ "$(field "$out" 'r["metrics"]["step"]')" = 0 ] &&
@@ -79,7 +80,7 @@ out=$(cd /tmp && timeout 300 "$PY" "$EX" --tpu 4x4 --steps 4 --fail-rank 1 --fai
     fail "no restart: rc=$rc $out"
 
 # GPUs: one each, two workers (CPU fallback: gloo)
-out=$(cd /tmp && timeout 300 "$PY" "$EX" --gpu 2 --steps 3 --storage "$CORRAL_HOME/results" --name gpu 2>&1); rc=$?
+out=$(cd /tmp && timeout 300 env "${PY_ENV[@]}" "$PY" "$EX" --gpu 2 --steps 3 --storage "$CORRAL_HOME/results" --name gpu 2>&1); rc=$?
 [ $rc -eq 0 ] && [ "$(field "$out" 'r["steps"], r["metrics"]["world_size"]')" = "([0, 1, 2], 2)" ] &&
     ok "2 workers with use_gpu on the H100 node" || fail "gpu: rc=$rc $out"
 logs=$("$CORRAL" job list --json 2>/dev/null | jq -r '.[] | select(.name == "actor:_TrainWorker") | .job_id' |
