@@ -6,6 +6,7 @@
  * What happens to a node's workers and bundles is the jobs' and the
  * groups' business: a death is told through D.watch. */
 #include "head/head.h"
+#include "head/telemetry.h"
 #include "sched/gang.h"
 #include <fcntl.h>
 #include <jansson.h>
@@ -487,6 +488,7 @@ void nodes_heartbeat(cr_conn_t *c, const Corral__Envelope *e, node_t *n)
 {
     const Corral__Heartbeat *hb = e->heartbeat;
     head_counters.heartbeats++;
+    telemetry_heartbeat(n, hb); /* telemetry.c: needs no ack */
     bool news = !hb->free_same || hb->n_changes > 0;
     if (!hb->free_same)
         note_free(n, hb->free, hb->n_free);

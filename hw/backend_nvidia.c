@@ -1140,6 +1140,22 @@ static int find_handle(const nvml_t *nv, const char *uuid, nvmlDevice_t *h)
     return CR_ENODEV;
 }
 
+/* The volatile ECC counters (since the driver loaded), which DCGM exports
+ * as DCGM_FI_DEV_ECC_SBE_VOL_TOTAL and _DBE_: a GPU without ECC, or with
+ * it off, answers NOT_SUPPORTED and the counts stay unknown. */
+static void read_ecc_counts(const nvml_t *nv, nvmlDevice_t h, cr_telemetry_t *out)
+{
+    if (!nv->nvmlDeviceGetTotalEccErrors)
+        return;
+    unsigned long long n;
+    if (nv->nvmlDeviceGetTotalEccErrors(h, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC,
+                                        &n) == NVML_SUCCESS)
+        out->ecc_corrected = (int64_t)n;
+    if (nv->nvmlDeviceGetTotalEccErrors(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
+                                        &n) == NVML_SUCCESS)
+        out->ecc_uncorrected = (int64_t)n;
+}
+
 static int telemetry(const cr_hw_env_t *env, const cr_node_t *node, int dev, cr_telemetry_t *out)
 {
     out->utilization_pct = -1;
@@ -1198,8 +1214,10 @@ static int telemetry(const cr_hw_env_t *env, const cr_node_t *node, int dev, cr_
         else
             call_failed(nv, &d, "temperature", r);
     }
-    if (src->parent < 0)
+    if (src->parent < 0) {
         check_memory_health(nv, h, &d);
+        read_ecc_counts(nv, h, out);
+    }
     out->health = d.health;
 out_unlock:
     pthread_mutex_unlock(&tel.lock);
