@@ -230,9 +230,11 @@ web_reading_t *telemetry_latest(const node_t *n, size_t ndev)
     return v;
 }
 
+/* A float sample as JSON, to the thousandth it was read at (a float's
+ * 652.3 is 652.2999877...). */
 static json_t *num_or_null(float v)
 {
-    return isnan(v) ? json_null() : json_real(v);
+    return isnan(v) ? json_null() : json_real(round((double)v * 1000.0) / 1000.0);
 }
 
 json_t *telemetry_history_json(const node_t *n, int64_t since_ms)
