@@ -70,7 +70,6 @@ got=$(jq -c '{accelerators, nvswitch_gpus: .edges.nvswitch, nvlink_pairs: .edges
 
 c=$(jq -c .pages.node.first_chart <<<"$O")
 [ "$(jq .history <<<"$c")" -ge 2 ] 2>/dev/null && [ "$(jq '.history_points | min' <<<"$c")" -ge 2 ] 2>/dev/null &&
-    [ "$(jq .points <<<"$c")" = "$(($(jq .history <<<"$c") + 1))" ] &&
     ok "the chart starts with the head's history: 2+ points of each device on first load ($c)" ||
     fail "chart on first load: $c"
 c=$(jq -c .pages.node.chart <<<"$O")

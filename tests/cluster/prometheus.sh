@@ -66,9 +66,11 @@ grep -q '^corral_device_power_watts{node="a2",index="0",.*simulated="false"} 652
     ok "a2: power of GPU 0 from NVML (the stand-in's 652300 mW)" || fail "a2 power: $(grep power "$TMP/a2.prom" | head -3)"
 grep -q '^corral_device_ecc_corrected_errors_total{node="a2",index="0",.*simulated="false"} 3$' "$TMP/a2.prom" &&
     grep -q '^corral_device_ecc_uncorrected_errors_total{node="a2",index="7",.*} 0$' "$TMP/a2.prom" &&
-    ok "a2: ECC counts of the GPUs from NVML (DCGM_FI_DEV_ECC_SBE/DBE_VOL_TOTAL)" ||
+    grep -q '^corral_device_xid_last{node="a2",index="1",.*} 31$' "$TMP/a2.prom" &&
+    grep -q '^corral_device_xid_last{node="a2",index="0",.*} 0$' "$TMP/a2.prom" &&
+    ok "a2: ECC counts and the last XID of the GPUs from NVML (DCGM_FI_DEV_ECC_SBE/DBE_VOL_TOTAL, _XID_ERRORS)" ||
     fail "a2 ecc: $(grep ecc "$TMP/a2.prom" | head -3)"
-! grep -q '^corral_device_ecc' "$TMP/a1.prom" && ok "a1 (simulated): no ECC counts rather than zeros" ||
+! grep -q '^corral_device_ecc\|^corral_device_xid' "$TMP/a1.prom" && ok "a1 (simulated): no ECC counts rather than zeros" ||
     fail "a1 exports ECC counts"
 
 # a job on a1: its devices carry the job and worker in a1's metrics

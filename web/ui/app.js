@@ -216,7 +216,8 @@ function sliceOf(n) { return (n.labels.find(l => l.startsWith(SLICE)) || '').sli
 
 async function slicePage(name) {
   const [c, pg] = await Promise.all([api('cluster'), api('pgs')]);
-  const hosts = c.nodes.filter(n => sliceOf(n) === name);
+  const wid = n => +((n.labels.find(l => l.startsWith('corral.io/tpu-slice-worker-id=')) || '=0').split('=')[1]);
+  const hosts = c.nodes.filter(n => sliceOf(n) === name).sort((a, b) => wid(a) - wid(b));
   if (!hosts.length) throw new Error('no node carries ' + SLICE + name);
   const devs = await Promise.all(hosts.map(n => api('nodes/' + encodeURIComponent(n.node_id) + '/devices')));
   const label = (n, k) => (n.labels.find(l => l.startsWith(k + '=')) || '=').split('=')[1];
