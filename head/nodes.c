@@ -159,6 +159,7 @@ static void node_free(node_t *n)
 
 void nodes_free(void)
 {
+    telemetry_stop(); /* their readings and history (after head_web_stop: nothing left) */
     for (size_t i = 0; i < D.nodes.n; i++)
         node_free(D.nodes.v[i]);
     CR_VEC_FREE(&D.nodes);
@@ -829,10 +830,24 @@ out:
     fill_all_free(m);
 }
 
+static void status_totals(status_mem_t *m, Corral__ClusterStatus *s, void **memp);
+
 void nodes_status(Corral__ClusterStatus *s, void **memp)
 {
-    status_mem_t *m = fill_all(false);
-    size_t n = m->n;
+    status_totals(fill_all(false), s, memp);
+}
+
+void nodes_totals(Corral__ClusterStatus *s, void **memp)
+{
+    sched_cluster_sync(D.cluster);
+    status_totals(cr_calloc(1, sizeof(status_mem_t)), s, memp);
+}
+
+/* The cluster's totals over its alive nodes into s (m's nodes, if any, as
+ * s->nodes); s's memory is m, into *memp. */
+static void status_totals(status_mem_t *m, Corral__ClusterStatus *s, void **memp)
+{
+    size_t n = D.nodes.n;
     /* cluster totals over alive nodes */
     const sched_cluster_t *cl = D.cluster;
     size_t nres = (size_t)cl->nres;
@@ -861,7 +876,7 @@ void nodes_status(Corral__ClusterStatus *s, void **memp)
         k++;
     }
     s->nodes = m->nip;
-    s->n_nodes = n;
+    s->n_nodes = m->n;
     s->total = m->tot;
     s->n_total = k;
     s->free = m->fr;
