@@ -23,6 +23,8 @@
  *   session.c    the head's session directory, token and TLS certificate
  *   web.c        its HTTP server (web/): the REST API and /metrics, which
  *                read the modules through their functions only
+ *   telemetry.c  every device's latest telemetry (remote ones from their
+ *                agents' heartbeats) and its last hour (telemetry.h)
  *   state.c      SQLite (state.h), follow.c, waiters.c: followers, waits
  *
  * The calls run one way: server.c, dispatch.c -> jobs module -> pgs.c ->
