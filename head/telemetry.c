@@ -101,8 +101,8 @@ void telemetry_heartbeat(node_t *n, const Corral__Heartbeat *hb)
         const Corral__DeviceTelemetry *m = hb->telemetry[i];
         if (m->index >= t->ndev) {
             if (!t->warned)
-                cr_warn("node %s: telemetry of device %u, but it has %u; dropped", n->id,
-                        m->index, t->ndev);
+                cr_warn("node %s: telemetry of device %u, but it has %u; dropped", n->id, m->index,
+                        t->ndev);
             t->warned = true;
             continue;
         }
