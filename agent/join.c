@@ -88,6 +88,11 @@ static struct {
     CR_VEC(fwd_t) fwd;
     size_t fwd_next; /* the one pumped first next time */
     CR_VEC(resv_t) resv;
+    /* telemetry (docs/cluster.md "Telemetry"): what was last sent of each
+     * device on this connection (tel_have false: nothing yet), and when */
+    web_reading_t *tel_sent;
+    bool *tel_have;
+    int64_t tel_ms;
 } A;
 
 static void connect_head(void);
@@ -637,6 +642,70 @@ static void leases(void)
 
 /* ---------------------------------------------------------- the head */
 
+static bool reading_same(const web_reading_t *a, const web_reading_t *b)
+{
+    return a->available == b->available && strcmp(a->why, b->why) == 0 &&
+           a->t.utilization_pct == b->t.utilization_pct && a->t.memory_used == b->t.memory_used &&
+           a->t.power_w == b->t.power_w && a->t.temperature_c == b->t.temperature_c &&
+           a->t.health == b->t.health && a->t.ecc_corrected == b->t.ecc_corrected &&
+           a->t.ecc_uncorrected == b->t.ecc_uncorrected && a->t.xid_last == b->t.xid_last;
+}
+
+/* The devices whose reading changed since the last sent, into hb, at most
+ * once per WEB_TELEMETRY_PERIOD_MS: a quiet node (a simulated one, or
+ * idle devices) sends none after the first. *msgs is freed by the caller. */
+static void telemetry_into(Corral__Heartbeat *hb, Corral__DeviceTelemetry **msgs,
+                           Corral__DeviceTelemetry ***ptrs)
+{
+    size_t n = A.node->devices.n;
+    int64_t now = cr_mono_ms();
+    if (!n || (A.tel_ms && now - A.tel_ms < WEB_TELEMETRY_PERIOD_MS))
+        return;
+    A.tel_ms = now;
+    if (!A.tel_sent) {
+        A.tel_sent = cr_calloc(n, sizeof(*A.tel_sent));
+        A.tel_have = cr_calloc(n, sizeof(*A.tel_have));
+    }
+    *msgs = cr_calloc(n, sizeof(**msgs));
+    *ptrs = cr_calloc(n, sizeof(**ptrs));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *job, *wk;
+        web_reading_t r;
+        web_device_read(A.node, &A.hwo, (int)i, agent_device_holder(A.agent, (int)i, &job, &wk),
+                        &r);
+        if (A.tel_have[i] && reading_same(&r, &A.tel_sent[i]))
+            continue;
+        A.tel_sent[i] = r;
+        A.tel_have[i] = true;
+        Corral__DeviceTelemetry *m = &(*msgs)[k];
+        corral__device_telemetry__init(m);
+        m->index = (uint32_t)i;
+        m->available = r.available;
+        m->why = A.tel_sent[i].why;
+        m->utilization_pct = r.t.utilization_pct;
+        m->memory_used = r.t.memory_used;
+        m->power_w = r.t.power_w;
+        m->temperature_c = r.t.temperature_c;
+        m->health = (uint32_t)r.t.health;
+        m->ecc_corrected = r.t.ecc_corrected;
+        m->ecc_uncorrected = r.t.ecc_uncorrected;
+        m->xid_last = r.t.xid_last;
+        (*ptrs)[k++] = m;
+    }
+    hb->telemetry = *ptrs;
+    hb->n_telemetry = k;
+}
+
+/* A new connection: the head has none of it (a restarted head, or one
+ * that dropped the node): the next beat sends every device. */
+static void telemetry_forget(void)
+{
+    if (A.tel_have)
+        memset(A.tel_have, 0, A.node->devices.n * sizeof(*A.tel_have));
+    A.tel_ms = 0;
+}
+
 static void on_hb(uv_timer_t *t)
 {
     leases();
@@ -667,15 +736,20 @@ static void on_hb(uv_timer_t *t)
     }
     hb.changes = ch;
     hb.n_changes = A.changes.n;
+    Corral__DeviceTelemetry *tel = NULL, **telp = NULL;
+    telemetry_into(&hb, &tel, &telp);
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
     e.heartbeat = &hb;
     send_msg(&e);
     free(ch);
+    free(tel);
+    free(telp);
 }
 
 static void send_register(cr_conn_t *c)
 {
+    telemetry_forget();
     json_t *nj = hw_node_to_json(A.node);
     char *njs = json_dumps(nj, JSON_COMPACT);
     json_decref(nj);
@@ -1056,6 +1130,10 @@ int agent_main(const agent_opts_t *o)
     CR_VEC_FREE(&A.uses);
     sched_cluster_free(A.view);
     CR_VEC_FREE(&A.resv);
+    free(A.tel_sent);
+    free(A.tel_have);
+    A.tel_sent = NULL;
+    A.tel_have = NULL;
     free(A.dir);
     free(A.logs);
     free(ca_path);

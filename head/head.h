@@ -23,6 +23,8 @@
  *   session.c    the head's session directory, token and TLS certificate
  *   web.c        its HTTP server (web/): the REST API and /metrics, which
  *                read the modules through their functions only
+ *   telemetry.c  every device's latest telemetry (remote ones from their
+ *                agents' heartbeats) and its last hour (telemetry.h)
  *   state.c      SQLite (state.h), follow.c, waiters.c: followers, waits
  *
  * The calls run one way: server.c, dispatch.c -> jobs module -> pgs.c ->
@@ -288,6 +290,9 @@ void req_node_list(cr_conn_t *c, const Corral__Envelope *e);
 /* The nodes and the totals over alive ones into s; free with
  * nodes_status_free(mem). */
 void nodes_status(Corral__ClusterStatus *s, void **mem);
+/* nodes_status's totals without the nodes (n_nodes 0): what /metrics
+ * needs, without filling a NodeInfo per node; freed the same way. */
+void nodes_totals(Corral__ClusterStatus *s, void **memp);
 void nodes_status_free(Corral__ClusterStatus *s, void *mem);
 void node_fill(const node_t *n, Corral__NodeInfo *ni, void **mem, bool with_json);
 void node_fill_free(Corral__NodeInfo *ni, void *mem);

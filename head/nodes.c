@@ -6,6 +6,7 @@
  * What happens to a node's workers and bundles is the jobs' and the
  * groups' business: a death is told through D.watch. */
 #include "head/head.h"
+#include "head/telemetry.h"
 #include "sched/gang.h"
 #include <fcntl.h>
 #include <jansson.h>
@@ -158,6 +159,7 @@ static void node_free(node_t *n)
 
 void nodes_free(void)
 {
+    telemetry_stop(); /* their readings and history (after head_web_stop: nothing left) */
     for (size_t i = 0; i < D.nodes.n; i++)
         node_free(D.nodes.v[i]);
     CR_VEC_FREE(&D.nodes);
@@ -487,6 +489,7 @@ void nodes_heartbeat(cr_conn_t *c, const Corral__Envelope *e, node_t *n)
 {
     const Corral__Heartbeat *hb = e->heartbeat;
     head_counters.heartbeats++;
+    telemetry_heartbeat(n, hb); /* telemetry.c: needs no ack */
     bool news = !hb->free_same || hb->n_changes > 0;
     if (!hb->free_same)
         note_free(n, hb->free, hb->n_free);
@@ -827,10 +830,24 @@ out:
     fill_all_free(m);
 }
 
+static void status_totals(status_mem_t *m, Corral__ClusterStatus *s, void **memp);
+
 void nodes_status(Corral__ClusterStatus *s, void **memp)
 {
-    status_mem_t *m = fill_all(false);
-    size_t n = m->n;
+    status_totals(fill_all(false), s, memp);
+}
+
+void nodes_totals(Corral__ClusterStatus *s, void **memp)
+{
+    sched_cluster_sync(D.cluster);
+    status_totals(cr_calloc(1, sizeof(status_mem_t)), s, memp);
+}
+
+/* The cluster's totals over its alive nodes into s (m's nodes, if any, as
+ * s->nodes); s's memory is m, into *memp. */
+static void status_totals(status_mem_t *m, Corral__ClusterStatus *s, void **memp)
+{
+    size_t n = D.nodes.n;
     /* cluster totals over alive nodes */
     const sched_cluster_t *cl = D.cluster;
     size_t nres = (size_t)cl->nres;
@@ -859,7 +876,7 @@ void nodes_status(Corral__ClusterStatus *s, void **memp)
         k++;
     }
     s->nodes = m->nip;
-    s->n_nodes = n;
+    s->n_nodes = m->n;
     s->total = m->tot;
     s->n_total = k;
     s->free = m->fr;

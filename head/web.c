@@ -11,6 +11,7 @@
  * tests/cli/web_api.sh, and node descriptions are hw/'s own builder
  * (corral hw --json). */
 #include "head/head.h"
+#include "head/telemetry.h"
 #include "hw/topo_view.h"
 #include "web/web.h"
 #include <ctype.h>
@@ -434,13 +435,52 @@ static void get_topology(void *ctx, const web_req_t *rq, web_out_t *out)
     hw_node_free(d);
 }
 
-/* The devices of node n (d its description) into a. */
+/* The devices of node n (d its description) into a: the head's own read
+ * now, a remote node's as its agent last sent them (telemetry.c). */
 static void node_devices(node_t *n, const cr_node_t *d, holds_t *h, json_t *a)
 {
     h->node = n->id;
-    json_t *v = web_devices_json(d, &D.hwo, n->local, holder, h);
+    web_reading_t *given = n->local ? NULL : telemetry_latest(n, d->devices.n);
+    json_t *v = web_devices_json(d, &D.hwo, given, holder, h);
+    free(given);
     json_array_extend(a, v);
     json_decref(v);
+}
+
+/* /api/v1/nodes/{id}/telemetry?since=MS: the head's last hour of the
+ * node's devices (telemetry.c), from since (wall clock, ms) on. */
+static void get_telemetry(void *ctx, const web_req_t *rq, web_out_t *out)
+{
+    node_t *n = node_by_id(rq->args[0]);
+    if (!n) {
+        web_out_error(out, 404, "no node %.100s ('corral nodes' lists them)", rq->args[0]);
+        return;
+    }
+    int64_t since = 0;
+    const char *s = web_query(rq->in, "since");
+    if (s) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(s, &end, 10);
+        if (!s[0] || *end || errno || v < 0) {
+            web_out_error(out, 400, "since: expected milliseconds since the epoch, got '%.64s'", s);
+            return;
+        }
+        since = v;
+    }
+    web_out_json(out, 200, telemetry_history_json(n, since));
+}
+
+/* The head's own node's readings, for telemetry.c's history. */
+static void local_readings(web_reading_t *out, size_t n)
+{
+    holds_t h = {.node = D.self->id};
+    jobs_info_each(NULL, collect_holds, &h);
+    for (size_t i = 0; i < n && i < D.node->devices.n; i++) {
+        const char *job, *wk;
+        web_device_read(D.node, &D.hwo, (int)i, holder(&h, (int)i, &job, &wk), &out[i]);
+    }
+    CR_VEC_FREE(&h.v);
 }
 
 static void get_devices(void *ctx, const web_req_t *rq, web_out_t *out)
@@ -723,7 +763,7 @@ static void get_metrics(void *ctx, const web_req_t *rq, web_out_t *out)
     }
     Corral__ClusterStatus s = CORRAL__CLUSTER_STATUS__INIT;
     void *mem;
-    nodes_status(&s, &mem);
+    nodes_totals(&s, &mem); /* not a NodeInfo per node: 10,000 cost 10 ms a scrape */
     fill_counts(&s);
     web_prom_family(b, "corral_resource_capacity", "gauge",
                     "resources of the alive nodes, in units (bytes for memory)");
@@ -769,6 +809,9 @@ static void get_metrics(void *ctx, const web_req_t *rq, web_out_t *out)
     metric1(b, "corral_state_commit_failures_total", "counter",
             "group commits that failed (their turn's answers were errors)",
             (double)head_counters.commit_failures);
+    metric1(b, "corral_telemetry_history_bytes", "gauge",
+            "memory the head's telemetry history holds (at most 64 MiB, docs/api.md)",
+            (double)telemetry_history_bytes());
     if (D.self) { /* the head's own node: its in-process agent */
         holds_t h = {.node = D.self->id};
         jobs_info_each(NULL, collect_holds, &h);
@@ -812,6 +855,7 @@ static const web_route_t routes[] = {
     {"GET", "/api/v1/nodes/{}", 0, get_node, NULL},
     {"GET", "/api/v1/nodes/{}/topology", 0, get_topology, NULL},
     {"GET", "/api/v1/nodes/{}/devices", 0, get_devices, NULL},
+    {"GET", "/api/v1/nodes/{}/telemetry", 0, get_telemetry, NULL},
     {"GET", "/api/v1/devices", 0, get_devices, NULL},
     {"GET", "/api/v1/jobs", WEB_JOB, get_jobs, NULL},
     {"GET", "/api/v1/jobs/{}", WEB_JOB, get_job, NULL},
@@ -842,6 +886,7 @@ int head_web_start(const char *host, int port, const uint8_t token[CR_TOKEN_LEN]
         return CR_EIO;
     }
     head_web_routes(W.web);
+    telemetry_start(local_readings);
     if (web_listen(W.web, why, sizeof(why)) < 0) {
         fprintf(stderr, "corrald: %s\n", why);
         web_free(W.web);
@@ -867,6 +912,7 @@ void head_web_routes(web_t *w)
 
 void head_web_stop(void)
 {
+    telemetry_stop();
     web_free(W.web);
     W.web = NULL;
     memset(W.token, 0, sizeof(W.token));

@@ -59,4 +59,14 @@ int hw_kfd_iolink_parse(const char *text, size_t len, hw_kfd_iolink_t *out, char
 int hw_kfd_membank_parse(const char *text, size_t len, hw_kfd_membank_t *out, char *why,
                          size_t whysize);
 
+/* An amdgpu RAS error count file, /sys/bus/pci/devices/BDF/ras/
+ * <block>_err_count (the kernel's amdgpu_ras.c, amdgpu_ras_sysfs_read;
+ * Documentation/gpu/amdgpu/ras.rst "RAS Error Count sysfs Interface"):
+ * "ue: N\nce: N\n", and for the memory controller (umc) a third line
+ * "de: N" (deferred) since Linux 6.8. Lines of other keys are skipped.
+ * Returns 0 with the uncorrectable and correctable counts, or CR_EPARSE
+ * with why when either is missing or a line is malformed. */
+int hw_amd_ras_parse(const char *text, size_t len, uint64_t *ue, uint64_t *ce, char *why,
+                     size_t whysize);
+
 #endif

@@ -474,6 +474,39 @@ static double read_temperature(const char *root, const char *hwmon)
     return read_scaled(root, path, 1000.0);
 }
 
+/* RAS error counts (hw_amd_ras_parse): the sum over the device's blocks
+ * (umc is the memory; gfx, sdma, mmhub, xgmi_wafl, ... the rest). A kernel
+ * or board without RAS has no ras/ folder: the counts stay unknown. */
+static void read_ras(const char *root, const char *dir, cr_telemetry_t *out)
+{
+    char path[256], buf[256], why[96];
+    char **names;
+    size_t n;
+    snprintf(path, sizeof(path), "%s/ras", dir);
+    if (cr_list_dir(root, path, &names, &n) != 0)
+        return;
+    uint64_t ue_sum = 0, ce_sum = 0;
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(names[i]);
+        if (l < 10 || strcmp(names[i] + l - 10, "_err_count") != 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/ras/%s", dir, names[i]);
+        uint64_t ue, ce;
+        if (cr_read_file(root, path, buf, sizeof(buf)) != 0 ||
+            hw_amd_ras_parse(buf, strlen(buf), &ue, &ce, why, sizeof(why)) != 0) {
+            cr_debug("amd telemetry: %s: unreadable", path);
+            continue;
+        }
+        ue_sum += ue, ce_sum += ce, any = true;
+    }
+    cr_free_strv(names, n);
+    if (any) {
+        out->ecc_uncorrected = (int64_t)ue_sum;
+        out->ecc_corrected = (int64_t)ce_sum;
+    }
+}
+
 static int telemetry(const cr_hw_env_t *env, const cr_node_t *node, int dev, cr_telemetry_t *out)
 {
     if (dev < 0 || (size_t)dev >= node->devices.n || !node->devices.v[dev].pci[0])
@@ -507,6 +540,7 @@ static int telemetry(const cr_hw_env_t *env, const cr_node_t *node, int dev, cr_
         }
         cr_free_strv(names, n);
     }
+    read_ras(env->root, dir, out);
     return 0;
 }
 

@@ -1092,7 +1092,25 @@ static struct {
     nvml_t nv;
     bool ready;
     char path[PATH_MAX];
+    /* XID errors: one event set for the process, each GPU registered at
+     * its first read, the last XID of each since then */
+    nvmlEventSet_t events;
+    bool no_events;
+    struct {
+        nvmlDevice_t h;
+        int64_t last; /* -1: the GPU refused the registration */
+    } xid[64];
+    size_t nxid;
 } tel = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void events_close(void)
+{
+    if (tel.events && tel.nv.nvmlEventSetFree)
+        tel.nv.nvmlEventSetFree(tel.events);
+    tel.events = NULL;
+    tel.no_events = false;
+    tel.nxid = 0;
+}
 
 static int telemetry_nvml(const cr_hw_env_t *env, const nvml_t **out)
 {
@@ -1102,6 +1120,7 @@ static int telemetry_nvml(const cr_hw_env_t *env, const nvml_t **out)
         return 0;
     }
     if (tel.ready) {
+        events_close();
         tel.nv.nvmlShutdown();
         nvml_close(&tel.nv);
         tel.ready = false;
@@ -1138,6 +1157,59 @@ static int find_handle(const nvml_t *nv, const char *uuid, nvmlDevice_t *h)
             return 0;
     }
     return CR_ENODEV;
+}
+
+/* The last XID error of GPU h since this process first read it (0: none),
+ * as DCGM_FI_DEV_XID_ERRORS: NVML reports XIDs only as events, so the
+ * GPU is registered in the process's event set at its first read and the
+ * set is drained (never waited on: timeout 0) at each read. -1 where the
+ * driver has no events or the GPU refuses them. */
+static int64_t read_xid(const nvml_t *nv, nvmlDevice_t h)
+{
+    if (tel.no_events || !nv->nvmlEventSetCreate || !nv->nvmlDeviceRegisterEvents ||
+        !nv->nvmlEventSetWait_v2)
+        return -1;
+    if (!tel.events && nv->nvmlEventSetCreate(&tel.events) != NVML_SUCCESS) {
+        tel.events = NULL;
+        tel.no_events = true;
+        return -1;
+    }
+    size_t k = 0;
+    while (k < tel.nxid && tel.xid[k].h != h)
+        k++;
+    if (k == tel.nxid) {
+        if (k == CR_ARRAY_SIZE(tel.xid))
+            return -1;
+        tel.xid[k].h = h;
+        tel.xid[k].last = nv->nvmlDeviceRegisterEvents(h, nvmlEventTypeXidCriticalError,
+                                                       tel.events) == NVML_SUCCESS
+                              ? 0
+                              : -1;
+        tel.nxid++;
+    }
+    nvmlEventData_t ev;
+    for (int i = 0; i < 256 && nv->nvmlEventSetWait_v2(tel.events, &ev, 0) == NVML_SUCCESS; i++)
+        for (size_t j = 0; j < tel.nxid; j++)
+            if (ev.eventType == nvmlEventTypeXidCriticalError && tel.xid[j].h == ev.device &&
+                tel.xid[j].last >= 0)
+                tel.xid[j].last = (int64_t)ev.eventData;
+    return tel.xid[k].last;
+}
+
+/* The volatile ECC counters (since the driver loaded), which DCGM exports
+ * as DCGM_FI_DEV_ECC_SBE_VOL_TOTAL and _DBE_: a GPU without ECC, or with
+ * it off, answers NOT_SUPPORTED and the counts stay unknown. */
+static void read_ecc_counts(const nvml_t *nv, nvmlDevice_t h, cr_telemetry_t *out)
+{
+    if (!nv->nvmlDeviceGetTotalEccErrors)
+        return;
+    unsigned long long n;
+    if (nv->nvmlDeviceGetTotalEccErrors(h, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC,
+                                        &n) == NVML_SUCCESS)
+        out->ecc_corrected = (int64_t)n;
+    if (nv->nvmlDeviceGetTotalEccErrors(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
+                                        &n) == NVML_SUCCESS)
+        out->ecc_uncorrected = (int64_t)n;
 }
 
 static int telemetry(const cr_hw_env_t *env, const cr_node_t *node, int dev, cr_telemetry_t *out)
@@ -1198,8 +1270,11 @@ static int telemetry(const cr_hw_env_t *env, const cr_node_t *node, int dev, cr_
         else
             call_failed(nv, &d, "temperature", r);
     }
-    if (src->parent < 0)
+    if (src->parent < 0) {
         check_memory_health(nv, h, &d);
+        read_ecc_counts(nv, h, out);
+        out->xid_last = read_xid(nv, h);
+    }
     out->health = d.health;
 out_unlock:
     pthread_mutex_unlock(&tel.lock);

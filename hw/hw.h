@@ -18,6 +18,9 @@ void hw_domain_fini(cr_domain_t *d);
 int hw_device_find(const cr_node_t *node, const char *backend, int vendor_index);
 const cr_link_t *hw_node_find_link(const cr_node_t *node, int a, int b);
 const char *hw_health_name(cr_health_t h);
+/* A reading with every field unknown (-1, health UNKNOWN), what a
+ * telemetry op is given (<corral/accel.h> cr_telemetry_t). */
+void hw_telemetry_init(cr_telemetry_t *t);
 int hw_health_parse(const char *s, cr_health_t *out);
 const char *hw_link_kind_name(cr_link_kind_t k);
 int hw_link_kind_parse(const char *s, cr_link_kind_t *out);

@@ -223,3 +223,50 @@ int hw_kfd_membank_parse(const char *text, size_t len, hw_kfd_membank_t *out, ch
     return parse_view(text, len, membank_fields, CR_ARRAY_SIZE(membank_fields), out, sizeof(*out),
                       NULL, why, whysize);
 }
+
+int hw_amd_ras_parse(const char *text, size_t len, uint64_t *ue, uint64_t *ce, char *why,
+                     size_t whysize)
+{
+    bool have_ue = false, have_ce = false;
+    size_t line = 0;
+    for (size_t i = 0; i < len;) {
+        size_t end = i;
+        while (end < len && text[end] != '\n')
+            end++;
+        line++;
+        char key[8], num[24];
+        size_t k = 0, n = 0, j = i;
+        while (j < end && text[j] != ':' && k + 1 < sizeof(key))
+            key[k++] = text[j++];
+        key[k] = '\0';
+        if (j == i && end == i) { /* an empty line (the last newline) */
+            i = end + 1;
+            continue;
+        }
+        if (j >= end || text[j] != ':') {
+            snprintf(why, whysize, "line %zu: expected 'KEY: COUNT'", line);
+            return CR_EPARSE;
+        }
+        j++;
+        while (j < end && text[j] == ' ')
+            j++;
+        while (j < end && n + 1 < sizeof(num) && text[j] >= '0' && text[j] <= '9')
+            num[n++] = text[j++];
+        num[n] = '\0';
+        if (!n || j != end || n > 19) {
+            snprintf(why, whysize, "line %zu (%s): expected a decimal count", line, key);
+            return CR_EPARSE;
+        }
+        uint64_t v = strtoull(num, NULL, 10);
+        if (strcmp(key, "ue") == 0)
+            *ue = v, have_ue = true;
+        else if (strcmp(key, "ce") == 0)
+            *ce = v, have_ce = true;
+        i = end + 1;
+    }
+    if (!have_ue || !have_ce) {
+        snprintf(why, whysize, "no '%s:' line", have_ue ? "ce" : "ue");
+        return CR_EPARSE;
+    }
+    return 0;
+}

@@ -296,6 +296,14 @@ const char *hw_health_name(cr_health_t h)
     return (unsigned)h < CR_ARRAY_SIZE(health_names) ? health_names[h] : "unknown";
 }
 
+void hw_telemetry_init(cr_telemetry_t *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->utilization_pct = t->power_w = t->temperature_c = -1;
+    t->health = CR_HEALTH_UNKNOWN;
+    t->ecc_corrected = t->ecc_uncorrected = t->xid_last = -1;
+}
+
 int hw_health_parse(const char *s, cr_health_t *out)
 {
     for (size_t i = 0; i < CR_ARRAY_SIZE(health_names); i++)

@@ -120,6 +120,17 @@ typedef struct nvmlGpuFabricInfo_st {
     nvmlGpuFabricState_t state;
 } nvmlGpuFabricInfo_t;
 
+/* ---- events (NVML's "Event Handling Methods") ---- */
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+#define nvmlEventTypeXidCriticalError 0x0000000000000008ULL
+typedef struct nvmlEventData_st {
+    nvmlDevice_t device;
+    unsigned long long eventType;
+    unsigned long long eventData; /* the XID, for nvmlEventTypeXidCriticalError */
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlEventData_t;
+
 /* ---- the functions, as X(return type, name, parameters, required) ----
  * Required ones must resolve or the library is refused; the others are
  * looked up and used when the driver has them. */
@@ -168,6 +179,12 @@ typedef struct nvmlGpuFabricInfo_st {
     X(nvmlReturn_t, nvmlDeviceGetTemperature,                                                      \
       (nvmlDevice_t dev, nvmlTemperatureSensors_t sensor, unsigned int *celsius), 0)               \
     X(nvmlReturn_t, nvmlDeviceGetHandleByUUID, (const char *uuid, nvmlDevice_t *dev), 0)           \
+    X(nvmlReturn_t, nvmlEventSetCreate, (nvmlEventSet_t *set), 0)                                  \
+    X(nvmlReturn_t, nvmlDeviceRegisterEvents,                                                      \
+      (nvmlDevice_t dev, unsigned long long types, nvmlEventSet_t set), 0)                         \
+    X(nvmlReturn_t, nvmlEventSetWait_v2,                                                           \
+      (nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms), 0)                      \
+    X(nvmlReturn_t, nvmlEventSetFree, (nvmlEventSet_t set), 0)                                     \
     X(const char *, nvmlErrorString, (nvmlReturn_t r), 0)
 /* clang-format on */
 

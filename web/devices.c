@@ -9,18 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-typedef struct reading {
-    bool available;  /* a real read succeeded, or simulated */
-    const char *why; /* when not available */
-    cr_telemetry_t t;
-} reading_t;
-
-static void read_one(const cr_node_t *node, const hw_options_t *hwo, int i, bool held, reading_t *r)
+void web_device_read(const cr_node_t *node, const hw_options_t *hwo, int i, bool held,
+                     web_reading_t *r)
 {
     const cr_device_t *d = &node->devices.v[i];
     memset(r, 0, sizeof(*r));
-    r->t.utilization_pct = r->t.power_w = r->t.temperature_c = -1;
+    hw_telemetry_init(&r->t);
     r->t.health = d->health;
+    r->age_ms = -1;
     if (node->simulated) {
         r->available = true;
         r->t.utilization_pct = held ? 100 : 0;
@@ -28,7 +24,7 @@ static void read_one(const cr_node_t *node, const hw_options_t *hwo, int i, bool
     }
     const cr_accel_component_t *c = hw_component_find(d->backend);
     if (!c || !c->telemetry) {
-        r->why = "the backend reads no telemetry";
+        snprintf(r->why, sizeof(r->why), "the backend reads no telemetry");
         return;
     }
     hw_options_t none = {0};
@@ -36,12 +32,14 @@ static void read_one(const cr_node_t *node, const hw_options_t *hwo, int i, bool
     hw_env_from_opts(hwo ? hwo : &none, &env);
     int err = c->telemetry(&env, node, i, &r->t);
     if (err < 0) {
-        r->why = cr_strerror(err);
+        snprintf(r->why, sizeof(r->why), "%s", cr_strerror(err));
         r->t.health = d->health;
         return;
     }
     r->available = true;
 }
+
+typedef web_reading_t reading_t; /* shorter in this file */
 
 typedef struct fam {
     const char *name, *type, *help;
@@ -62,11 +60,33 @@ static const fam_t fams[] = {
     {"corral_device_power_watts", "gauge", "power draw, watts (DCGM_FI_DEV_POWER_USAGE)"},
     {"corral_device_temperature_celsius", "gauge",
      "temperature, degrees Celsius (DCGM_FI_DEV_GPU_TEMP)"},
+    {"corral_device_ecc_corrected_errors_total", "counter",
+     "corrected (single-bit) memory errors since the driver loaded "
+     "(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL); absent where the vendor reports none"},
+    {"corral_device_ecc_uncorrected_errors_total", "counter",
+     "uncorrected (double-bit) memory errors since the driver loaded "
+     "(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL); absent where the vendor reports none"},
+    {"corral_device_xid_last", "gauge",
+     "the last XID error the driver reported, 0 none (DCGM_FI_DEV_XID_ERRORS); absent where the "
+     "vendor reports none"},
     {"corral_device_healthy", "gauge",
      "1 when the device is healthy, 0 when not; the health label says which state"},
 };
 
-enum { F_INFO, F_AVAIL, F_UTIL, F_MEMU, F_MEMT, F_POWER, F_TEMP, F_HEALTH, F_N };
+enum {
+    F_INFO,
+    F_AVAIL,
+    F_UTIL,
+    F_MEMU,
+    F_MEMT,
+    F_POWER,
+    F_TEMP,
+    F_ECC_C,
+    F_ECC_U,
+    F_XID,
+    F_HEALTH,
+    F_N
+};
 
 void web_device_metrics(cr_buf_t *b, const cr_node_t *node, const hw_options_t *hwo,
                         web_holder_fn holder, void *ctx)
@@ -81,7 +101,7 @@ void web_device_metrics(cr_buf_t *b, const cr_node_t *node, const hw_options_t *
         bool held = holder && holder(ctx, (int)i, &job[i], &wk[i]);
         if (!held)
             job[i] = wk[i] = "";
-        read_one(node, hwo, (int)i, held, &rd[i]);
+        web_device_read(node, hwo, (int)i, held, &rd[i]);
         snprintf(idx[i], sizeof(idx[i]), "%d", node->devices.v[i].index);
     }
     const char *sim = node->simulated ? "true" : "false";
@@ -131,6 +151,21 @@ void web_device_metrics(cr_buf_t *b, const cr_node_t *node, const hw_options_t *
                     continue;
                 v = r->t.temperature_c;
                 break;
+            case F_ECC_C:
+                if (!r->available || r->t.ecc_corrected < 0)
+                    continue;
+                v = (double)r->t.ecc_corrected;
+                break;
+            case F_ECC_U:
+                if (!r->available || r->t.ecc_uncorrected < 0)
+                    continue;
+                v = (double)r->t.ecc_uncorrected;
+                break;
+            case F_XID:
+                if (!r->available || r->t.xid_last < 0)
+                    continue;
+                v = (double)r->t.xid_last;
+                break;
             default:
                 l[18] = "health", l[19] = hw_health_name(r->t.health);
                 nl = 10;
@@ -150,7 +185,28 @@ void web_device_metrics(cr_buf_t *b, const cr_node_t *node, const hw_options_t *
     free(idx);
 }
 
-json_t *web_devices_json(const cr_node_t *node, const hw_options_t *hwo, bool live,
+json_t *web_reading_json(const web_reading_t *r, bool simulated)
+{
+    json_t *t = json_object();
+    if (r->t.utilization_pct >= 0)
+        json_object_set_new(t, "utilization_percent", json_real(r->t.utilization_pct));
+    if (!simulated)
+        json_object_set_new(t, "memory_used_bytes", json_integer((json_int_t)r->t.memory_used));
+    if (r->t.power_w >= 0)
+        json_object_set_new(t, "power_watts", json_real(r->t.power_w));
+    if (r->t.temperature_c >= 0)
+        json_object_set_new(t, "temperature_celsius", json_real(r->t.temperature_c));
+    if (r->t.ecc_corrected >= 0)
+        json_object_set_new(t, "ecc_corrected", json_integer(r->t.ecc_corrected));
+    if (r->t.ecc_uncorrected >= 0)
+        json_object_set_new(t, "ecc_uncorrected", json_integer(r->t.ecc_uncorrected));
+    if (r->t.xid_last >= 0)
+        json_object_set_new(t, "xid_last", json_integer(r->t.xid_last));
+    json_object_set_new(t, "health", json_string(hw_health_name(r->t.health)));
+    return t;
+}
+
+json_t *web_devices_json(const cr_node_t *node, const hw_options_t *hwo, const web_reading_t *given,
                          web_holder_fn holder, void *ctx)
 {
     json_t *a = json_array();
@@ -171,32 +227,25 @@ json_t *web_devices_json(const cr_node_t *node, const hw_options_t *hwo, bool li
         json_object_set_new(o, "simulated", json_boolean(node->simulated));
         json_object_set_new(o, "job_id", held && job ? json_string(job) : json_null());
         json_object_set_new(o, "worker_id", held && wk ? json_string(wk) : json_null());
-        if (!live) {
+        if (d->ncoords > 0) {
+            json_t *c = json_array();
+            for (int k = 0; k < d->ncoords && k < 3; k++)
+                json_array_append_new(c, json_integer(d->coords[k]));
+            json_object_set_new(o, "coords", c);
+        }
+        reading_t now;
+        const reading_t *r = given ? &given[i] : &now;
+        if (!given)
+            web_device_read(node, hwo, (int)i, held, &now);
+        if (!r->available) {
             json_object_set_new(o, "telemetry", json_null());
-            json_object_set_new(o, "telemetry_source",
-                                json_string("the node's agent: its /metrics (--metrics-port)"));
+            json_object_set_new(o, "telemetry_source", json_string(r->why));
         } else {
-            reading_t r;
-            read_one(node, hwo, (int)i, held, &r);
-            if (!r.available) {
-                json_object_set_new(o, "telemetry", json_null());
-                json_object_set_new(o, "telemetry_source", json_string(r.why));
-            } else {
-                json_t *t = json_object();
-                if (r.t.utilization_pct >= 0)
-                    json_object_set_new(t, "utilization_percent", json_real(r.t.utilization_pct));
-                if (!node->simulated)
-                    json_object_set_new(t, "memory_used_bytes",
-                                        json_integer((json_int_t)r.t.memory_used));
-                if (r.t.power_w >= 0)
-                    json_object_set_new(t, "power_watts", json_real(r.t.power_w));
-                if (r.t.temperature_c >= 0)
-                    json_object_set_new(t, "temperature_celsius", json_real(r.t.temperature_c));
-                json_object_set_new(t, "health", json_string(hw_health_name(r.t.health)));
-                json_object_set_new(o, "telemetry", t);
-                json_object_set_new(o, "telemetry_source",
-                                    json_string(node->simulated ? "simulated" : d->backend));
-            }
+            json_object_set_new(o, "telemetry", web_reading_json(r, node->simulated));
+            json_object_set_new(o, "telemetry_source",
+                                json_string(node->simulated ? "simulated" : d->backend));
+            if (r->age_ms >= 0)
+                json_object_set_new(o, "telemetry_age_ms", json_integer(r->age_ms));
         }
         json_array_append_new(a, o);
     }

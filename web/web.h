@@ -26,6 +26,10 @@
 #define WEB_MAX_PATH 1024     /* a longer path is answered 414 */
 #define WEB_ID_MAX 64         /* a job id a job credential is scoped to */
 #define WEB_COOKIE "corral_session"
+/* How often an agent may send its devices' telemetry to the head, and how
+ * often the head samples every device's latest reading into its history
+ * (head/telemetry.h). */
+#define WEB_TELEMETRY_PERIOD_MS 5000
 
 typedef struct web web_t;
 
@@ -172,9 +176,23 @@ typedef bool (*web_holder_fn)(void *ctx, int dev, const char **job_id, const cha
  * telemetry op, appended to b. */
 void web_device_metrics(cr_buf_t *b, const cr_node_t *node, const hw_options_t *hwo,
                         web_holder_fn holder, void *ctx);
-/* The node's devices as JSON, each with "telemetry" read now (null with
- * "telemetry_source" saying why when the backend reads none). */
-json_t *web_devices_json(const cr_node_t *node, const hw_options_t *hwo, bool live,
+/* One device's reading: read now by its backend's telemetry op (a
+ * simulated node's from who holds it), or one its agent sent. */
+typedef struct web_reading {
+    bool available; /* false: why says so */
+    char why[128];
+    cr_telemetry_t t;
+    int64_t age_ms; /* how long ago it was read; -1 now */
+} web_reading_t;
+/* Reads device i of node now (held: a worker holds it). */
+void web_device_read(const cr_node_t *node, const hw_options_t *hwo, int i, bool held,
+                     web_reading_t *r);
+/* The "telemetry" object of a reading (docs/api.md). */
+json_t *web_reading_json(const web_reading_t *r, bool simulated);
+/* The node's devices as JSON, each with "telemetry": from given (one
+ * reading per device) or, given NULL, read now; null with
+ * "telemetry_source" saying why when there is none. */
+json_t *web_devices_json(const cr_node_t *node, const hw_options_t *hwo, const web_reading_t *given,
                          web_holder_fn holder, void *ctx);
 
 #endif

@@ -22,8 +22,9 @@ extern "C" {
 #endif
 
 /* Bump on any change to a struct in this header or to an operation's
- * signature. Version 1: corral 0.1. */
-#define CR_ACCEL_ABI_VERSION 2
+ * signature. Version 1: corral 0.1. Version 3: cr_telemetry_t gained the
+ * error counts (ecc_corrected, ecc_uncorrected, xid_last). */
+#define CR_ACCEL_ABI_VERSION 3
 #define CR_ACCEL_COMPONENT_SYMBOL "corral_accel_component"
 
 /* Fixed-point quantities: 1 unit = CR_QTY_ONE (1/10000 resolution). */
@@ -172,12 +173,23 @@ typedef struct cr_envlist {
     CR__VEC(cr_kv_t) vars;
 } cr_envlist_t;
 
+/* One device's reading. The caller presets every field to "unknown"
+ * (-1, health UNKNOWN, memory_used 0) before the telemetry op runs; a
+ * backend sets what its vendor reports and leaves the rest. */
 typedef struct cr_telemetry {
     double utilization_pct;     /* -1 unknown */
     uint64_t memory_used;       /* bytes */
     double power_w;             /* -1 unknown */
     double temperature_c;       /* -1 unknown */
     cr_health_t health;
+    /* Memory errors since the driver loaded (NVML's volatile counters,
+     * amdgpu's RAS counts), -1 when the vendor reports none: corrected
+     * (single-bit, DCGM's SBE) and uncorrected (double-bit, DBE). */
+    int64_t ecc_corrected;
+    int64_t ecc_uncorrected;
+    /* The last XID-style error the driver reported since this process
+     * began reading (0: none yet), -1 when the vendor reports none. */
+    int64_t xid_last;
 } cr_telemetry_t;
 
 /* What a backend reads the world through: files under root, the

@@ -29,6 +29,15 @@ JOB=$("$CORRAL" job list --json | jq -r '.[0].job_id')
 HELD=$("$CORRAL" job status "$JOB" --json | jq -c '.workers[0].devices | split(",") | map(tonumber)')
 NODE=$("$CORRAL" nodes --json | jq -r '.[0].node_id')
 LOGIN=$("$CORRAL" dashboard) || { fail "corral dashboard"; finish; }
+# the head's telemetry history has 2 samples (one at start, one 5 s on)
+# before the browser opens: the chart must start with them
+B=${LOGIN%%\?*}
+for _ in $(seq 300); do
+    n=$(curl -sf -H "Authorization: Bearer $(cat "$CORRAL_HOME/session_latest/token")" \
+        "${B}api/v1/nodes/$NODE/telemetry" | jq '[.devices[].time_ms | length] | min' 2>/dev/null)
+    [ "${n:-0}" -ge 2 ] 2>/dev/null && break
+    sleep 0.1
+done
 
 node "$CORRAL_SOURCE_DIR/tests/cli/lib/dashboard.mjs" "$LOGIN" "$NODE" "$JOB" "$SHOTS" >"$TMP/out.json" 2>"$TMP/err" ||
     { fail "the browser run: $(tail -5 "$TMP/err")"; finish; }
@@ -59,8 +68,12 @@ got=$(jq -c '{accelerators, nvswitch_gpus: .edges.nvswitch, nvlink_pairs: .edges
 [ "$(jq .nvswitches <<<"$G")" = 1 ] && ok "one NVSwitch fabric node" || fail "NVSwitch nodes: $G"
 [ "$(jq .accelerators <<<"$G")" -gt 0 ] 2>/dev/null && ok "the graph is not empty" || fail "the graph is empty: $G"
 
+c=$(jq -c .pages.node.first_chart <<<"$O")
+[ "$(jq .history <<<"$c")" -ge 2 ] 2>/dev/null && [ "$(jq '.history_points | min' <<<"$c")" -ge 2 ] 2>/dev/null &&
+    ok "the chart starts with the head's history: 2+ points of each device on first load ($c)" ||
+    fail "chart on first load: $c"
 c=$(jq -c .pages.node.chart <<<"$O")
-[ "$(jq .series <<<"$c")" = 8 ] && [ "$(jq .points <<<"$c")" -ge 3 ] 2>/dev/null &&
+[ "$(jq .series <<<"$c")" = 8 ] && [ "$(jq .points - .history <<<"$c")" -ge 3 ] 2>/dev/null &&
     ok "the telemetry chart has 8 devices and keeps updating ($c)" || fail "telemetry chart: $c"
 
 # the running job, drawn onto the node's graph

@@ -117,6 +117,29 @@ held=$(jq -r --arg j "$JOB" '[.devices[] | select(.job_id == $j) | .index] | map
     ok "devices: the job's devices carry its id (and are busy)" || fail "devices held: $held in $d"
 [ "$(api /api/v1/nodes/$NODE/devices | jq -c '.devices | length')" = 8 ] && ok "a node's devices" || fail "node devices"
 
+# the head's telemetry history (docs/api.md "Telemetry"): a sample at start
+# and every 5 s, columns of equal length, the job's devices busy in it
+for _ in $(seq 300); do
+    h=$(api /api/v1/nodes/$NODE/telemetry)
+    [ "$(jq '[.devices[].time_ms | length] | min' <<<"$h")" -ge 2 ] 2>/dev/null && break
+    sleep 0.1
+done
+first=$(jq -r '.workers[0].devices | split(",")[0]' <<<"$("$CORRAL" job status "$JOB" --json)")
+[ "$(jq '.devices | length' <<<"$h")" = 8 ] && [ "$(jq .period_ms <<<"$h")" = 5000 ] &&
+    [ "$(jq '[.devices[].time_ms | length] | min' <<<"$h")" -ge 2 ] &&
+    [ "$(jq '[.devices[] | [.time_ms, .utilization_percent, .power_watts, .memory_used_bytes] | map(length) | unique | length] | unique' <<<"$h" | jq -c .)" = '[1]' ] &&
+    [ "$(jq --argjson i "$first" '.devices[$i].utilization_percent[-1]' <<<"$h")" = 100 ] &&
+    ok "telemetry history: 8 devices, 2+ samples each, the job's device busy" || fail "history: $h"
+last=$(jq '.devices[0].time_ms[-1]' <<<"$h")
+[ "$(api "/api/v1/nodes/$NODE/telemetry?since=$last" | jq '.devices[0].time_ms | min')" = "$last" ] &&
+    [ "$(api "/api/v1/nodes/$NODE/telemetry?since=$((last + 1))" | jq '.devices[0].time_ms | length')" -le 1 ] &&
+    ok "telemetry history: since= keeps the samples from then on" || fail "since: $last"
+[ "$(code -H "$AUTH" "$B/api/v1/nodes/$NODE/telemetry?since=-5")" = 400 ] && grep -q "since" "$TMP/body" &&
+    [ "$(code -H "$AUTH" "$B/api/v1/nodes/nosuch/telemetry")" = 404 ] &&
+    ok "telemetry history: a bad since is 400, an unknown node 404" || fail "telemetry errors: $(cat "$TMP/body")"
+grep -q '^corral_telemetry_history_bytes [1-9]' <<<"$(api /metrics)" && ok "/metrics: the history's bytes" ||
+    fail "no corral_telemetry_history_bytes"
+
 # bad requests: a clear 4xx, the head stays up
 for t in "400 /api/v1/nodes?limit=0 limit" "400 /api/v1/nodes?limit=x limit" "400 /api/v1/nodes?continue=zz continue" \
     "400 /api/v1/events?since=-1 since" "404 /api/v1/nodes/nosuch no.node" "404 /api/v1/jobs/999 no.job" \

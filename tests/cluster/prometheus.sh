@@ -6,7 +6,8 @@
 # token, queried through its HTTP API for device metrics: a simulated
 # MI300X node's, labelled with the job that holds it, and a DGX fixture's
 # read through the stand-in NVML. Also the head's node listing paged over
-# three nodes, and remote devices in /api/v1/devices.
+# three nodes, remote devices in /api/v1/devices with the telemetry their
+# agents sent in heartbeats, and ECC counts from the stand-in NVML.
 . "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" cprom
 for t in curl promtool prometheus python3; do
     command -v $t >/dev/null || { echo "SKIP: no $t (scripts/deps.sh installs it)"; exit 77; }
@@ -63,6 +64,14 @@ n=$(grep -c '^corral_device_utilization_percent{node="a1",.*accelerator_type="MI
 [ "$n" = 8 ] && ok "a1: 8 simulated MI300X devices, labelled so" || fail "a1 devices: $n"
 grep -q '^corral_device_power_watts{node="a2",index="0",.*simulated="false"} 652.3$' "$TMP/a2.prom" &&
     ok "a2: power of GPU 0 from NVML (the stand-in's 652300 mW)" || fail "a2 power: $(grep power "$TMP/a2.prom" | head -3)"
+grep -q '^corral_device_ecc_corrected_errors_total{node="a2",index="0",.*simulated="false"} 3$' "$TMP/a2.prom" &&
+    grep -q '^corral_device_ecc_uncorrected_errors_total{node="a2",index="7",.*} 0$' "$TMP/a2.prom" &&
+    grep -q '^corral_device_xid_last{node="a2",index="1",.*} 31$' "$TMP/a2.prom" &&
+    grep -q '^corral_device_xid_last{node="a2",index="0",.*} 0$' "$TMP/a2.prom" &&
+    ok "a2: ECC counts and the last XID of the GPUs from NVML (DCGM_FI_DEV_ECC_SBE/DBE_VOL_TOTAL, _XID_ERRORS)" ||
+    fail "a2 ecc: $(grep ecc "$TMP/a2.prom" | head -3)"
+! grep -q '^corral_device_ecc\|^corral_device_xid' "$TMP/a1.prom" && ok "a1 (simulated): no ECC counts rather than zeros" ||
+    fail "a1 exports ECC counts"
 
 # a job on a1: its devices carry the job and worker in a1's metrics
 JOB=$("$CORRAL" run --detach --gpus 2 --label-selector corral.io/node-id=a1 -- sleep 60)
@@ -82,11 +91,28 @@ p2=$(curl -sf -H "$AUTH" "${HB}api/v1/nodes?limit=2&continue=$c")
     [ "$( (jq -r '.nodes[].node_id' <<<"$p1"; jq -r '.nodes[].node_id' <<<"$p2") | sort | tr '\n' ' ')" = \
         "$("$CORRAL" nodes --json | jq -r '.[].node_id' | sort | tr '\n' ' ')" ] &&
     ok "nodes: two pages of 2 and 1, every node once" || fail "paging: $p1 $p2"
-d=$(curl -sf -H "$AUTH" "${HB}api/v1/devices")
+# remote nodes' live telemetry at the head (docs/api.md "Telemetry"): the
+# agents send it in their heartbeats, a changed reading within 5 s
+for _ in $(seq 200); do
+    d=$(curl -sf -H "$AUTH" "${HB}api/v1/devices")
+    [ "$(jq --arg j "$JOB" '[.devices[] | select(.job_id == $j) | .telemetry.utilization_percent] | unique' <<<"$d" | jq -c .)" = '[100]' ] &&
+        break
+    sleep 0.1
+done
 [ "$(jq '[.devices[] | select(.node_id == "a1")] | length' <<<"$d")" = 8 ] &&
     [ "$(jq -r --arg j "$JOB" '[.devices[] | select(.job_id == $j) | .node_id] | unique | join(",")' <<<"$d")" = a1 ] &&
-    [ "$(jq -r '[.devices[] | select(.node_id == "a2") | .telemetry] | unique | .[0]' <<<"$d")" = null ] &&
-    ok "devices: a remote node's, the job's marked, telemetry at its agent" || fail "devices: $(jq -c '.devices[0]' <<<"$d")"
+    [ "$(jq --arg j "$JOB" '[.devices[] | select(.job_id == $j) | .telemetry.utilization_percent] | unique' <<<"$d" | jq -c .)" = '[100]' ] &&
+    [ "$(jq '[.devices[] | select(.node_id == "a1" and .job_id == null) | .telemetry.utilization_percent] | unique' <<<"$d" | jq -c .)" = '[0]' ] &&
+    ok "devices: a remote node's, the job's marked and busy in the telemetry its agent sent" ||
+    fail "devices a1: $(jq -c '[.devices[] | select(.node_id == "a1") | {index, job_id, telemetry, telemetry_source}]' <<<"$d")"
+g0=$(jq -c '.devices[] | select(.node_id == "a2" and .index == 0)' <<<"$d")
+[ "$(jq .telemetry.power_watts <<<"$g0")" = 652.3 ] && [ "$(jq .telemetry.ecc_corrected <<<"$g0")" = 3 ] &&
+    [ "$(jq .telemetry.ecc_uncorrected <<<"$g0")" = 0 ] && [ "$(jq -r .telemetry_source <<<"$g0")" = nvidia ] &&
+    [ "$(jq '.telemetry_age_ms >= 0' <<<"$g0")" = true ] &&
+    ok "devices: a2's GPU 0 from NVML through its agent's heartbeat (power, ECC counts)" || fail "a2 GPU 0: $g0"
+h=$(curl -sf -H "$AUTH" "${HB}api/v1/nodes/a2/telemetry")
+[ "$(jq '.devices | length' <<<"$h")" = 8 ] && [ "$(jq '.devices[0].power_watts[-1]' <<<"$h")" = 652.3 ] &&
+    ok "the head's history of a remote node's devices" || fail "a2 history: $(jq -c '.devices[0]' <<<"$h")"
 
 # a real Prometheus scraping the three
 PP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -124,6 +150,9 @@ r=$(q "corral_device_utilization_percent{node=\"a1\",job_id=\"$JOB\"}")
 r=$(q 'corral_device_power_watts{node="a2",index="0"}')
 [ "$(jq -r '.data.result[0].value[1]' <<<"$r")" = 652.3 ] && ok "prometheus: a2's GPU 0 power from NVML" ||
     fail "query a2: $r"
+r=$(q 'corral_device_ecc_corrected_errors_total{node="a2",index="0"}')
+[ "$(jq -r '.data.result[0].value[1]' <<<"$r")" = 3 ] && ok "prometheus: a2's GPU 0 corrected ECC errors" ||
+    fail "query ecc: $r"
 r=$(q 'corral_resource_used{resource="GPU",job="corral-head"}')
 [ "$(jq -r '.data.result[0].value[1]' <<<"$r")" = 2 ] && ok "prometheus: the head's GPUs used" || fail "head query: $r"
 "$CORRAL" job stop "$JOB" >/dev/null

@@ -106,6 +106,35 @@ static void heartbeat(int agent, uint64_t seq)
     put(agent, &e);
 }
 
+/* a beat carrying its devices' telemetry (docs/cluster.md), one index out
+ * of range */
+static void heartbeat_telemetry(int agent, uint64_t seq)
+{
+    Corral__DeviceTelemetry t[3], *ts[3];
+    for (int i = 0; i < 3; i++) {
+        corral__device_telemetry__init(&t[i]);
+        t[i].index = i == 2 ? 99 : (uint32_t)i;
+        t[i].available = i != 1;
+        t[i].why = i == 1 ? "the backend reads no telemetry" : "";
+        t[i].utilization_pct = 42;
+        t[i].power_w = -1;
+        t[i].temperature_c = 55;
+        t[i].ecc_corrected = 3;
+        t[i].ecc_uncorrected = -1;
+        t[i].xid_last = 31;
+        ts[i] = &t[i];
+    }
+    Corral__Heartbeat h = CORRAL__HEARTBEAT__INIT;
+    h.node_id = agent == 1 ? "dgx-h100-02" : "dgx-h100-03";
+    h.incarnation = 1;
+    h.seq = seq;
+    h.free_same = true;
+    h.telemetry = ts;
+    h.n_telemetry = 3;
+    ENV(e, heartbeat, HEARTBEAT, &h);
+    put(agent, &e);
+}
+
 /* a beat carrying a worker's start (code < 0) or end, as an agent whose
  * WorkerStarted or WorkerExit went astray sends it */
 static void heartbeat_change(int agent, uint64_t seq, const char *worker_id, int code)
@@ -337,6 +366,7 @@ int main(int argc, char **argv)
     worker_exit(1, "1", "job1-w0", 0, 0);
     worker_exit(1, "1", "job1-w1", 1, 3);
     heartbeat(1, 2);
+    heartbeat_telemetry(1, 3);
     client_queries("1");
     save(dir, "remote_job");
 

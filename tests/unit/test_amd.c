@@ -457,6 +457,15 @@ static void test_telemetry(void **state)
     assert_non_null(c->telemetry);
     cr_hw_env_t env = {.root = f.root, .getenv = fixture_getenv, .getenv_ctx = &f};
     cr_telemetry_t t;
+    hw_telemetry_init(&t);
+    assert_int_equal(c->telemetry(&env, n, 3, &t), 0);
+    assert_true(t.ecc_corrected == -1 && t.ecc_uncorrected == -1); /* no ras/: unknown */
+    /* GPU 0's RAS counts, summed over its blocks: umc ce 2, gfx ce 1, sdma ue 1 */
+    hw_telemetry_init(&t);
+    assert_int_equal(c->telemetry(&env, n, 0, &t), 0);
+    assert_int_equal(t.ecc_corrected, 3);
+    assert_int_equal(t.ecc_uncorrected, 1);
+    assert_int_equal(t.xid_last, -1);
     assert_int_equal(c->telemetry(&env, n, 3, &t), 0);
     assert_true(t.utilization_pct == 15.0);
     assert_true(t.memory_used == 4ull << 30);
@@ -478,6 +487,27 @@ static void test_telemetry(void **state)
     fixture_close(&f);
 }
 
+static void test_ras_parser(void **state)
+{
+    char why[96];
+    uint64_t ue = 9, ce = 9;
+    const char *ok = "ue: 4\nce: 17\nde: 2\n";
+    assert_int_equal(hw_amd_ras_parse(ok, strlen(ok), &ue, &ce, why, sizeof(why)), 0);
+    assert_true(ue == 4 && ce == 17);
+    assert_int_equal(hw_amd_ras_parse("ue: 0\nce: 0", 11, &ue, &ce, why, sizeof(why)), 0);
+    assert_true(ue == 0 && ce == 0);
+    static const char *const bad[] = {"ue: 1\n",
+                                      "ce: 1\n",
+                                      "ue: x\nce: 1\n",
+                                      "ue 1\nce: 1\n",
+                                      "ue: 1 2\nce: 1\n",
+                                      "ue: 123456789012345678901\nce: 1\n",
+                                      ""};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++)
+        assert_int_equal(hw_amd_ras_parse(bad[i], strlen(bad[i]), &ue, &ce, why, sizeof(why)),
+                         CR_EPARSE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -494,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_mi308x_cpx),
         cmocka_unit_test(test_no_kfd),
         cmocka_unit_test(test_telemetry),
+        cmocka_unit_test(test_ras_parser),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

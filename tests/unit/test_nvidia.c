@@ -122,7 +122,6 @@ static void print_warnings(const cr_node_t *n)
         print_message("warning: %s\n", n->warnings.v[i]);
 }
 
-
 static const cr_domain_t *find_domain(const cr_node_t *n, const char *kind, size_t nth)
 {
     for (size_t i = 0; i < n->domains.n; i++)
@@ -799,7 +798,16 @@ static void test_telemetry(void **state)
         json_t *t =
             json_object_get(json_array_get(json_object_get(j, "devices"), (size_t)i), "telemetry");
         cr_telemetry_t tel;
+        hw_telemetry_init(&tel);
         assert_int_equal(hw_backend_nvidia.telemetry(&env, n, i, &tel), 0);
+        json_t *ecc =
+            json_object_get(json_array_get(json_object_get(j, "devices"), (size_t)i), "ecc");
+        assert_int_equal(tel.ecc_corrected,
+                         json_integer_value(json_object_get(ecc, "corrected_volatile")));
+        assert_int_equal(tel.ecc_uncorrected,
+                         json_integer_value(json_object_get(ecc, "uncorrected_volatile")));
+        assert_int_equal(tel.ecc_corrected, i == 0 ? 3 : 0); /* the fixture's GPU 0 has 3 */
+        assert_int_equal(tel.xid_last, 0);                   /* none on GPUs 0 and 7 */
         assert_true(tel.utilization_pct ==
                     (double)json_integer_value(json_object_get(t, "gpu_util")));
         assert_int_equal(tel.memory_used,
@@ -811,6 +819,12 @@ static void test_telemetry(void **state)
     }
     assert_true(n->devices.v[7].memory > 0);
     cr_telemetry_t tel;
+    /* GPU 1's XIDs 13 then 31 (its "xid_events"): the last one stays */
+    for (int k = 0; k < 2; k++) {
+        hw_telemetry_init(&tel);
+        assert_int_equal(hw_backend_nvidia.telemetry(&env, n, 1, &tel), 0);
+        assert_int_equal(tel.xid_last, 31);
+    }
     assert_int_equal(hw_backend_nvidia.telemetry(&env, n, 99, &tel), CR_ENODEV);
     json_decref(j);
     hw_node_free(n);

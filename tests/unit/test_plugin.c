@@ -85,7 +85,7 @@ static void test_validate_variants(void **state)
     } cases[] = {
         {GOOD, 0, ""},
         {BADABI, CR_EABI,
-         "ABI version 3, but this corral speaks version 2; rebuild it against "
+         "ABI version 4, but this corral speaks version 3; rebuild it against "
          "this corral's <corral/accel.h>"},
         {NOISOLATE, CR_EINVAL, "required member 'isolate' is missing"},
     };
@@ -238,7 +238,7 @@ static void test_load_directory(void **state)
     char *text = slurp(log);
     static const char *const want[] = {
         "CORRAL_PLUGIN_PATH entry /nonexistent/plugins does not exist; skipped",
-        "backend from " BADABI " refused: ABI version 3, but this corral speaks version 2",
+        "backend from " BADABI " refused: ABI version 4, but this corral speaks version 3",
         "backend from " NOISOLATE " refused: required member 'isolate' is missing",
         "backend plugin " NOSYM " refused: it exports no 'corral_accel_component' symbol",
     };
@@ -266,7 +266,7 @@ static void test_load_files(void **state)
     loader_case_t lc = {.plugin_path = path, .root = "/", .log = log};
     assert_int_equal(run_child(child_refused, &lc), CHILD_OK);
     char *text = slurp(log);
-    assert_non_null(strstr(text, "refused: ABI version 3"));
+    assert_non_null(strstr(text, "refused: ABI version 4"));
     assert_non_null(strstr(text, "refused: required member 'isolate' is missing"));
     assert_non_null(strstr(text, "refused: it exports no 'corral_accel_component' symbol"));
     char want[512];

@@ -45,6 +45,11 @@ async function overview() {
     c.nodes.map(n => ({cells: ['<a href="#/node/' + encodeURIComponent(n.node_id) + '">' + esc(n.node_id) + '</a>',
       esc(n.state), esc(n.address),
       Object.entries(n.resources).map(([k, r]) => esc(k) + ' ' + qty(k, r.used) + '/' + qty(k, r.total)).join(', ')]})));
+  const slices = {};
+  for (const n of c.nodes) { const x = sliceOf(n); if (x) slices[x] = (slices[x] || 0) + 1; }
+  if (Object.keys(slices).length)
+    h += '<h3>TPU slices</h3>' + table(['slice', 'hosts'], Object.entries(slices).map(([k, v]) => ({cells: [
+      '<a href="#/slice/' + encodeURIComponent(k) + '">' + esc(k) + '</a>', v]})));
   h += '<h3>Holders and pending demand</h3>' + table(['kind', 'id', 'name', 'state', 'holds', 'reason'],
     c.holders.map(x => ({cls: x.state === 'PENDING' ? 'held' : '',
       cells: [esc(x.kind), esc(x.id), esc(x.name), esc(x.state), esc(x.held), esc(x.reason || (x.queue_position ? 'queue #' + x.queue_position : ''))]})));
@@ -58,12 +63,14 @@ const ACC_LINKS = ['nvlink', 'xgmi', 'xgmi-same-gpu', 'ici', 'neuronlink', 'roce
 // The graph's elements from a corral.topo/v1 document (docs/dashboard.md):
 // accelerators, one NVSwitch node per NVLink island whose GPUs meet through
 // switches, NICs and NUMA nodes; edges by link kind, labelled as corral topo.
-function topoElements(t, held) {
+function topoElements(t, held, grouped) {
   const els = [], ix = n => t.names.indexOf(n);
+  grouped = grouped || {};
   for (const d of t.devices) {
-    const h = held[d.index];
-    els.push({data: {id: d.name, label: d.name + '\n' + d.sku + (h ? '\njob ' + h : ''), kind: 'accelerator',
-      index: d.index, job: h || ''}, classes: 'acc' + (h ? ' held' : '')});
+    const h = held[d.index], g = grouped[d.index];
+    els.push({data: {id: d.name, label: d.name + '\n' + d.sku + (h ? '\njob ' + h : '') + (g ? '\ngroup ' + g : ''),
+      kind: 'accelerator', index: d.index, job: h || '', group: g || ''},
+      classes: 'acc' + (h ? ' held' : '') + (g ? ' grouped' : '')});
   }
   (t.islands || []).forEach((isl, k) => {
     const m = isl.members;
@@ -100,10 +107,22 @@ function topoElements(t, held) {
   return els;
 }
 
+// Which placement group holds which device of a node: {index: "name bundle k"}
+// from the groups' placed bundles (a bundle that names no devices holds none).
+function groupedOn(groups, nodeId) {
+  const g = {};
+  for (const x of groups)
+    if (x.state === 'CREATED')
+      for (const b of x.bundles || [])
+        if (b.node_id === nodeId) for (const i of b.devices || []) g[i] = (x.name || x.pg_id) + ' bundle ' + b.index;
+  return g;
+}
+
 async function nodePage(id, jobFilter) {
-  const [t, dv, n] = await Promise.all([api('nodes/' + encodeURIComponent(id) + '/topology'),
-    api('nodes/' + encodeURIComponent(id) + '/devices'), api('nodes/' + encodeURIComponent(id))]);
-  const held = {};
+  const e = encodeURIComponent(id);
+  const [t, dv, n, hist, pg] = await Promise.all([api('nodes/' + e + '/topology'), api('nodes/' + e + '/devices'),
+    api('nodes/' + e), api('nodes/' + e + '/telemetry'), api('pgs')]);
+  const held = {}, grouped = jobFilter ? {} : groupedOn(pg.groups, id);
   for (const d of dv.devices) if (d.job_id && (!jobFilter || d.job_id === jobFilter)) held[d.index] = d.job_id;
   let h = '<h2>Node ' + esc(id) + (t.simulated ? ' (simulated)' : '') + '</h2>';
   if (jobFilter) h += '<p>Showing the devices job <b>' + esc(jobFilter) + '</b> holds (red). <a href="#/node/' +
@@ -113,8 +132,8 @@ async function nodePage(id, jobFilter) {
   h += '<div id="graph"></div>';
   h += '<p>' + esc(n.hostname || id) + ': the same document as <code>corral topo --json</code> at ' +
     '<a href="/api/v1/nodes/' + encodeURIComponent(id) + '/topology">/api/v1/nodes/' + esc(id) + '/topology</a></p>';
-  h += '<h3>Utilization</h3><p>Each device\'s utilization % since this page opened, every second ' +
-    '(the head keeps no history yet).</p><div id="chart"></div>';
+  h += '<h3>Utilization</h3><p>Each device\'s utilization %: the head\'s last hour (a sample every ' +
+    (hist.period_ms / 1000) + ' s), then every second while this page is open.</p><div id="chart"></div>';
   h += '<h3>Devices</h3>' + table(['index', 'uuid', 'product', 'memory', 'health', 'job', 'worker', 'utilization %', 'telemetry'],
     dv.devices.map(d => ({cls: held[d.index] ? 'held' : '', cells: [d.index, esc(d.uuid), esc(d.product),
       (d.memory_bytes / 2 ** 30).toFixed(0) + ' GiB', esc(d.health), esc(d.job_id || ''), esc(d.worker_id || ''),
@@ -128,13 +147,14 @@ async function nodePage(id, jobFilter) {
   }
   const level = {nvswitch: 4, accelerator: 3, nic: 2, numa: 1};
   const cy = cytoscape({
-    container: document.getElementById('graph'), elements: topoElements(t, held), wheelSensitivity: 0.3,
+    container: document.getElementById('graph'), elements: topoElements(t, held, grouped), wheelSensitivity: 0.3,
     layout: {name: 'concentric', concentric: e => level[e.data('kind')], levelWidth: () => 1, minNodeSpacing: 10,
       animate: false},
     style: [
       {selector: 'node', style: {label: 'data(label)', 'text-wrap': 'wrap', 'font-size': 9, 'text-valign': 'center',
         'text-halign': 'center', width: 62, height: 36, shape: 'round-rectangle', 'background-color': '#dde'}},
       {selector: '.acc', style: {'background-color': '#9d9'}},
+      {selector: '.grouped', style: {'border-width': 3, 'border-color': '#36c', 'border-style': 'dashed'}},
       {selector: '.held', style: {'background-color': '#e66', 'border-width': 3, 'border-color': '#900'}},
       {selector: '.switch', style: {'background-color': '#2a7', shape: 'hexagon', width: 90, height: 50, color: '#fff'}},
       {selector: '.nic', style: {'background-color': '#acf', shape: 'rectangle'}},
@@ -144,37 +164,112 @@ async function nodePage(id, jobFilter) {
       {selector: 'edge[kind = "numa"]', style: {'line-style': 'dashed', width: 1}},
     ],
   });
-  charts(id, dv.devices);
   const count = sel => cy.$(sel).length;
   window.corral = {cy, node: id, graph: {
     accelerators: count('node[kind = "accelerator"]'), nvswitches: count('node[kind = "nvswitch"]'),
     nics: count('node[kind = "nic"]'), numa: count('node[kind = "numa"]'),
     edges: Object.fromEntries(Object.keys(LINK_COLOR).map(k => [k, count('edge[kind = "' + k + '"]')])),
-    held: cy.$('node.held').map(e => e.data('index')).sort((a, b) => a - b)}};
+    held: cy.$('node.held').map(e => e.data('index')).sort((a, b) => a - b),
+    grouped: cy.$('node.grouped').map(e => e.data('index')).sort((a, b) => a - b)}};
+  charts(id, dv.devices, hist);
 }
 
-// uPlot: one line per device, fed by polling the node's devices.
-function charts(id, first) {
+// uPlot: one line per device, the head's history first (the union of its
+// sample times, null where a device had none), then fed by polling.
+function charts(id, first, hist) {
   const box = document.getElementById('chart');
   if (typeof uPlot !== 'function') {
     box.innerHTML = '<p class="err">the chart library was not built in (scripts/deps.sh; then cmake again)</p>';
     throw new Error('uPlot missing from the build');
   }
-  const data = [[]].concat(first.map(() => []));
+  const byIndex = {};
+  for (const d of (hist && hist.devices) || []) byIndex[d.index] = d;
+  const times = [...new Set(first.flatMap(d => (byIndex[d.index] || {time_ms: []}).time_ms))].sort((a, b) => a - b);
+  const data = [times.map(t => t / 1000)].concat(first.map(d => {
+    const h = byIndex[d.index], at = {};
+    if (h) h.time_ms.forEach((t, k) => { at[t] = h.utilization_percent[k]; });
+    return times.map(t => (t in at ? at[t] : null));
+  }));
+  const history = times.length;
   const colors = ['#1b9e77', '#d95f02', '#7570b3', '#e7298a', '#66a61e', '#e6ab02', '#a6761d', '#666'];
   const plot = new uPlot({width: Math.min(1000, box.clientWidth || 1000), height: 220,
     scales: {y: {range: [0, 100]}},
-    series: [{}].concat(first.map((d, i) => ({label: 'dev ' + d.index, stroke: colors[i % colors.length]})))}, data, box);
+    series: [{}].concat(first.map((d, i) => ({label: 'dev ' + d.index, stroke: colors[i % colors.length], spanGaps: true})))}, data, box);
   const add = devs => {
     data[0].push(Date.now() / 1000);
     devs.forEach((d, i) => data[i + 1] && data[i + 1].push(d.telemetry ? d.telemetry.utilization_percent : null));
-    if (data[0].length > 600) data.forEach(a => a.shift());
+    while (data[0].length > history + 600) data.forEach(a => a.shift());
     plot.setData(data);
-    window.corral.chart = {points: data[0].length, series: devs.length};
+    window.corral.chart = {points: data[0].length, series: devs.length, history,
+      history_points: first.map((d, i) => data[i + 1].slice(0, history).filter(v => v !== null).length)};
   };
   add(first);
   poll = setInterval(() => api('nodes/' + encodeURIComponent(id) + '/devices').then(j => add(j.devices))
     .catch(e => console.error('corral dashboard: ' + e.message)), 1000);
+}
+
+// A TPU slice (the nodes of one corral.io/tpu-slice-name): its chips at
+// their mesh coordinates, boxed by host, ICI edges between neighbours,
+// the chips a job holds in red and those a group's bundle holds outlined.
+const SLICE = 'corral.io/tpu-slice-name=';
+function sliceOf(n) { return (n.labels.find(l => l.startsWith(SLICE)) || '').slice(SLICE.length); }
+
+async function slicePage(name) {
+  const [c, pg] = await Promise.all([api('cluster'), api('pgs')]);
+  const wid = n => +((n.labels.find(l => l.startsWith('corral.io/tpu-slice-worker-id=')) || '=0').split('=')[1]);
+  const hosts = c.nodes.filter(n => sliceOf(n) === name).sort((a, b) => wid(a) - wid(b));
+  if (!hosts.length) throw new Error('no node carries ' + SLICE + name);
+  const devs = await Promise.all(hosts.map(n => api('nodes/' + encodeURIComponent(n.node_id) + '/devices')));
+  const label = (n, k) => (n.labels.find(l => l.startsWith(k + '=')) || '=').split('=')[1];
+  const chips = [];
+  hosts.forEach((n, k) => {
+    const g = groupedOn(pg.groups, n.node_id);
+    for (const d of devs[k].devices)
+      if (d.coords) chips.push({node: n.node_id, worker: label(n, 'corral.io/tpu-slice-worker-id'), index: d.index,
+        coords: d.coords, job: d.job_id || '', group: g[d.index] || '', util: d.telemetry ? d.telemetry.utilization_percent : null});
+  });
+  const maxX = Math.max(0, ...chips.map(x => x.coords[0]));
+  const topo = label(hosts[0], 'corral.io/tpu-slice-topology'), type = label(hosts[0], 'corral.io/tpu-slice-pod-type');
+  let h = '<h2>TPU slice ' + esc(name) + '</h2><p>' + esc(type) + ', topology ' + esc(topo) + ': ' + chips.length +
+    ' chip(s) on ' + hosts.length + ' host(s). Red: held by a job; blue outline: reserved by a placement group.</p>' +
+    '<div id="graph"></div>';
+  h += '<h3>Chips</h3>' + table(['coords', 'host', 'worker', 'chip', 'job', 'group', 'utilization %'],
+    chips.map(x => ({cls: x.job ? 'held' : '', cells: ['(' + x.coords.join(',') + ')',
+      '<a href="#/node/' + encodeURIComponent(x.node) + '">' + esc(x.node) + '</a>', esc(x.worker), x.index,
+      esc(x.job), esc(x.group), x.util === null ? '' : x.util]})));
+  main.innerHTML = h;
+  if (typeof cytoscape !== 'function') throw new Error('cytoscape missing from the build');
+  const els = [], id = x => x.node + '/' + x.index, at = {};
+  for (const n of hosts) els.push({data: {id: 'host:' + n.node_id, label: n.node_id, kind: 'host'}, classes: 'host'});
+  for (const x of chips) {
+    const [cx, cy, cz] = [x.coords[0], x.coords[1], x.coords[2] || 0];
+    at[[cx, cy, cz].join(',')] = id(x);
+    els.push({data: {id: id(x), parent: 'host:' + x.node, kind: 'chip', coords: x.coords, job: x.job, group: x.group,
+      label: '(' + x.coords.join(',') + ')\n' + x.node + ' #' + x.index + (x.job ? '\njob ' + x.job : '') +
+        (x.group ? '\n' + x.group : '')},
+      position: {x: (cx + cz * (maxX + 2)) * 150, y: cy * 110},
+      classes: 'acc' + (x.job ? ' held' : '') + (x.group ? ' grouped' : '')});
+  }
+  for (const x of chips) {
+    const [cx, cy, cz] = [x.coords[0], x.coords[1], x.coords[2] || 0];
+    for (const [dx, dy, dz] of [[1, 0, 0], [0, 1, 0], [0, 0, 1]]) {
+      const o = at[[cx + dx, cy + dy, cz + dz].join(',')];
+      if (o) els.push({data: {id: id(x) + '-' + o, source: id(x), target: o, kind: 'ici', label: ''}});
+    }
+  }
+  const cy = cytoscape({container: document.getElementById('graph'), elements: els, layout: {name: 'preset', padding: 30},
+    style: [
+      {selector: 'node', style: {label: 'data(label)', 'text-wrap': 'wrap', 'font-size': 9, 'text-valign': 'center',
+        'text-halign': 'center', width: 110, height: 70, shape: 'round-rectangle', 'background-color': '#9d9'}},
+      {selector: '.host', style: {'background-color': '#f4f4fa', 'text-valign': 'top', 'font-size': 11, 'border-width': 1}},
+      {selector: '.grouped', style: {'border-width': 4, 'border-color': '#36c', 'border-style': 'dashed'}},
+      {selector: '.held', style: {'background-color': '#e66'}},
+      {selector: 'edge', style: {width: 3, 'line-color': LINK_COLOR.ici}},
+    ]});
+  const pick = sel => cy.$(sel).map(e => e.data('coords').join(',')).sort();
+  window.corral = {cy, slice: {name, hosts: hosts.length, chips: cy.$('node[kind = "chip"]').length,
+    coords: pick('node[kind = "chip"]'), held: pick('node.held'), grouped: pick('node.grouped'),
+    ici: cy.$('edge[kind = "ici"]').length}};
 }
 
 async function jobsPage() {
@@ -188,8 +283,12 @@ async function jobsPage() {
   let h = '<h2>Jobs</h2><p>A node link draws the job onto that node\'s topology.</p>' +
     table(['job', 'name', 'state', 'reason', 'worker', 'node', 'devices'], rows);
   const g = await api('pgs');
-  h += '<h3>Placement groups</h3>' + table(['group', 'state', 'bundles'], g.groups.map(x => ({cells: [
-    esc(x.name || x.pg_id || ''), esc(x.state || ''), esc(JSON.stringify(x.bundles || []))]})));
+  h += '<h3>Placement groups</h3><p>A node link draws the group\'s bundles onto that node\'s topology.</p>' +
+    table(['group', 'state', 'bundle', 'resources', 'node', 'devices'], g.groups.flatMap(x =>
+      (x.bundles && x.bundles.length ? x.bundles : [{}]).map(b => ({cells: [esc(x.name || x.pg_id || ''), esc(x.state || ''),
+        b.index === undefined ? '' : b.index, esc(b.resources || ''),
+        b.node_id ? '<a href="#/node/' + encodeURIComponent(b.node_id) + '">' + esc(b.node_id) + '</a>' : '',
+        esc((b.devices || []).join(','))]}))));
   main.innerHTML = h;
 }
 
@@ -229,6 +328,7 @@ async function route() {
   const p = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   try {
     if (p[0] === 'node' && p[1]) await nodePage(p[1], p[2] === 'job' ? p[3] : null);
+    else if (p[0] === 'slice' && p[1]) await slicePage(p[1]);
     else if (p[0] === 'jobs') await jobsPage();
     else if (p[0] === 'events') { eventsPage().catch(e => { if (e.name !== 'AbortError') console.error('corral dashboard: ' + e.message); }); }
     else await overview();

@@ -27,7 +27,8 @@ try {
   };
   await visit('overview', null);
   await visit('node', '#/node/' + encodeURIComponent(node));
-  await page.waitForFunction(() => window.corral.chart && window.corral.chart.points >= 3, null, { timeout: 20000 });
+  out.pages.node.first_chart = await page.evaluate(() => window.corral.chart); // on first load: the head's history
+  await page.waitForFunction(() => window.corral.chart && window.corral.chart.points - window.corral.chart.history >= 3, null, { timeout: 20000 });
   out.pages.node.chart = await page.evaluate(() => window.corral.chart);
   await page.screenshot({ path: shots + '/dashboard-node-telemetry.png', fullPage: true });
   await visit('jobs', '#/jobs');
