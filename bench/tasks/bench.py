@@ -1,0 +1,152 @@
+"""bench/tasks: corral's Python tasks and actors on a real head (run.sh starts
+it), Ray's ray_perf.py measures with corral's API. Each figure is a median
+over RUNS runs after a warm-up. Prints one JSON object per figure on
+stdout; run.sh turns them into `figure` lines.
+
+  (a) tasks_py_async      corral.get([noop.remote() for _ in range(N_ASYNC)])   tasks/s
+  (b) tasks_py_sync       N_SYNC x corral.get(noop.remote())                     tasks/s
+  (c) actor_py_sync       N_SYNC x corral.get(a.noop.remote())                   calls/s
+  (d) actor_py_async      corral.get([a.noop.remote() for _ in range(N_ACT)])    calls/s
+  (e) put_py / get_py     corral.put / corral.get of a 100 MB numpy array        GB/s
+      memcpy_py           numpy.copyto of the same array into a touched one     GB/s
+  (f) actor_py_ready      A.remote() to the result of its first method call     ms
+"""
+
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import corral
+
+RUNS = int(os.environ.get("RUNS", 5))
+N_ASYNC = int(os.environ.get("N_ASYNC", 1000))
+N_SYNC = int(os.environ.get("N_SYNC", 1000))
+N_ACT = int(os.environ.get("N_ACT", 5000))
+READY_RUNS = int(os.environ.get("READY_RUNS", 10))
+MB = int(os.environ.get("PUT_MB", 100))
+ONLY = set(filter(None, os.environ.get("ONLY", "").split(",")))
+
+
+def emit(name, value, unit, note, samples=None):
+    print(json.dumps(dict(metric=name, value=value, unit=unit, note=note, samples=samples)), flush=True)
+
+
+def want(k):
+    return not ONLY or k in ONLY
+
+
+@corral.remote
+def noop():
+    return b"ok"
+
+
+@corral.remote
+class Actor:
+    def noop(self):
+        return b"ok"
+
+
+def median_of(fn, runs=RUNS):
+    fn()  # warm-up
+    s = [fn() for _ in range(runs)]
+    return statistics.median(s), s
+
+
+def main():
+    corral.init()
+    # the workers of the task shape leased once (warm, as ray_perf's runs are)
+    for _ in range(3):
+        corral.get([noop.remote() for _ in range(N_ASYNC)])
+
+    if want("async"):
+        def run():
+            t = time.perf_counter()
+            out = corral.get([noop.remote() for _ in range(N_ASYNC)])
+            dt = time.perf_counter() - t
+            assert len(out) == N_ASYNC and out[-1] == b"ok"
+            return N_ASYNC / dt
+        v, s = median_of(run)
+        emit("tasks_py_async_per_s", v, "1/s", "submit %d no-op tasks, then get all; median of %d" % (N_ASYNC, RUNS), s)
+
+    if want("sync"):
+        def run():
+            t = time.perf_counter()
+            for _ in range(N_SYNC):
+                corral.get(noop.remote())
+            return N_SYNC / (time.perf_counter() - t)
+        v, s = median_of(run)
+        emit("tasks_py_sync_per_s", v, "1/s", "%d x get(noop.remote()); median of %d" % (N_SYNC, RUNS), s)
+
+    if want("actor_sync") or want("actor_async"):
+        a = Actor.remote()
+        corral.get(a.noop.remote(), timeout=120)
+        if want("actor_sync"):
+            def run():
+                t = time.perf_counter()
+                for _ in range(N_SYNC):
+                    corral.get(a.noop.remote())
+                return N_SYNC / (time.perf_counter() - t)
+            v, s = median_of(run)
+            emit("actor_py_sync_per_s", v, "1/s", "%d x get(a.noop.remote()); median of %d" % (N_SYNC, RUNS), s)
+        if want("actor_async"):
+            def run():
+                t = time.perf_counter()
+                out = corral.get([a.noop.remote() for _ in range(N_ACT)])
+                dt = time.perf_counter() - t
+                assert len(out) == N_ACT
+                return N_ACT / dt
+            v, s = median_of(run)
+            emit("actor_py_async_per_s", v, "1/s", "get([a.noop.remote() x %d]); median of %d" % (N_ACT, RUNS), s)
+        corral.kill(a)
+
+    if want("put"):
+        n = MB * 1000 * 1000 // 8
+        src = np.arange(n, dtype=np.float64)
+        dst = np.empty_like(src)
+        dst[:] = 1.0  # touched: its pages exist
+
+        def copy():
+            t = time.perf_counter()
+            np.copyto(dst, src)
+            return src.nbytes / (time.perf_counter() - t) / 1e9
+        mc, mcs = median_of(copy)
+        puts, gets = [], []
+        for i in range(RUNS + 1):
+            gc.collect()
+            t = time.perf_counter()
+            ref = corral.put(src)
+            t1 = time.perf_counter()
+            got = corral.get(ref)
+            t2 = time.perf_counter()
+            assert got.shape == src.shape and got[n // 2] == src[n // 2] and got[-1] == src[-1]
+            if i:
+                puts.append(src.nbytes / (t1 - t) / 1e9)
+                gets.append(src.nbytes / (t2 - t1) / 1e9)
+            del got, ref
+        emit("memcpy_py_gbps", mc, "GB/s", "numpy.copyto of %d MB into a touched array; median of %d" % (MB, RUNS), mcs)
+        emit("put_py_gbps", statistics.median(puts), "GB/s", "corral.put of a %d MB numpy array; median of %d" % (MB, RUNS), puts)
+        emit("get_py_gbps", statistics.median(gets), "GB/s", "corral.get of it (a read-only view of the shared mapping); median of %d" % RUNS, gets)
+
+    if want("ready"):
+        lat = []
+        for i in range(READY_RUNS + 1):
+            t = time.perf_counter()
+            a = Actor.remote()
+            corral.get(a.noop.remote(), timeout=120)
+            dt = (time.perf_counter() - t) * 1e3
+            if i:
+                lat.append(dt)
+            corral.kill(a)
+            time.sleep(0.2)  # a fresh actor each time, as a program would make it (not back to back)
+        emit("actor_py_ready_ms", statistics.median(lat), "ms",
+             "Actor.remote() to its first method's result; median of %d" % READY_RUNS, lat)
+    corral.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
