@@ -127,9 +127,12 @@ def main():
             if i:
                 puts.append(src.nbytes / (t1 - t) / 1e9)
                 gets.append(src.nbytes / (t2 - t1) / 1e9)
+            else:
+                cold = src.nbytes / (t1 - t) / 1e9  # fresh shared memory: its pages faulted in
             del got, ref
         emit("memcpy_py_gbps", mc, "GB/s", "numpy.copyto of %d MB into a touched array; median of %d" % (MB, RUNS), mcs)
         emit("put_py_gbps", statistics.median(puts), "GB/s", "corral.put of a %d MB numpy array; median of %d" % (MB, RUNS), puts)
+        emit("put_py_cold_gbps", cold, "GB/s", "the first corral.put of the run (fresh shared memory, no reuse)", [cold])
         emit("get_py_gbps", statistics.median(gets), "GB/s", "corral.get of it (a read-only view of the shared mapping); median of %d" % RUNS, gets)
 
     if want("ready"):

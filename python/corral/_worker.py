@@ -56,14 +56,39 @@ class Runner:
         self.loop = None
         self.pool = None
         self.q = core.exec_q
+        self.runner_ident = threading.get_ident()
 
     def run_forever(self):
+        q = self.q.q
+        core = self.core
         while True:
-            item = self.q.get()
+            c = core.owner_conn
+            if q.empty() and c is not None and not c.closed:
+                # between calls this thread reads its owner's connection
+                # itself: a call runs as it comes, not after a hand-off from
+                # the I/O thread (which reads it while a call runs, and all
+                # else always; it wakes this one for calls from elsewhere)
+                core.runner_waiting = True
+                try:
+                    if not core.read_direct(c, lambda: not q.empty(), None, core.rwake_r,
+                                            core.flush_dirty if core.dirty else None):
+                        core.flush_dirty()
+                finally:
+                    core.runner_waiting = False
+                try:
+                    os.read(core.rwake_r, 512)
+                except OSError:
+                    pass
+            item = q.get()
             if self.pool is not None and self._is_method(item):
                 self.pool.submit(self.handle, item)
             else:
                 self.handle(item)
+            if self.core.dirty and not q.empty():
+                # replies are queued (Conn.post): the I/O thread sends them
+                # while the next call runs; with none waiting, read_direct
+                # above sends them once it reads the connection itself
+                self.core.wake_flush()
 
     def _is_method(self, item):
         return self.actor is not None
@@ -119,7 +144,10 @@ class Runner:
                 else:
                     out.pop("exception", None)
                     parts = W.encode(out)
-            conn.send(W.RETURN, ident, [bytes([status])] + parts, fds=fds or None)
+            if fds or threading.get_ident() != self.runner_ident:
+                conn.send(W.RETURN, ident, [bytes([status])] + parts, fds=fds or None)
+            else:
+                self.core._post(conn, W.RETURN, ident, [bytes([status])] + parts, wake=False)
             for fd in fds:
                 os.close(fd)
         except (OSError, ConnectionError):
@@ -253,6 +281,9 @@ def main():
     core = R.init()
     core.detached = os.environ.get("CORRAL_TASK_DETACHED") == "1"
     core.exec_q = ExecQueue()
+    core.rwake_r, core.rwake_w = os.pipe()
+    os.set_blocking(core.rwake_r, False)
+    os.set_blocking(core.rwake_w, False)
     runner = Runner(core)
     try:
         c = core._dial(owner, os.environ.get("CORRAL_TASK_OWNER_NODE"),
