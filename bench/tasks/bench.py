@@ -28,6 +28,7 @@ N_ASYNC = int(os.environ.get("N_ASYNC", 1000))
 N_SYNC = int(os.environ.get("N_SYNC", 1000))
 N_ACT = int(os.environ.get("N_ACT", 5000))
 READY_RUNS = int(os.environ.get("READY_RUNS", 10))
+READY_GAP_S = float(os.environ.get("READY_GAP_S", 1.0))
 MB = int(os.environ.get("PUT_MB", 100))
 ONLY = set(filter(None, os.environ.get("ONLY", "").split(",")))
 
@@ -49,6 +50,9 @@ def noop():
 class Actor:
     def noop(self):
         return b"ok"
+
+    def pid(self):
+        return os.getpid()
 
 
 def median_of(fn, runs=RUNS):
@@ -136,18 +140,33 @@ def main():
         emit("get_py_gbps", statistics.median(gets), "GB/s", "corral.get of it (a read-only view of the shared mapping); median of %d" % RUNS, gets)
 
     if want("ready"):
-        lat = []
-        for i in range(READY_RUNS + 1):
+        # the first actor of this driver's own (a new class: no started
+        # worker waits for it yet), then fresh ones a second apart, each on
+        # a new process (the owner keeps CORRAL_ACTOR_SPARES started)
+        @corral.remote
+        class First:
+            def noop(self):
+                return b"ok"
+        t = time.perf_counter()
+        a = First.remote()
+        corral.get(a.noop.remote(), timeout=120)
+        cold = (time.perf_counter() - t) * 1e3
+        corral.kill(a)
+        lat, pids = [], set()
+        for i in range(READY_RUNS):
+            time.sleep(READY_GAP_S)
             t = time.perf_counter()
             a = Actor.remote()
             corral.get(a.noop.remote(), timeout=120)
-            dt = (time.perf_counter() - t) * 1e3
-            if i:
-                lat.append(dt)
+            lat.append((time.perf_counter() - t) * 1e3)
+            pids.add(corral.get(a.pid.remote()))
             corral.kill(a)
-            time.sleep(0.2)  # a fresh actor each time, as a program would make it (not back to back)
+        assert len(pids) == READY_RUNS, pids  # each a new process
         emit("actor_py_ready_ms", statistics.median(lat), "ms",
-             "Actor.remote() to its first method's result; median of %d" % READY_RUNS, lat)
+             "Actor.remote() to its first method's result, %d fresh actors %.1f s apart; median" % (
+                 READY_RUNS, READY_GAP_S), lat)
+        emit("actor_py_ready_first_ms", cold, "ms",
+             "the same for the driver's first actor (a worker process started for it)", [cold])
     corral.shutdown()
 
 

@@ -37,6 +37,12 @@ PIPELINE = int(os.environ.get("CORRAL_TASK_PIPELINE", 16))
 IDLE_TIMEOUT = float(os.environ.get("CORRAL_TASK_IDLE_TIMEOUT", 10))
 LEASE_TIMEOUT = float(os.environ.get("CORRAL_TASK_LEASE_TIMEOUT", 120))
 HELLO_MAX = 64 * 1024
+# Workers an owner keeps started for its next actors of the default shape
+# (no resources asked, unnamed, not detached: _api's MIN_CPU), from its
+# first such actor on, so a fresh actor is ready without a process start
+# (Ray's prestarted worker pool). 0: none.
+SPARE_ACTORS = int(os.environ.get("CORRAL_ACTOR_SPARES", 2))
+SPARE_SPEC = {"resources": "CPU=0.0001"}
 # Workers of one shape an owner keeps at most (the cluster's room for the
 # shape bounds it too: a simulated 180-CPU node on two cores would otherwise
 # get 180 interpreters), and leases it has asking at once (Ray's
@@ -307,6 +313,9 @@ class Core:
         self.peers = {}       # address -> Conn (as a caller)
         self.calls = {}       # (conn id, ident) -> callback for RETURN/OBJECT on caller conns
         self.store_bytes = 0
+        # started workers waiting to become actors of the default shape
+        # (create_actor), not in self.shapes: no task runs on them
+        self.spares = _Shape(("spare",), SPARE_SPEC)
         self.shm_pool = W.ShmPool(min(STORE_BYTES // 4, 1 << 30))
         self.head = None
         self.head_lock = threading.Lock()
@@ -1257,6 +1266,7 @@ class Core:
     def create_actor(self, cls_name, cls_bytes, args, kwargs, opts, spec):
         aid = self.new_id("A")
         a = _Actor(aid, cls_name, cls_bytes, None, None, opts, spec)
+        spare = SPARE_ACTORS > 0 and not a.name and spec == SPARE_SPEC
         with self.lock:
             fake = _Task()
             fake.kind = "create"
@@ -1264,8 +1274,29 @@ class Core:
             a.args, a.kwargs = self._bind_args(fake, args, kwargs)
             a.create_deps = fake
             self.actors[aid] = a
-        threading.Thread(target=self._lease, args=(a, spec, self._job_name(a)), daemon=True).start()
+            w = self.spares.pool.pop() if spare and self.spares.pool else None
+            if w is not None:
+                # a started worker takes the actor at once (Ray's prestarted
+                # workers): the constructor goes now, no lease to wait for
+                w.shape = a
+                self.leases[w.lease] = a
+                a.lease_jobs = {w.lease: w.job}
+                a.lease_job = w.job
+                a.worker = w
+                self._actor_connected(a)
+            if spare:
+                self._refill_spares()
+        if w is None:
+            threading.Thread(target=self._lease, args=(a, spec, self._job_name(a)), daemon=True).start()
         return aid
+
+    def _refill_spares(self):
+        """Under the lock: leases workers for actors of the default shape
+        (unnamed, no resources asked) until SPARE_ACTORS wait ready."""
+        sp = self.spares
+        for _ in range(SPARE_ACTORS - len(sp.pool) - sp.leasing):
+            sp.leasing += 1
+            threading.Thread(target=self._lease, args=(sp, SPARE_SPEC, "actor:(spare)"), daemon=True).start()
 
     def _job_name(self, a):
         """The lease job's name: a named actor's is actor:<namespace>/<name>,
@@ -1887,7 +1918,7 @@ class Core:
             return
         with self.lock:
             jobs = [a.lease_job for a in self.actors.values() if a.lease_job and not a.opts.get("detached")]
-            for s in self.shapes.values():
+            for s in list(self.shapes.values()) + [self.spares]:
                 for w in s.pool:
                     if w.job:
                         jobs.append(w.job)

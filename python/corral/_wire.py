@@ -222,10 +222,19 @@ class Shm:
                     iov.pop(0)
                 if k:
                     iov[0] = memoryview(iov[0]).cast("B")[k:]
+            # mapped through a read-only descriptor of its own: a mapping of
+            # the read-write one could be made writable, which the kernel
+            # counts, and refuses F_SEAL_WRITE while it lasts (seal() below
+            # or when it is first shared)
+            ro = os.open("/proc/self/fd/%d" % fd, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                mm = mmap.mmap(ro, size, mmap.MAP_SHARED, mmap.PROT_READ)
+            finally:
+                os.close(ro)
         except BaseException:
             os.close(fd)
             raise
-        shm = cls.open(fd)
+        shm = cls(fd, size, mm)
         if seal:
             shm.seal()
         return shm
