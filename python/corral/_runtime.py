@@ -334,6 +334,8 @@ class Core:
         self.wake_pending = False
         self.exec_q = None
         self.runner_waiting = False  # a worker's runner reads its owner's connection
+        self.runner_busy = False     # ... or runs a call
+        self.busy_sleep = self.io_sleep = 0.5
         self.rwake_r = self.rwake_w = None
         self.owner_conn = None
         self.detached = False
@@ -462,8 +464,14 @@ class Core:
         last = time.monotonic()
         while not self.closed:
             self.flush_dirty()
+            # while a worker's runner is in a call, replies it queued are
+            # sent from here: a short sleep, doubled while nothing comes
+            busy = self.runner_busy
+            self.io_sleep = self.busy_sleep if busy else 0.5
             try:
-                events = self.sel.select(0.5)
+                events = self.sel.select(self.io_sleep)
+                if busy and not events:
+                    self.busy_sleep = min(self.busy_sleep * 2, 0.5)
             except (OSError, ValueError):
                 if self.closed:
                     return

@@ -57,6 +57,7 @@ class Runner:
         self.pool = None
         self.q = core.exec_q
         self.runner_ident = threading.get_ident()
+        self.coro = {}  # method name -> it is async
 
     def run_forever(self):
         q = self.q.q
@@ -69,6 +70,7 @@ class Runner:
                 # the I/O thread (which reads it while a call runs, and all
                 # else always; it wakes this one for calls from elsewhere)
                 core.runner_waiting = True
+                core.runner_busy = False
                 try:
                     if not core.read_direct(c, lambda: not q.empty(), None, core.rwake_r,
                                             core.flush_dirty if core.dirty else None):
@@ -80,15 +82,18 @@ class Runner:
                 except OSError:
                     pass
             item = q.get()
+            core.busy_sleep = 0.002
+            core.runner_busy = True
             if self.pool is not None and self._is_method(item):
                 self.pool.submit(self.handle, item)
             else:
                 self.handle(item)
-            if self.core.dirty and not q.empty():
+            if core.dirty and not q.empty() and core.io_sleep > 0.005:
                 # replies are queued (Conn.post): the I/O thread sends them
-                # while the next call runs; with none waiting, read_direct
-                # above sends them once it reads the connection itself
-                self.core.wake_flush()
+                # while the next call runs (it wakes every few ms while this
+                # thread is busy; woken here when it sleeps longer); with no
+                # call waiting, read_direct above sends them at once
+                core.wake_flush()
 
     def _is_method(self, item):
         return self.actor is not None
@@ -233,8 +238,11 @@ class Runner:
                 "%s has no method %r" % (type(self.actor).__name__, name)), None)
         R._tls.task_id = tid
         try:
-            a, k = self._args(args, kwargs)
-            if inspect.iscoroutinefunction(m):
+            a, k = self._args(args, kwargs) if args or kwargs else ((), {})
+            co = self.coro.get(name)
+            if co is None:
+                co = self.coro[name] = inspect.iscoroutinefunction(m)
+            if co:
                 fut = asyncio.run_coroutine_threadsafe(m(*a, **k), self.loop)
                 r = fut.result()
             else:
