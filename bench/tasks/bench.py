@@ -61,6 +61,35 @@ def median_of(fn, runs=RUNS):
     return statistics.median(s), s
 
 
+@corral.remote
+def worker_pid():
+    return os.getpid()
+
+
+def cpu_s(pids):
+    """user+system CPU seconds of these processes (/proc/PID/stat)."""
+    t = 0
+    for p in pids:
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                st = f.read().rsplit(")", 1)[1].split()
+            t += int(st[11]) + int(st[12])
+        except OSError:
+            pass
+    return t / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_per_call(name, fn, n, pids):
+    """CPU per call of the driver and of its workers over RUNS runs of fn:
+    what the machine's load moves far less than the wall figures."""
+    d0, w0 = time.process_time(), cpu_s(pids)
+    for _ in range(RUNS):
+        fn()
+    d, w = time.process_time() - d0, cpu_s(pids) - w0
+    emit(name + "_driver_cpu_us", d / (RUNS * n) * 1e6, "us", "driver CPU per call over %d calls" % (RUNS * n))
+    emit(name + "_worker_cpu_us", w / (RUNS * n) * 1e6, "us", "workers' CPU per call over %d calls" % (RUNS * n))
+
+
 def main():
     corral.init()
     if want("ready"):
@@ -74,6 +103,7 @@ def main():
     # the workers of the task shape leased once (warm, as ray_perf's runs are)
     for _ in range(3):
         corral.get([noop.remote() for _ in range(N_ASYNC)])
+    wpids = set(corral.get([worker_pid.remote() for _ in range(N_ASYNC)]))
 
     if want("async"):
         def run():
@@ -83,6 +113,7 @@ def main():
             assert len(out) == N_ASYNC and out[-1] == b"ok"
             return N_ASYNC / dt
         v, s = median_of(run)
+        cpu_per_call("tasks_py_async", run, N_ASYNC, wpids)
         emit("tasks_py_async_per_s", v, "1/s", "submit %d no-op tasks, then get all; median of %d" % (N_ASYNC, RUNS), s)
 
     if want("sync"):
@@ -92,11 +123,13 @@ def main():
                 corral.get(noop.remote())
             return N_SYNC / (time.perf_counter() - t)
         v, s = median_of(run)
+        cpu_per_call("tasks_py_sync", run, N_SYNC, wpids)
         emit("tasks_py_sync_per_s", v, "1/s", "%d x get(noop.remote()); median of %d" % (N_SYNC, RUNS), s)
 
     if want("actor_sync") or want("actor_async"):
         a = Actor.remote()
         corral.get(a.noop.remote(), timeout=120)
+        apid = corral.get(a.pid.remote())
         if want("actor_sync"):
             def run():
                 t = time.perf_counter()
@@ -104,6 +137,7 @@ def main():
                     corral.get(a.noop.remote())
                 return N_SYNC / (time.perf_counter() - t)
             v, s = median_of(run)
+            cpu_per_call("actor_py_sync", run, N_SYNC, [apid])
             emit("actor_py_sync_per_s", v, "1/s", "%d x get(a.noop.remote()); median of %d" % (N_SYNC, RUNS), s)
         if want("actor_async"):
             def run():
@@ -113,6 +147,7 @@ def main():
                 assert len(out) == N_ACT
                 return N_ACT / dt
             v, s = median_of(run)
+            cpu_per_call("actor_py_async", run, N_ACT, [apid])
             emit("actor_py_async_per_s", v, "1/s", "get([a.noop.remote() x %d]); median of %d" % (N_ACT, RUNS), s)
         corral.kill(a)
 
