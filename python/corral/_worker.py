@@ -81,6 +81,8 @@ class Runner:
                     os.read(core.rwake_r, 512)
                 except OSError:
                     pass
+            elif q.empty() and core.dirty:
+                core.flush_dirty()  # no owner to read (a detached actor's is gone)
             item = q.get()
             core.busy_sleep = 0.002
             core.runner_busy = True
