@@ -167,6 +167,7 @@ class RemoteFunction:
         self._fn = fn
         self._opts = opts
         self._spec = _spec(opts, False)
+        self._key = R._shape_key(self._spec)
         self._pickled = None
         self._lock = threading.Lock()
         functools.update_wrapper(self, fn)
@@ -196,7 +197,8 @@ class RemoteFunction:
     def remote(self, *args, **kwargs):
         c = _core()
         fid, fb = self._bytes()
-        return c.submit_task(self._fn, fb, fid, self._fn.__qualname__, args, kwargs, self._opts, self._spec)
+        return c.submit_task(self._fn, fb, fid, self._fn.__qualname__, args, kwargs, self._opts, self._spec,
+                             self._key)
 
 
 # ---- actors ----

@@ -16,6 +16,7 @@ import itertools
 import json
 import os
 import secrets
+import select
 import selectors
 import shutil
 import socket
@@ -36,6 +37,12 @@ PIPELINE = int(os.environ.get("CORRAL_TASK_PIPELINE", 16))
 IDLE_TIMEOUT = float(os.environ.get("CORRAL_TASK_IDLE_TIMEOUT", 10))
 LEASE_TIMEOUT = float(os.environ.get("CORRAL_TASK_LEASE_TIMEOUT", 120))
 HELLO_MAX = 64 * 1024
+# Workers an owner keeps started for its next actors of the default shape
+# (no resources asked, unnamed, not detached: _api's MIN_CPU), from its
+# first such actor on, so a fresh actor is ready without a process start
+# (Ray's prestarted worker pool). 0: none.
+SPARE_ACTORS = int(os.environ.get("CORRAL_ACTOR_SPARES", 2))
+SPARE_SPEC = {"resources": "CPU=0.0001"}
 # Workers of one shape an owner keeps at most (the cluster's room for the
 # shape bounds it too: a simulated 180-CPU node on two cores would otherwise
 # get 180 interpreters), and leases it has asking at once (Ray's
@@ -306,6 +313,10 @@ class Core:
         self.peers = {}       # address -> Conn (as a caller)
         self.calls = {}       # (conn id, ident) -> callback for RETURN/OBJECT on caller conns
         self.store_bytes = 0
+        # started workers waiting to become actors of the default shape
+        # (create_actor), not in self.shapes: no task runs on them
+        self.spares = _Shape(("spare",), SPARE_SPEC)
+        self.shm_pool = W.ShmPool(min(STORE_BYTES // 4, 1 << 30))
         self.head = None
         self.head_lock = threading.Lock()
         self.sel = selectors.DefaultSelector()
@@ -315,12 +326,23 @@ class Core:
         self.sel.register(self.tsock, selectors.EVENT_READ, ("listen", False))
         self.sel.register(self.wr, selectors.EVENT_READ, ("wake", None))
         self.pending_add = []
+        # connections with frames post()ed and not yet sent: the I/O thread
+        # sends them before it sleeps, a thread about to wait for a result
+        # sends them itself (docs/actors.md "Batching")
+        self.dirty = []
+        self.dirty_lock = threading.Lock()
+        self.wake_pending = False
         self.exec_q = None
+        self.runner_waiting = False  # a worker's runner reads its owner's connection
+        self.runner_busy = False     # ... or runs a call
+        self.busy_sleep = self.io_sleep = 0.5
+        self.rwake_r = self.rwake_w = None
         self.owner_conn = None
         self.detached = False
         self.monitor = None
         self.io = threading.Thread(target=self._loop, name="corral-io", daemon=True)
         self.io.start()
+        self.io_ident = self.io.ident
 
     # -- ids --
     def new_id(self, tag="o"):
@@ -396,6 +418,43 @@ class Core:
         except OSError:
             pass
 
+    def _post(self, c, kind, ident, parts, wake=True, idle=False):
+        """Queues a frame on c (Conn.post); c is sent by the I/O thread
+        (woken for it unless wake is False or it is the caller) or by
+        the next flush_dirty(). A call to a worker with none in flight
+        (idle) goes at once: one call and its wait (get(f.remote())) wakes
+        no other thread; a burst is queued after its first call."""
+        if idle and not c.out:
+            c.send(kind, ident, parts)
+            return
+        if c.post(kind, ident, parts):
+            with self.dirty_lock:
+                self.dirty.append(c)
+                wake = wake and not self.wake_pending and threading.get_ident() != self.io_ident
+                if wake:
+                    self.wake_pending = True
+            if wake:
+                self._wake()
+
+    def wake_flush(self):
+        """Has the I/O thread send what is queued (once per burst)."""
+        with self.dirty_lock:
+            if not self.dirty or self.wake_pending:
+                return
+            self.wake_pending = True
+        self._wake()
+
+    def flush_dirty(self):
+        with self.dirty_lock:
+            if not self.dirty:
+                return
+            d, self.dirty = self.dirty, []
+        for c in d:
+            try:
+                c.flush()
+            except (OSError, ConnectionError):
+                pass  # the I/O thread sees the loss
+
     def add_conn(self, conn):
         with self.lock:
             self.pending_add.append(conn)
@@ -404,8 +463,15 @@ class Core:
     def _loop(self):
         last = time.monotonic()
         while not self.closed:
+            self.flush_dirty()
+            # while a worker's runner is in a call, replies it queued are
+            # sent from here: a short sleep, doubled while nothing comes
+            busy = self.runner_busy
+            self.io_sleep = self.busy_sleep if busy else 0.5
             try:
-                events = self.sel.select(0.5)
+                events = self.sel.select(self.io_sleep)
+                if busy and not events:
+                    self.busy_sleep = min(self.busy_sleep * 2, 0.5)
             except (OSError, ValueError):
                 if self.closed:
                     return
@@ -417,6 +483,8 @@ class Core:
                         os.read(self.wr, 4096)
                     except OSError:
                         pass
+                    with self.dirty_lock:
+                        self.wake_pending = False
                     with self.lock:
                         add, self.pending_add = self.pending_add, []
                     for c in add:
@@ -430,6 +498,7 @@ class Core:
             if now - last > 1.0:
                 last = now
                 self._reap_idle(now)
+                self.shm_pool.expire(now)
 
     def _accept(self, lsock, unix):
         try:
@@ -456,6 +525,15 @@ class Core:
         self.sel.register(s, selectors.EVENT_READ, ("conn", c))
 
     def _readable(self, c):
+        if not c.rlock.acquire(blocking=False):
+            return  # a thread reads it directly (read_direct)
+        try:
+            self._read_some(c)
+        finally:
+            c.rlock.release()
+
+    def _read_some(self, c):
+        """With c.rlock: reads what c has and dispatches its frames."""
         try:
             frames = c.feed()
         except W.ProtocolError as e:
@@ -485,6 +563,52 @@ class Core:
             except Exception:
                 self._log("error handling a %s frame:\n%s" % (W.KIND_NAMES.get(kind, kind),
                                                               traceback.format_exc()))
+
+    def read_direct(self, c, until, deadline=None, wake_fd=None, taken=None):
+        """Reads and dispatches c's frames on this thread instead of the I/O
+        thread's, until until() holds, deadline (time.monotonic()) passes,
+        or wake_fd is readable: a thread that waits for a reply on c (a
+        get, a worker's runner between calls) takes it as it comes, with
+        no hand-off between threads. False when c could not be taken (the
+        I/O thread reads it, or it is not registered yet). taken() runs
+        once c is this thread's (a runner sends its replies then, so that
+        the next call finds it reading)."""
+        if c.closed or not c.rlock.acquire(blocking=False):
+            return False
+        try:
+            try:
+                self.sel.unregister(c.sock)
+            except (KeyError, ValueError):
+                return False
+            try:
+                if taken is not None:
+                    taken()
+                p = select.poll()
+                p.register(c.sock, select.POLLIN)
+                if wake_fd is not None:
+                    p.register(wake_fd, select.POLLIN)
+                while not c.closed and not until():
+                    ms = 50
+                    if deadline is not None:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            break
+                        ms = min(ms, int(left * 1000) + 1)
+                    ev = p.poll(ms)
+                    if not ev:
+                        continue  # until() again: another thread may have made it true
+                    if any(fd == wake_fd for fd, _ in ev):
+                        break
+                    self._read_some(c)
+            finally:
+                if not c.closed:
+                    try:
+                        self.sel.register(c.sock, selectors.EVENT_READ, ("conn", c))
+                    except (KeyError, ValueError, OSError):
+                        pass
+        finally:
+            c.rlock.release()
+        return True
 
     def _log(self, msg):
         sys.stderr.write("corral[%d]: %s\n" % (self.pid, msg))
@@ -516,6 +640,11 @@ class Core:
                 c.send(W.RETURN, ident, [bytes([W.SYS_ERROR]), b"this process runs no calls (it is not a worker)"])
                 return
             self.exec_q.put((c, ident, payload, fds))
+            if self.runner_waiting and threading.get_ident() == self.io_ident:
+                try:
+                    os.write(self.rwake_w, b"x")
+                except OSError:
+                    pass
         elif kind == W.RETURN:
             self._returned(c, ident, payload, fds)
         elif kind == W.GET:
@@ -812,7 +941,7 @@ class Core:
         return max(1, min(n, int(os.environ.get("CORRAL_TASK_MAX_WORKERS", 256))))
 
     # ---- owner: tasks ----
-    def submit_task(self, fn, fn_bytes, fid, fname, args, kwargs, opts, spec):
+    def submit_task(self, fn, fn_bytes, fid, fname, args, kwargs, opts, spec, key=None):
         t = _Task()
         t.kind = "task"
         t.tid = self.new_id("t")
@@ -823,7 +952,8 @@ class Core:
         mr = opts.get("max_retries", 3)
         t.retries_left = float("inf") if mr == -1 else mr
         t.exc_retries_left = t.retries_left if opts.get("retry_exceptions") else 0
-        key = _shape_key(spec)
+        if key is None:
+            key = _shape_key(spec)
         refs = []
         with self.lock:
             shape = self.shapes.get(key)
@@ -906,6 +1036,7 @@ class Core:
         ident = next(self.ids)
         t.worker = w
         t.attempts += 1
+        idle = not w.inflight
         w.inflight[ident] = t
         w.idle_since = None
         fn_bytes = None
@@ -917,7 +1048,10 @@ class Core:
         kwargs = {k: self._resolve(v, w, fds) for k, v in t.kwargs.items()}
         call = ("task", t.tid, t.fid, fn_bytes, t.fname, args, kwargs, len(t.returns), self.job_id)
         try:
-            w.conn.send(W.CALL, ident, W.encode(call), fds=fds or None)
+            if fds:
+                w.conn.send(W.CALL, ident, W.encode(call), fds=fds)
+            else:
+                self._post(w.conn, W.CALL, ident, W.encode(call), idle=idle)
         except (OSError, ConnectionError):
             pass  # the I/O thread sees the loss and retries it
         except W.ProtocolError as e:
@@ -933,6 +1067,7 @@ class Core:
                 return _ErrArg(o.error)
             if o.shm is not None:
                 if w.conn.unix and len(fds) < W.MAX_FDS:
+                    o.shm.seal()
                     fds.append(o.shm.fd)
                     return _ShmArg(len(fds) - 1)
                 return o.shm.blob()
@@ -1148,6 +1283,7 @@ class Core:
     def create_actor(self, cls_name, cls_bytes, args, kwargs, opts, spec):
         aid = self.new_id("A")
         a = _Actor(aid, cls_name, cls_bytes, None, None, opts, spec)
+        spare = SPARE_ACTORS > 0 and not a.name and spec == SPARE_SPEC
         with self.lock:
             fake = _Task()
             fake.kind = "create"
@@ -1155,8 +1291,29 @@ class Core:
             a.args, a.kwargs = self._bind_args(fake, args, kwargs)
             a.create_deps = fake
             self.actors[aid] = a
-        threading.Thread(target=self._lease, args=(a, spec, self._job_name(a)), daemon=True).start()
+            w = self.spares.pool.pop() if spare and self.spares.pool else None
+            if w is not None:
+                # a started worker takes the actor at once (Ray's prestarted
+                # workers): the constructor goes now, no lease to wait for
+                w.shape = a
+                self.leases[w.lease] = a
+                a.lease_jobs = {w.lease: w.job}
+                a.lease_job = w.job
+                a.worker = w
+                self._actor_connected(a)
+            if spare:
+                self._refill_spares()
+        if w is None:
+            threading.Thread(target=self._lease, args=(a, spec, self._job_name(a)), daemon=True).start()
         return aid
+
+    def _refill_spares(self):
+        """Under the lock: leases workers for actors of the default shape
+        (unnamed, no resources asked) until SPARE_ACTORS wait ready."""
+        sp = self.spares
+        for _ in range(SPARE_ACTORS - len(sp.pool) - sp.leasing):
+            sp.leasing += 1
+            threading.Thread(target=self._lease, args=(sp, SPARE_SPEC, "actor:(spare)"), daemon=True).start()
 
     def _job_name(self, a):
         """The lease job's name: a named actor's is actor:<namespace>/<name>,
@@ -1279,13 +1436,17 @@ class Core:
             ident = next(self.ids)
             t.worker = a.worker
             t.attempts += 1
+            idle = not a.worker.inflight
             a.worker.inflight[ident] = t
             fds = []
             args = [self._resolve(x, a.worker, fds) for x in t.args]
             kwargs = {k: self._resolve(v, a.worker, fds) for k, v in t.kwargs.items()}
             call = ("method", t.opts["method"], args, kwargs, len(t.returns), t.tid)
             try:
-                a.worker.conn.send(W.CALL, ident, W.encode(call), fds=fds or None)
+                if fds:
+                    a.worker.conn.send(W.CALL, ident, W.encode(call), fds=fds)
+                else:
+                    self._post(a.worker.conn, W.CALL, ident, W.encode(call), idle=idle)
             except (OSError, ConnectionError):
                 pass
 
@@ -1488,7 +1649,7 @@ class Core:
                     self.cond.wait(min(left, 0.5))
                 self.store_bytes += n
             try:
-                shm = W.Shm.create(blob)
+                shm = W.Shm.create(blob, seal=False, pool=self.shm_pool)
             except BaseException:
                 with self.lock:
                     self.store_bytes -= n
@@ -1598,7 +1759,7 @@ class Core:
             del self.objs[oid]
             if o.shm is not None:
                 self.store_bytes -= o.shm.size
-                o.shm.close()
+                o.shm.close(self.shm_pool)
                 o.shm = None
                 self.cond.notify_all()
             o.blob = None
@@ -1714,6 +1875,7 @@ class Core:
             if o.state == FAILED:
                 c.send(W.OBJECT, ident, [bytes([W.APP_ERROR])] + W.encode(o.error))
             elif o.shm is not None and c.unix:
+                o.shm.seal()
                 c.send(W.OBJECT, ident, [bytes([W.OK])] + W.encode(_ShmArg(0)), fds=[o.shm.fd])
             else:
                 blob = o.blob if o.shm is None else o.shm.blob()
@@ -1757,6 +1919,7 @@ class Core:
         returns the set that is."""
         num = len(oids) if num is None else num
         deadline = None if timeout is None else time.monotonic() + timeout
+        self.flush_dirty()
         with self.lock:
             while True:
                 done = {x for x in oids if x not in self.objs or self.objs[x].state != PENDING}
@@ -1770,6 +1933,14 @@ class Core:
     def get(self, ref, timeout=None):
         if ref.owner == self.me:
             deadline = None if timeout is None else time.monotonic() + timeout
+            if self.dirty:
+                self.flush_dirty()
+            o = self.objs.get(ref.id)
+            if o is not None and o.state == PENDING:
+                t = o.task
+                w = t.worker if t is not None else None
+                if w is not None and w.conn is not None:
+                    self.read_direct(w.conn, lambda: o.state != PENDING, deadline)
             with self.lock:
                 o = self.objs.get(ref.id)
                 while o is not None and o.state == PENDING:
@@ -1822,7 +1993,7 @@ class Core:
             return
         with self.lock:
             jobs = [a.lease_job for a in self.actors.values() if a.lease_job and not a.opts.get("detached")]
-            for s in self.shapes.values():
+            for s in list(self.shapes.values()) + [self.spares]:
                 for w in s.pool:
                     if w.job:
                         jobs.append(w.job)
@@ -1848,6 +2019,7 @@ class Core:
             except OSError:
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
+        self.shm_pool.clear()
 
 
 class _Arg:
@@ -1857,6 +2029,11 @@ class _Arg:
 
     def __init__(self, oid):
         self.oid = oid
+
+
+W.register_plain(ObjectRef)
+W.register_plain(_ShmArg)
+W.register_plain(_Arg)
 
 
 class _ErrArg:

@@ -27,6 +27,8 @@ HDR = struct.Struct(">IBBHQ")
 HDR_LEN = 16
 MAX_FRAME = int(os.environ.get("CORRAL_TASK_MAX_FRAME", 64 << 20))
 MAX_FDS = 16
+FLUSH_BYTES = 256 * 1024  # post() sends at once past this many queued bytes
+IOV_MAX = 512             # buffers in one sendmsg (the kernel takes 1024)
 
 HELLO, WELCOME, CALL, RETURN, CANCEL, CHALLENGE, BYE = 1, 2, 3, 4, 5, 6, 7
 INFO = 8  # corral list: an owner's tasks, actors or objects (docs/actors.md)
@@ -73,10 +75,40 @@ def split(payload):
     return out
 
 
+# Types the C pickler writes as they are, and corral's own classes (found by
+# their module's name in every process): a value made only of these needs
+# no cloudpickle, whose Python-level reducer runs for every object and costs
+# more than the whole of a small task's call. Anything else (functions,
+# classes and instances from __main__, numpy arrays) goes by cloudpickle.
+_PLAIN = {type(None), bool, int, float, str, bytes}
+_PLAIN_MAX = 64  # a longer container is not scanned: cloudpickle takes it
+
+
+def register_plain(cls):
+    """cls pickles by reference in every process (a corral class)."""
+    _PLAIN.add(cls)
+
+
+def _plain(obj, depth=0):
+    t = type(obj)
+    if t in _PLAIN:
+        return True
+    if depth > 4:
+        return False
+    if t is tuple or t is list:
+        return len(obj) <= _PLAIN_MAX and all(_plain(x, depth + 1) for x in obj)
+    if t is dict:
+        return len(obj) <= _PLAIN_MAX and all(type(k) is str and _plain(v, depth + 1) for k, v in obj.items())
+    return False
+
+
 def dumps(obj):
     """obj -> (pickle bytes, out-of-band buffers)."""
     bufs = []
-    p = cloudpickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
+    if _plain(obj):
+        p = pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
+    else:
+        p = cloudpickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
     return p, [b.raw() for b in bufs]
 
 
@@ -130,6 +162,9 @@ class Blob:
         return (Blob, (pickle.PickleBuffer(self.main), [pickle.PickleBuffer(b) for b in self.bufs]))
 
 
+register_plain(Blob)
+
+
 # ---- shared-memory objects ----
 
 SHM_MAGIC = b"CROB"
@@ -145,41 +180,73 @@ class Shm:
     """One object in a memfd: a header (magic "CROB", version 1, the pickle's
     length, the buffer count, each buffer's length), then the pickle and the
     buffers, each 64-byte aligned. Readers map it read-only and get numpy
-    arrays backed by the mapping (no copy)."""
+    arrays backed by the mapping (no copy). A memfd is sealed (no write,
+    grow or shrink, ever) before its descriptor goes to another process;
+    until then its owner may reuse it for another object (ShmPool)."""
 
-    __slots__ = ("fd", "size", "mm", "__weakref__")
+    __slots__ = ("fd", "size", "mm", "sealed", "__weakref__")
 
     def __init__(self, fd, size, mm):
         self.fd, self.size, self.mm = fd, size, mm
+        self.sealed = False
 
     @classmethod
-    def create(cls, blob):
+    def create(cls, blob, seal=True, pool=None):
+        """blob's pieces written into a memfd (one from pool when it has
+        one large enough: its pages exist, so the write is a memcpy, not
+        page faults), mapped read-only."""
         n = len(blob.bufs)
-        lens = [memoryview(blob.main).nbytes] + [memoryview(b).nbytes for b in blob.bufs]
+        parts = [memoryview(blob.main).cast("B")] + [memoryview(b).cast("B") for b in blob.bufs]
         head = SHM_HEAD.size + 8 * n
         off = _align(head)
-        offs = []
-        for ln in lens:
-            offs.append(off)
-            off = _align(off + ln)
+        iov = [SHM_HEAD.pack(SHM_MAGIC, 1, parts[0].nbytes, n) + struct.pack(">%dQ" % n, *[p.nbytes for p in parts[1:]])]
+        iov.append(bytes(off - head))
+        for i, part in enumerate(parts):
+            iov.append(part)
+            end = off + part.nbytes
+            off = _align(end)
+            if i + 1 < len(parts) and off > end:
+                iov.append(bytes(off - end))
         size = max(off, 1)
-        fd = os.memfd_create("corral-object", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        fd = pool.take(size) if pool is not None else -1
+        if fd < 0:
+            fd = os.memfd_create("corral-object", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(fd, size)
-            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-            mm[0:head] = SHM_HEAD.pack(SHM_MAGIC, 1, lens[0], n) + struct.pack(">%dQ" % n, *lens[1:])
-            for o, part in zip(offs, [blob.main] + list(blob.bufs)):
-                mv = memoryview(part).cast("B")
-                mm[o:o + mv.nbytes] = mv
-            mm.close()
-            # nobody writes it again: readers may trust what they map
-            import fcntl
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW |
-                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+            pos = 0
+            while iov:
+                # pwritev: the parts go from where they are, no joined copy
+                k = os.pwritev(fd, iov[:IOV_MAX], pos)
+                pos += k
+                while iov and k >= memoryview(iov[0]).nbytes:
+                    k -= memoryview(iov[0]).nbytes
+                    iov.pop(0)
+                if k:
+                    iov[0] = memoryview(iov[0]).cast("B")[k:]
+            # mapped through a read-only descriptor of its own: a mapping of
+            # the read-write one could be made writable, which the kernel
+            # counts, and refuses F_SEAL_WRITE while it lasts (seal() below
+            # or when it is first shared)
+            ro = os.open("/proc/self/fd/%d" % fd, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                mm = mmap.mmap(ro, size, mmap.MAP_SHARED, mmap.PROT_READ)
+            finally:
+                os.close(ro)
         except BaseException:
             os.close(fd)
             raise
-        return cls.open(fd)
+        shm = cls(fd, size, mm)
+        if seal:
+            shm.seal()
+        return shm
+
+    def seal(self):
+        """Nobody writes it again: readers may trust what they map."""
+        if not self.sealed:
+            import fcntl
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW |
+                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+            self.sealed = True
 
     @classmethod
     def open(cls, fd):
@@ -197,15 +264,77 @@ class Shm:
     def blob(self):
         return Blob(*parse_shm(memoryview(self.mm)))
 
-    def close(self):
+    def close(self, pool=None):
+        """Unmaps it (unless arrays still view it: the mapping then goes
+        with the last of them) and closes it, or gives it to pool when
+        it never left this process and nothing views it."""
         try:
             self.mm.close()
+            viewed = False
         except BufferError:
-            # numpy arrays still view it: the mapping goes with the last of them
-            pass
+            viewed = True
         if self.fd >= 0:
+            if pool is not None and not viewed and not self.sealed and pool.give(self.fd, self.size):
+                self.fd = -1
+                return
             os.close(self.fd)
             self.fd = -1
+
+
+class ShmPool:
+    """memfds of freed objects that never left this process, for the next
+    put (as Ray's plasma store reuses its memory): at most max_bytes, each
+    closed after idle_s unused. Fresh shared memory costs a page fault per
+    4 KiB page (on some VMs more than the copy itself); a reused one does
+    not."""
+
+    def __init__(self, max_bytes, idle_s=10.0):
+        self.max_bytes = max_bytes
+        self.idle_s = idle_s
+        self.held = []  # (size, fd, time freed)
+        self.bytes = 0
+        self.lock = threading.Lock()
+
+    def give(self, fd, size):
+        import time
+        with self.lock:
+            if size > self.max_bytes:
+                return False
+            while self.held and self.bytes + size > self.max_bytes:
+                s, f, _ = self.held.pop(0)
+                self.bytes -= s
+                os.close(f)
+            self.held.append((size, fd, time.monotonic()))
+            self.bytes += size
+            return True
+
+    def take(self, size):
+        """The smallest held memfd of at least size bytes (up to twice it),
+        or -1."""
+        with self.lock:
+            best = -1
+            for i, (s, f, _) in enumerate(self.held):
+                if size <= s <= 2 * size and (best < 0 or s < self.held[best][0]):
+                    best = i
+            if best < 0:
+                return -1
+            s, f, _ = self.held.pop(best)
+            self.bytes -= s
+            return f
+
+    def expire(self, now):
+        with self.lock:
+            keep = []
+            for s, f, t in self.held:
+                if now - t > self.idle_s:
+                    self.bytes -= s
+                    os.close(f)
+                else:
+                    keep.append((s, f, t))
+            self.held = keep
+
+    def clear(self):
+        self.expire(float("inf"))
 
 
 def parse_shm(mv):
@@ -246,9 +375,52 @@ class Conn:
         self.hello = False  # HELLO seen (or sent, on the connecting side)
         self.role = None
         self.data = None    # what the runtime hangs on it
+        self.out = []       # frames post() queued, in order, for flush()
+        # held by the one thread reading (and dispatching) this connection's
+        # frames: the I/O thread, or a thread that waits for a reply on it
+        # (Core.read_direct)
+        self.rlock = threading.Lock()
+        self.out_bytes = 0
 
     def fileno(self):
         return self.sock.fileno()
+
+    def post(self, kind, ident, parts=()):
+        """Queues a frame (no descriptors) for flush(): a burst of calls or
+        replies goes in one system call instead of one each. Returns True
+        when the queue was empty before (the caller sees that a flush comes).
+        Frames of send() go after what is queued, so the order holds."""
+        lens = [memoryview(p).nbytes for p in parts]
+        size = sum(lens)
+        if size + 12 > MAX_FRAME:
+            raise ProtocolError("a %s frame of %d bytes is over the %d-byte limit "
+                                "(CORRAL_TASK_MAX_FRAME)" % (KIND_NAMES.get(kind, kind), size, MAX_FRAME))
+        head = HDR.pack(size + 12, kind, 0, 0, ident)
+        if size <= 4096:
+            frame = [head + b"".join(parts)]
+        else:
+            frame = [head] + [p for p, n in zip(parts, lens) if n]
+        with self.lock:
+            if self.closed:
+                raise ConnectionError("connection closed")
+            first = not self.out
+            self.out += frame
+            self.out_bytes += size + 16
+            if self.out_bytes >= FLUSH_BYTES or len(self.out) >= IOV_MAX:
+                self._flush()
+        return first
+
+    def flush(self):
+        """Sends what post() queued."""
+        with self.lock:
+            if self.out and not self.closed:
+                self._flush()
+
+    def _flush(self):
+        bufs, self.out, self.out_bytes = self.out, [], 0
+        if len(bufs) > 1 and sum(memoryview(b).nbytes for b in bufs) <= FLUSH_BYTES:
+            bufs = [b"".join(bufs)]
+        self._sendall(bufs)
 
     def send(self, kind, ident, parts=(), fds=None):
         """parts: bytes-like, sent as one frame (with writev)."""
@@ -261,6 +433,8 @@ class Conn:
         with self.lock:
             if self.closed:
                 raise ConnectionError("connection closed")
+            if self.out:
+                self._flush()
             if fds:
                 anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
                 sent = self.sock.sendmsg(bufs[:1], anc)
@@ -273,7 +447,7 @@ class Conn:
     def _sendall(self, bufs):
         total = sum(memoryview(b).nbytes for b in bufs)
         while total:
-            n = self.sock.sendmsg(bufs)
+            n = self.sock.sendmsg(bufs[:IOV_MAX])
             total -= n
             if not total:
                 break
@@ -292,14 +466,14 @@ class Conn:
         id, payload memoryview, fds), or None at end of stream."""
         try:
             if self.unix:
-                data, anc, _, _ = self.sock.recvmsg(1 << 20, socket.CMSG_SPACE(MAX_FDS * 4))
+                data, anc, _, _ = self.sock.recvmsg(1 << 20, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_DONTWAIT)
                 for level, typ, d in anc:
                     if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
                         a = array.array("i")
                         a.frombytes(d[:len(d) - len(d) % a.itemsize])
                         self.fds.extend(a)
             else:
-                data = self.sock.recv(1 << 20)
+                data = self.sock.recv(1 << 20, socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
             return []
         except OSError:

@@ -56,14 +56,46 @@ class Runner:
         self.loop = None
         self.pool = None
         self.q = core.exec_q
+        self.runner_ident = threading.get_ident()
+        self.coro = {}  # method name -> it is async
 
     def run_forever(self):
+        q = self.q.q
+        core = self.core
         while True:
-            item = self.q.get()
+            c = core.owner_conn
+            if q.empty() and c is not None and not c.closed:
+                # between calls this thread reads its owner's connection
+                # itself: a call runs as it comes, not after a hand-off from
+                # the I/O thread (which reads it while a call runs, and all
+                # else always; it wakes this one for calls from elsewhere)
+                core.runner_waiting = True
+                core.runner_busy = False
+                try:
+                    if not core.read_direct(c, lambda: not q.empty(), None, core.rwake_r,
+                                            core.flush_dirty if core.dirty else None):
+                        core.flush_dirty()
+                finally:
+                    core.runner_waiting = False
+                try:
+                    os.read(core.rwake_r, 512)
+                except OSError:
+                    pass
+            elif q.empty() and core.dirty:
+                core.flush_dirty()  # no owner to read (a detached actor's is gone)
+            item = q.get()
+            core.busy_sleep = 0.002
+            core.runner_busy = True
             if self.pool is not None and self._is_method(item):
                 self.pool.submit(self.handle, item)
             else:
                 self.handle(item)
+            if core.dirty and not q.empty() and core.io_sleep > 0.005:
+                # replies are queued (Conn.post): the I/O thread sends them
+                # while the next call runs (it wakes every few ms while this
+                # thread is busy; woken here when it sleeps longer); with no
+                # call waiting, read_direct above sends them at once
+                core.wake_flush()
 
     def _is_method(self, item):
         return self.actor is not None
@@ -119,7 +151,10 @@ class Runner:
                 else:
                     out.pop("exception", None)
                     parts = W.encode(out)
-            conn.send(W.RETURN, ident, [bytes([status])] + parts, fds=fds or None)
+            if fds or threading.get_ident() != self.runner_ident:
+                conn.send(W.RETURN, ident, [bytes([status])] + parts, fds=fds or None)
+            else:
+                self.core._post(conn, W.RETURN, ident, [bytes([status])] + parts, wake=False)
             for fd in fds:
                 os.close(fd)
         except (OSError, ConnectionError):
@@ -205,8 +240,11 @@ class Runner:
                 "%s has no method %r" % (type(self.actor).__name__, name)), None)
         R._tls.task_id = tid
         try:
-            a, k = self._args(args, kwargs)
-            if inspect.iscoroutinefunction(m):
+            a, k = self._args(args, kwargs) if args or kwargs else ((), {})
+            co = self.coro.get(name)
+            if co is None:
+                co = self.coro[name] = inspect.iscoroutinefunction(m)
+            if co:
                 fut = asyncio.run_coroutine_threadsafe(m(*a, **k), self.loop)
                 r = fut.result()
             else:
@@ -253,6 +291,9 @@ def main():
     core = R.init()
     core.detached = os.environ.get("CORRAL_TASK_DETACHED") == "1"
     core.exec_q = ExecQueue()
+    core.rwake_r, core.rwake_w = os.pipe()
+    os.set_blocking(core.rwake_r, False)
+    os.set_blocking(core.rwake_w, False)
     runner = Runner(core)
     try:
         c = core._dial(owner, os.environ.get("CORRAL_TASK_OWNER_NODE"),

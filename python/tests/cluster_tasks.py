@@ -346,6 +346,14 @@ class Actors(unittest.TestCase):
                 break
             time.sleep(0.05)
         self.assertFalse(_alive(pid))
+        # the head learns of the exit from the agent a moment after the
+        # process is gone (its lease job is what names it): up to 10 s
+        for _ in range(200):
+            try:
+                corral.get_actor("tasks-test-named")
+            except ValueError:
+                break
+            time.sleep(0.05)
         with self.assertRaises(ValueError):
             corral.get_actor("tasks-test-named")
 
