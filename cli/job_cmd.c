@@ -284,7 +284,9 @@ int cli_job(int argc, char **argv)
         json_t *leases = cli_job_leases(c, &j);
         if (json) {
             json_t *o = job_json(&j);
-            if (leases)
+            /* a view the CLI gathers (the owners' leases): only when there
+             * are some, so the shape is the API's otherwise (docs/api.md) */
+            if (leases && json_array_size(leases))
                 json_object_set(o, "leases", leases);
             cli_print_json(o);
             json_decref(o);
