@@ -24,7 +24,8 @@ head_up "$SPECS/cpu-only.yaml" 2>/dev/null
 HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
 grep -q corrald "/proc/$HPID/cmdline" 2>/dev/null || fail "no head process at pid $HPID"
 export PYTHONPATH=$CORRAL_SOURCE_DIR/python CORRAL_HEAD_PID=$HPID
-out=$(cd /tmp && timeout 300 "$PY" "$CORRAL_SOURCE_DIR/python/tests/tasks_many.py" 2>&1); rc=$?
+py_core_env
+out=$(cd /tmp && timeout 300 env "${PY_ENV[@]}" "$PY" "$CORRAL_SOURCE_DIR/python/tests/tasks_many.py" 2>&1); rc=$?
 [ $rc -eq 0 ] && ok "$(tail -1 <<<"$out")" || fail "rc=$rc
 $out"
 finish
