@@ -35,7 +35,7 @@ remember() { # a daemon's pid file: its pid and start time, when it is ours
 }
 ours() { # PID STARTTIME: still the process we started
     [ "$1" -gt 1 ] 2>/dev/null && [ "$(starttime "$1")" = "$2" ] &&
-        tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -qxF "CORRAL_HOME=$CORRAL_HOME"
+        tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | grep -qxF "CORRAL_HOME=$CORRAL_HOME"
 }
 alive_ours() { # whether any daemon we started still runs
     local e
