@@ -62,6 +62,10 @@ typedef struct agent_config {
     /* bytes each worker output file keeps on disk (cr_output_bound, looked
      * at every AGENT_BOUND_MS); 0 unbounded */
     uint64_t output_max;
+    /* the cluster token file when it is not in the corral home (a joined
+     * agent's --token-file): hidden from workers as the home is, when the
+     * agent runs as root (docs/workers.md "What a worker can reach") */
+    const char *token_file;
 } agent_config_t;
 
 agent_t *agent_new(const agent_config_t *cfg);

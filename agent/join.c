@@ -1009,6 +1009,7 @@ int agent_main(const agent_opts_t *o)
                          .tls_ca = ca_path,
                          .net = A.net,
                          .ops = {.started = a_started, .exited = a_exited},
+                         .token_file = o->token_file,
                          .output_max = !o->worker_log_max ? CR_WORKER_LOG_MAX_DEFAULT
                                        : o->worker_log_max == CR_WORKER_LOG_UNBOUNDED
                                            ? 0
