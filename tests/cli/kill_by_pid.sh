@@ -7,8 +7,13 @@ set -u
 : "${CORRAL_SOURCE_DIR:?}"
 cd "$CORRAL_SOURCE_DIR" || exit 1
 self=tests/cli/kill_by_pid.sh
-found=$(git ls-files -co --exclude-standard -- scripts tests bench examples deploy python .ci \
-    Makefile '*.sh' '*.py' '*.mjs' '*.js' '*.mk' 2>/dev/null | sort -u |
+files() { # the tree's files (a tree without git: find, less build folders)
+    git ls-files -co --exclude-standard -- scripts tests bench examples deploy python .ci \
+        Makefile '*.sh' '*.py' '*.mjs' '*.js' '*.mk' 2>/dev/null ||
+        find . -path './build*' -prune -o -type f -print | sed 's|^\./||'
+}
+[ "$(files | wc -l)" -gt 10 ] || { echo "FAIL: no files of the tree found in $PWD"; exit 1; }
+found=$(files | sort -u |
     grep -v -e "^$self\$" -e '^tests/fixtures/' -e '/node_modules/' |
     while read -r f; do
         [ -f "$f" ] || continue

@@ -10,7 +10,7 @@
 # state. The count survives a head restart (state.db).
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" cluster-output-lost
-T=$CORRAL_HOME/t
+T=$TDATA
 mkdir -p "$T"
 MIB=$((1024 * 1024))
 wait_until() { # CMD [secs]
