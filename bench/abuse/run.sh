@@ -40,7 +40,7 @@ HOLD_S="${HOLD_S:-8}"
 LOAD_NICE="${LOAD_NICE:-0}"
 CORRAL="$BUILD/corral"
 CLIENT="$BUILD/bench/bench_abuse_client"
-LOAD="$BUILD/bench/bench_abuse_load"
+LOAD="${LOAD:-$BUILD/bench/bench_abuse_load}" # another generator of the same arguments may be given
 for f in "$CORRAL" "$BUILD/corrald" "$CLIENT" "$LOAD"; do
     [ -x "$f" ] || { echo "bench/abuse: no $f; run make build first" >&2; exit 2; }
 done
