@@ -7,6 +7,8 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <linux/capability.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -804,6 +806,16 @@ static int spawn_hidden(const cr_worker_spec_t *s, const char *file, char **envp
                 c.keep_dir[c.nkeep] = S_ISDIR(st.st_mode);
                 c.keep[c.nkeep++] = s->keep[i];
                 break;
+            }
+    }
+    if (s->cwd) { /* said plainly, not as a failed chdir */
+        char real[PATH_MAX];
+        const char *cwd = realpath(s->cwd, real) ? real : s->cwd;
+        for (size_t k = 0; k < c.nhide; k++)
+            if (c.hide_dir[k] && path_under(cwd, c.hide[k])) {
+                *step = "its working directory is inside the corral home, which workers do not see "
+                        "(give the job another --cwd)";
+                return -EACCES;
             }
     }
     void *stack = mmap(NULL, NS_STACK, PROT_READ | PROT_WRITE,

@@ -51,6 +51,11 @@ grep -q "^status: ok" "$T/local.out" && [ "$(jq -r .state "$T/status.json")" = R
     ok "corral job status with its CORRAL_JOB_TOKEN works from the worker" ||
     fail "job status from the worker: $(cat "$T/status.err")"
 
+# a working directory inside the hidden home is refused with the reason
+out=$("$CORRAL" run --cwd "$H" -- pwd 2>&1) && fail "a worker ran in the hidden home: $out"
+grep -q "its working directory is inside the corral home, which workers do not see" <<<"$out" &&
+    ok "a --cwd inside the corral home: refused, said plainly" || fail "--cwd in the home: $out"
+
 # a joined agent given a token file outside the corral home
 cp "$TOKEN" "$T/cluster.token" && chmod 600 "$T/cluster.token"
 ADDR=$(cat $H/session_latest/address)
