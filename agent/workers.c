@@ -7,6 +7,7 @@
 #include <time.h>
 #include <netinet/in.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -227,6 +228,17 @@ static void hide_session(agent_t *a)
     char home[PATH_MAX], real[PATH_MAX];
     if (geteuid() != 0 || a->cfg.refuse_start || cr_home_path(home, sizeof(home)) < 0)
         return;
+    /* root without CAP_SYS_ADMIN (a container's default): no namespace
+     * can be made, and a worker that could not start would be worse */
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2] = {{0}};
+    if (syscall(SYS_capget, &h, d) < 0 ||
+        !(d[CAP_SYS_ADMIN / 32].effective & (1u << (CAP_SYS_ADMIN % 32)))) {
+        cr_warn("running as root without CAP_SYS_ADMIN: workers are not kept from the corral home "
+                "%s and can read the cluster token (docs/workers.md \"What a worker can reach\")",
+                home);
+        return;
+    }
     a->home = cr_strdup(realpath(home, real) ? real : home);
     size_t n = 0, k = 0;
     a->hide[n++] = a->home;
