@@ -610,7 +610,9 @@ static int spawn(const cr_worker_spec_t *s, char **envp, const cr_envlist_t *env
  * dropped from its bounding set (CR_WORKER_DROPPED_CAPS below). The child
  * shares the parent's memory until it executes: it calls only system
  * calls and async-signal-safe functions, and says which step failed
- * through ns_child_t. */
+ * through ns_child_t. (The type and source that mount(2) ignores for a
+ * bind, a remount and a propagation change are given as "none", not NULL,
+ * which valgrind takes for a bad pointer.) */
 
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38
@@ -687,7 +689,7 @@ __attribute__((no_sanitize_address)) static int ns_child(void *arg)
         NS_FAIL(c, "setsid");
     if (unshare(CLONE_NEWNS) < 0)
         NS_FAIL(c, "unshare(CLONE_NEWNS)");
-    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+    if (mount("none", "/", "none", MS_REC | MS_SLAVE, NULL) < 0)
         NS_FAIL(c, "making / a slave mount");
     /* the kept paths, opened in this namespace before they are covered */
     int keepfd[NS_MAX_PATHS];
@@ -707,7 +709,7 @@ __attribute__((no_sanitize_address)) static int ns_child(void *arg)
     }
     for (size_t i = 0; i < c->nhide; i++) {
         if (!c->hide_dir[i]) {
-            if (mount("/dev/null", c->hide[i], NULL, MS_BIND, NULL) < 0)
+            if (mount("/dev/null", c->hide[i], "none", MS_BIND, NULL) < 0)
                 NS_FAIL(c, "covering a hidden file");
             continue;
         }
@@ -727,14 +729,14 @@ __attribute__((no_sanitize_address)) static int ns_child(void *arg)
                 NS_FAIL(c, "making a kept file");
             close(fd);
         }
-        if (mount(c->fdpath[i], c->keep[i], NULL, MS_BIND, NULL) < 0)
+        if (mount(c->fdpath[i], c->keep[i], "none", MS_BIND, NULL) < 0)
             NS_FAIL(c, "binding a kept path back");
         close(keepfd[i]);
     }
     for (size_t i = 0; i < c->nhide; i++)
         if (c->hide_dir[i] &&
-            mount(NULL, c->hide[i], NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  NULL) < 0)
+            mount("none", c->hide[i], "none",
+                  MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
             NS_FAIL(c, "making the tmpfs read-only");
     int in = open("/dev/null", O_RDONLY);
     if (in < 0 || dup2(in, 0) < 0)
