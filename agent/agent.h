@@ -62,6 +62,10 @@ typedef struct agent_config {
     /* bytes each worker output file keeps on disk (cr_output_bound, looked
      * at every AGENT_BOUND_MS); 0 unbounded */
     uint64_t output_max;
+    /* the cluster token file when it is not in the corral home (a joined
+     * agent's --token-file): hidden from workers as the home is, when the
+     * agent runs as root (docs/workers.md "What a worker can reach") */
+    const char *token_file;
 } agent_config_t;
 
 agent_t *agent_new(const agent_config_t *cfg);
@@ -118,6 +122,26 @@ bool agent_proc_env(int pid, const char *name, char *val, size_t size);
 /* Field 22 of /proc/PID/stat (0 when unreadable); *state gets field 3. */
 int64_t agent_proc_stat(int pid, char *state);
 
+/* A joined agent's own output files of finished workers (keep.c): the
+ * files of the newest keep finished workers are kept, each for keep_ms
+ * after it ended (0: these defaults, the head's --keep-finished-jobs and
+ * --keep-finished-for defaults, CR_KEEP_FINISHED_DEFAULT in head.h); the
+ * rest are removed, at most a batch a second. Files an earlier agent
+ * process left in logs are found at start, aged by their mtime; a worker
+ * running again is never touched. */
+#define AGENT_KEEP_FINISHED_DEFAULT 10000u
+#define AGENT_KEEP_FINISHED_MS_DEFAULT (24 * 3600 * 1000LL) /* a day */
+typedef struct agent_keep agent_keep_t;
+/* *agent is looked at on each sweep (it may be NULL then: none runs). */
+agent_keep_t *agent_keep_new(uv_loop_t *loop, const char *logs, const agent_t *const *agent,
+                             uint32_t keep, int64_t keep_ms);
+/* worker_id's files are a finished worker's from ended_ms (wall clock). */
+void agent_keep_ended(agent_keep_t *k, const char *worker_id, int64_t ended_ms);
+/* Removes what is over the bounds now; returns how many workers' files. */
+size_t agent_keep_sweep(agent_keep_t *k, int64_t now_ms);
+/* Closes the timer; the rest is freed from its close callback. */
+void agent_keep_free(agent_keep_t *k);
+
 /* How long a worker stopped at the agent's own shutdown gets between
  * SIGTERM and SIGKILL. */
 #define AGENT_STOP_GRACE_MS 2000
@@ -142,6 +166,10 @@ typedef struct agent_opts {
     const char *metrics_host; /* NULL: 127.0.0.1 */
     /* --worker-log-max: 0 CR_WORKER_LOG_MAX_DEFAULT, CR_WORKER_LOG_UNBOUNDED none */
     uint64_t worker_log_max;
+    /* --keep-finished-jobs / --keep-finished-for: the output files of
+     * finished workers this agent keeps (agent_keep_new); 0 the defaults */
+    uint32_t keep_finished;
+    int64_t keep_finished_ms;
 } agent_opts_t;
 int agent_main(const agent_opts_t *o);
 #endif

@@ -93,6 +93,7 @@ static struct {
     web_reading_t *tel_sent;
     bool *tel_have;
     int64_t tel_ms;
+    agent_keep_t *keep; /* its files of finished workers (keep.c) */
 } A;
 
 static void connect_head(void);
@@ -255,7 +256,7 @@ static bool fwd_exit(Corral__WorkerReport *r)
     for (size_t i = 0; i < A.fwd.n; i++) {
         fwd_t *f = &A.fwd.v[i];
         if (f->exit || strcmp(f->worker_id, r->worker_id) != 0)
-            continue; /* (an earlier run of the same worker, still sending) */
+            continue;    /* (an earlier run of the same worker, still sending) */
         fwd_sizes(f, r); /* final: the worker is gone */
         if (pump_one(f) && !A.stopping && A.conn && A.registered) {
             f->exit = report_copy(r);
@@ -538,6 +539,7 @@ static void a_exited(void *arg, const Corral__WorkerReport *r)
 static void worker_ended(const Corral__WorkerReport *r)
 {
     use_drop(r->worker_id);
+    agent_keep_ended(A.keep, r->worker_id, cr_wall_ms()); /* its output went (or never will) */
     if (!A.stopping)
         save_table();
     change_add(r);
@@ -1081,6 +1083,7 @@ int agent_main(const agent_opts_t *o)
                          .tls_ca = ca_path,
                          .net = A.net,
                          .ops = {.started = a_started, .exited = a_exited},
+                         .token_file = o->token_file,
                          .output_max = !o->worker_log_max ? CR_WORKER_LOG_MAX_DEFAULT
                                        : o->worker_log_max == CR_WORKER_LOG_UNBOUNDED
                                            ? 0
@@ -1102,6 +1105,8 @@ int agent_main(const agent_opts_t *o)
     uv_timer_init(&A.loop, &A.retry);
     uv_timer_init(&A.loop, &A.pump);
     uv_timer_start(&A.pump, on_pump, FWD_MS, FWD_MS);
+    A.keep = agent_keep_new(&A.loop, A.logs, (const agent_t *const *)&A.agent, o->keep_finished,
+                            o->keep_finished_ms);
     uv_signal_init(&A.loop, &A.sig_term);
     uv_signal_init(&A.loop, &A.sig_int);
     uv_signal_start(&A.sig_term, on_signal, SIGTERM);
@@ -1115,6 +1120,8 @@ int agent_main(const agent_opts_t *o)
     agent_free(A.agent);
     A.agent = NULL;
     A.stopping = true;
+    agent_keep_free(A.keep);
+    A.keep = NULL;
     cr_net_close(A.net, NULL, NULL);
     uv_walk(&A.loop, walk_close, NULL);
     uv_run(&A.loop, UV_RUN_DEFAULT);

@@ -7,6 +7,13 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <linux/capability.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -540,13 +547,21 @@ static int resolve(const char *file, const cr_envlist_t *env, char **out)
  * dispositions and an empty mask, stdin from /dev/null, the logs as stdout
  * and stderr. An exec failure comes back as its errno, the failed child
  * already reaped. */
+static int spawn_hidden(const cr_worker_spec_t *s, const char *file, char **envp, int outfd,
+                        int errfd, pid_t *pid, const char **step);
+
 static int spawn(const cr_worker_spec_t *s, char **envp, const cr_envlist_t *env, int outfd,
-                 int errfd, pid_t *pid)
+                 int errfd, pid_t *pid, const char **step)
 {
     char *file = NULL;
     int err = resolve(s->argv[0], env, &file);
     if (err)
         return err;
+    if (s->hide && s->hide[0]) {
+        err = spawn_hidden(s, file, envp, outfd, errfd, pid, step);
+        free(file);
+        return err;
+    }
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
     posix_spawn_file_actions_init(&fa);
@@ -576,6 +591,255 @@ static int spawn(const cr_worker_spec_t *s, char **envp, const cr_envlist_t *env
     posix_spawn_file_actions_destroy(&fa);
     free(file);
     return err;
+}
+
+/* ---- a worker that cannot reach the session (docs/workers.md "What a
+ * worker can reach") ----
+ *
+ * posix_spawn has no way to give the child a mount namespace of its own,
+ * so with spec->hide the child is cloned as glibc's posix_spawn clones it
+ * (CLONE_VM | CLONE_VFORK: no page tables copied, the parent waits until
+ * the exec), and the child does what the file actions and attributes do,
+ * plus: a mount namespace of its own (slave: the host's later mounts
+ * still reach it, its own never leave it), an empty read-only tmpfs over
+ * each hidden directory (the corral home: sessions, tokens, state.db, the
+ * TLS key, other jobs' logs), /dev/null over each hidden file (a token
+ * file kept elsewhere), the kept paths inside a hidden directory bound
+ * back (the sockets CORRAL_AGENT_SOCKET and CORRAL_ADDRESS name, a CA
+ * file), and the capabilities that would undo or bypass the namespace
+ * dropped from its bounding set (CR_WORKER_DROPPED_CAPS below). The child
+ * shares the parent's memory until it executes: it calls only system
+ * calls and async-signal-safe functions, and says which step failed
+ * through ns_child_t. (The type and source that mount(2) ignores for a
+ * bind, a remount and a propagation change are given as "none", not NULL,
+ * which valgrind takes for a bad pointer.) */
+
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+#ifndef CAP_BPF
+#define CAP_BPF 39
+#endif
+/* Each of these undoes a mount namespace or reads around it: mount and
+ * umount, setns (SYS_ADMIN); the agent's /proc/PID/root and memory
+ * (SYS_PTRACE); open_by_handle_at (DAC_READ_SEARCH); raw disks through a
+ * new device node (MKNOD), /dev/mem and /proc/kcore (SYS_RAWIO); kernel
+ * memory through modules, BPF, perf or kexec (SYS_MODULE, BPF, PERFMON,
+ * SYS_BOOT); the LSM's policy (MAC_ADMIN, MAC_OVERRIDE). The rest of
+ * root's capabilities stay (Docker's default set keeps fewer). */
+static const int dropped_caps[] = {CAP_SYS_ADMIN, CAP_SYS_PTRACE,  CAP_DAC_READ_SEARCH,
+                                   CAP_MKNOD,     CAP_SYS_RAWIO,   CAP_SYS_MODULE,
+                                   CAP_BPF,       CAP_PERFMON,     CAP_SYS_BOOT,
+                                   CAP_MAC_ADMIN, CAP_MAC_OVERRIDE};
+
+#define NS_MAX_PATHS 8
+#define NS_STACK (256 * 1024)
+
+typedef struct ns_child {
+    const char *file;
+    char *const *argv, *const *envp;
+    int outfd, errfd;
+    const char *cwd;
+    const char *hide[NS_MAX_PATHS];
+    bool hide_dir[NS_MAX_PATHS];
+    size_t nhide;
+    const char *keep[NS_MAX_PATHS];
+    size_t keep_in[NS_MAX_PATHS]; /* the hidden directory it lies in */
+    bool keep_dir[NS_MAX_PATHS];
+    size_t nkeep;
+    char fdpath[NS_MAX_PATHS][32]; /* "/proc/self/fd/N", made by the child */
+    int err;                       /* out: -errno of the step that failed */
+    const char *step;              /* out: which */
+} ns_child_t;
+
+#define NS_FAIL(c, what)                                                                           \
+    do {                                                                                           \
+        (c)->err = -errno;                                                                         \
+        (c)->step = (what);                                                                        \
+        _exit(127);                                                                                \
+    } while (0)
+
+/* mkdir -p of path's components below the hidden directory dir (already
+ * an empty tmpfs), without the last one; path is copied on the stack. */
+__attribute__((no_sanitize_address)) static int ns_mkdirs(const char *dir, const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path), at = strlen(dir);
+    if (n >= sizeof(buf))
+        return -1;
+    memcpy(buf, path, n + 1);
+    for (size_t i = at + 1; i < n; i++)
+        if (buf[i] == '/') {
+            buf[i] = '\0';
+            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+                return -1;
+            buf[i] = '/';
+        }
+    return 0;
+}
+
+__attribute__((no_sanitize_address)) static int ns_child(void *arg)
+{
+    ns_child_t *c = arg;
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    for (int sig = 1; sig < _NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            sigaction(sig, &dfl, NULL); /* fails harmlessly for glibc's own */
+    if (setsid() < 0)
+        NS_FAIL(c, "setsid");
+    if (unshare(CLONE_NEWNS) < 0)
+        NS_FAIL(c, "unshare(CLONE_NEWNS)");
+    if (mount("none", "/", "none", MS_REC | MS_SLAVE, NULL) < 0)
+        NS_FAIL(c, "making / a slave mount");
+    /* the kept paths, opened in this namespace before they are covered */
+    int keepfd[NS_MAX_PATHS];
+    for (size_t i = 0; i < c->nkeep; i++) {
+        if ((keepfd[i] = open(c->keep[i], O_PATH | O_CLOEXEC)) < 0)
+            NS_FAIL(c, "opening a path the worker keeps");
+        char digits[16];
+        int nd = 0;
+        for (unsigned v = (unsigned)keepfd[i]; nd == 0 || v; v /= 10)
+            digits[nd++] = (char)('0' + v % 10);
+        char *o = c->fdpath[i];
+        memcpy(o, "/proc/self/fd/", 14);
+        o += 14;
+        while (nd)
+            *o++ = digits[--nd];
+        *o = '\0';
+    }
+    for (size_t i = 0; i < c->nhide; i++) {
+        if (!c->hide_dir[i]) {
+            if (mount("/dev/null", c->hide[i], "none", MS_BIND, NULL) < 0)
+                NS_FAIL(c, "covering a hidden file");
+            continue;
+        }
+        if (mount("corral-hidden", c->hide[i], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "mode=0755,size=16k") < 0)
+            NS_FAIL(c, "mounting a tmpfs over the corral home");
+    }
+    for (size_t i = 0; i < c->nkeep; i++) {
+        if (ns_mkdirs(c->hide[c->keep_in[i]], c->keep[i]) < 0)
+            NS_FAIL(c, "making the way to a kept path");
+        if (c->keep_dir[i]) {
+            if (mkdir(c->keep[i], 0755) < 0 && errno != EEXIST)
+                NS_FAIL(c, "making a kept directory");
+        } else {
+            int fd = open(c->keep[i], O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+            if (fd < 0)
+                NS_FAIL(c, "making a kept file");
+            close(fd);
+        }
+        if (mount(c->fdpath[i], c->keep[i], "none", MS_BIND, NULL) < 0)
+            NS_FAIL(c, "binding a kept path back");
+        close(keepfd[i]);
+    }
+    for (size_t i = 0; i < c->nhide; i++)
+        if (c->hide_dir[i] &&
+            mount("none", c->hide[i], "none",
+                  MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+            NS_FAIL(c, "making the tmpfs read-only");
+    int in = open("/dev/null", O_RDONLY);
+    if (in < 0 || dup2(in, 0) < 0)
+        NS_FAIL(c, "stdin from /dev/null");
+    int out = c->outfd >= 0 ? c->outfd : open("/dev/null", O_WRONLY);
+    int err = c->errfd >= 0 ? c->errfd : out;
+    if (out < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+        NS_FAIL(c, "stdout and stderr");
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) < 0)
+        for (int fd = 3; fd < 65536; fd++)
+            close(fd);
+    if (c->cwd && chdir(c->cwd) < 0)
+        NS_FAIL(c, "chdir");
+    for (size_t i = 0; i < CR_ARRAY_SIZE(dropped_caps); i++)
+        if (prctl(PR_CAPBSET_DROP, dropped_caps[i], 0, 0, 0) < 0 && errno != EINVAL)
+            NS_FAIL(c, "dropping a capability");
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) == 0) {
+        for (size_t i = 0; i < CR_ARRAY_SIZE(dropped_caps); i++)
+            d[dropped_caps[i] / 32].inheritable &= ~(1u << (dropped_caps[i] % 32));
+        if (syscall(SYS_capset, &h, d) < 0)
+            NS_FAIL(c, "clearing inheritable capabilities");
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(c->file, c->argv, c->envp);
+    NS_FAIL(c, NULL);
+    return 127;
+}
+
+/* Whether path is dir or lies inside it. */
+static bool path_under(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* spawn() for a spec with hide; the same contract. */
+static int spawn_hidden(const cr_worker_spec_t *s, const char *file, char **envp, int outfd,
+                        int errfd, pid_t *pid, const char **step)
+{
+    ns_child_t c = {.file = file,
+                    .argv = (char *const *)s->argv,
+                    .envp = envp,
+                    .outfd = outfd,
+                    .errfd = errfd,
+                    .cwd = s->cwd};
+    for (size_t i = 0; s->hide[i] && c.nhide < NS_MAX_PATHS; i++) {
+        struct stat st;
+        if (s->hide[i][0] != '/' || lstat(s->hide[i], &st) < 0)
+            continue; /* nothing there to hide */
+        c.hide_dir[c.nhide] = S_ISDIR(st.st_mode);
+        c.hide[c.nhide++] = s->hide[i];
+    }
+    for (size_t i = 0; s->keep && s->keep[i] && c.nkeep < NS_MAX_PATHS; i++) {
+        struct stat st;
+        bool twice = false; /* the agent's socket is often also CORRAL_ADDRESS */
+        for (size_t k = 0; k < c.nkeep; k++)
+            twice |= strcmp(c.keep[k], s->keep[i]) == 0;
+        if (twice || s->keep[i][0] != '/' || stat(s->keep[i], &st) < 0)
+            continue;
+        for (size_t k = 0; k < c.nhide; k++)
+            if (c.hide_dir[k] && path_under(s->keep[i], c.hide[k]) &&
+                strcmp(s->keep[i], c.hide[k]) != 0) {
+                c.keep_in[c.nkeep] = k;
+                c.keep_dir[c.nkeep] = S_ISDIR(st.st_mode);
+                c.keep[c.nkeep++] = s->keep[i];
+                break;
+            }
+    }
+    if (s->cwd) { /* said plainly, not as a failed chdir */
+        char real[PATH_MAX];
+        const char *cwd = realpath(s->cwd, real) ? real : s->cwd;
+        for (size_t k = 0; k < c.nhide; k++)
+            if (c.hide_dir[k] && path_under(cwd, c.hide[k])) {
+                *step = "its working directory is inside the corral home, which workers do not see "
+                        "(give the job another --cwd)";
+                return -EACCES;
+            }
+    }
+    void *stack = mmap(NULL, NS_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED)
+        return -errno;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* no handler runs on the child's borrowed memory */
+    int p = clone(ns_child, (char *)stack + NS_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+    int err = p < 0 ? -errno : 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    munmap(stack, NS_STACK);
+    if (err)
+        return err;
+    if (c.err) {
+        waitpid(p, NULL, 0);
+        *step = c.step; /* NULL: the exec itself */
+        return c.err;
+    }
+    *pid = p;
+    return 0;
 }
 
 static int check_spec(const cr_worker_spec_t *s, char **errmsg)
@@ -662,11 +926,15 @@ int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exi
         uv_signal_start(&w->watch.sigchld, on_sigchld, SIGCHLD);
     }
     pid_t pid = 0;
-    err = spawn(spec, envp, &env, outfd, errfd, &pid);
+    const char *step = NULL;
+    err = spawn(spec, envp, &env, outfd, errfd, &pid, &step);
     if (bind.apply && sched_setaffinity(0, bind.size, bind.have) != 0)
         cr_warn("could not give the agent's loop thread its CPUs back: %s", strerror(errno));
     if (err) {
-        why = exec_failure(spec->argv[0], err);
+        why = step ? cr_asprintf("cannot start the worker where the corral session is hidden "
+                                 "from it: %s: %s",
+                                 step, strerror(-err))
+                   : exec_failure(spec->argv[0], err);
         if (errfd >= 0)
             dprintf(errfd, "corral: %s: %s\n", spec->argv[0], why);
         if (!w->use_signal)

@@ -63,6 +63,18 @@ typedef struct cr_worker_spec {
                             * of the same name may be left by an earlier head's job
                             * of the same id); else later attempts append */
     cr_bind_mode_t bind;
+    /* What the worker must not reach (docs/workers.md "What a worker can
+     * reach"): NULL, or absolute paths, NULL-terminated (8 at most). With
+     * it the worker starts in a mount namespace of its own (the agent needs
+     * CAP_SYS_ADMIN: root) where each directory of hide is an empty
+     * read-only tmpfs and each other file reads as /dev/null; the paths of
+     * keep (NULL-terminated, may be NULL) inside a hidden directory, such
+     * as the sockets CORRAL_AGENT_SOCKET and CORRAL_ADDRESS name, are bound
+     * back; and the capabilities that would undo or bypass the namespace
+     * are dropped from its bounding set. A path that does not exist is
+     * skipped. */
+    const char *const *hide;
+    const char *const *keep;
 } cr_worker_spec_t;
 
 typedef struct cr_worker_exit {

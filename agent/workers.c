@@ -6,6 +6,10 @@
 #include <stdio.h>
 #include <time.h>
 #include <netinet/in.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -48,6 +52,10 @@ struct agent {
     CR_VEC(aw_t *) ws;
     uv_timer_t *bound;   /* every AGENT_BOUND_MS while cfg.output_max */
     bool unbounded_told; /* a filesystem that cannot punch holes, warned once */
+    /* what workers cannot reach (launch.h hide, keep; docs/workers.md
+     * "What a worker can reach"): set when the agent runs as root */
+    char *home, *token_file;
+    const char *hide[3], *keep[4];
 };
 
 /* ---- output files bounded (docs/workers.md "Output files") ---- */
@@ -202,10 +210,55 @@ static void signal_group(int pid, int sig)
         kill(-pid, sig);
 }
 
+/* Whether path is dir or lies inside it. */
+static bool path_under(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* As root, workers start where the corral home (every session's token,
+ * state.db, TLS key and logs) and the cluster token file are hidden, and
+ * this process is not dumpable, so that a worker's root cannot read the
+ * token through /proc/PID/root, fd or mem of the daemon either (without
+ * CAP_SYS_PTRACE, which workers lose). Without root a worker keeps the
+ * daemon's uid and can read what the daemon can: said in docs/workers.md. */
+static void hide_session(agent_t *a)
+{
+    char home[PATH_MAX], real[PATH_MAX];
+    if (geteuid() != 0 || a->cfg.refuse_start || cr_home_path(home, sizeof(home)) < 0)
+        return;
+    /* root without CAP_SYS_ADMIN (a container's default): no namespace
+     * can be made, and a worker that could not start would be worse */
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2] = {{0}};
+    if (syscall(SYS_capget, &h, d) < 0 ||
+        !(d[CAP_SYS_ADMIN / 32].effective & (1u << (CAP_SYS_ADMIN % 32)))) {
+        cr_warn("running as root without CAP_SYS_ADMIN: workers are not kept from the corral home "
+                "%s and can read the cluster token (docs/workers.md \"What a worker can reach\")",
+                home);
+        return;
+    }
+    a->home = cr_strdup(realpath(home, real) ? real : home);
+    size_t n = 0, k = 0;
+    a->hide[n++] = a->home;
+    if (a->cfg.token_file && realpath(a->cfg.token_file, real) && !path_under(real, a->home))
+        a->hide[n++] = a->token_file = cr_strdup(real);
+    const char *keep[] = {a->cfg.socket, a->cfg.head_address, a->cfg.tls_ca};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(keep); i++)
+        if (keep[i] && keep[i][0] == '/')
+            a->keep[k++] = keep[i];
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        cr_warn("prctl(PR_SET_DUMPABLE, 0): %s: a worker may reach the daemon's files through "
+                "/proc",
+                strerror(errno));
+}
+
 agent_t *agent_new(const agent_config_t *cfg)
 {
     agent_t *a = cr_calloc(1, sizeof(*a));
     a->cfg = *cfg;
+    hide_session(a);
     if (cfg->output_max) {
         a->bound = cr_malloc(sizeof(*a->bound));
         uv_timer_init(cfg->loop, a->bound);
@@ -484,6 +537,8 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
                           .job_token = job_token[0] ? job_token : NULL,
                           .log_dir = a->cfg.logs,
                           .log_fresh = ws->attempt == 0,
+                          .hide = a->home ? a->hide : NULL,
+                          .keep = a->keep,
                           .bind =
                               ws->bind == CORRAL__BIND__BIND_NONE ? CR_BIND_NONE : CR_BIND_CLOSEST};
     aw_t *w = cr_calloc(1, sizeof(*w));
@@ -598,6 +653,8 @@ void agent_free(agent_t *a)
     for (size_t i = 0; i < a->ws.n; i++)
         aw_free(a->ws.v[i]);
     CR_VEC_FREE(&a->ws);
+    free(a->home);
+    free(a->token_file);
     free(a);
 }
 

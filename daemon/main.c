@@ -21,7 +21,8 @@ static const char usage_line[] =
     "[--log-file PATH] [--worker-log-max BYTES] [--block]\n"
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | "
-    "--tls-ca F] [--metrics-port N|any] [--log-file PATH] [--worker-log-max BYTES]\n";
+    "--tls-ca F] [--metrics-port N|any] [--log-file PATH] [--worker-log-max BYTES] "
+    "[--keep-finished-jobs N] [--keep-finished-for DURATION]\n";
 
 static cr_node_t *node; /* this node, as discovered */
 static hw_options_t hwo;
@@ -321,10 +322,12 @@ int main(int argc, char **argv)
         case 'J':
             if (parse_u32("--keep-finished-jobs", optarg, 1, 100000000, &ho.keep_finished))
                 return 2;
+            ao.keep_finished = ho.keep_finished; /* an agent: its files of finished workers */
             break;
         case 'G':
             if (parse_duration("--keep-finished-for", optarg, &ho.keep_finished_ms))
                 return 2;
+            ao.keep_finished_ms = ho.keep_finished_ms;
             break;
         case 'F':
             ho.log_file = ao.log_file = optarg;

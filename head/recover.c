@@ -85,6 +85,7 @@ static job_t *job_load(const cr_state_job_t *r)
         w->attempt = v[k].restarts;
         w->out_path = v[k].stdout_path ? cr_strdup(v[k].stdout_path) : NULL;
         w->err_path = v[k].stderr_path ? cr_strdup(v[k].stderr_path) : NULL;
+        w->output_lost = v[k].output_lost;
         w->ndevs = devs_parse(v[k].devices, w->devs);
         if (w->exit_code && w->state == CORRAL__WORKER_STATE__WORKER_EXITED && !j->exit_code)
             j->exit_code = w->exit_code;

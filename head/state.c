@@ -156,6 +156,10 @@ static const char *const migrations[] = {
     "  node_id TEXT,"
     "  pg_id INTEGER,"
     "  message TEXT NOT NULL);",
+    /* 2: what of a worker's output its remote agent wrote and never
+     * delivered (WorkerStatus.output_lost), kept across a head restart */
+    "ALTER TABLE workers ADD COLUMN output_lost INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (output_lost >= 0);",
 };
 _Static_assert(CR_ARRAY_SIZE(migrations) == CR_STATE_SCHEMA_VERSION,
                "one migration step per schema version");
@@ -167,7 +171,7 @@ _Static_assert(CR_ARRAY_SIZE(migrations) == CR_STATE_SCHEMA_VERSION,
     "updated_ms"
 #define WORKER_COLS                                                                                \
     "job_id, idx, node_id, devices, pid, pgid, start_time, state, exit_code, exit_signal, "        \
-    "restarts, stdout_path, stderr_path, updated_ms"
+    "restarts, stdout_path, stderr_path, updated_ms, output_lost"
 #define PG_COLS "id, name, strategy, state, created_ms, updated_ms"
 #define EVENT_COLS "id, time_ms, kind, job_id, node_id, pg_id, message"
 
@@ -246,11 +250,11 @@ static const char *const stmt_sql[S__COUNT] = {
                           "('PENDING','PLACING','RUNNING') ORDER BY id",
     [S_JOB_DELETE] = "DELETE FROM jobs WHERE id = ?1",
     [S_WORKER_INSERT] = "INSERT INTO workers (" WORKER_COLS ") VALUES "
-                        "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                        "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     [S_WORKER_UPDATE] = "UPDATE workers SET node_id = ?3, devices = ?4, pid = ?5, pgid = ?6, "
                         "start_time = ?7, state = ?8, exit_code = ?9, exit_signal = ?10, "
-                        "restarts = ?11, stdout_path = ?12, stderr_path = ?13, updated_ms = ?14 "
-                        "WHERE job_id = ?1 AND idx = ?2",
+                        "restarts = ?11, stdout_path = ?12, stderr_path = ?13, updated_ms = ?14, "
+                        "output_lost = ?15 WHERE job_id = ?1 AND idx = ?2",
     [S_WORKER_SET_STATE] = "UPDATE workers SET state = ?3, updated_ms = ?4 "
                            "WHERE job_id = ?1 AND idx = ?2",
     [S_WORKER_GET] = "SELECT " WORKER_COLS " FROM workers WHERE job_id = ?1 AND idx = ?2",
@@ -1183,6 +1187,8 @@ static void bind_worker(sqlite3_stmt *s, const cr_state_worker_t *w, int64_t now
     bind_text(s, 12, w->stdout_path);
     bind_text(s, 13, w->stderr_path);
     sqlite3_bind_int64(s, 14, now_ms);
+    /* SQLite's integers are signed: a count past INT64_MAX is clamped */
+    sqlite3_bind_int64(s, 15, w->output_lost > INT64_MAX ? INT64_MAX : (int64_t)w->output_lost);
 }
 
 static int worker_write(cr_state_t *st, enum stmt_id id, const cr_state_worker_t *w, int64_t now_ms,
@@ -1241,6 +1247,8 @@ static int worker_row(cr_state_t *st, sqlite3_stmt *s, void *rec)
     w->stdout_path = col_text(s, 11);
     w->stderr_path = col_text(s, 12);
     w->updated_ms = sqlite3_column_int64(s, 13);
+    int64_t lost = sqlite3_column_int64(s, 14);
+    w->output_lost = lost > 0 ? (uint64_t)lost : 0;
     return COL_ENUM(st, s, 7, worker_state_names, &w->state);
 }
 

@@ -34,7 +34,7 @@
 
 /* The schema version this code writes; older databases are migrated at
  * open, newer ones refused. */
-#define CR_STATE_SCHEMA_VERSION 1
+#define CR_STATE_SCHEMA_VERSION 2
 /* cr_state_open refuses a file system with less free space than this. */
 #define CR_STATE_MIN_FREE_BYTES (1024 * 1024)
 /* Enough for any message of cr_state_open's err buffer. */
@@ -118,6 +118,9 @@ typedef struct cr_state_worker {
     int restarts;
     char *stdout_path, *stderr_path; /* may be NULL */
     int64_t updated_ms;
+    /* bytes of its output its remote agent wrote that never reached the
+     * head (WorkerStatus.output_lost); 0 none */
+    uint64_t output_lost;
 } cr_state_worker_t;
 
 typedef struct cr_state_bundle {

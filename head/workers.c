@@ -42,7 +42,8 @@ void db_worker(const wk_t *w)
                            .exit_signal = w->signal,
                            .restarts = w->attempt,
                            .stdout_path = w->out_path,
-                           .stderr_path = w->err_path};
+                           .stderr_path = w->err_path,
+                           .output_lost = w->output_lost};
     db_check(cr_state_worker_update(D.st, &r, cr_wall_ms()));
     cr_buf_free(&devs);
 }

@@ -648,6 +648,23 @@ static void handshake_step(cr_conn_t *c, const Corral__Envelope *e)
     }
 }
 
+/* An authenticated peer that sent something this server cannot take
+ * gets an Error saying what, before the close (issue 12: not a bare
+ * EOF); a peer that has not proved itself gets nothing. */
+static void refuse_message(cr_conn_t *c, uint64_t reply_to, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refuse_message(cr_conn_t *c, uint64_t reply_to, const char *fmt, ...)
+{
+    if (!c->server || !c->ready || c->closing || c->linger)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    cr_conn_reply_error(c, reply_to, CR_EPARSE, "%s; the connection is closed", msg);
+}
+
 /* Hands one frame on; false when the connection is going away. */
 static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
 {
@@ -655,6 +672,7 @@ static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
     Corral__Envelope *e = cr_msg_unpack(frame, len, why, sizeof(why));
     if (!e) {
         cr_warn("%s: malformed message: %s; closing the connection", c->peer, why);
+        refuse_message(c, 0, "malformed message: %s", why);
         close_after_send(c, CR_EPARSE);
         return false;
     }
@@ -666,6 +684,8 @@ static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
             cr_warn("%s: sent %s, which this side does not take from it; closing the "
                     "connection",
                     c->peer, cr_msg_name(e->body_case));
+            refuse_message(c, e->id, "%s is not a message a %s sends here",
+                           cr_msg_name(e->body_case), cr_role_name(c->hs.role));
             close_after_send(c, CR_EPARSE);
         } else if (c->net->cb.on_message) {
             c->net->cb.on_message(c, e, c->net->data);
@@ -695,6 +715,7 @@ static bool feed_plain(cr_conn_t *c, const uint8_t *p, size_t left)
             char why[160];
             cr_warn("%s: bad frame: %s; closing the connection", c->peer,
                     cr_frame_dec_why(&c->dec, why, sizeof(why)));
+            refuse_message(c, 0, "bad frame: %s", why);
             close_after_send(c, r);
             return false;
         }

@@ -21,12 +21,42 @@ chmod +x "$CORRAL_HOME/corrald-vg"
 export CORRAL_DAEMON=$CORRAL_HOME/corrald-vg
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-trap 'pkill -f "$CORRAL_HOME" 2>/dev/null; rm -rf "$CORRAL_HOME"' EXIT
+# The daemons this script started, by pid, each with its start time (field
+# 22 of /proc/PID/stat): on exit only a pid that still has that start time
+# and CORRAL_HOME=$CORRAL_HOME in its environment is signalled, never a
+# process found by name (issue 12).
+DPIDS=""
+starttime() { sed -n 's/.*) [A-Za-z] \(.*\)/\1/p' "/proc/$1/stat" 2>/dev/null | awk '{print $19}'; }
+remember() { # a daemon's pid file: its pid and start time, when it is ours
+    local pid st
+    pid=$(cat "$1" 2>/dev/null) || return 0
+    st=$(starttime "$pid")
+    [ -n "$st" ] && ours "$pid" "$st" && DPIDS="$DPIDS $pid:$st"
+}
+ours() { # PID STARTTIME: still the process we started
+    [ "$1" -gt 1 ] 2>/dev/null && [ "$(starttime "$1")" = "$2" ] &&
+        tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | grep -qxF "CORRAL_HOME=$CORRAL_HOME"
+}
+alive_ours() { # whether any daemon we started still runs
+    local e
+    for e in $DPIDS; do ours "${e%%:*}" "${e##*:}" && return 0; done
+    return 1
+}
+end_daemons() {
+    local e
+    for e in $DPIDS; do ours "${e%%:*}" "${e##*:}" && kill -TERM "${e%%:*}" 2>/dev/null; done
+    for _ in $(seq 100); do alive_ours || return 0; sleep 0.1; done
+    for e in $DPIDS; do ours "${e%%:*}" "${e##*:}" && kill -KILL "${e%%:*}" 2>/dev/null; done
+}
+trap 'end_daemons; rm -rf "$CORRAL_HOME"' EXIT
 
 "$CORRAL" start --head --hw-spec "$SRC/specs/dgx-h100.yaml" || { echo "head did not start"; exit 1; }
+remember "$CORRAL_HOME/session_latest/corrald.pid"
 ADDR=$(cat "$CORRAL_HOME/session_latest/address")
 "$CORRAL" start --address "$ADDR" --token-file "$CORRAL_HOME/session_latest/token" \
     --hw-spec "$SRC/specs/dgx-h100.yaml" --node-id gpu-b --node-ip 127.0.0.2 || fail "agent did not start"
+remember "$CORRAL_HOME/agent_gpu-b/corrald.pid"
+[ "$(echo $DPIDS | wc -w)" = 2 ] || fail "the pids of the head and the agent: '$DPIDS'"
 "$CORRAL" run --gpus 1 --workers 2 -- sh -c 'echo hello $CORRAL_WORKER_INDEX' || fail "run"
 "$CORRAL" run -- sh -c 'exit 3'; [ $? -eq 3 ] || fail "exit code"
 "$CORRAL" run --max-restarts 1 --restart gang -- sh -c '[ "$CORRAL_RESTART_COUNT" = 1 ] || exit 1' || fail "restart"
@@ -39,9 +69,12 @@ ADDR=$(cat "$CORRAL_HOME/session_latest/address")
 "$CORRAL" job list >/dev/null; "$CORRAL" status >/dev/null; "$CORRAL" nodes --json >/dev/null
 "$CORRAL" events >/dev/null
 printf '\x00\x00\x00\x08garbage!' > "/dev/tcp/127.0.0.1/${ADDR##*:}" 2>/dev/null
-kill -TERM "$(cat "$CORRAL_HOME/agent_gpu-b/corrald.pid")"
+for e in $DPIDS; do # the agent, by the pid remembered at its start
+    [ "${e%%:*}" = "$(cat "$CORRAL_HOME/agent_gpu-b/corrald.pid" 2>/dev/null)" ] &&
+        ours "${e%%:*}" "${e##*:}" && kill -TERM "${e%%:*}"
+done
 "$CORRAL" stop >/dev/null || fail "stop"
-for _ in $(seq 200); do pgrep -f "$CORRAL_HOME/corrald-vg|valgrind.*corrald" >/dev/null || break; sleep 0.1; done
+for _ in $(seq 200); do alive_ours || break; sleep 0.1; done
 # valgrind 3.19 does not know pidfd_open (434); corral falls back without it
 for f in "$VG"/*.log; do
     sed -i '/^--[0-9]*-- /d' "$f"

@@ -8,7 +8,7 @@
 # least COUNT and on until the load ends), while the head's VmRSS is
 # sampled every 50 ms:
 #   1. idle: nothing else;
-#   2. frames: 100 unauthenticated TCP clients (bench/abuse/load.py), each
+#   2. frames: 100 unauthenticated TCP clients (bench_abuse_load, bench/abuse/load.c), each
 #      sending a frame header announcing 16 MiB and then the 16 MiB, again
 #      and again, for FRAMES_S seconds or FRAMES_ROUNDS rounds each;
 #   3. idle connections: 20,000 TCP connections that send nothing, opened
@@ -20,7 +20,7 @@
 # work from the machine's: the generator shares the CPUs (LOAD_NICE=19
 # runs it niced, so that the head and the client come first). Prints `figure NAME VALUE UNIT` and `ratio NAME VALUE` lines
 # (ratio: the phase over the idle head); notes go to stderr. Loopback only;
-# bounded in count (load.py caps its clients and connections) and time.
+# bounded in count (the generator caps its clients and connections) and time.
 # The generator raises its open-file limit (as root it can raise the hard
 # limit too); the head raises its own to its hard limit.
 #
@@ -40,11 +40,11 @@ HOLD_S="${HOLD_S:-8}"
 LOAD_NICE="${LOAD_NICE:-0}"
 CORRAL="$BUILD/corral"
 CLIENT="$BUILD/bench/bench_abuse_client"
-LOAD="$SRC/bench/abuse/load.py"
-for f in "$CORRAL" "$BUILD/corrald" "$CLIENT"; do
+LOAD="${LOAD:-$BUILD/bench/bench_abuse_load}" # another generator of the same arguments may be given
+for f in "$CORRAL" "$BUILD/corrald" "$CLIENT" "$LOAD"; do
     [ -x "$f" ] || { echo "bench/abuse: no $f; run make build first" >&2; exit 2; }
 done
-command -v python3 >/dev/null || { echo "bench/abuse: needs python3 for the load generator" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "bench/abuse: needs python3 to pick a free port" >&2; exit 2; }
 
 TMP="$(mktemp -d /tmp/bench-abuse.XXXXXX)"
 export CORRAL_HOME="$TMP/home"
@@ -91,7 +91,7 @@ phase() {
     fi
     local cpid=$!
     if [ $# -gt 0 ]; then
-        nice -n "$LOAD_NICE" python3 "$LOAD" "$@" >"$TMP/load_$name" 2>"$TMP/load_$name.err" &
+        nice -n "$LOAD_NICE" "$LOAD" "$@" >"$TMP/load_$name" 2>"$TMP/load_$name.err" &
         LOADPID=$!
         for _ in $(seq 300); do grep -q ready "$TMP/load_$name.err" 2>/dev/null && break; sleep 0.02; done
     fi
@@ -99,7 +99,7 @@ phase() {
     cpu0=$(cpu_ticks)
     touch "$TMP/go"
     if [ -n "$LOADPID" ]; then
-        wait "$LOADPID" || { echo "bench/abuse: load.py failed: $(cat "$TMP/load_$name.err")" >&2; exit 1; }
+        wait "$LOADPID" || { echo "bench/abuse: the load generator failed: $(cat "$TMP/load_$name.err")" >&2; exit 1; }
         LOADPID=""
         note "$name load: $(cat "$TMP/load_$name")"
     fi

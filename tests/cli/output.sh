@@ -8,7 +8,7 @@
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" output
 SPEC=$CORRAL_SOURCE_DIR/specs/cpu-only.yaml
-T=$CORRAL_HOME/t
+T=$TDATA
 mkdir -p "$T"
 MIB=$((1024 * 1024))
 

@@ -130,12 +130,12 @@ out=$("$CORRAL" start ${join#corral start} --hw-spec "$SPECS/dgx-h100.yaml" --no
 WPIDS="$WPIDS $(cat "$CORRAL_HOME/agent_rb/corrald.pid")"
 HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
 id=$("$CORRAL" run --detach --gpus 1 --label-selector corral.io/node-id=rb -- \
-    sh -c "while [ ! -e $CORRAL_HOME/go ]; do sleep 0.05; done; seq 1 $N")
+    sh -c "while [ ! -e $TDATA/go ]; do sleep 0.05; done; seq 1 $N")
 for _ in $(seq 100); do [ "$(status "$id" | jq -r .state)" = RUNNING ] && break; sleep 0.1; done
 f=""
 for _ in $(seq 100); do f=$(find "$CORRAL_HOME/agent_rb" -name "job$id-w0.out" | head -1); [ -n "$f" ] && break; sleep 0.1; done
 kill -STOP "$HPID"
-touch "$CORRAL_HOME/go"
+touch "$TDATA/go"
 for _ in $(seq 200); do
     [ -n "$f" ] && [ "$(stat -c %s "$f")" = "$want" ] && [ "$(disk "$f")" -le $((2 << 20)) ] && break
     sleep 0.1

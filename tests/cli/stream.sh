@@ -7,7 +7,7 @@
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" stream
 SPEC=$CORRAL_SOURCE_DIR/specs/dgx-h100.yaml
-T=$CORRAL_HOME/t
+T=$TDATA
 mkdir -p "$T"
 
 # waits (up to 20 s) until file $1 holds a line matching $2

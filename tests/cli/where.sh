@@ -8,7 +8,7 @@ set -u
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" where
 SPEC=$CORRAL_SOURCE_DIR/specs/dgx-h100.yaml
 (cd / && DAEMON_ONLY=leak "$CORRAL" start --head --hw-spec "$SPEC" >/dev/null) || { fail "start"; exit 1; }
-here=$(mktemp -d "$CORRAL_HOME/here-XXXXXX")
+here=$(mktemp -d "$TDATA/here-XXXXXX") # not in CORRAL_HOME: workers of a root agent do not see it
 mkdir "$here/sub" "$here/bin"
 printf '#!/bin/sh\necho mine "$@"\n' >"$here/bin/only-mine"
 chmod +x "$here/bin/only-mine"

@@ -12,7 +12,7 @@ agent_up gpu-a "$SPECS/dgx-h100.yaml" 127.0.0.2
 agent_up gpu-b "$SPECS/dgx-h100.yaml" 127.0.0.3
 # the workers end when the test says (a file), not after a time the restart
 # may outlast on a loaded machine
-GATE=$CORRAL_HOME/gate
+GATE=$TDATA/gate # the workers look: not in CORRAL_HOME, hidden from them
 id=$("$CORRAL" run --gpus 2 --workers 2 --placement STRICT_SPREAD --detach -- \
     sh -c "echo start \$CORRAL_NODE_ID; while [ ! -e $GATE ]; do sleep 0.1; done; echo end \$CORRAL_NODE_ID" |
     awk '{print $NF}')

@@ -8,7 +8,7 @@
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" cluster-output
 SUSPECT=30000 DEAD=60000 # the head is stopped for a while below
-T=$CORRAL_HOME/t
+T=$TDATA
 mkdir -p "$T"
 MIB=$((1024 * 1024))
 wait_until() { # CMD [secs]

@@ -7,10 +7,10 @@
 # and records the difference: `job status` shows how much output was
 # lost, --json as output_lost, and an output_lost event says it. A job
 # whose output all arrived has none. No timings: each step waits for a
-# state.
+# state. The count survives a head restart (state.db).
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" cluster-output-lost
-T=$CORRAL_HOME/t
+T=$TDATA
 mkdir -p "$T"
 MIB=$((1024 * 1024))
 wait_until() { # CMD [secs]
@@ -55,4 +55,16 @@ got=$(stat -c %s "$CORRAL_HOME/session_latest/logs/job$id-w0.out" 2>/dev/null ||
     ok "job status: $("$CORRAL" job status "$id" | grep 'output lost')" || fail "job status: $("$CORRAL" job status "$id")"
 "$CORRAL" events --json | jq -e --arg j "$id" '.[] | select(.kind == "output_lost" and .job_id == $j)' >/dev/null &&
     ok "an output_lost event" || fail "no output_lost event"
+
+# the count is the job's record, kept in state.db with the worker: a head
+# restarted over the same session still says it (it was in memory only)
+HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
+kill -KILL "$HPID"
+head_up "$SPECS/cpu-only.yaml"
+[ "$(status "$id" | jq '.workers[0].output_lost')" = "$lost" ] &&
+    "$CORRAL" job status "$id" | grep -q "($lost bytes) its agent wrote never reached the head" &&
+    ok "after a head restart the record still says $lost bytes were lost" ||
+    fail "after a head restart: $(status "$id" | jq -c .workers)"
+[ "$(status "$whole" | jq '.workers[0].output_lost')" = 0 ] &&
+    ok "and the whole job still none" || fail "whole job after the restart: $(status "$whole" | jq -c .workers)"
 finish

@@ -29,7 +29,7 @@ $out"
 
 # a driver's workers are its lease jobs: bound to its connection, they end
 # when it does, even killed -9 in the middle of a task
-PIDS=$CORRAL_HOME/pids
+PIDS=$TDATA/pids # where its workers write: not in CORRAL_HOME, hidden from them
 mkdir "$PIDS"
 cat >"$CORRAL_HOME/driver.py" <<'PYEOF'
 import corral, os, sys, time

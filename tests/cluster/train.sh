@@ -71,7 +71,7 @@ while read -r m j; do [ "${j##*:}" != "$m" ] || bad=1; done < <(sed -n 's/.* jax
 
 # DDP with a fault at step 3 of rank 2: the gang restarts from the checkpoint
 out=$("$CORRAL" train --tpu-topology 4x4 --accelerator-type TPU-V6E --workers 4 --placement SPREAD \
-    --checkpoint-dir "$CORRAL_HOME/ckpt" --max-failures 1 --env "$PP" \
+    --checkpoint-dir "$TDATA/ckpt" --max-failures 1 --env "$PP" \
     --env CORRAL_TRAIN_FAIL_RANK=2 --env CORRAL_TRAIN_FAIL_STEP=3 -- $PY "$EX/ddp_train.py" 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "SUCCEEDED: 4 rank(s) .* 1 restart(s)" <<<"$out" &&
     [ "$(grep -c 'resumed from checkpoint at step 3 (restart 1)' <<<"$out")" = 4 ] &&
@@ -82,7 +82,7 @@ awk -v a="${first% *}" -v b="${first#* }" 'BEGIN{exit !(b < a)}' && ok "the loss
 [ "$(grep -c 'allreduce sum 10 expected 10' <<<"$out")" -ge 4 ] && ok "all-reduce sums agree" || fail "allreduce: $out"
 
 # --max-failures 0: the job fails with each rank's state and the failing rank's last lines
-out=$("$CORRAL" train --tpu-topology 4x4 --workers 4 --placement SPREAD --checkpoint-dir "$CORRAL_HOME/ckpt2" \
+out=$("$CORRAL" train --tpu-topology 4x4 --workers 4 --placement SPREAD --checkpoint-dir "$TDATA/ckpt2" \
     --env "$PP" --env CORRAL_TRAIN_FAIL_RANK=2 --env CORRAL_TRAIN_FAIL_STEP=3 -- $PY "$EX/ddp_train.py" 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "FAILED" <<<"$out" && grep -q "rank 2 on tpu-w.*EXITED (exit code 1)" <<<"$out" &&
     grep -q "the last lines of rank 2" <<<"$out" && ok "--max-failures 0: FAILED with a report naming rank 2" ||

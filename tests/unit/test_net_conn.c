@@ -423,6 +423,24 @@ static Corral__Envelope *raw_recv(int fd, cr_frame_dec_t *d)
 }
 
 /* Pumps the loop until the server closes fd. */
+/* An authenticated peer that sent what the server cannot take gets an
+ * Error that says so (issue 12) before the close. */
+static void raw_expect_error(int fd, cr_frame_dec_t *d, const char *says)
+{
+    Corral__Envelope *r = raw_recv(fd, d);
+    for (int i = 0; r && r->body_case != CORRAL__ENVELOPE__BODY_ERROR && i < 4; i++) {
+        cr_msg_free(r); /* answers to what went before it (a heartbeat's ack) */
+        r = raw_recv(fd, d);
+    }
+    assert_non_null(r);
+    assert_int_equal(r->body_case, CORRAL__ENVELOPE__BODY_ERROR);
+    assert_int_equal(r->error->code, CR_EPARSE);
+    if (!strstr(r->error->message, says))
+        fail_msg("error '%s' does not say '%s'", r->error->message, says);
+    assert_non_null(strstr(r->error->message, "the connection is closed"));
+    cr_msg_free(r);
+}
+
 static void raw_expect_eof(int fd)
 {
     double deadline = now_s() + 3;
@@ -647,6 +665,7 @@ static void test_garbage_closes_only_that_connection(void **state)
     cr_frame_dec_init(&d, 0);
     raw_handshake(fd, &d, CORRAL__ROLE__ROLE_CLIENT);
     raw_write(fd, "\x00\x00\x00\x02\x0a\xff", 6);
+    raw_expect_error(fd, &d, "malformed message");
     raw_expect_eof(fd);
     cr_frame_dec_fini(&d);
     assert_true(peer_logged(5, "malformed message"));
@@ -661,7 +680,15 @@ static void test_garbage_closes_only_that_connection(void **state)
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_COMMIT;
     e.commit = &cm;
+    e.id = 41;
     raw_send(fd, &e);
+    Corral__Envelope *er = raw_recv(fd, &d); /* the Error answers that message */
+    assert_non_null(er);
+    assert_int_equal(er->body_case, CORRAL__ENVELOPE__BODY_ERROR);
+    assert_int_equal(er->reply_to, 41);
+    assert_non_null(strstr(er->error->message, "commit is not a message a client sends here"));
+    cr_msg_free(er);
+    e.id = 0;
     raw_expect_eof(fd);
     cr_frame_dec_fini(&d);
     assert_true(peer_logged(6, "sent commit, which this side does not take from it"));
@@ -680,6 +707,7 @@ static void test_garbage_closes_only_that_connection(void **state)
     e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
     e.register_ = &reg;
     raw_send(fd, &e);
+    raw_expect_error(fd, &d, "register: node_json is empty");
     raw_expect_eof(fd);
     cr_frame_dec_fini(&d);
     assert_int_equal(W->sv.msgs, msgs + 1);
@@ -699,6 +727,7 @@ static void test_garbage_closes_only_that_connection(void **state)
     e.body_case = CORRAL__ENVELOPE__BODY_HELLO;
     e.hello = &h;
     raw_send(fd, &e);
+    raw_expect_error(fd, &d, "hello is not a message a client sends here");
     raw_expect_eof(fd);
     cr_frame_dec_fini(&d);
     assert_true(peer_logged(8, "sent hello, which this side does not take from it"));
@@ -712,6 +741,7 @@ static void test_garbage_closes_only_that_connection(void **state)
     e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
     e.heartbeat = &hb;
     raw_send(fd, &e);
+    raw_expect_error(fd, &d, "heartbeat is not a message a client sends here");
     raw_expect_eof(fd);
     cr_frame_dec_fini(&d);
     assert_int_equal(W->sv.msgs, msgs);
@@ -723,6 +753,17 @@ static void test_garbage_closes_only_that_connection(void **state)
     assert_int_equal(W->sv.closed, 5);
     assert_int_equal(W->sv.close_err, CR_EPARSE);
     check_alive(good, 5);
+
+    /* 9. after the handshake: a frame over the limit, said with the limit
+     * (before it, case 1, nothing is said) */
+    fd = raw_connect();
+    cr_frame_dec_init(&d, 0);
+    raw_handshake(fd, &d, CORRAL__ROLE__ROLE_CLIENT);
+    raw_write(fd, "\x7f\xff\xff\xff", 4);
+    raw_expect_error(fd, &d, "bad frame: frame of 2147483647 bytes exceeds the limit");
+    raw_expect_eof(fd);
+    cr_frame_dec_fini(&d);
+    check_alive(good, 6);
 }
 
 static void test_silent_peer_times_out(void **state)

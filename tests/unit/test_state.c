@@ -337,7 +337,8 @@ static void test_workers(void **state)
                            .exit_signal = 9,
                            .restarts = 1,
                            .stdout_path = "/tmp/o",
-                           .stderr_path = "/tmp/e"};
+                           .stderr_path = "/tmp/e",
+                           .output_lost = 5000000000ull};
     assert_int_equal(cr_state_worker_update(st, &u, 50), 0);
     assert_int_equal(cr_state_worker_set_state(st, a, 0, CR_WORKER_RUNNING, 60), 0);
     u.index = 7;
@@ -358,6 +359,7 @@ static void test_workers(void **state)
     assert_int_equal(g.restarts, 1);
     assert_string_equal(g.stdout_path, "/tmp/o");
     assert_string_equal(g.stderr_path, "/tmp/e");
+    assert_true(g.output_lost == 5000000000ull);
     assert_int_equal(g.updated_ms, 50);
     cr_state_worker_free(&g);
     assert_int_equal(cr_state_worker_get(st, a, 0, &g), 0);
@@ -1078,14 +1080,56 @@ static void test_newer_schema_refused(void **state)
     assert_int_equal(cr_state_open(t.db, &st, msg, sizeof(msg)), CR_ESCHEMA);
     assert_null(st);
     assert_non_null(strstr(msg, t.db));
-    assert_non_null(strstr(msg, "schema version 99, newer than this corral's 1"));
-    /* the refusal changed nothing: back at version 1 it opens as the third time */
+    char newer[64];
+    snprintf(newer, sizeof(newer), "schema version 99, newer than this corral's %d",
+             CR_STATE_SCHEMA_VERSION);
+    assert_non_null(strstr(msg, newer));
+    /* the refusal changed nothing: back at its version it opens as the third time */
     sqlite3 *db;
     assert_int_equal(sqlite3_open(t.db, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db, "UPDATE schema_version SET version = 1", 0, 0, 0), 0);
+    char back[64];
+    snprintf(back, sizeof(back), "UPDATE schema_version SET version = %d", CR_STATE_SCHEMA_VERSION);
+    assert_int_equal(sqlite3_exec(db, back, 0, 0, 0), 0);
     sqlite3_close(db);
     st = open_ok(t.db);
     assert_int_equal(cr_state_generation(st), 2);
+    cr_state_close(st);
+    tdir_remove(&t);
+}
+
+/* A state.db of schema version 1 (before workers.output_lost) is migrated
+ * at open: its workers keep their rows with output_lost 0, and the column
+ * then holds what is written, across a reopen (a head restart). */
+static void test_migration_adds_output_lost(void **state)
+{
+    tdir_t t;
+    tdir_make(&t);
+    cr_state_t *st = open_ok(t.db);
+    int64_t a = new_job(st, "a", 1);
+    new_worker(st, a, 0, "n1", 10);
+    cr_state_close(st);
+    sqlite3 *db; /* back to version 1, as an older corral left it */
+    assert_int_equal(sqlite3_open(t.db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "ALTER TABLE workers DROP COLUMN output_lost;"
+                                  "UPDATE schema_version SET version = 1",
+                                  0, 0, 0),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    st = open_ok(t.db);
+    assert_int_equal(sql_int(st, "SELECT version FROM schema_version"), CR_STATE_SCHEMA_VERSION);
+    cr_state_worker_t g;
+    assert_int_equal(cr_state_worker_get(st, a, 0, &g), 0);
+    assert_string_equal(g.node_id, "n1");
+    assert_true(g.output_lost == 0);
+    g.output_lost = 123456;
+    assert_int_equal(cr_state_worker_update(st, &g, 20), 0);
+    cr_state_worker_free(&g);
+    cr_state_close(st);
+    st = open_ok(t.db);
+    assert_int_equal(cr_state_worker_get(st, a, 0, &g), 0);
+    assert_true(g.output_lost == 123456);
+    cr_state_worker_free(&g);
     cr_state_close(st);
     tdir_remove(&t);
 }
@@ -1220,6 +1264,7 @@ int main(void)
         cmocka_unit_test(test_newer_schema_refused),
         cmocka_unit_test(test_foreign_database_refused),
         cmocka_unit_test(test_failed_migration_changes_nothing),
+        cmocka_unit_test(test_migration_adds_output_lost),
         cmocka_unit_test(test_corrupt_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

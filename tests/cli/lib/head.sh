@@ -9,6 +9,10 @@ HEAD_TEST=${1:?usage: . head.sh TAG}
 export CORRAL_HOME=$(mktemp -d "/tmp/corral-$HEAD_TEST-XXXXXX")
 unset CORRAL_ADDRESS CORRAL_TOKEN_FILE
 ASAN_DIR=$(mktemp -d "/tmp/corral-$HEAD_TEST-asan-XXXXXX")
+# files a test's workers read or write: never in CORRAL_HOME, which the
+# workers of a root agent do not see (docs/workers.md "What a worker can
+# reach")
+TDATA=$(mktemp -d "/tmp/corral-$HEAD_TEST-data-XXXXXX")
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$ASAN_DIR/asan"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$ASAN_DIR/ubsan:print_stacktrace=1"
 fails=0
@@ -22,7 +26,7 @@ cleanup() {
         kill -KILL "$pid" 2>/dev/null
     fi
     for p in $WPIDS; do kill -KILL "$p" 2>/dev/null; done
-    rm -rf "$CORRAL_HOME" "$ASAN_DIR"
+    rm -rf "$CORRAL_HOME" "$ASAN_DIR" "$TDATA"
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
