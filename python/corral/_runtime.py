@@ -340,6 +340,7 @@ class Core:
         self.owner_conn = None
         self.detached = False
         self.monitor = None
+        self.actor_dirs = {}
         self.io = threading.Thread(target=self._loop, name="corral-io", daemon=True)
         self.io.start()
         self.io_ident = self.io.ident
@@ -843,6 +844,7 @@ class Core:
         if isinstance(target, _Actor):
             listen = os.path.join(tempfile.gettempdir(), "corral-actor-" + secrets.token_hex(8))
             env["CORRAL_TASK_LISTEN"] = listen
+            self.actor_dirs[lease] = listen  # removed here if its worker dies on this node
             # what find_named_actor reads back from the job's command
             argv += ["--actor", target.aid, "--class", target.cls_name, "--owner", self.me,
                      "--listen", listen]
@@ -1202,6 +1204,11 @@ class Core:
                 pass
         desc = "the worker (pid %s on node %s, lease job %s) died%s" % (
             w.pid, w.node, job or "?", ": " + why if why else "")
+        d = self.actor_dirs.pop(w.lease, None)
+        if d and w.node == self.node:
+            # an actor killed -9 leaves its socket directory (the path its
+            # owner chose, under this node's temporary directory)
+            shutil.rmtree(d, ignore_errors=True)
         with self.lock:
             self.workers.pop(w.lease, None)
             self.leases.pop(w.lease, None)

@@ -12,6 +12,8 @@ import asyncio
 import ctypes
 import inspect
 import os
+import shutil
+import signal
 import queue
 import sys
 import threading
@@ -289,6 +291,13 @@ def main():
                          "this program is started by corral for a task owner, not by hand\n")
         return 2
     core = R.init()
+    # a stopped lease (SIGTERM: its owner gone, corral.kill, the job's end)
+    # takes its socket directory with it, as a normal end does
+    def on_term(signum, frame):
+        shutil.rmtree(core.dir, ignore_errors=True)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
     core.detached = os.environ.get("CORRAL_TASK_DETACHED") == "1"
     core.exec_q = ExecQueue()
     core.rwake_r, core.rwake_w = os.pipe()

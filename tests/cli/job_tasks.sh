@@ -17,9 +17,9 @@ PY=/usr/bin/python3
 "$CORRAL" start --head --hw-spec "$CORRAL_SOURCE_DIR/specs/tpu-v6e-4x4-w0.yaml" >/dev/null || { fail "start"; exit 1; }
 export PYTHONPATH=$CORRAL_SOURCE_DIR/python CORRAL_TASK_IDLE_TIMEOUT=30
 py_core_env
-M=$CORRAL_HOME/meet
+M=$TDATA/meet
 mkdir "$M"
-cat >"$CORRAL_HOME/driver.py" <<'PYEOF'
+cat >"$TDATA/driver.py" <<'PYEOF'
 import os, sys, time
 import corral
 corral.init()
@@ -47,7 +47,7 @@ print("counter", corral.get(c.add.remote(3), timeout=60), flush=True)
 print("ready", flush=True)
 time.sleep(120)
 PYEOF
-env "${PY_ENV[@]}" "$CORRAL" job submit -- "$PY" "$CORRAL_HOME/driver.py" "$M" >"$CORRAL_HOME/out" 2>&1 &
+env "${PY_ENV[@]}" "$CORRAL" job submit -- "$PY" "$TDATA/driver.py" "$M" >"$CORRAL_HOME/out" 2>&1 &
 sub=$!
 WPIDS="$WPIDS $sub"
 for _ in $(seq 1200); do

@@ -43,7 +43,7 @@ CORRAL_EXAMPLE_TCP=1 run demo-tcp demo
 grep -q "owner listens at tcp:127.0.0.1:" <<<"$RUN_OUT" && ok "demo-tcp: the owner gave its workers TCP only" ||
     fail "demo-tcp: $RUN_OUT"
 
-D=$(mktemp -d "$CORRAL_HOME/chips-XXXXXX")
+D=$(mktemp -d "$TDATA/chips-XXXXXX")
 run tpu tpu "$D" 4
 # NODE:CHIPS per task (chip ids are a host's own)
 chips=$(grep '^chip ' <<<"$RUN_OUT" | awk '{print $2}' | sort)
@@ -54,13 +54,13 @@ chips=$(grep '^chip ' <<<"$RUN_OUT" | awk '{print $2}' | sort)
 jobs=$("$CORRAL" job list --json 2>/dev/null | jq -r '.[].name' | sort | uniq -c)
 grep -q "task:TPU=1" <<<"$jobs" && ok "the leases are jobs named task:TPU=1" || fail "jobs: $jobs"
 
-D=$(mktemp -d "$CORRAL_HOME/retry-XXXXXX")
+D=$(mktemp -d "$TDATA/retry-XXXXXX")
 run retry retry "$D"
 run restart restart
 
 # a driver's workers are its lease jobs, bound to its connection: they end
 # when it does, even killed -9 while a task runs
-D=$(mktemp -d "$CORRAL_HOME/bound-XXXXXX")
+D=$(mktemp -d "$TDATA/bound-XXXXXX")
 # (started from a subshell: not this shell's job, whose kill bash would report)
 drv=$( (cd /tmp && exec "$EX" retry "$D") >"$CORRAL_HOME/driver.out" 2>&1 & echo $!)
 WPIDS="$WPIDS $drv"

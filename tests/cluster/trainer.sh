@@ -29,7 +29,7 @@ field() { sed -n 's/^result //p' <<<"$1" | "$PY" -c "import json,sys; r=json.loa
 
 # the slice, a fault at step 3 of rank 2, one restart allowed
 out=$(cd /tmp && timeout 300 env "${PY_ENV[@]}" "$PY" "$EX" --tpu 4x4 --steps 8 --fail-rank 2 --fail-step 3 --max-failures 1 \
-    --storage "$CORRAL_HOME/results" --name slice 2>&1); rc=$?
+    --storage "$TDATA/results" --name slice 2>&1); rc=$?
 [ $rc -eq 0 ] && [ "$(field "$out" 'r["attempts"]')" = 2 ] &&
     ok "4 workers on the slice: rank 2 failed at step 3, the group restarted once and finished" ||
     fail "slice run: rc=$rc $out"
@@ -59,7 +59,7 @@ for r in 0 1 2 3; do grep -q "^worker $r/4 node v6e-s1-w$r chips 0,1,2,3 step 7 
 # one worker per chip of the slice: 16 workers, rank r on host r/4's chip
 # r%4, the libtpu mesh variables of corral train (CLOUD_TPU_TASK_ID = rank)
 out=$(cd /tmp && timeout 300 env "${PY_ENV[@]}" "$PY" "$EX" --tpu 4x4 --workers 16 --steps 2 --max-failures 0 \
-    --storage "$CORRAL_HOME/results" --name chips 2>&1); rc=$?
+    --storage "$TDATA/results" --name chips 2>&1); rc=$?
 logs=$("$CORRAL" job list --json 2>/dev/null | jq -r '.[] | select(.name == "actor:_TrainWorker") | .job_id' | tail -16 |
     while read -r j; do "$CORRAL" job logs "$j" --no-prefix 2>/dev/null; done)
 bad=
@@ -73,14 +73,14 @@ done
 
 # no restart allowed: fit() raises, naming the rank
 out=$(cd /tmp && timeout 300 env "${PY_ENV[@]}" "$PY" "$EX" --tpu 4x4 --steps 4 --fail-rank 1 --fail-step 1 --max-failures 0 \
-    --storage "$CORRAL_HOME/results" --name nofail 2>&1); rc=$?
+    --storage "$TDATA/results" --name nofail 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "^failed: training failed on attempt 1 of 1: .*rank 1: " <<<"$out" &&
     [ "$(field "$out" 'r["metrics"]["step"]')" = 0 ] &&
     ok "max_failures=0: fit() raises TrainingFailedError naming rank 1, the result has step 0's metrics" ||
     fail "no restart: rc=$rc $out"
 
 # GPUs: one each, two workers (CPU fallback: gloo)
-out=$(cd /tmp && timeout 300 env "${PY_ENV[@]}" "$PY" "$EX" --gpu 2 --steps 3 --storage "$CORRAL_HOME/results" --name gpu 2>&1); rc=$?
+out=$(cd /tmp && timeout 300 env "${PY_ENV[@]}" "$PY" "$EX" --gpu 2 --steps 3 --storage "$TDATA/results" --name gpu 2>&1); rc=$?
 [ $rc -eq 0 ] && [ "$(field "$out" 'r["steps"], r["metrics"]["world_size"]')" = "([0, 1, 2], 2)" ] &&
     ok "2 workers with use_gpu on the H100 node" || fail "gpu: rc=$rc $out"
 logs=$("$CORRAL" job list --json 2>/dev/null | jq -r '.[] | select(.name == "actor:_TrainWorker") | .job_id' |
