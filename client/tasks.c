@@ -402,22 +402,7 @@ static int conn_flush(corral_tasks_t *t, conn_t *c)
                 end = c->marks[0].pos;
             }
         }
-        struct iovec iov = {b->p + b->off, end - b->off};
-        union {
-            struct cmsghdr h;
-            char buf[CMSG_SPACE(sizeof(int))];
-        } cm;
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-        if (fd >= 0) {
-            msg.msg_control = cm.buf;
-            msg.msg_controllen = sizeof(cm.buf);
-            struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
-            h->cmsg_level = SOL_SOCKET;
-            h->cmsg_type = SCM_RIGHTS;
-            h->cmsg_len = CMSG_LEN(sizeof(int));
-            memcpy(CMSG_DATA(h), &fd, sizeof(int));
-        }
-        ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = crt_send(c->fd, b->p + b->off, end - b->off, fd, MSG_DONTWAIT);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -949,6 +934,17 @@ static void reap(corral_tasks_t *t)
     }
 }
 
+/* Under the lock: callers waiting in get/wait look again when this turn
+ * finished something (io_signal). */
+static void wake_waiters(corral_tasks_t *t)
+{
+    if (t->io_signal) {
+        t->io_signal = false;
+        if (t->waiters)
+            pthread_cond_broadcast(&t->done);
+    }
+}
+
 static void *io_main(void *arg)
 {
     corral_tasks_t *t = arg;
@@ -993,22 +989,14 @@ static void *io_main(void *arg)
                 conn_readable(t, c);
                 flush_dirty(t);
             }
-            if (t->io_signal) {
-                t->io_signal = false;
-                if (t->waiters)
-                    pthread_cond_broadcast(&t->done);
-            }
+            wake_waiters(t);
             pthread_mutex_unlock(&t->lock);
         }
         if (now_ms() - last >= 250) {
             last = now_ms();
             pthread_mutex_lock(&t->lock);
             reap(t);
-            if (t->io_signal) {
-                t->io_signal = false;
-                if (t->waiters)
-                    pthread_cond_broadcast(&t->done);
-            }
+            wake_waiters(t);
             pthread_mutex_unlock(&t->lock);
         }
     }

@@ -313,25 +313,30 @@ int crt_reader_next(crt_reader_t *r, crt_hdr_t *h, const uint8_t **payload, int 
     return 1;
 }
 
+ssize_t crt_send(int sock, const void *p, size_t len, int fd, int flags)
+{
+    struct iovec iov = {(void *)p, len};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } cm;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (fd >= 0) {
+        msg.msg_control = cm.buf;
+        msg.msg_controllen = sizeof(cm.buf);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    return sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
+}
+
 int crt_write_all(int sock, crt_bytes_t *b, int fd)
 {
     while (b->off < b->len) {
-        struct iovec iov = {b->p + b->off, b->len - b->off};
-        union {
-            struct cmsghdr h;
-            char buf[CMSG_SPACE(sizeof(int))];
-        } cm;
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-        if (fd >= 0) {
-            msg.msg_control = cm.buf;
-            msg.msg_controllen = sizeof(cm.buf);
-            struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-            c->cmsg_level = SOL_SOCKET;
-            c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(sizeof(int));
-            memcpy(CMSG_DATA(c), &fd, sizeof(int));
-        }
-        ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+        ssize_t n = crt_send(sock, b->p + b->off, b->len - b->off, fd, 0);
         if (n < 0) {
             if (errno == EINTR)
                 continue;

@@ -115,6 +115,9 @@ int crt_reader_next(crt_reader_t *r, crt_hdr_t *h, const uint8_t **payload, int 
  * return -EAGAIN with part written, b->off says how much), sending fd
  * (-1 none) with the first byte. 0 or -errno. */
 int crt_write_all(int sock, crt_bytes_t *b, int fd);
+/* One sendmsg of len bytes at p (MSG_NOSIGNAL | flags), with fd passed
+ * (SCM_RIGHTS) when it is not -1: what it returns. */
+ssize_t crt_send(int sock, const void *p, size_t len, int fd, int flags);
 
 /* A sealed read-only memfd holding n bytes of data (and its mapping,
  * read-only, in *map when map is not NULL): the descriptor or -errno. */

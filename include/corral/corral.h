@@ -193,8 +193,8 @@ typedef struct corral_job {
     unsigned max_restarts;    /* allowed; 0 in listings, which carry no spec */
     corral_restart_t restart; /* the policy; NONE in listings */
     unsigned queue_position;  /* PENDING: its place among pending jobs, 1 first; 0 else */
-    char *parent_job; /* the job whose worker submitted it with its job credential (a
-                       * driver's task leases and actors; stopped with it); "" none */
+    char *parent_job;         /* the job whose worker submitted it with its job credential (a
+                               * driver's task leases and actors; stopped with it); "" none */
 } corral_job_t;
 
 /* Submits a job. Returns 0 with *job_id (malloc'ed). An impossible request
