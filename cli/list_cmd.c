@@ -81,14 +81,17 @@ static bool is_lease(const char *name)
     return name && (!strncmp(name, "task:", 5) || !strncmp(name, "actor:", 6));
 }
 
-/* Every live lease job's owner, distinct, and the lease jobs themselves
- * (job id, owner index). Returns the number of owners, -1 on failure. */
-static int find_owners(corral_t *c, owner_t *own, size_t max)
+/* Each live lease job (PENDING, PLACING, RUNNING; its status, with its
+ * command) and the owner word its command names (NULL when it names none),
+ * handed to fn, over every page of the head's listing; fn returns false
+ * to stop. 0, or -1 when the head could not be asked (corral_errmsg). */
+static int each_lease(corral_t *c, bool (*fn)(void *arg, const corral_job_t *j, const char *owner),
+                      void *arg)
 {
     static const corral_job_state_t live[] = {CORRAL_JOB_PENDING, CORRAL_JOB_PLACING,
                                               CORRAL_JOB_RUNNING};
-    size_t n_own = 0;
     char *token = NULL;
+    bool more = true;
     do {
         corral_page_t page = {.limit = 0, .continue_token = token};
         corral_job_t *v = NULL;
@@ -96,29 +99,49 @@ static int find_owners(corral_t *c, owner_t *own, size_t max)
         int rc = corral_job_list_page(c, live, 3, &page, &v, &n);
         free(token);
         token = NULL;
-        if (rc < 0) {
-            fprintf(stderr, "corral list: %s\n", corral_errmsg(c));
+        if (rc < 0)
             return -1;
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (!is_lease(v[i].name))
-                continue;
+        for (size_t i = 0; i < n && more; i++) {
             corral_job_t j = {0};
             char word[4096];
-            const char *w = NULL;
-            if (corral_job_status(c, v[i].job_id, &j) == 0)
-                w = owner_word(j.command, word, sizeof(word));
-            bool seen = false;
-            for (size_t k = 0; w && k < n_own && !seen; k++)
-                seen = !strcmp(own[k].id, w);
-            if (w && !seen && n_own < max && parse_owner(w, &own[n_own]))
-                n_own++;
+            if (!is_lease(v[i].name) || corral_job_status(c, v[i].job_id, &j) < 0)
+                continue;
+            more = fn(arg, &j, owner_word(j.command, word, sizeof(word)));
             corral_job_free(&j);
         }
         corral_job_list_free(v, n);
         token = page.next_token;
-    } while (token);
-    return (int)n_own;
+    } while (token && more);
+    free(token);
+    return 0;
+}
+
+typedef struct owners {
+    owner_t *v;
+    size_t n, max;
+} owners_t;
+
+static bool add_owner(void *arg, const corral_job_t *j, const char *w)
+{
+    owners_t *o = arg;
+    bool seen = false;
+    for (size_t k = 0; w && k < o->n && !seen; k++)
+        seen = !strcmp(o->v[k].id, w);
+    if (w && !seen && o->n < o->max && parse_owner(w, &o->v[o->n]))
+        o->n++;
+    return true;
+}
+
+/* Every live lease job's owner, distinct. Returns the number of owners,
+ * -1 on failure (said). */
+static int find_owners(corral_t *c, owner_t *own, size_t max)
+{
+    owners_t o = {.v = own, .max = max};
+    if (each_lease(c, add_owner, &o) < 0) {
+        fprintf(stderr, "corral list: %s\n", corral_errmsg(c));
+        return -1;
+    }
+    return (int)o.n;
 }
 
 static int io_wait(int fd, short ev)
@@ -366,74 +389,59 @@ typedef struct lease_row {
     bool mine;
 } lease_row_t;
 
+typedef struct leases {
+    const corral_job_t *driver;
+    CR__VEC(lease_row_t) rows;
+} leases_t;
+
+static bool add_lease(void *arg, const corral_job_t *j, const char *w)
+{
+    leases_t *L = arg;
+    owner_t o;
+    if (!strcmp(j->job_id, L->driver->job_id) || !w || !parse_owner(w, &o))
+        return true;
+    lease_row_t *r = CR_VEC_PUSH(&L->rows);
+    /* the head's word first: a child of the job (submitted with its
+     * worker's credential: a driver run as a job) */
+    *r = (lease_row_t){.mine = j->parent_job && !strcmp(j->parent_job, L->driver->job_id),
+                       .job_id = cr_strdup(j->job_id),
+                       .name = cr_strdup(j->name),
+                       .node = cr_strdup(j->nworkers ? j->workers[0].node_id : ""),
+                       .pid = j->nworkers ? j->workers[0].pid : 0,
+                       .state = corral_job_state_name(j->state),
+                       .owner_node = o.node,
+                       .owner_pid = o.pid};
+    free(o.id), free(o.unix_path);
+    return L->rows.n < 100000;
+}
+
 /* The lease jobs (tasks' and actors' workers) that the job's own workers
  * leased, and those leased in turn by them (nested tasks), as a JSON
  * array; NULL when the head cannot be asked. The owner of a lease is
  * matched by node and pid to a worker of the job. */
 json_t *cli_job_leases(corral_t *c, const corral_job_t *driver)
 {
-    static const corral_job_state_t live[] = {CORRAL_JOB_PENDING, CORRAL_JOB_PLACING,
-                                              CORRAL_JOB_RUNNING};
-    CR__VEC(lease_row_t) rows = {0};
-    char *token = NULL;
-    bool failed = false;
-    do {
-        corral_page_t page = {.limit = 0, .continue_token = token};
-        corral_job_t *v = NULL;
-        size_t n = 0;
-        int rc = corral_job_list_page(c, live, 3, &page, &v, &n);
-        free(token);
-        token = NULL;
-        if (rc < 0) {
-            failed = true;
-            break;
-        }
-        for (size_t i = 0; i < n && rows.n < 100000; i++) {
-            corral_job_t j = {0};
-            char word[4096];
-            owner_t o;
-            const char *w;
-            if (!is_lease(v[i].name) || !strcmp(v[i].job_id, driver->job_id) ||
-                corral_job_status(c, v[i].job_id, &j) < 0)
-                continue;
-            if ((w = owner_word(j.command, word, sizeof(word))) && parse_owner(w, &o)) {
-                lease_row_t *r = CR_VEC_PUSH(&rows);
-                /* the head's word first: a child of the job (submitted with
-                 * its worker's credential: a driver run as a job) */
-                *r = (lease_row_t){.mine = j.parent_job && !strcmp(j.parent_job, driver->job_id),
-                                   .job_id = cr_strdup(j.job_id),
-                                   .name = cr_strdup(j.name),
-                                   .node = cr_strdup(j.nworkers ? j.workers[0].node_id : ""),
-                                   .pid = j.nworkers ? j.workers[0].pid : 0,
-                                   .state = corral_job_state_name(j.state),
-                                   .owner_node = o.node,
-                                   .owner_pid = o.pid};
-                free(o.id), free(o.unix_path);
-            }
-            corral_job_free(&j);
-        }
-        corral_job_list_free(v, n);
-        token = page.next_token;
-    } while (token);
+    leases_t L = {.driver = driver};
+    bool failed = each_lease(c, add_lease, &L) < 0;
     /* the job's workers own leases; so do the leases' workers (nested) */
     for (bool grew = true; grew && !failed;) {
         grew = false;
-        for (size_t i = 0; i < rows.n; i++) {
-            lease_row_t *r = &rows.v[i];
+        for (size_t i = 0; i < L.rows.n; i++) {
+            lease_row_t *r = &L.rows.v[i];
             bool owned = false;
             for (size_t k = 0; k < driver->nworkers && !owned; k++)
                 owned = driver->workers[k].pid == r->owner_pid &&
                         !strcmp(driver->workers[k].node_id, r->owner_node);
-            for (size_t k = 0; k < rows.n && !owned; k++)
-                owned = rows.v[k].mine && rows.v[k].pid == r->owner_pid &&
-                        !strcmp(rows.v[k].node, r->owner_node);
+            for (size_t k = 0; k < L.rows.n && !owned; k++)
+                owned = L.rows.v[k].mine && L.rows.v[k].pid == r->owner_pid &&
+                        !strcmp(L.rows.v[k].node, r->owner_node);
             if (owned && !r->mine)
                 r->mine = grew = true;
         }
     }
     json_t *out = failed ? NULL : json_array();
-    for (size_t i = 0; i < rows.n; i++) {
-        lease_row_t *r = &rows.v[i];
+    for (size_t i = 0; i < L.rows.n; i++) {
+        lease_row_t *r = &L.rows.v[i];
         if (out && r->mine)
             json_array_append_new(out,
                                   json_pack("{s:s,s:s,s:s,s:s,s:i,s:i}", "job_id", r->job_id,
@@ -441,6 +449,6 @@ json_t *cli_job_leases(corral_t *c, const corral_job_t *driver)
                                             "pid", r->pid, "owner_pid", r->owner_pid));
         free(r->job_id), free(r->name), free(r->node), free(r->owner_node);
     }
-    free(rows.v);
+    free(L.rows.v);
     return out;
 }
