@@ -1718,12 +1718,8 @@ int corral_actor_create(corral_tasks_t *t, const char *cls, const void *args, si
     pthread_mutex_lock(&t->lock);
     if (t->closing) {
         pthread_mutex_unlock(&t->lock);
-        free(a->cls);
-        free(a->name);
-        free(a->args);
-        free(a->resources);
-        free(a->selector);
-        free(a);
+        a->t = NULL; /* never listed: its fields only */
+        corral_actor_free(a);
         return fail(CR_EINVAL, "the owner is shutting down");
     }
     a->next = t->actors;
