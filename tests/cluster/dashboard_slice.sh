@@ -6,7 +6,9 @@
 # two of another. The page must draw the 16 chips at their mesh
 # coordinates across the hosts, ICI links between neighbours, the job's
 # chip held and the group's chips reserved, at the coordinates the API
-# gives those devices. The screenshot goes to $CORRAL_DASHBOARD_SHOTS.
+# gives those devices. An MI300X node beside them: its page draws its 8
+# GPUs and the xGMI links corral topo --json has. The screenshot goes to
+# $CORRAL_DASHBOARD_SHOTS.
 CHROMIUM=${CORRAL_CHROMIUM:-/usr/bin/chromium}
 [ -x "$CHROMIUM" ] || { echo "SKIP: no $CHROMIUM (Debian chromium; scripts/deps.sh installs it)"; exit 77; }
 command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
@@ -23,7 +25,9 @@ export CORRAL_WEB_NODE_MODULES=$NM CORRAL_CHROMIUM=$CHROMIUM
 
 head_up "$SPECS/cpu-only.yaml" --dashboard-port any
 for w in 2 0 3 1; do agent_up "tpu-w$w" "$SPECS/tpu-v6e-4x4-w$w.yaml" "127.0.0.$((30 + w))"; done
+agent_up mi300x "$SPECS/mi300x-8.yaml" 127.0.0.40
 for w in 0 1 2 3; do wait_node "tpu-w$w" 10 ALIVE || fail "tpu-w$w not ALIVE"; done
+wait_node mi300x 10 ALIVE || fail "mi300x not ALIVE"
 JOB=$("$CORRAL" run --detach --resources TPU=1 --label-selector corral.io/node-id=tpu-w2 -- sleep 120)
 wait_started "$JOB" || fail "job $JOB did not start"
 "$CORRAL" pg create g1 --bundles 'TPU=2' --label-selector corral.io/node-id=tpu-w1 >/dev/null ||
@@ -39,7 +43,7 @@ want_grouped=$(jq -c --argjson g "$g" '[$g.bundles[] as $b | .devices[] | select
 [ "$(jq length <<<"$want_held")" = 1 ] && [ "$(jq length <<<"$want_grouped")" = 2 ] ||
     fail "the API: held $want_held grouped $want_grouped"
 
-node "$CORRAL_SOURCE_DIR/tests/cluster/lib/slice.mjs" "$LOGIN" v6e-s1 "$SHOTS" >"$TMP/out.json" 2>"$TMP/err" ||
+node "$CORRAL_SOURCE_DIR/tests/cluster/lib/slice.mjs" "$LOGIN" v6e-s1 "$SHOTS" mi300x >"$TMP/out.json" 2>"$TMP/err" ||
     { fail "the browser run: $(tail -5 "$TMP/err")"; finish; }
 O=$(cat "$TMP/out.json")
 S=$(jq -c '.pages.slice | del(.text)' <<<"$O")
@@ -56,6 +60,14 @@ all=$(jq -nc '[range(4) as $x | range(4) as $y | "\($x),\($y)"] | sort')
     fail "grouped: $(jq -c .grouped <<<"$S"), the API: $want_grouped"
 grep -q "v6e-16, topology 4x4" <<<"$(jq -r .pages.slice.text <<<"$O")" && ok "the page names the slice's type and topology" ||
     fail "text: $(jq -r .pages.slice.text <<<"$O" | head -3)"
+# the MI300X node's page: what corral topo --json says of the same spec
+T=$("$CORRAL" topo --spec "$SPECS/mi300x-8.yaml" --json)
+want=$(jq -c '. as $t | ($t.names | length) as $n | [range($n)] as $r |
+  {accelerators: (.devices | length),
+   xgmi_pairs: [$r[] as $i | $r[] | select(. > $i and $t.kinds[$i][.] == "xgmi")] | length}' <<<"$T")
+got=$(jq -c '.pages.node.graph | {accelerators, xgmi_pairs: .edges.xgmi}' <<<"$O")
+[ "$(jq .accelerators <<<"$want")" = 8 ] && [ "$got" = "$want" ] &&
+    ok "the MI300X node's graph has what corral topo --json has ($got)" || fail "MI300X graph $got, topo $want"
 [ -s "$SHOTS/dashboard-slice.png" ] || fail "no screenshot"
 "$CORRAL" job stop "$JOB" >/dev/null
 finish

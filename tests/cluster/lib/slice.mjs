@@ -1,11 +1,12 @@
 // Drives Debian's headless chromium through playwright-core for
 // tests/cluster/dashboard_slice.sh: logs in with the URL `corral dashboard`
-// printed, opens the overview and the slice page, and prints what the page
-// drew as one JSON line. Usage: node slice.mjs LOGIN_URL SLICE SHOTS
+// printed, opens the overview, the slice page and a node's page, and
+// prints what the pages drew as one JSON line.
+// Usage: node slice.mjs LOGIN_URL SLICE SHOTS [NODE]
 import { createRequire } from 'node:module';
 const require = createRequire(process.env.CORRAL_WEB_NODE_MODULES + '/');
 const { chromium } = require('playwright-core');
-const [login, slice, shots] = process.argv.slice(2);
+const [login, slice, shots, node] = process.argv.slice(2);
 const out = { errors: [], pages: {} };
 const browser = await chromium.launch({ executablePath: process.env.CORRAL_CHROMIUM || '/usr/bin/chromium',
   headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
@@ -24,6 +25,14 @@ try {
   await page.waitForTimeout(300);
   out.pages.slice = await page.evaluate(() => ({ ...window.corral.slice, text: document.getElementById('main').innerText }));
   await page.screenshot({ path: shots + '/dashboard-slice.png', fullPage: true });
+  if (node) {
+    await page.evaluate(h => { location.hash = h; }, '#/node/' + encodeURIComponent(node));
+    await page.waitForFunction(n => window.corral && window.corral.ready && window.corral.node === n, node,
+      { timeout: 20000 });
+    await page.waitForTimeout(300);
+    out.pages.node = await page.evaluate(() => ({ graph: window.corral.graph }));
+    await page.screenshot({ path: shots + '/dashboard-node-' + node + '.png', fullPage: true });
+  }
 } catch (e) {
   out.errors.push('gave up: ' + e.message.split('\n')[0]);
 } finally {
