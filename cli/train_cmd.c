@@ -7,8 +7,10 @@
 #include "cli.h"
 #include <corral/corral.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +63,22 @@ static unsigned topo_chips(const char *t)
         p = end;
     }
     return dims >= 2 && dims <= 3 && n <= 4096 ? n : 0;
+}
+
+/* Whether path (absolute) is the corral home or under it (as given or
+ * with its links resolved): what a root agent's workers do not see. */
+static bool inside_home(const char *path)
+{
+    char home[PATH_MAX], real[PATH_MAX];
+    if (cr_home_path(home, sizeof(home)) < 0)
+        return false;
+    const char *roots[2] = {home, realpath(home, real) ? real : NULL};
+    for (int i = 0; i < 2; i++) {
+        size_t n = roots[i] ? strlen(roots[i]) : 0;
+        if (n && !strncmp(path, roots[i], n) && (path[n] == '/' || !path[n]))
+            return true;
+    }
+    return false;
 }
 
 /* "GPU=1,CPU=2" -> its first name and amount */
@@ -188,6 +206,18 @@ int cli_train(int argc, char **argv)
         return usage("%s", "no command: give it after --");
     if (accel && !topo)
         return usage("%s", "--accelerator-type goes with --tpu-topology");
+    if (ckpt) { /* before anything is reserved */
+        char *abs = cli_abs_path("corral train", "--checkpoint-dir", ckpt);
+        bool bad = !abs || inside_home(abs);
+        if (abs && bad)
+            fprintf(stderr,
+                    "corral train: --checkpoint-dir %s is inside the corral home, which a root "
+                    "agent hides from its workers (docs/workers.md): give a directory outside it\n",
+                    abs);
+        free(abs);
+        if (bad)
+            return CLI_FAIL;
+    }
     corral_t *c;
     char *why = NULL;
     if (corral_connect(NULL, NULL, &c, &why) < 0) {

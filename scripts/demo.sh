@@ -56,9 +56,12 @@ run "$b/corral sim --cluster examples/clusters/mixed.yaml --workload examples/tr
 # on the slice, status, and everything shut down. A session directory of
 # its own, so that a head the user runs is not touched.
 home=$(mktemp -d /tmp/corral-demo-XXXXXX)
+# what the workers write (the checkpoints): outside the corral home, which
+# a root agent hides from its workers (docs/workers.md)
+data=$(mktemp -d /tmp/corral-demo-data-XXXXXX)
 cleanup() {
     CORRAL_HOME=$home $b/corral stop >/dev/null 2>&1 || true
-    rm -rf "$home"
+    rm -rf "$home" "$data"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -77,7 +80,7 @@ run "$b/corral status"
 trained=no
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     step "real PyTorch DDP (gloo) on the slice: 4 ranks, one TPU chip each, per-rank placement and loss"
-    run "$b/corral train --tpu-topology 2x2x2 --accelerator-type TPU-V5P --workers 4 --placement SPREAD --checkpoint-dir $home/ckpt --env PYTHONPATH=$src/python -- /usr/bin/python3 examples/train/ddp_train.py"
+    run "$b/corral train --tpu-topology 2x2x2 --accelerator-type TPU-V5P --workers 4 --placement SPREAD --checkpoint-dir $data/ckpt --env PYTHONPATH=$src/python -- /usr/bin/python3 examples/train/ddp_train.py"
     trained=yes
 else
     echo "(the training step is left out: /usr/bin/python3 has no torch; scripts/deps.sh installs python3-torch)"

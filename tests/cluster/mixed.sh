@@ -36,12 +36,12 @@ out=$("$CORRAL" run --gpus 1 --workers 2 --placement STRICT_SPREAD \
     ok "STRICT_SPREAD GPU gang on gpu-a and gpu-b" || fail "spread: rc=$rc $out"
 
 # a worker on a joined agent reaches the head over TCP with its job
-# credential: its own job's status is served, the job list refused
+# credential: its own job's status is served, the node list refused
 out=$("$CORRAL" run --gpus 1 --label-selector corral.io/node-id=gpu-b -- sh -c \
-    '"$1" job status "$CORRAL_JOB_ID" >/dev/null && echo own=ok; "$1" job list 2>&1 | grep -c "job_list needs the cluster token"; echo "addr=$CORRAL_ADDRESS"' \
+    '"$1" job status "$CORRAL_JOB_ID" >/dev/null && echo own=ok; "$1" nodes 2>&1 | grep -c "node_list needs the cluster token"; echo "addr=$CORRAL_ADDRESS"' \
     sh "$CORRAL" 2>&1); rc=$?
 [ $rc -eq 0 ] && grep -q "own=ok" <<<"$out" && grep -Eq '^(\[0\] )?1$' <<<"$out" && grep -q "addr=$ADDR$" <<<"$out" &&
-    ok "a remote worker's job credential: own status served over TCP, the job list refused" ||
+    ok "a remote worker's job credential: own status served over TCP, the node list refused" ||
     fail "remote job credential: rc=$rc $out"
 
 # heartbeats carry the free resources the agent counts: the same as the head's

@@ -81,6 +81,12 @@ awk -v a="${first% *}" -v b="${first#* }" 'BEGIN{exit !(b < a)}' && ok "the loss
     fail "loss: [$first]"
 [ "$(grep -c 'allreduce sum 10 expected 10' <<<"$out")" -ge 4 ] && ok "all-reduce sums agree" || fail "allreduce: $out"
 
+# a checkpoint directory inside the corral home, which a root agent hides
+# from its workers: refused before anything is reserved, with the reason
+out=$("$CORRAL" train --workers 1 --checkpoint-dir "$CORRAL_HOME/ck" -- true 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "is inside the corral home" <<<"$out" && [ "$("$CORRAL" pg list --json | jq length)" = 0 ] &&
+    ok "--checkpoint-dir inside the corral home: refused, nothing reserved" || fail "ckpt in home: rc=$rc $out"
+
 # --max-failures 0: the job fails with each rank's state and the failing rank's last lines
 out=$("$CORRAL" train --tpu-topology 4x4 --workers 4 --placement SPREAD --checkpoint-dir "$TDATA/ckpt2" \
     --env "$PP" --env CORRAL_TRAIN_FAIL_RANK=2 --env CORRAL_TRAIN_FAIL_STEP=3 -- $PY "$EX/ddp_train.py" 2>&1); rc=$?
