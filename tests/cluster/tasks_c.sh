@@ -38,7 +38,19 @@ $out"
     RUN_OUT=$out
 }
 
+# the leases of an owner that ended (here, its named actor) are stopped by
+# the head as its connection closes: wait for that before the next run
+# names an actor the same (a live job of that name refuses it)
+leases_gone() {
+    for _ in $(seq 300); do
+        [ "$("$CORRAL" job list --json | jq '[.[] | select(.state == "PENDING" or .state == "PLACING" or .state == "RUNNING")] | length')" = 0 ] &&
+            return 0
+        sleep 0.1
+    done
+    fail "leases still live: $("$CORRAL" job list)"
+}
 run demo demo
+leases_gone
 CORRAL_EXAMPLE_TCP=1 run demo-tcp demo
 grep -q "owner listens at tcp:127.0.0.1:" <<<"$RUN_OUT" && ok "demo-tcp: the owner gave its workers TCP only" ||
     fail "demo-tcp: $RUN_OUT"
