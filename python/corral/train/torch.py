@@ -167,15 +167,27 @@ def _await_listener(addr, port, deadline):
     lets its one real connect succeed at once. The probe connects and
     closes; the store's server takes that as a client that left."""
     import socket
+    import struct
 
     pause = 0.002
     while time.monotonic() < deadline:
+        s = None
         try:
-            with socket.create_connection((addr, port), timeout=max(0.05, min(1.0, deadline - time.monotonic()))):
+            s = socket.create_connection((addr, port), timeout=max(0.05, min(1.0, deadline - time.monotonic())))
+            if s.getsockname() != s.getpeername():
                 return
+            # a connect to a local port nobody listens on can meet itself
+            # (TCP simultaneous open, when the kernel picks that very port
+            # as the source): not rank 0. Closed with a reset, so that no
+            # TIME_WAIT keeps rank 0 from binding the port.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         except OSError:
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+            pass
+        finally:
+            if s is not None:
+                s.close()
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def _rendezvous(ctx, addr, port, seconds):
