@@ -419,6 +419,16 @@ static void reader_free(void *cls)
 }
 
 /* Sends the request to a replica of model m and queues the reply. */
+/* Sends q's request body on its connected upstream (kept alive or not)
+ * within what is left until deadline. */
+static int post_upstream(req_t *q, bool keepalive, const char *url, const char *host,
+                         const char *ctype, double deadline)
+{
+    q->up.keepalive = keepalive;
+    return serve_upstream_request(&q->up, "POST", url, host, ctype ? ctype : "application/json",
+                                  NULL, q->body.s, q->body.len, (int)((deadline - now_s()) * 1000));
+}
+
 static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t *q, rmodel_t *m,
                              const char *url)
 {
@@ -499,22 +509,16 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
             serve_upstream_attach(&q->up, fd);
         else
             err = serve_upstream_connect(&q->up, host, port, 2000);
-        q->up.keepalive = r->keepalive > 0;
         if (!err)
-            err = serve_upstream_request(&q->up, "POST", url, host,
-                                         ctype ? ctype : "application/json", NULL, q->body.s,
-                                         q->body.len, (int)((deadline - now_s()) * 1000));
+            err = post_upstream(q, r->keepalive > 0, url, host, ctype, deadline);
         if (err == -EPIPE && fd >= 0) {
             /* the replica closed the idle connection as we sent: the
              * request never reached it, so a new connection, not a failure */
             serve_upstream_close(&q->up);
             __atomic_add_fetch(&m->connects, 1, __ATOMIC_RELAXED);
             err = serve_upstream_connect(&q->up, host, port, 2000);
-            q->up.keepalive = r->keepalive > 0;
             if (!err)
-                err = serve_upstream_request(&q->up, "POST", url, host,
-                                             ctype ? ctype : "application/json", NULL, q->body.s,
-                                             q->body.len, (int)((deadline - now_s()) * 1000));
+                err = post_upstream(q, r->keepalive > 0, url, host, ctype, deadline);
         }
         if (!err) {
             double ttfb = now_s() - t0;
