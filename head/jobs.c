@@ -12,8 +12,10 @@
 #include "head/jobs.h"
 #include "head/follow.h"
 #include "head/waiters.h"
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define DEFAULT_BACKOFF_MS 100 /* before the first restart, doubling */
 #define MAX_BACKOFF_MS 5000
@@ -55,6 +57,8 @@ static bool is_child_of(const job_t *c, const char *parent)
 /* A job's task leases and actors (its children) end with it. */
 static void stop_children(const job_t *j)
 {
+    if (!j->has_children)
+        return; /* most jobs: no scan of every job */
     for (size_t i = 0; i < D.jobs.n; i++) {
         job_t *c = D.jobs.v[i];
         if (is_child_of(c, j->idstr) && !cr_job_state_is_final(c->state)) {
@@ -519,8 +523,25 @@ void jobs_free(void)
     CR_VEC_FREE(&D.pending);
 }
 
+/* D.jobs is in id order (ids grow; retention and removal keep the order):
+ * a canonical decimal id is found by bisection, anything else by a scan. */
 job_t *job_find(const char *id)
 {
+    char *end;
+    errno = 0;
+    long long want = id[0] >= '1' && id[0] <= '9' ? strtoll(id, &end, 10) : 0;
+    if (want > 0 && !errno && !*end) {
+        size_t lo = 0, hi = D.jobs.n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (D.jobs.v[mid]->id < want)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < D.jobs.n && D.jobs.v[lo]->id == want)
+            return D.jobs.v[lo];
+    }
     for (size_t i = 0; i < D.jobs.n; i++)
         if (strcmp(D.jobs.v[i]->idstr, id) == 0)
             return D.jobs.v[i];
@@ -716,6 +737,11 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
     if (j->spec->parent_job != protobuf_c_empty_string) /* unpacked: "" is shared */
         free(j->spec->parent_job);
     j->spec->parent_job = cr_strdup(scope ? scope->job_id : "");
+    if (scope) {
+        job_t *parent = job_find(scope->job_id);
+        if (parent)
+            parent->has_children = true;
+    }
     if (s->placement_group && s->placement_group[0]) {
         j->pg = pg_find(s->placement_group);
         if (!j->pg) {

@@ -59,6 +59,7 @@ struct job {
     bool port_wait;       /* waiting for the port before starting the gang */
     uint32_t qpos;        /* its place in D.pending, as number_pending last counted */
     cr_conn_t *owner;     /* a bound submit's connection: stopped when it closes */
+    bool has_children;    /* a job was submitted with this one as its parent */
     /* submitted in this turn and recorded in its open transaction, not yet
      * committed: nothing of it starts before the commit (jobs_committed) */
     bool uncommitted;

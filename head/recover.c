@@ -285,6 +285,12 @@ void recover(void)
             *CR_VEC_PUSH(&D.jobs) = j;
     }
     cr_state_job_list_free(v, n);
+    for (size_t i = 0; i < D.jobs.n; i++) { /* what stop_children looks at */
+        const char *p = D.jobs.v[i]->spec->parent_job;
+        job_t *parent = p && p[0] ? job_find(p) : NULL;
+        if (parent)
+            parent->has_children = true;
+    }
     for (size_t i = 0; i < D.jobs.n; i++) {
         job_t *j = D.jobs.v[i];
         if (cr_job_state_is_final(j->state))

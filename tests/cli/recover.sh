@@ -99,8 +99,10 @@ wait_final "$pend"
 id2=$("$CORRAL" run --detach --gpus 1 --workers 2 -- sleep 30)
 pids=$(running_pids "$id2" 2)
 WPIDS="$WPIDS $pids"
-# and one that ends by itself after the restart: adopted, its exit code unknown
-short=$("$CORRAL" run --detach -- sleep 1.5)
+# and one that ends by itself after the restart: adopted, its exit code
+# unknown (it waits for a file the test makes once the head is back, so a
+# slow restart on a loaded machine cannot outlast it)
+short=$("$CORRAL" run --detach -- sh -c "while [ ! -e '$TDATA/go' ]; do sleep 0.05; done")
 spid=$(running_pids "$short" 1)
 WPIDS="$WPIDS $spid"
 kill_head
@@ -115,6 +117,7 @@ js=$(status "$id2")
     fail "events: $("$CORRAL" events | tail -5)"
 [ "$("$CORRAL" job list --json | jq length)" -eq 5 ] && ok "all five jobs still listed" ||
     fail "job list: $("$CORRAL" job list)"
+touch "$TDATA/go"
 wait_final "$short"
 js=$(status "$short")
 [ "$(jq -r .state <<<"$js")" = FAILED ] && jq -r .reason <<<"$js" | grep -q "exit codes unknown" &&
