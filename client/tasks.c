@@ -25,6 +25,7 @@
 #include <corral/tasks.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -137,6 +138,7 @@ struct call {
     int retries_left;     /* -1: without end */
     uint64_t id;
     bool ctor;
+    bool cancelled; /* in flight, its ref failed by corral_cancel: its RETURN is dropped */
 };
 
 typedef struct callq {
@@ -594,7 +596,9 @@ static void lease_lost(corral_tasks_t *t, lease_t *l, int err, const char *why)
         /* retry what ran there, oldest first at the front */
         for (size_t i = n; i-- > 0;) {
             call_t *c = v[i];
-            if (c->retries_left && !t->closing) {
+            if (c->cancelled) {
+                call_free(c); /* never retried: its ref failed already */
+            } else if (c->retries_left && !t->closing) {
                 if (c->retries_left > 0)
                     c->retries_left--;
                 q_push_front(&s->queue, c);
@@ -622,7 +626,7 @@ static void lease_lost(corral_tasks_t *t, lease_t *l, int err, const char *why)
         bool restart = !a->dead && !t->closing && connected && a->restarts_left != 0;
         for (size_t i = n; i-- > 0;) {
             call_t *c = v[i];
-            if (c->ctor) {
+            if (c->ctor || c->cancelled) {
                 call_free(c);
                 continue;
             }
@@ -726,9 +730,20 @@ static int on_hello(corral_tasks_t *t, conn_t *c, const uint8_t *p, size_t n)
         return CR_EPARSE;
     }
     int rc = CR_EACCES;
+    uint8_t cnonce[CRT_NONCE_LEN];
+    char wmac[65] = "";
     if (!c->unix_sock && !crt_mac_ok(t->secret, sizeof(t->secret), c->nonce, h.mac)) {
         cr_warn("tasks: closing a TCP connection whose HELLO has a wrong mac");
         goto out;
+    }
+    if (!c->unix_sock) {
+        /* the peer's own challenge: WELCOME proves the secret back */
+        if (crt_nonce_parse(h.nonce, cnonce)) {
+            cr_warn("tasks: closing a TCP connection whose HELLO has no \"nonce\" of 64 hex "
+                    "digits (a worker of an older corral cannot check its owner)");
+            goto out;
+        }
+        crt_welcome_mac_hex(t->secret, sizeof(t->secret), c->nonce, cnonce, wmac);
     }
     lease_t *l = NULL;
     for (lease_t *x = t->leases; x && h.lease; x = x->next)
@@ -746,7 +761,8 @@ static int on_hello(corral_tasks_t *t, conn_t *c, const uint8_t *p, size_t n)
     l->conn = c;
     l->state = L_CONNECTED;
     l->idle_since = now_ms();
-    char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"}", (int)getpid());
+    char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"%s%s%s}", (int)getpid(),
+                          *wmac ? ",\"mac\":\"" : "", wmac, *wmac ? "\"" : "");
     crt_frame_add(&c->out, CRT_WELCOME, 0, 0, w, strlen(w), NULL, 0);
     free(w);
     if (l->shape) {
@@ -785,6 +801,17 @@ static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const ui
         call_fail(t, k, CR_EPARSE, "a malformed RETURN");
         return;
     }
+    if (k->cancelled) {
+        /* corral_cancel failed its ref already: what came is dropped */
+        if (fd >= 0)
+            close(fd);
+        call_free(k);
+        if (!l->ninflight)
+            l->idle_since = now_ms();
+        if (l->shape)
+            dispatch(t, l->shape);
+        return;
+    }
     if (k->ctor) {
         if (st == CRT_OK) {
             a->ready = true;
@@ -799,7 +826,10 @@ static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const ui
         return;
     }
     corral_ref_t *r = k->ref;
-    if (st == CRT_OK) {
+    if (atomic_load(&r->done)) {
+        if (fd >= 0) /* failed meanwhile (cancelled): nothing fills it now */
+            close(fd);
+    } else if (st == CRT_OK) {
         if (fd >= 0) {
             void *map;
             size_t mn;
@@ -1759,6 +1789,71 @@ int corral_actor_call(corral_tasks_t *t, corral_actor_t *a, const char *method, 
     return 0;
 }
 
+/* ---- cancelling ---- */
+
+/* Takes the call of r out of q: it, or NULL. */
+static call_t *q_take_ref(callq_t *q, const corral_ref_t *r)
+{
+    for (call_t **pc = &q->head, *prev = NULL; *pc; prev = *pc, pc = &(*pc)->next)
+        if ((*pc)->ref == r) {
+            call_t *c = *pc;
+            *pc = c->next;
+            if (q->tail == c)
+                q->tail = prev;
+            q->n--;
+            c->next = NULL;
+            return c;
+        }
+    return NULL;
+}
+
+int corral_cancel(corral_tasks_t *t, corral_ref_t *r)
+{
+    if (!t || !r)
+        return fail(CR_EINVAL, "corral_cancel: no owner or no ref");
+    static const char why[] = "cancelled (corral_cancel)";
+    pthread_mutex_lock(&t->lock);
+    if (atomic_load(&r->done)) {
+        pthread_mutex_unlock(&t->lock);
+        return 0; /* done already: it keeps its value or its failure */
+    }
+    call_t *c = NULL;
+    for (shape_t *s = t->shapes; s && !c; s = s->next)
+        c = q_take_ref(&s->queue, r);
+    for (corral_actor_t *a = t->actors; a && !c; a = a->next)
+        c = q_take_ref(&a->queue, r);
+    if (c) {
+        /* not sent yet: it never runs */
+        call_fail(t, c, CR_ECANCELLED, why);
+        pthread_mutex_unlock(&t->lock);
+        return 0;
+    }
+    for (lease_t *l = t->leases; l && !c; l = l->next) {
+        if (!l->ninflight || l->state != L_CONNECTED)
+            continue;
+        for (uint64_t id = l->base; id <= l->next_id && !c; id++) {
+            call_t *k = l->slots[id & (l->nslots - 1)];
+            if (k && k->id == id && k->ref == r) {
+                c = k;
+                /* sent: the worker answers it without running it if it
+                 * still waits there, else lets it finish; either way its
+                 * RETURN is dropped */
+                c->cancelled = true;
+                conn_t *cn = l->conn;
+                bool was_empty = cn->out.len == cn->out.off;
+                crt_cancel_add(&cn->out, c->id);
+                if (was_empty && !cn->dirty)
+                    conn_flush(t, cn);
+            }
+        }
+    }
+    /* in flight or not (the head thread's retry between two leases):
+     * the ref fails now, and nothing fills it later */
+    ref_finish(t, r, CR_ECANCELLED, why);
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
 int corral_actor_kill(corral_tasks_t *t, corral_actor_t *a)
 {
     pthread_mutex_lock(&t->lock);
@@ -1821,8 +1916,10 @@ void corral_actor_free(corral_actor_t *a)
 }
 
 /* ---- the fuzz target's way in (client/tasks_int.h) ---- */
-int crt_owner_feed(const uint8_t *data, size_t size, bool actor)
+int crt_owner_feed(const uint8_t *data, size_t size, unsigned flags)
 {
+    bool actor = flags & CRT_FEED_ACTOR, tcp = flags & CRT_FEED_TCP;
+    crt_bytes_t pre = {0};
     corral_tasks_t *t = cr_calloc(1, sizeof(*t));
     t->lunix = t->ltcp = t->evfd = -1;
     pthread_mutex_init(&t->lock, NULL);
@@ -1869,13 +1966,41 @@ int crt_owner_feed(const uint8_t *data, size_t size, bool actor)
     }
     conn_t *c = cr_calloc(1, sizeof(*c));
     c->fd = sv[0];
-    c->unix_sock = true;
+    c->unix_sock = !tcp;
+    if (tcp) {
+        memset(t->secret, 0x11, sizeof(t->secret));
+        memset(c->nonce, 0x22, sizeof(c->nonce));
+        if ((flags & CRT_FEED_GOOD_MAC) && size >= 2 * CRT_NONCE_LEN) {
+            char mac[65], nonce[2 * CRT_NONCE_LEN + 1];
+            crt_mac_hex(t->secret, sizeof(t->secret), c->nonce, mac);
+            memcpy(nonce, data, 2 * CRT_NONCE_LEN);
+            nonce[2 * CRT_NONCE_LEN] = 0;
+            json_t *o = json_pack("{s:s,s:s,s:s,s:s%}", "role", "worker", "lease", "L1", "mac", mac,
+                                  "nonce", nonce, (size_t)2 * CRT_NONCE_LEN);
+            char *hello = o ? json_dumps(o, JSON_COMPACT) : NULL;
+            json_decref(o);
+            if (hello)
+                crt_frame_add(&pre, CRT_HELLO, 0, 0, hello, strlen(hello), NULL, 0);
+            free(hello);
+            data += 2 * CRT_NONCE_LEN;
+            size -= 2 * CRT_NONCE_LEN;
+        }
+    }
     crt_reader_init(&c->rd, CRT_HELLO_MAX);
     t->conns = c;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     epoll_ctl(t->ep, EPOLL_CTL_ADD, c->fd, &ev);
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
     pthread_mutex_unlock(&t->lock);
+    if (pre.len) {
+        /* the harness's own HELLO first (small: the socket takes it whole) */
+        if (write(sv[1], pre.p, pre.len) == (ssize_t)pre.len) {
+            pthread_mutex_lock(&t->lock);
+            conn_readable(t, c);
+            pthread_mutex_unlock(&t->lock);
+        }
+        crt_bytes_free(&pre);
+    }
     size_t off = 0;
     while (off < size) {
         ssize_t n = write(sv[1], data + off, size - off);

@@ -21,8 +21,9 @@
  * The owner leases workers through the head once per resource shape (a
  * lease is a one-worker job, named "task:RESOURCES" or "actor:CLASS",
  * bound to the owner's connection so it ends with the owner), then sends
- * calls to them directly over a Unix socket on the node (TCP with an
- * HMAC challenge across nodes), never through the head.
+ * calls to them directly over a Unix socket on the node (TCP across
+ * nodes, where each side proves CORRAL_TASK_SECRET to the other with an
+ * HMAC of a nonce the other chose), never through the head.
  *
  * Threads: the owner runs two threads of its own besides the caller's:
  * one does the sockets' I/O (accepts workers, reads their replies), the
@@ -159,7 +160,7 @@ int corral_task_submit_ref(corral_tasks_t *t, const char *fn, corral_ref_t *arg,
  * CR_EACTORDIED (the actor is dead: killed, or restarts used up),
  * CR_EINFEASIBLE (no node can ever hold the shape), CR_ENOENT (the worker
  * has no such function or method), CR_E2BIG (the value did not fit a
- * frame). data and len may be NULL. */
+ * frame), CR_ECANCELLED (corral_cancel). data and len may be NULL. */
 int corral_get(corral_tasks_t *t, corral_ref_t *r, int timeout_ms, const void **data, size_t *len);
 /* Waits until at least num_ready of the n refs are done (succeeded or
  * failed) or timeout_ms passes (negative: for ever). ready (n bytes, may
@@ -171,6 +172,16 @@ int corral_refs_wait(corral_tasks_t *t, corral_ref_t *const *refs, size_t n, siz
 bool corral_ref_is_ready(const corral_ref_t *r);
 /* Why r failed, in words ("" while pending or when it succeeded). */
 const char *corral_ref_error(const corral_ref_t *r);
+/* Cancels the task or actor method call whose result r is (Ray's
+ * ray.cancel without force): r fails at once with CR_ECANCELLED (a
+ * corral_get waiting for it returns), and the call is never retried. A
+ * call still queued, in this owner or in the worker behind another call,
+ * never runs (the worker answers it "cancelled", RETURN status 2); one
+ * already running is not interrupted (C cannot be, safely): it runs to its
+ * end and its result is dropped. r done already (or a put): nothing
+ * changes. 0, or CR_EINVAL for a NULL t or r. r still belongs to the
+ * caller. */
+int corral_cancel(corral_tasks_t *t, corral_ref_t *r);
 /* Releases the caller's hold on r. NULL: no-op. */
 void corral_ref_free(corral_ref_t *r);
 
@@ -269,8 +280,12 @@ bool corral_worker_is_leased(void);
 /* Connects to the owner (CORRAL_TASK_OWNER: its Unix socket when the path
  * is on this host, else TCP with the HMAC of CORRAL_TASK_SECRET), says
  * HELLO, and serves calls until the owner closes the connection or says
- * BYE. Returns the process's exit status: 0 then, 1 when the owner could
- * not be reached or broke the protocol (said on stderr). */
+ * BYE. Over TCP the owner must prove the secret back (WELCOME's mac of
+ * this worker's nonce) before any call is taken. A CANCEL of a call still
+ * waiting here answers it "cancelled" without running it; a running call
+ * is not interrupted. Returns the process's exit status: 0 then, 1 when
+ * the owner could not be reached, did not prove the secret, or broke the
+ * protocol (said on stderr). */
 int corral_worker_main(void);
 
 #ifdef __cplusplus

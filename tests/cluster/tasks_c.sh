@@ -12,6 +12,9 @@
 #            and fails with CR_EWORKERDIED without retries
 #   restart: an actor killed -9 restarts with its constructor (max_restarts
 #            1), then is dead after a second kill
+#   cancel:  corral_cancel of a task queued in the owner, of an actor call
+#            queued in the worker behind a running one (never runs), and of
+#            a running one (runs to its end, its result dropped)
 # Then: a driver's leased workers end with it (kill -9 of the driver).
 EX=$CORRAL_BUILD_DIR/examples/tasks_example
 [ -x "$EX" ] || { echo "FAIL: $EX was not built"; exit 1; }
@@ -69,6 +72,8 @@ grep -q "task:TPU=1" <<<"$jobs" && ok "the leases are jobs named task:TPU=1" || 
 D=$(mktemp -d "$TDATA/retry-XXXXXX")
 run retry retry "$D"
 run restart restart
+D=$(mktemp -d "$TDATA/cancel-XXXXXX")
+run cancel cancel "$D"
 
 # a driver's workers are its lease jobs, bound to its connection: they end
 # when it does, even killed -9 while a task runs

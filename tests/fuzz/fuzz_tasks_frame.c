@@ -1,7 +1,8 @@
 /* Fuzz the task protocol's reading side (worker/frame.c, docs/actors.md
  * "Wire"): the input is a byte stream from a peer, taken frame by frame
  * by the reader with HELLO's small limit first and the full one after;
- * each frame goes to the parser of its kind (HELLO's JSON, RETURN, and
+ * each frame goes to the parser of its kind (HELLO's JSON and its nonce,
+ * WELCOME's JSON and its mac as the worker checks it, RETURN, and
  * CALL through the C worker's own dispatch, with a function and a class
  * registered). Whatever comes, nothing reads out of bounds and every
  * RETURN the worker writes parses back. */
@@ -53,9 +54,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             char why[160];
             if (crt_hello_parse(p, h.len, &hello, why, sizeof(why)) == 0) {
                 assert(hello.role);
+                uint8_t nonce[CRT_NONCE_LEN];
+                if (crt_nonce_parse(hello.nonce, nonce) == 0)
+                    assert(strlen(hello.nonce) == 2 * CRT_NONCE_LEN);
                 crt_hello_free(&hello);
             }
             r.max = CRT_MAX_FRAME;
+        } else if (h.kind == CRT_WELCOME) {
+            crt_welcome_t w;
+            char why[160];
+            if (crt_welcome_parse(p, h.len, &w, why, sizeof(why)) == 0) {
+                static const uint8_t key[32], sn[CRT_NONCE_LEN], cn[CRT_NONCE_LEN];
+                char want[65];
+                crt_welcome_mac_hex(key, sizeof(key), sn, cn, want);
+                bool ok = crt_welcome_mac_ok(key, sizeof(key), sn, cn, w.mac);
+                assert(ok == (w.mac && !strcmp(w.mac, want)));
+                crt_welcome_free(&w);
+            }
         } else if (h.kind == CRT_CALL) {
             crt_bytes_t out = {0};
             crt_worker_run_call(p, h.len, &out);

@@ -128,6 +128,44 @@ static void test_mac(void **state)
     assert_false(crt_mac_ok(key, sizeof(key), nonce, mac));
     assert_false(crt_mac_ok(key, sizeof(key), nonce, NULL));
     assert_false(crt_mac_ok(key, sizeof(key), nonce, "abc"));
+
+    /* WELCOME's mac: both nonces under a label, never a HELLO's mac of
+     * either nonce (a fake owner cannot get it by passing a worker's
+     * nonce on to another worker as its CHALLENGE) */
+    uint8_t cnonce[CRT_NONCE_LEN];
+    memset(cnonce, 3, sizeof(cnonce));
+    char wmac[65], hmac_c[65];
+    crt_welcome_mac_hex(key, sizeof(key), nonce, cnonce, wmac);
+    assert_true(crt_welcome_mac_ok(key, sizeof(key), nonce, cnonce, wmac));
+    assert_false(crt_welcome_mac_ok(key, sizeof(key), cnonce, nonce, wmac));
+    crt_mac_hex(key, sizeof(key), cnonce, hmac_c);
+    assert_false(crt_welcome_mac_ok(key, sizeof(key), nonce, cnonce, hmac_c));
+    assert_false(crt_welcome_mac_ok(key, sizeof(key), nonce, cnonce, NULL));
+    key[0] ^= 1;
+    assert_false(crt_welcome_mac_ok(key, sizeof(key), nonce, cnonce, wmac));
+    uint8_t got[CRT_NONCE_LEN];
+    char hex[65];
+    cr_hex_encode(cnonce, sizeof(cnonce), hex);
+    assert_int_equal(crt_nonce_parse(hex, got), 0);
+    assert_memory_equal(got, cnonce, sizeof(got));
+    assert_int_equal(crt_nonce_parse(NULL, got), CR_EPARSE);
+    assert_int_equal(crt_nonce_parse("abcd", got), CR_EPARSE);
+    hex[5] = 'x';
+    assert_int_equal(crt_nonce_parse(hex, got), CR_EPARSE);
+
+    crt_welcome_t w;
+    char why[128];
+    const char *good = "{\"pid\":7,\"runtime\":\"c\",\"mac\":\"ab\"}";
+    assert_int_equal(crt_welcome_parse((const uint8_t *)good, strlen(good), &w, why, sizeof(why)),
+                     0);
+    assert_string_equal(w.mac, "ab");
+    assert_int_equal(w.pid, 7);
+    crt_welcome_free(&w);
+    const char *bad[] = {"[]", "{\"mac\":1}", "{\"pid\":\"x\"}", "{"};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++)
+        assert_int_equal(
+            crt_welcome_parse((const uint8_t *)bad[i], strlen(bad[i]), &w, why, sizeof(why)),
+            CR_EPARSE);
 }
 
 /* frames through a real socket pair, one byte at a time, with a memfd */
