@@ -157,6 +157,7 @@ struct conn {
     } marks[CRT_MAX_FDS];
     unsigned nmarks;
     bool want_out; /* EPOLLOUT armed */
+    bool direct;   /* a caller waiting in corral_get reads it (not the I/O thread) */
     bool dirty;    /* out holds frames no one is sending yet: the I/O thread will */
     uint8_t nonce[CRT_NONCE_LEN];
     lease_t *lease;
@@ -379,13 +380,19 @@ static void call_fail(corral_tasks_t *t, call_t *c, int err, const char *msg)
 }
 
 /* ---- sending ---- */
+static void conn_events(corral_tasks_t *t, conn_t *c)
+{
+    struct epoll_event ev = {.events = (c->direct ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0),
+                             .data.ptr = c};
+    epoll_ctl(t->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
 static void conn_arm(corral_tasks_t *t, conn_t *c, bool out)
 {
     if (c->want_out == out || c->dead)
         return;
     c->want_out = out;
-    struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0), .data.ptr = c};
-    epoll_ctl(t->ep, EPOLL_CTL_MOD, c->fd, &ev);
+    conn_events(t, c);
 }
 
 /* Writes what c->out holds without blocking; under t->lock. 0 (all sent,
@@ -955,7 +962,7 @@ static void reap(corral_tasks_t *t)
     /* connections closed: free them */
     for (conn_t **pc = &t->conns; *pc;) {
         conn_t *c = *pc;
-        if (c->dead) {
+        if (c->dead && !c->direct) {
             *pc = c->next;
             conn_free(c);
         } else {
@@ -1067,8 +1074,8 @@ static unsigned shape_cap(corral_tasks_t *t, const char *resources)
 {
     corral_node_t *nodes = NULL;
     size_t nn = 0;
-    if (corral_node_list(t->head, &nodes, &nn) < 0)
-        return 1;
+    if (corral_node_list(t->head, &nodes, &nn) < 0) /* a job credential may not list them */
+        return t->o.max_workers ? (t->o.max_workers > CAP_MAX ? CAP_MAX : t->o.max_workers) : 1;
     char *want = cr_strdup(resources && *resources ? resources : "CPU=1");
     unsigned total = 0;
     for (size_t i = 0; i < nn; i++) {
@@ -1605,6 +1612,56 @@ static void deadline_ts(int timeout_ms, struct timespec *ts)
     }
 }
 
+/* The connection of the worker running r's call, when that worker has
+ * few calls in flight (a synchronous caller's) and no one else reads it
+ * directly; under t->lock. */
+static conn_t *direct_conn(corral_tasks_t *t, const corral_ref_t *r)
+{
+    for (lease_t *l = t->leases; l; l = l->next) {
+        if (l->state != L_CONNECTED || !l->ninflight || l->ninflight > BATCH_AFTER || !l->conn ||
+            l->conn->dead || l->conn->direct)
+            continue;
+        for (uint64_t id = l->base; id <= l->next_id; id++) {
+            call_t *k = l->slots[id & (l->nslots - 1)];
+            if (k && k->id == id && k->ref == r)
+                return l->conn;
+        }
+    }
+    return NULL;
+}
+
+/* A synchronous call's fast path (Python's Core.read_direct): the thread
+ * that waits for r reads its worker's connection itself for up to
+ * DIRECT_MS, so the RETURN is not first read by the I/O thread, which then
+ * wakes this one (a thread hop per call: what made a C actor call cost
+ * twice a socket round trip). Then, or when r is done, the connection goes
+ * back to the I/O thread. Under t->lock (released while it polls). */
+#define DIRECT_MS 2
+static void direct_wait(corral_tasks_t *t, conn_t *c, corral_ref_t *r, int timeout_ms)
+{
+    c->direct = true;
+    conn_events(t, c);
+    int64_t end = now_ms() + (timeout_ms > 0 && timeout_ms < DIRECT_MS ? timeout_ms : DIRECT_MS);
+    while (!atomic_load(&r->done) && !c->dead) {
+        int64_t left = end - now_ms();
+        if (left < 0)
+            break;
+        pthread_mutex_unlock(&t->lock);
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        int n = poll(&p, 1, (int)left + 1);
+        pthread_mutex_lock(&t->lock);
+        if (n < 0 && errno != EINTR)
+            break;
+        if (n > 0 && !c->dead) {
+            conn_readable(t, c);
+            flush_dirty(t);
+        }
+    }
+    c->direct = false;
+    if (!c->dead)
+        conn_events(t, c);
+}
+
 int corral_get(corral_tasks_t *t, corral_ref_t *r, int timeout_ms, const void **data, size_t *len)
 {
     if (!atomic_load(&r->done)) {
@@ -1615,6 +1672,9 @@ int corral_get(corral_tasks_t *t, corral_ref_t *r, int timeout_ms, const void **
             deadline_ts(timeout_ms, &ts);
         pthread_mutex_lock(&t->lock);
         flush_dirty(t);
+        conn_t *dc = t->io_started && !atomic_load(&r->done) ? direct_conn(t, r) : NULL;
+        if (dc)
+            direct_wait(t, dc, r, timeout_ms);
         t->waiters++;
         int w = 0;
         while (!atomic_load(&r->done) && w != ETIMEDOUT)

@@ -824,3 +824,70 @@ int crt_worker_run_call(const uint8_t *payload, size_t len, crt_bytes_t *out)
         close(fd);
     return 0;
 }
+
+/* the fuzz target's other end: drains and checks the RETURNs */
+static void *feed_drain(void *arg)
+{
+    int fd = *(int *)arg;
+    crt_reader_t r;
+    crt_reader_init(&r, CRT_MAX_FRAME);
+    intptr_t bad = 0;
+    for (;;) {
+        crt_hdr_t h;
+        const uint8_t *p;
+        int rfd, rc;
+        while ((rc = crt_reader_next(&r, &h, &p, &rfd)) == 1) {
+            uint8_t st;
+            const uint8_t *v;
+            size_t vn;
+            if (rfd >= 0)
+                close(rfd);
+            if (h.kind != CRT_RETURN || crt_return_parse(p, h.len, &st, &v, &vn))
+                bad = 1;
+        }
+        if (rc < 0)
+            bad = 1;
+        if (crt_reader_fill(&r, fd, true) <= 0)
+            break;
+    }
+    crt_reader_fini(&r);
+    return (void *)bad;
+}
+
+int crt_worker_feed(const uint8_t *data, size_t size)
+{
+    int sv[2];
+    if (size > (1u << 20) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return CR_EINVAL;
+    pthread_t th;
+    if (pthread_create(&th, NULL, feed_drain, &sv[1])) {
+        close(sv[0]);
+        close(sv[1]);
+        return CR_EIO;
+    }
+    /* the stream is in the reader's buffer already: the socket only ends */
+    shutdown(sv[1], SHUT_WR);
+    W.sock = sv[0];
+    W.unix_sock = true;
+    W.ncancels = 0;
+    W.broken = 0;
+    crt_reader_t r;
+    crt_reader_init(&r, CRT_HELLO_MAX);
+    crt_bytes_add(&r.in, data, size);
+    serve(&r);
+    crt_reader_fini(&r);
+    if (W.out.len)
+        flush(&W.out, -1);
+    crt_bytes_free(&W.out);
+    if (W.cls && W.cls->dtor)
+        W.cls->dtor(W.state);
+    W.cls = NULL;
+    W.state = NULL;
+    shutdown(sv[0], SHUT_RDWR);
+    void *bad = NULL;
+    pthread_join(th, &bad);
+    close(sv[0]);
+    close(sv[1]);
+    W.sock = -1;
+    return bad ? CR_EPARSE : 0;
+}

@@ -7,6 +7,7 @@
  *   tasks_example tpu DIR N     N tasks asking TPU=1 at once, each printing its chip
  *   tasks_example retry DIR     a task whose worker is killed -9 runs again
  *   tasks_example restart       an actor killed -9 restarts (max_restarts 1), then dies
+ *   tasks_example nested        a task whose worker submits tasks of its own
  *   tasks_example cancel DIR    corral_cancel of a call queued in the owner, of one queued in
  *                               the worker behind a running one, and of a running one
  *
@@ -247,6 +248,41 @@ static int gate_mark(void *state, const void *args, size_t len, corral_result_t 
 static int mark_fn(const void *args, size_t len, corral_result_t *res)
 {
     return gate_mark(NULL, args, len, res);
+}
+
+/* nested(x): a task that is an owner too: it submits square(x) and
+ * square(x + 1) from its worker and returns their sum, with the worker's
+ * own credential (its lease job's CORRAL_JOB_TOKEN): the nested leases are
+ * children of this task's lease job. */
+static int nested(const void *args, size_t len, corral_result_t *res)
+{
+    int64_t x = get_i64(args, len), y = x + 1, sum = 0;
+    corral_tasks_t *t;
+    char *why = NULL;
+    if (corral_tasks_init(NULL, &t, &why)) {
+        corral_result_error(res, "corral_tasks_init in a worker: %s", why);
+        free(why);
+        return 1;
+    }
+    corral_ref_t *r[2] = {NULL, NULL};
+    int rc = corral_task_submit(t, "square", &x, sizeof(x), NULL, &r[0]);
+    if (!rc)
+        rc = corral_task_submit(t, "square", &y, sizeof(y), NULL, &r[1]);
+    for (int i = 0; i < 2 && !rc; i++) {
+        const void *d;
+        size_t n;
+        rc = corral_get(t, r[i], 120000, &d, &n);
+        if (rc)
+            corral_result_error(res, "nested square: %s", corral_ref_error(r[i]));
+        else
+            sum += get_i64(d, n);
+    }
+    if (rc && !r[0])
+        corral_result_error(res, "nested submit: %s", corral_tasks_errmsg());
+    corral_ref_free(r[0]);
+    corral_ref_free(r[1]);
+    corral_tasks_shutdown(t);
+    return rc ? 1 : corral_result_set(res, &sum, sizeof(sum));
 }
 
 static const corral_method_def_t gate_methods[] = {
@@ -602,6 +638,19 @@ static int cancel(corral_tasks_t *t, const char *dir)
     return 0;
 }
 
+static int nested_demo(corral_tasks_t *t)
+{
+    int64_t x = 3;
+    corral_ref_t *r;
+    int rc = corral_task_submit(t, "nested", &x, sizeof(x), NULL, &r);
+    int64_t v = rc ? 0 : get_int(t, r, &rc);
+    CHECK(!rc && v == 9 + 16,
+          "a task that submits two tasks from its worker gets 9 + 16: %lld (%s)", (long long)v,
+          rc ? corral_ref_error(r) : "");
+    corral_ref_free(r);
+    return 0;
+}
+
 static int restart(corral_tasks_t *t)
 {
     corral_actor_t *a;
@@ -651,6 +700,7 @@ int main(int argc, char **argv)
     corral_worker_register_class("Meeter", meeter_new, meeter_methods, NULL);
     corral_worker_register_class("Gate", gate_new, gate_methods, NULL);
     corral_worker_register_fn("mark", mark_fn);
+    corral_worker_register_fn("nested", nested);
     if (corral_worker_is_leased())
         return corral_worker_main();
 
@@ -676,6 +726,8 @@ int main(int argc, char **argv)
         rc = retry(t, argv[2]);
     else if (!strcmp(argv[1], "restart"))
         rc = restart(t);
+    else if (!strcmp(argv[1], "nested"))
+        rc = nested_demo(t);
     else if (!strcmp(argv[1], "cancel") && argc > 2)
         rc = cancel(t, argv[2]);
     else

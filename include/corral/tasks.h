@@ -97,7 +97,9 @@ typedef struct corral_tasks_opts {
      * (tests of the TCP path). Implies tcp. */
     int tcp_only;
     /* Workers of one shape leased at once, at most; 0: what the cluster's
-     * nodes can hold of that shape (at most 64). */
+     * nodes can hold of that shape (at most 64). An owner whose credential
+     * may not list the nodes (a job's, as in a worker: nested tasks) leases
+     * this many (at most 64), or 1 when 0. */
     unsigned max_workers;
     /* An idle task worker is given back after this long; 0: 10000 ms. */
     unsigned idle_timeout_ms;

@@ -12,6 +12,9 @@
 #            and fails with CR_EWORKERDIED without retries
 #   restart: an actor killed -9 restarts with its constructor (max_restarts
 #            1), then is dead after a second kill
+#   nested:  a task whose C worker submits tasks itself (corral_tasks_init
+#            there, with its lease job's credential: its leases are children
+#            of that job)
 #   cancel:  corral_cancel of a task queued in the owner, of an actor call
 #            queued in the worker behind a running one (never runs), and of
 #            a running one (runs to its end, its result dropped)
@@ -72,6 +75,10 @@ grep -q "task:TPU=1" <<<"$jobs" && ok "the leases are jobs named task:TPU=1" || 
 D=$(mktemp -d "$TDATA/retry-XXXXXX")
 run retry retry "$D"
 run restart restart
+run nested nested
+n=$("$CORRAL" job list --json | jq '[.[] | select(.name == "task:CPU=1" and (.parent_job // "") != "")] | length')
+[ "$n" -ge 1 ] && ok "nested: the worker's leases are children of its lease job (its job credential)" ||
+    fail "nested: no child lease: $("$CORRAL" job list --json | jq -c '.[] | {name, parent_job}')"
 D=$(mktemp -d "$TDATA/cancel-XXXXXX")
 run cancel cancel "$D"
 

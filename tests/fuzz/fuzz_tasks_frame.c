@@ -4,8 +4,10 @@
  * each frame goes to the parser of its kind (HELLO's JSON and its nonce,
  * WELCOME's JSON and its mac as the worker checks it, RETURN, and
  * CALL through the C worker's own dispatch, with a function and a class
- * registered). Whatever comes, nothing reads out of bounds and every
- * RETURN the worker writes parses back. */
+ * registered), CANCEL's id. Whatever comes, nothing reads out of bounds
+ * and every RETURN the worker writes parses back. Then the same bytes go
+ * through the C worker's whole loop (crt_worker_feed: CALLs, CANCELs
+ * noted ahead of their calls, BYE), whose RETURNs must parse too. */
 /* the checks are the point: keep assert() in release builds too */
 #undef NDEBUG
 #include "worker/frame.h"
@@ -82,6 +84,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             size_t vn;
             assert(crt_return_parse(out.p + CRT_HDR, rh.len, &st, &v, &vn) == 0);
             crt_bytes_free(&out);
+        } else if (h.kind == CRT_CANCEL) {
+            uint64_t id;
+            assert((crt_cancel_parse(p, h.len, &id) == 0) == (h.len == 8));
         } else if (h.kind == CRT_RETURN) {
             uint8_t st;
             const uint8_t *v;
@@ -92,5 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     assert(rc == 0 || rc == CR_EPARSE || rc == CR_E2BIG);
     crt_reader_fini(&r);
+    if (size <= (1u << 20))
+        assert(crt_worker_feed(data, size) == 0);
     return 0;
 }
