@@ -139,6 +139,12 @@ struct call {
     uint64_t id;
     bool ctor;
     bool cancelled; /* in flight, its ref failed by corral_cancel: its RETURN is dropped */
+    /* corral_task_submit_args: the refs it waits for (held), its shape,
+     * and once they are done the encoded arguments (args points there) */
+    corral_ref_t **deps;
+    size_t ndeps;
+    shape_t *dep_shape;
+    uint8_t *argbuf;
 };
 
 typedef struct callq {
@@ -232,6 +238,7 @@ struct corral_tasks {
     conn_t *conns;
     corral_actor_t *actors;
     unsigned lease_seq;
+    callq_t parked; /* calls waiting for their ref arguments */
 };
 
 static int64_t now_ms(void)
@@ -349,10 +356,21 @@ static call_t *call_new(const char *prefix, const char *name, const void *args, 
     }
     return c;
 }
+static void deps_release(call_t *c)
+{
+    for (size_t i = 0; i < c->ndeps; i++)
+        ref_release(c->deps[i]);
+    free(c->deps);
+    c->deps = NULL;
+    c->ndeps = 0;
+}
+
 static void call_free(call_t *c)
 {
     ref_release(c->ref);
     ref_release(c->argref);
+    deps_release(c);
+    free(c->argbuf);
     free(c); /* its name and args live in the same allocation */
 }
 
@@ -556,6 +574,73 @@ static void dispatch(corral_tasks_t *t, shape_t *s)
             call_fail(t, c, rc, rc == CR_E2BIG ? "the arguments do not fit a frame" : NULL);
     }
     maybe_lease(t, s);
+}
+
+/* A call whose ref arguments are all done: its arguments encoded (or it
+ * fails with a failed one's code); 0 when it may go to its shape. */
+static int args_resolve(corral_tasks_t *t, call_t *c)
+{
+    size_t n = c->ndeps + 1;
+    const void **p = cr_calloc(n, sizeof(*p));
+    size_t *len = cr_calloc(n, sizeof(*len));
+    int rc = 0;
+    p[0] = c->args;
+    len[0] = c->len;
+    for (size_t i = 0; i < c->ndeps && !rc; i++) {
+        corral_ref_t *d = c->deps[i];
+        if (d->err) {
+            char *m = cr_asprintf("ref argument %zu failed: %s", i + 1,
+                                  d->errmsg ? d->errmsg : cr_strerror(d->err));
+            call_fail(t, c, d->err, m);
+            free(m);
+            rc = d->err;
+        } else {
+            p[i + 1] = d->data;
+            len[i + 1] = d->len;
+        }
+    }
+    if (!rc && 12 + 2 + strlen(c->name) + crt_args_size(len, n) > CRT_MAX_FRAME) {
+        call_fail(t, c, CR_E2BIG,
+                  "its arguments and ref arguments do not fit a frame together: pass one large "
+                  "value alone with corral_task_submit_ref");
+        rc = CR_E2BIG;
+    }
+    if (!rc) {
+        crt_bytes_t b = {0};
+        crt_args_add(&b, p, len, n);
+        c->argbuf = b.p;
+        c->args = b.p;
+        c->len = b.len;
+        deps_release(c);
+    }
+    free(p);
+    free(len);
+    return rc;
+}
+
+/* Sends on the parked calls whose ref arguments are all done; under
+ * t->lock, where no queue is being walked. */
+static void resolve_parked(corral_tasks_t *t)
+{
+    if (!t->parked.n)
+        return;
+    callq_t keep = {0};
+    call_t *c;
+    while ((c = q_pop(&t->parked))) {
+        bool ready = true;
+        for (size_t i = 0; i < c->ndeps && ready; i++)
+            ready = atomic_load(&c->deps[i]->done);
+        if (!ready) {
+            q_push(&keep, c);
+            continue;
+        }
+        shape_t *s = c->dep_shape;
+        if (args_resolve(t, c) == 0) {
+            q_push(&s->queue, c);
+            dispatch(t, s);
+        }
+    }
+    t->parked = keep;
 }
 
 static void actor_dead(corral_tasks_t *t, corral_actor_t *a, int err, const char *why);
@@ -1024,6 +1109,7 @@ static void *io_main(void *arg)
             }
             if (!c->dead && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
                 conn_readable(t, c);
+                resolve_parked(t);
                 flush_dirty(t);
             }
             wake_waiters(t);
@@ -1033,6 +1119,7 @@ static void *io_main(void *arg)
             last = now_ms();
             pthread_mutex_lock(&t->lock);
             reap(t);
+            resolve_parked(t);
             wake_waiters(t);
             pthread_mutex_unlock(&t->lock);
         }
@@ -1439,6 +1526,9 @@ void corral_tasks_shutdown(corral_tasks_t *t)
         while ((c = q_pop(&s->queue)))
             call_fail(t, c, CR_EWORKERDIED, "the owner shut down");
     }
+    call_t *pc;
+    while ((pc = q_pop(&t->parked)))
+        call_fail(t, pc, CR_EWORKERDIED, "the owner shut down");
     for (corral_actor_t *a = t->actors, *next; a; a = next) {
         next = a->next;
         actor_dead(t, a, CR_EACTORDIED, "the owner shut down");
@@ -1504,12 +1594,14 @@ static const char *norm(const char *s)
 }
 
 static int submit(corral_tasks_t *t, const char *fn, const void *args, size_t len,
-                  corral_ref_t *argref, const corral_task_opts_t *opts, corral_ref_t **out)
+                  corral_ref_t *argref, corral_ref_t *const *deps, size_t ndeps,
+                  const corral_task_opts_t *opts, corral_ref_t **out)
 {
     int rc = check_name(fn);
     if (rc)
         return rc;
-    if (!argref && 12 + 2 + strlen(fn) + len > CRT_MAX_FRAME)
+    if (!argref &&
+        12 + 2 + strlen(fn) + len + (ndeps ? CRT_ARGS_HDR + CRT_ARG_HDR : 0) > CRT_MAX_FRAME)
         return fail(CR_E2BIG,
                     "%zu bytes of arguments do not fit a frame (at most %u): put them "
                     "(corral_put) and submit the ref",
@@ -1531,6 +1623,14 @@ static int submit(corral_tasks_t *t, const char *fn, const void *args, size_t le
     if (argref) {
         atomic_fetch_add(&argref->refs, 1);
         c->argref = argref;
+    }
+    if (ndeps) {
+        c->deps = cr_calloc(ndeps, sizeof(*c->deps));
+        for (size_t i = 0; i < ndeps; i++) {
+            atomic_fetch_add(&deps[i]->refs, 1);
+            c->deps[i] = deps[i];
+        }
+        c->ndeps = ndeps;
     }
     c->retries_left = opts ? opts->max_retries : CORRAL_TASK_DEFAULT_RETRIES;
     if (c->retries_left < -1)
@@ -1555,8 +1655,14 @@ static int submit(corral_tasks_t *t, const char *fn, const void *args, size_t le
         s->next = t->shapes;
         t->shapes = s;
     }
-    q_push(&s->queue, c);
-    dispatch(t, s);
+    if (ndeps) {
+        c->dep_shape = s;
+        q_push(&t->parked, c);
+        resolve_parked(t);
+    } else {
+        q_push(&s->queue, c);
+        dispatch(t, s);
+    }
     pthread_mutex_unlock(&t->lock);
     *out = r;
     return 0;
@@ -1565,7 +1671,7 @@ static int submit(corral_tasks_t *t, const char *fn, const void *args, size_t le
 int corral_task_submit(corral_tasks_t *t, const char *fn, const void *args, size_t len,
                        const corral_task_opts_t *opts, corral_ref_t **out)
 {
-    return submit(t, fn, args, len, NULL, opts, out);
+    return submit(t, fn, args, len, NULL, NULL, 0, opts, out);
 }
 
 int corral_task_submit_ref(corral_tasks_t *t, const char *fn, corral_ref_t *arg,
@@ -1574,7 +1680,19 @@ int corral_task_submit_ref(corral_tasks_t *t, const char *fn, corral_ref_t *arg,
     int rc = corral_get(t, arg, -1, NULL, NULL);
     if (rc)
         return fail(rc, "the argument failed: %s", corral_ref_error(arg));
-    return submit(t, fn, NULL, 0, arg, opts, out);
+    return submit(t, fn, NULL, 0, arg, NULL, 0, opts, out);
+}
+
+int corral_task_submit_args(corral_tasks_t *t, const char *fn, const void *args, size_t len,
+                            corral_ref_t *const *refs, size_t nrefs, const corral_task_opts_t *opts,
+                            corral_ref_t **out)
+{
+    if (!refs || !nrefs || nrefs > CORRAL_TASK_MAX_ARG_REFS)
+        return fail(CR_EINVAL, "ref arguments: 1 to %d refs", CORRAL_TASK_MAX_ARG_REFS);
+    for (size_t i = 0; i < nrefs; i++)
+        if (!refs[i])
+            return fail(CR_EINVAL, "ref argument %zu is NULL", i + 1);
+    return submit(t, fn, args, len, NULL, refs, nrefs, opts, out);
 }
 
 int corral_put(corral_tasks_t *t, const void *data, size_t len, corral_ref_t **out)
@@ -1654,6 +1772,7 @@ static void direct_wait(corral_tasks_t *t, conn_t *c, corral_ref_t *r, int timeo
             break;
         if (n > 0 && !c->dead) {
             conn_readable(t, c);
+            resolve_parked(t);
             flush_dirty(t);
         }
     }
@@ -1877,7 +1996,7 @@ int corral_cancel(corral_tasks_t *t, corral_ref_t *r)
         pthread_mutex_unlock(&t->lock);
         return 0; /* done already: it keeps its value or its failure */
     }
-    call_t *c = NULL;
+    call_t *c = q_take_ref(&t->parked, r);
     for (shape_t *s = t->shapes; s && !c; s = s->next)
         c = q_take_ref(&s->queue, r);
     for (corral_actor_t *a = t->actors; a && !c; a = a->next)

@@ -143,6 +143,58 @@ void crt_return_add(crt_bytes_t *b, uint64_t id, uint8_t flags, uint8_t status, 
     crt_frame_add(b, CRT_RETURN, flags, id, &status, 1, v, n);
 }
 
+static void put64(uint8_t *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
+size_t crt_args_size(const size_t *len, size_t n)
+{
+    size_t total = CRT_ARGS_HDR;
+    for (size_t i = 0; i < n; i++)
+        total += CRT_ARG_HDR + len[i];
+    return total;
+}
+
+void crt_args_add(crt_bytes_t *b, const void *const *p, const size_t *len, size_t n)
+{
+    crt_bytes_reserve(b, crt_args_size(len, n));
+    put32(b->p + b->len, (uint32_t)n);
+    b->len += CRT_ARGS_HDR;
+    for (size_t i = 0; i < n; i++) {
+        put64(b->p + b->len, len[i]);
+        b->len += CRT_ARG_HDR;
+        crt_bytes_add(b, p[i], len[i]);
+    }
+}
+
+int corral_args_get(const void *args, size_t len, size_t i, const void **p, size_t *n)
+{
+    const uint8_t *a = args;
+    if (!a || len < CRT_ARGS_HDR)
+        return CR_EPARSE;
+    uint32_t count = get32(a);
+    if (!count || count > CORRAL_TASK_MAX_ARG_REFS + 1)
+        return CR_EPARSE;
+    size_t off = CRT_ARGS_HDR;
+    for (uint32_t k = 0; k < count; k++) {
+        if (len - off < CRT_ARG_HDR)
+            return CR_EPARSE;
+        uint64_t il = get64(a + off);
+        off += CRT_ARG_HDR;
+        if (il > len - off)
+            return CR_EPARSE;
+        if (k == i) {
+            *p = a + off;
+            *n = (size_t)il;
+            return 0;
+        }
+        off += (size_t)il;
+    }
+    return CR_ERANGE;
+}
+
 int crt_cancel_parse(const uint8_t *p, size_t n, uint64_t *id)
 {
     if (n != 8)

@@ -98,6 +98,17 @@ void crt_mac_hex(const uint8_t *key, size_t klen, const uint8_t nonce[CRT_NONCE_
 bool crt_mac_ok(const uint8_t *key, size_t klen, const uint8_t nonce[CRT_NONCE_LEN],
                 const char *mac);
 
+/* Ref arguments' encoding (corral_task_submit_args, corral_args_get):
+ * a 4-byte big-endian count N (1 to CORRAL_TASK_MAX_ARG_REFS + 1), then N
+ * items, each an 8-byte big-endian length and that many bytes. Item 0 is
+ * the caller's bytes, items 1.. the refs' values in order. */
+#define CRT_ARGS_HDR 4
+#define CRT_ARG_HDR 8
+/* Appends the encoding of n parts (p[i], len[i]) to b. */
+void crt_args_add(crt_bytes_t *b, const void *const *p, const size_t *len, size_t n);
+/* How long that encoding is. */
+size_t crt_args_size(const size_t *len, size_t n);
+
 /* Mutual authentication on TCP (docs/actors.md "Wire"): the accepting
  * side's CHALLENGE nonce s, answered by HELLO's mac (crt_mac_hex), and the
  * connecting side's nonce c (HELLO's "nonce"), answered by WELCOME's mac:

@@ -7,6 +7,7 @@
  *   tasks_example tpu DIR N     N tasks asking TPU=1 at once, each printing its chip
  *   tasks_example retry DIR     a task whose worker is killed -9 runs again
  *   tasks_example restart       an actor killed -9 restarts (max_restarts 1), then dies
+ *   tasks_example refargs       refs as arguments, resolved before the task runs
  *   tasks_example nested        a task whose worker submits tasks of its own
  *   tasks_example cancel DIR    corral_cancel of a call queued in the owner, of one queued in
  *                               the worker behind a running one, and of a running one
@@ -248,6 +249,20 @@ static int gate_mark(void *state, const void *args, size_t len, corral_result_t 
 static int mark_fn(const void *args, size_t len, corral_result_t *res)
 {
     return gate_mark(NULL, args, len, res);
+}
+
+/* argsum: called with ref arguments (corral_task_submit_args): the sum of
+ * its items, each an int64 when 8 bytes long, else counted as its length. */
+static int argsum(const void *args, size_t len, corral_result_t *res)
+{
+    const void *p;
+    size_t n;
+    int64_t sum = 0;
+    if (corral_args_get(args, len, 0, &p, &n))
+        return corral_result_error(res, "argsum is called with ref arguments");
+    for (size_t i = 0; corral_args_get(args, len, i, &p, &n) == 0; i++)
+        sum += n == 8 ? get_i64(p, n) : (int64_t)n;
+    return corral_result_set(res, &sum, sizeof(sum));
 }
 
 /* nested(x): a task that is an owner too: it submits square(x) and
@@ -638,6 +653,41 @@ static int cancel(corral_tasks_t *t, const char *dir)
     return 0;
 }
 
+static int refargs(corral_tasks_t *t)
+{
+    int64_t five = 5, base = 1;
+    corral_ref_t *sq, *big, *bad, *r;
+    int rc;
+    corral_task_submit(t, "square", &five, sizeof(five), NULL, &sq);
+    size_t bn = 2u << 20;
+    char *b = calloc(1, bn);
+    corral_put(t, b, bn, &big);
+    free(b);
+    corral_ref_t *deps[] = {sq, big};
+    rc = corral_task_submit_args(t, "argsum", &base, sizeof(base), deps, 2, NULL, &r);
+    CHECK(rc == 0, "a task with a pending result and a 2 MiB put as ref arguments is submitted: %s",
+          rc ? corral_tasks_errmsg() : "");
+    /* the call holds them: the caller's refs may go at once */
+    corral_ref_free(sq);
+    corral_ref_free(big);
+    int64_t v = rc ? 0 : get_int(t, r, &rc);
+    CHECK(!rc && v == 1 + 25 + (int64_t)bn,
+          "the function got its bytes and both values, resolved: 1 + 25 + %zu = %lld (%s)", bn,
+          (long long)v, rc ? corral_ref_error(r) : "");
+    corral_ref_free(r);
+    corral_task_submit(t, "fails", "x", 1, NULL, &bad);
+    rc = corral_task_submit_args(t, "argsum", &base, sizeof(base), &bad, 1, NULL, &r);
+    rc = rc ? rc : corral_get(t, r, 120000, NULL, NULL);
+    CHECK(rc == CR_ETASKFAILED && strstr(corral_ref_error(r), "ref argument 1 failed"),
+          "a failed ref argument fails the task without running it: %s (%s)", cr_err_name(rc),
+          corral_ref_error(r));
+    corral_ref_free(bad);
+    corral_ref_free(r);
+    rc = corral_task_submit_args(t, "argsum", NULL, 0, NULL, 0, NULL, &r);
+    CHECK(rc == CR_EINVAL, "no refs: CR_EINVAL (%s)", corral_tasks_errmsg());
+    return 0;
+}
+
 static int nested_demo(corral_tasks_t *t)
 {
     int64_t x = 3;
@@ -701,6 +751,7 @@ int main(int argc, char **argv)
     corral_worker_register_class("Gate", gate_new, gate_methods, NULL);
     corral_worker_register_fn("mark", mark_fn);
     corral_worker_register_fn("nested", nested);
+    corral_worker_register_fn("argsum", argsum);
     if (corral_worker_is_leased())
         return corral_worker_main();
 
@@ -726,6 +777,8 @@ int main(int argc, char **argv)
         rc = retry(t, argv[2]);
     else if (!strcmp(argv[1], "restart"))
         rc = restart(t);
+    else if (!strcmp(argv[1], "refargs"))
+        rc = refargs(t);
     else if (!strcmp(argv[1], "nested"))
         rc = nested_demo(t);
     else if (!strcmp(argv[1], "cancel") && argc > 2)

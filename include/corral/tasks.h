@@ -154,6 +154,30 @@ int corral_task_submit(corral_tasks_t *t, const char *fn, const void *args, size
 int corral_task_submit_ref(corral_tasks_t *t, const char *fn, corral_ref_t *arg,
                            const corral_task_opts_t *opts, corral_ref_t **out);
 
+/* Refs as arguments (Ray's f.remote(ref)): runs fn with args and the
+ * values of the nrefs refs (puts, or results of other tasks, of any owner
+ * in this process), resolved before it runs. Returns at once with *out:
+ * the call waits in this owner until every ref is done (corral list:
+ * PENDING_ARGS_AVAIL), then goes to a worker; a ref that failed fails it
+ * with that ref's code and a text naming it ("ref argument 2 failed:
+ * ..."). The refs are held by the call until then: the caller may free
+ * its own at once. The function gets one buffer in the ref arguments'
+ * encoding (read it with corral_args_get): item 0 the args given here,
+ * item i the value of refs[i - 1], each copied into the CALL (a memfd
+ * value too: up to the frame's limit in all, else CR_E2BIG on the ref;
+ * corral_task_submit_ref passes one memfd value without a copy). nrefs:
+ * 1 to CORRAL_TASK_MAX_ARG_REFS, else CR_EINVAL. */
+#define CORRAL_TASK_MAX_ARG_REFS 1024
+int corral_task_submit_args(corral_tasks_t *t, const char *fn, const void *args, size_t len,
+                            corral_ref_t *const *refs, size_t nrefs, const corral_task_opts_t *opts,
+                            corral_ref_t **out);
+/* In a function called through corral_task_submit_args: item i of its
+ * args (0: the caller's bytes; i: the value of the i-th ref), borrowed
+ * from args for the call. 0 with *p and *n; CR_ERANGE: no item i;
+ * CR_EPARSE: args are not in that encoding. Bounded by len: never reads
+ * past the args. */
+int corral_args_get(const void *args, size_t len, size_t i, const void **p, size_t *n);
+
 /* Waits up to timeout_ms (negative: for ever; 0: do not wait) for r.
  * Returns 0 with *data and *len the value (borrowed from r: see the
  * ownership rules above), CR_EAGAIN when the time ran out, or the

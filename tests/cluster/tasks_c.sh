@@ -12,6 +12,8 @@
 #            and fails with CR_EWORKERDIED without retries
 #   restart: an actor killed -9 restarts with its constructor (max_restarts
 #            1), then is dead after a second kill
+#   refargs: refs as arguments (a pending result, a 2 MiB put) resolved
+#            before the task runs; a failed one fails it
 #   nested:  a task whose C worker submits tasks itself (corral_tasks_init
 #            there, with its lease job's credential: its leases are children
 #            of that job)
@@ -75,6 +77,7 @@ grep -q "task:TPU=1" <<<"$jobs" && ok "the leases are jobs named task:TPU=1" || 
 D=$(mktemp -d "$TDATA/retry-XXXXXX")
 run retry retry "$D"
 run restart restart
+run refargs refargs
 run nested nested
 n=$("$CORRAL" job list --json | jq '[.[] | select(.name == "task:CPU=1" and (.parent_job // "") != "")] | length')
 [ "$n" -ge 1 ] && ok "nested: the worker's leases are children of its lease job (its job credential)" ||

@@ -4,10 +4,10 @@
  * each frame goes to the parser of its kind (HELLO's JSON and its nonce,
  * WELCOME's JSON and its mac as the worker checks it, RETURN, and
  * CALL through the C worker's own dispatch, with a function and a class
- * registered), CANCEL's id. Whatever comes, nothing reads out of bounds
- * and every RETURN the worker writes parses back. Then the same bytes go
- * through the C worker's whole loop (crt_worker_feed: CALLs, CANCELs
- * noted ahead of their calls, BYE), whose RETURNs must parse too. */
+ * registered; its args read as ref arguments too), CANCEL's id. Whatever comes, nothing reads out
+ * of bounds and every RETURN the worker writes parses back. Then the same bytes go through the C
+ * worker's whole loop (crt_worker_feed: CALLs, CANCELs noted ahead of their calls, BYE), whose
+ * RETURNs must parse too. */
 /* the checks are the point: keep assert() in release builds too */
 #undef NDEBUG
 #include "worker/frame.h"
@@ -74,6 +74,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 crt_welcome_free(&w);
             }
         } else if (h.kind == CRT_CALL) {
+            const char *name;
+            size_t nl, alen, n;
+            const uint8_t *args;
+            const void *item;
+            /* the args as ref arguments' encoding: items within them */
+            if (crt_call_parse(p, h.len, &name, &nl, &args, &alen) == 0)
+                for (size_t i = 0; i < 4; i++)
+                    if (corral_args_get(args, alen, i, &item, &n) == 0)
+                        assert((const uint8_t *)item >= args &&
+                               (const uint8_t *)item + n <= args + alen);
             crt_bytes_t out = {0};
             crt_worker_run_call(p, h.len, &out);
             crt_hdr_t rh;

@@ -168,6 +168,35 @@ static void test_mac(void **state)
             CR_EPARSE);
 }
 
+/* ref arguments' encoding: what the owner makes, corral_args_get reads */
+static void test_args(void **state)
+{
+    const void *parts[] = {"ab", "", "cdef"};
+    size_t lens[] = {2, 0, 4};
+    crt_bytes_t b = {0};
+    crt_args_add(&b, parts, lens, 3);
+    assert_int_equal(b.len, crt_args_size(lens, 3));
+    const void *p;
+    size_t n;
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(corral_args_get(b.p, b.len, i, &p, &n), 0);
+        assert_int_equal(n, lens[i]);
+        assert_memory_equal(p, parts[i], n);
+    }
+    assert_int_equal(corral_args_get(b.p, b.len, 3, &p, &n), CR_ERANGE);
+    /* cut anywhere: never an item past the end */
+    for (size_t cut = 0; cut < b.len; cut++)
+        for (size_t i = 0; i < 3; i++)
+            if (corral_args_get(b.p, cut, i, &p, &n) == 0)
+                assert_true((const uint8_t *)p + n <= b.p + cut);
+    assert_int_equal(corral_args_get("\0\0\0\0", 4, 0, &p, &n), CR_EPARSE); /* no items */
+    assert_int_equal(corral_args_get("\xff\xff\xff\xff", 4, 0, &p, &n), CR_EPARSE);
+    uint8_t huge[4 + 8] = {0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    assert_int_equal(corral_args_get(huge, sizeof(huge), 0, &p, &n), CR_EPARSE);
+    assert_int_equal(corral_args_get(NULL, 0, 0, &p, &n), CR_EPARSE);
+    crt_bytes_free(&b);
+}
+
 /* frames through a real socket pair, one byte at a time, with a memfd */
 static void test_reader(void **state)
 {
@@ -381,15 +410,11 @@ int main(void)
 {
     unsetenv("CORRAL_TASK_LEASE");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hdr),
-        cmocka_unit_test(test_call),
-        cmocka_unit_test(test_return),
-        cmocka_unit_test(test_hello),
-        cmocka_unit_test(test_mac),
-        cmocka_unit_test(test_reader),
-        cmocka_unit_test(test_memfd_unsealed),
-        cmocka_unit_test(test_worker_calls),
-        cmocka_unit_test(test_owner_no_head),
+        cmocka_unit_test(test_hdr),          cmocka_unit_test(test_call),
+        cmocka_unit_test(test_return),       cmocka_unit_test(test_hello),
+        cmocka_unit_test(test_mac),          cmocka_unit_test(test_args),
+        cmocka_unit_test(test_reader),       cmocka_unit_test(test_memfd_unsealed),
+        cmocka_unit_test(test_worker_calls), cmocka_unit_test(test_owner_no_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
