@@ -586,18 +586,20 @@ static int args_resolve(corral_tasks_t *t, call_t *c)
     int rc = 0;
     p[0] = c->args;
     len[0] = c->len;
-    for (size_t i = 0; i < c->ndeps && !rc; i++) {
-        corral_ref_t *d = c->deps[i];
-        if (d->err) {
-            char *m = cr_asprintf("ref argument %zu failed: %s", i + 1,
-                                  d->errmsg ? d->errmsg : cr_strerror(d->err));
-            call_fail(t, c, d->err, m);
-            free(m);
-            rc = d->err;
-        } else {
-            p[i + 1] = d->data;
-            len[i + 1] = d->len;
-        }
+    size_t bad = 0; /* 1 + the index of the first failed ref, 0 none */
+    for (size_t i = 0; i < c->ndeps && !bad; i++) {
+        p[i + 1] = c->deps[i]->data;
+        len[i + 1] = c->deps[i]->len;
+        if (c->deps[i]->err)
+            bad = i + 1;
+    }
+    if (bad) {
+        corral_ref_t *d = c->deps[bad - 1];
+        char *m = cr_asprintf("ref argument %zu failed: %s", bad,
+                              d->errmsg ? d->errmsg : cr_strerror(d->err));
+        rc = d->err;
+        call_fail(t, c, rc, m); /* frees c (and its hold on d) */
+        free(m);
     }
     if (!rc && 12 + 2 + strlen(c->name) + crt_args_size(len, n) > CRT_MAX_FRAME) {
         call_fail(t, c, CR_E2BIG,
@@ -2173,7 +2175,7 @@ int crt_owner_feed(const uint8_t *data, size_t size, unsigned flags)
     pthread_mutex_unlock(&t->lock);
     if (pre.len) {
         /* the harness's own HELLO first (small: the socket takes it whole) */
-        if (write(sv[1], pre.p, pre.len) == (ssize_t)pre.len) {
+        if (send(sv[1], pre.p, pre.len, MSG_NOSIGNAL) == (ssize_t)pre.len) {
             pthread_mutex_lock(&t->lock);
             conn_readable(t, c);
             pthread_mutex_unlock(&t->lock);
@@ -2182,7 +2184,7 @@ int crt_owner_feed(const uint8_t *data, size_t size, unsigned flags)
     }
     size_t off = 0;
     while (off < size) {
-        ssize_t n = write(sv[1], data + off, size - off);
+        ssize_t n = send(sv[1], data + off, size - off, MSG_NOSIGNAL);
         if (n <= 0)
             break;
         off += (size_t)n;
