@@ -51,7 +51,11 @@
  *   - strings returned by corral_tasks_errmsg(), corral_ref_error() and
  *     corral_tasks_address() are borrowed: valid until the next owner call
  *     on that thread, corral_ref_free(), corral_tasks_shutdown().
- *   - in a worker, args given to a function are borrowed for the call;
+ *   - refs given to corral_task_submit_args are held by the call (a
+ *     count of their own) until it is sent or fails: the caller may free
+ *     its refs at once. corral_cancel borrows r.
+ *   - in a worker, args given to a function are borrowed for the call
+ *     (and so are the items corral_args_get points at, inside them);
  *     what it puts in its corral_result_t belongs to the runtime (copied
  *     by corral_result_set, or allocated by corral_result_alloc), which
  *     sends and frees it after the function returns. */
