@@ -25,6 +25,7 @@
 #include <corral/tasks.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -137,6 +138,13 @@ struct call {
     int retries_left;     /* -1: without end */
     uint64_t id;
     bool ctor;
+    bool cancelled; /* in flight, its ref failed by corral_cancel: its RETURN is dropped */
+    /* corral_task_submit_args: the refs it waits for (held), its shape,
+     * and once they are done the encoded arguments (args points there) */
+    corral_ref_t **deps;
+    size_t ndeps;
+    shape_t *dep_shape;
+    uint8_t *argbuf;
 };
 
 typedef struct callq {
@@ -155,6 +163,7 @@ struct conn {
     } marks[CRT_MAX_FDS];
     unsigned nmarks;
     bool want_out; /* EPOLLOUT armed */
+    bool direct;   /* a caller waiting in corral_get reads it (not the I/O thread) */
     bool dirty;    /* out holds frames no one is sending yet: the I/O thread will */
     uint8_t nonce[CRT_NONCE_LEN];
     lease_t *lease;
@@ -229,6 +238,7 @@ struct corral_tasks {
     conn_t *conns;
     corral_actor_t *actors;
     unsigned lease_seq;
+    callq_t parked; /* calls waiting for their ref arguments */
 };
 
 static int64_t now_ms(void)
@@ -346,10 +356,21 @@ static call_t *call_new(const char *prefix, const char *name, const void *args, 
     }
     return c;
 }
+static void deps_release(call_t *c)
+{
+    for (size_t i = 0; i < c->ndeps; i++)
+        ref_release(c->deps[i]);
+    free(c->deps);
+    c->deps = NULL;
+    c->ndeps = 0;
+}
+
 static void call_free(call_t *c)
 {
     ref_release(c->ref);
     ref_release(c->argref);
+    deps_release(c);
+    free(c->argbuf);
     free(c); /* its name and args live in the same allocation */
 }
 
@@ -377,13 +398,19 @@ static void call_fail(corral_tasks_t *t, call_t *c, int err, const char *msg)
 }
 
 /* ---- sending ---- */
+static void conn_events(corral_tasks_t *t, conn_t *c)
+{
+    struct epoll_event ev = {.events = (c->direct ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0),
+                             .data.ptr = c};
+    epoll_ctl(t->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
 static void conn_arm(corral_tasks_t *t, conn_t *c, bool out)
 {
     if (c->want_out == out || c->dead)
         return;
     c->want_out = out;
-    struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0), .data.ptr = c};
-    epoll_ctl(t->ep, EPOLL_CTL_MOD, c->fd, &ev);
+    conn_events(t, c);
 }
 
 /* Writes what c->out holds without blocking; under t->lock. 0 (all sent,
@@ -549,6 +576,75 @@ static void dispatch(corral_tasks_t *t, shape_t *s)
     maybe_lease(t, s);
 }
 
+/* A call whose ref arguments are all done: its arguments encoded (or it
+ * fails with a failed one's code); 0 when it may go to its shape. */
+static int args_resolve(corral_tasks_t *t, call_t *c)
+{
+    size_t n = c->ndeps + 1;
+    const void **p = cr_calloc(n, sizeof(*p));
+    size_t *len = cr_calloc(n, sizeof(*len));
+    int rc = 0;
+    p[0] = c->args;
+    len[0] = c->len;
+    size_t bad = 0; /* 1 + the index of the first failed ref, 0 none */
+    for (size_t i = 0; i < c->ndeps && !bad; i++) {
+        p[i + 1] = c->deps[i]->data;
+        len[i + 1] = c->deps[i]->len;
+        if (c->deps[i]->err)
+            bad = i + 1;
+    }
+    if (bad) {
+        corral_ref_t *d = c->deps[bad - 1];
+        char *m = cr_asprintf("ref argument %zu failed: %s", bad,
+                              d->errmsg ? d->errmsg : cr_strerror(d->err));
+        rc = d->err;
+        call_fail(t, c, rc, m); /* frees c (and its hold on d) */
+        free(m);
+    }
+    if (!rc && 12 + 2 + strlen(c->name) + crt_args_size(len, n) > CRT_MAX_FRAME) {
+        call_fail(t, c, CR_E2BIG,
+                  "its arguments and ref arguments do not fit a frame together: pass one large "
+                  "value alone with corral_task_submit_ref");
+        rc = CR_E2BIG;
+    }
+    if (!rc) {
+        crt_bytes_t b = {0};
+        crt_args_add(&b, p, len, n);
+        c->argbuf = b.p;
+        c->args = b.p;
+        c->len = b.len;
+        deps_release(c);
+    }
+    free(p);
+    free(len);
+    return rc;
+}
+
+/* Sends on the parked calls whose ref arguments are all done; under
+ * t->lock, where no queue is being walked. */
+static void resolve_parked(corral_tasks_t *t)
+{
+    if (!t->parked.n)
+        return;
+    callq_t keep = {0};
+    call_t *c;
+    while ((c = q_pop(&t->parked))) {
+        bool ready = true;
+        for (size_t i = 0; i < c->ndeps && ready; i++)
+            ready = atomic_load(&c->deps[i]->done);
+        if (!ready) {
+            q_push(&keep, c);
+            continue;
+        }
+        shape_t *s = c->dep_shape;
+        if (args_resolve(t, c) == 0) {
+            q_push(&s->queue, c);
+            dispatch(t, s);
+        }
+    }
+    t->parked = keep;
+}
+
 static void actor_dead(corral_tasks_t *t, corral_actor_t *a, int err, const char *why);
 
 static void actor_send_queue(corral_tasks_t *t, corral_actor_t *a)
@@ -594,7 +690,9 @@ static void lease_lost(corral_tasks_t *t, lease_t *l, int err, const char *why)
         /* retry what ran there, oldest first at the front */
         for (size_t i = n; i-- > 0;) {
             call_t *c = v[i];
-            if (c->retries_left && !t->closing) {
+            if (c->cancelled) {
+                call_free(c); /* never retried: its ref failed already */
+            } else if (c->retries_left && !t->closing) {
                 if (c->retries_left > 0)
                     c->retries_left--;
                 q_push_front(&s->queue, c);
@@ -622,7 +720,7 @@ static void lease_lost(corral_tasks_t *t, lease_t *l, int err, const char *why)
         bool restart = !a->dead && !t->closing && connected && a->restarts_left != 0;
         for (size_t i = n; i-- > 0;) {
             call_t *c = v[i];
-            if (c->ctor) {
+            if (c->ctor || c->cancelled) {
                 call_free(c);
                 continue;
             }
@@ -726,9 +824,20 @@ static int on_hello(corral_tasks_t *t, conn_t *c, const uint8_t *p, size_t n)
         return CR_EPARSE;
     }
     int rc = CR_EACCES;
+    uint8_t cnonce[CRT_NONCE_LEN];
+    char wmac[65] = "";
     if (!c->unix_sock && !crt_mac_ok(t->secret, sizeof(t->secret), c->nonce, h.mac)) {
         cr_warn("tasks: closing a TCP connection whose HELLO has a wrong mac");
         goto out;
+    }
+    if (!c->unix_sock) {
+        /* the peer's own challenge: WELCOME proves the secret back */
+        if (crt_nonce_parse(h.nonce, cnonce)) {
+            cr_warn("tasks: closing a TCP connection whose HELLO has no \"nonce\" of 64 hex "
+                    "digits (a worker of an older corral cannot check its owner)");
+            goto out;
+        }
+        crt_welcome_mac_hex(t->secret, sizeof(t->secret), c->nonce, cnonce, wmac);
     }
     lease_t *l = NULL;
     for (lease_t *x = t->leases; x && h.lease; x = x->next)
@@ -746,7 +855,8 @@ static int on_hello(corral_tasks_t *t, conn_t *c, const uint8_t *p, size_t n)
     l->conn = c;
     l->state = L_CONNECTED;
     l->idle_since = now_ms();
-    char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"}", (int)getpid());
+    char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"%s%s%s}", (int)getpid(),
+                          *wmac ? ",\"mac\":\"" : "", wmac, *wmac ? "\"" : "");
     crt_frame_add(&c->out, CRT_WELCOME, 0, 0, w, strlen(w), NULL, 0);
     free(w);
     if (l->shape) {
@@ -785,6 +895,17 @@ static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const ui
         call_fail(t, k, CR_EPARSE, "a malformed RETURN");
         return;
     }
+    if (k->cancelled) {
+        /* corral_cancel failed its ref already: what came is dropped */
+        if (fd >= 0)
+            close(fd);
+        call_free(k);
+        if (!l->ninflight)
+            l->idle_since = now_ms();
+        if (l->shape)
+            dispatch(t, l->shape);
+        return;
+    }
     if (k->ctor) {
         if (st == CRT_OK) {
             a->ready = true;
@@ -799,7 +920,10 @@ static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const ui
         return;
     }
     corral_ref_t *r = k->ref;
-    if (st == CRT_OK) {
+    if (atomic_load(&r->done)) {
+        if (fd >= 0) /* failed meanwhile (cancelled): nothing fills it now */
+            close(fd);
+    } else if (st == CRT_OK) {
         if (fd >= 0) {
             void *map;
             size_t mn;
@@ -925,7 +1049,7 @@ static void reap(corral_tasks_t *t)
     /* connections closed: free them */
     for (conn_t **pc = &t->conns; *pc;) {
         conn_t *c = *pc;
-        if (c->dead) {
+        if (c->dead && !c->direct) {
             *pc = c->next;
             conn_free(c);
         } else {
@@ -987,6 +1111,7 @@ static void *io_main(void *arg)
             }
             if (!c->dead && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
                 conn_readable(t, c);
+                resolve_parked(t);
                 flush_dirty(t);
             }
             wake_waiters(t);
@@ -996,6 +1121,7 @@ static void *io_main(void *arg)
             last = now_ms();
             pthread_mutex_lock(&t->lock);
             reap(t);
+            resolve_parked(t);
             wake_waiters(t);
             pthread_mutex_unlock(&t->lock);
         }
@@ -1037,8 +1163,8 @@ static unsigned shape_cap(corral_tasks_t *t, const char *resources)
 {
     corral_node_t *nodes = NULL;
     size_t nn = 0;
-    if (corral_node_list(t->head, &nodes, &nn) < 0)
-        return 1;
+    if (corral_node_list(t->head, &nodes, &nn) < 0) /* a job credential may not list them */
+        return t->o.max_workers ? (t->o.max_workers > CAP_MAX ? CAP_MAX : t->o.max_workers) : 1;
     char *want = cr_strdup(resources && *resources ? resources : "CPU=1");
     unsigned total = 0;
     for (size_t i = 0; i < nn; i++) {
@@ -1402,6 +1528,9 @@ void corral_tasks_shutdown(corral_tasks_t *t)
         while ((c = q_pop(&s->queue)))
             call_fail(t, c, CR_EWORKERDIED, "the owner shut down");
     }
+    call_t *pc;
+    while ((pc = q_pop(&t->parked)))
+        call_fail(t, pc, CR_EWORKERDIED, "the owner shut down");
     for (corral_actor_t *a = t->actors, *next; a; a = next) {
         next = a->next;
         actor_dead(t, a, CR_EACTORDIED, "the owner shut down");
@@ -1467,12 +1596,14 @@ static const char *norm(const char *s)
 }
 
 static int submit(corral_tasks_t *t, const char *fn, const void *args, size_t len,
-                  corral_ref_t *argref, const corral_task_opts_t *opts, corral_ref_t **out)
+                  corral_ref_t *argref, corral_ref_t *const *deps, size_t ndeps,
+                  const corral_task_opts_t *opts, corral_ref_t **out)
 {
     int rc = check_name(fn);
     if (rc)
         return rc;
-    if (!argref && 12 + 2 + strlen(fn) + len > CRT_MAX_FRAME)
+    if (!argref &&
+        12 + 2 + strlen(fn) + len + (ndeps ? CRT_ARGS_HDR + CRT_ARG_HDR : 0) > CRT_MAX_FRAME)
         return fail(CR_E2BIG,
                     "%zu bytes of arguments do not fit a frame (at most %u): put them "
                     "(corral_put) and submit the ref",
@@ -1494,6 +1625,14 @@ static int submit(corral_tasks_t *t, const char *fn, const void *args, size_t le
     if (argref) {
         atomic_fetch_add(&argref->refs, 1);
         c->argref = argref;
+    }
+    if (ndeps) {
+        c->deps = cr_calloc(ndeps, sizeof(*c->deps));
+        for (size_t i = 0; i < ndeps; i++) {
+            atomic_fetch_add(&deps[i]->refs, 1);
+            c->deps[i] = deps[i];
+        }
+        c->ndeps = ndeps;
     }
     c->retries_left = opts ? opts->max_retries : CORRAL_TASK_DEFAULT_RETRIES;
     if (c->retries_left < -1)
@@ -1518,8 +1657,14 @@ static int submit(corral_tasks_t *t, const char *fn, const void *args, size_t le
         s->next = t->shapes;
         t->shapes = s;
     }
-    q_push(&s->queue, c);
-    dispatch(t, s);
+    if (ndeps) {
+        c->dep_shape = s;
+        q_push(&t->parked, c);
+        resolve_parked(t);
+    } else {
+        q_push(&s->queue, c);
+        dispatch(t, s);
+    }
     pthread_mutex_unlock(&t->lock);
     *out = r;
     return 0;
@@ -1528,7 +1673,7 @@ static int submit(corral_tasks_t *t, const char *fn, const void *args, size_t le
 int corral_task_submit(corral_tasks_t *t, const char *fn, const void *args, size_t len,
                        const corral_task_opts_t *opts, corral_ref_t **out)
 {
-    return submit(t, fn, args, len, NULL, opts, out);
+    return submit(t, fn, args, len, NULL, NULL, 0, opts, out);
 }
 
 int corral_task_submit_ref(corral_tasks_t *t, const char *fn, corral_ref_t *arg,
@@ -1537,7 +1682,19 @@ int corral_task_submit_ref(corral_tasks_t *t, const char *fn, corral_ref_t *arg,
     int rc = corral_get(t, arg, -1, NULL, NULL);
     if (rc)
         return fail(rc, "the argument failed: %s", corral_ref_error(arg));
-    return submit(t, fn, NULL, 0, arg, opts, out);
+    return submit(t, fn, NULL, 0, arg, NULL, 0, opts, out);
+}
+
+int corral_task_submit_args(corral_tasks_t *t, const char *fn, const void *args, size_t len,
+                            corral_ref_t *const *refs, size_t nrefs, const corral_task_opts_t *opts,
+                            corral_ref_t **out)
+{
+    if (!refs || !nrefs || nrefs > CORRAL_TASK_MAX_ARG_REFS)
+        return fail(CR_EINVAL, "ref arguments: 1 to %d refs", CORRAL_TASK_MAX_ARG_REFS);
+    for (size_t i = 0; i < nrefs; i++)
+        if (!refs[i])
+            return fail(CR_EINVAL, "ref argument %zu is NULL", i + 1);
+    return submit(t, fn, args, len, NULL, refs, nrefs, opts, out);
 }
 
 int corral_put(corral_tasks_t *t, const void *data, size_t len, corral_ref_t **out)
@@ -1575,6 +1732,57 @@ static void deadline_ts(int timeout_ms, struct timespec *ts)
     }
 }
 
+/* The connection of the worker running r's call, when that worker has
+ * few calls in flight (a synchronous caller's) and no one else reads it
+ * directly; under t->lock. */
+static conn_t *direct_conn(corral_tasks_t *t, const corral_ref_t *r)
+{
+    for (lease_t *l = t->leases; l; l = l->next) {
+        if (l->state != L_CONNECTED || !l->ninflight || l->ninflight > BATCH_AFTER || !l->conn ||
+            l->conn->dead || l->conn->direct)
+            continue;
+        for (uint64_t id = l->base; id <= l->next_id; id++) {
+            call_t *k = l->slots[id & (l->nslots - 1)];
+            if (k && k->id == id && k->ref == r)
+                return l->conn;
+        }
+    }
+    return NULL;
+}
+
+/* A synchronous call's fast path (Python's Core.read_direct): the thread
+ * that waits for r reads its worker's connection itself for up to
+ * DIRECT_MS, so the RETURN is not first read by the I/O thread, which then
+ * wakes this one (a thread hop per call: what made a C actor call cost
+ * twice a socket round trip). Then, or when r is done, the connection goes
+ * back to the I/O thread. Under t->lock (released while it polls). */
+#define DIRECT_MS 2
+static void direct_wait(corral_tasks_t *t, conn_t *c, corral_ref_t *r, int timeout_ms)
+{
+    c->direct = true;
+    conn_events(t, c);
+    int64_t end = now_ms() + (timeout_ms > 0 && timeout_ms < DIRECT_MS ? timeout_ms : DIRECT_MS);
+    while (!atomic_load(&r->done) && !c->dead) {
+        int64_t left = end - now_ms();
+        if (left < 0)
+            break;
+        pthread_mutex_unlock(&t->lock);
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        int n = poll(&p, 1, (int)left + 1);
+        pthread_mutex_lock(&t->lock);
+        if (n < 0 && errno != EINTR)
+            break;
+        if (n > 0 && !c->dead) {
+            conn_readable(t, c);
+            resolve_parked(t);
+            flush_dirty(t);
+        }
+    }
+    c->direct = false;
+    if (!c->dead)
+        conn_events(t, c);
+}
+
 int corral_get(corral_tasks_t *t, corral_ref_t *r, int timeout_ms, const void **data, size_t *len)
 {
     if (!atomic_load(&r->done)) {
@@ -1585,6 +1793,9 @@ int corral_get(corral_tasks_t *t, corral_ref_t *r, int timeout_ms, const void **
             deadline_ts(timeout_ms, &ts);
         pthread_mutex_lock(&t->lock);
         flush_dirty(t);
+        conn_t *dc = t->io_started && !atomic_load(&r->done) ? direct_conn(t, r) : NULL;
+        if (dc)
+            direct_wait(t, dc, r, timeout_ms);
         t->waiters++;
         int w = 0;
         while (!atomic_load(&r->done) && w != ETIMEDOUT)
@@ -1759,6 +1970,71 @@ int corral_actor_call(corral_tasks_t *t, corral_actor_t *a, const char *method, 
     return 0;
 }
 
+/* ---- cancelling ---- */
+
+/* Takes the call of r out of q: it, or NULL. */
+static call_t *q_take_ref(callq_t *q, const corral_ref_t *r)
+{
+    for (call_t **pc = &q->head, *prev = NULL; *pc; prev = *pc, pc = &(*pc)->next)
+        if ((*pc)->ref == r) {
+            call_t *c = *pc;
+            *pc = c->next;
+            if (q->tail == c)
+                q->tail = prev;
+            q->n--;
+            c->next = NULL;
+            return c;
+        }
+    return NULL;
+}
+
+int corral_cancel(corral_tasks_t *t, corral_ref_t *r)
+{
+    if (!t || !r)
+        return fail(CR_EINVAL, "corral_cancel: no owner or no ref");
+    static const char why[] = "cancelled (corral_cancel)";
+    pthread_mutex_lock(&t->lock);
+    if (atomic_load(&r->done)) {
+        pthread_mutex_unlock(&t->lock);
+        return 0; /* done already: it keeps its value or its failure */
+    }
+    call_t *c = q_take_ref(&t->parked, r);
+    for (shape_t *s = t->shapes; s && !c; s = s->next)
+        c = q_take_ref(&s->queue, r);
+    for (corral_actor_t *a = t->actors; a && !c; a = a->next)
+        c = q_take_ref(&a->queue, r);
+    if (c) {
+        /* not sent yet: it never runs */
+        call_fail(t, c, CR_ECANCELLED, why);
+        pthread_mutex_unlock(&t->lock);
+        return 0;
+    }
+    for (lease_t *l = t->leases; l && !c; l = l->next) {
+        if (!l->ninflight || l->state != L_CONNECTED)
+            continue;
+        for (uint64_t id = l->base; id <= l->next_id && !c; id++) {
+            call_t *k = l->slots[id & (l->nslots - 1)];
+            if (k && k->id == id && k->ref == r) {
+                c = k;
+                /* sent: the worker answers it without running it if it
+                 * still waits there, else lets it finish; either way its
+                 * RETURN is dropped */
+                c->cancelled = true;
+                conn_t *cn = l->conn;
+                bool was_empty = cn->out.len == cn->out.off;
+                crt_cancel_add(&cn->out, c->id);
+                if (was_empty && !cn->dirty)
+                    conn_flush(t, cn);
+            }
+        }
+    }
+    /* in flight or not (the head thread's retry between two leases):
+     * the ref fails now, and nothing fills it later */
+    ref_finish(t, r, CR_ECANCELLED, why);
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
 int corral_actor_kill(corral_tasks_t *t, corral_actor_t *a)
 {
     pthread_mutex_lock(&t->lock);
@@ -1821,8 +2097,10 @@ void corral_actor_free(corral_actor_t *a)
 }
 
 /* ---- the fuzz target's way in (client/tasks_int.h) ---- */
-int crt_owner_feed(const uint8_t *data, size_t size, bool actor)
+int crt_owner_feed(const uint8_t *data, size_t size, unsigned flags)
 {
+    bool actor = flags & CRT_FEED_ACTOR, tcp = flags & CRT_FEED_TCP;
+    crt_bytes_t pre = {0};
     corral_tasks_t *t = cr_calloc(1, sizeof(*t));
     t->lunix = t->ltcp = t->evfd = -1;
     pthread_mutex_init(&t->lock, NULL);
@@ -1869,16 +2147,44 @@ int crt_owner_feed(const uint8_t *data, size_t size, bool actor)
     }
     conn_t *c = cr_calloc(1, sizeof(*c));
     c->fd = sv[0];
-    c->unix_sock = true;
+    c->unix_sock = !tcp;
+    if (tcp) {
+        memset(t->secret, 0x11, sizeof(t->secret));
+        memset(c->nonce, 0x22, sizeof(c->nonce));
+        if ((flags & CRT_FEED_GOOD_MAC) && size >= 2 * CRT_NONCE_LEN) {
+            char mac[65], nonce[2 * CRT_NONCE_LEN + 1];
+            crt_mac_hex(t->secret, sizeof(t->secret), c->nonce, mac);
+            memcpy(nonce, data, 2 * CRT_NONCE_LEN);
+            nonce[2 * CRT_NONCE_LEN] = 0;
+            json_t *o = json_pack("{s:s,s:s,s:s,s:s%}", "role", "worker", "lease", "L1", "mac", mac,
+                                  "nonce", nonce, (size_t)2 * CRT_NONCE_LEN);
+            char *hello = o ? json_dumps(o, JSON_COMPACT) : NULL;
+            json_decref(o);
+            if (hello)
+                crt_frame_add(&pre, CRT_HELLO, 0, 0, hello, strlen(hello), NULL, 0);
+            free(hello);
+            data += 2 * CRT_NONCE_LEN;
+            size -= 2 * CRT_NONCE_LEN;
+        }
+    }
     crt_reader_init(&c->rd, CRT_HELLO_MAX);
     t->conns = c;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     epoll_ctl(t->ep, EPOLL_CTL_ADD, c->fd, &ev);
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
     pthread_mutex_unlock(&t->lock);
+    if (pre.len) {
+        /* the harness's own HELLO first (small: the socket takes it whole) */
+        if (send(sv[1], pre.p, pre.len, MSG_NOSIGNAL) == (ssize_t)pre.len) {
+            pthread_mutex_lock(&t->lock);
+            conn_readable(t, c);
+            pthread_mutex_unlock(&t->lock);
+        }
+        crt_bytes_free(&pre);
+    }
     size_t off = 0;
     while (off < size) {
-        ssize_t n = write(sv[1], data + off, size - off);
+        ssize_t n = send(sv[1], data + off, size - off, MSG_NOSIGNAL);
         if (n <= 0)
             break;
         off += (size_t)n;

@@ -143,6 +143,74 @@ void crt_return_add(crt_bytes_t *b, uint64_t id, uint8_t flags, uint8_t status, 
     crt_frame_add(b, CRT_RETURN, flags, id, &status, 1, v, n);
 }
 
+static void put64(uint8_t *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
+size_t crt_args_size(const size_t *len, size_t n)
+{
+    size_t total = CRT_ARGS_HDR;
+    for (size_t i = 0; i < n; i++)
+        total += CRT_ARG_HDR + len[i];
+    return total;
+}
+
+void crt_args_add(crt_bytes_t *b, const void *const *p, const size_t *len, size_t n)
+{
+    crt_bytes_reserve(b, crt_args_size(len, n));
+    put32(b->p + b->len, (uint32_t)n);
+    b->len += CRT_ARGS_HDR;
+    for (size_t i = 0; i < n; i++) {
+        put64(b->p + b->len, len[i]);
+        b->len += CRT_ARG_HDR;
+        crt_bytes_add(b, p[i], len[i]);
+    }
+}
+
+int corral_args_get(const void *args, size_t len, size_t i, const void **p, size_t *n)
+{
+    const uint8_t *a = args;
+    if (!a || len < CRT_ARGS_HDR)
+        return CR_EPARSE;
+    uint32_t count = get32(a);
+    if (!count || count > CORRAL_TASK_MAX_ARG_REFS + 1)
+        return CR_EPARSE;
+    size_t off = CRT_ARGS_HDR;
+    for (uint32_t k = 0; k < count; k++) {
+        if (len - off < CRT_ARG_HDR)
+            return CR_EPARSE;
+        uint64_t il = get64(a + off);
+        off += CRT_ARG_HDR;
+        if (il > len - off)
+            return CR_EPARSE;
+        if (k == i) {
+            *p = a + off;
+            *n = (size_t)il;
+            return 0;
+        }
+        off += (size_t)il;
+    }
+    return CR_ERANGE;
+}
+
+int crt_cancel_parse(const uint8_t *p, size_t n, uint64_t *id)
+{
+    if (n != 8)
+        return CR_EPARSE;
+    *id = get64(p);
+    return 0;
+}
+
+void crt_cancel_add(crt_bytes_t *b, uint64_t id)
+{
+    uint8_t p[8];
+    put32(p, (uint32_t)(id >> 32));
+    put32(p + 4, (uint32_t)id);
+    crt_frame_add(b, CRT_CANCEL, 0, 0, p, sizeof(p), NULL, 0);
+}
+
 int crt_return_parse(const uint8_t *p, size_t n, uint8_t *status, const uint8_t **v, size_t *vn)
 {
     if (n < 1 || p[0] > CRT_SYS_ERROR)
@@ -153,13 +221,14 @@ int crt_return_parse(const uint8_t *p, size_t n, uint8_t *status, const uint8_t 
     return 0;
 }
 
-static int opt_str(json_t *o, const char *key, char **out, char *why, size_t wsize)
+static int opt_str(json_t *o, const char *what, const char *key, char **out, char *why,
+                   size_t wsize)
 {
     json_t *v = json_object_get(o, key);
     if (!v)
         return 0;
     if (!json_is_string(v)) {
-        snprintf(why, wsize, "HELLO's \"%s\" is not a string", key);
+        snprintf(why, wsize, "%s's \"%s\" is not a string", what, key);
         return CR_EPARSE;
     }
     *out = cr_strdup(json_string_value(v));
@@ -181,10 +250,11 @@ int crt_hello_parse(const uint8_t *p, size_t n, crt_hello_t *h, char *why, size_
         return CR_EPARSE;
     }
     int rc = 0;
-    static const char *const keys[] = {"role", "runtime", "lease", "address", "node", "mac"};
-    char **outs[] = {&h->role, &h->runtime, &h->lease, &h->address, &h->node, &h->mac};
+    static const char *const keys[] = {"role", "runtime", "lease", "address",
+                                       "node", "mac",     "nonce"};
+    char **outs[] = {&h->role, &h->runtime, &h->lease, &h->address, &h->node, &h->mac, &h->nonce};
     for (size_t i = 0; i < CR_ARRAY_SIZE(keys) && !rc; i++)
-        rc = opt_str(o, keys[i], outs[i], why, wsize);
+        rc = opt_str(o, "HELLO", keys[i], outs[i], why, wsize);
     json_t *pid = json_object_get(o, "pid");
     if (!rc && pid) {
         if (!json_is_integer(pid)) {
@@ -212,6 +282,73 @@ void crt_hello_free(crt_hello_t *h)
     CR_FREE(h->address);
     CR_FREE(h->node);
     CR_FREE(h->mac);
+    CR_FREE(h->nonce);
+}
+
+int crt_welcome_parse(const uint8_t *p, size_t n, crt_welcome_t *w, char *why, size_t wsize)
+{
+    memset(w, 0, sizeof(*w));
+    if (n > CRT_HELLO_MAX) {
+        snprintf(why, wsize, "a WELCOME of %zu bytes (at most %u)", n, CRT_HELLO_MAX);
+        return CR_E2BIG;
+    }
+    json_error_t jerr;
+    json_t *o = json_loadb((const char *)p, n, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(o)) {
+        snprintf(why, wsize, "WELCOME is not a JSON object");
+        json_decref(o);
+        return CR_EPARSE;
+    }
+    int rc = opt_str(o, "WELCOME", "runtime", &w->runtime, why, wsize);
+    if (!rc)
+        rc = opt_str(o, "WELCOME", "mac", &w->mac, why, wsize);
+    json_t *pid = json_object_get(o, "pid");
+    if (!rc && pid) {
+        if (!json_is_integer(pid)) {
+            snprintf(why, wsize, "WELCOME's \"pid\" is not an integer");
+            rc = CR_EPARSE;
+        } else {
+            w->pid = json_integer_value(pid);
+        }
+    }
+    json_decref(o);
+    if (rc)
+        crt_welcome_free(w);
+    return rc;
+}
+
+void crt_welcome_free(crt_welcome_t *w)
+{
+    CR_FREE(w->runtime);
+    CR_FREE(w->mac);
+}
+
+void crt_welcome_mac_hex(const uint8_t *key, size_t klen, const uint8_t snonce[CRT_NONCE_LEN],
+                         const uint8_t cnonce[CRT_NONCE_LEN], char out[65])
+{
+    uint8_t msg[sizeof(CRT_WELCOME_LABEL) - 1 + 2 * CRT_NONCE_LEN];
+    size_t ll = sizeof(CRT_WELCOME_LABEL) - 1;
+    memcpy(msg, CRT_WELCOME_LABEL, ll);
+    memcpy(msg + ll, snonce, CRT_NONCE_LEN);
+    memcpy(msg + ll + CRT_NONCE_LEN, cnonce, CRT_NONCE_LEN);
+    uint8_t mac[CR_SHA256_LEN];
+    cr_hmac_sha256(key, klen, msg, sizeof(msg), mac);
+    cr_hex_encode(mac, sizeof(mac), out);
+}
+
+bool crt_welcome_mac_ok(const uint8_t *key, size_t klen, const uint8_t snonce[CRT_NONCE_LEN],
+                        const uint8_t cnonce[CRT_NONCE_LEN], const char *mac)
+{
+    char want[65];
+    crt_welcome_mac_hex(key, klen, snonce, cnonce, want);
+    return mac && strlen(mac) == 64 && cr_mem_equal_ct(want, mac, 64);
+}
+
+int crt_nonce_parse(const char *hex, uint8_t out[CRT_NONCE_LEN])
+{
+    if (!hex || strlen(hex) != 2 * CRT_NONCE_LEN || !cr_hex_decode(hex, 2 * CRT_NONCE_LEN, out))
+        return CR_EPARSE;
+    return 0;
 }
 
 void crt_mac_hex(const uint8_t *key, size_t klen, const uint8_t nonce[CRT_NONCE_LEN], char out[65])
@@ -245,6 +382,11 @@ void crt_reader_fini(crt_reader_t *r)
 
 ssize_t crt_reader_fill(crt_reader_t *r, int sock, bool unix_sock)
 {
+    return crt_reader_fill_flags(r, sock, unix_sock, 0);
+}
+
+ssize_t crt_reader_fill_flags(crt_reader_t *r, int sock, bool unix_sock, int flags)
+{
     crt_bytes_compact(&r->in);
     size_t room = r->want > (8u << 20) ? (8u << 20) : r->want;
     crt_bytes_reserve(&r->in, room > (64u << 10) ? room : (64u << 10));
@@ -260,7 +402,7 @@ ssize_t crt_reader_fill(crt_reader_t *r, int sock, bool unix_sock)
     }
     ssize_t n;
     do
-        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | flags);
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return -errno;

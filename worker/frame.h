@@ -71,12 +71,20 @@ int crt_call_parse(const uint8_t *p, size_t n, const char **name, size_t *name_l
 /* A RETURN: status byte, then the value (or error text). */
 void crt_return_add(crt_bytes_t *b, uint64_t id, uint8_t flags, uint8_t status, const void *v,
                     size_t n);
+/* CANCEL's payload: the 8-byte big-endian id of the CALL to cancel. 0 or
+ * CR_EPARSE (not 8 bytes). A RETURN of a call cancelled before it ran is
+ * CRT_SYS_ERROR with this text. */
+int crt_cancel_parse(const uint8_t *p, size_t n, uint64_t *id);
+void crt_cancel_add(crt_bytes_t *b, uint64_t id);
+#define CRT_CANCELLED_TEXT "cancelled"
 /* CR_EPARSE: empty, or an unknown status. */
 int crt_return_parse(const uint8_t *p, size_t n, uint8_t *status, const uint8_t **v, size_t *vn);
 
-/* HELLO's fields (borrowed strings are copied: free with crt_hello_free). */
+/* HELLO's fields (borrowed strings are copied: free with crt_hello_free).
+ * nonce: the connecting side's own challenge (TCP), 64 hex digits, that
+ * the accepting side answers with WELCOME's mac. */
 typedef struct crt_hello {
-    char *role, *runtime, *lease, *address, *node, *mac;
+    char *role, *runtime, *lease, *address, *node, *mac, *nonce;
     int64_t pid;
 } crt_hello_t;
 /* Parses HELLO's JSON (at most CRT_HELLO_MAX bytes): CR_EPARSE when it
@@ -89,6 +97,42 @@ void crt_mac_hex(const uint8_t *key, size_t klen, const uint8_t nonce[CRT_NONCE_
 /* Whether mac (as sent) is the right one, in constant time. */
 bool crt_mac_ok(const uint8_t *key, size_t klen, const uint8_t nonce[CRT_NONCE_LEN],
                 const char *mac);
+
+/* Ref arguments' encoding (corral_task_submit_args, corral_args_get):
+ * a 4-byte big-endian count N (1 to CORRAL_TASK_MAX_ARG_REFS + 1), then N
+ * items, each an 8-byte big-endian length and that many bytes. Item 0 is
+ * the caller's bytes, items 1.. the refs' values in order. */
+#define CRT_ARGS_HDR 4
+#define CRT_ARG_HDR 8
+/* Appends the encoding of n parts (p[i], len[i]) to b. */
+void crt_args_add(crt_bytes_t *b, const void *const *p, const size_t *len, size_t n);
+/* How long that encoding is. */
+size_t crt_args_size(const size_t *len, size_t n);
+
+/* Mutual authentication on TCP (docs/actors.md "Wire"): the accepting
+ * side's CHALLENGE nonce s, answered by HELLO's mac (crt_mac_hex), and the
+ * connecting side's nonce c (HELLO's "nonce"), answered by WELCOME's mac:
+ * HMAC-SHA256 under the secret of "corral-welcome" || s || c, a message no
+ * connecting side ever MACs (so a fake listener cannot get it by passing
+ * the nonce on as its own CHALLENGE to another worker). */
+#define CRT_WELCOME_LABEL "corral-welcome"
+void crt_welcome_mac_hex(const uint8_t *key, size_t klen, const uint8_t snonce[CRT_NONCE_LEN],
+                         const uint8_t cnonce[CRT_NONCE_LEN], char out[65]);
+bool crt_welcome_mac_ok(const uint8_t *key, size_t klen, const uint8_t snonce[CRT_NONCE_LEN],
+                        const uint8_t cnonce[CRT_NONCE_LEN], const char *mac);
+/* Decodes a nonce as sent (64 hex digits): 0, or CR_EPARSE (NULL, wrong
+ * length, not hex). */
+int crt_nonce_parse(const char *hex, uint8_t out[CRT_NONCE_LEN]);
+
+/* WELCOME's fields (copied: free with crt_welcome_free). */
+typedef struct crt_welcome {
+    char *runtime, *mac;
+    int64_t pid;
+} crt_welcome_t;
+/* Parses WELCOME's JSON (at most CRT_HELLO_MAX bytes): CR_EPARSE when it
+ * is not a JSON object or a field has the wrong type; why says which. */
+int crt_welcome_parse(const uint8_t *p, size_t n, crt_welcome_t *w, char *why, size_t wsize);
+void crt_welcome_free(crt_welcome_t *w);
 
 /* ---- one stream socket's reading side ---- */
 typedef struct crt_reader {
@@ -105,6 +149,8 @@ void crt_reader_fini(crt_reader_t *r); /* closes queued descriptors */
  * CR_EPARSE when more descriptors came than CRT_MAX_FDS or on a TCP
  * socket. */
 ssize_t crt_reader_fill(crt_reader_t *r, int sock, bool unix_sock);
+/* The same with recvmsg flags (MSG_DONTWAIT: -EAGAIN when nothing came). */
+ssize_t crt_reader_fill_flags(crt_reader_t *r, int sock, bool unix_sock, int flags);
 /* The next whole frame in the buffer: 1 with *h and *payload (borrowed
  * until the next fill) and, with CRT_FLAG_FD, *fd (now the caller's; -1
  * else); 0 when no whole frame is there; CR_EPARSE / CR_E2BIG for a bad

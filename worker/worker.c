@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 struct corral_result {
@@ -44,6 +45,13 @@ typedef struct class_entry {
 static CR_VEC(fn_entry_t) fns;
 static CR_VEC(class_entry_t) classes;
 
+/* CANCELs noted ahead of their calls at most (more: those calls run, and
+ * the owner drops their results, having failed their refs already) */
+#define CANCELS_MAX 1024
+/* a call that ran this long or more: the socket is read (without waiting)
+ * for CANCELs before the next buffered call runs */
+#define CANCEL_POLL_NS 1000000
+
 static struct {
     int sock;
     bool unix_sock;
@@ -58,6 +66,10 @@ static struct {
     struct job *qhead, *qtail;
     bool quit;
     int broken; /* a write failed */
+    /* ids of CALLs whose CANCEL is in the reader's buffer while they wait
+     * there to run (seen by cancel_scan ahead of them) */
+    uint64_t cancels[CANCELS_MAX];
+    unsigned ncancels;
 } W = {.sock = -1,
        .wlock = PTHREAD_MUTEX_INITIALIZER,
        .qlock = PTHREAD_MUTEX_INITIALIZER,
@@ -408,17 +420,23 @@ out:
     return sock;
 }
 
+/* The worker's side of the handshake (docs/actors.md "Wire"). Over TCP
+ * both sides prove CORRAL_TASK_SECRET: the owner's CHALLENGE is answered
+ * by HELLO's mac, and this worker's own nonce (HELLO's "nonce") must come
+ * back MACed in WELCOME before any CALL is taken: whatever answers at the
+ * owner's address without the secret is refused, not served. */
 static int handshake(int sock, bool unix_sock, crt_reader_t *r, char *why, size_t wsize)
 {
     const char *lease = getenv("CORRAL_TASK_LEASE");
     const char *node = getenv("CORRAL_NODE_ID");
-    char mac[65] = "";
+    const char *owner = getenv("CORRAL_TASK_OWNER");
+    char mac[65] = "", cnonce_hex[2 * CRT_NONCE_LEN + 1] = "";
+    uint8_t key[32], snonce[CRT_NONCE_LEN], cnonce[CRT_NONCE_LEN];
     crt_hdr_t h;
     const uint8_t *p;
     int rc;
     if (!unix_sock) {
         const char *sec = getenv("CORRAL_TASK_SECRET");
-        uint8_t key[32];
         if (!sec || strlen(sec) != 64 || !cr_hex_decode(sec, 64, key)) {
             snprintf(why, wsize, "CORRAL_TASK_SECRET is not 64 hex digits");
             return CR_EINVAL;
@@ -426,15 +444,23 @@ static int handshake(int sock, bool unix_sock, crt_reader_t *r, char *why, size_
         rc = read_small(sock, r, &h, &p);
         if (rc || h.kind != CRT_CHALLENGE || h.len != CRT_NONCE_LEN) {
             snprintf(why, wsize, "the owner did not send a CHALLENGE");
+            cr_wipe(key, sizeof(key));
             return rc ? rc : CR_EPARSE;
         }
-        crt_mac_hex(key, sizeof(key), p, mac);
-        cr_wipe(key, sizeof(key));
+        memcpy(snonce, p, CRT_NONCE_LEN);
+        crt_mac_hex(key, sizeof(key), snonce, mac);
+        if ((rc = cr_random_bytes(cnonce, sizeof(cnonce))) < 0) {
+            snprintf(why, wsize, "no random bytes for the nonce: %s", cr_strerror(rc));
+            cr_wipe(key, sizeof(key));
+            return rc;
+        }
+        cr_hex_encode(cnonce, sizeof(cnonce), cnonce_hex);
     }
-    char *hello = cr_asprintf("{\"role\":\"worker\",\"pid\":%d,\"runtime\":\"c\",\"lease\":\"%s\","
-                              "\"node\":\"%s\"%s%s%s}",
-                              (int)getpid(), lease, node ? node : "", *mac ? ",\"mac\":\"" : "",
-                              mac, *mac ? "\"" : "");
+    char *hello =
+        cr_asprintf("{\"role\":\"worker\",\"pid\":%d,\"runtime\":\"c\",\"lease\":\"%s\","
+                    "\"node\":\"%s\"%s%s%s%s%s%s}",
+                    (int)getpid(), lease, node ? node : "", *mac ? ",\"mac\":\"" : "", mac,
+                    *mac ? "\"" : "", *mac ? ",\"nonce\":\"" : "", cnonce_hex, *mac ? "\"" : "");
     crt_bytes_t b = {0};
     crt_frame_add(&b, CRT_HELLO, 0, 0, hello, strlen(hello), NULL, 0);
     free(hello);
@@ -442,14 +468,39 @@ static int handshake(int sock, bool unix_sock, crt_reader_t *r, char *why, size_
     crt_bytes_free(&b);
     if (rc) {
         snprintf(why, wsize, "sending HELLO: %s", cr_strerror(rc));
-        return rc;
+        goto out;
     }
     rc = read_small(sock, r, &h, &p);
     if (rc || h.kind != CRT_WELCOME) {
         snprintf(why, wsize, "the owner refused the HELLO (lease %s)", lease);
-        return rc ? rc : CR_EACCES;
+        rc = rc ? rc : CR_EACCES;
+        goto out;
     }
-    return 0;
+    if (!unix_sock) {
+        crt_welcome_t w;
+        char wwhy[128];
+        if (crt_welcome_parse(p, h.len, &w, wwhy, sizeof(wwhy))) {
+            snprintf(why, wsize, "the owner at %s sent a bad WELCOME (%s): refusing it", owner,
+                     wwhy);
+            rc = CR_EPARSE;
+            goto out;
+        }
+        bool ok = crt_welcome_mac_ok(key, sizeof(key), snonce, cnonce, w.mac);
+        bool missing = !w.mac;
+        crt_welcome_free(&w);
+        if (!ok) {
+            snprintf(why, wsize,
+                     "the process at %s did not prove CORRAL_TASK_SECRET (its WELCOME's mac is "
+                     "%s): it is not this worker's owner; refusing it, running none of its calls",
+                     owner, missing ? "missing" : "wrong");
+            rc = CR_EACCES;
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    cr_wipe(key, sizeof(key));
+    return rc;
 }
 
 /* ---- serving ---- */
@@ -495,6 +546,85 @@ static void *pool_thread(void *arg)
     return NULL;
 }
 
+/* ---- cancelling (docs/actors.md "From C": CANCEL) ---- */
+
+static void cancel_note(uint64_t id)
+{
+    for (unsigned i = 0; i < W.ncancels; i++)
+        if (W.cancels[i] == id)
+            return;
+    if (W.ncancels < CANCELS_MAX)
+        W.cancels[W.ncancels++] = id;
+}
+
+static bool cancel_take(uint64_t id)
+{
+    for (unsigned i = 0; i < W.ncancels; i++)
+        if (W.cancels[i] == id) {
+            W.cancels[i] = W.cancels[--W.ncancels];
+            return true;
+        }
+    return false;
+}
+
+/* Notes the CANCELs among the whole frames in r's buffer past *scanned
+ * (bytes from r->in.off already looked at), so that a call cancelled
+ * while it waits there is answered without running. */
+static void cancel_scan(crt_reader_t *r, size_t *scanned)
+{
+    for (;;) {
+        size_t at = r->in.off + *scanned;
+        crt_hdr_t h;
+        if (r->in.len - at < CRT_HDR || crt_hdr_parse(r->in.p + at, r->max, &h))
+            return;
+        if (r->in.len - at - CRT_HDR < h.len)
+            return;
+        uint64_t id;
+        if (h.kind == CRT_CANCEL && !crt_cancel_parse(r->in.p + at + CRT_HDR, h.len, &id))
+            cancel_note(id);
+        *scanned += CRT_HDR + h.len;
+    }
+}
+
+static void cancelled_return(crt_bytes_t *out, uint64_t id)
+{
+    crt_return_add(out, id, 0, CRT_SYS_ERROR, CRT_CANCELLED_TEXT, strlen(CRT_CANCELLED_TEXT));
+}
+
+/* max_concurrency > 1: a CANCEL of a call still queued for the threads
+ * takes it out and answers it. */
+static void cancel_queued_job(uint64_t id)
+{
+    struct job *found = NULL;
+    pthread_mutex_lock(&W.qlock);
+    for (struct job **pj = &W.qhead, *prev = NULL; *pj; prev = *pj, pj = &(*pj)->next)
+        if ((*pj)->id == id) {
+            found = *pj;
+            *pj = found->next;
+            if (W.qtail == found)
+                W.qtail = prev;
+            break;
+        }
+    pthread_mutex_unlock(&W.qlock);
+    if (!found)
+        return;
+    pthread_mutex_lock(&W.wlock);
+    cancelled_return(&W.out, id);
+    flush(&W.out, -1);
+    pthread_mutex_unlock(&W.wlock);
+    if (found->fd >= 0)
+        close(found->fd);
+    free(found->payload);
+    free(found);
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static int serve(crt_reader_t *r)
 {
     pthread_t *threads = NULL;
@@ -511,11 +641,34 @@ static int serve(crt_reader_t *r)
     }
     int status = 0;
     r->max = CRT_MAX_FRAME;
+    size_t scanned = 0;    /* of the buffer, from r->in.off: looked at by cancel_scan */
+    bool ran_long = false; /* a call ran CANCEL_POLL_NS or more since the last read */
+    cancel_scan(r, &scanned);
     for (;;) {
         crt_hdr_t h;
         const uint8_t *p;
         int fd;
+        if (ran_long && r->in.len > r->in.off) {
+            /* calls wait in the buffer behind one that took a while: read
+             * what came meanwhile (a CANCEL of one of them) first */
+            ran_long = false;
+            ssize_t n = crt_reader_fill_flags(r, W.sock, W.unix_sock, MSG_DONTWAIT);
+            if (n == 0)
+                break; /* the owner went away */
+            if (n < 0 && n != -EAGAIN) {
+                fprintf(stderr, "corral worker: reading from the owner: %s: closing\n",
+                        cr_strerror((int)n));
+                status = n == -ECONNRESET ? 0 : 1;
+                break;
+            }
+            cancel_scan(r, &scanned);
+        }
+        size_t before = r->in.off;
         int rc = crt_reader_next(r, &h, &p, &fd);
+        if (rc == 1) {
+            size_t used = r->in.off - before;
+            scanned = scanned > used ? scanned - used : 0;
+        }
         if (rc < 0) {
             fprintf(stderr, "corral worker: a bad frame from the owner (%s): closing\n",
                     cr_strerror(rc));
@@ -526,6 +679,7 @@ static int serve(crt_reader_t *r)
             /* nothing whole left: send what was answered, then read more */
             if (!nthreads && W.out.len && flush(&W.out, -1))
                 break;
+            ran_long = false;
             ssize_t n = crt_reader_fill(r, W.sock, W.unix_sock);
             if (n == 0)
                 break; /* the owner went away: this worker's work is done */
@@ -534,6 +688,7 @@ static int serve(crt_reader_t *r)
                     status = 1;
                 break;
             }
+            cancel_scan(r, &scanned);
             continue;
         }
         if (h.kind == CRT_BYE) {
@@ -542,9 +697,19 @@ static int serve(crt_reader_t *r)
             break;
         }
         if (h.kind == CRT_CANCEL) {
-            /* calls run as they are read: nothing waits here to cancel */
             if (fd >= 0)
                 close(fd);
+            uint64_t id;
+            if (crt_cancel_parse(p, h.len, &id)) {
+                fprintf(stderr, "corral worker: a CANCEL of %u bytes (not 8): closing\n", h.len);
+                status = 1;
+                break;
+            }
+            /* its call ran already (or is running: it is not interrupted,
+             * the owner drops its result) unless threads still queue it */
+            cancel_take(id);
+            if (nthreads)
+                cancel_queued_job(id);
             continue;
         }
         if (h.kind != CRT_CALL) {
@@ -554,6 +719,20 @@ static int serve(crt_reader_t *r)
                     crt_kind_name(h.kind));
             status = 1;
             break;
+        }
+        if (W.ncancels && cancel_take(h.id)) {
+            /* cancelled while it waited: answered, never run */
+            if (fd >= 0)
+                close(fd);
+            if (nthreads)
+                pthread_mutex_lock(&W.wlock);
+            cancelled_return(&W.out, h.id);
+            rc = nthreads ? flush(&W.out, -1) : 0;
+            if (nthreads)
+                pthread_mutex_unlock(&W.wlock);
+            if (rc)
+                break;
+            continue;
         }
         if (nthreads && W.cls) {
             struct job *j = cr_calloc(1, sizeof(*j));
@@ -576,7 +755,10 @@ static int serve(crt_reader_t *r)
         }
         /* one thread; or the constructor, before any method may run */
         int rfd;
+        int64_t t0 = mono_ns();
         run_call(h.id, p, h.len, fd, &W.out, &rfd);
+        if (mono_ns() - t0 >= CANCEL_POLL_NS)
+            ran_long = true;
         if (fd >= 0)
             close(fd);
         if (nthreads) {
@@ -641,4 +823,71 @@ int crt_worker_run_call(const uint8_t *payload, size_t len, crt_bytes_t *out)
     if (fd >= 0)
         close(fd);
     return 0;
+}
+
+/* the fuzz target's other end: drains and checks the RETURNs */
+static void *feed_drain(void *arg)
+{
+    int fd = *(int *)arg;
+    crt_reader_t r;
+    crt_reader_init(&r, CRT_MAX_FRAME);
+    intptr_t bad = 0;
+    for (;;) {
+        crt_hdr_t h;
+        const uint8_t *p;
+        int rfd, rc;
+        while ((rc = crt_reader_next(&r, &h, &p, &rfd)) == 1) {
+            uint8_t st;
+            const uint8_t *v;
+            size_t vn;
+            if (rfd >= 0)
+                close(rfd);
+            if (h.kind != CRT_RETURN || crt_return_parse(p, h.len, &st, &v, &vn))
+                bad = 1;
+        }
+        if (rc < 0)
+            bad = 1;
+        if (crt_reader_fill(&r, fd, true) <= 0)
+            break;
+    }
+    crt_reader_fini(&r);
+    return (void *)bad;
+}
+
+int crt_worker_feed(const uint8_t *data, size_t size)
+{
+    int sv[2];
+    if (size > (1u << 20) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return CR_EINVAL;
+    pthread_t th;
+    if (pthread_create(&th, NULL, feed_drain, &sv[1])) {
+        close(sv[0]);
+        close(sv[1]);
+        return CR_EIO;
+    }
+    /* the stream is in the reader's buffer already: the socket only ends */
+    shutdown(sv[1], SHUT_WR);
+    W.sock = sv[0];
+    W.unix_sock = true;
+    W.ncancels = 0;
+    W.broken = 0;
+    crt_reader_t r;
+    crt_reader_init(&r, CRT_HELLO_MAX);
+    crt_bytes_add(&r.in, data, size);
+    serve(&r);
+    crt_reader_fini(&r);
+    if (W.out.len)
+        flush(&W.out, -1);
+    crt_bytes_free(&W.out);
+    if (W.cls && W.cls->dtor)
+        W.cls->dtor(W.state);
+    W.cls = NULL;
+    W.state = NULL;
+    shutdown(sv[0], SHUT_RDWR);
+    void *bad = NULL;
+    pthread_join(th, &bad);
+    close(sv[0]);
+    close(sv[1]);
+    W.sock = -1;
+    return bad ? CR_EPARSE : 0;
 }

@@ -8,5 +8,12 @@
  * the loop would, appending its RETURN (id 1) to out: for the fuzz target
  * and the unit tests of the C encoding's error paths. */
 int crt_worker_run_call(const uint8_t *payload, size_t len, crt_bytes_t *out);
+/* Serves size bytes as an owner's stream after the handshake (CALLs,
+ * CANCELs, BYE, the rest), through a real socket pair, as
+ * corral_worker_main's loop does on one thread; the RETURNs are read and
+ * each must parse. For the fuzz target: at most 1 MiB. 0, or CR_EPARSE
+ * when a RETURN the loop wrote did not parse. The actor constructed, if
+ * any, is destroyed after. */
+int crt_worker_feed(const uint8_t *data, size_t size);
 
 #endif

@@ -7,6 +7,10 @@
  *   tasks_example tpu DIR N     N tasks asking TPU=1 at once, each printing its chip
  *   tasks_example retry DIR     a task whose worker is killed -9 runs again
  *   tasks_example restart       an actor killed -9 restarts (max_restarts 1), then dies
+ *   tasks_example refargs       refs as arguments, resolved before the task runs
+ *   tasks_example nested        a task whose worker submits tasks of its own
+ *   tasks_example cancel DIR    corral_cancel of a call queued in the owner, of one queued in
+ *                               the worker behind a running one, and of a running one
  *
  * CORRAL_EXAMPLE_TCP=1: workers connect by TCP (the HMAC challenge) even
  * on this host. Built by examples/CMakeLists.txt; run by
@@ -191,6 +195,114 @@ static int meeter_meet(void *state, const void *args, size_t len, corral_result_
 
 static const corral_method_def_t meeter_methods[] = {
     {"meet", meeter_meet},
+    {NULL, NULL},
+};
+
+/* Gate: files as signals between the driver and its actor. wait(PATH)
+ * writes PATH.started, waits (at most 120 s) for PATH to exist, then
+ * writes PATH.done; mark(PATH) makes PATH. */
+static int path_arg(const void *args, size_t len, char *buf, size_t size, corral_result_t *res)
+{
+    if (!len || len >= size || memchr(args, 0, len))
+        return corral_result_error(res, "the argument is not a path");
+    memcpy(buf, args, len);
+    buf[len] = 0;
+    return 0;
+}
+
+static int touch(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    return f ? fclose(f) : -1;
+}
+
+static int gate_new(const void *args, size_t len, void **state, corral_result_t *res)
+{
+    *state = NULL;
+    return 0;
+}
+
+static int gate_wait(void *state, const void *args, size_t len, corral_result_t *res)
+{
+    char path[512], aux[600];
+    if (path_arg(args, len, path, sizeof(path), res))
+        return 1;
+    snprintf(aux, sizeof(aux), "%s.started", path);
+    touch(aux);
+    for (int i = 0; i < 120000 && access(path, F_OK); i++)
+        usleep(1000);
+    snprintf(aux, sizeof(aux), "%s.done", path);
+    touch(aux);
+    return corral_result_set(res, "waited", 6);
+}
+
+static int gate_mark(void *state, const void *args, size_t len, corral_result_t *res)
+{
+    char path[512];
+    if (path_arg(args, len, path, sizeof(path), res))
+        return 1;
+    if (touch(path))
+        return corral_result_error(res, "%s: %s", path, strerror(errno));
+    return corral_result_set(res, "marked", 6);
+}
+
+static int mark_fn(const void *args, size_t len, corral_result_t *res)
+{
+    return gate_mark(NULL, args, len, res);
+}
+
+/* argsum: called with ref arguments (corral_task_submit_args): the sum of
+ * its items, each an int64 when 8 bytes long, else counted as its length. */
+static int argsum(const void *args, size_t len, corral_result_t *res)
+{
+    const void *p;
+    size_t n;
+    int64_t sum = 0;
+    if (corral_args_get(args, len, 0, &p, &n))
+        return corral_result_error(res, "argsum is called with ref arguments");
+    for (size_t i = 0; corral_args_get(args, len, i, &p, &n) == 0; i++)
+        sum += n == 8 ? get_i64(p, n) : (int64_t)n;
+    return corral_result_set(res, &sum, sizeof(sum));
+}
+
+/* nested(x): a task that is an owner too: it submits square(x) and
+ * square(x + 1) from its worker and returns their sum, with the worker's
+ * own credential (its lease job's CORRAL_JOB_TOKEN): the nested leases are
+ * children of this task's lease job. */
+static int nested(const void *args, size_t len, corral_result_t *res)
+{
+    int64_t x = get_i64(args, len), y = x + 1, sum = 0;
+    corral_tasks_t *t;
+    char *why = NULL;
+    if (corral_tasks_init(NULL, &t, &why)) {
+        corral_result_error(res, "corral_tasks_init in a worker: %s", why);
+        free(why);
+        return 1;
+    }
+    corral_ref_t *r[2] = {NULL, NULL};
+    int rc = corral_task_submit(t, "square", &x, sizeof(x), NULL, &r[0]);
+    if (!rc)
+        rc = corral_task_submit(t, "square", &y, sizeof(y), NULL, &r[1]);
+    for (int i = 0; i < 2 && !rc; i++) {
+        const void *d;
+        size_t n;
+        rc = corral_get(t, r[i], 120000, &d, &n);
+        if (rc)
+            corral_result_error(res, "nested square: %s", corral_ref_error(r[i]));
+        else
+            sum += get_i64(d, n);
+    }
+    if (rc && !r[0])
+        corral_result_error(res, "nested submit: %s", corral_tasks_errmsg());
+    corral_ref_free(r[0]);
+    corral_ref_free(r[1]);
+    corral_tasks_shutdown(t);
+    return rc ? 1 : corral_result_set(res, &sum, sizeof(sum));
+}
+
+static const corral_method_def_t gate_methods[] = {
+    {"wait", gate_wait},
+    {"mark", gate_mark},
     {NULL, NULL},
 };
 
@@ -431,6 +543,164 @@ static int retry(corral_tasks_t *t, const char *dir)
     return 0;
 }
 
+static bool exists(const char *dir, const char *name)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    return access(p, F_OK) == 0;
+}
+
+/* An actor call of method with DIR/name as its argument. */
+static corral_ref_t *gate_call(corral_tasks_t *t, corral_actor_t *a, const char *method,
+                               const char *dir, const char *name)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    corral_ref_t *r = NULL;
+    corral_actor_call(t, a, method, p, strlen(p), &r);
+    return r;
+}
+
+static void make(const char *dir, const char *name)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    touch(p);
+}
+
+static int cancel(corral_tasks_t *t, const char *dir)
+{
+    int rc;
+    char p[512];
+    /* a task still queued in this owner (its shape's worker is being
+     * leased): it never runs */
+    corral_task_opts_t o = {.resources = "CPU=2"};
+    corral_ref_t *r1, *r2;
+    snprintf(p, sizeof(p), "%s/task-cancelled", dir);
+    corral_task_submit(t, "mark", p, strlen(p), &o, &r1);
+    rc = corral_cancel(t, r1);
+    CHECK(rc == 0, "corral_cancel of a queued task: %d", rc);
+    rc = corral_get(t, r1, 0, NULL, NULL);
+    CHECK(rc == CR_ECANCELLED, "its ref fails at once with CR_ECANCELLED: %s (%s)", cr_err_name(rc),
+          corral_ref_error(r1));
+    snprintf(p, sizeof(p), "%s/task-after", dir);
+    corral_task_submit(t, "mark", p, strlen(p), &o, &r2);
+    rc = corral_get(t, r2, 120000, NULL, NULL);
+    CHECK(rc == 0, "a task of the same shape after it runs: %s", rc ? corral_ref_error(r2) : "");
+    CHECK(!exists(dir, "task-cancelled"), "the cancelled task never ran");
+    rc = corral_cancel(t, r2);
+    CHECK(rc == 0 && corral_get(t, r2, 0, NULL, NULL) == 0,
+          "corral_cancel of a finished task changes nothing");
+    corral_ref_free(r1);
+    corral_ref_free(r2);
+
+    /* an actor call queued in the worker behind a running one: answered
+     * "cancelled" there without running */
+    corral_actor_t *a;
+    corral_actor_create(t, "Gate", NULL, 0, NULL, &a);
+    corral_ref_t *w0 = gate_call(t, a, "mark", dir, "up");
+    rc = corral_get(t, w0, 120000, NULL, NULL);
+    CHECK(rc == 0, "the Gate actor is up: %s", rc ? corral_ref_error(w0) : "");
+    corral_ref_free(w0);
+    corral_ref_t *w1 = gate_call(t, a, "wait", dir, "go1");
+    corral_ref_t *w2 = gate_call(t, a, "mark", dir, "queued-cancelled");
+    /* both are sent; w1 runs (it says so) while w2 waits behind it */
+    snprintf(p, sizeof(p), "%s/go1.started", dir);
+    for (int i = 0; i < 1200 && access(p, F_OK); i++)
+        usleep(100000);
+    CHECK(exists(dir, "go1.started"), "the first call runs");
+    rc = corral_cancel(t, w2);
+    CHECK(rc == 0 && corral_get(t, w2, 0, NULL, NULL) == CR_ECANCELLED,
+          "the call queued behind it is cancelled: %s", corral_ref_error(w2));
+    make(dir, "go1");
+    const void *d;
+    size_t n;
+    rc = corral_get(t, w1, 120000, &d, &n);
+    CHECK(rc == 0 && n == 6 && !memcmp(d, "waited", 6), "the running call finished: %s",
+          rc ? corral_ref_error(w1) : "waited");
+    corral_ref_t *w3 = gate_call(t, a, "mark", dir, "after");
+    rc = corral_get(t, w3, 120000, NULL, NULL);
+    CHECK(rc == 0, "a call after them runs: %s", rc ? corral_ref_error(w3) : "");
+    CHECK(exists(dir, "after") && !exists(dir, "queued-cancelled"),
+          "the cancelled call never ran in the worker");
+    corral_ref_free(w1);
+    corral_ref_free(w2);
+    corral_ref_free(w3);
+
+    /* a running call: not interrupted (C cannot be), its ref fails at
+     * once and its result is dropped */
+    corral_ref_t *w4 = gate_call(t, a, "wait", dir, "go2");
+    snprintf(p, sizeof(p), "%s/go2.started", dir);
+    for (int i = 0; i < 1200 && access(p, F_OK); i++)
+        usleep(100000);
+    CHECK(exists(dir, "go2.started"), "a call runs");
+    corral_cancel(t, w4);
+    rc = corral_get(t, w4, -1, NULL, NULL);
+    CHECK(rc == CR_ECANCELLED && !exists(dir, "go2.done"),
+          "cancelled while it runs, its ref fails at once: %s (%s)", cr_err_name(rc),
+          corral_ref_error(w4));
+    make(dir, "go2");
+    corral_ref_t *w5 = gate_call(t, a, "mark", dir, "after2");
+    rc = corral_get(t, w5, 120000, NULL, NULL);
+    CHECK(rc == 0 && exists(dir, "go2.done"),
+          "it ran to its end, and the actor serves the next call: %s",
+          rc ? corral_ref_error(w5) : "");
+    CHECK(corral_get(t, w4, 0, NULL, NULL) == CR_ECANCELLED,
+          "its result, which came after, was dropped");
+    corral_ref_free(w4);
+    corral_ref_free(w5);
+    corral_actor_free(a);
+    return 0;
+}
+
+static int refargs(corral_tasks_t *t)
+{
+    int64_t five = 5, base = 1;
+    corral_ref_t *sq, *big, *bad, *r;
+    int rc;
+    corral_task_submit(t, "square", &five, sizeof(five), NULL, &sq);
+    size_t bn = 2u << 20;
+    char *b = calloc(1, bn);
+    corral_put(t, b, bn, &big);
+    free(b);
+    corral_ref_t *deps[] = {sq, big};
+    rc = corral_task_submit_args(t, "argsum", &base, sizeof(base), deps, 2, NULL, &r);
+    CHECK(rc == 0, "a task with a pending result and a 2 MiB put as ref arguments is submitted: %s",
+          rc ? corral_tasks_errmsg() : "");
+    /* the call holds them: the caller's refs may go at once */
+    corral_ref_free(sq);
+    corral_ref_free(big);
+    int64_t v = rc ? 0 : get_int(t, r, &rc);
+    CHECK(!rc && v == 1 + 25 + (int64_t)bn,
+          "the function got its bytes and both values, resolved: 1 + 25 + %zu = %lld (%s)", bn,
+          (long long)v, rc ? corral_ref_error(r) : "");
+    corral_ref_free(r);
+    corral_task_submit(t, "fails", "x", 1, NULL, &bad);
+    rc = corral_task_submit_args(t, "argsum", &base, sizeof(base), &bad, 1, NULL, &r);
+    rc = rc ? rc : corral_get(t, r, 120000, NULL, NULL);
+    CHECK(rc == CR_ETASKFAILED && strstr(corral_ref_error(r), "ref argument 1 failed"),
+          "a failed ref argument fails the task without running it: %s (%s)", cr_err_name(rc),
+          corral_ref_error(r));
+    corral_ref_free(bad);
+    corral_ref_free(r);
+    rc = corral_task_submit_args(t, "argsum", NULL, 0, NULL, 0, NULL, &r);
+    CHECK(rc == CR_EINVAL, "no refs: CR_EINVAL (%s)", corral_tasks_errmsg());
+    return 0;
+}
+
+static int nested_demo(corral_tasks_t *t)
+{
+    int64_t x = 3;
+    corral_ref_t *r;
+    int rc = corral_task_submit(t, "nested", &x, sizeof(x), NULL, &r);
+    int64_t v = rc ? 0 : get_int(t, r, &rc);
+    CHECK(!rc && v == 9 + 16,
+          "a task that submits two tasks from its worker gets 9 + 16: %lld (%s)", (long long)v,
+          rc ? corral_ref_error(r) : "");
+    corral_ref_free(r);
+    return 0;
+}
+
 static int restart(corral_tasks_t *t)
 {
     corral_actor_t *a;
@@ -478,11 +748,15 @@ int main(int argc, char **argv)
     corral_worker_register_fn("die_once", die_once);
     corral_worker_register_class("Counter", counter_new, counter_methods, counter_free);
     corral_worker_register_class("Meeter", meeter_new, meeter_methods, NULL);
+    corral_worker_register_class("Gate", gate_new, gate_methods, NULL);
+    corral_worker_register_fn("mark", mark_fn);
+    corral_worker_register_fn("nested", nested);
+    corral_worker_register_fn("argsum", argsum);
     if (corral_worker_is_leased())
         return corral_worker_main();
 
     if (argc < 2) {
-        fprintf(stderr, "usage: %s demo | tpu DIR N | retry DIR | restart\n", argv[0]);
+        fprintf(stderr, "usage: %s demo | tpu DIR N | retry DIR | restart | cancel DIR\n", argv[0]);
         return 2;
     }
     corral_tasks_opts_t opts = {.tcp_only = getenv("CORRAL_EXAMPLE_TCP") != NULL};
@@ -503,6 +777,12 @@ int main(int argc, char **argv)
         rc = retry(t, argv[2]);
     else if (!strcmp(argv[1], "restart"))
         rc = restart(t);
+    else if (!strcmp(argv[1], "refargs"))
+        rc = refargs(t);
+    else if (!strcmp(argv[1], "nested"))
+        rc = nested_demo(t);
+    else if (!strcmp(argv[1], "cancel") && argc > 2)
+        rc = cancel(t, argv[2]);
     else
         fprintf(stderr, "tasks_example: unknown scenario %s\n", argv[1]);
     corral_tasks_shutdown(t);

@@ -28,7 +28,8 @@
     X(INFEASIBLE, -3007, "request can never be satisfied")                                         \
     X(TASKFAILED, -3020, "the remote function failed")                                             \
     X(WORKERDIED, -3021, "the worker running it died")                                             \
-    X(ACTORDIED, -3022, "the actor is dead")
+    X(ACTORDIED, -3022, "the actor is dead")                                                       \
+    X(CANCELLED, -3023, "the task was cancelled")
 
 enum {
 #define CR__ERR_ENUM(name, value, msg) CR_E##name = (value),

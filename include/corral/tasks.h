@@ -21,8 +21,9 @@
  * The owner leases workers through the head once per resource shape (a
  * lease is a one-worker job, named "task:RESOURCES" or "actor:CLASS",
  * bound to the owner's connection so it ends with the owner), then sends
- * calls to them directly over a Unix socket on the node (TCP with an
- * HMAC challenge across nodes), never through the head.
+ * calls to them directly over a Unix socket on the node (TCP across
+ * nodes, where each side proves CORRAL_TASK_SECRET to the other with an
+ * HMAC of a nonce the other chose), never through the head.
  *
  * Threads: the owner runs two threads of its own besides the caller's:
  * one does the sockets' I/O (accepts workers, reads their replies), the
@@ -50,7 +51,11 @@
  *   - strings returned by corral_tasks_errmsg(), corral_ref_error() and
  *     corral_tasks_address() are borrowed: valid until the next owner call
  *     on that thread, corral_ref_free(), corral_tasks_shutdown().
- *   - in a worker, args given to a function are borrowed for the call;
+ *   - refs given to corral_task_submit_args are held by the call (a
+ *     count of their own) until it is sent or fails: the caller may free
+ *     its refs at once. corral_cancel borrows r.
+ *   - in a worker, args given to a function are borrowed for the call
+ *     (and so are the items corral_args_get points at, inside them);
  *     what it puts in its corral_result_t belongs to the runtime (copied
  *     by corral_result_set, or allocated by corral_result_alloc), which
  *     sends and frees it after the function returns. */
@@ -96,7 +101,9 @@ typedef struct corral_tasks_opts {
      * (tests of the TCP path). Implies tcp. */
     int tcp_only;
     /* Workers of one shape leased at once, at most; 0: what the cluster's
-     * nodes can hold of that shape (at most 64). */
+     * nodes can hold of that shape (at most 64). An owner whose credential
+     * may not list the nodes (a job's, as in a worker: nested tasks) leases
+     * this many (at most 64), or 1 when 0. */
     unsigned max_workers;
     /* An idle task worker is given back after this long; 0: 10000 ms. */
     unsigned idle_timeout_ms;
@@ -151,6 +158,30 @@ int corral_task_submit(corral_tasks_t *t, const char *fn, const void *args, size
 int corral_task_submit_ref(corral_tasks_t *t, const char *fn, corral_ref_t *arg,
                            const corral_task_opts_t *opts, corral_ref_t **out);
 
+/* Refs as arguments (Ray's f.remote(ref)): runs fn with args and the
+ * values of the nrefs refs (puts, or results of other tasks, of any owner
+ * in this process), resolved before it runs. Returns at once with *out:
+ * the call waits in this owner until every ref is done (corral list:
+ * PENDING_ARGS_AVAIL), then goes to a worker; a ref that failed fails it
+ * with that ref's code and a text naming it ("ref argument 2 failed:
+ * ..."). The refs are held by the call until then: the caller may free
+ * its own at once. The function gets one buffer in the ref arguments'
+ * encoding (read it with corral_args_get): item 0 the args given here,
+ * item i the value of refs[i - 1], each copied into the CALL (a memfd
+ * value too: up to the frame's limit in all, else CR_E2BIG on the ref;
+ * corral_task_submit_ref passes one memfd value without a copy). nrefs:
+ * 1 to CORRAL_TASK_MAX_ARG_REFS, else CR_EINVAL. */
+#define CORRAL_TASK_MAX_ARG_REFS 1024
+int corral_task_submit_args(corral_tasks_t *t, const char *fn, const void *args, size_t len,
+                            corral_ref_t *const *refs, size_t nrefs, const corral_task_opts_t *opts,
+                            corral_ref_t **out);
+/* In a function called through corral_task_submit_args: item i of its
+ * args (0: the caller's bytes; i: the value of the i-th ref), borrowed
+ * from args for the call. 0 with *p and *n; CR_ERANGE: no item i;
+ * CR_EPARSE: args are not in that encoding. Bounded by len: never reads
+ * past the args. */
+int corral_args_get(const void *args, size_t len, size_t i, const void **p, size_t *n);
+
 /* Waits up to timeout_ms (negative: for ever; 0: do not wait) for r.
  * Returns 0 with *data and *len the value (borrowed from r: see the
  * ownership rules above), CR_EAGAIN when the time ran out, or the
@@ -159,7 +190,7 @@ int corral_task_submit_ref(corral_tasks_t *t, const char *fn, corral_ref_t *arg,
  * CR_EACTORDIED (the actor is dead: killed, or restarts used up),
  * CR_EINFEASIBLE (no node can ever hold the shape), CR_ENOENT (the worker
  * has no such function or method), CR_E2BIG (the value did not fit a
- * frame). data and len may be NULL. */
+ * frame), CR_ECANCELLED (corral_cancel). data and len may be NULL. */
 int corral_get(corral_tasks_t *t, corral_ref_t *r, int timeout_ms, const void **data, size_t *len);
 /* Waits until at least num_ready of the n refs are done (succeeded or
  * failed) or timeout_ms passes (negative: for ever). ready (n bytes, may
@@ -171,6 +202,16 @@ int corral_refs_wait(corral_tasks_t *t, corral_ref_t *const *refs, size_t n, siz
 bool corral_ref_is_ready(const corral_ref_t *r);
 /* Why r failed, in words ("" while pending or when it succeeded). */
 const char *corral_ref_error(const corral_ref_t *r);
+/* Cancels the task or actor method call whose result r is (Ray's
+ * ray.cancel without force): r fails at once with CR_ECANCELLED (a
+ * corral_get waiting for it returns), and the call is never retried. A
+ * call still queued, in this owner or in the worker behind another call,
+ * never runs (the worker answers it "cancelled", RETURN status 2); one
+ * already running is not interrupted (C cannot be, safely): it runs to its
+ * end and its result is dropped. r done already (or a put): nothing
+ * changes. 0, or CR_EINVAL for a NULL t or r. r still belongs to the
+ * caller. */
+int corral_cancel(corral_tasks_t *t, corral_ref_t *r);
 /* Releases the caller's hold on r. NULL: no-op. */
 void corral_ref_free(corral_ref_t *r);
 
@@ -269,8 +310,12 @@ bool corral_worker_is_leased(void);
 /* Connects to the owner (CORRAL_TASK_OWNER: its Unix socket when the path
  * is on this host, else TCP with the HMAC of CORRAL_TASK_SECRET), says
  * HELLO, and serves calls until the owner closes the connection or says
- * BYE. Returns the process's exit status: 0 then, 1 when the owner could
- * not be reached or broke the protocol (said on stderr). */
+ * BYE. Over TCP the owner must prove the secret back (WELCOME's mac of
+ * this worker's nonce) before any call is taken. A CANCEL of a call still
+ * waiting here answers it "cancelled" without running it; a running call
+ * is not interrupted. Returns the process's exit status: 0 then, 1 when
+ * the owner could not be reached, did not prove the secret, or broke the
+ * protocol (said on stderr). */
 int corral_worker_main(void);
 
 #ifdef __cplusplus

@@ -37,6 +37,8 @@ PIPELINE = int(os.environ.get("CORRAL_TASK_PIPELINE", 16))
 IDLE_TIMEOUT = float(os.environ.get("CORRAL_TASK_IDLE_TIMEOUT", 10))
 LEASE_TIMEOUT = float(os.environ.get("CORRAL_TASK_LEASE_TIMEOUT", 120))
 HELLO_MAX = 64 * 1024
+# what WELCOME's mac covers before the two nonces (worker/frame.h)
+WELCOME_LABEL = b"corral-welcome"
 # Workers an owner keeps started for its next actors of the default shape
 # (no resources asked, unnamed, not detached: _api's MIN_CPU), from its
 # first such actor on, so a fresh actor is ready without a process start
@@ -625,14 +627,25 @@ class Core:
                 assert isinstance(peer, dict)
             except Exception:
                 raise W.ProtocolError("a HELLO that is not a JSON object")
+            welcome = {"pid": self.pid, "runtime": "python"}
             if not c.unix:
                 mac = hmac.new(self.secret, c.nonce, hashlib.sha256).hexdigest()
                 if not hmac.compare_digest(str(peer.get("mac", "")), mac):
                     raise W.ProtocolError("a HELLO over TCP with a wrong mac")
+                # the peer's own challenge: WELCOME proves the secret back
+                # (docs/actors.md "Wire"; the label keeps it from being a
+                # HELLO's mac of a CHALLENGE anyone sent)
+                try:
+                    cnonce = bytes.fromhex(peer["nonce"])
+                    assert len(cnonce) == 32
+                except Exception:
+                    raise W.ProtocolError('a HELLO over TCP without a "nonce" of 64 hex digits')
+                welcome["mac"] = hmac.new(self.secret, WELCOME_LABEL + c.nonce + cnonce,
+                                          hashlib.sha256).hexdigest()
             c.hello = True
             c.peer = peer
             c.role = peer.get("role")
-            c.send(W.WELCOME, ident, [json.dumps({"pid": self.pid, "runtime": "python"}).encode()])
+            c.send(W.WELCOME, ident, [json.dumps(welcome).encode()])
             if c.role == "worker":
                 self._worker_hello(c, peer)
             return
@@ -721,19 +734,38 @@ class Core:
             s = socket.create_connection((host, int(port)), timeout=10)
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             c = W.Conn(s, False)
-            kind, _, payload = _read_frame(s)
-            if kind != W.CHALLENGE or len(payload) != 32:
+            kind, _, snonce = _read_frame(s)
+            if kind != W.CHALLENGE or len(snonce) != 32:
                 s.close()
                 raise ConnectionError("%s did not send a CHALLENGE" % address)
-            hello["mac"] = hmac.new(self.secret, payload, hashlib.sha256).hexdigest()
+            hello["mac"] = hmac.new(self.secret, snonce, hashlib.sha256).hexdigest()
+            # our own challenge, which WELCOME must answer: whatever listens
+            # at the address without the secret is refused before any call
+            cnonce = secrets.token_bytes(32)
+            hello["nonce"] = cnonce.hex()
         c.send(W.HELLO, 0, [json.dumps(hello).encode()])
         kind, _, payload = _read_frame(s)
         if kind != W.WELCOME:
             s.close()
             raise ConnectionError("%s refused the connection" % address)
+        try:
+            peer = json.loads(payload)
+            assert isinstance(peer, dict)
+        except Exception:
+            s.close()
+            raise ConnectionError("%s sent a WELCOME that is not a JSON object" % address)
+        if not c.unix:
+            want = hmac.new(self.secret, WELCOME_LABEL + snonce + cnonce, hashlib.sha256).hexdigest()
+            if not hmac.compare_digest(str(peer.get("mac", "")), want):
+                s.close()
+                msg = ("the process at %s did not prove CORRAL_TASK_SECRET (its WELCOME's mac is %s): "
+                       "refusing it, sending or running none of its calls"
+                       % (address, "missing" if "mac" not in peer else "wrong"))
+                self._log(msg)
+                raise ConnectionError(msg)
         s.settimeout(None)
         c.hello = True
-        c.peer = json.loads(payload)
+        c.peer = peer
         c.role = "peer"
         return c
 

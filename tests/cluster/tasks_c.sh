@@ -12,6 +12,14 @@
 #            and fails with CR_EWORKERDIED without retries
 #   restart: an actor killed -9 restarts with its constructor (max_restarts
 #            1), then is dead after a second kill
+#   refargs: refs as arguments (a pending result, a 2 MiB put) resolved
+#            before the task runs; a failed one fails it
+#   nested:  a task whose C worker submits tasks itself (corral_tasks_init
+#            there, with its lease job's credential: its leases are children
+#            of that job)
+#   cancel:  corral_cancel of a task queued in the owner, of an actor call
+#            queued in the worker behind a running one (never runs), and of
+#            a running one (runs to its end, its result dropped)
 # Then: a driver's leased workers end with it (kill -9 of the driver).
 EX=$CORRAL_BUILD_DIR/examples/tasks_example
 [ -x "$EX" ] || { echo "FAIL: $EX was not built"; exit 1; }
@@ -69,6 +77,13 @@ grep -q "task:TPU=1" <<<"$jobs" && ok "the leases are jobs named task:TPU=1" || 
 D=$(mktemp -d "$TDATA/retry-XXXXXX")
 run retry retry "$D"
 run restart restart
+run refargs refargs
+run nested nested
+n=$("$CORRAL" job list --json | jq '[.[] | select(.name == "task:CPU=1" and (.parent_job // "") != "")] | length')
+[ "$n" -ge 1 ] && ok "nested: the worker's leases are children of its lease job (its job credential)" ||
+    fail "nested: no child lease: $("$CORRAL" job list --json | jq -c '.[] | {name, parent_job}')"
+D=$(mktemp -d "$TDATA/cancel-XXXXXX")
+run cancel cancel "$D"
 
 # a driver's workers are its lease jobs, bound to its connection: they end
 # when it does, even killed -9 while a task runs

@@ -1,10 +1,13 @@
 /* Fuzz the task protocol's reading side (worker/frame.c, docs/actors.md
  * "Wire"): the input is a byte stream from a peer, taken frame by frame
  * by the reader with HELLO's small limit first and the full one after;
- * each frame goes to the parser of its kind (HELLO's JSON, RETURN, and
+ * each frame goes to the parser of its kind (HELLO's JSON and its nonce,
+ * WELCOME's JSON and its mac as the worker checks it, RETURN, and
  * CALL through the C worker's own dispatch, with a function and a class
- * registered). Whatever comes, nothing reads out of bounds and every
- * RETURN the worker writes parses back. */
+ * registered; its args read as ref arguments too), CANCEL's id. Whatever comes, nothing reads out
+ * of bounds and every RETURN the worker writes parses back. Then the same bytes go through the C
+ * worker's whole loop (crt_worker_feed: CALLs, CANCELs noted ahead of their calls, BYE), whose
+ * RETURNs must parse too. */
 /* the checks are the point: keep assert() in release builds too */
 #undef NDEBUG
 #include "worker/frame.h"
@@ -53,10 +56,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             char why[160];
             if (crt_hello_parse(p, h.len, &hello, why, sizeof(why)) == 0) {
                 assert(hello.role);
+                uint8_t nonce[CRT_NONCE_LEN];
+                if (crt_nonce_parse(hello.nonce, nonce) == 0)
+                    assert(strlen(hello.nonce) == 2 * CRT_NONCE_LEN);
                 crt_hello_free(&hello);
             }
             r.max = CRT_MAX_FRAME;
+        } else if (h.kind == CRT_WELCOME) {
+            crt_welcome_t w;
+            char why[160];
+            if (crt_welcome_parse(p, h.len, &w, why, sizeof(why)) == 0) {
+                static const uint8_t key[32], sn[CRT_NONCE_LEN], cn[CRT_NONCE_LEN];
+                char want[65];
+                crt_welcome_mac_hex(key, sizeof(key), sn, cn, want);
+                bool ok = crt_welcome_mac_ok(key, sizeof(key), sn, cn, w.mac);
+                assert(ok == (w.mac && !strcmp(w.mac, want)));
+                crt_welcome_free(&w);
+            }
         } else if (h.kind == CRT_CALL) {
+            const char *name;
+            size_t nl, alen, n;
+            const uint8_t *args;
+            const void *item;
+            /* the args as ref arguments' encoding: items within them */
+            if (crt_call_parse(p, h.len, &name, &nl, &args, &alen) == 0)
+                for (size_t i = 0; i < 4; i++)
+                    if (corral_args_get(args, alen, i, &item, &n) == 0)
+                        assert((const uint8_t *)item >= args &&
+                               (const uint8_t *)item + n <= args + alen);
             crt_bytes_t out = {0};
             crt_worker_run_call(p, h.len, &out);
             crt_hdr_t rh;
@@ -67,6 +94,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             size_t vn;
             assert(crt_return_parse(out.p + CRT_HDR, rh.len, &st, &v, &vn) == 0);
             crt_bytes_free(&out);
+        } else if (h.kind == CRT_CANCEL) {
+            uint64_t id;
+            assert((crt_cancel_parse(p, h.len, &id) == 0) == (h.len == 8));
         } else if (h.kind == CRT_RETURN) {
             uint8_t st;
             const uint8_t *v;
@@ -77,5 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     assert(rc == 0 || rc == CR_EPARSE || rc == CR_E2BIG);
     crt_reader_fini(&r);
+    if (size <= (1u << 20))
+        assert(crt_worker_feed(data, size) == 0);
     return 0;
 }

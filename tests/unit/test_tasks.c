@@ -128,6 +128,73 @@ static void test_mac(void **state)
     assert_false(crt_mac_ok(key, sizeof(key), nonce, mac));
     assert_false(crt_mac_ok(key, sizeof(key), nonce, NULL));
     assert_false(crt_mac_ok(key, sizeof(key), nonce, "abc"));
+
+    /* WELCOME's mac: both nonces under a label, never a HELLO's mac of
+     * either nonce (a fake owner cannot get it by passing a worker's
+     * nonce on to another worker as its CHALLENGE) */
+    uint8_t cnonce[CRT_NONCE_LEN];
+    memset(cnonce, 3, sizeof(cnonce));
+    char wmac[65], hmac_c[65];
+    crt_welcome_mac_hex(key, sizeof(key), nonce, cnonce, wmac);
+    assert_true(crt_welcome_mac_ok(key, sizeof(key), nonce, cnonce, wmac));
+    assert_false(crt_welcome_mac_ok(key, sizeof(key), cnonce, nonce, wmac));
+    crt_mac_hex(key, sizeof(key), cnonce, hmac_c);
+    assert_false(crt_welcome_mac_ok(key, sizeof(key), nonce, cnonce, hmac_c));
+    assert_false(crt_welcome_mac_ok(key, sizeof(key), nonce, cnonce, NULL));
+    key[0] ^= 1;
+    assert_false(crt_welcome_mac_ok(key, sizeof(key), nonce, cnonce, wmac));
+    uint8_t got[CRT_NONCE_LEN];
+    char hex[65];
+    cr_hex_encode(cnonce, sizeof(cnonce), hex);
+    assert_int_equal(crt_nonce_parse(hex, got), 0);
+    assert_memory_equal(got, cnonce, sizeof(got));
+    assert_int_equal(crt_nonce_parse(NULL, got), CR_EPARSE);
+    assert_int_equal(crt_nonce_parse("abcd", got), CR_EPARSE);
+    hex[5] = 'x';
+    assert_int_equal(crt_nonce_parse(hex, got), CR_EPARSE);
+
+    crt_welcome_t w;
+    char why[128];
+    const char *good = "{\"pid\":7,\"runtime\":\"c\",\"mac\":\"ab\"}";
+    assert_int_equal(crt_welcome_parse((const uint8_t *)good, strlen(good), &w, why, sizeof(why)),
+                     0);
+    assert_string_equal(w.mac, "ab");
+    assert_int_equal(w.pid, 7);
+    crt_welcome_free(&w);
+    const char *bad[] = {"[]", "{\"mac\":1}", "{\"pid\":\"x\"}", "{"};
+    for (size_t i = 0; i < CR_ARRAY_SIZE(bad); i++)
+        assert_int_equal(
+            crt_welcome_parse((const uint8_t *)bad[i], strlen(bad[i]), &w, why, sizeof(why)),
+            CR_EPARSE);
+}
+
+/* ref arguments' encoding: what the owner makes, corral_args_get reads */
+static void test_args(void **state)
+{
+    const void *parts[] = {"ab", "", "cdef"};
+    size_t lens[] = {2, 0, 4};
+    crt_bytes_t b = {0};
+    crt_args_add(&b, parts, lens, 3);
+    assert_int_equal(b.len, crt_args_size(lens, 3));
+    const void *p;
+    size_t n;
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(corral_args_get(b.p, b.len, i, &p, &n), 0);
+        assert_int_equal(n, lens[i]);
+        assert_memory_equal(p, parts[i], n);
+    }
+    assert_int_equal(corral_args_get(b.p, b.len, 3, &p, &n), CR_ERANGE);
+    /* cut anywhere: never an item past the end */
+    for (size_t cut = 0; cut < b.len; cut++)
+        for (size_t i = 0; i < 3; i++)
+            if (corral_args_get(b.p, cut, i, &p, &n) == 0)
+                assert_true((const uint8_t *)p + n <= b.p + cut);
+    assert_int_equal(corral_args_get("\0\0\0\0", 4, 0, &p, &n), CR_EPARSE); /* no items */
+    assert_int_equal(corral_args_get("\xff\xff\xff\xff", 4, 0, &p, &n), CR_EPARSE);
+    uint8_t huge[4 + 8] = {0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    assert_int_equal(corral_args_get(huge, sizeof(huge), 0, &p, &n), CR_EPARSE);
+    assert_int_equal(corral_args_get(NULL, 0, 0, &p, &n), CR_EPARSE);
+    crt_bytes_free(&b);
 }
 
 /* frames through a real socket pair, one byte at a time, with a memfd */
@@ -343,15 +410,11 @@ int main(void)
 {
     unsetenv("CORRAL_TASK_LEASE");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hdr),
-        cmocka_unit_test(test_call),
-        cmocka_unit_test(test_return),
-        cmocka_unit_test(test_hello),
-        cmocka_unit_test(test_mac),
-        cmocka_unit_test(test_reader),
-        cmocka_unit_test(test_memfd_unsealed),
-        cmocka_unit_test(test_worker_calls),
-        cmocka_unit_test(test_owner_no_head),
+        cmocka_unit_test(test_hdr),          cmocka_unit_test(test_call),
+        cmocka_unit_test(test_return),       cmocka_unit_test(test_hello),
+        cmocka_unit_test(test_mac),          cmocka_unit_test(test_args),
+        cmocka_unit_test(test_reader),       cmocka_unit_test(test_memfd_unsealed),
+        cmocka_unit_test(test_worker_calls), cmocka_unit_test(test_owner_no_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
