@@ -442,6 +442,19 @@ int cli_start(int argc, char **argv)
                                "the login URL)\n",
                                q ? (int)(q - url) : (int)strlen(url), url);
                         free(url);
+                        /* off loopback it is HTTPS with the head's certificate (head/web.c) */
+                        const char *dc =
+                            said.s ? strstr(said.s, "corrald: dashboard certificate ") : NULL;
+                        if (dc) {
+                            dc += 31;
+                            int fl = (int)strcspn(dc, " \n");
+                            const char *in = strstr(dc, " in ");
+                            int il = in ? (int)strcspn(in + 4, "\n") : 0;
+                            printf("corral: the dashboard is HTTPS with the certificate %.*s; "
+                                   "trust it with curl --cacert %.*s (Prometheus: ca_file), or "
+                                   "check that fingerprint in the browser\n",
+                                   fl, dc, il, in ? in + 4 : "");
+                        }
                     } else if (said.s && strstr(said.s, "corrald: no dashboard")) {
                         printf("corral: no dashboard: the port was taken (--dashboard-port)\n");
                     }
