@@ -24,7 +24,7 @@ head_counters_t head_counters;
 
 static struct {
     web_t *web;
-    char url[160];
+    char url[320];
     uint8_t token[CR_TOKEN_LEN];
 } W;
 

@@ -7,7 +7,9 @@
 # with --cacert (the session's tls.crt) or with the key pinned gets
 # /healthz and the API, the login cookie is Secure, TLS 1.3 only, a real
 # Prometheus scrapes /metrics over HTTPS with ca_file, and a certificate
-# of the user's own (--tls-cert/--tls-key) is served as given.
+# of the user's own (--tls-cert/--tls-key) is served as given. Headless
+# chromium (when there) opens the dashboard over HTTPS with the key pinned,
+# holds a Secure cookie, and pages the overview's node table.
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" web_tls
 SPEC=$CORRAL_SOURCE_DIR/specs/dgx-h100.yaml
@@ -112,6 +114,41 @@ YML
     PROM=""
 else
     echo "note: no promtool/prometheus: the scrape over HTTPS is not checked"
+fi
+# the dashboard in headless chromium over HTTPS, trusting the pinned key:
+# 150 more nodes (bench_cluster_loadgen) so that the overview pages them
+CHROMIUM=${CORRAL_CHROMIUM:-/usr/bin/chromium}
+LGEN=$CORRAL_BUILD_DIR/bench/bench_cluster_loadgen
+NM=""
+[ -x "$CHROMIUM" ] && [ -x "$LGEN" ] && NM=$("$CORRAL_SOURCE_DIR/scripts/node-web.sh" 2>/dev/null)
+if [ -n "$NM" ]; then
+    "$CORRAL" hw --spec "$CORRAL_SOURCE_DIR/specs/cpu-only.yaml" --json >"$TMP/node.json"
+    "$LGEN" --address "$(cat "$CORRAL_HOME/session_latest/address")" --token-file "$CORRAL_HOME/session_latest/token" \
+        --node-json "$TMP/node.json" --nodes 150 --prefix lg --inflight 16 >"$TMP/lg.out" 2>"$TMP/lg.err" &
+    LGPID=$!
+    WPIDS="$WPIDS $LGPID"
+    for _ in $(seq 600); do grep -q '^registered' "$TMP/lg.out" && break; sleep 0.1; done
+    grep -q '^registered 150 ' "$TMP/lg.out" || fail "the load generator: $(cat "$TMP/lg.out" "$TMP/lg.err")"
+    CORRAL_WEB_NODE_MODULES=$NM CORRAL_CHROMIUM=$CHROMIUM node "$CORRAL_SOURCE_DIR/tests/cli/lib/overview_tls.mjs" \
+        "$LOGIN" "${PIN#sha256//}" >"$TMP/b.json" 2>"$TMP/b.err" || fail "the browser run: $(tail -3 "$TMP/b.err")"
+    O=$(cat "$TMP/b.json")
+    [ "$(jq '.errors | length' <<<"$O")" = 0 ] && [[ "$(jq -r .landed <<<"$O")" == https://* ]] &&
+        ok "chromium opens the dashboard over HTTPS, trusting the pinned key, without console errors" ||
+        fail "browser: $(jq -c .errors <<<"$O")"
+    [ "$(jq -c '.cookies' <<<"$O")" = '[{"name":"corral_session","secure":true,"httpOnly":true}]' ] &&
+        ok "the browser holds the login cookie as Secure and HttpOnly" || fail "cookies: $(jq -c .cookies <<<"$O")"
+    [ "$(jq -c '.pages.first.overview | [.from, .nodes_shown, .nodes_total]' <<<"$O")" = '[0,100,151]' ] &&
+        grep -q "151 node(s) (151 ALIVE)" <<<"$(jq -r .pages.first.text <<<"$O")" &&
+        ok "the overview: the summary's 151 nodes, the first page of 100 in the table" ||
+        fail "first page: $(jq -c '.pages.first | {overview, pager}' <<<"$O")"
+    [ "$(jq -c '.pages.second.overview | [.from, .nodes_shown, .next]' <<<"$O")" = '[100,51,null]' ] &&
+        [ "$(jq -r .pages.second.hash <<<"$O")" = "#/nodes/100" ] &&
+        ok "its next link pages to nodes 101-151 (#/nodes/100)" ||
+        fail "second page: $(jq -c '.pages.second | {overview, pager, hash}' <<<"$O")"
+    kill -TERM "$LGPID" 2>/dev/null
+    wait "$LGPID" 2>/dev/null
+else
+    echo "note: no chromium, playwright-core or load generator: the browser over HTTPS is not checked"
 fi
 "$CORRAL" stop >/dev/null 2>&1 || fail "stop"
 

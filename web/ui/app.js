@@ -55,7 +55,7 @@ async function overview(cont) {
     c.holders.map(x => ({cls: x.state === 'PENDING' ? 'held' : '',
       cells: [esc(x.kind), esc(x.id), esc(x.name), esc(x.state), esc(x.held), esc(x.reason || (x.queue_position ? 'queue #' + x.queue_position : ''))]})));
   main.innerHTML = h;
-  window.corral.overview = {nodes_shown: np.nodes.length, nodes_total: np.total, next: np.continue};
+  window.corral.overview = {from, nodes_shown: np.nodes.length, nodes_total: np.total, next: np.continue};
 }
 
 const LINK_COLOR = {nvswitch: '#2a7', nvlink: '#2a7', xgmi: '#c52', 'xgmi-same-gpu': '#c52', ici: '#83c',
