@@ -360,32 +360,24 @@ static void get_cluster(void *ctx, const web_req_t *rq, web_out_t *out)
 #define SLICE_LABEL "corral.io/tpu-slice-name"
 
 typedef struct sum_row {
-    const char *name; /* borrowed from a node's labels: read before the loop turn ends */
+    int32_t sym; /* the label value's symbol in the scheduler's view; -1: none */
     int rid;
     int64_t total, free;
     size_t nodes;
 } sum_row_t;
 
-static const char *node_label(const cr_node_t *d, const char *key)
-{
-    for (size_t i = 0; i < d->labels.n; i++)
-        if (!strcmp(d->labels.v[i].key, key))
-            return d->labels.v[i].value;
-    return NULL;
-}
-
-/* The row of (name, rid) in rows, added when there is room; NULL when full
+/* The row of (sym, rid) in rows, added when there is room; NULL when full
  * (*more counts it). */
-static sum_row_t *sum_row(sum_row_t *rows, size_t *n, const char *name, int rid, size_t *more)
+static sum_row_t *sum_row(sum_row_t *rows, size_t *n, int32_t sym, int rid, size_t *more)
 {
     for (size_t i = 0; i < *n; i++)
-        if (rows[i].rid == rid && !strcmp(rows[i].name, name))
+        if (rows[i].rid == rid && rows[i].sym == sym)
             return &rows[i];
     if (*n == SUMMARY_MAX) {
         (*more)++;
         return NULL;
     }
-    rows[*n] = (sum_row_t){.name = name, .rid = rid};
+    rows[*n] = (sum_row_t){.sym = sym, .rid = rid};
     return &rows[(*n)++];
 }
 
@@ -400,6 +392,10 @@ static void get_summary(void *ctx, const web_req_t *rq, web_out_t *out)
               *sl = cr_calloc(SUMMARY_MAX, sizeof(*sl));
     size_t nacc = 0, nsl = 0, acc_more = 0, sl_more = 0;
     size_t by_state[4] = {0}; /* ALIVE, SUSPECT, DEAD, other */
+    /* labels as the scheduler's symbols: an int compare per label, not a
+     * string's (10,000 nodes of 20 labels each) */
+    int32_t ktype = sched_syms_find(&c->labels, ACCEL_TYPE_LABEL, strlen(ACCEL_TYPE_LABEL)),
+            kslice = sched_syms_find(&c->labels, SLICE_LABEL, strlen(SLICE_LABEL));
     for (size_t i = 0; i < D.nodes.n; i++) {
         const node_t *n = D.nodes.v[i];
         bool dead = n->state == CORRAL__NODE_STATE__NODE_DEAD;
@@ -407,22 +403,29 @@ static void get_summary(void *ctx, const web_req_t *rq, web_out_t *out)
                  : n->state == CORRAL__NODE_STATE__NODE_SUSPECT ? 1
                  : dead                                         ? 2
                                                                 : 3]++;
-        const char *type = node_label(n->desc, ACCEL_TYPE_LABEL);
+        const sched_node_t *sn = &c->nodes.v[n->sn];
+        int32_t type = -1, slice = -1;
+        for (uint32_t k = 0; k < sn->nlabels; k++) {
+            const sched_label_t *l = &c->lab.v[sn->label_off + k];
+            if (l->key == ktype)
+                type = l->val;
+            else if (l->key == kslice)
+                slice = l->val;
+        }
         for (int r = 0; r < c->nres; r++) {
             if (r == SCHED_R_CPU || r == SCHED_R_MEMORY)
                 continue;
             int64_t total = c->total[(size_t)r * c->nnodes + (size_t)n->sn];
             if (total <= 0)
                 continue;
-            sum_row_t *x = sum_row(acc, &nacc, type ? type : "none", r, &acc_more);
+            sum_row_t *x = sum_row(acc, &nacc, type, r, &acc_more);
             if (!x)
                 continue;
             x->total += total;
             x->free += dead ? 0 : c->avail[(size_t)r * c->nnodes + (size_t)n->sn];
             x->nodes++;
         }
-        const char *slice = node_label(n->desc, SLICE_LABEL);
-        sum_row_t *x = slice ? sum_row(sl, &nsl, slice, -1, &sl_more) : NULL;
+        sum_row_t *x = slice >= 0 ? sum_row(sl, &nsl, slice, -1, &sl_more) : NULL;
         if (x)
             x->nodes++;
     }
@@ -438,7 +441,9 @@ static void get_summary(void *ctx, const web_req_t *rq, web_out_t *out)
     json_object_set_new(o, "resources", res_json(s.total, s.n_total, s.free, s.n_free, NULL, 0));
     for (size_t i = 0; i < nacc; i++) {
         json_t *x = json_object();
-        json_object_set_new(x, "type", json_string(acc[i].name));
+        json_object_set_new(
+            x, "type",
+            json_string(acc[i].sym < 0 ? "none" : sched_syms_name(&c->labels, acc[i].sym)));
         json_object_set_new(x, "resource", json_string(c->res.str[acc[i].rid]));
         json_object_set_new(x, "total", json_real(units(acc[i].total)));
         json_object_set_new(x, "used", json_real(units(acc[i].total - acc[i].free)));
@@ -450,7 +455,7 @@ static void get_summary(void *ctx, const web_req_t *rq, web_out_t *out)
     json_object_set_new(o, "accelerators_not_listed", json_integer((json_int_t)acc_more));
     for (size_t i = 0; i < nsl; i++) {
         json_t *x = json_object();
-        json_object_set_new(x, "name", json_string(sl[i].name));
+        json_object_set_new(x, "name", json_string(sched_syms_name(&c->labels, sl[i].sym)));
         json_object_set_new(x, "hosts", json_integer((json_int_t)sl[i].nodes));
         json_array_append_new(sa, x);
     }
