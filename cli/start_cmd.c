@@ -51,8 +51,10 @@ static const char start_usage[] =
     "  --log-file PATH         corrald's log (default: logs/corrald.log in its session), a\n"
     "                          regular file of yours, never opened through a symlink\n"
     "  --dashboard-port N      the head's HTTP API, metrics and dashboard (default 8265; any:\n"
-    "                          a free port; 0: none); --dashboard-host IP (127.0.0.1; off: none)\n"
-    "  --metrics-port N        an agent's Prometheus /metrics (any: a free port; default none)\n"
+    "                          a free port; 0: none); --dashboard-host IP (127.0.0.1; off: none;\n"
+    "                          off loopback it serves HTTPS only, with the head's certificate)\n"
+    "  --metrics-port N        an agent's Prometheus /metrics on 127.0.0.1 (any: a free port;\n"
+    "                          default none)\n"
     "  --worker-log-max BYTES  what each worker output file keeps on disk: its last BYTES\n"
     "                          (default 64M, at least 1M; 0: unbounded); older output is\n"
     "                          dropped and 'corral job logs' says how much\n"
@@ -442,6 +444,19 @@ int cli_start(int argc, char **argv)
                                "the login URL)\n",
                                q ? (int)(q - url) : (int)strlen(url), url);
                         free(url);
+                        /* off loopback it is HTTPS with the head's certificate (head/web.c) */
+                        const char *dc =
+                            said.s ? strstr(said.s, "corrald: dashboard certificate ") : NULL;
+                        if (dc) {
+                            dc += 31;
+                            int fl = (int)strcspn(dc, " \n");
+                            const char *in = strstr(dc, " in ");
+                            int il = in ? (int)strcspn(in + 4, "\n") : 0;
+                            printf("corral: the dashboard is HTTPS with the certificate %.*s; "
+                                   "trust it with curl --cacert %.*s (Prometheus: ca_file), or "
+                                   "check that fingerprint in the browser\n",
+                                   fl, dc, il, in ? in + 4 : "");
+                        }
                     } else if (said.s && strstr(said.s, "corrald: no dashboard")) {
                         printf("corral: no dashboard: the port was taken (--dashboard-port)\n");
                     }

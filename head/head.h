@@ -450,13 +450,16 @@ void session_took_over(size_t njobs, int active);
 /* Writes text into the session's file name, atomically (base/trust.c). */
 int session_write(const char *name, const char *text);
 int session_token(const char *token_file, uint8_t token[CR_TOKEN_LEN]);
-/* Whether the TCP listener runs TLS (o->tls, its address) and then its
- * certificate and key, PEM, malloc'ed: the ones given, else the session's
- * tls.crt and tls.key (made with the session, kept when it is taken over:
- * agents keep their pin). Writes tls_fingerprint into the session and says
- * it on stderr (corral start puts it into the join command). 0 (*cert
- * NULL without TLS) or a negative code, said on stderr. */
-int session_tls(const head_opts_t *o, char **cert, char **key);
+/* Whether the TCP listener runs TLS (*tcp: o->tls, its address) and the
+ * head's certificate and key, PEM, malloc'ed, when it does or when the
+ * dashboard needs them (dashboard: it serves off loopback, over HTTPS):
+ * the ones given, else the session's tls.crt and tls.key (made with the
+ * session, naming this machine's addresses; kept when it is taken over:
+ * agents keep their pin). With TCP TLS, writes tls_fingerprint into the
+ * session and says it on stderr (corral start puts it into the join
+ * command). 0 (*cert NULL when neither needs one) or a negative code,
+ * said on stderr. */
+int session_tls(const head_opts_t *o, bool dashboard, char **cert, char **key, bool *tcp);
 
 /* --------------------------------------------------------------- web.c */
 /* What /metrics counts that no module keeps: each module adds to it. */
@@ -472,9 +475,12 @@ extern head_counters_t head_counters;
 void head_count_placement(int64_t ns);
 /* The HTTP server on host:port (NULL host: 127.0.0.1; port 0: any), on
  * D.loop: the API, /metrics; the login URL goes into the session's
- * "dashboard" file. 0, or an error said on stderr. */
+ * "dashboard" file. Off loopback it serves HTTPS with cert and key (PEM,
+ * the head's: session_tls), and says the certificate's fingerprint and
+ * file (cert_file) on stderr. 0, or an error said on stderr. */
 typedef struct web web_t;
-int head_web_start(const char *host, int port, const uint8_t token[CR_TOKEN_LEN]);
+int head_web_start(const char *host, int port, const uint8_t token[CR_TOKEN_LEN], const char *cert,
+                   const char *key, const char *cert_file);
 /* The head's routes on w (the fuzz target serves them without a socket). */
 void head_web_routes(web_t *w);
 void head_web_stop(void);

@@ -8,6 +8,7 @@
 #include "head/head.h"
 #include "head/follow.h"
 #include "head/waiters.h"
+#include "web/web.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -341,9 +342,9 @@ int head_main(const head_opts_t *o)
         goto out;
 
     char *tls_cert = NULL, *tls_key = NULL;
-    if (session_tls(o, &tls_cert, &tls_key) < 0)
+    bool tls, dash_tls = o->dashboard_port >= 0 && !web_is_loopback(o->dashboard_host);
+    if (session_tls(o, dash_tls, &tls_cert, &tls_key, &tls) < 0)
         goto out;
-    bool tls = tls_cert != NULL;
 
     uv_loop_init(&D.loop);
     char name[160];
@@ -351,15 +352,11 @@ int head_main(const head_opts_t *o)
     cr_net_config_t nc = {.token = token,
                           .name = name,
                           .max_frame = o->max_frame,
-                          .tls_cert_pem = tls_cert,
-                          .tls_key_pem = tls_key};
+                          .tls_cert_pem = tls ? tls_cert : NULL,
+                          .tls_key_pem = tls ? tls_key : NULL};
     cr_net_callbacks_t cb = {
         .on_ready = on_ready, .on_message = on_message, .on_close = on_close, .on_drain = on_drain};
     D.net = cr_net_new(&D.loop, &nc, &cb, NULL);
-    if (tls_key)
-        cr_wipe(tls_key, strlen(tls_key));
-    free(tls_key);
-    free(tls_cert);
     if (!D.net) {
         fprintf(stderr, "corrald: cannot set up the transport\n");
         goto loop_out;
@@ -367,7 +364,13 @@ int head_main(const head_opts_t *o)
     if (listen_all(o->port, tls) < 0)
         goto loop_out;
     head_core_start(&core);
-    if (o->dashboard_port >= 0 && head_web_start(o->dashboard_host, o->dashboard_port, token) < 0) {
+    char *cert_file = o->tls_cert ? cr_strdup(o->tls_cert) : cr_asprintf("%s/tls.crt", D.session);
+    e = o->dashboard_port < 0
+            ? 0
+            : head_web_start(o->dashboard_host, o->dashboard_port, token,
+                             dash_tls ? tls_cert : NULL, dash_tls ? tls_key : NULL, cert_file);
+    free(cert_file);
+    if (e < 0) {
         if (o->dashboard_required)
             goto loop_out;
         fprintf(stderr, "corrald: no dashboard (give --dashboard-port PORT, or any)\n");
@@ -396,6 +399,10 @@ loop_out:
 done:
     memset(token, 0, sizeof(token));
     head_web_stop();
+    if (tls_key)
+        cr_wipe(tls_key, strlen(tls_key));
+    free(tls_key);
+    free(tls_cert);
     head_core_stop();
     uv_run(&D.loop, UV_RUN_DEFAULT); /* close callbacks of released workers */
     if (uv_loop_close(&D.loop) != 0)

@@ -3,7 +3,10 @@
  * session_latest pointing at it; the files in it; the cluster token. */
 #include "head/head.h"
 #include "net/tls.h"
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -231,17 +234,61 @@ static int read_pem(const char *path, bool secret, char **out)
     return err;
 }
 
-int session_tls(const head_opts_t *o, char **cert, char **key)
+/* The names a certificate the head makes is good for (subjectAltName,
+ * OpenSSL's syntax): this machine's host name, localhost, and every
+ * address its interfaces have now (link-local ones left out), so that a
+ * client that checks names (curl --cacert, a browser, Prometheus's
+ * ca_file) accepts the dashboard at any of them. */
+static void san_names(cr_buf_t *b)
+{
+    char host[256];
+    if (gethostname(host, sizeof(host) - 1) == 0) {
+        host[sizeof(host) - 1] = '\0';
+        if (host[0] && strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                    "0123456789-.") == strlen(host))
+            cr_buf_printf(b, "DNS:%s,", host);
+    }
+    cr_buf_printf(b, "DNS:localhost,IP:127.0.0.1,IP:::1");
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) < 0)
+        return;
+    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+        char text[INET6_ADDRSTRLEN];
+        const struct sockaddr *sa = i->ifa_addr;
+        if (!sa)
+            continue;
+        if (sa->sa_family == AF_INET) {
+            const struct in_addr *a = &((const struct sockaddr_in *)sa)->sin_addr;
+            if ((ntohl(a->s_addr) >> 24) == 127 || (ntohl(a->s_addr) >> 16) == 0xa9fe ||
+                !inet_ntop(AF_INET, a, text, sizeof(text)))
+                continue;
+        } else if (sa->sa_family == AF_INET6) {
+            const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+            if (IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_LINKLOCAL(a) ||
+                !inet_ntop(AF_INET6, a, text, sizeof(text)))
+                continue;
+        } else {
+            continue;
+        }
+        if (b->len < 4000) /* a machine with hundreds of addresses: the first ones */
+            cr_buf_printf(b, ",IP:%s", text);
+    }
+    freeifaddrs(ifs);
+}
+
+int session_tls(const head_opts_t *o, bool dashboard, char **cert, char **key, bool *tcp)
 {
     *cert = *key = NULL;
     bool given = o->tls_cert || o->tls_key;
-    if (o->tls < 0 || (o->tls == 0 && !given && tls_loopback(o->listen))) {
+    *tcp = !(o->tls < 0 || (o->tls == 0 && !given && tls_loopback(o->listen)));
+    if (!*tcp) {
         if (!tls_loopback(o->listen))
             fprintf(stderr,
                     "corrald: warning: --no-tls: job commands and environments cross the "
                     "network in plain text on %s\n",
                     o->listen);
-        return 0;
+        if (!dashboard)
+            return 0;
     }
     if (given && (!o->tls_cert || !o->tls_key)) {
         fprintf(stderr, "corrald: --tls-cert and --tls-key go together\n");
@@ -266,7 +313,9 @@ int session_tls(const head_opts_t *o, char **cert, char **key)
     } else {
         char cn[200];
         snprintf(cn, sizeof(cn), "corral head %.128s", node_name());
-        if (t->selfsigned(cn, cert, key, why, sizeof(why)) < 0) {
+        cr_buf_t names = {0};
+        san_names(&names);
+        if (t->selfsigned_names(cn, names.s, cert, key, why, sizeof(why)) < 0) {
             fprintf(stderr, "corrald: TLS: cannot make a certificate: %s\n", why);
             err = CR_EIO;
         } else if (cr_write_private(kpath, *key, strlen(*key), why, sizeof(why)) < 0 ||
@@ -274,12 +323,13 @@ int session_tls(const head_opts_t *o, char **cert, char **key)
             fprintf(stderr, "corrald: TLS: %s\n", why);
             err = CR_EIO;
         }
+        cr_buf_free(&names);
     }
     if (err == 0 && t->fingerprint(*cert, strlen(*cert), fp, why, sizeof(why)) < 0) {
         fprintf(stderr, "corrald: TLS: %s: %s\n", given ? o->tls_cert : cpath, why);
         err = CR_EINVAL;
     }
-    if (err == 0) {
+    if (err == 0 && *tcp) {
         char text[96];
         cr_tls_fp_format(fp, text, sizeof(text));
         fprintf(stderr, "corrald: TLS 1.3 on TCP, certificate %s\n", text);

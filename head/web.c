@@ -13,6 +13,7 @@
 #include "head/head.h"
 #include "head/telemetry.h"
 #include "hw/topo_view.h"
+#include "net/tls.h"
 #include "web/web.h"
 #include <ctype.h>
 #include <stdio.h>
@@ -23,7 +24,7 @@ head_counters_t head_counters;
 
 static struct {
     web_t *web;
-    char url[160];
+    char url[320];
     uint8_t token[CR_TOKEN_LEN];
 } W;
 
@@ -347,6 +348,129 @@ static void get_cluster(void *ctx, const web_req_t *rq, web_out_t *out)
     web_out_json(out, 200, o);
 }
 
+/* ------------------------------------------------ the overview's summary */
+
+/* What the overview shows, in a size that does not grow with the nodes
+ * (docs/api.md "/api/v1/summary"): nodes by state, the resources, each
+ * accelerator type's devices, the TPU slices (at most SUMMARY_MAX of them
+ * and of types: more are counted, not listed) and what holds or waits.
+ * The node table is /api/v1/nodes, paged. */
+#define SUMMARY_MAX 256
+#define ACCEL_TYPE_LABEL "corral.io/accelerator-type"
+#define SLICE_LABEL "corral.io/tpu-slice-name"
+
+typedef struct sum_row {
+    int32_t sym; /* the label value's symbol in the scheduler's view; -1: none */
+    int rid;
+    int64_t total, free;
+    size_t nodes;
+} sum_row_t;
+
+/* The row of (sym, rid) in rows, added when there is room; NULL when full
+ * (*more counts it). */
+static sum_row_t *sum_row(sum_row_t *rows, size_t *n, int32_t sym, int rid, size_t *more)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (rows[i].rid == rid && rows[i].sym == sym)
+            return &rows[i];
+    if (*n == SUMMARY_MAX) {
+        (*more)++;
+        return NULL;
+    }
+    rows[*n] = (sum_row_t){.sym = sym, .rid = rid};
+    return &rows[(*n)++];
+}
+
+static void get_summary(void *ctx, const web_req_t *rq, web_out_t *out)
+{
+    Corral__ClusterStatus s = CORRAL__CLUSTER_STATUS__INIT;
+    void *mem;
+    nodes_totals(&s, &mem); /* syncs the scheduler's view read below */
+    fill_counts(&s);
+    const sched_cluster_t *c = D.cluster;
+    sum_row_t *acc = cr_calloc(SUMMARY_MAX, sizeof(*acc)),
+              *sl = cr_calloc(SUMMARY_MAX, sizeof(*sl));
+    size_t nacc = 0, nsl = 0, acc_more = 0, sl_more = 0;
+    size_t by_state[4] = {0}; /* ALIVE, SUSPECT, DEAD, other */
+    /* labels as the scheduler's symbols: an int compare per label, not a
+     * string's (10,000 nodes of 20 labels each) */
+    int32_t ktype = sched_syms_find(&c->labels, ACCEL_TYPE_LABEL, strlen(ACCEL_TYPE_LABEL)),
+            kslice = sched_syms_find(&c->labels, SLICE_LABEL, strlen(SLICE_LABEL));
+    for (size_t i = 0; i < D.nodes.n; i++) {
+        const node_t *n = D.nodes.v[i];
+        bool dead = n->state == CORRAL__NODE_STATE__NODE_DEAD;
+        by_state[n->state == CORRAL__NODE_STATE__NODE_ALIVE     ? 0
+                 : n->state == CORRAL__NODE_STATE__NODE_SUSPECT ? 1
+                 : dead                                         ? 2
+                                                                : 3]++;
+        const sched_node_t *sn = &c->nodes.v[n->sn];
+        int32_t type = -1, slice = -1;
+        for (uint32_t k = 0; k < sn->nlabels; k++) {
+            const sched_label_t *l = &c->lab.v[sn->label_off + k];
+            if (l->key == ktype)
+                type = l->val;
+            else if (l->key == kslice)
+                slice = l->val;
+        }
+        for (int r = 0; r < c->nres; r++) {
+            if (r == SCHED_R_CPU || r == SCHED_R_MEMORY)
+                continue;
+            int64_t total = c->total[(size_t)r * c->nnodes + (size_t)n->sn];
+            if (total <= 0)
+                continue;
+            sum_row_t *x = sum_row(acc, &nacc, type, r, &acc_more);
+            if (!x)
+                continue;
+            x->total += total;
+            x->free += dead ? 0 : c->avail[(size_t)r * c->nnodes + (size_t)n->sn];
+            x->nodes++;
+        }
+        sum_row_t *x = slice >= 0 ? sum_row(sl, &nsl, slice, -1, &sl_more) : NULL;
+        if (x)
+            x->nodes++;
+    }
+    json_t *o = json_object(), *st = json_object(), *a = json_array(), *sa = json_array();
+    json_object_set_new(o, "head_address", json_string(s.head_address ? s.head_address : ""));
+    json_object_set_new(o, "nodes_total", json_integer((json_int_t)D.nodes.n));
+    json_object_set_new(st, "ALIVE", json_integer((json_int_t)by_state[0]));
+    json_object_set_new(st, "SUSPECT", json_integer((json_int_t)by_state[1]));
+    json_object_set_new(st, "DEAD", json_integer((json_int_t)by_state[2]));
+    if (by_state[3])
+        json_object_set_new(st, "UNKNOWN", json_integer((json_int_t)by_state[3]));
+    json_object_set_new(o, "nodes_by_state", st);
+    json_object_set_new(o, "resources", res_json(s.total, s.n_total, s.free, s.n_free, NULL, 0));
+    for (size_t i = 0; i < nacc; i++) {
+        json_t *x = json_object();
+        json_object_set_new(
+            x, "type",
+            json_string(acc[i].sym < 0 ? "none" : sched_syms_name(&c->labels, acc[i].sym)));
+        json_object_set_new(x, "resource", json_string(c->res.str[acc[i].rid]));
+        json_object_set_new(x, "total", json_real(units(acc[i].total)));
+        json_object_set_new(x, "used", json_real(units(acc[i].total - acc[i].free)));
+        json_object_set_new(x, "free", json_real(units(acc[i].free)));
+        json_object_set_new(x, "nodes", json_integer((json_int_t)acc[i].nodes));
+        json_array_append_new(a, x);
+    }
+    json_object_set_new(o, "accelerators", a);
+    json_object_set_new(o, "accelerators_not_listed", json_integer((json_int_t)acc_more));
+    for (size_t i = 0; i < nsl; i++) {
+        json_t *x = json_object();
+        json_object_set_new(x, "name", json_string(sched_syms_name(&c->labels, sl[i].sym)));
+        json_object_set_new(x, "hosts", json_integer((json_int_t)sl[i].nodes));
+        json_array_append_new(sa, x);
+    }
+    json_object_set_new(o, "slices", sa);
+    json_object_set_new(o, "slices_not_listed", json_integer((json_int_t)sl_more));
+    json_object_set_new(o, "pending_jobs", json_integer(s.pending_jobs));
+    json_object_set_new(o, "running_jobs", json_integer(s.running_jobs));
+    json_object_set_new(o, "pending_groups", json_integer(s.pending_groups));
+    json_object_set_new(o, "holders", holders_json());
+    free(acc);
+    free(sl);
+    nodes_status_free(&s, mem);
+    web_out_json(out, 200, o);
+}
+
 #define PAGE_DEFAULT 100
 #define PAGE_MAX 1000
 
@@ -370,9 +494,26 @@ static void get_nodes(void *ctx, const web_req_t *rq, web_out_t *out)
         }
         from = (uint32_t)v;
     }
+    /* ?label=k=v: only the nodes with that label (the slice page's hosts) */
+    const char *label = web_query(rq->in, "label");
+    const char *eq = label ? strchr(label, '=') : NULL;
+    if (label && (!eq || eq == label)) {
+        web_out_error(out, 400, "label: expected key=value, got '%.64s'", label);
+        return;
+    }
     json_t *o = json_object(), *a = json_array();
     size_t i = from;
     for (; i < D.nodes.n && json_array_size(a) < limit; i++) {
+        if (label) {
+            const cr_node_t *d = D.nodes.v[i]->desc;
+            bool has = false;
+            for (size_t k = 0; k < d->labels.n && !has; k++)
+                has = strlen(d->labels.v[k].key) == (size_t)(eq - label) &&
+                      !strncmp(d->labels.v[k].key, label, (size_t)(eq - label)) &&
+                      !strcmp(d->labels.v[k].value, eq + 1);
+            if (!has)
+                continue;
+        }
         Corral__NodeInfo ni;
         void *mem;
         node_fill(D.nodes.v[i], &ni, &mem, false);
@@ -851,6 +992,7 @@ static const web_route_t routes[] = {
     {"GET", "/", 0, get_index, NULL},
     {"GET", "/static/*", 0, get_static, NULL},
     {"GET", "/api/v1/cluster", 0, get_cluster, NULL},
+    {"GET", "/api/v1/summary", 0, get_summary, NULL},
     {"GET", "/api/v1/nodes", 0, get_nodes, NULL},
     {"GET", "/api/v1/nodes/{}", 0, get_node, NULL},
     {"GET", "/api/v1/nodes/{}/topology", 0, get_topology, NULL},
@@ -866,7 +1008,8 @@ static const web_route_t routes[] = {
     {"GET", "/api/v1/events/stream", WEB_JOB, get_stream, NULL},
 };
 
-int head_web_start(const char *host, int port, const uint8_t token[CR_TOKEN_LEN])
+int head_web_start(const char *host, int port, const uint8_t token[CR_TOKEN_LEN], const char *cert,
+                   const char *key, const char *cert_file)
 {
     char why[512];
     char *stale = cr_asprintf("%s/dashboard", D.session); /* a dead head's, taken over */
@@ -879,7 +1022,9 @@ int head_web_start(const char *host, int port, const uint8_t token[CR_TOKEN_LEN]
                        .port = (uint16_t)port,
                        .token = token,
                        .login = true,
-                       .job_bearer = job_bearer};
+                       .job_bearer = job_bearer,
+                       .tls_cert_pem = cert,
+                       .tls_key_pem = key};
     W.web = web_new(&wc, why, sizeof(why));
     if (!W.web) {
         fprintf(stderr, "corrald: %s\n", why);
@@ -894,13 +1039,30 @@ int head_web_start(const char *host, int port, const uint8_t token[CR_TOKEN_LEN]
         return CR_EIO;
     }
     const char *h = host && host[0] ? host : "127.0.0.1";
-    snprintf(W.url, sizeof(W.url), "http://%s%s%s:%d/", strchr(h, ':') ? "[" : "", h,
-             strchr(h, ':') ? "]" : "", web_port(W.web));
+    char name[256] = "";
+    if (!strcmp(h, "0.0.0.0") || !strcmp(h, "::")) { /* every address: a name to reach it by */
+        if (D.node_ip && D.node_ip[0])
+            h = D.node_ip;
+        else if (gethostname(name, sizeof(name) - 1) == 0 && name[0] &&
+                 strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") ==
+                     strlen(name))
+            h = name; /* the certificate the head makes names it (head/session.c) */
+    }
+    snprintf(W.url, sizeof(W.url), "%s://%s%s%s:%d/", cert ? "https" : "http",
+             strchr(h, ':') ? "[" : "", h, strchr(h, ':') ? "]" : "", web_port(W.web));
     /* the URL with the login token: the session's, for 'corral dashboard' */
     char *text = cr_asprintf("%s?token=%s\n", W.url, web_login_token(W.web));
     int e = session_write("dashboard", text);
     free(text);
     fprintf(stderr, "corrald: dashboard on %s\n", W.url);
+    if (cert) { /* how a browser, curl or Prometheus trusts it (corral start says it) */
+        const cr_tls_ops_t *t = cr_tls_load(why, sizeof(why));
+        uint8_t fp[CR_TLS_FP_LEN];
+        char text2[96] = "?";
+        if (t && t->fingerprint(cert, strlen(cert), fp, why, sizeof(why)) == 0)
+            cr_tls_fp_format(fp, text2, sizeof(text2));
+        fprintf(stderr, "corrald: dashboard certificate %s in %s\n", text2, cert_file);
+    }
     return e;
 }
 

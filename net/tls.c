@@ -62,7 +62,8 @@ static char *bio_text(BIO *b)
     return s;
 }
 
-static int tls_selfsigned(const char *cn, char **cert_pem, char **key_pem, char *why, size_t size)
+static int tls_selfsigned_names(const char *cn, const char *names, char **cert_pem, char **key_pem,
+                                char *why, size_t size)
 {
     *cert_pem = *key_pem = NULL;
     int rc = CR_TLS_ERR;
@@ -87,8 +88,23 @@ static int tls_selfsigned(const char *cn, char **cert_pem, char **key_pem, char 
         !X509_gmtime_adj(X509_getm_notAfter(x), 10L * 365 * 24 * 3600) ||
         !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1,
                                     0) ||
-        !X509_set_issuer_name(x, name) || !X509_set_pubkey(x, key) ||
-        !X509_sign(x, key, EVP_sha256())) {
+        !X509_set_issuer_name(x, name) || !X509_set_pubkey(x, key)) {
+        say(why, size, "cannot make the certificate");
+        goto out;
+    }
+    if (names && names[0]) { /* the subjectAltName clients check the address against */
+        X509V3_CTX v3;
+        X509V3_set_ctx_nodb(&v3);
+        X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
+        X509_EXTENSION *san = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, names);
+        int added = san && X509_add_ext(x, san, -1);
+        X509_EXTENSION_free(san);
+        if (!added) {
+            say(why, size, "cannot name the certificate's addresses");
+            goto out;
+        }
+    }
+    if (!X509_sign(x, key, EVP_sha256())) {
         say(why, size, "cannot make the certificate");
         goto out;
     }
@@ -114,6 +130,11 @@ out:
     X509_free(x);
     EVP_PKEY_free(key);
     return rc;
+}
+
+static int tls_selfsigned(const char *cn, char **cert_pem, char **key_pem, char *why, size_t size)
+{
+    return tls_selfsigned_names(cn, NULL, cert_pem, key_pem, why, size);
 }
 
 static X509 *read_cert(BIO *b)
@@ -432,4 +453,5 @@ __attribute__((visibility("default"))) const cr_tls_ops_t cr_tls_ops_v1 = {
     .pending = tls_pending,
     .take = tls_take,
     .version = tls_version,
+    .selfsigned_names = tls_selfsigned_names,
 };

@@ -69,14 +69,20 @@ typedef struct cr_tls_ops {
     size_t (*take)(cr_tls_t *t, void *buf, size_t cap);
     /* "TLSv1.3" once the handshake is done. */
     const char *(*version)(const cr_tls_t *t);
+    /* selfsigned, the certificate also naming names in its
+     * subjectAltName, OpenSSL's syntax ("DNS:head1,IP:10.0.0.5"; NULL or
+     * "": none), so that a client that verifies names (curl --cacert, a
+     * browser, Prometheus's ca_file) accepts it at those addresses. */
+    int (*selfsigned_names)(const char *cn, const char *names, char **cert_pem, char **key_pem,
+                            char *why, size_t size);
 } cr_tls_ops_t;
 
 /* The shim's table, loaded once per process: from beside the executable
  * or library that holds corral's net code (the build tree, where corral,
  * corrald and the shim lie together), else from LIBDIR/corral/ of the
  * tree it is installed in (beside libcorral.so, or ../LIBDIR/corral/ from
- * bin/), else from the configured install LIBDIR/corral/, else, for code that runs from inside the build tree
- * (tests), from the build folder; NULL and why when it cannot be. */
+ * bin/), else from the configured install LIBDIR/corral/, else, for code that runs from inside the
+ * build tree (tests), from the build folder; NULL and why when it cannot be. */
 const cr_tls_ops_t *cr_tls_load(char *why, size_t size);
 
 /* "sha256:" and 64 lowercase hex digits, into buf (at least 72 bytes). */

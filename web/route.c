@@ -155,6 +155,11 @@ web_t *web_new(const web_config_t *cfg, char *why, size_t size)
         w->has_token = true;
     }
     w->cfg.token = NULL;
+    if (cfg->tls_cert_pem && cfg->tls_key_pem) {
+        w->tls_cert = cr_strdup(cfg->tls_cert_pem);
+        w->tls_key = cr_strdup(cfg->tls_key_pem);
+    }
+    w->cfg.tls_cert_pem = w->cfg.tls_key_pem = NULL;
     if (cfg->login) {
         uint8_t raw[WEB_KEY_LEN];
         int err = cr_random_bytes(raw, sizeof(raw));
@@ -282,8 +287,9 @@ static bool login(web_t *w, const web_in_t *in, web_out_t *out)
                       "'corral dashboard' prints the URL)");
         return true;
     }
-    snprintf(out->cookie, sizeof(out->cookie), "%s=%s; Path=/; HttpOnly; SameSite=Strict",
-             WEB_COOKIE, w->login_hex);
+    /* over HTTPS it is Secure: a browser never sends it in plain text */
+    snprintf(out->cookie, sizeof(out->cookie), "%s=%s; Path=/; HttpOnly; SameSite=Strict%s",
+             WEB_COOKIE, w->login_hex, w->tls_cert ? "; Secure" : "");
     cr_buf_t loc = {0};
     cr_buf_append(&loc, in->path, strlen(in->path));
     char sep = '?';

@@ -197,20 +197,33 @@ static void on_log(void *cls, const char *fmt, va_list ap)
     cr_debug("%s: libmicrohttpd: %s", ((web_t *)cls)->who, line);
 }
 
+/* TLS 1.3 only, as the cluster's TCP connections (docs/protocol.md "TLS") */
+#define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3"
+
 int web_listen(web_t *w, char *why, size_t size)
 {
-    if (!web_is_loopback(w->host)) {
+    bool tls = w->tls_cert != NULL;
+    if (!tls && !web_is_loopback(w->host)) {
         snprintf(why, size,
-                 "%s: refusing to serve on %s: off loopback the %s needs TLS, and "
-                 "libmicrohttpd's TLS is GnuTLS, which corral does not configure yet; serve on "
-                 "127.0.0.1 and reach it through an SSH tunnel (ssh -L %d:127.0.0.1:%d)",
+                 "%s: refusing to serve on %s: off loopback the %s serves only HTTPS, and "
+                 "it has no certificate; serve on 127.0.0.1 and reach it through an SSH "
+                 "tunnel (ssh -L %d:127.0.0.1:%d)",
                  w->who, w->host, w->who, w->cfg.port ? w->cfg.port : WEB_DEFAULT_PORT,
                  w->cfg.port ? w->cfg.port : WEB_DEFAULT_PORT);
         return CR_EACCES;
     }
+    if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        snprintf(why, size,
+                 "%s: this libmicrohttpd has no TLS (HTTPS) support; install Debian's "
+                 "libmicrohttpd12 (built with GnuTLS) or serve on 127.0.0.1",
+                 w->who);
+        return CR_EINVAL;
+    }
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (tls)
+        flags |= MHD_USE_TLS;
     const char *host = strcmp(w->host, "localhost") ? w->host : "127.0.0.1";
     struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
@@ -225,12 +238,27 @@ int web_listen(web_t *w, char *why, size_t size)
         snprintf(why, size, "%s: '%s' is not an IP address", w->who, w->host);
         return CR_EINVAL;
     }
-    w->mhd = MHD_start_daemon(flags, (uint16_t)w->cfg.port, NULL, NULL, on_request, w,
-                              MHD_OPTION_SOCK_ADDR, &ss, MHD_OPTION_CONNECTION_LIMIT,
-                              (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-                              (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                              (size_t)65536, MHD_OPTION_EXTERNAL_LOGGER, on_log, w,
-                              MHD_OPTION_UNESCAPE_CALLBACK, unescape, w, MHD_OPTION_END);
+    /* TLS adds its key, certificate and versions to the same options */
+    struct MHD_OptionItem tlsopt[] = {
+        {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, w->tls_key},
+        {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, w->tls_cert},
+        {tls ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END, 0, (void *)TLS_PRIORITIES},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    errno = 0;
+    w->mhd = MHD_start_daemon(
+        flags, (uint16_t)w->cfg.port, NULL, NULL, on_request, w, MHD_OPTION_SOCK_ADDR, &ss,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
+        MHD_OPTION_EXTERNAL_LOGGER, on_log, w, MHD_OPTION_UNESCAPE_CALLBACK, unescape, w,
+        MHD_OPTION_ARRAY, tlsopt, MHD_OPTION_END);
+    if (!w->mhd && tls && errno != EADDRINUSE) {
+        snprintf(why, size,
+                 "%s: cannot serve HTTPS on %s:%d: the certificate or key was refused (PEM, the "
+                 "key matching the certificate?) or the address cannot be bound (%s)",
+                 w->who, w->host, w->cfg.port, strerror(errno ? errno : EINVAL));
+        return CR_EINVAL;
+    }
     if (!w->mhd) {
         snprintf(why, size,
                  "%s: cannot listen on %s:%d (in use? --dashboard-port, or 0 for "
@@ -289,6 +317,10 @@ void web_free(web_t *w)
     }
     memset(w->token, 0, sizeof(w->token));
     memset(w->login, 0, sizeof(w->login));
+    if (w->tls_key)
+        cr_wipe(w->tls_key, strlen(w->tls_key));
+    free(w->tls_key);
+    free(w->tls_cert);
     CR_VEC_FREE(&w->routes);
     free(w->who);
     free(w->host);

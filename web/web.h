@@ -111,6 +111,10 @@ typedef struct web_config {
      * credential, with the job it may read in job_id. NULL: none is. */
     bool (*job_bearer)(void *ctx, const char *text, char *job_id, size_t size);
     void *job_ctx;
+    /* HTTPS (docs/api.md "TLS"): the certificate (then its chain) and key,
+     * PEM, copied; NULL: plain HTTP, which only a loopback host may serve.
+     * With them the login cookie is Secure. */
+    const char *tls_cert_pem, *tls_key_pem;
 } web_config_t;
 
 /* A server with no routes and no socket yet (the fuzz target stops
@@ -118,8 +122,9 @@ typedef struct web_config {
 web_t *web_new(const web_config_t *cfg, char *why, size_t size);
 /* Routes are matched in the order added; r is copied. */
 void web_route_add(web_t *w, const web_route_t *r);
-/* Listens on the configured host and port, on the loop: 0, or a negative
- * error with why (a host off loopback is refused: no TLS, see
+/* Listens on the configured host and port, on the loop, over TLS when the
+ * config has a certificate: 0, or a negative error with why (a host off
+ * loopback without a certificate is refused: it serves only HTTPS there,
  * web/README.md). */
 int web_listen(web_t *w, char *why, size_t size);
 int web_port(const web_t *w);

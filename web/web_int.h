@@ -18,6 +18,7 @@ struct web {
     uint8_t login[WEB_KEY_LEN];
     char login_hex[2 * WEB_KEY_LEN + 1];
     CR_VEC(web_route_t) routes;
+    char *tls_cert, *tls_key; /* PEM copies (HTTPS); the key wiped at web_free */
     /* server.c */
     struct MHD_Daemon *mhd;
     int port;

@@ -14,6 +14,12 @@
 #                  description read back from state.db)
 #   telemetry      GET /api/v1/nodes/HEAD/telemetry (the head's ring buffer)
 #   cluster        GET /api/v1/cluster (all NODES nodes in one answer)
+#   summary        GET /api/v1/summary (the overview's figures: its size
+#                  does not grow with the nodes)
+#   nodes_first    GET /api/v1/nodes?limit=100 (the overview's node table)
+# The overview page reads summary and nodes_first (in parallel): their
+# bytes and their p50s, summed, are web_overview_bytes and
+# web_overview_ms, against cluster's (what it read before).
 # The peer, measured in the same run with the same wrk: Debian's nginx
 # serving the very bytes corral answered (each saved to a file first), so
 # the ratio is corral's time to build an answer over the floor of sending
@@ -134,7 +140,7 @@ echo "figure web_head_cpu_idle $(awk -v d=$((i1 - i0)) -v tck="$(getconf CLK_TCK
 mid=$((NODES / 2))
 for ep in "metrics /metrics" "nodes_page /api/v1/nodes?limit=100&continue=$mid" \
     "node_devices /api/v1/nodes/$(printf 'sim-%05d' "$mid")/devices" "telemetry /api/v1/nodes/$HEADNODE/telemetry" \
-    "cluster /api/v1/cluster"; do
+    "cluster /api/v1/cluster" "summary /api/v1/summary" "nodes_first /api/v1/nodes?limit=100"; do
     set -- $ep
     name=$1 path=$2
     curl -sf -H "$AUTH" "$URL$path" -o "$WWW/$name" || { echo "bench/web: $path failed" >&2; exit 1; }
@@ -149,12 +155,18 @@ for ep in "metrics /metrics" "nodes_page /api/v1/nodes?limit=100&continue=$mid" 
     run_wrk "$name-nginx" "http://127.0.0.1:$NPORT/$name"
     echo "# $name: $path, $bytes bytes; corral $crps req/s, nginx $RPS req/s"
     echo "figure web_${name}_p50 $cp50 ms"
+    echo "figure web_${name}_bytes $bytes B"
+    eval "BYTES_$name=$bytes P50_$name=$cp50"
     echo "figure web_${name}_p99 $cp99 ms"
     echo "figure web_${name}_head_cpu_per_request $cpu_ms ms"
     echo "figure web_${name}_nginx_p50 $P50 ms"
     echo "figure web_${name}_nginx_p99 $P99 ms"
     echo "ratio web_${name}_p50_over_nginx $(awk -v a="$cp50" -v b="$P50" 'BEGIN {printf "%.1f", a / b}')"
 done
+echo "figure web_overview_bytes $((BYTES_summary + BYTES_nodes_first)) B"
+echo "figure web_overview_ms $(awk -v a="$P50_summary" -v b="$P50_nodes_first" 'BEGIN {printf "%.3f", a + b}') ms"
+echo "ratio web_overview_bytes_over_cluster $(awk -v a=$((BYTES_summary + BYTES_nodes_first)) -v b="$BYTES_cluster" 'BEGIN {printf "%.4f", a / b}')"
+echo "ratio web_overview_ms_over_cluster $(awk -v a="$P50_summary" -v b="$P50_nodes_first" -v c="$P50_cluster" 'BEGIN {printf "%.4f", (a + b) / c}')"
 echo "figure web_head_rss $(awk '/^VmRSS/ {printf "%.0f", $2 / 1024}' /proc/$HPID/status) MiB"
 
 # --- an open dashboard's share of the head's CPU (the issue's goal: under

@@ -23,12 +23,13 @@
 #error "CORRAL_SOURCE_DIR must be defined"
 #endif
 
-static web_t *web;
+static web_t *web, *web_tls; /* web_tls: as the head serves off loopback (HTTPS) */
 static char dir[64];
 
 static void teardown(void)
 {
     web_free(web);
+    web_free(web_tls);
     head_harness_fini();
     char *db = cr_asprintf("%s/state.db", dir), *logs = cr_asprintf("%s/logs", dir);
     unlink(db);
@@ -57,6 +58,12 @@ static void setup(void)
     web = web_new(&wc, why, sizeof(why));
     assert(web);
     head_web_routes(web);
+    /* never listens: the PEM only has to be there (a Secure cookie) */
+    wc.tls_cert_pem = "-----BEGIN CERTIFICATE-----\n";
+    wc.tls_key_pem = "-----BEGIN PRIVATE KEY-----\n";
+    web_tls = web_new(&wc, why, sizeof(why));
+    assert(web_tls);
+    head_web_routes(web_tls);
     atexit(teardown);
 }
 
@@ -105,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         in.query[in.nquery++] = (web_kv_t){k, dv};
     }
     web_out_t out = {0};
-    web_dispatch(web, &in, &out);
+    web_dispatch(in.nquery & 1 ? web_tls : web, &in, &out);
     assert(out.status >= 200 && out.status < 600);
     assert(out.type);
     if (out.stream) {

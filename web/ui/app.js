@@ -24,36 +24,38 @@ function qty(name, v) {
   return name === 'memory' ? (v / 2 ** 30).toFixed(0) + ' GiB' : String(v);
 }
 
-async function overview() {
-  const c = await api('cluster');
-  let h = '<h2>Cluster</h2><p>' + c.nodes.length + ' node(s), ' + c.running_jobs + ' running job(s), ' +
-    c.pending_jobs + ' pending job(s), ' + c.pending_groups + ' pending group(s)</p>';
+// The overview reads /api/v1/summary (counts and sums, the same size at
+// 10 nodes or 10,000) and one page of /api/v1/nodes; #/nodes/TOKEN is the
+// page that starts at TOKEN (the "continue" of the page before).
+const NODE_PAGE = 100;
+async function overview(cont) {
+  const [c, np] = await Promise.all([api('summary'),
+    api('nodes?limit=' + NODE_PAGE + (cont ? '&continue=' + encodeURIComponent(cont) : ''))]);
+  const st = Object.entries(c.nodes_by_state).filter(([, v]) => v).map(([k, v]) => v + ' ' + k).join(', ');
+  let h = '<h2>Cluster</h2><p>' + c.nodes_total + ' node(s)' + (st ? ' (' + esc(st) + ')' : '') + ', ' +
+    c.running_jobs + ' running job(s), ' + c.pending_jobs + ' pending job(s), ' + c.pending_groups + ' pending group(s)</p>';
   h += '<h3>Resources</h3>' + table(['resource', 'total', 'used', 'free'],
     Object.entries(c.resources).map(([k, r]) => ({cells: [esc(k), qty(k, r.total), qty(k, r.used), qty(k, r.free)]})));
-  const types = {};
-  for (const n of c.nodes) {
-    const t = (n.labels.find(l => l.startsWith('corral.io/accelerator-type=')) || '=none').split('=')[1];
-    for (const [k, r] of Object.entries(n.resources)) {
-      if (k === 'CPU' || k === 'memory') continue;
-      const e = types[t + '/' + k] || (types[t + '/' + k] = {t, k, total: 0, used: 0, free: 0});
-      e.total += r.total; e.used += r.used; e.free += r.free;
-    }
-  }
-  h += '<h3>Accelerators by type</h3>' + table(['type', 'resource', 'total', 'used', 'free'],
-    Object.values(types).map(e => ({cells: [esc(e.t), esc(e.k), e.total, e.used, e.free]})));
-  h += '<h3>Nodes</h3>' + table(['node', 'state', 'address', 'resources (used/total)'],
-    c.nodes.map(n => ({cells: ['<a href="#/node/' + encodeURIComponent(n.node_id) + '">' + esc(n.node_id) + '</a>',
+  h += '<h3>Accelerators by type</h3>' + table(['type', 'resource', 'nodes', 'total', 'used', 'free'],
+    c.accelerators.map(e => ({cells: [esc(e.type), esc(e.resource), e.nodes, e.total, e.used, e.free]})));
+  if (c.accelerators_not_listed) h += '<p>' + c.accelerators_not_listed + ' more type(s) not listed</p>';
+  const from = cont ? +cont : 0, last = from + np.nodes.length;
+  const nav = '<p class="pager">nodes ' + (np.nodes.length ? from + 1 : 0) + '–' + last + ' of ' + np.total +
+    (from > 0 ? ' <a href="#/nodes/' + Math.max(0, from - NODE_PAGE) + '">previous</a>' : '') +
+    (np.continue ? ' <a href="#/nodes/' + encodeURIComponent(np.continue) + '">next</a>' : '') + '</p>';
+  h += '<h3>Nodes</h3>' + nav + table(['node', 'state', 'address', 'resources (used/total)'],
+    np.nodes.map(n => ({cells: ['<a href="#/node/' + encodeURIComponent(n.node_id) + '">' + esc(n.node_id) + '</a>',
       esc(n.state), esc(n.address),
       Object.entries(n.resources).map(([k, r]) => esc(k) + ' ' + qty(k, r.used) + '/' + qty(k, r.total)).join(', ')]})));
-  const slices = {};
-  for (const n of c.nodes) { const x = sliceOf(n); if (x) slices[x] = (slices[x] || 0) + 1; }
-  if (Object.keys(slices).length)
-    h += '<h3>TPU slices</h3>' + table(['slice', 'hosts'], Object.entries(slices).map(([k, v]) => ({cells: [
-      '<a href="#/slice/' + encodeURIComponent(k) + '">' + esc(k) + '</a>', v]})));
+  if (c.slices.length)
+    h += '<h3>TPU slices</h3>' + table(['slice', 'hosts'], c.slices.map(x => ({cells: [
+      '<a href="#/slice/' + encodeURIComponent(x.name) + '">' + esc(x.name) + '</a>', x.hosts]}))) +
+      (c.slices_not_listed ? '<p>' + c.slices_not_listed + ' more slice(s) not listed</p>' : '');
   h += '<h3>Holders and pending demand</h3>' + table(['kind', 'id', 'name', 'state', 'holds', 'reason'],
     c.holders.map(x => ({cls: x.state === 'PENDING' ? 'held' : '',
       cells: [esc(x.kind), esc(x.id), esc(x.name), esc(x.state), esc(x.held), esc(x.reason || (x.queue_position ? 'queue #' + x.queue_position : ''))]})));
   main.innerHTML = h;
+  window.corral.overview = {from, nodes_shown: np.nodes.length, nodes_total: np.total, next: np.continue};
 }
 
 const LINK_COLOR = {nvswitch: '#2a7', nvlink: '#2a7', xgmi: '#c52', 'xgmi-same-gpu': '#c52', ici: '#83c',
@@ -215,9 +217,15 @@ const SLICE = 'corral.io/tpu-slice-name=';
 function sliceOf(n) { return (n.labels.find(l => l.startsWith(SLICE)) || '').slice(SLICE.length); }
 
 async function slicePage(name) {
-  const [c, pg] = await Promise.all([api('cluster'), api('pgs')]);
+  const pg = await api('pgs'), hosts = [];
+  for (let cont = null; ;) { // the slice's hosts, page by page: not the whole cluster
+    const np = await api('nodes?limit=1000&label=' + encodeURIComponent(SLICE + name) +
+      (cont ? '&continue=' + encodeURIComponent(cont) : ''));
+    hosts.push(...np.nodes.filter(n => sliceOf(n) === name));
+    if (!(cont = np.continue)) break;
+  }
   const wid = n => +((n.labels.find(l => l.startsWith('corral.io/tpu-slice-worker-id=')) || '=0').split('=')[1]);
-  const hosts = c.nodes.filter(n => sliceOf(n) === name).sort((a, b) => wid(a) - wid(b));
+  hosts.sort((a, b) => wid(a) - wid(b));
   if (!hosts.length) throw new Error('no node carries ' + SLICE + name);
   const devs = await Promise.all(hosts.map(n => api('nodes/' + encodeURIComponent(n.node_id) + '/devices')));
   const label = (n, k) => (n.labels.find(l => l.startsWith(k + '=')) || '=').split('=')[1];
@@ -330,6 +338,7 @@ async function route() {
     if (p[0] === 'node' && p[1]) await nodePage(p[1], p[2] === 'job' ? p[3] : null);
     else if (p[0] === 'slice' && p[1]) await slicePage(p[1]);
     else if (p[0] === 'jobs') await jobsPage();
+    else if (p[0] === 'nodes' && p[1]) await overview(p[1]);
     else if (p[0] === 'events') { eventsPage().catch(e => { if (e.name !== 'AbortError') console.error('corral dashboard: ' + e.message); }); }
     else await overview();
     window.corral.ready = true;
