@@ -268,6 +268,35 @@ class _Actor:
         self.lease_job = None
 
 
+class _Poller:
+    """The I/O thread's epoll, without selectors' Python layer: a caller
+    that waits for a reply takes its connection out and puts it back
+    (read_direct) on every call, so each costs one system call."""
+
+    def __init__(self):
+        self.ep = select.epoll()
+        self.map = {}  # fd -> (file object, data)
+
+    def register(self, fobj, events, data):
+        fd = fobj if isinstance(fobj, int) else fobj.fileno()
+        if fd < 0 or fd in self.map:
+            raise KeyError(fd)
+        self.ep.register(fd, select.EPOLLIN)
+        self.map[fd] = (fobj, data)
+
+    def unregister(self, fobj):
+        fd = fobj if isinstance(fobj, int) else fobj.fileno()
+        del self.map[fd]  # KeyError when it was not registered
+        try:
+            self.ep.unregister(fd)
+        except OSError:
+            pass
+
+    def select(self, timeout):
+        m = self.map
+        return [m[fd] for fd, _ in self.ep.poll(timeout) if fd in m]
+
+
 class Core:
     def __init__(self, head_address=None, namespace=None):
         self.closed = False
@@ -319,7 +348,7 @@ class Core:
         self.shm_pool = W.ShmPool(min(STORE_BYTES // 4, 1 << 30))
         self.head = None
         self.head_lock = threading.Lock()
-        self.sel = selectors.DefaultSelector()
+        self.sel = _Poller()
         self.wr, self.ww = os.pipe()
         os.set_blocking(self.wr, False)
         self.sel.register(self.usock, selectors.EVENT_READ, ("listen", True))
@@ -477,8 +506,7 @@ class Core:
                 if self.closed:
                     return
                 raise
-            for key, _ in events:
-                what, arg = key.data
+            for fobj, (what, arg) in events:
                 if what == "wake":
                     try:
                         os.read(self.wr, 4096)
@@ -492,7 +520,7 @@ class Core:
                         if not c.closed:
                             self.sel.register(c.sock, selectors.EVENT_READ, ("conn", c))
                 elif what == "listen":
-                    self._accept(key.fileobj, arg)
+                    self._accept(fobj, arg)
                 else:
                     self._readable(arg)
             now = time.monotonic()
@@ -575,17 +603,19 @@ class Core:
         once c is this thread's (a runner sends its replies then, so that
         the next call finds it reading)."""
         if c.closed or not c.rlock.acquire(blocking=False):
-            return False
+            return 0
+        woken = False
         try:
+            fd = c.sock.fileno()
             try:
-                self.sel.unregister(c.sock)
+                self.sel.unregister(fd)
             except (KeyError, ValueError):
-                return False
+                return 0
             try:
                 if taken is not None:
                     taken()
                 p = select.poll()
-                p.register(c.sock, select.POLLIN)
+                p.register(fd, select.POLLIN)
                 if wake_fd is not None:
                     p.register(wake_fd, select.POLLIN)
                 while not c.closed and not until():
@@ -598,18 +628,19 @@ class Core:
                     ev = p.poll(ms)
                     if not ev:
                         continue  # until() again: another thread may have made it true
-                    if any(fd == wake_fd for fd, _ in ev):
+                    if len(ev) > 1 or ev[0][0] != fd:
+                        woken = True
                         break
                     self._read_some(c)
             finally:
                 if not c.closed:
                     try:
-                        self.sel.register(c.sock, selectors.EVENT_READ, ("conn", c))
+                        self.sel.register(fd, None, ("conn", c))
                     except (KeyError, ValueError, OSError):
                         pass
         finally:
             c.rlock.release()
-        return True
+        return 2 if woken else 1
 
     def _log(self, msg):
         sys.stderr.write("corral[%d]: %s\n" % (self.pid, msg))
@@ -1169,7 +1200,8 @@ class Core:
                     self._enqueue(t)
                 else:
                     self._actor_pump(t.actor)
-        self.cond.notify_all()
+        if self.cond._waiters:
+            self.cond.notify_all()
         self._maybe_free(oid, o)
 
     def _fail_task(self, t, err):
@@ -1418,7 +1450,10 @@ class Core:
                 o = self.objs[oid] = _Obj(t)
                 o.local = 1
                 refs.append(ObjectRef(oid, self.me))
-            t.args, t.kwargs = self._bind_args(t, args, kwargs)
+            if args or kwargs:
+                t.args, t.kwargs = self._bind_args(t, args, kwargs)
+            else:
+                t.args, t.kwargs = [], {}
             if a.state == "DEAD":
                 self._fail_task(t, E.ActorDiedError(a.error))
             else:
@@ -1446,14 +1481,19 @@ class Core:
             idle = not a.worker.inflight
             a.worker.inflight[ident] = t
             fds = []
-            args = [self._resolve(x, a.worker, fds) for x in t.args]
-            kwargs = {k: self._resolve(v, a.worker, fds) for k, v in t.kwargs.items()}
+            if t.args or t.kwargs:
+                args = [self._resolve(x, a.worker, fds) for x in t.args]
+                kwargs = {k: self._resolve(v, a.worker, fds) for k, v in t.kwargs.items()}
+                enc = W.encode
+            else:
+                args, kwargs = t.args, t.kwargs
+                enc = W.encode_plain  # a method's name, counts and ids
             call = ("method", t.opts["method"], args, kwargs, len(t.returns), t.tid)
             try:
                 if fds:
-                    a.worker.conn.send(W.CALL, ident, W.encode(call), fds=fds)
+                    a.worker.conn.send(W.CALL, ident, enc(call), fds=fds)
                 else:
-                    self._post(a.worker.conn, W.CALL, ident, W.encode(call), idle=idle)
+                    self._post(a.worker.conn, W.CALL, ident, enc(call), idle=idle)
             except (OSError, ConnectionError):
                 pass
 
@@ -1948,6 +1988,11 @@ class Core:
                 w = t.worker if t is not None else None
                 if w is not None and w.conn is not None:
                     self.read_direct(w.conn, lambda: o.state != PENDING, deadline)
+            if o is not None and o.state == READY:
+                # set before READY (_set_value), kept while this ref lives
+                blob, shm = o.blob, o.shm
+                if shm is not None or blob is not None:
+                    return (shm.blob() if shm is not None else blob).value()
             with self.lock:
                 o = self.objs.get(ref.id)
                 while o is not None and o.state == PENDING:

@@ -54,12 +54,20 @@ def multipart(parts):
     return [head] + list(parts)
 
 
+_LEN1 = struct.Struct(">Q")
+
+
 def split(payload):
     """A multipart payload (memoryview) -> its parts as memoryviews, checked."""
     mv = memoryview(payload)
     if mv.nbytes < 4:
         raise ProtocolError("multipart payload shorter than its count")
     (n,) = struct.unpack_from(">I", mv, 0)
+    if n == 1 and mv.nbytes >= 12:
+        (ln,) = _LEN1.unpack_from(mv, 4)
+        if 12 + ln != mv.nbytes:
+            raise ProtocolError("multipart payload: one part of %d bytes in %d" % (ln, mv.nbytes - 12))
+        return [mv[12:]]
     if n > 1 << 16 or 4 + 8 * n > mv.nbytes:
         raise ProtocolError("multipart payload: %d parts do not fit in %d bytes" % (n, mv.nbytes))
     lens = struct.unpack_from(">%dQ" % n, mv, 4)
@@ -96,9 +104,20 @@ def _plain(obj, depth=0):
     if depth > 4:
         return False
     if t is tuple or t is list:
-        return len(obj) <= _PLAIN_MAX and all(_plain(x, depth + 1) for x in obj)
+        if len(obj) > _PLAIN_MAX:
+            return False
+        for x in obj:
+            # a plain leaf costs no call (this runs for every call and reply)
+            if type(x) not in _PLAIN and not _plain(x, depth + 1):
+                return False
+        return True
     if t is dict:
-        return len(obj) <= _PLAIN_MAX and all(type(k) is str and _plain(v, depth + 1) for k, v in obj.items())
+        if len(obj) > _PLAIN_MAX:
+            return False
+        for k, v in obj.items():
+            if type(k) is not str or (type(v) not in _PLAIN and not _plain(v, depth + 1)):
+                return False
+        return True
     return False
 
 
@@ -121,10 +140,22 @@ def loads(main, bufs):
     return pickle.loads(main, buffers=bufs)
 
 
+_MP1 = struct.Struct(">IQ")
+
+
 def encode(obj):
     """obj -> multipart buffers of its pickle and out-of-band buffers."""
     p, bufs = dumps(obj)
+    if not bufs:
+        return [_MP1.pack(1, len(p)), p]
     return multipart([p] + bufs)
+
+
+def encode_plain(obj):
+    """encode() of a value the caller knows is plain (strings, numbers):
+    no scan, no out-of-band buffers."""
+    p = pickle.dumps(obj, protocol=5)
+    return [_MP1.pack(1, len(p)), p]
 
 
 def decode(payload):
@@ -163,6 +194,21 @@ class Blob:
 
 
 register_plain(Blob)
+
+# A reply's values are a list of Blobs, pickled with the Blobs' pieces out
+# of band; for one value of one piece (a small result) that outer pickle is
+# the same bytes whatever the value, so it is made once (encode_values).
+_ONE_BLOB = pickle.dumps([Blob(b"", [])], protocol=5, buffer_callback=lambda b: None)
+_MP2 = struct.Struct(">IQQ")
+
+
+def encode_values(vals):
+    """A list of values (Blob, or corral's own markers) -> encode(vals)'s
+    buffers, without a pickler for the common case of one small Blob."""
+    if len(vals) == 1 and type(vals[0]) is Blob and not vals[0].bufs:
+        main = vals[0].main
+        return [_MP2.pack(2, len(_ONE_BLOB), memoryview(main).nbytes), _ONE_BLOB, main]
+    return encode(vals)
 
 
 # ---- shared-memory objects ----
@@ -360,6 +406,18 @@ def parse_shm(mv):
 
 # ---- connections ----
 
+_tl = threading.local()
+IBUF = 1 << 20
+
+
+def _ibuf():
+    """This thread's receive buffer (a memoryview of IBUF bytes)."""
+    b = getattr(_tl, "ibuf", None)
+    if b is None:
+        b = _tl.ibuf = memoryview(bytearray(IBUF))
+    return b
+
+
 class Conn:
     """One stream socket with frames. send() may be called from any thread;
     reading is done by the one I/O thread (feed())."""
@@ -418,12 +476,28 @@ class Conn:
 
     def _flush(self):
         bufs, self.out, self.out_bytes = self.out, [], 0
+        if len(bufs) == 1 and type(bufs[0]) is bytes:
+            self.sock.sendall(bufs[0])
+            return
         if len(bufs) > 1 and sum(memoryview(b).nbytes for b in bufs) <= FLUSH_BYTES:
             bufs = [b"".join(bufs)]
         self._sendall(bufs)
 
     def send(self, kind, ident, parts=(), fds=None):
         """parts: bytes-like, sent as one frame (with writev)."""
+        if fds is None and len(parts) == 2 and type(parts[0]) is bytes and type(parts[1]) is bytes:
+            # a call or reply of one small pickle (encode()'s two pieces):
+            # one joined buffer, one system call
+            size = len(parts[0]) + len(parts[1])
+            if size <= 4096:
+                buf = HDR.pack(size + 12, kind, 0, 0, ident) + parts[0] + parts[1]
+                with self.lock:
+                    if self.closed:
+                        raise ConnectionError("connection closed")
+                    if self.out:
+                        self._flush()
+                    self.sock.sendall(buf)
+                return
         size = sum(memoryview(p).nbytes for p in parts)
         if size + 12 > MAX_FRAME:
             raise ProtocolError("a %s frame of %d bytes is over the %d-byte limit "
@@ -463,43 +537,62 @@ class Conn:
 
     def feed(self):
         """Reads what is there; returns the complete frames as (kind, flags,
-        id, payload memoryview, fds), or None at end of stream."""
+        id, payload memoryview, fds), or None at end of stream. It reads
+        into its thread's one receive buffer (_ibuf): a fresh 1 MiB bytes
+        object per read cost more than the whole of a small call (an mmap
+        and its page faults); frames are copied out of it, and a partial
+        frame's bytes are kept in rbuf."""
+        mv = _ibuf()
         try:
             if self.unix:
-                data, anc, _, _ = self.sock.recvmsg(1 << 20, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_DONTWAIT)
+                n, anc, _, _ = self.sock.recvmsg_into([mv], socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_DONTWAIT)
                 for level, typ, d in anc:
                     if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
                         a = array.array("i")
                         a.frombytes(d[:len(d) - len(d) % a.itemsize])
                         self.fds.extend(a)
             else:
-                data = self.sock.recv(1 << 20, socket.MSG_DONTWAIT)
+                n = self.sock.recv_into(mv, 0, socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
             return []
         except OSError:
             return None
-        if not data:
+        if not n:
             return None
-        self.rbuf += data
+        rb = self.rbuf
+        if rb:
+            rb += mv[:n]
+            with memoryview(rb) as src:
+                out, off = self._frames(src, len(rb))
+            if off:
+                del rb[:off]
+        else:
+            out, off = self._frames(mv, n)
+            if off < n:
+                rb += mv[off:n]
+        return out
+
+    def _frames(self, src, end):
+        """The complete frames in src[:end] (copied out) and where they end."""
         out = []
         off = 0
-        rb = self.rbuf
-        while len(rb) - off >= 4:
-            (ln,) = struct.unpack_from(">I", rb, off)
+        while end - off >= HDR_LEN:
+            ln, kind, flags, _, ident = HDR.unpack_from(src, off)
             if ln < 12 or ln > MAX_FRAME:
                 raise ProtocolError("a frame of length %d (allowed 12..%d)" % (ln, MAX_FRAME))
-            if len(rb) - off < 4 + ln:
+            if end - off < 4 + ln:
                 break
-            _, kind, flags, _, ident = HDR.unpack_from(rb, off)
-            payload = bytes(rb[off + HDR_LEN:off + 4 + ln])
+            payload = src[off + HDR_LEN:off + 4 + ln].tobytes()
             fds = []
             if flags & FLAG_FDS:
                 fds, self.fds = self.fds, []
             out.append((kind, flags, ident, memoryview(payload), fds))
             off += 4 + ln
-        if off:
-            del rb[:off]
-        return out
+        if end - off >= 4 and off < end:
+            (ln,) = struct.unpack_from(">I", src, off)
+            if ln < 12 or ln > MAX_FRAME:
+                raise ProtocolError("a frame of length %d (allowed 12..%d)" % (ln, MAX_FRAME))
+        return out, off
 
     def close(self):
         with self.lock:
