@@ -1815,6 +1815,9 @@ class Core:
         with self.lock:
             return {"objects": len(self.objs), "bytes": sum(o.nbytes for o in self.objs.values()),
                     "store_bytes": self.store_bytes, "borrowed": len(self.borrowed),
+                    # freed memfds kept for the next put, and those of them
+                    # with a writable mapping kept (W.ShmPool)
+                    "pool_bytes": self.shm_pool.bytes, "pool_mapped_bytes": self.shm_pool.mapped_bytes(),
                     "workers": sum(len(s.pool) for s in self.shapes.values()),
                     "actors": sum(1 for a in self.actors.values() if a.state != "DEAD")}
 

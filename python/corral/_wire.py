@@ -228,19 +228,23 @@ class Shm:
     buffers, each 64-byte aligned. Readers map it read-only and get numpy
     arrays backed by the mapping (no copy). A memfd is sealed (no write,
     grow or shrink, ever) before its descriptor goes to another process;
-    until then its owner may reuse it for another object (ShmPool)."""
+    until then its owner may reuse it for another object (ShmPool), and
+    keeps the writable mapping it was written through (wmm) for that."""
 
-    __slots__ = ("fd", "size", "mm", "sealed", "__weakref__")
+    __slots__ = ("fd", "size", "mm", "sealed", "pe", "__weakref__")
 
-    def __init__(self, fd, size, mm):
+    def __init__(self, fd, size, mm, pe=None):
         self.fd, self.size, self.mm = fd, size, mm
         self.sealed = False
+        self.pe = pe  # the pool's entry of a reused memfd (_Pooled), with its mapping
 
     @classmethod
     def create(cls, blob, seal=True, pool=None):
-        """blob's pieces written into a memfd (one from pool when it has
-        one large enough: its pages exist, so the write is a memcpy, not
-        page faults), mapped read-only."""
+        """blob's pieces written into a memfd, mapped read-only. A memfd
+        from pool (one large enough) comes with a writable mapping whose
+        page tables are filled: the write is a memcpy. A fresh one is
+        written with pwritev: a first write through a new mapping costs a
+        page fault per 4 KiB page, on some VMs more than the copy."""
         n = len(blob.bufs)
         parts = [memoryview(blob.main).cast("B")] + [memoryview(b).cast("B") for b in blob.bufs]
         head = SHM_HEAD.size + 8 * n
@@ -254,21 +258,36 @@ class Shm:
             if i + 1 < len(parts) and off > end:
                 iov.append(bytes(off - end))
         size = max(off, 1)
-        fd = pool.take(size) if pool is not None else -1
-        if fd < 0:
-            fd = os.memfd_create("corral-object", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        pe = pool.take(size) if pool is not None else None
+        if pe is not None:
+            fd, wmm = pe.fd, pe.wmm  # wmm: None while its page tables are still being filled
+        else:
+            fd, wmm = os.memfd_create("corral-object", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING), None
         try:
-            os.ftruncate(fd, size)
-            pos = 0
-            while iov:
-                # pwritev: the parts go from where they are, no joined copy
-                k = os.pwritev(fd, iov[:IOV_MAX], pos)
-                pos += k
-                while iov and k >= memoryview(iov[0]).nbytes:
-                    k -= memoryview(iov[0]).nbytes
-                    iov.pop(0)
-                if k:
-                    iov[0] = memoryview(iov[0]).cast("B")[k:]
+            if wmm is not None:
+                # the pooled memfd keeps its size (its mapping covers it);
+                # the object's size is what readers map
+                with memoryview(wmm) as dst:
+                    pos = 0
+                    for b in iov:
+                        b = memoryview(b).cast("B")
+                        dst[pos:pos + b.nbytes] = b
+                        pos += b.nbytes
+                    if pos < size:
+                        dst[pos:size] = bytes(size - pos)
+            else:
+                if pe is None:
+                    os.ftruncate(fd, size)  # a pooled one keeps its size while it is mapped
+                pos = 0
+                while iov:
+                    # pwritev: the parts go from where they are, no joined copy
+                    k = os.pwritev(fd, iov[:IOV_MAX], pos)
+                    pos += k
+                    while iov and k >= memoryview(iov[0]).nbytes:
+                        k -= memoryview(iov[0]).nbytes
+                        iov.pop(0)
+                    if k:
+                        iov[0] = memoryview(iov[0]).cast("B")[k:]
             # mapped through a read-only descriptor of its own: a mapping of
             # the read-write one could be made writable, which the kernel
             # counts, and refuses F_SEAL_WRITE while it lasts (seal() below
@@ -279,17 +298,29 @@ class Shm:
             finally:
                 os.close(ro)
         except BaseException:
-            os.close(fd)
+            if pe is not None:
+                pool.discard(pe)
+            else:
+                os.close(fd)
             raise
-        shm = cls(fd, size, mm)
+        # a pooled memfd can be larger than this object (up to twice):
+        # sealing it (below, or when it is first shared) cuts it to size
+        shm = cls(fd, size, mm, pe)
         if seal:
             shm.seal()
         return shm
 
     def seal(self):
-        """Nobody writes it again: readers may trust what they map."""
+        """Nobody writes it again: readers may trust what they map. The
+        writable mapping goes first (the kernel refuses F_SEAL_WRITE while
+        one exists), and a pooled memfd larger than the object is cut to it."""
         if not self.sealed:
             import fcntl
+            if self.pe is not None:
+                ShmPool.unmap(self.pe)
+                self.pe = None
+                if os.fstat(self.fd).st_size != self.size:
+                    os.ftruncate(self.fd, self.size)
             fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW |
                         fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
             self.sealed = True
@@ -312,71 +343,151 @@ class Shm:
 
     def close(self, pool=None):
         """Unmaps it (unless arrays still view it: the mapping then goes
-        with the last of them) and closes it, or gives it to pool when
-        it never left this process and nothing views it."""
+        with the last of them) and closes it, or gives it to pool (with
+        its writable mapping) when it never left this process and nothing
+        views it."""
         try:
             self.mm.close()
             viewed = False
         except BufferError:
             viewed = True
+        pe, self.pe = self.pe, None
         if self.fd >= 0:
-            if pool is not None and not viewed and not self.sealed and pool.give(self.fd, self.size):
-                self.fd = -1
-                return
+            if pool is not None and not viewed and not self.sealed:
+                if pe is None:
+                    pe = _Pooled(self.size, self.fd)
+                if pool.give(pe):
+                    self.fd = -1
+                    return
+            if pe is not None:
+                ShmPool.unmap(pe)
             os.close(self.fd)
             self.fd = -1
+
+
+class _Pooled:
+    """A reused memfd: its size, descriptor, when it was freed, its writable
+    mapping (None until its page tables are filled), and the thread that
+    fills them (once per memfd, after its first use)."""
+
+    __slots__ = ("size", "fd", "t", "wmm", "warming")
+
+    def __init__(self, size, fd):
+        self.size, self.fd = size, fd
+        self.t = 0.0
+        self.wmm = None
+        self.warming = None
 
 
 class ShmPool:
     """memfds of freed objects that never left this process, for the next
     put (as Ray's plasma store reuses its memory): at most max_bytes, each
-    closed after idle_s unused. Fresh shared memory costs a page fault per
-    4 KiB page (on some VMs more than the copy itself); a reused one does
-    not."""
+    closed after idle_s unused. Each keeps a writable mapping whose page
+    tables are filled (a thread reads a byte of each page of a memfd freed
+    without one: once per memfd), so a put into it is a memcpy: fresh
+    shared memory, and a first write through a new mapping, cost a page
+    fault per 4 KiB page (on this VM more than the copy itself). What it
+    holds counts in Core.stats() (pool_bytes, pool_mapped_bytes) and is
+    unmapped and closed when it trims."""
 
     def __init__(self, max_bytes, idle_s=10.0):
         self.max_bytes = max_bytes
         self.idle_s = idle_s
-        self.held = []  # (size, fd, time freed)
+        self.held = []  # _Pooled, oldest first
         self.bytes = 0
         self.lock = threading.Lock()
 
-    def give(self, fd, size):
+    def mapped_bytes(self):
+        with self.lock:
+            return sum(e.size for e in self.held if e.wmm is not None)
+
+    def give(self, e):
+        """Takes e (its descriptor and mapping) when it fits."""
         import time
         with self.lock:
-            if size > self.max_bytes:
+            if e.size > self.max_bytes:
                 return False
-            while self.held and self.bytes + size > self.max_bytes:
-                s, f, _ = self.held.pop(0)
-                self.bytes -= s
-                os.close(f)
-            self.held.append((size, fd, time.monotonic()))
-            self.bytes += size
+            while self.held and self.bytes + e.size > self.max_bytes:
+                self._drop(self.held.pop(0))
+            e.t = time.monotonic()
+            self.held.append(e)
+            self.bytes += e.size
+            if e.wmm is None and e.warming is None:
+                e.warming = threading.Thread(target=self._warm, args=(e,), name="corral-shm-warm", daemon=True)
+                e.warming.start()
             return True
 
-    def take(self, size):
-        """The smallest held memfd of at least size bytes (up to twice it),
-        or -1."""
+    def _warm(self, e):
+        """Maps e writable and touches each page: its page tables filled."""
+        try:
+            mm = mmap.mmap(e.fd, e.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except (OSError, ValueError):
+            return  # closed meanwhile (trimmed): nothing to warm
+        try:
+            try:
+                import numpy
+                with memoryview(mm) as v:
+                    numpy.frombuffer(v, dtype=numpy.uint8)[::mmap.PAGESIZE].max()  # without the GIL
+            except ImportError:
+                mm[::mmap.PAGESIZE]
+        except BaseException:
+            mm.close()
+            raise
         with self.lock:
-            best = -1
-            for i, (s, f, _) in enumerate(self.held):
-                if size <= s <= 2 * size and (best < 0 or s < self.held[best][0]):
-                    best = i
-            if best < 0:
-                return -1
-            s, f, _ = self.held.pop(best)
-            self.bytes -= s
-            return f
+            if e.fd < 0:
+                mm.close()  # closed while it warmed
+            else:
+                e.wmm = mm
+
+    @staticmethod
+    def unmap(e):
+        """e's mapping goes (its warming thread waited for): before a seal,
+        which the kernel refuses while a writable mapping exists."""
+        th = e.warming
+        if th is not None and th is not threading.current_thread():
+            th.join()
+        if e.wmm is not None:
+            e.wmm.close()
+            e.wmm = None
+
+    def _drop(self, e):
+        """Under the lock: e's mapping and descriptor go (a thread still
+        warming it closes its mapping when done)."""
+        self.bytes -= e.size
+        if e.wmm is not None:
+            e.wmm.close()
+            e.wmm = None
+        os.close(e.fd)
+        e.fd = -1
+
+    def discard(self, e):
+        """e, taken and not given back (a failed put), closed."""
+        with self.lock:
+            self.bytes += e.size  # _drop counts it out
+            self._drop(e)
+
+    def take(self, size):
+        """The smallest held entry of at least size bytes (up to twice it),
+        or None. Its wmm is None while its page tables are being filled:
+        the caller writes with pwritev then (the mapping comes meanwhile)."""
+        with self.lock:
+            best = None
+            for e in self.held:
+                if size <= e.size <= 2 * size and (best is None or e.size < best.size):
+                    best = e
+            if best is not None:
+                self.held.remove(best)
+                self.bytes -= best.size
+            return best
 
     def expire(self, now):
         with self.lock:
             keep = []
-            for s, f, t in self.held:
-                if now - t > self.idle_s:
-                    self.bytes -= s
-                    os.close(f)
+            for e in self.held:
+                if now - e.t > self.idle_s:
+                    self._drop(e)
                 else:
-                    keep.append((s, f, t))
+                    keep.append(e)
             self.held = keep
 
     def clear(self):
