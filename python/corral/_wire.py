@@ -468,17 +468,23 @@ class ShmPool:
 
     def take(self, size):
         """The smallest held entry of at least size bytes (up to twice it),
-        or None. Its wmm is None while its page tables are being filled:
-        the caller writes with pwritev then (the mapping comes meanwhile)."""
+        or None. One still being warmed is waited for: the rest of its
+        page tables cost no more now than during the copy, and every later
+        put into it is a memcpy (its wmm stays None only if warming failed:
+        the caller then writes with pwritev)."""
         with self.lock:
             best = None
             for e in self.held:
                 if size <= e.size <= 2 * size and (best is None or e.size < best.size):
                     best = e
-            if best is not None:
-                self.held.remove(best)
-                self.bytes -= best.size
-            return best
+            if best is None:
+                return None
+            self.held.remove(best)
+            self.bytes -= best.size
+        th = best.warming
+        if th is not None:
+            th.join()
+        return best
 
     def expire(self, now):
         with self.lock:
