@@ -190,6 +190,8 @@ def _shm_arg(index):
 
 
 def _decode(payload, fds):
+    if not fds:
+        return W.decode(payload)  # a _ShmArg in it finds no descriptor (_shm_arg)
     _tls.fds = list(fds)
     try:
         return W.decode(payload)
@@ -667,7 +669,9 @@ class Core:
             if c.role == "worker":
                 self._worker_hello(c, peer)
             return
-        if kind == W.CALL:
+        if kind == W.RETURN:
+            self._returned(c, ident, payload, fds)
+        elif kind == W.CALL:
             if self.exec_q is None:
                 c.send(W.RETURN, ident, [bytes([W.SYS_ERROR]), b"this process runs no calls (it is not a worker)"])
                 return
@@ -677,8 +681,6 @@ class Core:
                     os.write(self.rwake_w, b"x")
                 except OSError:
                     pass
-        elif kind == W.RETURN:
-            self._returned(c, ident, payload, fds)
         elif kind == W.GET:
             self._serve_get(c, ident, bytes(payload).decode())
         elif kind == W.OBJECT:

@@ -89,6 +89,7 @@ def split(payload):
 # more than the whole of a small task's call. Anything else (functions,
 # classes and instances from __main__, numpy arrays) goes by cloudpickle.
 _PLAIN = {type(None), bool, int, float, str, bytes}
+_SCALAR = frozenset(_PLAIN)  # the built-in ones only (Blob.of)
 _PLAIN_MAX = 64  # a longer container is not scanned: cloudpickle takes it
 
 
@@ -179,6 +180,10 @@ class Blob:
 
     @classmethod
     def of(cls, value):
+        if type(value) in _SCALAR:  # no scan, no out-of-band buffers
+            b = cls(pickle.dumps(value, protocol=5), [])
+            b._nbytes = len(b.main)
+            return b
         return cls(*dumps(value))
 
     def nbytes(self):
