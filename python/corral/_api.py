@@ -38,7 +38,7 @@ def shutdown():
 
 
 def _core():
-    c = R.core(required=False)
+    c = R._core
     if c is None:
         R.init()
         c = R.core()

@@ -644,6 +644,46 @@ class Core:
             c.rlock.release()
         return 2 if woken else 1
 
+    def runner_read(self, c, q, wake_fd):
+        """read_direct for a worker's runner between calls, leaner (it runs
+        once per call): until q has a call or wake_fd is readable; sends
+        the replies queued first. 0: c not taken, 1: a call came, 2: woken."""
+        if c.closed or not c.rlock.acquire(blocking=False):
+            return 0
+        woken = False
+        fd = c.sock.fileno()
+        try:
+            try:
+                self.sel.unregister(fd)
+            except (KeyError, ValueError):
+                return 0
+            try:
+                if self.dirty:
+                    self.flush_dirty()
+                p = getattr(c, "rpoll", None)
+                if p is None:
+                    p = c.rpoll = select.poll()
+                    p.register(fd, select.POLLIN)
+                    p.register(wake_fd, select.POLLIN)
+                empty = q.empty
+                while empty() and not c.closed:
+                    ev = p.poll(50)
+                    if not ev:
+                        continue
+                    if len(ev) > 1 or ev[0][0] != fd:
+                        woken = True
+                        break
+                    self._read_some(c)
+            finally:
+                if not c.closed:
+                    try:
+                        self.sel.register(fd, None, ("conn", c))
+                    except (KeyError, ValueError, OSError):
+                        pass
+        finally:
+            c.rlock.release()
+        return 2 if woken else 1
+
     def _log(self, msg):
         sys.stderr.write("corral[%d]: %s\n" % (self.pid, msg))
 
@@ -1144,7 +1184,8 @@ class Core:
                 self._drain(t.shape)
             else:
                 self._call_done(t, status, vals if status == W.OK else info)
-                self._actor_pump(t.actor)
+                if t.actor.queue:
+                    self._actor_pump(t.actor)
 
     def _task_done(self, t, status, v):
         if t.cancelled:

@@ -65,8 +65,6 @@ class Runner:
         q = self.q.q
         core = self.core
 
-        def until():
-            return not q.empty()
         while True:
             c = core.owner_conn
             if q.empty() and c is not None and not c.closed:
@@ -77,8 +75,7 @@ class Runner:
                 core.runner_waiting = True
                 core.runner_busy = False
                 try:
-                    r = core.read_direct(c, until, None, core.rwake_r,
-                                         core.flush_dirty if core.dirty else None)
+                    r = core.runner_read(c, q, core.rwake_r)
                     if not r:
                         core.flush_dirty()
                 finally:
