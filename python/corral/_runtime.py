@@ -279,15 +279,41 @@ class _Poller:
         self.ep = select.epoll()
         self.map = {}  # fd -> (file object, data)
 
+    @staticmethod
+    def _stale(fd, data):
+        """An entry of a connection closed without being unregistered (its
+        descriptor number since reused): the kernel dropped it from the
+        epoll set with the descriptor."""
+        if data[0] != "conn":
+            return False
+        c = data[1]
+        return c.closed or c.sock.fileno() != fd
+
     def register(self, fobj, events, data):
         fd = fobj if isinstance(fobj, int) else fobj.fileno()
-        if fd < 0 or fd in self.map:
+        if fd < 0:
             raise KeyError(fd)
+        old = self.map.get(fd)
+        if old is not None:
+            if not self._stale(fd, old[1]):
+                raise KeyError(fd)  # registered already
+            del self.map[fd]
+            try:
+                self.ep.unregister(fd)
+            except OSError:
+                pass
         self.ep.register(fd, select.EPOLLIN)
         self.map[fd] = (fobj, data)
 
     def unregister(self, fobj):
         fd = fobj if isinstance(fobj, int) else fobj.fileno()
+        if fd < 0:
+            # a closed socket: its entry found by the object (as selectors do)
+            for k, (o, d) in list(self.map.items()):
+                if o is fobj or (d[0] == "conn" and d[1].sock is fobj):
+                    del self.map[k]
+                    return
+            raise KeyError(fobj)
         del self.map[fd]  # KeyError when it was not registered
         try:
             self.ep.unregister(fd)
