@@ -418,16 +418,20 @@ class ShmPool:
             self.held.append(e)
             self.bytes += e.size
             if e.wmm is None and e.warming is None:
-                e.warming = threading.Thread(target=self._warm, args=(e,), name="corral-shm-warm", daemon=True)
+                try:
+                    # mapped here (cheap: no page is touched), so that the
+                    # thread never reads a descriptor a trim may close
+                    mm = mmap.mmap(e.fd, e.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+                except (OSError, ValueError):
+                    return True  # kept without a mapping: puts into it use pwritev
+                e.warming = threading.Thread(target=self._warm, args=(e, mm), name="corral-shm-warm",
+                                             daemon=True)
                 e.warming.start()
             return True
 
-    def _warm(self, e):
-        """Maps e writable and touches each page: its page tables filled."""
-        try:
-            mm = mmap.mmap(e.fd, e.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except (OSError, ValueError):
-            return  # closed meanwhile (trimmed): nothing to warm
+    def _warm(self, e, mm):
+        """Touches each page of mm (e's writable mapping): its page tables
+        filled; then e has it."""
         try:
             try:
                 import numpy
