@@ -1507,18 +1507,24 @@ class Core:
         t = _Task()
         t.kind = "method"
         t.actor = a
-        t.tid = self.new_id("c")
+        t.tid = tid = "%sc%x" % (self.prefix, next(self.ids))  # new_id("c")
         t.fname = "%s.%s" % (a.cls_name, method)
         t.opts = {"method": method}
-        t.returns = [t.tid] if num_returns == 1 else [t.tid + "r%d" % i for i in range(num_returns)]
         mtr = a.opts.get("max_task_retries", 0)
         t.retries_left = float("inf") if mtr == -1 else mtr
-        refs = []
         with self.lock:
-            for oid in t.returns:
-                o = self.objs[oid] = _Obj(t)
+            if num_returns == 1:
+                t.returns = [tid]
+                o = self.objs[tid] = _Obj(t)
                 o.local = 1
-                refs.append(ObjectRef(oid, self.me))
+                refs = [ObjectRef(tid, self.me)]
+            else:
+                t.returns = [tid + "r%d" % i for i in range(num_returns)]
+                refs = []
+                for oid in t.returns:
+                    o = self.objs[oid] = _Obj(t)
+                    o.local = 1
+                    refs.append(ObjectRef(oid, self.me))
             if args or kwargs:
                 t.args, t.kwargs = self._bind_args(t, args, kwargs)
             else:

@@ -574,8 +574,12 @@ class Conn:
         replies goes in one system call instead of one each. Returns True
         when the queue was empty before (the caller sees that a flush comes).
         Frames of send() go after what is queued, so the order holds."""
-        lens = [memoryview(p).nbytes for p in parts]
-        size = sum(lens)
+        if len(parts) == 2 and type(parts[0]) is bytes and type(parts[1]) is bytes:
+            lens = None  # encode()'s two pieces of a small call
+            size = len(parts[0]) + len(parts[1])
+        else:
+            lens = [memoryview(p).nbytes for p in parts]
+            size = sum(lens)
         if size + 12 > MAX_FRAME:
             raise ProtocolError("a %s frame of %d bytes is over the %d-byte limit "
                                 "(CORRAL_TASK_MAX_FRAME)" % (KIND_NAMES.get(kind, kind), size, MAX_FRAME))
@@ -583,6 +587,8 @@ class Conn:
         if size <= 4096:
             frame = [head + b"".join(parts)]
         else:
+            if lens is None:
+                lens = [len(p) for p in parts]
             frame = [head] + [p for p, n in zip(parts, lens) if n]
         with self.lock:
             if self.closed:
