@@ -38,7 +38,7 @@ def shutdown():
 
 
 def _core():
-    c = R.core(required=False)
+    c = R._core
     if c is None:
         R.init()
         c = R.core()
@@ -303,7 +303,10 @@ class ActorHandle:
         m = self.__dict__.get("_methods")
         if m is not None and name not in m:
             raise AttributeError("actor %s (%s) has no method %r" % (self._aid, self._cls, name))
-        return ActorMethod(self, name, m.get(name, 1) if m else 1)
+        am = ActorMethod(self, name, m.get(name, 1) if m else 1)
+        if m is not None:
+            self.__dict__[name] = am  # the next h.name finds it without __getattr__
+        return am
 
     def __repr__(self):
         return "ActorHandle(%s, %s)" % (self._cls, self._aid)

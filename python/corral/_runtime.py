@@ -192,6 +192,8 @@ def _shm_arg(index):
 
 
 def _decode(payload, fds):
+    if not fds:
+        return W.decode(payload)  # a _ShmArg in it finds no descriptor (_shm_arg)
     _tls.fds = list(fds)
     try:
         return W.decode(payload)
@@ -270,6 +272,61 @@ class _Actor:
         self.lease_job = None
 
 
+class _Poller:
+    """The I/O thread's epoll, without selectors' Python layer: a caller
+    that waits for a reply takes its connection out and puts it back
+    (read_direct) on every call, so each costs one system call."""
+
+    def __init__(self):
+        self.ep = select.epoll()
+        self.map = {}  # fd -> (file object, data)
+
+    @staticmethod
+    def _stale(fd, data):
+        """An entry of a connection closed without being unregistered (its
+        descriptor number since reused): the kernel dropped it from the
+        epoll set with the descriptor."""
+        if data[0] != "conn":
+            return False
+        c = data[1]
+        return c.closed or c.sock.fileno() != fd
+
+    def register(self, fobj, events, data):
+        fd = fobj if isinstance(fobj, int) else fobj.fileno()
+        if fd < 0:
+            raise KeyError(fd)
+        old = self.map.get(fd)
+        if old is not None:
+            if not self._stale(fd, old[1]):
+                raise KeyError(fd)  # registered already
+            del self.map[fd]
+            try:
+                self.ep.unregister(fd)
+            except OSError:
+                pass
+        self.ep.register(fd, select.EPOLLIN)
+        self.map[fd] = (fobj, data)
+
+    def unregister(self, fobj):
+        fd = fobj if isinstance(fobj, int) else fobj.fileno()
+        if fd < 0:
+            # a closed socket: its entry found by the object (as selectors do)
+            for k, (o, d) in list(self.map.items()):
+                if o is fobj or (d[0] == "conn" and d[1].sock is fobj):
+                    del self.map[k]
+                    return
+            raise KeyError(fobj)
+        del self.map[fd]  # KeyError when it was not registered
+        try:
+            self.ep.unregister(fd)
+        except OSError:
+            pass
+
+    def select(self, timeout):
+        m = self.map
+        return [m[fd] for fd, _ in self.ep.poll(timeout) if fd in m]
+
+
 class Core:
     def __init__(self, head_address=None, namespace=None):
         self.closed = False
@@ -321,7 +378,7 @@ class Core:
         self.shm_pool = W.ShmPool(min(STORE_BYTES // 4, 1 << 30))
         self.head = None
         self.head_lock = threading.Lock()
-        self.sel = selectors.DefaultSelector()
+        self.sel = _Poller()
         self.wr, self.ww = os.pipe()
         os.set_blocking(self.wr, False)
         self.sel.register(self.usock, selectors.EVENT_READ, ("listen", True))
@@ -479,8 +536,7 @@ class Core:
                 if self.closed:
                     return
                 raise
-            for key, _ in events:
-                what, arg = key.data
+            for fobj, (what, arg) in events:
                 if what == "wake":
                     try:
                         os.read(self.wr, 4096)
@@ -494,7 +550,7 @@ class Core:
                         if not c.closed:
                             self.sel.register(c.sock, selectors.EVENT_READ, ("conn", c))
                 elif what == "listen":
-                    self._accept(key.fileobj, arg)
+                    self._accept(fobj, arg)
                 else:
                     self._readable(arg)
             now = time.monotonic()
@@ -577,17 +633,19 @@ class Core:
         once c is this thread's (a runner sends its replies then, so that
         the next call finds it reading)."""
         if c.closed or not c.rlock.acquire(blocking=False):
-            return False
+            return 0
+        woken = False
         try:
+            fd = c.sock.fileno()
             try:
-                self.sel.unregister(c.sock)
+                self.sel.unregister(fd)
             except (KeyError, ValueError):
-                return False
+                return 0
             try:
                 if taken is not None:
                     taken()
                 p = select.poll()
-                p.register(c.sock, select.POLLIN)
+                p.register(fd, select.POLLIN)
                 if wake_fd is not None:
                     p.register(wake_fd, select.POLLIN)
                 while not c.closed and not until():
@@ -600,18 +658,59 @@ class Core:
                     ev = p.poll(ms)
                     if not ev:
                         continue  # until() again: another thread may have made it true
-                    if any(fd == wake_fd for fd, _ in ev):
+                    if len(ev) > 1 or ev[0][0] != fd:
+                        woken = True
                         break
                     self._read_some(c)
             finally:
                 if not c.closed:
                     try:
-                        self.sel.register(c.sock, selectors.EVENT_READ, ("conn", c))
+                        self.sel.register(fd, None, ("conn", c))
                     except (KeyError, ValueError, OSError):
                         pass
         finally:
             c.rlock.release()
-        return True
+        return 2 if woken else 1
+
+    def runner_read(self, c, q, wake_fd):
+        """read_direct for a worker's runner between calls, leaner (it runs
+        once per call): until q has a call or wake_fd is readable; sends
+        the replies queued first. 0: c not taken, 1: a call came, 2: woken."""
+        if c.closed or not c.rlock.acquire(blocking=False):
+            return 0
+        woken = False
+        fd = c.sock.fileno()
+        try:
+            try:
+                self.sel.unregister(fd)
+            except (KeyError, ValueError):
+                return 0
+            try:
+                if self.dirty:
+                    self.flush_dirty()
+                p = getattr(c, "rpoll", None)
+                if p is None:
+                    p = c.rpoll = select.poll()
+                    p.register(fd, select.POLLIN)
+                    p.register(wake_fd, select.POLLIN)
+                empty = q.empty
+                while empty() and not c.closed:
+                    ev = p.poll(50)
+                    if not ev:
+                        continue
+                    if len(ev) > 1 or ev[0][0] != fd:
+                        woken = True
+                        break
+                    self._read_some(c)
+            finally:
+                if not c.closed:
+                    try:
+                        self.sel.register(fd, None, ("conn", c))
+                    except (KeyError, ValueError, OSError):
+                        pass
+        finally:
+            c.rlock.release()
+        return 2 if woken else 1
 
     def _log(self, msg):
         sys.stderr.write("corral[%d]: %s\n" % (self.pid, msg))
@@ -649,7 +748,9 @@ class Core:
             if c.role == "worker":
                 self._worker_hello(c, peer)
             return
-        if kind == W.CALL:
+        if kind == W.RETURN:
+            self._returned(c, ident, payload, fds)
+        elif kind == W.CALL:
             if self.exec_q is None:
                 c.send(W.RETURN, ident, [bytes([W.SYS_ERROR]), b"this process runs no calls (it is not a worker)"])
                 return
@@ -659,8 +760,6 @@ class Core:
                     os.write(self.rwake_w, b"x")
                 except OSError:
                     pass
-        elif kind == W.RETURN:
-            self._returned(c, ident, payload, fds)
         elif kind == W.GET:
             self._serve_get(c, ident, bytes(payload).decode())
         elif kind == W.OBJECT:
@@ -1143,7 +1242,8 @@ class Core:
                 self._drain(t.shape)
             else:
                 self._call_done(t, status, vals if status == W.OK else info)
-                self._actor_pump(t.actor)
+                if t.actor.queue:
+                    self._actor_pump(t.actor)
 
     def _task_done(self, t, status, v):
         if t.cancelled:
@@ -1201,7 +1301,8 @@ class Core:
                     self._enqueue(t)
                 else:
                     self._actor_pump(t.actor)
-        self.cond.notify_all()
+        if self.cond._waiters:
+            self.cond.notify_all()
         self._maybe_free(oid, o)
 
     def _fail_task(self, t, err):
@@ -1438,19 +1539,28 @@ class Core:
         t = _Task()
         t.kind = "method"
         t.actor = a
-        t.tid = self.new_id("c")
+        t.tid = tid = "%sc%x" % (self.prefix, next(self.ids))  # new_id("c")
         t.fname = "%s.%s" % (a.cls_name, method)
         t.opts = {"method": method}
-        t.returns = [t.tid] if num_returns == 1 else [t.tid + "r%d" % i for i in range(num_returns)]
         mtr = a.opts.get("max_task_retries", 0)
         t.retries_left = float("inf") if mtr == -1 else mtr
-        refs = []
         with self.lock:
-            for oid in t.returns:
-                o = self.objs[oid] = _Obj(t)
+            if num_returns == 1:
+                t.returns = [tid]
+                o = self.objs[tid] = _Obj(t)
                 o.local = 1
-                refs.append(ObjectRef(oid, self.me))
-            t.args, t.kwargs = self._bind_args(t, args, kwargs)
+                refs = [ObjectRef(tid, self.me)]
+            else:
+                t.returns = [tid + "r%d" % i for i in range(num_returns)]
+                refs = []
+                for oid in t.returns:
+                    o = self.objs[oid] = _Obj(t)
+                    o.local = 1
+                    refs.append(ObjectRef(oid, self.me))
+            if args or kwargs:
+                t.args, t.kwargs = self._bind_args(t, args, kwargs)
+            else:
+                t.args, t.kwargs = [], {}
             if a.state == "DEAD":
                 self._fail_task(t, E.ActorDiedError(a.error))
             else:
@@ -1478,14 +1588,19 @@ class Core:
             idle = not a.worker.inflight
             a.worker.inflight[ident] = t
             fds = []
-            args = [self._resolve(x, a.worker, fds) for x in t.args]
-            kwargs = {k: self._resolve(v, a.worker, fds) for k, v in t.kwargs.items()}
+            if t.args or t.kwargs:
+                args = [self._resolve(x, a.worker, fds) for x in t.args]
+                kwargs = {k: self._resolve(v, a.worker, fds) for k, v in t.kwargs.items()}
+                enc = W.encode
+            else:
+                args, kwargs = t.args, t.kwargs
+                enc = W.encode_plain  # a method's name, counts and ids
             call = ("method", t.opts["method"], args, kwargs, len(t.returns), t.tid)
             try:
                 if fds:
-                    a.worker.conn.send(W.CALL, ident, W.encode(call), fds=fds)
+                    a.worker.conn.send(W.CALL, ident, enc(call), fds=fds)
                 else:
-                    self._post(a.worker.conn, W.CALL, ident, W.encode(call), idle=idle)
+                    self._post(a.worker.conn, W.CALL, ident, enc(call), idle=idle)
             except (OSError, ConnectionError):
                 pass
 
@@ -1807,6 +1922,9 @@ class Core:
         with self.lock:
             return {"objects": len(self.objs), "bytes": sum(o.nbytes for o in self.objs.values()),
                     "store_bytes": self.store_bytes, "borrowed": len(self.borrowed),
+                    # freed memfds kept for the next put, and those of them
+                    # with a writable mapping kept (W.ShmPool)
+                    "pool_bytes": self.shm_pool.bytes, "pool_mapped_bytes": self.shm_pool.mapped_bytes(),
                     "workers": sum(len(s.pool) for s in self.shapes.values()),
                     "actors": sum(1 for a in self.actors.values() if a.state != "DEAD")}
 
@@ -1980,6 +2098,11 @@ class Core:
                 w = t.worker if t is not None else None
                 if w is not None and w.conn is not None:
                     self.read_direct(w.conn, lambda: o.state != PENDING, deadline)
+            if o is not None and o.state == READY:
+                # set before READY (_set_value), kept while this ref lives
+                blob, shm = o.blob, o.shm
+                if shm is not None or blob is not None:
+                    return (shm.blob() if shm is not None else blob).value()
             with self.lock:
                 o = self.objs.get(ref.id)
                 while o is not None and o.state == PENDING:

@@ -54,12 +54,20 @@ def multipart(parts):
     return [head] + list(parts)
 
 
+_LEN1 = struct.Struct(">Q")
+
+
 def split(payload):
     """A multipart payload (memoryview) -> its parts as memoryviews, checked."""
     mv = memoryview(payload)
     if mv.nbytes < 4:
         raise ProtocolError("multipart payload shorter than its count")
     (n,) = struct.unpack_from(">I", mv, 0)
+    if n == 1 and mv.nbytes >= 12:
+        (ln,) = _LEN1.unpack_from(mv, 4)
+        if 12 + ln != mv.nbytes:
+            raise ProtocolError("multipart payload: one part of %d bytes in %d" % (ln, mv.nbytes - 12))
+        return [mv[12:]]
     if n > 1 << 16 or 4 + 8 * n > mv.nbytes:
         raise ProtocolError("multipart payload: %d parts do not fit in %d bytes" % (n, mv.nbytes))
     lens = struct.unpack_from(">%dQ" % n, mv, 4)
@@ -81,6 +89,7 @@ def split(payload):
 # more than the whole of a small task's call. Anything else (functions,
 # classes and instances from __main__, numpy arrays) goes by cloudpickle.
 _PLAIN = {type(None), bool, int, float, str, bytes}
+_SCALAR = frozenset(_PLAIN)  # the built-in ones only (Blob.of)
 _PLAIN_MAX = 64  # a longer container is not scanned: cloudpickle takes it
 
 
@@ -96,9 +105,20 @@ def _plain(obj, depth=0):
     if depth > 4:
         return False
     if t is tuple or t is list:
-        return len(obj) <= _PLAIN_MAX and all(_plain(x, depth + 1) for x in obj)
+        if len(obj) > _PLAIN_MAX:
+            return False
+        for x in obj:
+            # a plain leaf costs no call (this runs for every call and reply)
+            if type(x) not in _PLAIN and not _plain(x, depth + 1):
+                return False
+        return True
     if t is dict:
-        return len(obj) <= _PLAIN_MAX and all(type(k) is str and _plain(v, depth + 1) for k, v in obj.items())
+        if len(obj) > _PLAIN_MAX:
+            return False
+        for k, v in obj.items():
+            if type(k) is not str or (type(v) not in _PLAIN and not _plain(v, depth + 1)):
+                return False
+        return True
     return False
 
 
@@ -121,10 +141,22 @@ def loads(main, bufs):
     return pickle.loads(main, buffers=bufs)
 
 
+_MP1 = struct.Struct(">IQ")
+
+
 def encode(obj):
     """obj -> multipart buffers of its pickle and out-of-band buffers."""
     p, bufs = dumps(obj)
+    if not bufs:
+        return [_MP1.pack(1, len(p)), p]
     return multipart([p] + bufs)
+
+
+def encode_plain(obj):
+    """encode() of a value the caller knows is plain (strings, numbers):
+    no scan, no out-of-band buffers."""
+    p = pickle.dumps(obj, protocol=5)
+    return [_MP1.pack(1, len(p)), p]
 
 
 def decode(payload):
@@ -148,6 +180,10 @@ class Blob:
 
     @classmethod
     def of(cls, value):
+        if type(value) in _SCALAR:  # no scan, no out-of-band buffers
+            b = cls(pickle.dumps(value, protocol=5), [])
+            b._nbytes = len(b.main)
+            return b
         return cls(*dumps(value))
 
     def nbytes(self):
@@ -163,6 +199,21 @@ class Blob:
 
 
 register_plain(Blob)
+
+# A reply's values are a list of Blobs, pickled with the Blobs' pieces out
+# of band; for one value of one piece (a small result) that outer pickle is
+# the same bytes whatever the value, so it is made once (encode_values).
+_ONE_BLOB = pickle.dumps([Blob(b"", [])], protocol=5, buffer_callback=lambda b: None)
+_MP2 = struct.Struct(">IQQ")
+
+
+def encode_values(vals):
+    """A list of values (Blob, or corral's own markers) -> encode(vals)'s
+    buffers, without a pickler for the common case of one small Blob."""
+    if len(vals) == 1 and type(vals[0]) is Blob and not vals[0].bufs:
+        main = vals[0].main
+        return [_MP2.pack(2, len(_ONE_BLOB), memoryview(main).nbytes), _ONE_BLOB, main]
+    return encode(vals)
 
 
 # ---- shared-memory objects ----
@@ -182,19 +233,23 @@ class Shm:
     buffers, each 64-byte aligned. Readers map it read-only and get numpy
     arrays backed by the mapping (no copy). A memfd is sealed (no write,
     grow or shrink, ever) before its descriptor goes to another process;
-    until then its owner may reuse it for another object (ShmPool)."""
+    until then its owner may reuse it for another object (ShmPool), and
+    keeps the writable mapping it was written through (wmm) for that."""
 
-    __slots__ = ("fd", "size", "mm", "sealed", "__weakref__")
+    __slots__ = ("fd", "size", "mm", "sealed", "pe", "__weakref__")
 
-    def __init__(self, fd, size, mm):
+    def __init__(self, fd, size, mm, pe=None):
         self.fd, self.size, self.mm = fd, size, mm
         self.sealed = False
+        self.pe = pe  # the pool's entry of a reused memfd (_Pooled), with its mapping
 
     @classmethod
     def create(cls, blob, seal=True, pool=None):
-        """blob's pieces written into a memfd (one from pool when it has
-        one large enough: its pages exist, so the write is a memcpy, not
-        page faults), mapped read-only."""
+        """blob's pieces written into a memfd, mapped read-only. A memfd
+        from pool (one large enough) comes with a writable mapping whose
+        page tables are filled: the write is a memcpy. A fresh one is
+        written with pwritev: a first write through a new mapping costs a
+        page fault per 4 KiB page, on some VMs more than the copy."""
         n = len(blob.bufs)
         parts = [memoryview(blob.main).cast("B")] + [memoryview(b).cast("B") for b in blob.bufs]
         head = SHM_HEAD.size + 8 * n
@@ -208,21 +263,36 @@ class Shm:
             if i + 1 < len(parts) and off > end:
                 iov.append(bytes(off - end))
         size = max(off, 1)
-        fd = pool.take(size) if pool is not None else -1
-        if fd < 0:
-            fd = os.memfd_create("corral-object", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        pe = pool.take(size) if pool is not None else None
+        if pe is not None:
+            fd, wmm = pe.fd, pe.wmm  # wmm: None while its page tables are still being filled
+        else:
+            fd, wmm = os.memfd_create("corral-object", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING), None
         try:
-            os.ftruncate(fd, size)
-            pos = 0
-            while iov:
-                # pwritev: the parts go from where they are, no joined copy
-                k = os.pwritev(fd, iov[:IOV_MAX], pos)
-                pos += k
-                while iov and k >= memoryview(iov[0]).nbytes:
-                    k -= memoryview(iov[0]).nbytes
-                    iov.pop(0)
-                if k:
-                    iov[0] = memoryview(iov[0]).cast("B")[k:]
+            if wmm is not None:
+                # the pooled memfd keeps its size (its mapping covers it);
+                # the object's size is what readers map
+                with memoryview(wmm) as dst:
+                    pos = 0
+                    for b in iov:
+                        b = memoryview(b).cast("B")
+                        dst[pos:pos + b.nbytes] = b
+                        pos += b.nbytes
+                    if pos < size:
+                        dst[pos:size] = bytes(size - pos)
+            else:
+                if pe is None:
+                    os.ftruncate(fd, size)  # a pooled one keeps its size while it is mapped
+                pos = 0
+                while iov:
+                    # pwritev: the parts go from where they are, no joined copy
+                    k = os.pwritev(fd, iov[:IOV_MAX], pos)
+                    pos += k
+                    while iov and k >= memoryview(iov[0]).nbytes:
+                        k -= memoryview(iov[0]).nbytes
+                        iov.pop(0)
+                    if k:
+                        iov[0] = memoryview(iov[0]).cast("B")[k:]
             # mapped through a read-only descriptor of its own: a mapping of
             # the read-write one could be made writable, which the kernel
             # counts, and refuses F_SEAL_WRITE while it lasts (seal() below
@@ -233,17 +303,29 @@ class Shm:
             finally:
                 os.close(ro)
         except BaseException:
-            os.close(fd)
+            if pe is not None:
+                pool.discard(pe)
+            else:
+                os.close(fd)
             raise
-        shm = cls(fd, size, mm)
+        # a pooled memfd can be larger than this object (up to twice):
+        # sealing it (below, or when it is first shared) cuts it to size
+        shm = cls(fd, size, mm, pe)
         if seal:
             shm.seal()
         return shm
 
     def seal(self):
-        """Nobody writes it again: readers may trust what they map."""
+        """Nobody writes it again: readers may trust what they map. The
+        writable mapping goes first (the kernel refuses F_SEAL_WRITE while
+        one exists), and a pooled memfd larger than the object is cut to it."""
         if not self.sealed:
             import fcntl
+            if self.pe is not None:
+                ShmPool.unmap(self.pe)
+                self.pe = None
+                if os.fstat(self.fd).st_size != self.size:
+                    os.ftruncate(self.fd, self.size)
             fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW |
                         fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
             self.sealed = True
@@ -266,71 +348,161 @@ class Shm:
 
     def close(self, pool=None):
         """Unmaps it (unless arrays still view it: the mapping then goes
-        with the last of them) and closes it, or gives it to pool when
-        it never left this process and nothing views it."""
+        with the last of them) and closes it, or gives it to pool (with
+        its writable mapping) when it never left this process and nothing
+        views it."""
         try:
             self.mm.close()
             viewed = False
         except BufferError:
             viewed = True
+        pe, self.pe = self.pe, None
         if self.fd >= 0:
-            if pool is not None and not viewed and not self.sealed and pool.give(self.fd, self.size):
-                self.fd = -1
-                return
+            if pool is not None and not viewed and not self.sealed:
+                if pe is None:
+                    pe = _Pooled(self.size, self.fd)
+                if pool.give(pe):
+                    self.fd = -1
+                    return
+            if pe is not None:
+                ShmPool.unmap(pe)
             os.close(self.fd)
             self.fd = -1
+
+
+class _Pooled:
+    """A reused memfd: its size, descriptor, when it was freed, its writable
+    mapping (None until its page tables are filled), and the thread that
+    fills them (once per memfd, after its first use)."""
+
+    __slots__ = ("size", "fd", "t", "wmm", "warming")
+
+    def __init__(self, size, fd):
+        self.size, self.fd = size, fd
+        self.t = 0.0
+        self.wmm = None
+        self.warming = None
 
 
 class ShmPool:
     """memfds of freed objects that never left this process, for the next
     put (as Ray's plasma store reuses its memory): at most max_bytes, each
-    closed after idle_s unused. Fresh shared memory costs a page fault per
-    4 KiB page (on some VMs more than the copy itself); a reused one does
-    not."""
+    closed after idle_s unused. Each keeps a writable mapping whose page
+    tables are filled (a thread reads a byte of each page of a memfd freed
+    without one: once per memfd), so a put into it is a memcpy: fresh
+    shared memory, and a first write through a new mapping, cost a page
+    fault per 4 KiB page (on this VM more than the copy itself). What it
+    holds counts in Core.stats() (pool_bytes, pool_mapped_bytes) and is
+    unmapped and closed when it trims."""
 
     def __init__(self, max_bytes, idle_s=10.0):
         self.max_bytes = max_bytes
         self.idle_s = idle_s
-        self.held = []  # (size, fd, time freed)
+        self.held = []  # _Pooled, oldest first
         self.bytes = 0
         self.lock = threading.Lock()
 
-    def give(self, fd, size):
+    def mapped_bytes(self):
+        with self.lock:
+            return sum(e.size for e in self.held if e.wmm is not None)
+
+    def give(self, e):
+        """Takes e (its descriptor and mapping) when it fits."""
         import time
         with self.lock:
-            if size > self.max_bytes:
+            if e.size > self.max_bytes:
                 return False
-            while self.held and self.bytes + size > self.max_bytes:
-                s, f, _ = self.held.pop(0)
-                self.bytes -= s
-                os.close(f)
-            self.held.append((size, fd, time.monotonic()))
-            self.bytes += size
+            while self.held and self.bytes + e.size > self.max_bytes:
+                self._drop(self.held.pop(0))
+            e.t = time.monotonic()
+            self.held.append(e)
+            self.bytes += e.size
+            if e.wmm is None and e.warming is None:
+                try:
+                    # mapped here (cheap: no page is touched), so that the
+                    # thread never reads a descriptor a trim may close
+                    mm = mmap.mmap(e.fd, e.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+                except (OSError, ValueError):
+                    return True  # kept without a mapping: puts into it use pwritev
+                e.warming = threading.Thread(target=self._warm, args=(e, mm), name="corral-shm-warm",
+                                             daemon=True)
+                e.warming.start()
             return True
 
-    def take(self, size):
-        """The smallest held memfd of at least size bytes (up to twice it),
-        or -1."""
+    def _warm(self, e, mm):
+        """Touches each page of mm (e's writable mapping): its page tables
+        filled; then e has it."""
+        try:
+            try:
+                import numpy
+                with memoryview(mm) as v:
+                    numpy.frombuffer(v, dtype=numpy.uint8)[::mmap.PAGESIZE].max()  # without the GIL
+            except ImportError:
+                mm[::mmap.PAGESIZE]
+        except BaseException:
+            mm.close()
+            raise
         with self.lock:
-            best = -1
-            for i, (s, f, _) in enumerate(self.held):
-                if size <= s <= 2 * size and (best < 0 or s < self.held[best][0]):
-                    best = i
-            if best < 0:
-                return -1
-            s, f, _ = self.held.pop(best)
-            self.bytes -= s
-            return f
+            if e.fd < 0:
+                mm.close()  # closed while it warmed
+            else:
+                e.wmm = mm
+
+    @staticmethod
+    def unmap(e):
+        """e's mapping goes (its warming thread waited for): before a seal,
+        which the kernel refuses while a writable mapping exists."""
+        th = e.warming
+        if th is not None and th is not threading.current_thread():
+            th.join()
+        if e.wmm is not None:
+            e.wmm.close()
+            e.wmm = None
+
+    def _drop(self, e):
+        """Under the lock: e's mapping and descriptor go (a thread still
+        warming it closes its mapping when done)."""
+        self.bytes -= e.size
+        if e.wmm is not None:
+            e.wmm.close()
+            e.wmm = None
+        os.close(e.fd)
+        e.fd = -1
+
+    def discard(self, e):
+        """e, taken and not given back (a failed put), closed."""
+        with self.lock:
+            self.bytes += e.size  # _drop counts it out
+            self._drop(e)
+
+    def take(self, size):
+        """The smallest held entry of at least size bytes (up to twice it),
+        or None. One still being warmed is waited for: the rest of its
+        page tables cost no more now than during the copy, and every later
+        put into it is a memcpy (its wmm stays None only if warming failed:
+        the caller then writes with pwritev)."""
+        with self.lock:
+            best = None
+            for e in self.held:
+                if size <= e.size <= 2 * size and (best is None or e.size < best.size):
+                    best = e
+            if best is None:
+                return None
+            self.held.remove(best)
+            self.bytes -= best.size
+        th = best.warming
+        if th is not None:
+            th.join()
+        return best
 
     def expire(self, now):
         with self.lock:
             keep = []
-            for s, f, t in self.held:
-                if now - t > self.idle_s:
-                    self.bytes -= s
-                    os.close(f)
+            for e in self.held:
+                if now - e.t > self.idle_s:
+                    self._drop(e)
                 else:
-                    keep.append((s, f, t))
+                    keep.append(e)
             self.held = keep
 
     def clear(self):
@@ -359,6 +531,18 @@ def parse_shm(mv):
 
 
 # ---- connections ----
+
+_tl = threading.local()
+IBUF = 1 << 20
+
+
+def _ibuf():
+    """This thread's receive buffer (a memoryview of IBUF bytes)."""
+    b = getattr(_tl, "ibuf", None)
+    if b is None:
+        b = _tl.ibuf = memoryview(bytearray(IBUF))
+    return b
+
 
 class Conn:
     """One stream socket with frames. send() may be called from any thread;
@@ -390,8 +574,12 @@ class Conn:
         replies goes in one system call instead of one each. Returns True
         when the queue was empty before (the caller sees that a flush comes).
         Frames of send() go after what is queued, so the order holds."""
-        lens = [memoryview(p).nbytes for p in parts]
-        size = sum(lens)
+        if len(parts) == 2 and type(parts[0]) is bytes and type(parts[1]) is bytes:
+            lens = None  # encode()'s two pieces of a small call
+            size = len(parts[0]) + len(parts[1])
+        else:
+            lens = [memoryview(p).nbytes for p in parts]
+            size = sum(lens)
         if size + 12 > MAX_FRAME:
             raise ProtocolError("a %s frame of %d bytes is over the %d-byte limit "
                                 "(CORRAL_TASK_MAX_FRAME)" % (KIND_NAMES.get(kind, kind), size, MAX_FRAME))
@@ -399,6 +587,8 @@ class Conn:
         if size <= 4096:
             frame = [head + b"".join(parts)]
         else:
+            if lens is None:
+                lens = [len(p) for p in parts]
             frame = [head] + [p for p, n in zip(parts, lens) if n]
         with self.lock:
             if self.closed:
@@ -418,12 +608,28 @@ class Conn:
 
     def _flush(self):
         bufs, self.out, self.out_bytes = self.out, [], 0
+        if len(bufs) == 1 and type(bufs[0]) is bytes:
+            self.sock.sendall(bufs[0])
+            return
         if len(bufs) > 1 and sum(memoryview(b).nbytes for b in bufs) <= FLUSH_BYTES:
             bufs = [b"".join(bufs)]
         self._sendall(bufs)
 
     def send(self, kind, ident, parts=(), fds=None):
         """parts: bytes-like, sent as one frame (with writev)."""
+        if fds is None and len(parts) == 2 and type(parts[0]) is bytes and type(parts[1]) is bytes:
+            # a call or reply of one small pickle (encode()'s two pieces):
+            # one joined buffer, one system call
+            size = len(parts[0]) + len(parts[1])
+            if size <= 4096:
+                buf = HDR.pack(size + 12, kind, 0, 0, ident) + parts[0] + parts[1]
+                with self.lock:
+                    if self.closed:
+                        raise ConnectionError("connection closed")
+                    if self.out:
+                        self._flush()
+                    self.sock.sendall(buf)
+                return
         size = sum(memoryview(p).nbytes for p in parts)
         if size + 12 > MAX_FRAME:
             raise ProtocolError("a %s frame of %d bytes is over the %d-byte limit "
@@ -463,43 +669,62 @@ class Conn:
 
     def feed(self):
         """Reads what is there; returns the complete frames as (kind, flags,
-        id, payload memoryview, fds), or None at end of stream."""
+        id, payload memoryview, fds), or None at end of stream. It reads
+        into its thread's one receive buffer (_ibuf): a fresh 1 MiB bytes
+        object per read cost more than the whole of a small call (an mmap
+        and its page faults); frames are copied out of it, and a partial
+        frame's bytes are kept in rbuf."""
+        mv = _ibuf()
         try:
             if self.unix:
-                data, anc, _, _ = self.sock.recvmsg(1 << 20, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_DONTWAIT)
+                n, anc, _, _ = self.sock.recvmsg_into([mv], socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_DONTWAIT)
                 for level, typ, d in anc:
                     if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
                         a = array.array("i")
                         a.frombytes(d[:len(d) - len(d) % a.itemsize])
                         self.fds.extend(a)
             else:
-                data = self.sock.recv(1 << 20, socket.MSG_DONTWAIT)
+                n = self.sock.recv_into(mv, 0, socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
             return []
         except OSError:
             return None
-        if not data:
+        if not n:
             return None
-        self.rbuf += data
+        rb = self.rbuf
+        if rb:
+            rb += mv[:n]
+            with memoryview(rb) as src:
+                out, off = self._frames(src, len(rb))
+            if off:
+                del rb[:off]
+        else:
+            out, off = self._frames(mv, n)
+            if off < n:
+                rb += mv[off:n]
+        return out
+
+    def _frames(self, src, end):
+        """The complete frames in src[:end] (copied out) and where they end."""
         out = []
         off = 0
-        rb = self.rbuf
-        while len(rb) - off >= 4:
-            (ln,) = struct.unpack_from(">I", rb, off)
+        while end - off >= HDR_LEN:
+            ln, kind, flags, _, ident = HDR.unpack_from(src, off)
             if ln < 12 or ln > MAX_FRAME:
                 raise ProtocolError("a frame of length %d (allowed 12..%d)" % (ln, MAX_FRAME))
-            if len(rb) - off < 4 + ln:
+            if end - off < 4 + ln:
                 break
-            _, kind, flags, _, ident = HDR.unpack_from(rb, off)
-            payload = bytes(rb[off + HDR_LEN:off + 4 + ln])
+            payload = src[off + HDR_LEN:off + 4 + ln].tobytes()
             fds = []
             if flags & FLAG_FDS:
                 fds, self.fds = self.fds, []
             out.append((kind, flags, ident, memoryview(payload), fds))
             off += 4 + ln
-        if off:
-            del rb[:off]
-        return out
+        if end - off >= 4 and off < end:
+            (ln,) = struct.unpack_from(">I", src, off)
+            if ln < 12 or ln > MAX_FRAME:
+                raise ProtocolError("a frame of length %d (allowed 12..%d)" % (ln, MAX_FRAME))
+        return out, off
 
     def close(self):
         with self.lock:

@@ -64,6 +64,7 @@ class Runner:
     def run_forever(self):
         q = self.q.q
         core = self.core
+
         while True:
             c = core.owner_conn
             if q.empty() and c is not None and not c.closed:
@@ -74,15 +75,18 @@ class Runner:
                 core.runner_waiting = True
                 core.runner_busy = False
                 try:
-                    if not core.read_direct(c, lambda: not q.empty(), None, core.rwake_r,
-                                            core.flush_dirty if core.dirty else None):
+                    r = core.runner_read(c, q, core.rwake_r)
+                    if not r:
                         core.flush_dirty()
                 finally:
                     core.runner_waiting = False
-                try:
-                    os.read(core.rwake_r, 512)
-                except OSError:
-                    pass
+                if r != 1:
+                    # woken (or not taken): the wake-up pipe is read; a
+                    # call this thread read itself woke nobody
+                    try:
+                        os.read(core.rwake_r, 512)
+                    except OSError:
+                        pass
             elif q.empty() and core.dirty:
                 core.flush_dirty()  # no owner to read (a detached actor's is gone)
             item = q.get()
@@ -145,7 +149,7 @@ class Runner:
             if status == W.OK:
                 out = [self._wrap(v, conn, fds) for v in out]
             try:
-                parts = W.encode(out)
+                parts = W.encode_values(out) if status == W.OK else W.encode(out)
             except Exception as e:
                 if status == W.OK:
                     status, parts = W.APP_ERROR, W.encode(_error_info(type(e), e, e.__traceback__,

@@ -272,6 +272,41 @@ class Objects(unittest.TestCase):
         self.assertEqual(st["store_bytes"], base["store_bytes"], st)
         self.assertEqual(st["objects"], base["objects"], st)
 
+    def test_put_reuses_a_warm_writable_mapping(self):
+        def until(cond, what):
+            for _ in range(1200):
+                if cond():
+                    return
+                time.sleep(0.05)
+            self.fail("%s: %s" % (what, R.core().stats()))
+        a = np.arange(12_500_000, dtype=np.float64)  # 100 MB
+        gc.collect()
+        R.core().shm_pool.clear()
+        base = R.core().stats()
+        r = corral.put(a)
+        del r
+        gc.collect()
+        # freed and never shared: its memfd goes to the pool, which fills
+        # the page tables of a writable mapping of it (counted, bounded)
+        until(lambda: R.core().stats()["pool_mapped_bytes"] >= a.nbytes, "no warm mapping in the pool")
+        st = R.core().stats()
+        self.assertEqual(st["store_bytes"], base["store_bytes"], st)
+        self.assertGreaterEqual(st["pool_bytes"], a.nbytes, st)
+        b = a + 1.0
+        r = corral.put(b)  # a memcpy through the kept mapping
+        self.assertLess(R.core().stats()["pool_mapped_bytes"], a.nbytes)  # taken out of the pool
+        v = corral.get(r)
+        self.assertTrue(np.array_equal(v, b))
+        self.assertFalse(v.flags.writeable)
+        # shared with a worker: sealed, the writable mapping unmapped first
+        self.assertEqual(corral.get(total.remote(r), timeout=60), float(b.sum()))
+        del v, r
+        gc.collect()
+        until(lambda: R.core().stats()["store_bytes"] == base["store_bytes"], "the store did not return to zero")
+        R.core().shm_pool.clear()
+        st = R.core().stats()
+        self.assertEqual((st["pool_bytes"], st["pool_mapped_bytes"]), (0, 0), st)
+
     def test_owner_died(self):
         h = Holder.options(max_restarts=0).remote()
         inner = corral.get(h.make.remote(100_000), timeout=60)[0]
