@@ -20,4 +20,12 @@ for f in "$dir"/tests/fuzz/fuzz_*; do
         echo "fuzz: $name FAILED; see $dir/$name.log"; tail -30 "$dir/$name.log"; exit 1; }
     n=$((n + 1))
 done
+# the Python runtime's parsers (frames, multipart payloads, object headers):
+# a mutation fuzzer of its own, since libFuzzer cannot see into CPython
+if [ -x /usr/bin/python3 ]; then
+    echo "fuzz: python/tests/fuzz_wire.py for ${secs}s"
+    /usr/bin/python3 "$src/python/tests/fuzz_wire.py" --seconds "$secs" >"$dir/fuzz_wire_py.log" 2>&1 || {
+        echo "fuzz: fuzz_wire.py FAILED; see $dir/fuzz_wire_py.log"; tail -30 "$dir/fuzz_wire_py.log"; exit 1; }
+    n=$((n + 1))
+fi
 echo "fuzz: $n targets ran clean for ${secs}s each"
