@@ -103,7 +103,8 @@ typedef struct serve_router_opts {
  * router keeps a copy of what it needs of cfg. */
 int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
                        serve_router_t **out, char **errmsg);
-/* Stops accepting, ends the ongoing requests' threads, frees. */
+/* Stops the loops (a waiting request gets 503, a stream its error event),
+ * joins their threads, frees. */
 void serve_router_stop(serve_router_t *r);
 /* The port it listens on (the config's, or the one the kernel chose for 0). */
 unsigned serve_router_port(const serve_router_t *r);
