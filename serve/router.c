@@ -1,9 +1,17 @@
 /* The router (docs/serve.md "The router"): an HTTP server on libmicrohttpd
- * in front of the replicas. Each connection has its own thread
- * (MHD_USE_THREAD_PER_CONNECTION), so that a request may wait in its
- * model's queue and read its replica with plain blocking calls, and a
- * stream's backpressure is the kernel's: the reply callback reads the next
- * piece from the replica only once microhttpd has sent the last one.
+ * in front of the replicas, driven by events: one loop thread per core (at
+ * most LOOPS_MAX), each with its own microhttpd daemon in external epoll
+ * mode on its own listening socket of the router's port (SO_REUSEPORT: the
+ * kernel spreads the clients over the loops), and the sockets to the
+ * replicas of its requests in the same epoll set. No call blocks. A
+ * request that waits, for a place in its model's queue or for its
+ * replica's reply, is a suspended microhttpd connection, resumed once the
+ * reply's headers came or the router's answer (an error) is known. A
+ * stream's backpressure is microhttpd's: the reply callback is asked for a
+ * piece only once the last one was sent, and the replica's socket is
+ * watched only while that callback waits for data, so a client that reads
+ * slowly stops the reading of its replica (the kernel's buffers then stop
+ * the replica).
  *
  * Routing: the request's "model" picks the model; among its ready replicas
  * that have fewer than max_ongoing_requests in flight, two are drawn at
@@ -16,15 +24,21 @@
  * prefix takes it while the replicas are balanced.
  *
  * Connections to replicas are kept in a bounded pool per replica (the
- * replica's mutex-guarded stack of idle descriptors); the replies' token
- * usage is read as they pass (request.c) for /metrics. */
+ * replica's stack of idle descriptors, shared by the loops); the replies'
+ * token usage is read as they pass (request.c) for /metrics. What the
+ * loops share (models, replicas, pools, counters) is under r->mu; a
+ * request and its replica's socket belong to one loop. */
 #include "serve.h"
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +57,15 @@
 #define POOL_IDLE_MS 4000
 /* the prefixes a model with prefix affinity remembers (24 bytes each) */
 #define AFFINITY_ENTRIES 65536
+/* event loops: one per core, at most this many */
+#define LOOPS_MAX 8
+/* how often a loop looks at its waiting requests (deadlines; a queued
+ * request tries again: a replica coming back up is not signalled) */
+#define TICK_MS 250
+/* connecting to a replica */
+#define CONNECT_MS 2000
+/* freed requests a loop keeps (about 9 KiB each) */
+#define SPARE_MAX 64
 
 typedef struct replica {
     char host[64];
@@ -51,7 +74,12 @@ typedef struct replica {
     unsigned ongoing;
     uint64_t requests, failures;
     char job[48], node[64];
-    int idle[POOL_CAP]; /* the pool: a stack, the newest last */
+    /* the pool: a stack, the newest last; each connection stays in the
+     * epoll set of the loop that used it last (its events ignored there
+     * while no request owns it), so that this loop takes it again
+     * without epoll_ctl calls */
+    int idle[POOL_CAP];
+    int idle_ep[POOL_CAP]; /* that loop's epoll descriptor; -1 none */
     int64_t idle_ms[POOL_CAP];
     unsigned nidle;
 } replica_t;
@@ -62,7 +90,6 @@ typedef struct rmodel {
     replica_t *reps; /* cap entries */
     size_t nreps, cap;
     unsigned queued;
-    pthread_cond_t cv;
     uint64_t requests, errors, rejected, retries, ttfb_count;
     uint64_t prompt_tokens, completion_tokens, counted; /* from the replies' usage */
     uint64_t connects, reused, affinity_hits;
@@ -77,30 +104,90 @@ typedef struct rmodel {
 
 static const double ttfb_bounds[8] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5, 10};
 
-struct serve_router {
+typedef struct req req_t;
+
+/* One event loop: its thread, its microhttpd daemon and the requests of
+ * that daemon's connections that went past their body. */
+typedef struct loop {
+    serve_router_t *r;
     struct MHD_Daemon *d;
-    struct MHD_Daemon *admin_d; /* with TLS: the admin calls on 127.0.0.1, plain */
+    int ep;   /* epoll: the daemon's epoll descriptor, wake, the replicas' sockets */
+    int wake; /* eventfd: a queued request may go now, or the router stops */
+    pthread_t th;
+    bool started;
+    bool resumed; /* a connection was resumed: run the daemon */
+    req_t *head, *tail;
+    req_t *spare; /* freed requests kept for the next ones (no malloc, no trim) */
+    unsigned nspare;
+    req_t **owner; /* by descriptor: the request that owns a replica's socket */
+    size_t nowner;
+} loop_t;
+
+/* what an epoll event of a loop is about: these two, else a replica's
+ * socket (EV_FD + its descriptor) */
+enum { EV_MHD = 0, EV_WAKE = 1, EV_FD = 2 };
+
+struct serve_router {
+    loop_t loops[LOOPS_MAX];
+    size_t nloops;
+    loop_t admin; /* with TLS: the admin calls on 127.0.0.1, plain (its own threads) */
     unsigned admin_port;
     pthread_mutex_t mu;
     rmodel_t *models;
     size_t nmodels;
     char **keys; /* NULL-terminated */
-    char *admin;
+    char *admin_token;
     unsigned retry_after, port;
     unsigned keepalive; /* idle connections kept per replica */
     int timeout_ms;
     uint64_t rng;
     uint64_t http_requests, unauthorized;
     uint64_t body_bytes; /* held by all requests now (atomic) */
-    volatile int stopping;
+    int stopping;        /* atomic */
 };
 
-typedef struct req {
+/* where a routed request is */
+typedef enum qstate {
+    Q_BODY = 0, /* its body arriving, not routed yet */
+    Q_QUEUED,   /* waiting for a free replica */
+    Q_CONNECT,  /* connecting to its replica */
+    Q_SEND,     /* sending the request */
+    Q_HEADERS,  /* waiting for the reply's headers */
+    Q_REPLY,    /* the reply's headers read: its body passes through */
+    Q_ANSWER,   /* the router's own answer (an error) to send */
+} qstate_t;
+
+struct req {
     serve_router_t *r;
+    loop_t *lp; /* NULL on the admin listener */
+    struct MHD_Connection *c;
+    req_t *prev, *next; /* in lp's list, from routing on */
+    bool listed, suspended;
+    qstate_t st;
     cr_buf_t body;
     bool too_big;
+    /* routing */
+    const char *url; /* one of the routed paths (a literal) */
+    char *ctype;     /* the request's Content-Type; NULL none */
+    uint64_t tried;  /* replicas that failed it (a bit per slot, the first 64) */
+    int attempt;
+    bool queued;  /* counted in its model's queue */
+    bool counted; /* in its model's requests */
+    double t0;
+    int64_t deadline_ms, io_deadline_ms; /* the request's; the wait's now (0 none) */
+    /* the request to the replica */
+    char host[64];
+    bool pooled;   /* its connection came from the pool */
+    bool watched;  /* up.fd is in the loop's epoll set, and q its owner */
+    cr_buf_t head; /* the request line and headers */
+    size_t sent;   /* of head and body */
+    bool waiting;  /* the reply callback waits for the replica's data */
+    int stall;     /* why the wait ended without data: -ETIMEDOUT, -ECANCELED */
+    /* the router's answer */
+    unsigned ans_status, ans_retry;
+    const char *ans_type, *ans_code;
+    char ans_msg[320];
     /* while proxying */
-    serve_upstream_t up;
     rmodel_t *m;
     size_t rep;
     unsigned port; /* the replica's when the request went to it */
@@ -115,7 +202,8 @@ typedef struct req {
     /* the connection's and, once queued, the reply's: microhttpd may end
      * the connection (completed) before it destroys the reply (reader_free) */
     int refs;
-} req_t;
+    serve_upstream_t up; /* last: its buffer is not cleared for each request */
+};
 
 const char *serve_replica_state_name(serve_replica_state_t s)
 {
@@ -279,29 +367,41 @@ static long pick(serve_router_t *r, rmodel_t *m, const req_t *q, uint64_t tried)
 static void pool_drain(replica_t *x)
 {
     while (x->nidle)
-        close(x->idle[--x->nidle]);
+        close(x->idle[--x->nidle]); /* closing takes it out of its epoll set */
 }
 
-/* A pooled connection to x, the newest first; -1 none. The caller checks
- * that it is still open. */
-static int pool_take(replica_t *x)
+/* A pooled connection to x for the loop of epoll set ep, the newest of
+ * that loop's first, else the newest; -1 none. *in_ep: whether it is in
+ * ep's set already (else it is in none). A connection idle for longer
+ * than POOL_CHECK_MS is checked first (the replica may have closed it);
+ * a fresher one that was closed fails its send or its read with nothing
+ * back, and the request goes on a new connection (attempt_failed). */
+#define POOL_CHECK_MS 200
+static int pool_take(replica_t *x, int ep, bool *in_ep)
 {
     int64_t now = cr_mono_ms();
     while (x->nidle) {
+        unsigned k = x->nidle - 1;
+        for (unsigned j = x->nidle; j-- > 0 && x->idle_ep[k] != ep;)
+            if (x->idle_ep[j] == ep)
+                k = j;
+        int fd = x->idle[k], fep = x->idle_ep[k];
+        int64_t idle = now - x->idle_ms[k];
         x->nidle--;
-        if (now - x->idle_ms[x->nidle] < POOL_IDLE_MS)
-            return x->idle[x->nidle];
-        close(x->idle[x->nidle]);
+        memmove(&x->idle[k], &x->idle[k + 1], (x->nidle - k) * sizeof(x->idle[0]));
+        memmove(&x->idle_ep[k], &x->idle_ep[k + 1], (x->nidle - k) * sizeof(x->idle_ep[0]));
+        memmove(&x->idle_ms[k], &x->idle_ms[k + 1], (x->nidle - k) * sizeof(x->idle_ms[0]));
+        struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+        if (idle >= POOL_IDLE_MS || (idle >= POOL_CHECK_MS && poll(&p, 1, 0) != 0)) {
+            close(fd); /* too old, or closed by the replica while idle */
+            continue;
+        }
+        if (fep >= 0 && fep != ep)
+            epoll_ctl(fep, EPOLL_CTL_DEL, fd, NULL); /* another loop's */
+        *in_ep = fep == ep;
+        return fd;
     }
     return -1;
-}
-
-/* Whether a pooled connection is still usable: nothing to read (no EOF,
- * no stray bytes) and no error. */
-static bool conn_alive(int fd)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
-    return poll(&p, 1, 0) == 0;
 }
 
 static bool any_ready(rmodel_t *m, uint64_t tried)
@@ -312,6 +412,15 @@ static bool any_ready(rmodel_t *m, uint64_t tried)
     return false;
 }
 
+static void wake_loops(serve_router_t *r)
+{
+    uint64_t one = 1;
+    for (size_t i = 0; i < r->nloops; i++)
+        if (r->loops[i].wake >= 0 && write(r->loops[i].wake, &one, sizeof(one)) < 0) {
+            /* full (it holds 2^64-2): the loop is woken already */
+        }
+}
+
 static void release(req_t *q)
 {
     serve_router_t *r = q->r;
@@ -320,9 +429,89 @@ static void release(req_t *q)
     pthread_mutex_lock(&r->mu);
     if (q->rep < q->m->nreps && q->m->reps[q->rep].ongoing > 0)
         q->m->reps[q->rep].ongoing--;
-    pthread_cond_signal(&q->m->cv);
+    bool waiters = q->m->queued > 0;
     pthread_mutex_unlock(&r->mu);
     q->held = false;
+    if (waiters)
+        wake_loops(r);
+}
+
+/* ---- a request's socket to its replica, in its loop's epoll set ---- */
+
+/* The replica's sockets are in their loop's epoll set edge-triggered for
+ * both directions from their first use to their close (pooled ones stay
+ * there with no owner: their events are ignored), so that a request on a
+ * kept connection costs no epoll_ctl. Edge-triggered is enough because a
+ * request waits only after the socket said EAGAIN, after its connect
+ * started, or after it sent its request (the reply is new data). */
+static void own(req_t *q)
+{
+    loop_t *lp = q->lp;
+    int fd = q->up.fd;
+    if ((size_t)fd >= lp->nowner) {
+        size_t n = lp->nowner ? lp->nowner : 256;
+        while (n <= (size_t)fd)
+            n *= 2;
+        lp->owner = cr_realloc(lp->owner, n * sizeof(*lp->owner));
+        memset(lp->owner + lp->nowner, 0, (n - lp->nowner) * sizeof(*lp->owner));
+        lp->nowner = n;
+    }
+    lp->owner[fd] = q;
+    if (q->watched)
+        return;
+    struct epoll_event e = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+                            .data.u64 = EV_FD + (uint64_t)fd};
+    if (epoll_ctl(lp->ep, EPOLL_CTL_ADD, fd, &e) == 0)
+        q->watched = true;
+}
+
+/* The request lets go of its socket (to close it or to pool it). */
+static void disown(req_t *q)
+{
+    if (q->up.fd >= 0 && (size_t)q->up.fd < q->lp->nowner && q->lp->owner[q->up.fd] == q)
+        q->lp->owner[q->up.fd] = NULL;
+}
+
+/* Closing takes the socket out of the epoll set. */
+static void unwatch(req_t *q)
+{
+    disown(q);
+    q->watched = false;
+}
+
+static void up_close(req_t *q)
+{
+    unwatch(q);
+    serve_upstream_close(&q->up);
+}
+
+static void resume(req_t *q)
+{
+    if (!q->suspended)
+        return;
+    q->suspended = false;
+    q->lp->resumed = true;
+    MHD_resume_connection(q->c);
+}
+
+/* The router answers q itself (an OpenAI-shaped error): now when the
+ * handler runs, else when its connection is resumed. */
+static void answer(req_t *q, unsigned status, const char *type, const char *code, unsigned retry,
+                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void answer(req_t *q, unsigned status, const char *type, const char *code, unsigned retry,
+                   const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(q->ans_msg, sizeof(q->ans_msg), fmt, ap);
+    va_end(ap);
+    q->st = Q_ANSWER;
+    q->ans_status = status;
+    q->ans_type = type;
+    q->ans_code = code;
+    q->ans_retry = retry;
+    q->io_deadline_ms = 0;
+    resume(q);
 }
 
 /* The reply was read whole: its token counts go to the model's, and its
@@ -333,10 +522,20 @@ static void finish(req_t *q)
     if (q->finished || !q->up.done || q->up.failed)
         return;
     q->finished = true;
+    bool waiters = false;
     serve_usage_end(&q->usage);
     serve_router_t *r = q->r;
     bool reuse = r->keepalive && serve_upstream_reusable(&q->up);
+    if (reuse)
+        disown(q);
     pthread_mutex_lock(&r->mu);
+    if (q->held) {
+        /* the replica's slot is free now (release() without its own lock) */
+        if (q->rep < q->m->nreps && q->m->reps[q->rep].ongoing > 0)
+            q->m->reps[q->rep].ongoing--;
+        q->held = false;
+        waiters = q->m->queued > 0;
+    }
     if (q->usage.prompt >= 0) {
         q->m->prompt_tokens += (uint64_t)q->usage.prompt;
         q->m->completion_tokens += (uint64_t)q->usage.completion;
@@ -347,12 +546,16 @@ static void finish(req_t *q)
         if (x->st == SERVE_REPLICA_READY && x->port == q->port && x->nidle < r->keepalive &&
             x->nidle < POOL_CAP) {
             x->idle[x->nidle] = q->up.fd;
+            x->idle_ep[x->nidle] = q->watched ? q->lp->ep : -1;
             x->idle_ms[x->nidle++] = cr_mono_ms();
             q->up.fd = -1;
+            q->watched = false;
         }
     }
     pthread_mutex_unlock(&r->mu);
-    serve_upstream_close(&q->up);
+    up_close(q);
+    if (waiters)
+        wake_loops(r);
 }
 
 static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -361,7 +564,16 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     req_t *q = cls;
     if (q->ended)
         return MHD_CONTENT_READER_END_OF_STREAM;
-    ssize_t n = serve_upstream_read(&q->up, buf, max, q->r->timeout_ms);
+    ssize_t n = q->stall ? q->stall : serve_upstream_read(&q->up, buf, max, 0);
+    if (n == -EAGAIN) {
+        /* nothing yet: the loop resumes the connection when the replica
+         * sends more (or the request's timeout passes) */
+        q->waiting = true;
+        q->io_deadline_ms = cr_mono_ms() + q->r->timeout_ms;
+        MHD_suspend_connection(q->c);
+        q->suspended = true;
+        return 0;
+    }
     if (n > 0) {
         serve_usage_feed(&q->usage, buf, (size_t)n);
         if (q->up.done)
@@ -373,10 +585,10 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
         finish(q);
         return MHD_CONTENT_READER_END_OF_STREAM;
     }
-    /* the replica went away (or stalled) mid-reply */
+    /* the replica went away (or stalled) mid-reply, or the router stops */
     pthread_mutex_lock(&q->r->mu);
     q->m->errors++;
-    if (q->rep < q->m->nreps) {
+    if (q->rep < q->m->nreps && n != -ECANCELED) {
         q->m->reps[q->rep].failures++;
         if (q->m->reps[q->rep].st == SERVE_REPLICA_READY) {
             q->m->reps[q->rep].st = SERVE_REPLICA_DOWN; /* the manager checks it again */
@@ -389,177 +601,536 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
                          "data: {\"error\":{\"message\":\"the replica serving this stream went "
                          "away (%s); retry the request\",\"type\":\"server_error\",\"param\":null,"
                          "\"code\":\"replica_lost\"}}\n\n",
-                         n == -ETIMEDOUT ? "no data within the request timeout" : "it ended");
+                         n == -ETIMEDOUT   ? "no data within the request timeout"
+                         : n == -ECANCELED ? "the router stops"
+                                           : "it ended");
         if (k > 0 && (size_t)k < max)
             return k;
     }
     return MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
+static void list_del(req_t *q)
+{
+    if (!q->listed)
+        return;
+    if (q->prev)
+        q->prev->next = q->next;
+    else
+        q->lp->head = q->next;
+    if (q->next)
+        q->next->prev = q->prev;
+    else
+        q->lp->tail = q->prev;
+    q->prev = q->next = NULL;
+    q->listed = false;
+}
+
+static void list_add(req_t *q)
+{
+    if (q->listed)
+        return;
+    q->prev = q->lp->tail;
+    q->next = NULL;
+    if (q->lp->tail)
+        q->lp->tail->next = q;
+    else
+        q->lp->head = q;
+    q->lp->tail = q;
+    q->listed = true;
+}
+
+/* Leaves the model's queue. */
+static void dequeue(req_t *q)
+{
+    if (!q->queued)
+        return;
+    pthread_mutex_lock(&q->r->mu);
+    q->m->queued--;
+    pthread_mutex_unlock(&q->r->mu);
+    q->queued = false;
+}
+
 static void req_unref(req_t *q)
 {
-    if (__atomic_sub_fetch(&q->refs, 1, __ATOMIC_ACQ_REL) > 0)
+    if (--q->refs > 0)
         return;
-    serve_upstream_close(&q->up);
+    if (q->lp) {
+        list_del(q);
+        up_close(q);
+    }
     release(q);
+    dequeue(q);
     __atomic_sub_fetch(&q->r->body_bytes, q->body.len, __ATOMIC_RELAXED);
     cr_buf_free(&q->body);
+    cr_buf_free(&q->head);
     serve_usage_fini(&q->usage);
+    free(q->ctype);
     free(q->h);
+    if (q->lp && q->lp->nspare < SPARE_MAX) {
+        q->next = q->lp->spare;
+        q->lp->spare = q;
+        q->lp->nspare++;
+        return;
+    }
     free(q);
+}
+
+/* A new request of loop lp (a spare one when it has one). */
+static req_t *req_new(loop_t *lp)
+{
+    req_t *q;
+    if (lp->ep >= 0 && lp->spare) { /* not the admin listener's threads */
+        q = lp->spare;
+        lp->spare = q->next;
+        lp->nspare--;
+    } else {
+        q = cr_malloc(sizeof(*q));
+    }
+    memset(q, 0, offsetof(req_t, up));
+    serve_upstream_attach(&q->up, -1);
+    q->r = lp->r;
+    q->lp = lp->ep >= 0 ? lp : NULL;
+    q->refs = 1;
+    return q;
 }
 
 static void reader_free(void *cls)
 {
     req_t *q = cls;
     finish(q);
-    serve_upstream_close(&q->up);
+    up_close(q);
     release(q);
     req_unref(q);
 }
 
-/* Sends the request to a replica of model m and queues the reply. */
-/* Sends q's request body on its connected upstream (kept alive or not)
- * within what is left until deadline. */
-static int post_upstream(req_t *q, bool keepalive, const char *url, const char *host,
-                         const char *ctype, double deadline)
+/* ---- a request's way to a replica: route, connect, send, the reply's
+ * headers; each step goes as far as it can without blocking, and the
+ * loop calls the next when the socket is ready ---- */
+
+static void route(req_t *q);
+
+/* Sends what is left of the request: 0 all, -EAGAIN, -EPIPE. */
+static int send_more(req_t *q)
 {
-    q->up.keepalive = keepalive;
-    return serve_upstream_request(&q->up, "POST", url, host, ctype ? ctype : "application/json",
-                                  NULL, q->body.s, q->body.len, (int)((deadline - now_s()) * 1000));
+    size_t hl = q->head.len, total = hl + q->body.len;
+    while (q->sent < total) {
+        struct iovec iov[2];
+        int n = 0;
+        if (q->sent < hl)
+            iov[n++] = (struct iovec){q->head.s + q->sent, hl - q->sent};
+        size_t bo = q->sent > hl ? q->sent - hl : 0;
+        if (q->body.len > bo)
+            iov[n++] = (struct iovec){q->body.s + bo, q->body.len - bo};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(q->up.fd, &mh, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return errno == EAGAIN ? -EAGAIN : -EPIPE; /* a break: nothing came back */
+        q->sent += (size_t)w;
+    }
+    return 0;
 }
 
+/* On a connected socket: sends the request as far as the socket takes it. */
+static int start_send(req_t *q)
+{
+    q->up.keepalive = q->r->keepalive > 0;
+    char head[1024];
+    int n = serve_upstream_head(&q->up, "POST", q->url, q->host,
+                                q->ctype ? q->ctype : "application/json", NULL, q->body.len, head,
+                                sizeof(head));
+    if (n < 0)
+        return n;
+    q->head.len = 0;
+    cr_buf_append(&q->head, head, (size_t)n);
+    q->sent = 0;
+    q->io_deadline_ms = q->deadline_ms;
+    int err = send_more(q);
+    q->st = err == -EAGAIN ? Q_SEND : Q_HEADERS;
+    return err == -EAGAIN ? 0 : err;
+}
+
+/* Starts the request on fd (a pooled connection to the replica) or, with
+ * fd -1, on a new connection: 0 under way, or this attempt's error. */
+static int begin(req_t *q, int fd, bool in_ep)
+{
+    q->pooled = fd >= 0;
+    if (fd >= 0) {
+        serve_upstream_attach(&q->up, fd);
+        q->watched = in_ep;
+        own(q);
+        return start_send(q);
+    }
+    int err = serve_upstream_connect_start(&q->up, q->host, q->port);
+    if (err == -EINPROGRESS) {
+        q->st = Q_CONNECT;
+        int64_t t = cr_mono_ms() + CONNECT_MS;
+        q->io_deadline_ms = t < q->deadline_ms ? t : q->deadline_ms;
+        own(q);
+        return 0;
+    }
+    if (err)
+        return err;
+    own(q);
+    return start_send(q);
+}
+
+/* This attempt failed with err: a kept connection that the replica had
+ * closed is replaced by a new one; else the replica is marked down
+ * (before the reply's first byte) and another takes the request, or the
+ * client gets 502. */
+static void attempt_failed(req_t *q, int err)
+{
+    serve_router_t *r = q->r;
+    rmodel_t *m = q->m;
+    if (err == -EPIPE && q->pooled) {
+        /* the replica closed the idle connection as we sent: the request
+         * never reached it, so a new connection, not a failure */
+        up_close(q);
+        pthread_mutex_lock(&r->mu);
+        m->connects++;
+        pthread_mutex_unlock(&r->mu);
+        err = begin(q, -1, false);
+        if (!err)
+            return;
+    }
+    up_close(q);
+    release(q);
+    pthread_mutex_lock(&r->mu);
+    bool before_first_byte = err != CR_EPARSE && err != -ETIMEDOUT;
+    size_t i = q->rep;
+    if (i < m->nreps) {
+        m->reps[i].failures++;
+        if (before_first_byte && m->reps[i].st == SERVE_REPLICA_READY &&
+            m->reps[i].port == q->port) {
+            m->reps[i].st = SERVE_REPLICA_DOWN;
+            pool_drain(&m->reps[i]);
+        }
+    }
+    if (!before_first_byte || q->attempt >= 8 || cr_mono_ms() >= q->deadline_ms) {
+        m->errors++;
+        pthread_mutex_unlock(&r->mu);
+        answer(q, 502, "server_error", "bad_gateway", 0,
+               "the replica of model '%.200s' failed the request (%s)", m->id,
+               err == CR_EPARSE ? "its reply is not HTTP" : strerror(-err));
+        return;
+    }
+    m->retries++;
+    if (i < 64)
+        q->tried |= 1ull << i;
+    pthread_mutex_unlock(&r->mu);
+    q->attempt++;
+    route(q);
+}
+
+/* Sends q to a free replica of its model (power of two choices or prefix
+ * affinity), or queues it (waking, the loop calls this again), or
+ * answers 503 when the queue is full. */
+static void route(req_t *q)
+{
+    serve_router_t *r = q->r;
+    rmodel_t *m = q->m;
+    long i;
+    pthread_mutex_lock(&r->mu);
+    if (!q->counted) {
+        m->requests++;
+        q->counted = true;
+    }
+    for (;;) {
+        if (q->queued && q->tried && !any_ready(m, q->tried))
+            q->tried = 0; /* the replicas left were all tried: start over with them */
+        i = pick(r, m, q, q->tried);
+        if (i >= 0)
+            break;
+        if (q->queued) {
+            pthread_mutex_unlock(&r->mu);
+            return;
+        }
+        if (m->queued >= m->max_queued) {
+            m->rejected++;
+            unsigned n = m->queued;
+            pthread_mutex_unlock(&r->mu);
+            answer(q, 503, "server_error", "overloaded", r->retry_after,
+                   "model '%.200s' is at capacity: every replica has max_ongoing_requests and "
+                   "%u requests wait; retry later",
+                   m->id, n);
+            return;
+        }
+        if (q->tried && !any_ready(m, q->tried) && any_ready(m, 0)) {
+            q->tried = 0;
+            continue;
+        }
+        m->queued++;
+        q->queued = true;
+        q->st = Q_QUEUED;
+        q->io_deadline_ms = 0;
+        pthread_mutex_unlock(&r->mu);
+        return;
+    }
+    if (q->queued) {
+        m->queued--;
+        q->queued = false;
+    }
+    replica_t *x = &m->reps[i];
+    x->ongoing++;
+    x->requests++;
+    snprintf(q->host, sizeof(q->host), "%s", x->host);
+    q->port = x->port;
+    bool in_ep = false;
+    int fd = pool_take(x, q->lp->ep, &in_ep);
+    if (fd < 0)
+        m->connects++;
+    else
+        m->reused++;
+    pthread_mutex_unlock(&r->mu);
+    q->rep = (size_t)i;
+    q->held = true;
+    int err = begin(q, fd, in_ep);
+    if (err)
+        attempt_failed(q, err);
+}
+
+/* The reply's headers came: the handler queues the reply. */
+static void got_headers(req_t *q)
+{
+    double ttfb = now_s() - q->t0;
+    rmodel_t *m = q->m;
+    pthread_mutex_lock(&q->r->mu);
+    m->ttfb_count++;
+    m->ttfb_sum += ttfb;
+    for (size_t b = 0; b < CR_ARRAY_SIZE(ttfb_bounds); b++)
+        if (ttfb <= ttfb_bounds[b])
+            m->ttfb_le[b]++;
+    if (q->up.status >= 500)
+        m->errors++;
+    pthread_mutex_unlock(&q->r->mu);
+    q->st = Q_REPLY;
+    q->io_deadline_ms = 0;
+    resume(q);
+}
+
+/* The replica's socket is ready (or broke). */
+static void on_upstream(req_t *q, uint32_t ev)
+{
+    int err;
+    switch (q->st) {
+    case Q_CONNECT:
+        unwatch(q); /* connect_end closes it on failure (out of the set) */
+        err = serve_upstream_connect_end(&q->up, 0);
+        if (err) {
+            attempt_failed(q, err);
+            return;
+        }
+        q->watched = true;
+        own(q);
+        if ((err = start_send(q)))
+            attempt_failed(q, err);
+        return;
+    case Q_SEND:
+        err = send_more(q);
+        if (err && err != -EAGAIN)
+            attempt_failed(q, err);
+        else if (!err)
+            q->st = Q_HEADERS;
+        return;
+    case Q_HEADERS:
+        err = serve_upstream_read_headers(&q->up, 0);
+        if (err == -EAGAIN)
+            return;
+        if (err)
+            attempt_failed(q, err);
+        else
+            got_headers(q);
+        return;
+    case Q_REPLY:
+        if (q->waiting) {
+            q->waiting = false;
+            q->io_deadline_ms = 0;
+            resume(q); /* the reply callback reads it */
+        }
+        return;
+    default:
+        CR_UNUSED(ev);
+        return;
+    }
+}
+
+/* A loop's look at its requests: deadlines passed, and queued requests
+ * trying again (all of them: woken, or every tick). */
+static void tick(loop_t *lp, bool queued_only)
+{
+    int64_t now = cr_mono_ms();
+    for (req_t *q = lp->head, *next; q; q = next) {
+        next = q->next;
+        switch (q->st) {
+        case Q_QUEUED:
+            if (!queued_only && now >= q->deadline_ms) {
+                dequeue(q);
+                pthread_mutex_lock(&lp->r->mu);
+                q->m->errors++;
+                pthread_mutex_unlock(&lp->r->mu);
+                answer(q, 503, "server_error", "no_replica", lp->r->retry_after,
+                       "no replica of model '%.200s' became free within the request timeout; "
+                       "`corral serve status` says why",
+                       q->m->id);
+            } else {
+                route(q);
+            }
+            break;
+        case Q_CONNECT:
+        case Q_SEND:
+        case Q_HEADERS:
+            if (!queued_only && q->io_deadline_ms && now >= q->io_deadline_ms)
+                attempt_failed(q, -ETIMEDOUT);
+            break;
+        case Q_REPLY:
+            if (!queued_only && q->waiting && now >= q->io_deadline_ms) {
+                q->waiting = false;
+                q->stall = -ETIMEDOUT;
+                resume(q);
+            }
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/* The router stops: every request of the loop ends (resumed, so that
+ * microhttpd may close its connection). */
+static void abort_all(loop_t *lp)
+{
+    for (req_t *q = lp->head; q; q = q->next) {
+        switch (q->st) {
+        case Q_QUEUED:
+        case Q_CONNECT:
+        case Q_SEND:
+        case Q_HEADERS:
+            up_close(q);
+            release(q);
+            dequeue(q);
+            answer(q, 503, "server_error", "stopping", 1, "the router is stopping; retry");
+            break;
+        case Q_REPLY:
+            if (q->waiting) {
+                q->waiting = false;
+                q->stall = -ECANCELED;
+                resume(q);
+            }
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+static void *loop_run(void *arg)
+{
+    loop_t *lp = arg;
+    serve_router_t *r = lp->r;
+    int64_t next_tick = cr_mono_ms() + TICK_MS;
+    struct epoll_event ev[64];
+    while (!__atomic_load_n(&r->stopping, __ATOMIC_ACQUIRE)) {
+        int64_t now = cr_mono_ms();
+        int wait = next_tick > now ? (int)(next_tick - now) : 0;
+        MHD_UNSIGNED_LONG_LONG mt;
+        if (MHD_get_timeout(lp->d, &mt) == MHD_YES && mt < (MHD_UNSIGNED_LONG_LONG)wait)
+            wait = (int)mt;
+        int n = epoll_wait(lp->ep, ev, (int)CR_ARRAY_SIZE(ev), wait);
+        bool run = n == 0, woken = false;
+        /* no request is freed in this loop (only microhttpd's callbacks,
+         * in MHD_run below, free them): each event's request is live */
+        for (int k = 0; k < n; k++) {
+            if (ev[k].data.u64 == EV_MHD) {
+                run = true;
+            } else if (ev[k].data.u64 == EV_WAKE) {
+                uint64_t v;
+                if (read(lp->wake, &v, sizeof(v)) < 0) {
+                    /* nothing to read: another event woke it already */
+                }
+                woken = true;
+            } else {
+                uint64_t fd = ev[k].data.u64 - EV_FD;
+                req_t *q = fd < lp->nowner ? lp->owner[fd] : NULL;
+                if (q) /* else a pooled connection: the next user sees what it says */
+                    on_upstream(q, ev[k].events);
+            }
+        }
+        now = cr_mono_ms();
+        if (now >= next_tick) {
+            tick(lp, false);
+            next_tick = now + TICK_MS;
+            run = true;
+        } else if (woken) {
+            tick(lp, true);
+        }
+        if (run || lp->resumed) {
+            lp->resumed = false;
+            MHD_run(lp->d);
+        }
+    }
+    abort_all(lp);
+    MHD_run(lp->d);
+    return NULL;
+}
+
+/* Handles a routed request whose body came: its model, the queue, a
+ * replica. Answers at once (an error), or suspends the connection until
+ * the loop has the reply's headers or an answer. */
 static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t *q, rmodel_t *m,
                              const char *url)
 {
-    double t0 = now_s(), deadline = t0 + r->timeout_ms / 1000.0;
-    uint64_t tried = 0;
     const char *ctype = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
-    pthread_mutex_lock(&r->mu);
-    m->requests++;
-    for (int attempt = 0;; attempt++) {
-        long i = pick(r, m, q, tried);
-        if (i < 0) {
-            if (m->queued >= m->max_queued) {
-                m->rejected++;
-                pthread_mutex_unlock(&r->mu);
-                char msg[256];
-                snprintf(msg, sizeof(msg),
-                         "model '%s' is at capacity: every replica has max_ongoing_requests and "
-                         "%u requests wait; retry later",
-                         m->id, m->queued);
-                return send_error(c, 503, "server_error", "overloaded", msg, r->retry_after);
-            }
-            if (tried && !any_ready(m, tried) && any_ready(m, 0)) {
-                /* the replicas left were all tried: start over with them */
-                tried = 0;
-                continue;
-            }
-            m->queued++;
-            while ((i = pick(r, m, q, tried)) < 0 && !r->stopping) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                double left = deadline - now_s();
-                if (left <= 0)
-                    break;
-                if (left > 0.25)
-                    left = 0.25; /* a tried replica coming back is not signalled */
-                ts.tv_sec += (time_t)left;
-                ts.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
-                if (ts.tv_nsec >= 1000000000L) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000L;
-                }
-                pthread_cond_timedwait(&m->cv, &r->mu, &ts);
-                if (tried && !any_ready(m, tried))
-                    tried = 0;
-            }
-            m->queued--;
-            if (i < 0) {
-                m->errors++;
-                pthread_mutex_unlock(&r->mu);
-                char msg[256];
-                snprintf(msg, sizeof(msg),
-                         "no replica of model '%s' became free within the request timeout; "
-                         "`corral serve status` says why",
-                         m->id);
-                return send_error(c, 503, "server_error", "no_replica", msg, r->retry_after);
-            }
-        }
-        replica_t *x = &m->reps[i];
-        x->ongoing++;
-        x->requests++;
-        char host[64];
-        unsigned port = x->port;
-        snprintf(host, sizeof(host), "%s", x->host);
-        int fd;
-        while ((fd = pool_take(x)) >= 0 && !conn_alive(fd))
-            close(fd); /* closed by the replica while idle */
-        if (fd < 0)
-            m->connects++;
-        else
-            m->reused++;
-        pthread_mutex_unlock(&r->mu);
-        q->m = m;
-        q->rep = (size_t)i;
-        q->port = port;
-        q->held = true;
-        int err = 0;
-        if (fd >= 0)
-            serve_upstream_attach(&q->up, fd);
-        else
-            err = serve_upstream_connect(&q->up, host, port, 2000);
-        if (!err)
-            err = post_upstream(q, r->keepalive > 0, url, host, ctype, deadline);
-        if (err == -EPIPE && fd >= 0) {
-            /* the replica closed the idle connection as we sent: the
-             * request never reached it, so a new connection, not a failure */
-            serve_upstream_close(&q->up);
-            __atomic_add_fetch(&m->connects, 1, __ATOMIC_RELAXED);
-            err = serve_upstream_connect(&q->up, host, port, 2000);
-            if (!err)
-                err = post_upstream(q, r->keepalive > 0, url, host, ctype, deadline);
-        }
-        if (!err) {
-            double ttfb = now_s() - t0;
-            pthread_mutex_lock(&r->mu);
-            m->ttfb_count++;
-            m->ttfb_sum += ttfb;
-            for (size_t b = 0; b < CR_ARRAY_SIZE(ttfb_bounds); b++)
-                if (ttfb <= ttfb_bounds[b])
-                    m->ttfb_le[b]++;
-            if (q->up.status >= 500)
-                m->errors++;
-            pthread_mutex_unlock(&r->mu);
-            break;
-        }
-        serve_upstream_close(&q->up);
-        release(q);
-        pthread_mutex_lock(&r->mu);
-        bool before_first_byte = err != CR_EPARSE && err != -ETIMEDOUT;
-        if (i < (long)m->nreps) {
-            m->reps[i].failures++;
-            if (before_first_byte && m->reps[i].st == SERVE_REPLICA_READY &&
-                m->reps[i].port == port) {
-                m->reps[i].st = SERVE_REPLICA_DOWN;
-                pool_drain(&m->reps[i]);
-            }
-        }
-        if (!before_first_byte || attempt >= 8 || now_s() >= deadline) {
-            m->errors++;
-            pthread_mutex_unlock(&r->mu);
-            char msg[256];
-            snprintf(msg, sizeof(msg), "the replica of model '%s' failed the request (%s)", m->id,
-                     err == CR_EPARSE ? "its reply is not HTTP" : strerror(-err));
-            return send_error(c, 502, "server_error", "bad_gateway", msg, 0);
-        }
-        m->retries++;
-        if (i < 64)
-            tried |= 1ull << i;
-    }
+    q->ctype = ctype ? cr_strdup(ctype) : NULL;
+    q->url = url;
+    q->m = m;
+    q->c = c;
+    q->t0 = now_s();
+    q->deadline_ms = cr_mono_ms() + r->timeout_ms;
+    q->counted = false;
+    list_add(q);
+    route(q);
+    if (q->st == Q_ANSWER)
+        return send_error(c, q->ans_status, q->ans_type, q->ans_code, q->ans_msg, q->ans_retry);
+    MHD_suspend_connection(c);
+    q->suspended = true;
+    return MHD_YES;
+}
+
+/* The connection was resumed with the reply's headers: the reply, its
+ * body read by reader() as microhttpd sends it. */
+static enum MHD_Result reply(req_t *q)
+{
     q->sse = strncasecmp(q->up.content_type, "text/event-stream", 17) == 0;
     serve_usage_init(&q->usage, q->sse);
-    __atomic_add_fetch(&q->refs, 1, __ATOMIC_ACQ_REL);
+    serve_upstream_t *u = &q->up;
+    if (!u->chunked && u->content_length >= 0 &&
+        (long long)(u->len - u->off) >= u->content_length) {
+        /* the whole body came with the headers (most JSON replies): one
+         * buffer, sent with the headers at once, and the connection back
+         * in the pool before the client has it */
+        size_t n = (size_t)u->content_length, got = 0;
+        char *body = cr_malloc(n + 1);
+        ssize_t k;
+        while (got < n && (k = serve_upstream_read(u, body + got, n - got, 0)) > 0)
+            got += (size_t)k;
+        serve_usage_feed(&q->usage, body, got);
+        finish(q);
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(got, body, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+            free(body);
+            return MHD_NO;
+        }
+        if (u->content_type[0])
+            MHD_add_response_header(resp, "Content-Type", u->content_type);
+        enum MHD_Result ret = MHD_queue_response(q->c, (unsigned)u->status, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    q->refs++;
     struct MHD_Response *resp = MHD_create_response_from_callback(
         q->up.content_length >= 0 ? (uint64_t)q->up.content_length : MHD_SIZE_UNKNOWN, PIECE,
         reader, q, reader_free);
@@ -573,7 +1144,7 @@ static enum MHD_Result proxy(serve_router_t *r, struct MHD_Connection *c, req_t 
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
     }
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)q->up.status, resp);
+    enum MHD_Result ret = MHD_queue_response(q->c, (unsigned)q->up.status, resp);
     MHD_destroy_response(resp);
     return ret;
 }
@@ -603,7 +1174,8 @@ static void metrics_text(serve_router_t *r, cr_buf_t *b)
                   "wrong API key.\n"
                   "# TYPE corral_serve_unauthorized_total counter\n"
                   "corral_serve_unauthorized_total %llu\n",
-                  (unsigned long long)r->http_requests, (unsigned long long)r->unauthorized);
+                  (unsigned long long)__atomic_load_n(&r->http_requests, __ATOMIC_RELAXED),
+                  (unsigned long long)r->unauthorized);
     /* per model: name, help, value */
     static const char *const counters[][2] = {
         {"requests", "Requests routed to the model."},
@@ -680,14 +1252,21 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                               size_t *upload_size, void **req_cls)
 {
     CR_UNUSED(version);
-    serve_router_t *r = cls;
+    loop_t *lp = cls;
+    serve_router_t *r = lp->r;
     req_t *q = *req_cls;
     if (!q) {
-        q = cr_calloc(1, sizeof(*q));
-        q->r = r;
-        q->up.fd = -1;
-        q->refs = 1;
-        *req_cls = q;
+        *req_cls = req_new(lp);
+        return MHD_YES;
+    }
+    if (q->st != Q_BODY) {
+        /* resumed: the reply's headers came, or the router answers */
+        if (q->st == Q_REPLY)
+            return reply(q);
+        if (q->st == Q_ANSWER)
+            return send_error(c, q->ans_status, q->ans_type, q->ans_code, q->ans_msg, q->ans_retry);
+        MHD_suspend_connection(c); /* still waiting */
+        q->suspended = true;
         return MHD_YES;
     }
     if (*upload_size) {
@@ -702,15 +1281,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_size = 0;
         return MHD_YES;
     }
-    pthread_mutex_lock(&r->mu);
-    r->http_requests++;
-    pthread_mutex_unlock(&r->mu);
+    __atomic_add_fetch(&r->http_requests, 1, __ATOMIC_RELAXED);
     bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     if (strcmp(url, "/health") == 0 && get)
         return send_text(c, 200, "text/plain", "ok\n", 0);
     if (strncmp(url, "/-/", 3) == 0) {
         const char *tok = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Corral-Admin");
-        if (!r->admin || !tok || strcmp(tok, r->admin) != 0)
+        if (!r->admin_token || !tok || strcmp(tok, r->admin_token) != 0)
             return send_error(c, 403, "permission_error", "forbidden",
                               "the router's admin calls need its admin token", 0);
         if (strcmp(url, "/-/status") == 0 && get) {
@@ -739,9 +1316,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     if (strcmp(url, "/v1/models") == 0 && get)
         return models_list(r, c);
-    bool routed = strcmp(url, "/v1/chat/completions") == 0 || strcmp(url, "/v1/completions") == 0 ||
-                  strcmp(url, "/v1/embeddings") == 0;
-    if (!routed)
+    static const char *const routes[] = {"/v1/chat/completions", "/v1/completions",
+                                         "/v1/embeddings"};
+    const char *routed = NULL;
+    for (size_t i = 0; i < CR_ARRAY_SIZE(routes) && !routed; i++)
+        if (strcmp(url, routes[i]) == 0)
+            routed = routes[i];
+    if (!routed || !q->lp)
         return send_error(c, 404, "invalid_request_error", "unknown_url",
                           "unknown path; the router serves /v1/models, /v1/chat/completions, "
                           "/v1/completions, /v1/embeddings and /metrics",
@@ -785,7 +1366,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         q->prefix_len = rq.prefix_len;
     }
     serve_request_free(&rq);
-    return proxy(r, c, q, m, url);
+    return proxy(r, c, q, m, routed);
 }
 
 /* The plain loopback listener of a TLS router: the admin calls and
@@ -813,6 +1394,57 @@ static void completed(void *cls, struct MHD_Connection *c, void **req_cls,
     req_unref(q);
 }
 
+/* A listening socket on ss; each loop has its own on the same port
+ * (SO_REUSEPORT, which Linux allows only to the same user). */
+static int listen_on(const struct sockaddr_storage *ss, socklen_t len)
+{
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    if (bind(fd, (const struct sockaddr *)ss, len) != 0 || listen(fd, 1024) != 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    return fd;
+}
+
+/* One loop's daemon on listening socket fd (taken: closed on failure). */
+static int loop_init(loop_t *lp, serve_router_t *r, int fd, unsigned timeout_s,
+                     struct MHD_OptionItem *tlsopt, bool tls)
+{
+    lp->r = r;
+    lp->ep = epoll_create1(EPOLL_CLOEXEC);
+    lp->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (lp->ep < 0 || lp->wake < 0) {
+        close(fd);
+        return -errno;
+    }
+    lp->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO |
+                                 MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0),
+                             0, NULL, NULL, handle, lp, MHD_OPTION_LISTEN_SOCKET, fd,
+                             MHD_OPTION_NOTIFY_COMPLETED, completed, lp,
+                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
+                             MHD_OPTION_CONNECTION_LIMIT, 8192u, MHD_OPTION_CONNECTION_TIMEOUT,
+                             timeout_s, MHD_OPTION_ARRAY, tlsopt, MHD_OPTION_END);
+    const union MHD_DaemonInfo *di =
+        lp->d ? MHD_get_daemon_info(lp->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
+    if (!di) {
+        if (!lp->d)
+            close(fd);
+        return -EINVAL;
+    }
+    struct epoll_event e = {.events = EPOLLIN, .data.u64 = EV_MHD};
+    struct epoll_event w = {.events = EPOLLIN, .data.u64 = EV_WAKE};
+    if (epoll_ctl(lp->ep, EPOLL_CTL_ADD, di->epoll_fd, &e) != 0 ||
+        epoll_ctl(lp->ep, EPOLL_CTL_ADD, lp->wake, &w) != 0)
+        return -errno;
+    return 0;
+}
+
 int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
                        serve_router_t **out, char **errmsg)
 {
@@ -822,17 +1454,15 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
     struct sockaddr_storage ss = {0};
     struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-    /* poll(), not select(): a thousand streams hold two thousand descriptors,
-     * past select's FD_SETSIZE */
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    socklen_t sslen;
     if (inet_pton(AF_INET, host, &s4->sin_addr) == 1) {
         s4->sin_family = AF_INET;
         s4->sin_port = htons((uint16_t)port);
+        sslen = sizeof(*s4);
     } else if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
         s6->sin6_family = AF_INET6;
         s6->sin6_port = htons((uint16_t)port);
-        flags |= MHD_USE_IPv6;
+        sslen = sizeof(*s6);
     } else {
         *errmsg = cr_asprintf("router host '%s' is not an IP address (give one, such as "
                               "127.0.0.1)",
@@ -841,6 +1471,10 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
     }
     serve_router_t *r = cr_calloc(1, sizeof(*r));
     pthread_mutex_init(&r->mu, NULL);
+    for (size_t i = 0; i < LOOPS_MAX; i++)
+        r->loops[i].ep = r->loops[i].wake = -1;
+    r->admin.ep = r->admin.wake = -1;
+    r->admin.r = r;
     r->nmodels = cfg->models.n;
     r->models = cr_calloc(r->nmodels, sizeof(*r->models));
     for (size_t i = 0; i < r->nmodels; i++) {
@@ -857,7 +1491,6 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
         m->match_rate_threshold = sm->match_rate_threshold;
         if (sm->prefix_affinity)
             m->aff = serve_affinity_new(AFFINITY_ENTRIES, m->cap);
-        pthread_cond_init(&m->cv, NULL);
     }
     size_t nk = 0;
     while (o && o->api_keys && o->api_keys[nk])
@@ -865,7 +1498,7 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
     r->keys = cr_calloc(nk + 1, sizeof(char *));
     for (size_t i = 0; i < nk; i++)
         r->keys[i] = cr_strdup(o->api_keys[i]);
-    r->admin = o && o->admin_token ? cr_strdup(o->admin_token) : NULL;
+    r->admin_token = o && o->admin_token ? cr_strdup(o->admin_token) : NULL;
     r->retry_after = o && o->retry_after_s ? o->retry_after_s : 1;
     r->keepalive = cfg->upstream_keepalive < POOL_CAP ? cfg->upstream_keepalive : POOL_CAP;
     r->timeout_ms = (int)(cfg->request_timeout_s * 1000);
@@ -883,47 +1516,69 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
         {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, tls ? (void *)o->tls_cert_pem : NULL},
         {MHD_OPTION_END, 0, NULL},
     };
-    r->d = MHD_start_daemon(
-        flags | (tls ? MHD_USE_TLS : 0), (uint16_t)port, NULL, NULL, handle, r,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, completed, r,
-        MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256u << 10), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)CONN_MEMORY, MHD_OPTION_CONNECTION_LIMIT, 8192u, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)(cfg->request_timeout_s + 5), MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-        MHD_OPTION_ARRAY, tlsopt, MHD_OPTION_END);
-    if (!r->d && tls) {
-        *errmsg = cr_asprintf("cannot listen with TLS on %s:%u: the certificate or key was "
-                              "refused (PEM, the key matching the certificate?) or the address "
-                              "is taken (%s)",
-                              host, port, strerror(errno ? errno : EINVAL));
-        serve_router_stop(r);
-        return CR_EINVAL;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    r->nloops = ncpu < 1 ? 1 : ncpu > LOOPS_MAX ? LOOPS_MAX : (size_t)ncpu;
+    unsigned timeout_s = (unsigned)(cfg->request_timeout_s + 5);
+    for (size_t i = 0; i < r->nloops; i++) {
+        int fd = listen_on(&ss, sslen);
+        if (fd < 0) {
+            *errmsg = cr_asprintf("cannot listen on %s:%u (%s); is another router or program "
+                                  "there? Change router.port in the file",
+                                  host, port, strerror(-fd));
+            serve_router_stop(r);
+            return -EADDRINUSE;
+        }
+        if (i == 0) {
+            /* the kernel's port for 0: the other loops' sockets take it too */
+            struct sockaddr_storage got;
+            socklen_t gl = sizeof(got);
+            getsockname(fd, (struct sockaddr *)&got, &gl);
+            uint16_t p = got.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&got)->sin6_port
+                                                   : ((struct sockaddr_in *)&got)->sin_port;
+            r->port = ntohs(p);
+            if (ss.ss_family == AF_INET6)
+                s6->sin6_port = p;
+            else
+                s4->sin_port = p;
+        }
+        if (loop_init(&r->loops[i], r, fd, timeout_s, tlsopt, tls) != 0) {
+            if (tls)
+                *errmsg = cr_asprintf("cannot listen with TLS on %s:%u: the certificate or key "
+                                      "was refused (PEM, the key matching the certificate?)",
+                                      host, port);
+            else
+                *errmsg = cr_asprintf("cannot serve on %s:%u: microhttpd did not start (%s)", host,
+                                      port, strerror(errno ? errno : EINVAL));
+            serve_router_stop(r);
+            return CR_EINVAL;
+        }
     }
-    if (!r->d) {
-        *errmsg = cr_asprintf("cannot listen on %s:%u (%s); is another router or program there? "
-                              "Change router.port in the file",
-                              host, port, strerror(errno ? errno : EADDRINUSE));
-        serve_router_stop(r);
-        return -EADDRINUSE;
-    }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(r->d, MHD_DAEMON_INFO_BIND_PORT);
-    r->port = di ? di->port : port;
     r->admin_port = r->port;
     if (tls) {
         struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        r->admin_d = MHD_start_daemon(
+        r->admin.d = MHD_start_daemon(
             MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                 MHD_USE_ERROR_LOG,
-            0, NULL, NULL, handle_admin, r, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&lo,
-            MHD_OPTION_NOTIFY_COMPLETED, completed, r, MHD_OPTION_THREAD_STACK_SIZE,
+            0, NULL, NULL, handle_admin, &r->admin, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&lo,
+            MHD_OPTION_NOTIFY_COMPLETED, completed, &r->admin, MHD_OPTION_THREAD_STACK_SIZE,
             (size_t)(256u << 10), MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT,
             30u, MHD_OPTION_END);
-        di = r->admin_d ? MHD_get_daemon_info(r->admin_d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
+        const union MHD_DaemonInfo *di =
+            r->admin.d ? MHD_get_daemon_info(r->admin.d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
         if (!di) {
             *errmsg = cr_strdup("cannot listen on 127.0.0.1 for the router's admin calls");
             serve_router_stop(r);
             return -EADDRINUSE;
         }
         r->admin_port = di->port;
+    }
+    for (size_t i = 0; i < r->nloops; i++) {
+        if (pthread_create(&r->loops[i].th, NULL, loop_run, &r->loops[i]) != 0) {
+            *errmsg = cr_strdup("cannot start the router's threads (out of memory?)");
+            serve_router_stop(r);
+            return -EAGAIN;
+        }
+        r->loops[i].started = true;
     }
     *out = r;
     return 0;
@@ -933,29 +1588,39 @@ void serve_router_stop(serve_router_t *r)
 {
     if (!r)
         return;
-    r->stopping = 1;
-    if (r->d) {
-        pthread_mutex_lock(&r->mu);
-        for (size_t i = 0; i < r->nmodels; i++)
-            pthread_cond_broadcast(&r->models[i].cv);
-        pthread_mutex_unlock(&r->mu);
-        MHD_stop_daemon(r->d);
+    __atomic_store_n(&r->stopping, 1, __ATOMIC_RELEASE);
+    wake_loops(r);
+    for (size_t i = 0; i < r->nloops; i++) {
+        loop_t *lp = &r->loops[i];
+        if (lp->started)
+            pthread_join(lp->th, NULL);
+        if (lp->d)
+            MHD_stop_daemon(lp->d);
+        if (lp->ep >= 0)
+            close(lp->ep);
+        if (lp->wake >= 0)
+            close(lp->wake);
+        while (lp->spare) {
+            req_t *q = lp->spare;
+            lp->spare = q->next;
+            free(q);
+        }
+        free(lp->owner);
     }
-    if (r->admin_d)
-        MHD_stop_daemon(r->admin_d);
+    if (r->admin.d)
+        MHD_stop_daemon(r->admin.d);
     for (size_t i = 0; i < r->nmodels; i++) {
         for (size_t k = 0; k < r->models[i].cap; k++)
             pool_drain(&r->models[i].reps[k]);
         serve_affinity_free(r->models[i].aff);
         free(r->models[i].id);
         free(r->models[i].reps);
-        pthread_cond_destroy(&r->models[i].cv);
     }
     free(r->models);
     for (size_t i = 0; r->keys && r->keys[i]; i++)
         free(r->keys[i]);
     free(r->keys);
-    free(r->admin);
+    free(r->admin_token);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
@@ -999,8 +1664,10 @@ void serve_router_set_replica(serve_router_t *r, size_t m, size_t i, const char 
     if (node)
         snprintf(x->node, sizeof(x->node), "%s", node);
     x->st = st;
-    pthread_cond_broadcast(&md->cv);
+    bool waiters = md->queued > 0;
     pthread_mutex_unlock(&r->mu);
+    if (waiters)
+        wake_loops(r); /* a replica that became ready takes the queued requests */
 }
 
 serve_replica_state_t serve_router_replica_state(serve_router_t *r, size_t m, size_t i)

@@ -103,7 +103,8 @@ typedef struct serve_router_opts {
  * router keeps a copy of what it needs of cfg. */
 int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
                        serve_router_t **out, char **errmsg);
-/* Stops accepting, ends the ongoing requests' threads, frees. */
+/* Stops the loops (a waiting request gets 503, a stream its error event),
+ * joins their threads, frees. */
 void serve_router_stop(serve_router_t *r);
 /* The port it listens on (the config's, or the one the kernel chose for 0). */
 unsigned serve_router_port(const serve_router_t *r);
@@ -193,20 +194,41 @@ typedef struct serve_upstream {
     char content_type[128];   /* "" none */
     bool chunked;             /* Transfer-Encoding: chunked */
     long long content_length; /* -1 unknown (until close) */
-    /* what was read past the headers, not yet handed out */
-    char buf[8192];
+    /* what was read past the headers, not yet handed out: buf[off, len) */
     size_t off, len;
     /* chunked decoding */
     long long chunk_left; /* bytes left of the current chunk; -1 at a size line */
-    bool done;            /* the body ended as HTTP says */
-    bool failed;          /* the connection broke before the body ended */
-    long long got;        /* body bytes handed out */
-    bool keepalive;       /* set before a request: ask the replica to keep the connection */
-    bool reusable;        /* the reply allows another request on this connection */
+    bool trailers;        /* past the last chunk, reading the trailers */
+    unsigned ntrailers;
+    bool done;      /* the body ended as HTTP says */
+    bool failed;    /* the connection broke before the body ended */
+    long long got;  /* body bytes handed out */
+    bool keepalive; /* set before a request: ask the replica to keep the connection */
+    bool reusable;  /* the reply allows another request on this connection */
+    char buf[8192]; /* last: not cleared for each request */
 } serve_upstream_t;
 
+/* Each call that takes timeout_ms blocks up to it (poll), or with 0 never
+ * blocks: -EAGAIN when the socket has nothing yet, and the next call goes
+ * on where this one stopped (the router's event loops wait on u->fd). */
 /* Connects to host:port within timeout_ms. 0 or -errno. */
 int serve_upstream_connect(serve_upstream_t *u, const char *host, unsigned port, int timeout_ms);
+/* Starts connecting without blocking: 0 connected, -EINPROGRESS (u->fd
+ * set: wait until writable, then serve_upstream_connect_end), or -errno. */
+int serve_upstream_connect_start(serve_upstream_t *u, const char *host, unsigned port);
+/* Ends a connect that started with -EINPROGRESS: err is the wait's
+ * (0: writable); 0 connected, or -errno with the socket closed. */
+int serve_upstream_connect_end(serve_upstream_t *u, int err);
+/* The request's head (request line and headers, as serve_upstream_request
+ * sends them) for a body of len bytes into dst: its length, or CR_EINVAL
+ * when it does not fit size. */
+int serve_upstream_head(const serve_upstream_t *u, const char *method, const char *path,
+                        const char *host, const char *content_type, const char *extra, size_t len,
+                        char *dst, size_t size);
+/* Reads the reply's status line and headers after a request was sent: 0,
+ * -EAGAIN (timeout_ms 0), -EPIPE when the connection ended with nothing
+ * (the request may go to another replica), CR_EPARSE (not HTTP), -errno. */
+int serve_upstream_read_headers(serve_upstream_t *u, int timeout_ms);
 /* Takes fd, a connection kept from an earlier request (its own now). */
 void serve_upstream_attach(serve_upstream_t *u, int fd);
 /* Whether the connection may carry another request: the reply was read to
@@ -222,7 +244,8 @@ int serve_upstream_request(serve_upstream_t *u, const char *method, const char *
                            const char *host, const char *content_type, const char *extra,
                            const char *body, size_t len, int timeout_ms);
 /* Reads up to size bytes of the body (de-chunked): >0 bytes, 0 at its end
- * (u->done, or u->failed when the replica went away first), -errno. */
+ * (u->done, or u->failed when the replica went away first), -EAGAIN
+ * (timeout_ms 0), -ETIMEDOUT. */
 ssize_t serve_upstream_read(serve_upstream_t *u, char *dst, size_t size, int timeout_ms);
 void serve_upstream_close(serve_upstream_t *u);
 /* A GET of path answered 200 within timeout_ms. */

@@ -2,8 +2,10 @@
  * connection or on one kept from an earlier request (the router's pool,
  * router.c), the reply's headers read whole (bounded), its body
  * handed out as it comes, de-chunked, so that a stream passes through
- * piece by piece. Blocking with poll timeouts: each router request runs
- * on its own thread (router.c says why). */
+ * piece by piece. Two ways to wait: with a timeout in milliseconds the
+ * calls block (poll; the CLI's and health checks' use), with 0 they never
+ * block and say -EAGAIN where the socket has nothing yet, keeping where
+ * they were (the router's event loops, router.c). */
 #include "serve.h"
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -11,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,6 +22,8 @@
 
 static int wait_fd(int fd, short ev, int timeout_ms)
 {
+    if (timeout_ms == 0)
+        return -EAGAIN; /* the caller's event loop waits */
     struct pollfd p = {.fd = fd, .events = ev};
     for (;;) {
         int n = poll(&p, 1, timeout_ms);
@@ -33,7 +38,7 @@ static int wait_fd(int fd, short ev, int timeout_ms)
 
 static void upstream_init(serve_upstream_t *u, int fd)
 {
-    memset(u, 0, sizeof(*u));
+    memset(u, 0, offsetof(serve_upstream_t, buf)); /* buf (last) needs no zeros */
     u->fd = fd;
     u->content_length = -1;
     u->chunk_left = -1;
@@ -51,6 +56,25 @@ bool serve_upstream_reusable(const serve_upstream_t *u)
 
 int serve_upstream_connect(serve_upstream_t *u, const char *host, unsigned port, int timeout_ms)
 {
+    int err = serve_upstream_connect_start(u, host, port);
+    if (err == -EINPROGRESS)
+        err = serve_upstream_connect_end(u, wait_fd(u->fd, POLLOUT, timeout_ms));
+    return err;
+}
+
+int serve_upstream_connect_end(serve_upstream_t *u, int err)
+{
+    int so = 0;
+    socklen_t sl = sizeof(so);
+    if (!err && getsockopt(u->fd, SOL_SOCKET, SO_ERROR, &so, &sl) == 0 && so)
+        err = -so;
+    if (err)
+        serve_upstream_close(u);
+    return err;
+}
+
+int serve_upstream_connect_start(serve_upstream_t *u, const char *host, unsigned port)
+{
     upstream_init(u, -1);
     struct addrinfo hints = {
         .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
@@ -61,15 +85,10 @@ int serve_upstream_connect(serve_upstream_t *u, const char *host, unsigned port,
         return -EHOSTUNREACH;
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int err = fd < 0 ? -errno : 0;
-    if (!err && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        err = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, timeout_ms) : -errno;
-        int so = 0;
-        socklen_t sl = sizeof(so);
-        if (!err && getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) == 0 && so)
-            err = -so;
-    }
+    if (!err && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0)
+        err = -errno;
     freeaddrinfo(ai);
-    if (err) {
+    if (err && err != -EINPROGRESS) {
         if (fd >= 0)
             close(fd);
         return err;
@@ -77,7 +96,7 @@ int serve_upstream_connect(serve_upstream_t *u, const char *host, unsigned port,
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     u->fd = fd;
-    return 0;
+    return err;
 }
 
 static int send_all(int fd, const char *p, size_t n, int timeout_ms)
@@ -112,14 +131,6 @@ static ssize_t fill(serve_upstream_t *u, int timeout_ms)
     }
     for (;;) {
         ssize_t r = recv(u->fd, u->buf + u->len, sizeof(u->buf) - u->len, 0);
-        if (r > 0) {
-            /* acknowledge at once, every time (Linux clears it): an engine
-             * that writes a stream's small events with Nagle on (cpp-httplib,
-             * Python's http.server) waits for our ACK before its next one,
-             * and on a kept-alive connection the kernel would delay it 40 ms */
-            int one = 1;
-            setsockopt(u->fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
-        }
         if (r >= 0) {
             u->len += (size_t)r;
             return r;
@@ -128,6 +139,14 @@ static ssize_t fill(serve_upstream_t *u, int timeout_ms)
             continue;
         if (errno != EAGAIN)
             return -errno;
+        /* about to wait for more: acknowledge what came at once (Linux
+         * sends the delayed ACK now, and clears the flag again later): an
+         * engine that writes a stream's small events with Nagle on
+         * (cpp-httplib, Python's http.server) waits for our ACK before its
+         * next one, and on a kept-alive connection the kernel would delay
+         * it 40 ms. A reply read whole in one go needs none. */
+        int one = 1;
+        setsockopt(u->fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
         int err = wait_fd(u->fd, POLLIN, timeout_ms);
         if (err)
             return err;
@@ -155,35 +174,52 @@ static bool says_close(const char *v, size_t n)
     return false;
 }
 
-int serve_upstream_request(serve_upstream_t *u, const char *method, const char *path,
-                           const char *host, const char *content_type, const char *extra,
-                           const char *body, size_t len, int timeout_ms)
+int serve_upstream_head(const serve_upstream_t *u, const char *method, const char *path,
+                        const char *host, const char *content_type, const char *extra, size_t len,
+                        char *dst, size_t size)
 {
-    char head[1024];
-    int n = snprintf(head, sizeof(head),
+    int n = snprintf(dst, size,
                      "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: %s\r\nAccept: */*\r\n"
                      "%s%s%s%sContent-Length: %zu\r\n\r\n",
                      method, path, host, u->keepalive ? "keep-alive" : "close",
                      content_type ? "Content-Type: " : "", content_type ? content_type : "",
                      content_type ? "\r\n" : "", extra ? extra : "", len);
-    if (n < 0 || (size_t)n >= sizeof(head))
-        return CR_EINVAL;
+    return n < 0 || (size_t)n >= size ? CR_EINVAL : n;
+}
+
+int serve_upstream_request(serve_upstream_t *u, const char *method, const char *path,
+                           const char *host, const char *content_type, const char *extra,
+                           const char *body, size_t len, int timeout_ms)
+{
+    char head[1024];
+    int n =
+        serve_upstream_head(u, method, path, host, content_type, extra, len, head, sizeof(head));
+    if (n < 0)
+        return n;
     int err = send_all(u->fd, head, (size_t)n, timeout_ms);
     if (!err && len)
         err = send_all(u->fd, body, len, timeout_ms);
     if (err)
         return -EPIPE; /* nothing came back: another replica may take it */
-    /* the status line and headers */
-    char *end = NULL;
+    return serve_upstream_read_headers(u, timeout_ms);
+}
+
+int serve_upstream_read_headers(serve_upstream_t *u, int timeout_ms)
+{
+    /* the status line and headers (what came so far is looked at again
+     * whole: they are at most HEADERS_MAX) */
+    char *end = u->len ? memmem(u->buf, u->len, "\r\n\r\n", 4) : NULL;
     while (!end) {
+        if (u->len >= HEADERS_MAX)
+            return CR_EPARSE;
         ssize_t r = fill(u, timeout_ms);
+        if (r == -EAGAIN)
+            return -EAGAIN;
         if (r == 0 || r == -ECONNRESET || r == -EPIPE)
             return u->len ? CR_EPARSE : -EPIPE;
         if (r < 0)
             return r == -E2BIG ? CR_EPARSE : (int)r;
         end = memmem(u->buf, u->len, "\r\n\r\n", 4);
-        if (!end && u->len >= HEADERS_MAX)
-            return CR_EPARSE;
     }
     size_t hlen = (size_t)(end - u->buf) + 4;
     int major, minor, status;
@@ -244,7 +280,7 @@ static ssize_t take_line(serve_upstream_t *u, char *dst, size_t size, int timeou
             return CR_EPARSE;
         ssize_t r = fill(u, timeout_ms);
         if (r <= 0)
-            return r == 0 ? -ECONNRESET : r;
+            return r == 0 ? -ECONNRESET : r; /* -EAGAIN: nothing consumed */
     }
 }
 
@@ -252,41 +288,56 @@ ssize_t serve_upstream_read(serve_upstream_t *u, char *dst, size_t size, int tim
 {
     while (!u->done && !u->failed) {
         if (u->chunked && u->chunk_left <= 0) {
+            /* each step keeps its place, so that -EAGAIN resumes it */
             char line[300];
             if (u->chunk_left == 0) { /* the CRLF after a chunk's data */
                 ssize_t r = take_line(u, line, sizeof(line), timeout_ms);
+                if (r == -EAGAIN)
+                    return -EAGAIN;
                 if (r != 0) {
                     u->failed = true;
                     break;
                 }
+                u->chunk_left = -1;
             }
-            ssize_t r = take_line(u, line, sizeof(line), timeout_ms);
-            char *e;
-            long long n = r > 0 ? strtoll(line, &e, 16) : -1;
-            if (r <= 0 || n < 0 || e == line) {
-                u->failed = true;
-                break;
-            }
-            if (n == 0) {
-                /* the trailers, to the empty line that ends the reply; a
-                 * connection whose end did not come is not used again */
-                bool end = false;
-                for (int k = 0; k < 64 && !end; k++) {
-                    ssize_t t = take_line(u, line, sizeof(line), timeout_ms);
-                    if (t < 0)
-                        break;
-                    end = t == 0;
+            if (!u->trailers) {
+                ssize_t r = take_line(u, line, sizeof(line), timeout_ms);
+                if (r == -EAGAIN)
+                    return -EAGAIN;
+                char *e;
+                long long n = r > 0 ? strtoll(line, &e, 16) : -1;
+                if (r <= 0 || n < 0 || e == line) {
+                    u->failed = true;
+                    break;
                 }
-                if (!end)
-                    u->reusable = false;
-                u->done = true;
-                break;
+                if (n > 0) {
+                    u->chunk_left = n;
+                    continue;
+                }
+                u->trailers = true;
             }
-            u->chunk_left = n;
+            /* the trailers, to the empty line that ends the reply; a
+             * connection whose end did not come is not used again */
+            bool end = false;
+            while (!end && u->ntrailers < 64) {
+                ssize_t t = take_line(u, line, sizeof(line), timeout_ms);
+                if (t == -EAGAIN)
+                    return -EAGAIN;
+                if (t < 0)
+                    break;
+                u->ntrailers++;
+                end = t == 0;
+            }
+            if (!end)
+                u->reusable = false;
+            u->done = true;
+            break;
         }
         size_t have = u->len - u->off;
         if (have == 0) {
             ssize_t r = fill(u, timeout_ms);
+            if (r == -EAGAIN)
+                return -EAGAIN;
             if (r == 0) {
                 /* EOF ends a body without length or chunks; else it is a break */
                 if (!u->chunked && u->content_length < 0)

@@ -6,7 +6,8 @@
 # official openai npm client for chat, streaming, completions, models,
 # embeddings and the 404 of an unknown model in OpenAI's error shape; curl;
 # power of two choices uses both replicas; 503 with Retry-After once every
-# replica is at max_ongoing_requests and the queue is full; kill -9 of a
+# replica is at max_ongoing_requests and the queue is full (and the
+# waiting requests hold no thread of the router); kill -9 of a
 # replica during a stream ends the stream with an error event and the
 # replica is replaced; a request whose replica closes the connection before
 # the first byte (or refuses it, just after it died) goes to another;
@@ -113,12 +114,19 @@ st=$(rstatus chat)
     ok "both replicas served requests: $(jq -c '[.models[0].replicas[].requests]' <<<"$st")" || fail "p2c: $st"
 
 # capacity 2 x 2 ongoing + 2 queued; the next is refused with Retry-After
+threads() { awk '/^Threads:/ {print $2}' "/proc/$(router_pid chat)/status"; }
+idle_threads=$(threads)
 for i in 1 2 3 4 5 6; do
     curl -s -o /dev/null -w '%{http_code}\n' "$U/v1/completions" \
         -d '{"model":"canned","prompt":"x","test_delay_s":3}' >>"$T/slow.codes" &
 done
 wait_status chat '.models[0].queued == 2 and ([.models[0].replicas[].ongoing] | add) == 4' 20 ||
     fail "the slow requests did not fill the replicas and the queue: $(rstatus chat)"
+# the router's loops hold the 6 waiting requests: no thread each
+busy_threads=$(threads)
+[ "$busy_threads" -lt $((idle_threads + 3)) ] &&
+    ok "6 requests at replicas or queued: the router has $busy_threads threads ($idle_threads idle)" ||
+    fail "a thread per waiting request? $busy_threads threads with 6 requests, $idle_threads idle"
 out=$(curl -s -i "$U/v1/completions" -d '{"model":"canned","prompt":"x"}' | tr -d '\r')
 grep -q "^HTTP/1.1 503" <<<"$out" && grep -q "^Retry-After: 1$" <<<"$out" &&
     grep -q '"code":"overloaded"' <<<"$out" && ok "queue full: 503 with Retry-After" || fail "503: $out"
