@@ -16,9 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FWD_CHUNK (256 * 1024) /* bytes per LogChunk */
-#define FWD_MS 50              /* looking again at files that were caught up */
-#define FWD_HIGH (4u << 20)    /* bytes queued to the head before forwarding waits */
+#define FWD_CHUNK (256 * 1024)   /* bytes per LogChunk */
+#define FWD_MS 50                /* looking again at files that were caught up */
+#define FWD_HIGH (4u << 20)      /* bytes queued to the head before forwarding waits */
+#define FWD_RAW_TURN (32u << 20) /* bytes one pump sends raw before the loop's other work */
 #define MAX_BACKOFF_MS 5000
 
 typedef struct fwd {
@@ -118,7 +119,15 @@ static void send_msg(Corral__Envelope *e)
  * head that reads slowly so holds at most FWD_HIGH bytes of this agent's
  * memory: the rest waits in the files. A worker's exit is told once its
  * output is sent (worker_ended), so the head has every byte before it
- * calls the job final. */
+ * calls the job final.
+ *
+ * To a head that takes raw log chunks over plain TCP (docs/protocol.md
+ * "Raw log chunks"), a chunk is its header frame and the file's bytes sent
+ * by the kernel (sendfile), while nothing is queued; the first one the
+ * socket does not take whole is read and queued, and the drain pumps
+ * again. Under TLS the bytes are read and encrypted here, as before. */
+
+static size_t fwd_raw_left; /* what this pump may still send raw */
 
 static Corral__WorkerReport *report_copy(const Corral__WorkerReport *r);
 static void report_free(Corral__WorkerReport *r);
@@ -158,6 +167,38 @@ static bool pump_one(fwd_t *f)
                                 &end))
                 break;
             size_t want = end - start < FWD_CHUNK ? (size_t)(end - start) : FWD_CHUNK;
+            /* raw only where the bound cannot punch these bytes while the
+             * kernel copies them (head/follow.c raw_ok says why) */
+            if (cr_conn_can_send_raw(A.conn) &&
+                (!A.output_max || size - start <= A.output_max / 2)) {
+                if (cr_conn_queued(A.conn) > 0) { /* the socket is full: on_drain comes back */
+                    left = true;
+                    break;
+                }
+                if (want <= fwd_raw_left) {
+                    Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
+                    ch.dropped = start - f->off[s];
+                    ch.job_id = f->job_id;
+                    ch.worker_index = f->index;
+                    ch.stream = s ? CORRAL__LOG_STREAM__LOG_STDERR : CORRAL__LOG_STREAM__LOG_STDOUT;
+                    ch.offset = start;
+                    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+                    e.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+                    e.log_chunk = &ch;
+                    e.id = cr_conn_next_id(A.conn);
+                    size_t copied;
+                    int err = cr_conn_send_log_file(A.conn, &e, fd, start, want, true, &copied);
+                    if (err < 0) {
+                        cr_warn("to the head: %s", cr_strerror(err));
+                        left = true;
+                        break;
+                    }
+                    fwd_raw_left -= want;
+                    f->off[s] = start + want;
+                    continue;
+                }
+                fwd_raw_left = 0; /* its turn is over: this one is queued, its drain comes back */
+            }
             ssize_t got = pread(fd, buf, want, (off_t)start);
             if (got <= 0)
                 break;
@@ -224,6 +265,7 @@ static void fwd_end(size_t i)
 static void fwd_pump_all(bool flush)
 {
     size_t n = A.fwd.n;
+    fwd_raw_left = FWD_RAW_TURN;
     for (size_t k = 0; k < n; k++) { /* from the next one each time: none starves */
         fwd_t *f = &A.fwd.v[(A.fwd_next + k) % n];
         f->left = pump_one(f);

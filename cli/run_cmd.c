@@ -3,7 +3,9 @@
 #include <corral/corral.h>
 #include <getopt.h>
 #include <signal.h>
+#include <errno.h>
 #include <stdio.h>
+#include <unistd.h>
 
 static const char run_usage[] =
     "usage: corral run [--gpus N | --tpus N | --resources 'TPU=4,CPU=2'] [--workers N] "
@@ -100,9 +102,21 @@ void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, siz
     FILE *fp = stream ? stderr : stdout;
     if (worker >= o->n)
         return;
-    if (!o->prefix) {
-        fwrite(data, 1, len, fp);
+    if (!o->prefix) { /* as it came: one write(2), no copy through stdio's buffer */
         fflush(fp);
+        int fd = fileno(fp);
+        while (len) {
+            ssize_t w = write(fd, data, len);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) { /* a non-blocking stdout, or an error stdio will report */
+                fwrite(data, 1, len, fp);
+                fflush(fp);
+                return;
+            }
+            data += w;
+            len -= (size_t)w;
+        }
         return;
     }
     cr_buf_t *b = stream ? &o->err[worker] : &o->out[worker];

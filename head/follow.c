@@ -15,7 +15,14 @@
  * and nothing is read from a file for it meanwhile. The timer (every
  * FOLLOW_PERIOD_MS, running only while someone follows) is left for
  * tailing: a follower that is caught up looks again for what was
- * written since, one fstat per followed file. */
+ * written since, one fstat per followed file.
+ *
+ * To a client that takes raw log chunks (docs/protocol.md "Raw log
+ * chunks") over a connection with nothing queued, a chunk is its header
+ * frame and the file's bytes sent by the kernel (sendfile), never copied
+ * into this process: the pump goes on while the socket takes them, and
+ * stops at the first chunk it did not take whole (the rest is read and
+ * queued, and the drain brings the pump back). */
 #include "head/follow.h"
 #include <fcntl.h>
 #include <stdio.h>
@@ -26,6 +33,10 @@
 #define TAIL_MAX (8u << 20)   /* a first look starts at most this far from the end */
 #define QUEUE_HIGH (4u << 20) /* bytes queued to a follower before it waits for the drain */
 #define SOCK_BUF (2 << 20)    /* the send buffer asked for a follower's socket */
+/* bytes one pump sends raw to one follower before it lets the others
+ * have the loop (a client that reads as fast as the kernel copies would
+ * keep it otherwise); the next piece is queued, so its drain comes back */
+#define RAW_TURN (32u << 20)
 
 typedef struct fstream {
     char *path;       /* the file followed now; NULL none yet */
@@ -57,6 +68,7 @@ static struct {
     follower_t *list;
     size_t count;
     int pumping;        /* follow_pump on the stack: frees wait for its sweep */
+    size_t raw_left;    /* what this pump of one follower may still send raw */
     uint8_t buf[CHUNK]; /* one loop, one read at a time */
 } F;
 
@@ -162,6 +174,44 @@ static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, cons
     return send_env(f, &a);
 }
 
+/* Whether the bytes from off of a file of size bounded to keep may go
+ * raw: the kernel copies them after this process last looked, so a bound
+ * must not punch them meanwhile. It punches only what is older than the
+ * last keep bytes; within the newest half of those, the worker would have
+ * to write keep / 2 (32 MiB by default) during one chunk's copy. Further
+ * behind, the read-and-check way (cr_output_punched) sends them. */
+static bool raw_ok(follower_t *f, uint64_t keep, uint64_t size, uint64_t off)
+{
+    return cr_conn_can_send_raw(f->conn) && (!keep || size - off <= keep / 2);
+}
+
+/* One chunk the raw way (cr_conn_send_log_file); false when the follower
+ * ended. */
+static bool send_raw_chunk(follower_t *f, int worker, int stream, int fd, uint64_t off, size_t len,
+                           uint64_t dropped)
+{
+    Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
+    ch.job_id = f->job_id;
+    ch.worker_index = (uint32_t)(worker < 0 ? 0 : worker);
+    ch.stream = stream ? CORRAL__LOG_STREAM__LOG_STDERR : CORRAL__LOG_STREAM__LOG_STDOUT;
+    ch.offset = off;
+    ch.dropped = dropped;
+    ch.worker_log_max = dropped && F.ops.log_max ? F.ops.log_max(F.arg) : 0;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+    a.log_chunk = &ch;
+    a.reply_to = f->req_id;
+    size_t copied;
+    int err = cr_conn_send_log_file(f->conn, &a, fd, off, len, true, &copied);
+    if (err < 0) {
+        cr_warn("follow: answer to %s: %s; no longer following", cr_conn_peer(f->conn),
+                cr_strerror(err));
+        f->dead = true;
+        return false;
+    }
+    return true;
+}
+
 /* Sends what s->path gained since s->offset, up to *budget bytes.
  * Returns false when the follower ended (a send failed); *left says
  * whether bytes are left in the file. */
@@ -206,6 +256,26 @@ static bool read_file(follower_t *f, int worker, int stream, bool first, size_t 
         size_t want = CHUNK < *budget ? CHUNK : *budget;
         if (want > end - s->offset)
             want = (size_t)(end - s->offset);
+        if (raw_ok(f, keep, size, s->offset)) {
+            if (cr_conn_queued(f->conn) > 0) { /* the socket is full: the drain comes back */
+                *budget = 0;
+                break;
+            }
+            if (want <= F.raw_left) {
+                if (!send_raw_chunk(f, worker, stream, fd, s->offset, want, skipped)) {
+                    ok = false;
+                    break;
+                }
+                F.raw_left -= want;
+                skipped = 0;
+                s->offset += want;
+                continue;
+            }
+            /* its turn is over: one chunk queued brings it back at the drain */
+            F.raw_left = 0;
+            if (*budget > CHUNK)
+                *budget = CHUNK;
+        }
         ssize_t got = pread(fd, F.buf, want, (off_t)s->offset);
         if (got <= 0)
             break;
@@ -283,6 +353,7 @@ static void pump_logs(follower_t *f)
     bool final = F.ops.is_final(F.arg, f->job_id);
     size_t queued = cr_conn_queued(f->conn);
     size_t budget = queued < QUEUE_HIGH ? QUEUE_HIGH - queued : 0;
+    F.raw_left = RAW_TURN;
     bool more = false;
     for (int k = 0; k < n; k++) { /* from the next worker each time: none starves */
         int i = (f->rr + k) % n;

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -82,6 +83,11 @@ struct cr_conn {
     bool tls_up;
     bool rx_any;   /* a byte has been received: the first says TLS or not */
     char why[320]; /* why the handshake (TLS or corral's) failed, for on_close */
+    /* a LogChunk whose raw_len bytes follow its frame (docs/protocol.md
+     * "Raw log chunks"): its header, handed on with each piece as data,
+     * and how many bytes are still to come */
+    Corral__Envelope *raw_env;
+    uint64_t raw_left;
 };
 
 struct cr_net {
@@ -93,6 +99,9 @@ struct cr_net {
     uint32_t max_unauth, max_unauth_per_peer;
     uint64_t unauth_refused; /* connections closed at accept for the caps */
     bool job;                /* connecting with a job credential (token is it) */
+    uint32_t features;       /* announced in the handshake (CR_FEATURES, $CORRAL_FEATURES) */
+    uint8_t *scratch;        /* cr_conn_send_log_file's reads, reused */
+    size_t scratch_cap;
     cr_job_scope_t scope;
     cr_net_callbacks_t cb;
     void *data;
@@ -109,6 +118,15 @@ struct cr_net {
     char rbuf[READ_BUF]; /* one loop, one read at a time: shared */
     char pbuf[16384];    /* TLS: one record's plaintext at a time, also shared */
 };
+
+/* Raw log chunks' bytes in this process (cr_net_raw_stats): one loop per
+ * process, or the head's and its in-process agent's on the same one. */
+static cr_raw_stats_t raw_stats;
+
+void cr_net_raw_stats(cr_raw_stats_t *out)
+{
+    *out = raw_stats;
+}
 
 typedef struct write_req {
     uv_write_t req;
@@ -140,6 +158,7 @@ static void net_maybe_free(cr_net_t *n)
         n->tls->ctx_free(n->tls_client);
     }
     free(n->name);
+    free(n->scratch);
     free(n);
     if (done)
         done(done_data);
@@ -192,6 +211,11 @@ cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_c
         n->scope = *cfg->job;
     }
     n->name = cr_strdup(cfg->name ? cfg->name : "");
+    n->features = CR_FEATURES;
+    const char *fe = getenv("CORRAL_FEATURES");
+    int64_t fv;
+    if (fe && *fe && cr_parse_i64(fe, 0, &fv) == 0 && fv >= 0)
+        n->features = (uint32_t)fv & CR_FEATURES;
     n->max_frame = cfg->max_frame ? cfg->max_frame : CR_FRAME_MAX_DEFAULT;
     n->max_queue = cfg->max_write_queue ? cfg->max_write_queue : DEFAULT_MAX_QUEUE;
     n->hs_timeout_ms =
@@ -215,6 +239,19 @@ cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_c
 
 /* ---------------------------------------------------------------- closing */
 
+/* Forgets a raw LogChunk being received: its data points into the read
+ * buffer, not into memory of the message's own. */
+static void raw_end(cr_conn_t *c)
+{
+    if (!c->raw_env)
+        return;
+    c->raw_env->log_chunk->data.data = NULL;
+    c->raw_env->log_chunk->data.len = 0;
+    cr_msg_free(c->raw_env);
+    c->raw_env = NULL;
+    c->raw_left = 0;
+}
+
 /* Drops one of the things that keep c alive (its two handles, a name
  * lookup in flight); the last one frees it. */
 static void conn_release(cr_conn_t *c)
@@ -230,6 +267,7 @@ static void conn_release(cr_conn_t *c)
         n->cb.on_close(c, c->close_err, n->data);
     if (c->tls)
         n->tls->conn_free(c->tls);
+    raw_end(c);
     cr_frame_dec_fini(&c->dec);
     cr_wipe(&c->hs, sizeof(c->hs));
     cr_buf_free(&c->held);
@@ -576,12 +614,12 @@ static bool is_handshake_body(Corral__Envelope__BodyCase b)
     return b >= CORRAL__ENVELOPE__BODY_HELLO && b <= CORRAL__ENVELOPE__BODY_REFUSED;
 }
 
-int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e)
+/* Whether e may go to c: the peer would close us for it otherwise, so
+ * better to say so here, to the code that built the message. */
+static int check_send(cr_conn_t *c, const Corral__Envelope *e)
 {
     if (!c->ready || c->closing)
         return -ENOTCONN;
-    /* the peer would close us for it: better to say so here, to the code
-     * that built the message */
     char why[300] = "";
     if (cr_msg_validate(e, why, sizeof(why)) < 0 || is_handshake_body(e->body_case) ||
         !(cr_msg_senders(e->body_case) & (c->server ? CR_FROM_HEAD : role_bit(c->hs.role)))) {
@@ -589,9 +627,147 @@ int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e)
                 why[0] ? why : "not ours to send");
         return CR_EINVAL;
     }
+    return 0;
+}
+
+int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e)
+{
+    int err = check_send(c, e);
+    if (err < 0)
+        return err;
     if (c->detached)
         return send_detached(c, e);
     return send_env(c, e);
+}
+
+/* A scratch buffer of n bytes for reads from a file (the net's, reused). */
+static uint8_t *scratch(cr_net_t *n, size_t len)
+{
+    if (len > n->scratch_cap) {
+        free(n->scratch);
+        n->scratch = cr_malloc(len);
+        n->scratch_cap = len;
+    }
+    return n->scratch;
+}
+
+/* len bytes of fd from off into buf; a file cut short (never the case for
+ * the output files, which only grow) reads as zeros past its end, so a
+ * length already announced is kept. */
+static void read_full(int fd, uint8_t *buf, size_t len, uint64_t off)
+{
+    size_t have = 0;
+    while (have < len) {
+        ssize_t r = pread(fd, buf + have, len - have, (off_t)(off + have));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+    }
+    memset(buf + have, 0, len - have);
+}
+
+bool cr_conn_can_send_raw(const cr_conn_t *c)
+{
+    return c->ready && !c->closing && !c->linger && !c->detached && !c->tls &&
+           (c->hs.features & c->hs.peer_features & CORRAL__FEATURE__FEATURE_RAW_LOG);
+}
+
+/* The raw way: the header frame and as much of the file as the socket
+ * takes now, written here (nothing is queued before them, so the order
+ * holds), the rest read and queued. */
+static int send_raw(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, size_t len,
+                    size_t *copied)
+{
+    e->log_chunk->raw_len = len;
+    int err = check_send(c, e);
+    uint8_t *hdr = NULL;
+    size_t hlen = 0;
+    if (err == 0)
+        err = cr_msg_pack(e, c->net->max_frame, &hdr, &hlen);
+    e->log_chunk->raw_len = 0;
+    if (err < 0)
+        return err;
+    uv_os_fd_t sfd;
+    if ((err = uv_fileno(&c->u.h, &sfd)) < 0) {
+        free(hdr);
+        return err;
+    }
+    uv_buf_t b = uv_buf_init((char *)hdr, (unsigned)hlen);
+    int w = uv_try_write(&c->u.s, &b, 1);
+    size_t hsent = w > 0 ? (size_t)w : 0, sent = 0;
+    if (w < 0 && w != UV_EAGAIN) {
+        free(hdr);
+        cr_warn("%s: write failed: %s; closing the connection", c->peer, uv_strerror(w));
+        cr_conn_close(c, w);
+        return w;
+    }
+    while (hsent == hlen && sent < len) {
+        off_t o = (off_t)(off + sent);
+        ssize_t r = sendfile(sfd, fd, &o, len - sent);
+        if (r > 0) {
+            sent += (size_t)r;
+            continue;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno != EAGAIN) {
+            err = -errno;
+            free(hdr);
+            cr_warn("%s: write failed: %s; closing the connection", c->peer, strerror(-err));
+            cr_conn_close(c, err);
+            return err;
+        }
+        break; /* the socket is full (or the file is short: read_full pads) */
+    }
+    size_t rest = (hlen - hsent) + (len - sent);
+    *copied = len - sent;
+    raw_stats.sent_direct += sent;
+    raw_stats.sent_copied += len - sent;
+    if (!rest) {
+        free(hdr);
+        return 0;
+    }
+    /* what the socket did not take waits in the queue, as any frame would */
+    write_req_t *q = cr_malloc(sizeof(*q));
+    q->c = c;
+    q->len = rest;
+    q->bytes = cr_malloc(rest);
+    memcpy(q->bytes, hdr + hsent, hlen - hsent);
+    free(hdr);
+    read_full(fd, q->bytes + (hlen - hsent), len - sent, off + sent);
+    b = uv_buf_init((char *)q->bytes, (unsigned)rest);
+    if ((err = uv_write(&q->req, &c->u.s, &b, 1, write_done)) < 0) {
+        free(q->bytes);
+        free(q);
+        cr_warn("%s: write failed: %s; closing the connection", c->peer, uv_strerror(err));
+        cr_conn_close(c, err);
+        return err;
+    }
+    c->queued += rest;
+    return 0;
+}
+
+int cr_conn_send_log_file(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, size_t len,
+                          bool raw, size_t *copied)
+{
+    *copied = len;
+    if (e->body_case != CORRAL__ENVELOPE__BODY_LOG_CHUNK || !e->log_chunk || !len ||
+        e->log_chunk->data.len || e->log_chunk->eof)
+        return CR_EINVAL;
+    if (raw && cr_conn_can_send_raw(c) && c->queued == 0 && !c->held.len &&
+        uv_stream_get_write_queue_size(&c->u.s) == 0)
+        return send_raw(c, e, fd, off, len, copied);
+    /* the framing every peer takes: the bytes inside the message */
+    uint8_t *buf = scratch(c->net, len);
+    read_full(fd, buf, len, off);
+    e->log_chunk->data.data = buf;
+    e->log_chunk->data.len = len;
+    int err = cr_conn_send(c, e);
+    e->log_chunk->data.data = NULL;
+    e->log_chunk->data.len = 0;
+    return err;
 }
 
 /* Sends the handshake's Refused (if any), stops reading and closes once it
@@ -665,6 +841,54 @@ static void refuse_message(cr_conn_t *c, uint64_t reply_to, const char *fmt, ...
     cr_conn_reply_error(c, reply_to, CR_EPARSE, "%s; the connection is closed", msg);
 }
 
+/* A LogChunk announced raw_len bytes after its frame: they are handed on
+ * as they arrive (raw_piece), straight from the read buffer, each piece
+ * as that chunk's data from its offset on. Takes e. Nothing is buffered,
+ * so the bound is only the frame limit's, which a sender cannot pass. */
+static bool raw_start(cr_conn_t *c, Corral__Envelope *e)
+{
+    uint64_t n = e->log_chunk->raw_len;
+    const char *why = NULL;
+    if (!(c->hs.features & CORRAL__FEATURE__FEATURE_RAW_LOG))
+        why = "a raw log chunk, which this side did not announce (FEATURE_RAW_LOG)";
+    else if (n > c->dec.max)
+        why = "a raw log chunk above the frame limit";
+    if (why) {
+        cr_warn("%s: sent %s; closing the connection", c->peer, why);
+        refuse_message(c, e->id, "%s", why);
+        close_after_send(c, CR_EPARSE);
+        cr_msg_free(e);
+        return false;
+    }
+    e->log_chunk->raw_len = 0; /* each piece reads as a chunk of its own */
+    c->raw_env = e;
+    c->raw_left = n;
+    return true;
+}
+
+/* n bytes of the raw LogChunk being received. */
+static void raw_piece(cr_conn_t *c, const uint8_t *p, size_t n)
+{
+    Corral__Envelope *e = c->raw_env;
+    Corral__LogChunk *ch = e->log_chunk;
+    c->raw_left -= n;
+    raw_stats.received += n;
+    bool last = c->raw_left == 0;
+    if (last)
+        c->raw_env = NULL;
+    ch->data.data = (uint8_t *)p;
+    ch->data.len = n;
+    if (c->net->cb.on_message)
+        c->net->cb.on_message(c, e, c->net->data);
+    ch->data.data = NULL;
+    ch->data.len = 0;
+    ch->offset += n;
+    ch->dropped = 0; /* said with the first piece */
+    ch->worker_log_max = 0;
+    if (last)
+        cr_msg_free(e);
+}
+
 /* Hands one frame on; false when the connection is going away. */
 static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
 {
@@ -687,6 +911,8 @@ static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
             refuse_message(c, e->id, "%s is not a message a %s sends here",
                            cr_msg_name(e->body_case), cr_role_name(c->hs.role));
             close_after_send(c, CR_EPARSE);
+        } else if (e->body_case == CORRAL__ENVELOPE__BODY_LOG_CHUNK && e->log_chunk->raw_len) {
+            return raw_start(c, e);
         } else if (c->net->cb.on_message) {
             c->net->cb.on_message(c, e, c->net->data);
         }
@@ -705,6 +931,13 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 static bool feed_plain(cr_conn_t *c, const uint8_t *p, size_t left)
 {
     while (left && !c->closing && !c->linger) {
+        if (c->raw_left) {
+            size_t take = left < c->raw_left ? left : (size_t)c->raw_left;
+            raw_piece(c, p, take);
+            p += take;
+            left -= take;
+            continue;
+        }
         size_t used;
         const uint8_t *frame;
         size_t flen;
@@ -1012,6 +1245,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     cr_hs_init_server(&c->hs, n->token, nonce, n->accept_roles, n->name, n->max_frame);
+    c->hs.features = n->features;
     if (l->tls && !(c->tls = n->tls->conn_new(n->tls_server, true, NULL))) {
         cr_warn("%s: TLS: out of memory; closing the connection", c->peer);
         cr_conn_close(c, CR_ENOMEM);
@@ -1267,6 +1501,7 @@ int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_
         return CR_EIO;
     }
     cr_hs_init_client(&c->hs, n->token, nonce, role, n->name);
+    c->hs.features = n->features;
     if (!path && n->tls_client && !(c->tls = n->tls->conn_new(n->tls_client, false, host))) {
         cr_conn_close(c, CR_ENOMEM);
         return CR_ENOMEM;
