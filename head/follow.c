@@ -63,6 +63,7 @@ typedef struct follower {
 static struct {
     uv_loop_t *loop;
     uv_timer_t *timer;
+    uv_check_t *soon; /* follow_pump_soon: once, after this turn's reads */
     follow_ops_t ops;
     void *arg;
     follower_t *list;
@@ -82,6 +83,18 @@ static void on_timer(uv_timer_t *t)
     follow_pump();
 }
 
+static void on_soon(uv_check_t *h)
+{
+    uv_check_stop(h);
+    follow_pump();
+}
+
+void follow_pump_soon(void)
+{
+    if (F.soon && F.list)
+        uv_check_start(F.soon, on_soon);
+}
+
 void follow_init(uv_loop_t *loop, const follow_ops_t *ops, void *arg)
 {
     memset(&F, 0, sizeof(F));
@@ -90,6 +103,8 @@ void follow_init(uv_loop_t *loop, const follow_ops_t *ops, void *arg)
     F.arg = arg;
     F.timer = cr_malloc(sizeof(*F.timer));
     uv_timer_init(loop, F.timer);
+    F.soon = cr_malloc(sizeof(*F.soon));
+    uv_check_init(loop, F.soon);
 }
 
 static void follower_free(follower_t *f)
@@ -134,6 +149,11 @@ void follow_fini(void)
         uv_timer_stop(F.timer);
         uv_close((uv_handle_t *)F.timer, timer_closed);
         F.timer = NULL;
+    }
+    if (F.soon) {
+        uv_check_stop(F.soon);
+        uv_close((uv_handle_t *)F.soon, timer_closed);
+        F.soon = NULL;
     }
 }
 
