@@ -16,10 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FWD_CHUNK (256 * 1024)   /* bytes per LogChunk */
-#define FWD_MS 50                /* looking again at files that were caught up */
-#define FWD_HIGH (4u << 20)      /* bytes queued to the head before forwarding waits */
-#define FWD_RAW_TURN (32u << 20) /* bytes one pump sends raw before the loop's other work */
+#define FWD_CHUNK (256 * 1024) /* bytes per LogChunk */
+#define FWD_MS 50              /* looking again at files that were caught up */
+#define FWD_HIGH (4u << 20)    /* bytes queued to the head before forwarding waits */
 #define MAX_BACKOFF_MS 5000
 
 typedef struct fwd {
@@ -121,13 +120,9 @@ static void send_msg(Corral__Envelope *e)
  * output is sent (worker_ended), so the head has every byte before it
  * calls the job final.
  *
- * To a head that takes raw log chunks over plain TCP (docs/protocol.md
- * "Raw log chunks"), a chunk is its header frame and the file's bytes sent
- * by the kernel (sendfile), while nothing is queued; the first one the
- * socket does not take whole is read and queued, and the drain pumps
- * again. Under TLS the bytes are read and encrypted here, as before. */
-
-static size_t fwd_raw_left; /* what this pump may still send raw */
+ * To a head that takes raw log chunks (docs/protocol.md "Raw log
+ * chunks"), a chunk is its header frame and the file's bytes read right
+ * after it into the write buffer: no protobuf copy here or at the head. */
 
 static Corral__WorkerReport *report_copy(const Corral__WorkerReport *r);
 static void report_free(Corral__WorkerReport *r);
@@ -171,11 +166,7 @@ static bool pump_one(fwd_t *f)
              * kernel copies them (head/follow.c raw_ok says why) */
             if (cr_conn_can_send_raw(A.conn) &&
                 (!A.output_max || size - start <= A.output_max / 2)) {
-                if (cr_conn_queued(A.conn) > 0) { /* the socket is full: on_drain comes back */
-                    left = true;
-                    break;
-                }
-                if (want <= fwd_raw_left) {
+                {
                     Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
                     ch.dropped = start - f->off[s];
                     ch.job_id = f->job_id;
@@ -193,11 +184,9 @@ static bool pump_one(fwd_t *f)
                         left = true;
                         break;
                     }
-                    fwd_raw_left -= want;
                     f->off[s] = start + want;
                     continue;
                 }
-                fwd_raw_left = 0; /* its turn is over: this one is queued, its drain comes back */
             }
             ssize_t got = pread(fd, buf, want, (off_t)start);
             if (got <= 0)
@@ -265,7 +254,6 @@ static void fwd_end(size_t i)
 static void fwd_pump_all(bool flush)
 {
     size_t n = A.fwd.n;
-    fwd_raw_left = FWD_RAW_TURN;
     for (size_t k = 0; k < n; k++) { /* from the next one each time: none starves */
         fwd_t *f = &A.fwd.v[(A.fwd_next + k) % n];
         f->left = pump_one(f);

@@ -18,11 +18,8 @@
  * written since, one fstat per followed file.
  *
  * To a client that takes raw log chunks (docs/protocol.md "Raw log
- * chunks") over a connection with nothing queued, a chunk is its header
- * frame and the file's bytes sent by the kernel (sendfile), never copied
- * into this process: the pump goes on while the socket takes them, and
- * stops at the first chunk it did not take whole (the rest is read and
- * queued, and the drain brings the pump back). */
+ * chunks"), a chunk is its header frame and the file's bytes read right
+ * after it into the write buffer: no protobuf copy here or at the client. */
 #include "head/follow.h"
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,10 +30,6 @@
 #define TAIL_MAX (8u << 20)   /* a first look starts at most this far from the end */
 #define QUEUE_HIGH (4u << 20) /* bytes queued to a follower before it waits for the drain */
 #define SOCK_BUF (2 << 20)    /* the send buffer asked for a follower's socket */
-/* bytes one pump sends raw to one follower before it lets the others
- * have the loop (a client that reads as fast as the kernel copies would
- * keep it otherwise); the next piece is queued, so its drain comes back */
-#define RAW_TURN (32u << 20)
 
 typedef struct fstream {
     char *path;       /* the file followed now; NULL none yet */
@@ -69,7 +62,6 @@ static struct {
     follower_t *list;
     size_t count;
     int pumping;        /* follow_pump on the stack: frees wait for its sweep */
-    size_t raw_left;    /* what this pump of one follower may still send raw */
     uint8_t buf[CHUNK]; /* one loop, one read at a time */
 } F;
 
@@ -195,11 +187,11 @@ static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, cons
 }
 
 /* Whether the bytes from off of a file of size bounded to keep may go
- * raw: the kernel copies them after this process last looked, so a bound
- * must not punch them meanwhile. It punches only what is older than the
- * last keep bytes; within the newest half of those, the worker would have
- * to write keep / 2 (32 MiB by default) during one chunk's copy. Further
- * behind, the read-and-check way (cr_output_punched) sends them. */
+ * raw: they are read into the write buffer with no check after, so a
+ * bound must not punch them meanwhile. It punches only what is older than
+ * the last keep bytes; within the newest half of those, the worker would
+ * have to write keep / 2 (32 MiB by default) during one chunk's read.
+ * Further behind, the read-and-check way (cr_output_punched) sends them. */
 static bool raw_ok(follower_t *f, uint64_t keep, uint64_t size, uint64_t off)
 {
     return cr_conn_can_send_raw(f->conn) && (!keep || size - off <= keep / 2);
@@ -277,24 +269,14 @@ static bool read_file(follower_t *f, int worker, int stream, bool first, size_t 
         if (want > end - s->offset)
             want = (size_t)(end - s->offset);
         if (raw_ok(f, keep, size, s->offset)) {
-            if (cr_conn_queued(f->conn) > 0) { /* the socket is full: the drain comes back */
-                *budget = 0;
+            if (!send_raw_chunk(f, worker, stream, fd, s->offset, want, skipped)) {
+                ok = false;
                 break;
             }
-            if (want <= F.raw_left) {
-                if (!send_raw_chunk(f, worker, stream, fd, s->offset, want, skipped)) {
-                    ok = false;
-                    break;
-                }
-                F.raw_left -= want;
-                skipped = 0;
-                s->offset += want;
-                continue;
-            }
-            /* its turn is over: one chunk queued brings it back at the drain */
-            F.raw_left = 0;
-            if (*budget > CHUNK)
-                *budget = CHUNK;
+            skipped = 0;
+            s->offset += want;
+            *budget -= want;
+            continue;
         }
         ssize_t got = pread(fd, F.buf, want, (off_t)s->offset);
         if (got <= 0)
@@ -373,7 +355,6 @@ static void pump_logs(follower_t *f)
     bool final = F.ops.is_final(F.arg, f->job_id);
     size_t queued = cr_conn_queued(f->conn);
     size_t budget = queued < QUEUE_HIGH ? QUEUE_HIGH - queued : 0;
-    F.raw_left = RAW_TURN;
     bool more = false;
     for (int k = 0; k < n; k++) { /* from the next worker each time: none starves */
         int i = (f->rr + k) % n;

@@ -806,11 +806,10 @@ static void get_metrics(void *ctx, const web_req_t *rq, web_out_t *out)
     cr_raw_stats_t rs;
     cr_net_raw_stats(&rs);
     web_prom_family(b, "corral_output_raw_bytes_total", "counter",
-                    "job output in raw log chunks (docs/protocol.md): sent from the file by the "
-                    "kernel, sent after a read, received");
-    const char *rl[][2] = {{"way", "sent_direct"}, {"way", "sent_copied"}, {"way", "received"}};
-    double rv[] = {(double)rs.sent_direct, (double)rs.sent_copied, (double)rs.received};
-    for (size_t i = 0; i < 3; i++)
+                    "job output sent and received in raw log chunks (docs/protocol.md)");
+    const char *rl[][2] = {{"way", "sent"}, {"way", "received"}};
+    double rv[] = {(double)rs.sent, (double)rs.received};
+    for (size_t i = 0; i < 2; i++)
         web_prom_sample(b, "corral_output_raw_bytes_total", rl[i], 1, rv[i]);
     metric1(b, "corral_state_commits_total", "counter",
             "group commits of state.db (one per loop turn that changed something)",

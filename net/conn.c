@@ -11,11 +11,12 @@
 #include "net/net.h"
 #include "net/tls.h"
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -88,6 +89,11 @@ struct cr_conn {
      * and how many bytes are still to come */
     Corral__Envelope *raw_env;
     uint64_t raw_left;
+    /* cr_conn_set_raw_fd: where a raw chunk's bytes may go instead of
+     * on_message; raw_out the current chunk's (-1 none) */
+    int (*raw_pick)(void *arg, const Corral__LogChunk *ch);
+    void *raw_pick_arg;
+    int raw_out;
 };
 
 struct cr_net {
@@ -243,6 +249,7 @@ cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_c
  * buffer, not into memory of the message's own. */
 static void raw_end(cr_conn_t *c)
 {
+    c->raw_out = -1;
     if (!c->raw_env)
         return;
     c->raw_env->log_chunk->data.data = NULL;
@@ -528,6 +535,8 @@ void cr_net_flush_failed(cr_net_t *n, int code, const char *msg)
     cr_net_flush(n);
 }
 
+static int queue_frame(cr_conn_t *c, write_req_t *w, uint64_t reply_to);
+
 /* Queues one envelope, handshake or not. */
 static int send_env(cr_conn_t *c, const Corral__Envelope *e)
 {
@@ -544,6 +553,15 @@ static int send_env(cr_conn_t *c, const Corral__Envelope *e)
         free(w);
         return err;
     }
+    return queue_frame(c, w, e->reply_to);
+}
+
+/* Queues w's bytes (w->bytes, w->len: whole frames, taken): held while
+ * the net is (cr_net_hold), else written. 0 or an error (the connection
+ * is then closed). */
+static int queue_frame(cr_conn_t *c, write_req_t *w, uint64_t reply_to)
+{
+    int err;
     if (c->net->hold && c->ready) { /* written at cr_net_flush, with the others */
         if (!c->hpprev) {
             c->hnext = c->net->holding;
@@ -552,7 +570,7 @@ static int send_env(cr_conn_t *c, const Corral__Envelope *e)
             c->net->holding = c;
             c->hpprev = &c->net->holding;
         }
-        *CR_VEC_PUSH(&c->held_frames) = (held_frame_t){c->held.len, w->len, e->reply_to};
+        *CR_VEC_PUSH(&c->held_frames) = (held_frame_t){c->held.len, w->len, reply_to};
         cr_buf_append(&c->held, (const char *)w->bytes, w->len);
         c->queued += w->len;
         free(w->bytes);
@@ -668,85 +686,42 @@ static void read_full(int fd, uint8_t *buf, size_t len, uint64_t off)
     memset(buf + have, 0, len - have);
 }
 
+void cr_conn_set_raw_fd(cr_conn_t *c, int (*pick)(void *arg, const Corral__LogChunk *ch), void *arg)
+{
+    c->raw_pick = pick;
+    c->raw_pick_arg = arg;
+}
+
 bool cr_conn_can_send_raw(const cr_conn_t *c)
 {
-    return c->ready && !c->closing && !c->linger && !c->detached && !c->tls &&
+    return c->ready && !c->closing && !c->linger && !c->detached &&
            (c->hs.features & c->hs.peer_features & CORRAL__FEATURE__FEATURE_RAW_LOG);
 }
 
-/* The raw way: the header frame and as much of the file as the socket
- * takes now, written here (nothing is queued before them, so the order
- * holds), the rest read and queued. */
+/* The raw way: the header frame and the file's bytes read straight after
+ * it into one buffer, queued as a frame is (held, encrypted under TLS),
+ * so the bytes are copied once here and never packed or unpacked. */
 static int send_raw(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, size_t len,
                     size_t *copied)
 {
     e->log_chunk->raw_len = len;
     int err = check_send(c, e);
-    uint8_t *hdr = NULL;
-    size_t hlen = 0;
-    if (err == 0)
-        err = cr_msg_pack(e, c->net->max_frame, &hdr, &hlen);
+    write_req_t *w = NULL;
+    if (err == 0) {
+        w = cr_malloc(sizeof(*w));
+        err = cr_msg_pack(e, c->net->max_frame, &w->bytes, &w->len);
+        if (err < 0)
+            free(w);
+    }
     e->log_chunk->raw_len = 0;
     if (err < 0)
         return err;
-    uv_os_fd_t sfd;
-    if ((err = uv_fileno(&c->u.h, &sfd)) < 0) {
-        free(hdr);
-        return err;
-    }
-    uv_buf_t b = uv_buf_init((char *)hdr, (unsigned)hlen);
-    int w = uv_try_write(&c->u.s, &b, 1);
-    size_t hsent = w > 0 ? (size_t)w : 0, sent = 0;
-    if (w < 0 && w != UV_EAGAIN) {
-        free(hdr);
-        cr_warn("%s: write failed: %s; closing the connection", c->peer, uv_strerror(w));
-        cr_conn_close(c, w);
-        return w;
-    }
-    while (hsent == hlen && sent < len) {
-        off_t o = (off_t)(off + sent);
-        ssize_t r = sendfile(sfd, fd, &o, len - sent);
-        if (r > 0) {
-            sent += (size_t)r;
-            continue;
-        }
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 && errno != EAGAIN) {
-            err = -errno;
-            free(hdr);
-            cr_warn("%s: write failed: %s; closing the connection", c->peer, strerror(-err));
-            cr_conn_close(c, err);
-            return err;
-        }
-        break; /* the socket is full (or the file is short: read_full pads) */
-    }
-    size_t rest = (hlen - hsent) + (len - sent);
-    *copied = len - sent;
-    raw_stats.sent_direct += sent;
-    raw_stats.sent_copied += len - sent;
-    if (!rest) {
-        free(hdr);
-        return 0;
-    }
-    /* what the socket did not take waits in the queue, as any frame would */
-    write_req_t *q = cr_malloc(sizeof(*q));
-    q->c = c;
-    q->len = rest;
-    q->bytes = cr_malloc(rest);
-    memcpy(q->bytes, hdr + hsent, hlen - hsent);
-    free(hdr);
-    read_full(fd, q->bytes + (hlen - hsent), len - sent, off + sent);
-    b = uv_buf_init((char *)q->bytes, (unsigned)rest);
-    if ((err = uv_write(&q->req, &c->u.s, &b, 1, write_done)) < 0) {
-        free(q->bytes);
-        free(q);
-        cr_warn("%s: write failed: %s; closing the connection", c->peer, uv_strerror(err));
-        cr_conn_close(c, err);
-        return err;
-    }
-    c->queued += rest;
-    return 0;
+    w->bytes = cr_realloc(w->bytes, w->len + len);
+    read_full(fd, w->bytes + w->len, len, off);
+    w->len += len;
+    *copied = len;
+    raw_stats.sent += len;
+    return queue_frame(c, w, e->reply_to);
 }
 
 int cr_conn_send_log_file(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, size_t len,
@@ -756,8 +731,7 @@ int cr_conn_send_log_file(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t of
     if (e->body_case != CORRAL__ENVELOPE__BODY_LOG_CHUNK || !e->log_chunk || !len ||
         e->log_chunk->data.len || e->log_chunk->eof)
         return CR_EINVAL;
-    if (raw && cr_conn_can_send_raw(c) && c->queued == 0 && !c->held.len &&
-        uv_stream_get_write_queue_size(&c->u.s) == 0)
+    if (raw && cr_conn_can_send_raw(c))
         return send_raw(c, e, fd, off, len, copied);
     /* the framing every peer takes: the bytes inside the message */
     uint8_t *buf = scratch(c->net, len);
@@ -863,12 +837,74 @@ static bool raw_start(cr_conn_t *c, Corral__Envelope *e)
     e->log_chunk->raw_len = 0; /* each piece reads as a chunk of its own */
     c->raw_env = e;
     c->raw_left = n;
+    c->raw_out = c->raw_pick ? c->raw_pick(c->raw_pick_arg, e->log_chunk) : -1;
+    if (c->raw_out >= 0 && e->log_chunk->dropped && c->net->cb.on_message)
+        c->net->cb.on_message(c, e, c->net->data); /* the gap is told, with no data */
+    return !c->closing && !c->linger;
+}
+
+/* Bytes of a raw chunk that go to raw_out: written whole (a blocking
+ * descriptor, as stdout is); false when it failed (said, and then the
+ * bytes go to on_message as any). */
+static bool raw_write_out(cr_conn_t *c, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(c->raw_out, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
     return true;
+}
+
+/* The rest of a raw chunk that goes to a pipe: moved from the socket by
+ * splice(2), never read into this process, as long as it keeps coming (a
+ * sender that stalls mid-chunk leaves the rest to the loop's reads). */
+static void raw_splice(cr_conn_t *c)
+{
+    uv_os_fd_t sfd;
+    if (c->raw_out < 0 || !c->raw_left || c->closing || uv_fileno(&c->u.h, &sfd) < 0)
+        return;
+    while (c->raw_left) {
+        ssize_t r = splice(sfd, NULL, c->raw_out, NULL, (size_t)c->raw_left, SPLICE_F_MOVE);
+        if (r > 0) {
+            c->raw_left -= (uint64_t)r;
+            c->raw_env->log_chunk->offset += (uint64_t)r;
+            raw_stats.received += (uint64_t)r;
+            continue;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno == EAGAIN) {
+            struct pollfd pf = {.fd = sfd, .events = POLLIN};
+            if (poll(&pf, 1, 50) > 0 && !(pf.revents & (POLLERR | POLLHUP)))
+                continue;
+        }
+        return; /* EOF, an error, or a pause: the loop's read says which */
+    }
+    raw_end(c); /* the chunk is done */
 }
 
 /* n bytes of the raw LogChunk being received. */
 static void raw_piece(cr_conn_t *c, const uint8_t *p, size_t n)
 {
+    if (c->raw_out >= 0) {
+        if (raw_write_out(c, p, n)) {
+            c->raw_left -= n;
+            raw_stats.received += n;
+            c->raw_env->log_chunk->offset += n;
+            c->raw_env->log_chunk->dropped = 0;
+            if (!c->raw_left)
+                raw_end(c);
+            return;
+        }
+        cr_warn("%s: writing output to descriptor %d: %s; handed on instead", c->peer, c->raw_out,
+                strerror(errno));
+        c->raw_out = -1;
+    }
     Corral__Envelope *e = c->raw_env;
     Corral__LogChunk *ch = e->log_chunk;
     c->raw_left -= n;
@@ -936,6 +972,8 @@ static bool feed_plain(cr_conn_t *c, const uint8_t *p, size_t left)
             raw_piece(c, p, take);
             p += take;
             left -= take;
+            if (!left && c->raw_left && !c->tls)
+                raw_splice(c); /* the rest straight from the socket */
             continue;
         }
         size_t used;
@@ -1125,6 +1163,7 @@ static cr_conn_t *conn_new(cr_net_t *n, bool is_unix, bool server)
     c->u.h.data = c;
     c->timer.data = c;
     c->open_handles = 2;
+    c->raw_out = -1;
     cr_frame_dec_init(&c->dec, CR_FRAME_MAX_HANDSHAKE); /* until the handshake is done */
     c->next = n->conns;
     if (c->next)
@@ -1649,6 +1688,7 @@ cr_conn_t *cr_conn_new_detached(Corral__Role role,
     static unsigned seq;
     cr_conn_t *c = cr_calloc(1, sizeof(*c));
     c->detached = true;
+    c->raw_out = -1;
     c->server = true; /* our side serves the peer: sends are the head's */
     c->ready = true;
     c->announced = true;

@@ -329,26 +329,32 @@ int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e);
 
 /* Sends the LogChunk e (data empty, eof unset) with len bytes (> 0) of
  * the file fd from off as its data; e is borrowed and left as it was.
- * With raw set, where the peer announced FEATURE_RAW_LOG, the connection
- * is plain (no TLS, not detached) and nothing waits in its queue, the
- * chunk goes as a frame with raw_len and the bytes follow it straight
- * from the file (sendfile(2): no copy in this process); what the socket
- * does not take at once is read and queued, so cr_conn_queued() above 0
- * afterwards says the socket is full: wait for on_drain. Otherwise the
- * bytes are read into the message (the framing every peer takes). raw is
- * the caller's word that the bytes cannot change while the kernel copies
- * them (a bound punching the file could make them zeros: see
- * head/follow.c). *copied: how many bytes went through this process's
- * memory. 0, or an error as cr_conn_send's. */
+ * With raw set, where both sides announced FEATURE_RAW_LOG, the chunk
+ * goes as a frame with raw_len and the bytes, read from the file straight
+ * after it into the same buffer (no protobuf copy here, none at the
+ * receiver); otherwise the bytes are read into the message (the framing
+ * every peer takes). Either way it is queued as any frame (cr_net_hold,
+ * TLS, cr_conn_queued). raw is the caller's word that the bytes cannot
+ * change between this read and its check (a bound punching the file
+ * could make them zeros: see head/follow.c raw_ok). *copied: how many
+ * bytes went through this process's memory. 0, or an error as
+ * cr_conn_send's. */
 int cr_conn_send_log_file(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, size_t len,
                           bool raw, size_t *copied);
+/* Receiving side: pick (NULL: none) is asked at each raw chunk's header
+ * for a descriptor its bytes go to instead of on_message (-1: on_message
+ * as usual). They are written there whole, what is still in the socket
+ * moved by splice(2) where the descriptor is a pipe (never read into this
+ * process); a chunk's dropped is still told to on_message, with no data.
+ * The descriptor must be blocking (stdout is); a client's private loop
+ * only: the loop waits on it. */
+void cr_conn_set_raw_fd(cr_conn_t *c, int (*pick)(void *arg, const Corral__LogChunk *ch),
+                        void *arg);
 /* Whether raw log chunks may go to c (cr_conn_send_log_file). */
 bool cr_conn_can_send_raw(const cr_conn_t *c);
-/* Bytes of raw log chunks this process sent straight from the file
- * (sendfile), sent after reading them (what the socket did not take at
- * once), and received. */
+/* Bytes of raw log chunks this process sent and received. */
 typedef struct cr_raw_stats {
-    uint64_t sent_direct, sent_copied, received;
+    uint64_t sent, received;
 } cr_raw_stats_t;
 void cr_net_raw_stats(cr_raw_stats_t *out);
 
