@@ -118,7 +118,11 @@ static void send_msg(Corral__Envelope *e)
  * head that reads slowly so holds at most FWD_HIGH bytes of this agent's
  * memory: the rest waits in the files. A worker's exit is told once its
  * output is sent (worker_ended), so the head has every byte before it
- * calls the job final. */
+ * calls the job final.
+ *
+ * To a head that takes raw log chunks (docs/protocol.md "Raw log
+ * chunks"), a chunk is its header frame and the file's bytes read right
+ * after it into the write buffer: no protobuf copy here or at the head. */
 
 static Corral__WorkerReport *report_copy(const Corral__WorkerReport *r);
 static void report_free(Corral__WorkerReport *r);
@@ -158,6 +162,32 @@ static bool pump_one(fwd_t *f)
                                 &end))
                 break;
             size_t want = end - start < FWD_CHUNK ? (size_t)(end - start) : FWD_CHUNK;
+            /* raw only where the bound cannot punch these bytes while the
+             * kernel copies them (head/follow.c raw_ok says why) */
+            if (cr_conn_can_send_raw(A.conn) &&
+                (!A.output_max || size - start <= A.output_max / 2)) {
+                {
+                    Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
+                    ch.dropped = start - f->off[s];
+                    ch.job_id = f->job_id;
+                    ch.worker_index = f->index;
+                    ch.stream = s ? CORRAL__LOG_STREAM__LOG_STDERR : CORRAL__LOG_STREAM__LOG_STDOUT;
+                    ch.offset = start;
+                    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+                    e.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+                    e.log_chunk = &ch;
+                    e.id = cr_conn_next_id(A.conn);
+                    size_t copied;
+                    int err = cr_conn_send_log_file(A.conn, &e, fd, start, want, true, &copied);
+                    if (err < 0) {
+                        cr_warn("to the head: %s", cr_strerror(err));
+                        left = true;
+                        break;
+                    }
+                    f->off[s] = start + want;
+                    continue;
+                }
+            }
             ssize_t got = pread(fd, buf, want, (off_t)start);
             if (got <= 0)
                 break;

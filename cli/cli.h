@@ -43,6 +43,9 @@ typedef struct outputs {
     cr_buf_t *out, *err; /* with prefix: the partial line held */
 } outputs_t;
 void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, size_t len);
+/* Followed output of stdout, unprefixed, to a pipe: straight to it
+ * (corral_set_log_fd: spliced from the socket, not copied through us). */
+void cli_follow_to_stdout(corral_t *c, bool prefix);
 /* The line on stderr before a worker's output that follows dropped
  * output (corral_set_log_dropped): "[corral: 12.0 MiB of earlier output
  * of worker 0 dropped: each worker keeps its last 64 MiB

@@ -322,6 +322,7 @@ int cli_job(int argc, char **argv)
         o.out = cr_calloc(o.n + 1, sizeof(*o.out));
         o.err = cr_calloc(o.n + 1, sizeof(*o.err));
         corral_set_log_dropped(c, cli_on_dropped, &o);
+        cli_follow_to_stdout(c, o.prefix);
         int err = follow ? corral_job_logs_follow(c, pos[0], w, cli_on_follow, &o)
                          : corral_job_logs(c, pos[0], w, cli_on_follow, &o);
         for (size_t i = 0; i < o.n; i++) { /* the partial last lines */
@@ -594,8 +595,7 @@ int cli_events(int argc, char **argv)
 {
     bool json = false, follow = false;
     unsigned limit = 0;
-    int r =
-        parse_common(argc, argv, events_usage, &json, &limit, NULL, NULL, NULL, &follow, NULL);
+    int r = parse_common(argc, argv, events_usage, &json, &limit, NULL, NULL, NULL, &follow, NULL);
     if (r)
         return r < 0 ? CLI_OK : r;
     if (optind < argc) {

@@ -3,7 +3,10 @@
 #include <corral/corral.h>
 #include <getopt.h>
 #include <signal.h>
+#include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char run_usage[] =
     "usage: corral run [--gpus N | --tpus N | --resources 'TPU=4,CPU=2'] [--workers N] "
@@ -100,9 +103,21 @@ void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, siz
     FILE *fp = stream ? stderr : stdout;
     if (worker >= o->n)
         return;
-    if (!o->prefix) {
-        fwrite(data, 1, len, fp);
+    if (!o->prefix) { /* as it came: one write(2), no copy through stdio's buffer */
         fflush(fp);
+        int fd = fileno(fp);
+        while (len) {
+            ssize_t w = write(fd, data, len);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) { /* a non-blocking stdout, or an error stdio will report */
+                fwrite(data, 1, len, fp);
+                fflush(fp);
+                return;
+            }
+            data += w;
+            len -= (size_t)w;
+        }
         return;
     }
     cr_buf_t *b = stream ? &o->err[worker] : &o->out[worker];
@@ -119,6 +134,15 @@ void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, siz
         b->s[b->len] = '\0';
     }
     fflush(fp);
+}
+
+void cli_follow_to_stdout(corral_t *c, bool prefix)
+{
+    struct stat st;
+    if (prefix || fstat(STDOUT_FILENO, &st) < 0 || !S_ISFIFO(st.st_mode))
+        return;
+    fflush(stdout);
+    corral_set_log_fd(c, STDOUT_FILENO);
 }
 
 /* The tick of the follow: Ctrl-C stops the job, through a second
@@ -444,6 +468,7 @@ static int run_or_submit(const char *cmd, const char *usage, bool submit, int ar
     cli_stopper_t st = {.cmd = cmd, .job_id = job_id, .leave_running = submit};
     corral_set_tick(c, cli_stop_on_interrupt, &st);
     corral_set_log_dropped(c, cli_on_dropped, &o);
+    cli_follow_to_stdout(c, o.prefix);
     err = corral_job_logs_follow_all(c, job_id, -1, cli_on_follow, &o);
     corral_set_tick(c, NULL, NULL);
     cli_stopper_fini(&st);

@@ -46,6 +46,8 @@ struct corral {
     corral_tick_fn tick; /* following calls: asked every TICK_MS whether to end */
     void *tick_arg;
     corral_log_dropped_fn dropped; /* corral_set_log_dropped */
+    int log_fd;                    /* corral_set_log_fd; -1 none */
+    bool following_logs;           /* a logs call is running: log_fd applies */
     void *dropped_arg;
     int err;
     char msg[512];
@@ -200,6 +202,7 @@ int corral_connect(const char *address, const char *token_path, corral_t **out, 
                                           : session_file("token", why, sizeof(why));
 
     corral_t *c = cr_calloc(1, sizeof(*c));
+    c->log_fd = -1;
     uv_loop_init(&c->loop);
     uv_timer_init(&c->loop, &c->timer);
     uint8_t token[CR_TOKEN_LEN];
@@ -303,6 +306,20 @@ static void on_timeout(uv_timer_t *t)
 }
 
 #define TICK_MS 100
+
+/* Raw chunks of stdout straight to log_fd, during a logs call only. */
+static int pick_log_fd(void *arg, const Corral__LogChunk *ch)
+{
+    corral_t *c = arg;
+    return c->following_logs && ch->stream == CORRAL__LOG_STREAM__LOG_STDOUT ? c->log_fd : -1;
+}
+
+void corral_set_log_fd(corral_t *c, int fd)
+{
+    c->log_fd = fd;
+    if (c->conn)
+        cr_conn_set_raw_fd(c->conn, fd >= 0 ? pick_log_fd : NULL, c);
+}
 
 void corral_set_log_dropped(corral_t *c, corral_log_dropped_fn fn, void *arg)
 {
@@ -939,7 +956,10 @@ static int job_logs(corral_t *c, const char *job_id, int worker_index, corral_lo
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_JOB_LOGS;
     e.job_logs = &r;
-    return call_ex(c, &e, got_chunk, &l, follow);
+    c->following_logs = true;
+    int err = call_ex(c, &e, got_chunk, &l, follow);
+    c->following_logs = false;
+    return err;
 }
 
 int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg)

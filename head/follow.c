@@ -15,7 +15,11 @@
  * and nothing is read from a file for it meanwhile. The timer (every
  * FOLLOW_PERIOD_MS, running only while someone follows) is left for
  * tailing: a follower that is caught up looks again for what was
- * written since, one fstat per followed file. */
+ * written since, one fstat per followed file.
+ *
+ * To a client that takes raw log chunks (docs/protocol.md "Raw log
+ * chunks"), a chunk is its header frame and the file's bytes read right
+ * after it into the write buffer: no protobuf copy here or at the client. */
 #include "head/follow.h"
 #include <fcntl.h>
 #include <stdio.h>
@@ -52,6 +56,7 @@ typedef struct follower {
 static struct {
     uv_loop_t *loop;
     uv_timer_t *timer;
+    uv_check_t *soon; /* follow_pump_soon: once, after this turn's reads */
     follow_ops_t ops;
     void *arg;
     follower_t *list;
@@ -70,6 +75,18 @@ static void on_timer(uv_timer_t *t)
     follow_pump();
 }
 
+static void on_soon(uv_check_t *h)
+{
+    uv_check_stop(h);
+    follow_pump();
+}
+
+void follow_pump_soon(void)
+{
+    if (F.soon && F.list)
+        uv_check_start(F.soon, on_soon);
+}
+
 void follow_init(uv_loop_t *loop, const follow_ops_t *ops, void *arg)
 {
     memset(&F, 0, sizeof(F));
@@ -78,6 +95,8 @@ void follow_init(uv_loop_t *loop, const follow_ops_t *ops, void *arg)
     F.arg = arg;
     F.timer = cr_malloc(sizeof(*F.timer));
     uv_timer_init(loop, F.timer);
+    F.soon = cr_malloc(sizeof(*F.soon));
+    uv_check_init(loop, F.soon);
 }
 
 static void follower_free(follower_t *f)
@@ -123,6 +142,11 @@ void follow_fini(void)
         uv_close((uv_handle_t *)F.timer, timer_closed);
         F.timer = NULL;
     }
+    if (F.soon) {
+        uv_check_stop(F.soon);
+        uv_close((uv_handle_t *)F.soon, timer_closed);
+        F.soon = NULL;
+    }
 }
 
 size_t follow_count(void)
@@ -160,6 +184,44 @@ static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, cons
     a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
     a.log_chunk = &ch;
     return send_env(f, &a);
+}
+
+/* Whether the bytes from off of a file of size bounded to keep may go
+ * raw: they are read into the write buffer with no check after, so a
+ * bound must not punch them meanwhile. It punches only what is older than
+ * the last keep bytes; within the newest half of those, the worker would
+ * have to write keep / 2 (32 MiB by default) during one chunk's read.
+ * Further behind, the read-and-check way (cr_output_punched) sends them. */
+static bool raw_ok(follower_t *f, uint64_t keep, uint64_t size, uint64_t off)
+{
+    return cr_conn_can_send_raw(f->conn) && (!keep || size - off <= keep / 2);
+}
+
+/* One chunk the raw way (cr_conn_send_log_file); false when the follower
+ * ended. */
+static bool send_raw_chunk(follower_t *f, int worker, int stream, int fd, uint64_t off, size_t len,
+                           uint64_t dropped)
+{
+    Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
+    ch.job_id = f->job_id;
+    ch.worker_index = (uint32_t)(worker < 0 ? 0 : worker);
+    ch.stream = stream ? CORRAL__LOG_STREAM__LOG_STDERR : CORRAL__LOG_STREAM__LOG_STDOUT;
+    ch.offset = off;
+    ch.dropped = dropped;
+    ch.worker_log_max = dropped && F.ops.log_max ? F.ops.log_max(F.arg) : 0;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+    a.log_chunk = &ch;
+    a.reply_to = f->req_id;
+    size_t copied;
+    int err = cr_conn_send_log_file(f->conn, &a, fd, off, len, true, &copied);
+    if (err < 0) {
+        cr_warn("follow: answer to %s: %s; no longer following", cr_conn_peer(f->conn),
+                cr_strerror(err));
+        f->dead = true;
+        return false;
+    }
+    return true;
 }
 
 /* Sends what s->path gained since s->offset, up to *budget bytes.
@@ -206,6 +268,16 @@ static bool read_file(follower_t *f, int worker, int stream, bool first, size_t 
         size_t want = CHUNK < *budget ? CHUNK : *budget;
         if (want > end - s->offset)
             want = (size_t)(end - s->offset);
+        if (raw_ok(f, keep, size, s->offset)) {
+            if (!send_raw_chunk(f, worker, stream, fd, s->offset, want, skipped)) {
+                ok = false;
+                break;
+            }
+            skipped = 0;
+            s->offset += want;
+            *budget -= want;
+            continue;
+        }
         ssize_t got = pread(fd, F.buf, want, (off_t)s->offset);
         if (got <= 0)
             break;

@@ -73,6 +73,10 @@ int follow_events_add(cr_conn_t *c, uint64_t req_id, uint64_t since_seq);
  * now final. The timer calls it; the head may call it too (say when a
  * worker exits) to answer sooner. */
 void follow_pump(void);
+/* follow_pump once this turn of the loop has handled what it read (a
+ * uv_check): output an agent forwards arrives in many pieces per read,
+ * and the followers are pumped once for all of them. */
+void follow_pump_soon(void);
 /* Everything queued on c was written (the net's on_drain): its log
  * followers that are behind get their next piece now. */
 void follow_conn_drained(cr_conn_t *c);

@@ -195,5 +195,5 @@ void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch)
         D.worker_log_unbounded_told = true;
     }
     close(fd);
-    follow_pump();
+    follow_pump_soon(); /* once for every piece this read brought */
 }

@@ -944,6 +944,14 @@ static void get_metrics(void *ctx, const web_req_t *rq, web_out_t *out)
                     (double)head_counters.place_count);
     metric1(b, "corral_heartbeats_total", "counter", "heartbeats received from agents",
             (double)head_counters.heartbeats);
+    cr_raw_stats_t rs;
+    cr_net_raw_stats(&rs);
+    web_prom_family(b, "corral_output_raw_bytes_total", "counter",
+                    "job output sent and received in raw log chunks (docs/protocol.md)");
+    const char *rl[][2] = {{"way", "sent"}, {"way", "received"}};
+    double rv[] = {(double)rs.sent, (double)rs.received};
+    for (size_t i = 0; i < 2; i++)
+        web_prom_sample(b, "corral_output_raw_bytes_total", rl[i], 1, rv[i]);
     metric1(b, "corral_state_commits_total", "counter",
             "group commits of state.db (one per loop turn that changed something)",
             (double)head_counters.commits);

@@ -11,6 +11,8 @@
 #include "net/net.h"
 #include "net/tls.h"
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -82,6 +84,16 @@ struct cr_conn {
     bool tls_up;
     bool rx_any;   /* a byte has been received: the first says TLS or not */
     char why[320]; /* why the handshake (TLS or corral's) failed, for on_close */
+    /* a LogChunk whose raw_len bytes follow its frame (docs/protocol.md
+     * "Raw log chunks"): its header, handed on with each piece as data,
+     * and how many bytes are still to come */
+    Corral__Envelope *raw_env;
+    uint64_t raw_left;
+    /* cr_conn_set_raw_fd: where a raw chunk's bytes may go instead of
+     * on_message; raw_out the current chunk's (-1 none) */
+    int (*raw_pick)(void *arg, const Corral__LogChunk *ch);
+    void *raw_pick_arg;
+    int raw_out;
 };
 
 struct cr_net {
@@ -93,6 +105,9 @@ struct cr_net {
     uint32_t max_unauth, max_unauth_per_peer;
     uint64_t unauth_refused; /* connections closed at accept for the caps */
     bool job;                /* connecting with a job credential (token is it) */
+    uint32_t features;       /* announced in the handshake (CR_FEATURES, $CORRAL_FEATURES) */
+    uint8_t *scratch;        /* cr_conn_send_log_file's reads, reused */
+    size_t scratch_cap;
     cr_job_scope_t scope;
     cr_net_callbacks_t cb;
     void *data;
@@ -109,6 +124,15 @@ struct cr_net {
     char rbuf[READ_BUF]; /* one loop, one read at a time: shared */
     char pbuf[16384];    /* TLS: one record's plaintext at a time, also shared */
 };
+
+/* Raw log chunks' bytes in this process (cr_net_raw_stats): one loop per
+ * process, or the head's and its in-process agent's on the same one. */
+static cr_raw_stats_t raw_stats;
+
+void cr_net_raw_stats(cr_raw_stats_t *out)
+{
+    *out = raw_stats;
+}
 
 typedef struct write_req {
     uv_write_t req;
@@ -140,6 +164,7 @@ static void net_maybe_free(cr_net_t *n)
         n->tls->ctx_free(n->tls_client);
     }
     free(n->name);
+    free(n->scratch);
     free(n);
     if (done)
         done(done_data);
@@ -192,6 +217,11 @@ cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_c
         n->scope = *cfg->job;
     }
     n->name = cr_strdup(cfg->name ? cfg->name : "");
+    n->features = CR_FEATURES;
+    const char *fe = getenv("CORRAL_FEATURES");
+    int64_t fv;
+    if (fe && *fe && cr_parse_i64(fe, 0, &fv) == 0 && fv >= 0)
+        n->features = (uint32_t)fv & CR_FEATURES;
     n->max_frame = cfg->max_frame ? cfg->max_frame : CR_FRAME_MAX_DEFAULT;
     n->max_queue = cfg->max_write_queue ? cfg->max_write_queue : DEFAULT_MAX_QUEUE;
     n->hs_timeout_ms =
@@ -215,6 +245,20 @@ cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_c
 
 /* ---------------------------------------------------------------- closing */
 
+/* Forgets a raw LogChunk being received: its data points into the read
+ * buffer, not into memory of the message's own. */
+static void raw_end(cr_conn_t *c)
+{
+    c->raw_out = -1;
+    if (!c->raw_env)
+        return;
+    c->raw_env->log_chunk->data.data = NULL;
+    c->raw_env->log_chunk->data.len = 0;
+    cr_msg_free(c->raw_env);
+    c->raw_env = NULL;
+    c->raw_left = 0;
+}
+
 /* Drops one of the things that keep c alive (its two handles, a name
  * lookup in flight); the last one frees it. */
 static void conn_release(cr_conn_t *c)
@@ -230,6 +274,7 @@ static void conn_release(cr_conn_t *c)
         n->cb.on_close(c, c->close_err, n->data);
     if (c->tls)
         n->tls->conn_free(c->tls);
+    raw_end(c);
     cr_frame_dec_fini(&c->dec);
     cr_wipe(&c->hs, sizeof(c->hs));
     cr_buf_free(&c->held);
@@ -490,6 +535,8 @@ void cr_net_flush_failed(cr_net_t *n, int code, const char *msg)
     cr_net_flush(n);
 }
 
+static int queue_frame(cr_conn_t *c, write_req_t *w, uint64_t reply_to);
+
 /* Queues one envelope, handshake or not. */
 static int send_env(cr_conn_t *c, const Corral__Envelope *e)
 {
@@ -506,6 +553,15 @@ static int send_env(cr_conn_t *c, const Corral__Envelope *e)
         free(w);
         return err;
     }
+    return queue_frame(c, w, e->reply_to);
+}
+
+/* Queues w's bytes (w->bytes, w->len: whole frames, taken): held while
+ * the net is (cr_net_hold), else written. 0 or an error (the connection
+ * is then closed). */
+static int queue_frame(cr_conn_t *c, write_req_t *w, uint64_t reply_to)
+{
+    int err;
     if (c->net->hold && c->ready) { /* written at cr_net_flush, with the others */
         if (!c->hpprev) {
             c->hnext = c->net->holding;
@@ -514,7 +570,7 @@ static int send_env(cr_conn_t *c, const Corral__Envelope *e)
             c->net->holding = c;
             c->hpprev = &c->net->holding;
         }
-        *CR_VEC_PUSH(&c->held_frames) = (held_frame_t){c->held.len, w->len, e->reply_to};
+        *CR_VEC_PUSH(&c->held_frames) = (held_frame_t){c->held.len, w->len, reply_to};
         cr_buf_append(&c->held, (const char *)w->bytes, w->len);
         c->queued += w->len;
         free(w->bytes);
@@ -576,12 +632,12 @@ static bool is_handshake_body(Corral__Envelope__BodyCase b)
     return b >= CORRAL__ENVELOPE__BODY_HELLO && b <= CORRAL__ENVELOPE__BODY_REFUSED;
 }
 
-int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e)
+/* Whether e may go to c: the peer would close us for it otherwise, so
+ * better to say so here, to the code that built the message. */
+static int check_send(cr_conn_t *c, const Corral__Envelope *e)
 {
     if (!c->ready || c->closing)
         return -ENOTCONN;
-    /* the peer would close us for it: better to say so here, to the code
-     * that built the message */
     char why[300] = "";
     if (cr_msg_validate(e, why, sizeof(why)) < 0 || is_handshake_body(e->body_case) ||
         !(cr_msg_senders(e->body_case) & (c->server ? CR_FROM_HEAD : role_bit(c->hs.role)))) {
@@ -589,9 +645,103 @@ int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e)
                 why[0] ? why : "not ours to send");
         return CR_EINVAL;
     }
+    return 0;
+}
+
+int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e)
+{
+    int err = check_send(c, e);
+    if (err < 0)
+        return err;
     if (c->detached)
         return send_detached(c, e);
     return send_env(c, e);
+}
+
+/* A scratch buffer of n bytes for reads from a file (the net's, reused). */
+static uint8_t *scratch(cr_net_t *n, size_t len)
+{
+    if (len > n->scratch_cap) {
+        free(n->scratch);
+        n->scratch = cr_malloc(len);
+        n->scratch_cap = len;
+    }
+    return n->scratch;
+}
+
+/* len bytes of fd from off into buf; a file cut short (never the case for
+ * the output files, which only grow) reads as zeros past its end, so a
+ * length already announced is kept. */
+static void read_full(int fd, uint8_t *buf, size_t len, uint64_t off)
+{
+    size_t have = 0;
+    while (have < len) {
+        ssize_t r = pread(fd, buf + have, len - have, (off_t)(off + have));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+    }
+    memset(buf + have, 0, len - have);
+}
+
+void cr_conn_set_raw_fd(cr_conn_t *c, int (*pick)(void *arg, const Corral__LogChunk *ch), void *arg)
+{
+    c->raw_pick = pick;
+    c->raw_pick_arg = arg;
+}
+
+bool cr_conn_can_send_raw(const cr_conn_t *c)
+{
+    return c->ready && !c->closing && !c->linger && !c->detached &&
+           (c->hs.features & c->hs.peer_features & CORRAL__FEATURE__FEATURE_RAW_LOG);
+}
+
+/* The raw way: the header frame and the file's bytes read straight after
+ * it into one buffer, queued as a frame is (held, encrypted under TLS),
+ * so the bytes are copied once here and never packed or unpacked. */
+static int send_raw(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, size_t len,
+                    size_t *copied)
+{
+    e->log_chunk->raw_len = len;
+    int err = check_send(c, e);
+    write_req_t *w = NULL;
+    if (err == 0) {
+        w = cr_malloc(sizeof(*w));
+        err = cr_msg_pack(e, c->net->max_frame, &w->bytes, &w->len);
+        if (err < 0)
+            free(w);
+    }
+    e->log_chunk->raw_len = 0;
+    if (err < 0)
+        return err;
+    w->bytes = cr_realloc(w->bytes, w->len + len);
+    read_full(fd, w->bytes + w->len, len, off);
+    w->len += len;
+    *copied = len;
+    raw_stats.sent += len;
+    return queue_frame(c, w, e->reply_to);
+}
+
+int cr_conn_send_log_file(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, size_t len,
+                          bool raw, size_t *copied)
+{
+    *copied = len;
+    if (e->body_case != CORRAL__ENVELOPE__BODY_LOG_CHUNK || !e->log_chunk || !len ||
+        e->log_chunk->data.len || e->log_chunk->eof)
+        return CR_EINVAL;
+    if (raw && cr_conn_can_send_raw(c))
+        return send_raw(c, e, fd, off, len, copied);
+    /* the framing every peer takes: the bytes inside the message */
+    uint8_t *buf = scratch(c->net, len);
+    read_full(fd, buf, len, off);
+    e->log_chunk->data.data = buf;
+    e->log_chunk->data.len = len;
+    int err = cr_conn_send(c, e);
+    e->log_chunk->data.data = NULL;
+    e->log_chunk->data.len = 0;
+    return err;
 }
 
 /* Sends the handshake's Refused (if any), stops reading and closes once it
@@ -665,6 +815,116 @@ static void refuse_message(cr_conn_t *c, uint64_t reply_to, const char *fmt, ...
     cr_conn_reply_error(c, reply_to, CR_EPARSE, "%s; the connection is closed", msg);
 }
 
+/* A LogChunk announced raw_len bytes after its frame: they are handed on
+ * as they arrive (raw_piece), straight from the read buffer, each piece
+ * as that chunk's data from its offset on. Takes e. Nothing is buffered,
+ * so the bound is only the frame limit's, which a sender cannot pass. */
+static bool raw_start(cr_conn_t *c, Corral__Envelope *e)
+{
+    uint64_t n = e->log_chunk->raw_len;
+    const char *why = NULL;
+    if (!(c->hs.features & CORRAL__FEATURE__FEATURE_RAW_LOG))
+        why = "a raw log chunk, which this side did not announce (FEATURE_RAW_LOG)";
+    else if (n > c->dec.max)
+        why = "a raw log chunk above the frame limit";
+    if (why) {
+        cr_warn("%s: sent %s; closing the connection", c->peer, why);
+        refuse_message(c, e->id, "%s", why);
+        close_after_send(c, CR_EPARSE);
+        cr_msg_free(e);
+        return false;
+    }
+    e->log_chunk->raw_len = 0; /* each piece reads as a chunk of its own */
+    c->raw_env = e;
+    c->raw_left = n;
+    c->raw_out = c->raw_pick ? c->raw_pick(c->raw_pick_arg, e->log_chunk) : -1;
+    if (c->raw_out >= 0 && e->log_chunk->dropped && c->net->cb.on_message)
+        c->net->cb.on_message(c, e, c->net->data); /* the gap is told, with no data */
+    return !c->closing && !c->linger;
+}
+
+/* Bytes of a raw chunk that go to raw_out: written whole (a blocking
+ * descriptor, as stdout is); false when it failed (said, and then the
+ * bytes go to on_message as any). */
+static bool raw_write_out(cr_conn_t *c, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(c->raw_out, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* The rest of a raw chunk that goes to a pipe: moved from the socket by
+ * splice(2), never read into this process, as long as it keeps coming (a
+ * sender that stalls mid-chunk leaves the rest to the loop's reads). */
+static void raw_splice(cr_conn_t *c)
+{
+    uv_os_fd_t sfd;
+    if (c->raw_out < 0 || !c->raw_left || c->closing || uv_fileno(&c->u.h, &sfd) < 0)
+        return;
+    while (c->raw_left) {
+        ssize_t r = splice(sfd, NULL, c->raw_out, NULL, (size_t)c->raw_left, SPLICE_F_MOVE);
+        if (r > 0) {
+            c->raw_left -= (uint64_t)r;
+            c->raw_env->log_chunk->offset += (uint64_t)r;
+            raw_stats.received += (uint64_t)r;
+            continue;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno == EAGAIN) {
+            struct pollfd pf = {.fd = sfd, .events = POLLIN};
+            if (poll(&pf, 1, 50) > 0 && !(pf.revents & (POLLERR | POLLHUP)))
+                continue;
+        }
+        return; /* EOF, an error, or a pause: the loop's read says which */
+    }
+    raw_end(c); /* the chunk is done */
+}
+
+/* n bytes of the raw LogChunk being received. */
+static void raw_piece(cr_conn_t *c, const uint8_t *p, size_t n)
+{
+    if (c->raw_out >= 0) {
+        if (raw_write_out(c, p, n)) {
+            c->raw_left -= n;
+            raw_stats.received += n;
+            c->raw_env->log_chunk->offset += n;
+            c->raw_env->log_chunk->dropped = 0;
+            if (!c->raw_left)
+                raw_end(c);
+            return;
+        }
+        cr_warn("%s: writing output to descriptor %d: %s; handed on instead", c->peer, c->raw_out,
+                strerror(errno));
+        c->raw_out = -1;
+    }
+    Corral__Envelope *e = c->raw_env;
+    Corral__LogChunk *ch = e->log_chunk;
+    c->raw_left -= n;
+    raw_stats.received += n;
+    bool last = c->raw_left == 0;
+    if (last)
+        c->raw_env = NULL;
+    ch->data.data = (uint8_t *)p;
+    ch->data.len = n;
+    if (c->net->cb.on_message)
+        c->net->cb.on_message(c, e, c->net->data);
+    ch->data.data = NULL;
+    ch->data.len = 0;
+    ch->offset += n;
+    ch->dropped = 0; /* said with the first piece */
+    ch->worker_log_max = 0;
+    if (last)
+        cr_msg_free(e);
+}
+
 /* Hands one frame on; false when the connection is going away. */
 static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
 {
@@ -687,6 +947,8 @@ static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
             refuse_message(c, e->id, "%s is not a message a %s sends here",
                            cr_msg_name(e->body_case), cr_role_name(c->hs.role));
             close_after_send(c, CR_EPARSE);
+        } else if (e->body_case == CORRAL__ENVELOPE__BODY_LOG_CHUNK && e->log_chunk->raw_len) {
+            return raw_start(c, e);
         } else if (c->net->cb.on_message) {
             c->net->cb.on_message(c, e, c->net->data);
         }
@@ -705,6 +967,15 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 static bool feed_plain(cr_conn_t *c, const uint8_t *p, size_t left)
 {
     while (left && !c->closing && !c->linger) {
+        if (c->raw_left) {
+            size_t take = left < c->raw_left ? left : (size_t)c->raw_left;
+            raw_piece(c, p, take);
+            p += take;
+            left -= take;
+            if (!left && c->raw_left && !c->tls)
+                raw_splice(c); /* the rest straight from the socket */
+            continue;
+        }
         size_t used;
         const uint8_t *frame;
         size_t flen;
@@ -892,6 +1163,7 @@ static cr_conn_t *conn_new(cr_net_t *n, bool is_unix, bool server)
     c->u.h.data = c;
     c->timer.data = c;
     c->open_handles = 2;
+    c->raw_out = -1;
     cr_frame_dec_init(&c->dec, CR_FRAME_MAX_HANDSHAKE); /* until the handshake is done */
     c->next = n->conns;
     if (c->next)
@@ -1012,6 +1284,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     cr_hs_init_server(&c->hs, n->token, nonce, n->accept_roles, n->name, n->max_frame);
+    c->hs.features = n->features;
     if (l->tls && !(c->tls = n->tls->conn_new(n->tls_server, true, NULL))) {
         cr_warn("%s: TLS: out of memory; closing the connection", c->peer);
         cr_conn_close(c, CR_ENOMEM);
@@ -1267,6 +1540,7 @@ int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_
         return CR_EIO;
     }
     cr_hs_init_client(&c->hs, n->token, nonce, role, n->name);
+    c->hs.features = n->features;
     if (!path && n->tls_client && !(c->tls = n->tls->conn_new(n->tls_client, false, host))) {
         cr_conn_close(c, CR_ENOMEM);
         return CR_ENOMEM;
@@ -1414,6 +1688,7 @@ cr_conn_t *cr_conn_new_detached(Corral__Role role,
     static unsigned seq;
     cr_conn_t *c = cr_calloc(1, sizeof(*c));
     c->detached = true;
+    c->raw_out = -1;
     c->server = true; /* our side serves the peer: sends are the head's */
     c->ready = true;
     c->announced = true;

@@ -33,6 +33,7 @@ static void base_init(cr_hs_t *hs, const uint8_t token[CR_TOKEN_LEN],
     memcpy(hs->token, token, CR_TOKEN_LEN);
     memcpy(hs->nonce, nonce, CR_NONCE_LEN);
     hs->name = name ? name : "";
+    hs->features = CR_FEATURES;
     corral__envelope__init(&hs->out);
 }
 
@@ -72,6 +73,7 @@ void cr_hs_start(cr_hs_t *hs)
     hs->body.hello.nonce.data = hs->nonce;
     hs->body.hello.nonce.len = CR_NONCE_LEN;
     hs->body.hello.name = (char *)hs->name;
+    hs->body.hello.features = hs->features;
     if (hs->job) { /* which key the proofs use: the server derives the same */
         hs->body.hello.credential = CORRAL__CREDENTIAL__CREDENTIAL_JOB;
         hs->body.hello.job_id = hs->scope.job_id;
@@ -129,6 +131,7 @@ static int server_hello(cr_hs_t *hs, const Corral__Envelope *in)
     const Corral__Hello *h = in->hello;
     set_peer_name(hs, h->name);
     hs->role = h->role; /* as claimed, for the logs; trusted only once proven */
+    hs->peer_features = h->features;
     if (h->protocol_version != CR_PROTOCOL_VERSION)
         return refuse(hs, CR_EABI, CORRAL__REFUSE_REASON__REFUSE_VERSION,
                       "protocol version %u, this server speaks %u; run the same corral release "
@@ -193,6 +196,7 @@ static int server_proof(cr_hs_t *hs, const Corral__Envelope *in)
     hs->body.welcome.proof.len = CR_PROOF_LEN;
     hs->body.welcome.name = (char *)hs->name;
     hs->body.welcome.max_frame = hs->max_frame;
+    hs->body.welcome.features = hs->features;
     hs->out.welcome = &hs->body.welcome;
     hs->state = CR_HS_DONE;
     return CR_HS_OK;
@@ -254,6 +258,7 @@ static int client_welcome(cr_hs_t *hs, const Corral__Envelope *in)
                      "check the address and the token file");
     set_peer_name(hs, w->name);
     hs->max_frame = w->max_frame;
+    hs->peer_features = w->features;
     hs->state = CR_HS_DONE;
     return CR_HS_OK;
 }

@@ -396,8 +396,17 @@ static int ck_worker_exit(check_ctx_t *c, const Corral__Envelope *e)
 
 static int ck_log_chunk(check_ctx_t *c, const Corral__Envelope *e)
 {
-    if (empty(e->log_chunk->job_id))
+    const Corral__LogChunk *l = e->log_chunk;
+    if (empty(l->job_id))
         return fail(c, "job_id is required");
+    /* raw bytes follow the frame: the chunk itself carries none, and they
+     * are bounded as a frame is (net/conn.c checks the connection's own
+     * limit) */
+    if (l->raw_len && (l->data.len || l->eof))
+        return fail(c, "raw_len with data or eof");
+    if (l->raw_len > CR_FRAME_MAX_DEFAULT)
+        return fail(c, "raw_len %llu exceeds %u", (unsigned long long)l->raw_len,
+                    CR_FRAME_MAX_DEFAULT);
     return 0;
 }
 

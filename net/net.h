@@ -23,6 +23,12 @@
 
 /* Bumped when a peer of the previous version could not ignore a change. */
 #define CR_PROTOCOL_VERSION 1u
+/* What a peer may send only when the other announced it (Hello.features,
+ * Welcome.features): an older peer announces none and gets none. These
+ * are what this build takes; $CORRAL_FEATURES (a number) announces fewer
+ * (tests stand in for an older peer with 0): a feature is used only
+ * where both sides announced it. */
+#define CR_FEATURES ((uint32_t)CORRAL__FEATURE__FEATURE_RAW_LOG)
 
 #define CR_FRAME_HDR 4
 #define CR_FRAME_MAX_DEFAULT (16u << 20) /* 16 MiB */
@@ -203,8 +209,10 @@ typedef struct cr_hs {
     } body;
     uint8_t out_bytes[CR_PROOF_LEN];
     bool has_out;
-    uint64_t max_frame; /* server: announced in Welcome */
-    const char *name;   /* ours, announced in Hello or Welcome; borrowed */
+    uint64_t max_frame;     /* server: announced in Welcome */
+    uint32_t features;      /* ours, announced in Hello or Welcome (CR_FEATURES) */
+    uint32_t peer_features; /* the peer's, once its Hello or Welcome came */
+    const char *name;       /* ours, announced in Hello or Welcome; borrowed */
     /* a job credential: the client sets it after init (token is then the
      * credential); the server learns it from the Hello (and keys the
      * proofs with the credential it derives from the cluster token) */
@@ -318,6 +326,37 @@ size_t cr_net_max_frame(const cr_net_t *n);
  * the peer reads too slowly (the connection is then closed). e is only
  * read. */
 int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e);
+
+/* Sends the LogChunk e (data empty, eof unset) with len bytes (> 0) of
+ * the file fd from off as its data; e is borrowed and left as it was.
+ * With raw set, where both sides announced FEATURE_RAW_LOG, the chunk
+ * goes as a frame with raw_len and the bytes, read from the file straight
+ * after it into the same buffer (no protobuf copy here, none at the
+ * receiver); otherwise the bytes are read into the message (the framing
+ * every peer takes). Either way it is queued as any frame (cr_net_hold,
+ * TLS, cr_conn_queued). raw is the caller's word that the bytes cannot
+ * change between this read and its check (a bound punching the file
+ * could make them zeros: see head/follow.c raw_ok). *copied: how many
+ * bytes went through this process's memory. 0, or an error as
+ * cr_conn_send's. */
+int cr_conn_send_log_file(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, size_t len,
+                          bool raw, size_t *copied);
+/* Receiving side: pick (NULL: none) is asked at each raw chunk's header
+ * for a descriptor its bytes go to instead of on_message (-1: on_message
+ * as usual). They are written there whole, what is still in the socket
+ * moved by splice(2) where the descriptor is a pipe (never read into this
+ * process); a chunk's dropped is still told to on_message, with no data.
+ * The descriptor must be blocking (stdout is); a client's private loop
+ * only: the loop waits on it. */
+void cr_conn_set_raw_fd(cr_conn_t *c, int (*pick)(void *arg, const Corral__LogChunk *ch),
+                        void *arg);
+/* Whether raw log chunks may go to c (cr_conn_send_log_file). */
+bool cr_conn_can_send_raw(const cr_conn_t *c);
+/* Bytes of raw log chunks this process sent and received. */
+typedef struct cr_raw_stats {
+    uint64_t sent, received;
+} cr_raw_stats_t;
+void cr_net_raw_stats(cr_raw_stats_t *out);
 
 /* Closes one connection; on_close follows with err. */
 void cr_conn_close(cr_conn_t *c, int err);

@@ -253,6 +253,14 @@ int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_lo
 typedef void (*corral_log_dropped_fn)(void *arg, unsigned worker_index, int stream,
                                       uint64_t dropped, uint64_t log_max);
 void corral_set_log_dropped(corral_t *c, corral_log_dropped_fn fn, void *arg);
+/* During corral_job_logs and the follows: output of workers' stdout that
+ * the head sends as raw chunks (docs/protocol.md "Raw log chunks") is
+ * written to fd (blocking, such as a program's stdout), moved there from
+ * the socket by splice(2) when fd is a pipe, instead of being passed to
+ * the callback; stderr, and output in other chunks, still go to the
+ * callback, so a caller that sets this writes the callback's stdout data
+ * to the same fd. -1: none (the default). */
+void corral_set_log_fd(corral_t *c, int fd);
 
 /* Follows the job's output as it is written: fn gets what each worker's
  * stdout and stderr already hold (the last 8 MiB of each), then each new

@@ -79,10 +79,40 @@ static void send_paced(cr_conn_t *c)
     cr_conn_set_data(c, (void *)left);
 }
 
+/* A file of RAW_CHUNKS chunks of 64 KiB whose byte at i is raw_byte(i),
+ * sent by cr_conn_send_log_file (raw where the peer takes it) while little
+ * is queued, the rest from the drain. */
+#define RAW_CHUNKS 64
+static int raw_fd = -1;
+static uint8_t raw_byte(uint64_t i)
+{
+    return (uint8_t)(i * 7 + i / 65536);
+}
+
+static void send_raw_paced(cr_conn_t *c)
+{
+    intptr_t left = -(intptr_t)cr_conn_data(c);
+    while (left > 0 && cr_conn_queued(c) < 128 * 1024) {
+        Corral__LogChunk r = CORRAL__LOG_CHUNK__INIT;
+        r.job_id = "raw";
+        r.offset = (uint64_t)(RAW_CHUNKS - left) * 65536;
+        Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+        a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+        a.log_chunk = &r;
+        size_t copied;
+        assert_int_equal(cr_conn_send_log_file(c, &a, raw_fd, r.offset, 65536, true, &copied), 0);
+        assert_null(r.data.data); /* left as it was */
+        left--;
+    }
+    cr_conn_set_data(c, (void *)-left);
+}
+
 static void sv_drain(cr_conn_t *c, void *data)
 {
     if ((intptr_t)cr_conn_data(c) > 0)
         send_paced(c);
+    else if ((intptr_t)cr_conn_data(c) < 0)
+        send_raw_paced(c);
 }
 
 static void sv_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
@@ -135,6 +165,11 @@ static void sv_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
         r.data.len = sizeof(chunk);
         a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
         a.log_chunk = &r;
+        if (e->job_logs->worker_index == 2) { /* from raw_fd, raw where it can */
+            cr_conn_set_data(c, (void *)(intptr_t)-RAW_CHUNKS);
+            send_raw_paced(c);
+            break;
+        }
         if (e->job_logs->worker_index == 0) {
             /* paced: a bit at a time, the rest from on_drain */
             cr_conn_set_data(c, (void *)(intptr_t)64);
@@ -171,6 +206,8 @@ static void sv_close(cr_conn_t *c, int err, void *data)
 
 /* ---- the client: records what came back ---- */
 
+static uint64_t raw_got; /* bytes of the "raw" stream received in order */
+
 static void cl_ready(cr_conn_t *c, void *data)
 {
     side_t *s = data;
@@ -194,6 +231,18 @@ static void cl_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
         snprintf(s->text, sizeof(s->text), "ack %llu", (unsigned long long)e->heartbeat_ack->seq);
     else if (e->body_case == CORRAL__ENVELOPE__BODY_ERROR)
         snprintf(s->text, sizeof(s->text), "%d %s", e->error->code, e->error->message);
+    else if (e->body_case == CORRAL__ENVELOPE__BODY_LOG_CHUNK &&
+             strcmp(e->log_chunk->job_id, "raw") == 0) {
+        /* in order, whole, each byte where the file has it */
+        const Corral__LogChunk *l = e->log_chunk;
+        assert_int_equal(l->offset, raw_got);
+        assert_int_equal(l->raw_len, 0);
+        for (size_t i = 0; i < l->data.len; i++)
+            if (l->data.data[i] != raw_byte(l->offset + i))
+                fail_msg("byte %llu of the raw stream is wrong",
+                         (unsigned long long)(l->offset + i));
+        raw_got += l->data.len;
+    }
 }
 
 static void cl_close(cr_conn_t *c, int err, void *data)
@@ -1035,6 +1084,104 @@ static void test_frame_over_the_limit_refused(void **state)
     small_server_close(n);
 }
 
+/* Log chunks from a file (cr_conn_send_log_file): to a peer that takes
+ * raw chunks, headers with raw_len and the bytes after each; the client
+ * gets every byte in order, as chunks (each piece from its offset), then
+ * still answers. With
+ * CORRAL_FEATURES=0 on either side (an older peer) all are framed. */
+static void raw_stream(const char *client_features, bool want_raw)
+{
+    char path[700];
+    snprintf(path, sizeof(path), "%s/raw.out", dir);
+    raw_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    assert_true(raw_fd >= 0);
+    static uint8_t buf[65536];
+    for (uint64_t k = 0; k < RAW_CHUNKS; k++) {
+        for (size_t i = 0; i < sizeof(buf); i++)
+            buf[i] = raw_byte(k * sizeof(buf) + i);
+        assert_int_equal(write(raw_fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+    }
+    if (client_features)
+        setenv("CORRAL_FEATURES", client_features, 1);
+    cr_net_t *cn = cr_net_new(&W->loop, &(cr_net_config_t){.token = token, .name = "raw-client"},
+                              &cl_cb, &W->cl);
+    unsetenv("CORRAL_FEATURES");
+    cr_conn_t *good = NULL;
+    int ready = W->cl.ready;
+    assert_int_equal(cr_net_connect(cn, sockpath, CORRAL__ROLE__ROLE_CLIENT, &good), 0);
+    RUN_UNTIL(W->cl.ready == ready + 1);
+    cr_raw_stats_t s0, s1;
+    cr_net_raw_stats(&s0);
+    raw_got = 0;
+    Corral__JobLogs jl = CORRAL__JOB_LOGS__INIT;
+    jl.job_id = "j2";
+    jl.worker_index = 2;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.id = 1;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_LOGS;
+    e.job_logs = &jl;
+    assert_int_equal(cr_conn_send(good, &e), 0);
+    RUN_UNTIL(raw_got == RAW_CHUNKS * 65536ull);
+    cr_net_raw_stats(&s1);
+    uint64_t sent = s1.sent - s0.sent;
+    if (want_raw) {
+        assert_int_equal(sent, RAW_CHUNKS * 65536ull);
+        assert_int_equal(s1.received - s0.received, sent);
+    } else {
+        assert_int_equal(sent, 0);
+        assert_int_equal(s1.received, s0.received);
+    }
+    check_alive(good, 5);
+    cr_net_close(cn, net_done, NULL);
+    RUN_UNTIL(W->nets_done == 1);
+    W->nets_done = 0;
+    close(raw_fd);
+    raw_fd = -1;
+}
+
+static void test_raw_log_chunks(void **state)
+{
+    raw_stream(NULL, true);
+}
+
+static void test_raw_log_chunks_old_client(void **state)
+{
+    raw_stream("0", false);
+}
+
+/* A raw chunk the receiver did not announce, or longer than its frame
+ * limit, closes that connection with words; nothing of it is handed on. */
+static void test_raw_log_chunk_refused(void **state)
+{
+    for (int k = 0; k < 2; k++) {
+        char path[700];
+        side_t small = {0};
+        if (k == 0)
+            setenv("CORRAL_FEATURES", "0", 1);
+        cr_net_t *n = small_server(&small, path, sizeof(path));
+        unsetenv("CORRAL_FEATURES");
+        int fd = raw_connect_to(path);
+        cr_frame_dec_t d;
+        cr_frame_dec_init(&d, 0);
+        raw_handshake(fd, &d, CORRAL__ROLE__ROLE_AGENT);
+        RUN_UNTIL(small.ready == 1);
+        Corral__LogChunk l = CORRAL__LOG_CHUNK__INIT;
+        l.job_id = "j";
+        l.raw_len = k == 0 ? 16 : 2048; /* the small server takes 1 KiB frames */
+        Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+        e.id = 7;
+        e.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+        e.log_chunk = &l;
+        raw_send(fd, &e);
+        raw_expect_error(fd, &d, k == 0 ? "did not announce" : "above the frame limit");
+        raw_expect_eof(fd);
+        assert_int_equal(small.msgs, 0);
+        close(fd);
+        cr_frame_dec_fini(&d);
+        small_server_close(n);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1049,6 +1196,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_server_frame_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_partial_proof_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_frame_over_the_limit_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_raw_log_chunks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_raw_log_chunks_old_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_raw_log_chunk_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
