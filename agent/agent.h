@@ -107,8 +107,8 @@ web_t *agent_metrics_start(uv_loop_t *loop, const cr_node_t *node, const hw_opti
  * is reached at), made at the first start. 0, or a negative code and why
  * (a key others may read, a file that is not the user's own). */
 int agent_metrics_tls(const char *dir, const char *node_id, const char *tls_cert,
-                      const char *tls_key, const char *name, char **cert, char **key,
-                      char *path, size_t psize, char *why, size_t size);
+                      const char *tls_key, const char *name, char **cert, char **key, char *path,
+                      size_t psize, char *why, size_t size);
 /* The node's device metrics into b (the head's /metrics has its own). */
 void agent_device_metrics(cr_buf_t *b, const cr_node_t *node, const hw_options_t *hwo,
                           const agent_t *a);

@@ -1143,14 +1143,13 @@ int agent_main(const agent_opts_t *o)
     A.agent = agent_new(&ac);
     if (o->metrics_port >= 0) { /* --metrics-port */
         metrics = agent_metrics_start(&A.loop, A.node, &A.hwo, (const agent_t *const *)&A.agent,
-                                      mhost, o->metrics_port, token, mcert, mkey, why,
-                                      sizeof(why));
+                                      mhost, o->metrics_port, token, mcert, mkey, why, sizeof(why));
         bool v6 = strchr(mat, ':') != NULL;
         if (!metrics)
             fprintf(stderr, "corrald: no metrics: %s\n", why);
         else
-            fprintf(stderr, "corrald: metrics on %s://%s%s%s:%d/metrics\n", mcert ? "https" : "http",
-                    v6 ? "[" : "", mat, v6 ? "]" : "", web_port(metrics));
+            fprintf(stderr, "corrald: metrics on %s://%s%s%s:%d/metrics\n",
+                    mcert ? "https" : "http", v6 ? "[" : "", mat, v6 ? "]" : "", web_port(metrics));
         if (metrics && mcert) { /* how curl or Prometheus trusts it (corral start says it) */
             const cr_tls_ops_t *t = cr_tls_load(why, sizeof(why));
             uint8_t fp[CR_TLS_FP_LEN];

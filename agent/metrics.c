@@ -48,8 +48,8 @@ static void get_health(void *ctx, const web_req_t *rq, web_out_t *out)
 }
 
 int agent_metrics_tls(const char *dir, const char *node_id, const char *tls_cert,
-                      const char *tls_key, const char *name, char **cert, char **key,
-                      char *path, size_t psize, char *why, size_t size)
+                      const char *tls_key, const char *name, char **cert, char **key, char *path,
+                      size_t psize, char *why, size_t size)
 {
     *cert = *key = NULL;
     if (tls_cert || tls_key) { /* --tls-cert/--tls-key: the user's, as the head reads its own */
