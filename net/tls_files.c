@@ -79,10 +79,11 @@ int cr_tls_own_cert(const char *dir, const char *base, const char *cn, const cha
     int err = t ? 0 : CR_ENOENT;
     *cert = *key = NULL;
     what[0] = '\0';
-    if (t && (access(cpath, F_OK) == 0 || access(kpath, F_OK) == 0)) {
+    if (t && access(cpath, F_OK) == 0 && access(kpath, F_OK) == 0) {
         /* an earlier run's: kept while it serves, so that whoever trusts it
          * (a Prometheus's ca_file) goes on doing so; a file that is not
-         * ours or whose key others may read is refused, never replaced */
+         * ours or whose key others may read is refused, never replaced
+         * (half a pair is replaced: dir is private, the writes rename) */
         char because[512];
         if ((err = cr_tls_read_pem(cpath, false, cert, why, size)) == 0 &&
             (err = cr_tls_read_pem(kpath, true, key, why, size)) == 0) {
