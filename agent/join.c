@@ -1062,7 +1062,8 @@ int agent_main(const agent_opts_t *o)
     }
     free(tokpath);
     /* --metrics-host off loopback: HTTPS only (web/), with a certificate
-     * that names the address it is reached at (docs/metrics.md) */
+     * that names the address it is reached at (docs/metrics.md); a
+     * certificate given (--tls-cert) is served on loopback too */
     const char *mhost = o->metrics_host && o->metrics_host[0] ? o->metrics_host : "127.0.0.1";
     char mat[256], mcert_path[4096] = "";
     char *mcert = NULL, *mkey = NULL;
@@ -1075,7 +1076,7 @@ int agent_main(const agent_opts_t *o)
                      strlen(mat))
             snprintf(mat, sizeof(mat), "127.0.0.1");
     }
-    if (o->metrics_port >= 0 && !web_is_loopback(mhost) &&
+    if (o->metrics_port >= 0 && (!web_is_loopback(mhost) || o->tls_cert) &&
         agent_metrics_tls(A.dir, A.node->id, o->tls_cert, o->tls_key, mat, &mcert, &mkey,
                           mcert_path, sizeof(mcert_path), why, sizeof(why)) < 0) {
         fprintf(stderr, "corrald: no metrics on %s: %s\n", mhost, why);
