@@ -141,7 +141,7 @@ chmod 600 "$D/metrics.key"
 
 # a certificate of the user's own (--tls-cert/--tls-key): served as given
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=corral-own-agent \
-    -addext "subjectAltName=IP:$AT" -days 2 -keyout "$TMP/k.pem" -out "$TMP/c.pem" 2>/dev/null
+    -addext "subjectAltName=IP:$AT,IP:127.0.0.1" -days 2 -keyout "$TMP/k.pem" -out "$TMP/c.pem" 2>/dev/null
 chmod 600 "$TMP/k.pem"
 OWN=$(fp "$TMP/c.pem")
 m1_start --tls-cert "$TMP/c.pem" --tls-key "$TMP/k.pem" || { fail "own cert: $out"; finish; }
@@ -151,6 +151,15 @@ grep -q "the metrics are HTTPS with the certificate $OWN; trust it with curl --c
     curl -sf --max-time 10 --cacert "$TMP/c.pem" -H "$AUTH" "https://$AT:$PORT/metrics" | grep -q '^corral_agent_up' &&
     ok "--tls-cert/--tls-key: the agent's metrics serve the user's certificate" || fail "own cert: $out"
 m1_stop
+# given, they make it HTTPS on loopback too
+out=$("$CORRAL" start --address "$ADDR" --token-file "$TOKEN" --hw-spec "$SPECS/mi300x-8.yaml" \
+    --node-id m3 --node-ip 127.0.0.3 $TLSOPT --metrics-port any --tls-cert "$TMP/c.pem" --tls-key "$TMP/k.pem" 2>&1) ||
+    { fail "m3 with --tls-cert on loopback: $out"; finish; }
+WPIDS="$WPIDS $(agent_pid m3)"
+PORT=$(sed -n "s|^corral: metrics on https://127\.0\.0\.1:\([0-9]*\)/metrics$|\1|p" <<<"$out")
+[ -n "$PORT" ] && [ "$(curl -s --max-time 10 --cacert "$TMP/c.pem" "https://127.0.0.1:$PORT/healthz")" = ok ] &&
+    ok "--tls-cert on loopback: https://127.0.0.1:$PORT/metrics with the user's certificate" ||
+    fail "m3: $out"
 
 # every address (0.0.0.0): the URL names the agent by its --node-ip, which
 # its certificate names too
