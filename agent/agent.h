@@ -92,11 +92,23 @@ void agent_reports_free(Corral__WorkerReport **v, size_t n);
 bool agent_device_holder(const agent_t *a, int dev, const char **job_id, const char **worker_id);
 /* The node's /metrics (agent/metrics.c): device telemetry, served on
  * host:port (NULL host: 127.0.0.1) on loop to the cluster token as a
- * Bearer. NULL with why when it cannot listen. */
+ * Bearer; HTTPS with cert and key (PEM, copied), which a host off
+ * loopback needs (web/). NULL with why when it cannot listen. */
 typedef struct web web_t;
 web_t *agent_metrics_start(uv_loop_t *loop, const cr_node_t *node, const hw_options_t *hwo,
                            const agent_t *const *agent, const char *host, int port,
-                           const uint8_t token[CR_TOKEN_LEN], char *why, size_t size);
+                           const uint8_t token[CR_TOKEN_LEN], const char *cert, const char *key,
+                           char *why, size_t size);
+/* The certificate /metrics serves off loopback, PEM, malloc'ed into cert
+ * and key, and the path of the certificate into path (to trust it with):
+ * tls_cert and tls_key when given (--tls-cert/--tls-key), else the
+ * agent's own self-signed one in dir (metrics.crt, metrics.key 0600),
+ * kept across restarts while it is valid and names name (the address it
+ * is reached at), made at the first start. 0, or a negative code and why
+ * (a key others may read, a file that is not the user's own). */
+int agent_metrics_tls(const char *dir, const char *node_id, const char *tls_cert,
+                      const char *tls_key, const char *name, char **cert, char **key, char *path,
+                      size_t psize, char *why, size_t size);
 /* The node's device metrics into b (the head's /metrics has its own). */
 void agent_device_metrics(cr_buf_t *b, const cr_node_t *node, const hw_options_t *hwo,
                           const agent_t *a);
@@ -163,7 +175,10 @@ typedef struct agent_opts {
      * file (PEM) to verify it with; either makes the connection TLS */
     const char *tls_fingerprint, *tls_ca;
     int metrics_port;         /* --metrics-port: -1 off, 0 any free port */
-    const char *metrics_host; /* NULL: 127.0.0.1 */
+    const char *metrics_host; /* --metrics-host; NULL: 127.0.0.1; off loopback HTTPS */
+    /* --tls-cert/--tls-key: the certificate /metrics serves off loopback;
+     * NULL: the agent's own (agent_metrics_tls) */
+    const char *tls_cert, *tls_key;
     /* --worker-log-max: 0 CR_WORKER_LOG_MAX_DEFAULT, CR_WORKER_LOG_UNBOUNDED none */
     uint64_t worker_log_max;
     /* --keep-finished-jobs / --keep-finished-for: the output files of

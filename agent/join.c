@@ -1061,6 +1061,28 @@ int agent_main(const agent_opts_t *o)
         return 1;
     }
     free(tokpath);
+    /* --metrics-host off loopback: HTTPS only (web/), with a certificate
+     * that names the address it is reached at (docs/metrics.md); a
+     * certificate given (--tls-cert) is served on loopback too */
+    const char *mhost = o->metrics_host && o->metrics_host[0] ? o->metrics_host : "127.0.0.1";
+    char mat[256], mcert_path[4096] = "";
+    char *mcert = NULL, *mkey = NULL;
+    snprintf(mat, sizeof(mat), "%s", mhost);
+    if (!strcmp(mhost, "0.0.0.0") || !strcmp(mhost, "::")) { /* every address: one to name */
+        if (o->node_ip && o->node_ip[0])
+            snprintf(mat, sizeof(mat), "%s", o->node_ip);
+        else if (gethostname(mat, sizeof(mat) - 1) < 0 || !mat[0] ||
+                 strspn(mat, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") !=
+                     strlen(mat))
+            snprintf(mat, sizeof(mat), "127.0.0.1");
+    }
+    if (o->metrics_port >= 0 && (!web_is_loopback(mhost) || o->tls_cert) &&
+        agent_metrics_tls(A.dir, A.node->id, o->tls_cert, o->tls_key, mat, &mcert, &mkey,
+                          mcert_path, sizeof(mcert_path), why, sizeof(why)) < 0) {
+        fprintf(stderr, "corrald: no metrics on %s: %s\n", mhost, why);
+        memset(token, 0, sizeof(token));
+        return 1;
+    }
     A.incarnation = (uint64_t)cr_wall_ms();
     uv_loop_init(&A.loop);
     char name[160];
@@ -1122,13 +1144,26 @@ int agent_main(const agent_opts_t *o)
     A.agent = agent_new(&ac);
     if (o->metrics_port >= 0) { /* --metrics-port */
         metrics = agent_metrics_start(&A.loop, A.node, &A.hwo, (const agent_t *const *)&A.agent,
-                                      o->metrics_host, o->metrics_port, token, why, sizeof(why));
+                                      mhost, o->metrics_port, token, mcert, mkey, why, sizeof(why));
+        bool v6 = strchr(mat, ':') != NULL;
         if (!metrics)
             fprintf(stderr, "corrald: no metrics: %s\n", why);
         else
-            fprintf(stderr, "corrald: metrics on http://%s:%d/metrics\n",
-                    o->metrics_host ? o->metrics_host : "127.0.0.1", web_port(metrics));
+            fprintf(stderr, "corrald: metrics on %s://%s%s%s:%d/metrics\n",
+                    mcert ? "https" : "http", v6 ? "[" : "", mat, v6 ? "]" : "", web_port(metrics));
+        if (metrics && mcert) { /* how curl or Prometheus trusts it (corral start says it) */
+            const cr_tls_ops_t *t = cr_tls_load(why, sizeof(why));
+            uint8_t fp[CR_TLS_FP_LEN];
+            char text[96] = "?";
+            if (t && t->fingerprint(mcert, strlen(mcert), fp, why, sizeof(why)) == 0)
+                cr_tls_fp_format(fp, text, sizeof(text));
+            fprintf(stderr, "corrald: metrics certificate %s in %s\n", text, mcert_path);
+        }
     }
+    if (mkey)
+        cr_wipe(mkey, strlen(mkey));
+    free(mkey);
+    free(mcert);
     memset(token, 0, sizeof(token));
     load_table();
     uv_timer_init(&A.loop, &A.hb);

@@ -4,6 +4,7 @@
  * to the cluster token only (Prometheus sends it: Authorization: Bearer,
  * a credentials_file), /healthz to anyone. */
 #include "agent/agent.h"
+#include "net/tls.h"
 #include "web/web.h"
 #include <stdio.h>
 
@@ -46,13 +47,46 @@ static void get_health(void *ctx, const web_req_t *rq, web_out_t *out)
     cr_buf_printf(&out->body, "ok\n");
 }
 
+int agent_metrics_tls(const char *dir, const char *node_id, const char *tls_cert,
+                      const char *tls_key, const char *name, char **cert, char **key, char *path,
+                      size_t psize, char *why, size_t size)
+{
+    *cert = *key = NULL;
+    if (tls_cert || tls_key) { /* --tls-cert/--tls-key: the user's, as the head reads its own */
+        if (!tls_cert || !tls_key) {
+            snprintf(why, size, "--tls-cert and --tls-key go together");
+            return CR_EINVAL;
+        }
+        snprintf(path, psize, "%s", tls_cert);
+        int err = cr_tls_read_pem(tls_cert, false, cert, why, size);
+        if (err == 0 && (err = cr_tls_read_pem(tls_key, true, key, why, size)) < 0) {
+            free(*cert);
+            *cert = NULL;
+        }
+        return err;
+    }
+    char cn[200], what[600];
+    snprintf(cn, sizeof(cn), "corral agent %.128s", node_id);
+    snprintf(path, psize, "%s/metrics.crt", dir);
+    int err = cr_tls_own_cert(dir, "metrics", cn, name, cert, key, what, sizeof(what), why, size);
+    if (err == 0 && what[0])
+        fprintf(stderr, "corrald: metrics: %s\n", what);
+    return err;
+}
+
 web_t *agent_metrics_start(uv_loop_t *loop, const cr_node_t *node, const hw_options_t *hwo,
                            const agent_t *const *agent, const char *host, int port,
-                           const uint8_t token[CR_TOKEN_LEN], char *why, size_t size)
+                           const uint8_t token[CR_TOKEN_LEN], const char *cert, const char *key,
+                           char *why, size_t size)
 {
     mctx = (metrics_ctx_t){.node = node, .hwo = hwo, .agent = agent};
-    web_config_t wc = {
-        .loop = loop, .who = "metrics", .host = host, .port = (uint16_t)port, .token = token};
+    web_config_t wc = {.loop = loop,
+                       .who = "metrics",
+                       .host = host,
+                       .port = (uint16_t)port,
+                       .token = token,
+                       .tls_cert_pem = cert,
+                       .tls_key_pem = key};
     web_t *w = web_new(&wc, why, size);
     if (!w)
         return NULL;

@@ -23,8 +23,8 @@ static const char start_usage[] =
     "[--log-file PATH] [--worker-log-max BYTES] [--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | --tls-ca F] "
-    "[--metrics-port N|any] [--log-file PATH] [--worker-log-max BYTES] "
-    "[--keep-finished-jobs N] [--keep-finished-for D] [--block]\n"
+    "[--metrics-port N|any] [--metrics-host IP] [--tls-cert F --tls-key F] [--log-file PATH] "
+    "[--worker-log-max BYTES] [--keep-finished-jobs N] [--keep-finished-for D] [--block]\n"
     "\n"
     "--head starts the cluster's head (corrald) on this node, in the background, and prints\n"
     "the command that joins an agent to it; --address joins this node to a head as an agent.\n"
@@ -38,7 +38,7 @@ static const char start_usage[] =
     "  --tls, --no-tls          TLS 1.3 on the head's TCP port: on by default unless it listens\n"
     "                          on a loopback address; --no-tls sends jobs in plain text\n"
     "  --tls-cert F --tls-key F   the head's certificate and key (PEM) instead of the\n"
-    "                          session's self-signed one\n"
+    "                          session's self-signed one; an agent's: its /metrics's\n"
     "  --tls-fingerprint sha256:HEX   the head's certificate, pinned (the join command has it)\n"
     "  --tls-ca F              or: verify the head's certificate and name against this CA\n"
     "  --keep-finished-jobs N  finished jobs the head keeps, with their workers, events and\n"
@@ -53,8 +53,10 @@ static const char start_usage[] =
     "  --dashboard-port N      the head's HTTP API, metrics and dashboard (default 8265; any:\n"
     "                          a free port; 0: none); --dashboard-host IP (127.0.0.1; off: none;\n"
     "                          off loopback it serves HTTPS only, with the head's certificate)\n"
-    "  --metrics-port N        an agent's Prometheus /metrics on 127.0.0.1 (any: a free port;\n"
-    "                          default none)\n"
+    "  --metrics-port N        an agent's Prometheus /metrics (any: a free port; default none)\n"
+    "                          on --metrics-host IP (127.0.0.1; 0.0.0.0: every address; off\n"
+    "                          loopback it serves HTTPS only, with --tls-cert/--tls-key or the\n"
+    "                          agent's self-signed certificate, kept in CORRAL_HOME/agent_ID)\n"
     "  --worker-log-max BYTES  what each worker output file keeps on disk: its last BYTES\n"
     "                          (default 64M, at least 1M; 0: unbounded); older output is\n"
     "                          dropped and 'corral job logs' says how much\n"
@@ -248,8 +250,8 @@ static void end_child(pid_t pid)
 
 /* The options corrald takes as they are: passed on. */
 typedef struct passed {
-    const char *args[72];
-    char names[24][24];
+    const char *args[80];
+    char names[32][24];
     int na, nn;
 } passed_t;
 
@@ -299,6 +301,7 @@ int cli_start(int argc, char **argv)
         CLI_CALL("dashboard-port", opt_pass, &p),
         CLI_CALL("dashboard-host", opt_pass, &p),
         CLI_CALL("metrics-port", opt_pass, &p),
+        CLI_CALL("metrics-host", opt_pass, &p),
         CLI_CALL("worker-log-max", opt_pass, &p),
         CLI_FLAG("block", &block),
         CLI_FLAG("tls", &tls),
@@ -402,6 +405,17 @@ int cli_start(int argc, char **argv)
                 const char *m = strstr(said.s, "corrald: metrics on ");
                 if (m)
                     printf("corral: %.*s\n", (int)strcspn(m + 9, "\n"), m + 9);
+                /* off loopback it is HTTPS with the agent's certificate (agent/join.c) */
+                const char *mc = strstr(said.s, "corrald: metrics certificate ");
+                if (mc) {
+                    mc += 29;
+                    int fl = (int)strcspn(mc, " \n");
+                    const char *in = strstr(mc, " in ");
+                    int il = in ? (int)strcspn(in + 4, "\n") : 0;
+                    printf("corral: the metrics are HTTPS with the certificate %.*s; trust it "
+                           "with curl --cacert %.*s (Prometheus: tls_config ca_file)\n",
+                           fl, mc, il, in ? in + 4 : "");
+                }
                 rc = CLI_OK;
                 goto out;
             }

@@ -21,7 +21,8 @@ static const char usage_line[] =
     "[--log-file PATH] [--worker-log-max BYTES] [--block]\n"
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | "
-    "--tls-ca F] [--metrics-port N|any] [--log-file PATH] [--worker-log-max BYTES] "
+    "--tls-ca F] [--metrics-port N|any] [--metrics-host IP] [--tls-cert F --tls-key F] "
+    "[--log-file PATH] [--worker-log-max BYTES] "
     "[--keep-finished-jobs N] [--keep-finished-for DURATION]\n";
 
 static cr_node_t *node; /* this node, as discovered */
@@ -220,6 +221,7 @@ int main(int argc, char **argv)
         {"dashboard-port", required_argument, 0, 'D'},
         {"dashboard-host", required_argument, 0, 'O'},
         {"metrics-port", required_argument, 0, 'Q'},
+        {"metrics-host", required_argument, 0, 'm'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -270,11 +272,11 @@ int main(int argc, char **argv)
         case 'N':
             ho.tls = -1;
             break;
-        case 'C':
-            ho.tls_cert = optarg;
+        case 'C': /* the head's, or an agent's for its /metrics */
+            ho.tls_cert = ao.tls_cert = optarg;
             break;
         case 'K':
-            ho.tls_key = optarg;
+            ho.tls_key = ao.tls_key = optarg;
             break;
         case 'P':
             ao.tls_fingerprint = optarg;
@@ -296,6 +298,9 @@ int main(int argc, char **argv)
         case 'Q':
             if (parse_port("--metrics-port", optarg, false, &ao.metrics_port))
                 return 2;
+            break;
+        case 'm':
+            ao.metrics_host = optarg;
             break;
         case 'b':
             break; /* corrald always runs in the foreground; corral start detaches it */
@@ -350,9 +355,25 @@ int main(int argc, char **argv)
                                         : "give --head (a head) or --address HEAD:PORT (an agent)");
         return 2;
     }
-    if (head ? (ao.tls_fingerprint || ao.tls_ca) : (ho.tls || ho.tls_cert || ho.tls_key)) {
+    if (head ? (ao.tls_fingerprint || ao.tls_ca) : ho.tls != 0) {
         usage_error("%s", head ? "--tls-fingerprint and --tls-ca are an agent's (--address)"
-                               : "--tls, --no-tls, --tls-cert and --tls-key are the head's");
+                               : "--tls and --no-tls are the head's (an agent's TLS to the head "
+                                 "follows the head: --tls-fingerprint or --tls-ca)");
+        return 2;
+    }
+    /* the head serves /metrics with its dashboard; an agent's own server
+     * is --metrics-port, and its certificate is for that server only */
+    if (head ? (ao.metrics_port >= 0 || ao.metrics_host)
+             : ((ao.metrics_host || ao.tls_cert || ao.tls_key) && ao.metrics_port < 0)) {
+        usage_error("%s", head ? "--metrics-port and --metrics-host are an agent's: the head "
+                                 "serves /metrics with its dashboard (--dashboard-port, "
+                                 "--dashboard-host)"
+                               : "--metrics-host, --tls-cert and --tls-key of an agent are for "
+                                 "its /metrics: give --metrics-port too");
+        return 2;
+    }
+    if (!head && (!ao.tls_cert != !ao.tls_key)) {
+        usage_error("%s", "--tls-cert and --tls-key go together");
         return 2;
     }
     if ((ao.tls_fingerprint && ao.tls_ca) || (ho.tls < 0 && (ho.tls_cert || ho.tls_key))) {

@@ -3,10 +3,7 @@
  * session_latest pointing at it; the files in it; the cluster token. */
 #include "head/head.h"
 #include "net/tls.h"
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -208,72 +205,15 @@ static bool tls_loopback(const char *host)
     return loopback(host) || strncmp(host, "127.", 4) == 0;
 }
 
-/* A certificate or key file given with --tls-cert/--tls-key. The key must
- * be the user's own and private to them (as the token is); a certificate
- * is public, but not a symlink's target either. */
+/* A certificate or key file given with --tls-cert/--tls-key or kept in
+ * the session (net/tls_files.c), said on stderr when it cannot be read. */
 static int read_pem(const char *path, bool secret, char **out)
 {
     char why[1024];
-    size_t len;
-    int fd = cr_open_private(path, O_RDONLY, why, sizeof(why));
-    struct stat st;
-    if (fd >= 0 && secret && fstat(fd, &st) == 0 && (st.st_mode & 077)) {
-        snprintf(why, sizeof(why), "%s may be read by group or others (mode %03o): chmod 600 it",
-                 path, (unsigned)(st.st_mode & 0777));
-        close(fd);
-        fd = CR_EACCES;
-    }
-    if (fd < 0) {
-        fprintf(stderr, "corrald: TLS: %s\n", why);
-        return fd;
-    }
-    int err = cr_read_fd_alloc(fd, out, &len);
-    close(fd);
+    int err = cr_tls_read_pem(path, secret, out, why, sizeof(why));
     if (err < 0)
-        fprintf(stderr, "corrald: TLS: cannot read %s: %s\n", path, cr_strerror(err));
+        fprintf(stderr, "corrald: TLS: %s\n", why);
     return err;
-}
-
-/* The names a certificate the head makes is good for (subjectAltName,
- * OpenSSL's syntax): this machine's host name, localhost, and every
- * address its interfaces have now (link-local ones left out), so that a
- * client that checks names (curl --cacert, a browser, Prometheus's
- * ca_file) accepts the dashboard at any of them. */
-static void san_names(cr_buf_t *b)
-{
-    char host[256];
-    if (gethostname(host, sizeof(host) - 1) == 0) {
-        host[sizeof(host) - 1] = '\0';
-        if (host[0] && strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                    "0123456789-.") == strlen(host))
-            cr_buf_printf(b, "DNS:%s,", host);
-    }
-    cr_buf_printf(b, "DNS:localhost,IP:127.0.0.1,IP:::1");
-    struct ifaddrs *ifs = NULL;
-    if (getifaddrs(&ifs) < 0)
-        return;
-    for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-        char text[INET6_ADDRSTRLEN];
-        const struct sockaddr *sa = i->ifa_addr;
-        if (!sa)
-            continue;
-        if (sa->sa_family == AF_INET) {
-            const struct in_addr *a = &((const struct sockaddr_in *)sa)->sin_addr;
-            if ((ntohl(a->s_addr) >> 24) == 127 || (ntohl(a->s_addr) >> 16) == 0xa9fe ||
-                !inet_ntop(AF_INET, a, text, sizeof(text)))
-                continue;
-        } else if (sa->sa_family == AF_INET6) {
-            const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-            if (IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_LINKLOCAL(a) ||
-                !inet_ntop(AF_INET6, a, text, sizeof(text)))
-                continue;
-        } else {
-            continue;
-        }
-        if (b->len < 4000) /* a machine with hundreds of addresses: the first ones */
-            cr_buf_printf(b, ",IP:%s", text);
-    }
-    freeifaddrs(ifs);
 }
 
 int session_tls(const head_opts_t *o, bool dashboard, char **cert, char **key, bool *tcp)
@@ -314,7 +254,7 @@ int session_tls(const head_opts_t *o, bool dashboard, char **cert, char **key, b
         char cn[200];
         snprintf(cn, sizeof(cn), "corral head %.128s", node_name());
         cr_buf_t names = {0};
-        san_names(&names);
+        cr_tls_san_names(&names);
         if (t->selfsigned_names(cn, names.s, cert, key, why, sizeof(why)) < 0) {
             fprintf(stderr, "corrald: TLS: cannot make a certificate: %s\n", why);
             err = CR_EIO;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct cr_tls_ctx {
     SSL_CTX *ctx;
@@ -153,6 +154,35 @@ static int tls_fingerprint(const char *pem, size_t len, uint8_t out[CR_TLS_FP_LE
         say(why, size, "not a PEM certificate");
     X509_free(x);
     BIO_free(b);
+    return rc;
+}
+
+static int tls_check(const char *cert_pem, size_t cert_len, const char *key_pem, size_t key_len,
+                     const char *name, char *why, size_t size)
+{
+    BIO *cb = BIO_new_mem_buf(cert_pem, (int)cert_len);
+    BIO *kb = BIO_new_mem_buf(key_pem, (int)key_len);
+    X509 *x = cb ? read_cert(cb) : NULL;
+    EVP_PKEY *key = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
+    time_t soon = time(NULL) + 24 * 3600;
+    int rc = CR_TLS_ERR;
+    if (!x || !key)
+        say(why, size, !x ? "the certificate is not PEM" : "the key is not an unencrypted PEM key");
+    else if (X509_cmp_current_time(X509_get0_notBefore(x)) > 0 ||
+             X509_cmp_time(X509_get0_notAfter(x), &soon) <= 0)
+        snprintf(why, size, "the certificate is not valid now or expires within a day");
+    else if (X509_check_private_key(x, key) != 1)
+        say(why, size, "the key does not belong to the certificate");
+    else if (name && X509_check_ip_asc(x, name, 0) != 1 &&
+             X509_check_host(x, name, 0, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS, NULL) != 1)
+        snprintf(why, size, "the certificate does not name %.200s", name);
+    else
+        rc = 0;
+    ERR_clear_error();
+    EVP_PKEY_free(key);
+    X509_free(x);
+    BIO_free(cb);
+    BIO_free(kb);
     return rc;
 }
 
@@ -454,4 +484,5 @@ __attribute__((visibility("default"))) const cr_tls_ops_t cr_tls_ops_v1 = {
     .take = tls_take,
     .version = tls_version,
     .selfsigned_names = tls_selfsigned_names,
+    .check = tls_check,
 };

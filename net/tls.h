@@ -75,6 +75,12 @@ typedef struct cr_tls_ops {
      * browser, Prometheus's ca_file) accepts it at those addresses. */
     int (*selfsigned_names)(const char *cn, const char *names, char **cert_pem, char **key_pem,
                             char *why, size_t size);
+    /* Whether a certificate kept from an earlier run serves again: it is
+     * valid now and for at least another day, key_pem is its key, and,
+     * where name is not NULL, it names name (an IP address or a DNS name)
+     * in its subjectAltName. 0, or CR_TLS_ERR with why saying which. */
+    int (*check)(const char *cert_pem, size_t cert_len, const char *key_pem, size_t key_len,
+                 const char *name, char *why, size_t size);
 } cr_tls_ops_t;
 
 /* The shim's table, loaded once per process: from beside the executable
@@ -91,5 +97,27 @@ void cr_tls_fp_format(const uint8_t fp[CR_TLS_FP_LEN], char *buf, size_t size);
  * "sha256:" (or "SHA256:") and optionally in pairs separated by colons as
  * `openssl x509 -fingerprint -sha256` prints them. 0 or CR_EPARSE. */
 int cr_tls_fp_parse(const char *s, uint8_t fp[CR_TLS_FP_LEN]);
+
+/* net/tls_files.c. A PEM file given (--tls-cert, --tls-key) or kept from
+ * an earlier run, malloc'ed into out: a regular file of the user's own,
+ * never through a symlink; secret (a key): readable by nobody else. 0, or
+ * a negative code and why naming the file and what to do. */
+int cr_tls_read_pem(const char *path, bool secret, char **out, char *why, size_t size);
+struct cr_buf;
+/* The names a certificate corral makes is good for (subjectAltName,
+ * OpenSSL's syntax) appended to b: this machine's host name, localhost,
+ * and every address its interfaces have now (link-local ones left out),
+ * so that a client that checks names (curl --cacert, a browser,
+ * Prometheus's ca_file) accepts it at any of them. */
+void cr_tls_san_names(struct cr_buf *b);
+/* A process's own self-signed certificate, dir/BASE.crt and its key
+ * dir/BASE.key (0600, dir private): the one an earlier run made while it
+ * is valid and names name (NULL: any), else a new one (CN cn, named by
+ * cr_tls_san_names and name), written there. The PEMs malloc'ed into cert
+ * and key; what says why a kept one was replaced ("" when it was not). 0,
+ * or a negative code and why: a file there that is not the user's own or
+ * whose key others may read is refused, never replaced. */
+int cr_tls_own_cert(const char *dir, const char *base, const char *cn, const char *name,
+                    char **cert, char **key, char *what, size_t wsize, char *why, size_t size);
 
 #endif

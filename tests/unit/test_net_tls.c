@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -348,6 +349,56 @@ static void test_garbage_record(void **state)
     close_net(n);
 }
 
+/* A process's own certificate (net/tls_files.c): made once, kept while
+ * it is valid and names the address asked for, made again when it does
+ * not; a key others may read is refused; a key of another certificate
+ * does not pass the shim's check. */
+static void test_own_cert(void **state)
+{
+    char why[1024], what[700], path[700];
+    char *c1, *k1, *c2, *k2, *c3, *k3;
+    assert_int_equal(cr_tls_own_cert(dir, "own", "corral test", "10.9.8.7", &c1, &k1, what,
+                                     sizeof(what), why, sizeof(why)),
+                     0);
+    assert_string_equal(what, "");
+    snprintf(path, sizeof(path), "%s/own.key", dir);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    /* kept across a restart */
+    assert_int_equal(cr_tls_own_cert(dir, "own", "corral test", "10.9.8.7", &c2, &k2, what,
+                                     sizeof(what), why, sizeof(why)),
+                     0);
+    assert_string_equal(what, "");
+    assert_string_equal(c1, c2);
+    assert_string_equal(k1, k2);
+    /* an address it does not name: a new one, said */
+    assert_int_equal(cr_tls_own_cert(dir, "own", "corral test", "10.9.8.6", &c3, &k3, what,
+                                     sizeof(what), why, sizeof(why)),
+                     0);
+    assert_non_null(strstr(what, "does not name 10.9.8.6"));
+    assert_string_not_equal(c1, c3);
+    const cr_tls_ops_t *t = cr_tls_load(why, sizeof(why));
+    assert_non_null(t);
+    assert_int_equal(t->check(c3, strlen(c3), k3, strlen(k3), "10.9.8.6", why, sizeof(why)), 0);
+    assert_int_equal(t->check(c3, strlen(c3), k3, strlen(k3), "localhost", why, sizeof(why)), 0);
+    assert_int_equal(t->check(c3, strlen(c3), k1, strlen(k1), NULL, why, sizeof(why)), CR_TLS_ERR);
+    assert_non_null(strstr(why, "does not belong"));
+    assert_int_equal(t->check(c3, strlen(c3), "x", 1, NULL, why, sizeof(why)), CR_TLS_ERR);
+    /* a key others may read: refused, not replaced */
+    assert_int_equal(chmod(path, 0644), 0);
+    char *c4 = (char *)1, *k4 = (char *)1;
+    assert_int_equal(cr_tls_own_cert(dir, "own", "corral test", NULL, &c4, &k4, what, sizeof(what),
+                                     why, sizeof(why)),
+                     CR_EACCES);
+    assert_null(c4);
+    assert_null(k4);
+    assert_non_null(strstr(why, "(mode 644): chmod 600 it"));
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
+    free(c1), free(k1), free(c2), free(k2), free(c3), free(k3);
+}
+
 static int group_setup(void **state)
 {
     return mkdtemp(dir) ? 0 : -1;
@@ -364,6 +415,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fingerprints),
+        cmocka_unit_test(test_own_cert),
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_pin, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plain_client_refused, setup, teardown),
