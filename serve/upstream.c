@@ -8,7 +8,9 @@
  * they were (the router's event loops, router.c). */
 #include "serve.h"
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -204,6 +206,28 @@ int serve_upstream_request(serve_upstream_t *u, const char *method, const char *
     return serve_upstream_read_headers(u, timeout_ms);
 }
 
+/* "HTTP/D.D SSS" (then a space and a reason, or the line's end) in the
+ * first line of p[0..n): the whole status line and nothing past it, each
+ * field exactly as RFC 9112 writes it (sscanf's %d skipped any whitespace,
+ * the line's end included, and read on into the body, which need not be
+ * there yet on a non-blocking read). 0, or -1 if it is not one. */
+static int status_line(const char *p, size_t n, int *major, int *minor, int *status)
+{
+    const char *nl = memchr(p, '\n', n);
+    size_t ln = nl ? (size_t)(nl - p) : n;
+    if (ln && p[ln - 1] == '\r')
+        ln--;
+    if (ln < 12 || memcmp(p, "HTTP/", 5) != 0 || !isdigit((unsigned char)p[5]) || p[6] != '.' ||
+        !isdigit((unsigned char)p[7]) || p[8] != ' ' || !isdigit((unsigned char)p[9]) ||
+        !isdigit((unsigned char)p[10]) || !isdigit((unsigned char)p[11]) ||
+        (ln > 12 && p[12] != ' '))
+        return -1;
+    *major = p[5] - '0';
+    *minor = p[7] - '0';
+    *status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+    return *status >= 100 && *status <= 599 ? 0 : -1;
+}
+
 int serve_upstream_read_headers(serve_upstream_t *u, int timeout_ms)
 {
     /* the status line and headers (what came so far is looked at again
@@ -223,8 +247,7 @@ int serve_upstream_read_headers(serve_upstream_t *u, int timeout_ms)
     }
     size_t hlen = (size_t)(end - u->buf) + 4;
     int major, minor, status;
-    if (sscanf(u->buf, "HTTP/%d.%d %3d", &major, &minor, &status) != 3 || status < 100 ||
-        status > 599)
+    if (status_line(u->buf, (size_t)(end - u->buf), &major, &minor, &status) < 0)
         return CR_EPARSE;
     u->status = status;
     /* HTTP/1.1 keeps the connection unless a side says close */
@@ -242,8 +265,22 @@ int serve_upstream_read_headers(serve_upstream_t *u, int timeout_ms)
             snprintf(u->content_type, sizeof(u->content_type), "%.*s", (int)(line + ln - v), v);
         else if (header_is(line, ln, "Transfer-Encoding", &v))
             u->chunked = strncasecmp(v, "chunked", 7) == 0;
-        else if (header_is(line, ln, "Content-Length", &v))
-            u->content_length = strtoll(v, NULL, 10);
+        else if (header_is(line, ln, "Content-Length", &v)) {
+            /* digits to the line's end and nothing else (strtoll skipped
+             * whitespace, the line's end included, and read on) */
+            const char *q = v, *qe = line + ln;
+            while (qe > q && (qe[-1] == ' ' || qe[-1] == '\t'))
+                qe--;
+            long long cl = 0;
+            if (q == qe)
+                return CR_EPARSE;
+            for (; q < qe; q++) {
+                if (!isdigit((unsigned char)*q) || cl > (LLONG_MAX - 9) / 10)
+                    return CR_EPARSE;
+                cl = cl * 10 + (*q - '0');
+            }
+            u->content_length = cl;
+        }
         else if (header_is(line, ln, "Connection", &v) && says_close(v, (size_t)(line + ln - v)))
             u->reusable = false;
         line = nl;
@@ -260,6 +297,11 @@ int serve_upstream_read_headers(serve_upstream_t *u, int timeout_ms)
     return 0;
 }
 
+/* The longest line of a chunked body taken, its CR included: the same
+ * bound whether the line came whole or in pieces (a longer one found
+ * whole was taken while the same bytes in pieces were refused). */
+#define CHUNK_LINE_MAX 256
+
 /* The next line of a chunked body (a size line or a trailer), without its
  * CRLF: its length, or <0. */
 static ssize_t take_line(serve_upstream_t *u, char *dst, size_t size, int timeout_ms)
@@ -269,14 +311,14 @@ static ssize_t take_line(serve_upstream_t *u, char *dst, size_t size, int timeou
         if (nl) {
             size_t n = (size_t)(nl - (u->buf + u->off));
             size_t keep = n && nl[-1] == '\r' ? n - 1 : n;
-            if (keep >= size)
+            if (n > CHUNK_LINE_MAX || keep >= size)
                 return CR_EPARSE;
             memcpy(dst, u->buf + u->off, keep);
             dst[keep] = '\0';
             u->off += n + 1;
             return (ssize_t)keep;
         }
-        if (u->len - u->off > 256)
+        if (u->len - u->off > CHUNK_LINE_MAX)
             return CR_EPARSE;
         ssize_t r = fill(u, timeout_ms);
         if (r <= 0)
