@@ -187,6 +187,7 @@ struct lease {
     bool stop;       /* stop its job (killed actor, idle, shutdown) */
     bool busy;       /* the head thread uses it with t->lock released */
     int64_t watched; /* when the head thread last asked for its job */
+    char *listen;    /* an actor's: the directory its worker listens in for other callers */
     lease_t *next;   /* t->leases */
 };
 
@@ -213,6 +214,10 @@ struct corral_actor {
     unsigned restarts;
     bool ready, dead;
     char *why_dead;
+    /* found by corral_actor_get: another owner's, called over remote_conn's
+     * lease (never leased or restarted here); its lease job's id */
+    bool remote;
+    char *remote_job;
     corral_actor_t *next; /* t->actors */
 };
 
@@ -230,6 +235,7 @@ struct corral_tasks {
     bool io_started, h_started, closing;
     int ep, evfd, lunix, ltcp;
     char dir[64], sock_path[128], address[256], node[128];
+    char ns[129]; /* named actors' namespace: CORRAL_NAMESPACE, else "default" */
     char **argv;
     uint8_t secret[32];
     char secret_hex[65];
@@ -528,6 +534,18 @@ static lease_t *lease_new(corral_tasks_t *t, shape_t *s, corral_actor_t *a)
     l->shape = s;
     l->actor = a;
     l->state = L_NEW;
+    if (a) {
+        /* made by the worker itself (mkdir 0700, which fails when anything
+         * is there); never by this process */
+        const char *tmp = getenv("TMPDIR");
+        uint8_t r2[8];
+        char h2[17];
+        cr_random_bytes(r2, sizeof(r2));
+        cr_hex_encode(r2, sizeof(r2), h2);
+        l->listen =
+            cr_asprintf("%s/corral-actor-%s",
+                        tmp && *tmp && strlen(tmp) < 48 && tmp[0] == '/' ? tmp : "/tmp", h2);
+    }
     l->next = t->leases;
     t->leases = l;
     if (s) {
@@ -667,6 +685,20 @@ static void conn_close(corral_tasks_t *t, conn_t *c)
     shutdown(c->fd, SHUT_RDWR);
 }
 
+/* An actor worker's directory for other callers, once it is gone (its
+ * worker, killed, could not): only when it is a directory of this user's,
+ * not a link, and then only the socket "s" in it. */
+static void listen_dir_remove(const char *dir)
+{
+    struct stat st;
+    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+        return;
+    char *s = cr_asprintf("%s/s", dir);
+    unlink(s);
+    free(s);
+    rmdir(dir);
+}
+
 /* The lease's worker is gone (its connection ended, or it never came);
  * under t->lock. why: what to tell the calls that fail. */
 static void lease_lost(corral_tasks_t *t, lease_t *l, int err, const char *why)
@@ -715,6 +747,8 @@ static void lease_lost(corral_tasks_t *t, lease_t *l, int err, const char *why)
         dispatch(t, s);
     } else if (l->actor) {
         corral_actor_t *a = l->actor;
+        if (l->listen)
+            listen_dir_remove(l->listen);
         if (a->lease == l)
             a->lease = NULL;
         bool restart = !a->dead && !t->closing && connected && a->restarts_left != 0;
@@ -1041,6 +1075,7 @@ static void reap(corral_tasks_t *t)
             *pl = l->next;
             free(l->job);
             free(l->slots);
+            free(l->listen);
             free(l);
         } else {
             pl = &l->next;
@@ -1145,6 +1180,8 @@ static char **lease_env(corral_tasks_t *t, lease_t *l)
     env[k++] = cr_asprintf("CORRAL_TASK_LEASE=%s", l->id);
     env[k++] = cr_asprintf("CORRAL_TASK_SECRET=%s", t->secret_hex);
     env[k++] = cr_strdup("CORRAL_TASK_RUNTIME=c");
+    if (l->listen)
+        env[k++] = cr_asprintf("CORRAL_TASK_LISTEN=%s", l->listen);
     if (l->actor && l->actor->o.max_concurrency > 1)
         env[k++] = cr_asprintf("CORRAL_TASK_MAX_CONCURRENCY=%u", l->actor->o.max_concurrency);
     return env;
@@ -1195,11 +1232,12 @@ static unsigned shape_cap(corral_tasks_t *t, const char *resources)
     return total < 1 ? 1 : total > CAP_MAX ? CAP_MAX : total;
 }
 
-static void head_submit(corral_tasks_t *t, lease_t *l, char **env, char *name, char *res, char *sel)
+static void head_submit(corral_tasks_t *t, lease_t *l, char **argv, char **env, char *name,
+                        char *res, char *sel)
 {
     corral_job_spec_t spec = {
         .name = name,
-        .argv = (const char *const *)t->argv,
+        .argv = (const char *const *)argv,
         .env = (const char *const *)env,
         .resources = res,
         .selector = sel,
@@ -1265,6 +1303,7 @@ static void *head_main(void *arg)
         if (sub) {
             char **env = lease_env(t, sub);
             char *name, *res, *sel;
+            char **argv = NULL;
             if (sub->shape) {
                 name =
                     cr_asprintf("task:%s", sub->shape->resources ? sub->shape->resources : "CPU=1");
@@ -1272,15 +1311,33 @@ static void *head_main(void *arg)
                 sel = sub->shape->selector ? cr_strdup(sub->shape->selector) : NULL;
             } else {
                 corral_actor_t *a = sub->actor;
-                name = a->name ? cr_asprintf("actor:%s:%s", a->cls, a->name)
+                name = a->name ? cr_asprintf("actor:%s/%s", t->ns, a->name)
                                : cr_asprintf("actor:%s", a->cls);
+                /* its class and where it listens for other callers, for
+                 * corral_actor_get to read back from the job's command */
+                size_t n = 0;
+                while (t->argv[n])
+                    n++;
+                argv = cr_calloc(n + 4, sizeof(char *));
+                memcpy(argv, t->argv, n * sizeof(char *));
+                argv[n] = CRT_ACTOR_ARG;
+                argv[n + 1] = cr_strdup(a->cls);
+                argv[n + 2] = cr_strdup(sub->listen);
                 res = a->resources ? cr_strdup(a->resources) : NULL;
                 sel = a->selector ? cr_strdup(a->selector) : NULL;
             }
             sub->state = L_SUBMITTED; /* its HELLO may come before the head answers */
             sub->busy = true;
             pthread_mutex_unlock(&t->lock);
-            head_submit(t, sub, env, name, res, sel);
+            head_submit(t, sub, argv ? argv : t->argv, env, name, res, sel);
+            if (argv) { /* its first strings are t's */
+                size_t n = 0;
+                while (argv[n])
+                    n++;
+                free(argv[n - 1]);
+                free(argv[n - 2]);
+                free(argv);
+            }
             strv_free(env);
             free(name);
             free(res);
@@ -1448,6 +1505,14 @@ int corral_tasks_init(const corral_tasks_opts_t *opts, corral_tasks_t **out, cha
         goto fail;
     }
     cr_hex_encode(t->secret, sizeof(t->secret), t->secret_hex);
+    const char *ns = getenv("CORRAL_NAMESPACE");
+    if (ns && *ns && (strlen(ns) > 128 || strpbrk(ns, " \t\n:/"))) {
+        rc = CR_EINVAL;
+        snprintf(why, sizeof(why),
+                 "CORRAL_NAMESPACE \"%.140s\": at most 128 bytes, no blanks, ':' or '/'", ns);
+        goto fail;
+    }
+    cr_strlcpy(t->ns, ns && *ns ? ns : "default", sizeof(t->ns));
     const char *node = getenv("CORRAL_NODE_ID");
     cr_strlcpy(t->node, node ? node : "", sizeof(t->node));
     if ((rc = listen_unix(t, why, sizeof(why))))
@@ -1848,7 +1913,9 @@ int corral_refs_wait(corral_tasks_t *t, corral_ref_t *const *refs, size_t n, siz
 }
 
 /* ---- actors ---- */
-static int name_taken_on_head(corral_tasks_t *t, const char *job_name)
+/* Whether a live job of the head is named job_name: 1 (with its id in
+ * *job_id, malloc'ed, when job_id is not NULL), 0, or a negative code. */
+static int name_taken_on_head(corral_tasks_t *t, const char *job_name, char **job_id)
 {
     static const corral_job_state_t live[] = {CORRAL_JOB_PENDING, CORRAL_JOB_PLACING,
                                               CORRAL_JOB_RUNNING};
@@ -1868,9 +1935,12 @@ static int name_taken_on_head(corral_tasks_t *t, const char *job_name)
             taken = rc;
             break;
         }
-        for (size_t i = 0; i < n; i++)
-            if (jobs[i].name && !strcmp(jobs[i].name, job_name))
+        for (size_t i = 0; i < n && !taken; i++)
+            if (jobs[i].name && !strcmp(jobs[i].name, job_name)) {
                 taken = 1;
+                if (job_id)
+                    *job_id = cr_strdup(jobs[i].job_id);
+            }
         corral_job_list_free(jobs, n);
         token = page.next_token;
     } while (token && !taken);
@@ -1898,19 +1968,20 @@ int corral_actor_create(corral_tasks_t *t, const char *cls, const void *args, si
                         name);
         pthread_mutex_lock(&t->lock);
         for (corral_actor_t *a = t->actors; a; a = a->next)
-            if (!a->dead && a->name && !strcmp(a->name, name)) {
+            if (!a->dead && !a->remote && a->name && !strcmp(a->name, name)) {
                 pthread_mutex_unlock(&t->lock);
                 return fail(CR_EEXIST, "an actor named %s is alive in this program", name);
             }
         pthread_mutex_unlock(&t->lock);
-        char *jn = cr_asprintf("actor:%s:%s", cls, name);
-        int taken = name_taken_on_head(t, jn);
+        char *jn = cr_asprintf("actor:%s/%s", t->ns, name);
+        int taken = name_taken_on_head(t, jn, NULL);
         free(jn);
         if (taken < 0)
             return fail(taken, "listing the head's jobs: %s", cr_strerror(taken));
         if (taken)
-            return fail(CR_EEXIST, "an actor named %s of class %s runs already (job actor:%s:%s)",
-                        name, cls, cls, name);
+            return fail(CR_EEXIST,
+                        "an actor named %s runs already in namespace %s (job actor:%s/%s)", name,
+                        t->ns, t->ns, name);
     }
     corral_actor_t *a = cr_calloc(1, sizeof(*a));
     a->t = t;
@@ -1936,6 +2007,179 @@ int corral_actor_create(corral_tasks_t *t, const char *cls, const void *args, si
     a->next = t->actors;
     t->actors = a;
     a->lease = lease_new(t, NULL, a);
+    pthread_mutex_unlock(&t->lock);
+    *out = a;
+    return 0;
+}
+
+/* ---- named actors of other owners (docs/actors.md "Named actors from C") ---- */
+
+/* Connects to the actor's socket DIR/s and handshakes as a caller
+ * (blocking, at most 10 s a step): the socket, or a negative code with
+ * why. The directory must be this user's (not a link, mode 0700) and the
+ * process at the socket must run as this user (SO_PEERCRED). */
+static int actor_dial(corral_tasks_t *t, const char *dir, char *why, size_t wsize)
+{
+    struct stat st;
+    if (lstat(dir, &st) < 0) {
+        snprintf(why, wsize, "%s: %s", dir, strerror(errno));
+        return -errno;
+    }
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+        snprintf(why, wsize, "%s is not a directory of this user's of mode 0700: refusing it", dir);
+        return CR_EACCES;
+    }
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/s", dir);
+    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int e = errno;
+        snprintf(why, wsize, "connecting to %s: %s", sa.sun_path, strerror(e));
+        if (sock >= 0)
+            close(sock);
+        return -e;
+    }
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != geteuid()) {
+        snprintf(why, wsize, "the process at %s runs as another user: refusing it", sa.sun_path);
+        close(sock);
+        return CR_EACCES;
+    }
+    struct timeval tv = {10, 0};
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    char *hello = cr_asprintf("{\"role\":\"caller\",\"pid\":%d,\"runtime\":\"c\","
+                              "\"address\":\"%s\",\"node\":\"%s\"}",
+                              (int)getpid(), t->address, t->node);
+    crt_bytes_t b = {0};
+    crt_frame_add(&b, CRT_HELLO, 0, 0, hello, strlen(hello), NULL, 0);
+    free(hello);
+    int rc = crt_write_all(sock, &b, -1);
+    crt_bytes_free(&b);
+    crt_reader_t r;
+    crt_reader_init(&r, CRT_HELLO_MAX);
+    crt_hdr_t h;
+    const uint8_t *p;
+    int fd = -1;
+    while (!rc && (rc = crt_reader_next(&r, &h, &p, &fd)) == 0) {
+        ssize_t n = crt_reader_fill(&r, sock, true);
+        if (n <= 0)
+            rc = n == 0 ? CR_EIO : (int)n;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (rc == 1 && (h.kind != CRT_WELCOME || r.in.len != r.in.off))
+        rc = CR_EPARSE; /* nothing may come before its first call */
+    crt_reader_fini(&r);
+    if (rc != 1) {
+        snprintf(why, wsize, "the actor at %s did not welcome this caller (%s)", sa.sun_path,
+                 cr_strerror(rc < 0 ? rc : CR_EPARSE));
+        close(sock);
+        return rc < 0 ? rc : CR_EPARSE;
+    }
+    tv.tv_sec = 0;
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
+    return sock;
+}
+
+int corral_actor_get(corral_tasks_t *t, const char *name, corral_actor_t **out)
+{
+    if (!t || !name || !out)
+        return fail(CR_EINVAL, "corral_actor_get: t, name and out are required");
+    if (!*name || strlen(name) > 128 || strpbrk(name, " \t\n:/"))
+        return fail(CR_EINVAL, "actor name \"%.140s\": 1 to 128 bytes, no blanks, ':' or '/'",
+                    name);
+    char *jn = cr_asprintf("actor:%s/%s", t->ns, name);
+    char *job = NULL;
+    int rc = name_taken_on_head(t, jn, &job);
+    free(jn);
+    if (rc < 0)
+        return fail(rc, "looking for actor %s: listing the head's jobs: %s", name, cr_strerror(rc));
+    if (!rc)
+        return fail(CR_ENOENT,
+                    "no actor named %s in namespace %s (no live job actor:%s/%s on the head): "
+                    "create it with corral_actor_create and opts.name, or check the name and "
+                    "CORRAL_NAMESPACE",
+                    name, t->ns, t->ns, name);
+    corral_job_t st;
+    memset(&st, 0, sizeof(st));
+    char cls[CORRAL_TASK_NAME_MAX + 1], dir[CRT_LISTEN_DIR_MAX + 1];
+    pthread_mutex_lock(&t->hlock);
+    rc = corral_job_status(t->head, job, &st);
+    pthread_mutex_unlock(&t->hlock);
+    if (rc < 0) {
+        fail(rc, "looking for actor %s: the status of job %s: %s", name, job, cr_strerror(rc));
+        free(job);
+        return rc;
+    }
+    rc = crt_actor_cmd_parse(st.command, cls, dir);
+    corral_job_free(&st);
+    if (rc) {
+        fail(CR_EPARSE,
+             "actor %s (job %s) is not a C actor of this version (its command does not end "
+             "with %s CLASS DIR)",
+             name, job, CRT_ACTOR_ARG);
+        free(job);
+        return CR_EPARSE;
+    }
+    /* its worker listens once its constructor has run: wait up to 10 s */
+    char why[400] = "";
+    int sock = -1;
+    for (int i = 0; i < 200; i++) {
+        sock = actor_dial(t, dir, why, sizeof(why));
+        if (sock >= 0 || (sock != -ENOENT && sock != -ECONNREFUSED))
+            break;
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (sock < 0) {
+        fail(sock,
+             "actor %s (job %s) cannot be reached: %s (its worker must run on this host and "
+             "be constructed)",
+             name, job, why);
+        free(job);
+        return sock;
+    }
+    corral_actor_t *a = cr_calloc(1, sizeof(*a));
+    a->t = t;
+    a->cls = cr_strdup(cls);
+    a->name = cr_strdup(name);
+    a->remote = true;
+    a->remote_job = job;
+    a->ready = true;
+    conn_t *c = cr_calloc(1, sizeof(*c));
+    c->fd = sock;
+    c->unix_sock = true;
+    c->hello = true;
+    crt_reader_init(&c->rd, CRT_MAX_FRAME);
+    lease_t *l = cr_calloc(1, sizeof(*l));
+    pthread_mutex_lock(&t->lock);
+    if (t->closing) {
+        pthread_mutex_unlock(&t->lock);
+        conn_free(c);
+        free(l);
+        a->t = NULL;
+        corral_actor_free(a);
+        return fail(CR_EINVAL, "the owner is shutting down");
+    }
+    snprintf(l->id, sizeof(l->id), "R%u", ++t->lease_seq);
+    l->state = L_CONNECTED;
+    l->actor = a;
+    l->conn = c;
+    l->idle_since = now_ms();
+    l->next = t->leases;
+    t->leases = l;
+    c->lease = l;
+    c->next = t->conns;
+    t->conns = c;
+    a->lease = l;
+    a->next = t->actors;
+    t->actors = a;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    epoll_ctl(t->ep, EPOLL_CTL_ADD, c->fd, &ev);
     pthread_mutex_unlock(&t->lock);
     *out = a;
     return 0;
@@ -2038,6 +2282,12 @@ int corral_cancel(corral_tasks_t *t, corral_ref_t *r)
 int corral_actor_kill(corral_tasks_t *t, corral_actor_t *a)
 {
     pthread_mutex_lock(&t->lock);
+    if (a->remote && a->remote_job && a->lease && !a->lease->job) {
+        /* another owner's actor: its lease job is stopped through the head
+         * (the head thread does it once the lease is dead) */
+        a->lease->job = a->remote_job;
+        a->remote_job = NULL;
+    }
     actor_dead(t, a, CR_EACTORDIED, "killed by corral_actor_kill");
     pthread_mutex_unlock(&t->lock);
     return 0;
@@ -2093,6 +2343,7 @@ void corral_actor_free(corral_actor_t *a)
     free(a->resources);
     free(a->selector);
     free(a->why_dead);
+    free(a->remote_job);
     free(a);
 }
 

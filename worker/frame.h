@@ -176,4 +176,16 @@ int crt_memfd_seal(int fd);
  * *map NULL), or -errno; the caller keeps fd. */
 int crt_memfd_map(int fd, void **map, size_t *n);
 
+/* A C actor's lease job's command ends with the words "--corral-actor
+ * CLASS DIR" (docs/actors.md "Named actors from C"): its class and the
+ * directory whose socket "s" it listens on for other callers. Parses
+ * them out of cmd (argv joined by spaces) into cls and dir: 0, or
+ * CR_EPARSE when the words are not there, the class is empty, longer than
+ * CORRAL_TASK_NAME_MAX or has a '.', or dir is not an absolute path of at
+ * most CRT_LISTEN_DIR_MAX bytes without "..". */
+#define CRT_ACTOR_ARG "--corral-actor"
+#define CRT_LISTEN_DIR_MAX 100
+int crt_actor_cmd_parse(const char *cmd, char cls[CORRAL_TASK_NAME_MAX + 1],
+                        char dir[CRT_LISTEN_DIR_MAX + 1]);
+
 #endif

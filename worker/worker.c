@@ -15,10 +15,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,7 +73,18 @@ static struct {
      * there to run (seen by cancel_scan ahead of them) */
     uint64_t cancels[CANCELS_MAX];
     unsigned ncancels;
-} W = {.sock = -1,
+    /* slots for running the actor's methods: max_concurrency (1 when not
+     * asked), shared by the owner's calls and other callers' */
+    sem_t run;
+    bool run_init;
+    atomic_bool exiting;
+    /* other callers of the actor (docs/actors.md "Named actors from C") */
+    char listen_dir[108], listen_path[112];
+    int lfd;
+    bool callers_tried;
+    atomic_uint ncallers;
+} W = {.lfd = -1,
+       .sock = -1,
        .wlock = PTHREAD_MUTEX_INITIALIZER,
        .qlock = PTHREAD_MUTEX_INITIALIZER,
        .qcond = PTHREAD_COND_INITIALIZER};
@@ -505,6 +519,23 @@ out:
 
 /* ---- serving ---- */
 
+/* A slot to run a call in (methods of the actor from its owner and from
+ * other callers share max_concurrency of them). */
+static void run_begin(void)
+{
+    if (W.run_init)
+        while (sem_wait(&W.run) < 0 && errno == EINTR)
+            ;
+}
+
+static void run_end(void)
+{
+    if (W.run_init)
+        sem_post(&W.run);
+}
+
+static void callers_start(void);
+
 /* Sends out (and fd with it); under W.wlock when threads run. */
 static int flush(crt_bytes_t *out, int fd)
 {
@@ -533,7 +564,9 @@ static void *pool_thread(void *arg)
             W.qtail = NULL;
         pthread_mutex_unlock(&W.qlock);
         int fd;
+        run_begin();
         run_call(j->id, j->payload, j->len, j->fd, &out, &fd);
+        run_end();
         if (j->fd >= 0)
             close(j->fd);
         pthread_mutex_lock(&W.wlock);
@@ -640,6 +673,10 @@ static int serve(crt_reader_t *r)
             }
     }
     int status = 0;
+    if (!W.run_init) {
+        sem_init(&W.run, 0, nthreads ? nthreads : 1);
+        W.run_init = true;
+    }
     r->max = CRT_MAX_FRAME;
     size_t scanned = 0;    /* of the buffer, from r->in.off: looked at by cancel_scan */
     bool ran_long = false; /* a call ran CANCEL_POLL_NS or more since the last read */
@@ -756,7 +793,11 @@ static int serve(crt_reader_t *r)
         /* one thread; or the constructor, before any method may run */
         int rfd;
         int64_t t0 = mono_ns();
+        run_begin();
         run_call(h.id, p, h.len, fd, &W.out, &rfd);
+        run_end();
+        if (W.cls && !W.callers_tried)
+            callers_start(); /* constructed: other callers may come now */
         if (mono_ns() - t0 >= CANCEL_POLL_NS)
             ran_long = true;
         if (fd >= 0)
@@ -783,6 +824,231 @@ static int serve(crt_reader_t *r)
     return status;
 }
 
+/* ---- other callers of the actor (docs/actors.md "Named actors from C") ---- */
+
+/* Callers served at once, at most (one thread each); more are refused. */
+#define CALLERS_MAX 64
+/* A caller must say HELLO within this long. */
+#define CALLER_HELLO_MS 10000
+
+/* Serves one caller's stream on sock after its HELLO was read from r
+ * (or, fuzzed, r holds the whole stream): each CALL in turn, so one
+ * caller's calls run in the order it made them. A caller may call the
+ * actor's methods only ("Class.method"), never a function or the
+ * constructor. Returns at BYE, the stream's end, or a bad frame. */
+static int caller_serve(int sock, crt_reader_t *r)
+{
+    crt_bytes_t out = {0};
+    int status = 0;
+    r->max = CRT_MAX_FRAME;
+    for (;;) {
+        crt_hdr_t h;
+        const uint8_t *p;
+        int fd;
+        int rc = crt_reader_next(r, &h, &p, &fd);
+        if (rc < 0) {
+            fprintf(stderr, "corral worker: a bad frame from a caller (%s): closing it\n",
+                    cr_strerror(rc));
+            status = 1;
+            break;
+        }
+        if (rc == 0) {
+            ssize_t n = crt_reader_fill(r, sock, true);
+            if (n <= 0)
+                break;
+            continue;
+        }
+        if (h.kind == CRT_BYE || h.kind == CRT_CANCEL) {
+            /* CANCEL: calls from a caller run one by one, in its order, as
+             * they are read: none waits here to be cancelled */
+            if (fd >= 0)
+                close(fd);
+            if (h.kind == CRT_BYE)
+                break;
+            uint64_t id;
+            if (crt_cancel_parse(p, h.len, &id)) {
+                fprintf(stderr, "corral worker: a caller's CANCEL of %u bytes: closing it\n",
+                        h.len);
+                status = 1;
+                break;
+            }
+            continue;
+        }
+        if (h.kind != CRT_CALL) {
+            if (fd >= 0)
+                close(fd);
+            fprintf(stderr, "corral worker: a %s frame from a caller: closing it\n",
+                    crt_kind_name(h.kind));
+            status = 1;
+            break;
+        }
+        const char *name;
+        size_t nl, alen;
+        const uint8_t *args;
+        int rfd = -1;
+        if (crt_call_parse(p, h.len, &name, &nl, &args, &alen) || !memchr(name, '.', nl)) {
+            static const char why[] = "a caller may call only the actor's methods (Class.method)";
+            crt_return_add(&out, h.id, 0, CRT_SYS_ERROR, why, strlen(why));
+        } else {
+            run_begin();
+            if (atomic_load(&W.exiting)) {
+                static const char why[] = "the actor is exiting";
+                crt_return_add(&out, h.id, 0, CRT_SYS_ERROR, why, strlen(why));
+            } else {
+                run_call(h.id, p, h.len, fd, &out, &rfd);
+            }
+            run_end();
+        }
+        if (fd >= 0)
+            close(fd);
+        rc = crt_write_all(sock, &out, rfd);
+        if (rfd >= 0)
+            close(rfd);
+        out.len = out.off = 0;
+        if (rc)
+            break;
+    }
+    crt_bytes_free(&out);
+    return status;
+}
+
+static void *caller_thread(void *arg)
+{
+    int sock = (int)(intptr_t)arg;
+    crt_reader_t r;
+    crt_reader_init(&r, CRT_HELLO_MAX);
+    struct timeval tv = {CALLER_HELLO_MS / 1000, 0};
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    crt_hdr_t h;
+    const uint8_t *p;
+    crt_hello_t hello;
+    char why[160] = "";
+    int rc = read_small(sock, &r, &h, &p);
+    if (rc || h.kind != CRT_HELLO) {
+        fprintf(stderr, "corral worker: a caller did not say HELLO first: closing it\n");
+        goto out;
+    }
+    if (crt_hello_parse(p, h.len, &hello, why, sizeof(why))) {
+        fprintf(stderr, "corral worker: a caller's HELLO: %s: closing it\n", why);
+        goto out;
+    }
+    bool caller = !strcmp(hello.role, "caller");
+    crt_hello_free(&hello);
+    if (!caller) {
+        fprintf(stderr, "corral worker: a HELLO on the actor's socket whose role is not "
+                        "\"caller\": closing it\n");
+        goto out;
+    }
+    tv.tv_sec = 0;
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"}", (int)getpid());
+    crt_bytes_t b = {0};
+    crt_frame_add(&b, CRT_WELCOME, 0, 0, w, strlen(w), NULL, 0);
+    free(w);
+    rc = crt_write_all(sock, &b, -1);
+    crt_bytes_free(&b);
+    if (!rc)
+        caller_serve(sock, &r);
+out:
+    crt_reader_fini(&r);
+    close(sock);
+    atomic_fetch_sub(&W.ncallers, 1);
+    return NULL;
+}
+
+static void *accept_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        int fd = accept4(W.lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
+                continue;
+            return NULL;
+        }
+        if (peer_is_me(fd)) {
+            fprintf(stderr, "corral worker: refused a caller that runs as another user\n");
+            close(fd);
+            continue;
+        }
+        if (atomic_fetch_add(&W.ncallers, 1) >= CALLERS_MAX) {
+            atomic_fetch_sub(&W.ncallers, 1);
+            fprintf(stderr, "corral worker: %d callers already: refused one more\n", CALLERS_MAX);
+            close(fd);
+            continue;
+        }
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, caller_thread, (void *)(intptr_t)fd)) {
+            atomic_fetch_sub(&W.ncallers, 1);
+            close(fd);
+        }
+        pthread_attr_destroy(&at);
+    }
+}
+
+/* Once the actor is constructed: listens for other callers on a Unix
+ * socket in CORRAL_TASK_LISTEN, a directory this process makes itself
+ * (mkdir 0700 fails when anything is there already), as the owner named
+ * it in the lease job's command for callers to find. */
+static void callers_start(void)
+{
+    W.callers_tried = true;
+    const char *dir = getenv("CORRAL_TASK_LISTEN");
+    if (!dir || !*dir)
+        return;
+    if (dir[0] != '/' || strlen(dir) + 2 >= sizeof(W.listen_dir)) {
+        fprintf(stderr,
+                "corral worker: CORRAL_TASK_LISTEN (%s) is not an absolute path of at "
+                "most %zu bytes: other callers cannot reach this actor\n",
+                dir, sizeof(W.listen_dir) - 3);
+        return;
+    }
+    if (mkdir(dir, 0700) < 0) {
+        fprintf(stderr, "corral worker: making %s: %s: other callers cannot reach this actor\n",
+                dir, strerror(errno));
+        return;
+    }
+    cr_strlcpy(W.listen_dir, dir, sizeof(W.listen_dir));
+    snprintf(W.listen_path, sizeof(W.listen_path), "%s/s", dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    cr_strlcpy(sa.sun_path, W.listen_path, sizeof(sa.sun_path));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0) {
+        fprintf(stderr, "corral worker: listening at %s: %s\n", W.listen_path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    W.lfd = fd;
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &at, accept_thread, NULL)) {
+        close(W.lfd);
+        W.lfd = -1;
+    }
+    pthread_attr_destroy(&at);
+}
+
+/* At exit: no caller runs a method any more (every slot taken), and the
+ * socket and its directory are gone. */
+static void callers_stop(unsigned slots)
+{
+    atomic_store(&W.exiting, true);
+    if (W.listen_path[0]) {
+        unlink(W.listen_path);
+        rmdir(W.listen_dir);
+    }
+    if (W.lfd >= 0)
+        shutdown(W.lfd, SHUT_RDWR);
+    for (unsigned i = 0; W.run_init && i < slots; i++)
+        run_begin();
+}
+
 int corral_worker_main(void)
 {
     const char *owner = getenv("CORRAL_TASK_OWNER");
@@ -807,6 +1073,8 @@ int corral_worker_main(void)
         fprintf(stderr, "corral worker: %s\n", why);
     else
         status = serve(&r);
+    const char *mc = getenv("CORRAL_TASK_MAX_CONCURRENCY");
+    callers_stop(mc && atoi(mc) > 1 ? (atoi(mc) > 1024 ? 1024u : (unsigned)atoi(mc)) : 1u);
     if (W.cls && W.cls->dtor)
         W.cls->dtor(W.state);
     crt_reader_fini(&r);
@@ -889,5 +1157,30 @@ int crt_worker_feed(const uint8_t *data, size_t size)
     close(sv[0]);
     close(sv[1]);
     W.sock = -1;
+    return bad ? CR_EPARSE : 0;
+}
+
+int crt_worker_caller_feed(const uint8_t *data, size_t size)
+{
+    int sv[2];
+    if (size > (1u << 20) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return CR_EINVAL;
+    pthread_t th;
+    if (pthread_create(&th, NULL, feed_drain, &sv[1])) {
+        close(sv[0]);
+        close(sv[1]);
+        return CR_EIO;
+    }
+    shutdown(sv[1], SHUT_WR);
+    crt_reader_t r;
+    crt_reader_init(&r, CRT_HELLO_MAX);
+    crt_bytes_add(&r.in, data, size);
+    caller_serve(sv[0], &r);
+    crt_reader_fini(&r);
+    shutdown(sv[0], SHUT_RDWR);
+    void *bad = NULL;
+    pthread_join(th, &bad);
+    close(sv[0]);
+    close(sv[1]);
     return bad ? CR_EPARSE : 0;
 }

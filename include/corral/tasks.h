@@ -47,7 +47,9 @@
  *     CORRAL_TASK_INLINE_MAX on one node) are a read-only mapping of the
  *     memfd they came in, not a copy.
  *   - a corral_actor_t * belongs to the caller: corral_actor_free() kills
- *     the actor (unless corral_actor_kill already did) and releases it.
+ *     the actor (unless corral_actor_kill already did) and releases it;
+ *     one from corral_actor_get is released without killing the actor.
+ *   - the name given to corral_actor_get is borrowed for the call.
  *   - strings returned by corral_tasks_errmsg(), corral_ref_error() and
  *     corral_tasks_address() are borrowed: valid until the next owner call
  *     on that thread, corral_ref_free(), corral_tasks_shutdown().
@@ -225,9 +227,11 @@ int corral_put(corral_tasks_t *t, const void *data, size_t len, corral_ref_t **o
 typedef struct corral_actor_opts {
     const char *resources; /* as corral_task_opts_t's; NULL: CPU=1 */
     const char *selector;
-    /* Unique among this owner's live actors and the head's running
-     * "actor:" jobs; the lease job is then named "actor:CLASS:NAME".
-     * NULL: none. */
+    /* Unique in the namespace (CORRAL_NAMESPACE, else "default", as
+     * Python's): among this owner's live actors and the head's live jobs;
+     * the lease job is then named "actor:NAMESPACE/NAME", and other
+     * processes find it with corral_actor_get. At most 128 bytes, no
+     * blanks, ':' or '/'. NULL: none. */
     const char *name;
     /* How often the actor is started again (a new worker, the
      * constructor with the same bytes) after its process died; -1:
@@ -262,8 +266,28 @@ unsigned corral_actor_restarts(const corral_actor_t *a);
 /* The id of the actor's current lease job ("" before it was leased):
  * borrowed, valid until the next call with a. */
 const char *corral_actor_job(corral_actor_t *a, char *buf, size_t size);
-/* Kills the actor unless it is dead already and releases the handle.
- * NULL: no-op. */
+/* A handle on the live actor named name in this owner's namespace
+ * (CORRAL_NAMESPACE, else "default"), created by another process of the
+ * same user (another driver of the job, say) with opts.name; Python's
+ * corral.get_actor. It is found through the head (the lease job
+ * "actor:NAMESPACE/NAME", whose command says its class and the directory
+ * its worker listens in), and called directly on the actor's Unix socket
+ * (a directory of this user's, mode 0700; SO_PEERCRED checked both ways):
+ * the actor's worker must run on this host (simulated nodes share it).
+ * Waits up to 10 s for an actor whose constructor has not run yet.
+ * Calls made with corral_actor_call run in the order this process made
+ * them, one at a time with the owner's (max_concurrency 1). Returns 0
+ * with *out; CR_ENOENT: no live actor of that name (the message says the
+ * name and namespace); CR_EINVAL: a bad name; CR_EACCES, -ECONNREFUSED
+ * and the like: it cannot be reached (why in corral_tasks_errmsg()).
+ * *out belongs to the caller: corral_actor_free() only closes the
+ * connection (the actor lives on with its owner); corral_actor_kill()
+ * stops the actor's lease job (for good: its owner sees it die). The
+ * actor is not restarted from here: when its process dies, calls in
+ * flight and later ones fail with CR_EACTORDIED (look it up again). */
+int corral_actor_get(corral_tasks_t *t, const char *name, corral_actor_t **out);
+/* Kills the actor unless it is dead already and releases the handle (a
+ * handle from corral_actor_get: closes its connection only). NULL: no-op. */
 void corral_actor_free(corral_actor_t *a);
 
 /* ---- the worker ---- */

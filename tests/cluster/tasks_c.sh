@@ -17,6 +17,8 @@
 #   nested:  a task whose C worker submits tasks itself (corral_tasks_init
 #            there, with its lease job's credential: its leases are children
 #            of that job)
+#   named/lookup: a named actor of one run found by name from a second run
+#            (corral_actor_get) and called directly; an unknown name fails
 #   cancel:  corral_cancel of a task queued in the owner, of an actor call
 #            queued in the worker behind a running one (never runs), and of
 #            a running one (runs to its end, its result dropped)
@@ -84,6 +86,33 @@ n=$("$CORRAL" job list --json | jq '[.[] | select(.name == "task:CPU=1" and (.pa
     fail "nested: no child lease: $("$CORRAL" job list --json | jq -c '.[] | {name, parent_job}')"
 D=$(mktemp -d "$TDATA/cancel-XXXXXX")
 run cancel cancel "$D"
+
+# named actors from another process: one run of the example creates an
+# actor named nc1 and keeps it; a second run finds it by name
+# (corral_actor_get), calls it directly, and gets CR_ENOENT for a name no
+# actor has; the owner then sees the other process's calls in its state
+leases_gone
+D=$(mktemp -d "$TDATA/named-XXXXXX")
+nown=$( (cd /tmp && exec timeout 300 "$EX" named nc1 "$D") >"$D/owner.out" 2>&1 & echo $!)
+WPIDS="$WPIDS $nown"
+for _ in $(seq 600); do
+    [ -s "$D/ready" ] && break
+    sleep 0.1
+done
+[ -s "$D/ready" ] || fail "named: the actor did not come up: $(cat "$D/owner.out")"
+run lookup lookup nc1
+touch "$D/stop"
+for _ in $(seq 600); do
+    gone "$nown" && break
+    sleep 0.1
+done
+while IFS= read -r line; do
+    case $line in
+    ok:*) echo "ok: named: ${line#ok: }" ;;
+    FAIL:*) fail "named: ${line#FAIL: }" ;;
+    esac
+done <"$D/owner.out"
+grep -q "another process added: 1276" "$D/owner.out" || fail "named: $(cat "$D/owner.out")"
 
 # a driver's workers are its lease jobs, bound to its connection: they end
 # when it does, even killed -9 while a task runs
