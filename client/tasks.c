@@ -1612,6 +1612,7 @@ void corral_tasks_shutdown(corral_tasks_t *t)
         next = l->next;
         free(l->job);
         free(l->slots);
+        free(l->listen);
         free(l);
     }
     for (shape_t *s = t->shapes, *next; s; s = next) {

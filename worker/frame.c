@@ -578,7 +578,7 @@ int crt_actor_cmd_parse(const char *cmd, char cls[CORRAL_TASK_NAME_MAX + 1],
             b--;
         w[i] = cmd + b;
         wl[i] = end - b;
-        if (!wl[i] || (i > 0 && b == 0))
+        if (!wl[i] || b == 0) /* and a program before them */
             return CR_EPARSE;
         end = b - 1;
     }

@@ -7,7 +7,11 @@
  * registered; its args read as ref arguments too), CANCEL's id. Whatever comes, nothing reads out
  * of bounds and every RETURN the worker writes parses back. Then the same bytes go through the C
  * worker's whole loop (crt_worker_feed: CALLs, CANCELs noted ahead of their calls, BYE), whose
- * RETURNs must parse too. */
+ * RETURNs must parse too, and through an actor's loop for other callers
+ * (crt_worker_caller_feed: methods only, CANCEL, BYE; an actor constructed
+ * by a CALL above is called). The bytes are also read as a lease job's
+ * command whose last words name a C actor's class and socket directory
+ * (crt_actor_cmd_parse, corral_actor_get). */
 /* the checks are the point: keep assert() in release builds too */
 #undef NDEBUG
 #include "worker/frame.h"
@@ -107,7 +111,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     assert(rc == 0 || rc == CR_EPARSE || rc == CR_E2BIG);
     crt_reader_fini(&r);
-    if (size <= (1u << 20))
+    if (size <= 4096) {
+        char cmd[4097], cls[CORRAL_TASK_NAME_MAX + 1], dir[CRT_LISTEN_DIR_MAX + 1];
+        memcpy(cmd, data, size);
+        cmd[size] = 0;
+        if (crt_actor_cmd_parse(cmd, cls, dir) == 0) {
+            assert(*cls && strlen(cls) <= CORRAL_TASK_NAME_MAX && !strchr(cls, '.'));
+            assert(dir[0] == '/' && strlen(dir) <= CRT_LISTEN_DIR_MAX && !strstr(dir, "/.."));
+            assert(strstr(cmd, CRT_ACTOR_ARG));
+        }
+    }
+    if (size <= (1u << 20)) {
+        assert(crt_worker_caller_feed(data, size) == 0);
         assert(crt_worker_feed(data, size) == 0);
+    }
     return 0;
 }
