@@ -164,6 +164,7 @@ struct conn {
     unsigned nmarks;
     bool want_out; /* EPOLLOUT armed */
     bool direct;   /* a caller waiting in corral_get reads it (not the I/O thread) */
+    bool caller;   /* another process asking where this owner's actors listen */
     bool dirty;    /* out holds frames no one is sending yet: the I/O thread will */
     uint8_t nonce[CRT_NONCE_LEN];
     lease_t *lease;
@@ -188,6 +189,7 @@ struct lease {
     bool busy;       /* the head thread uses it with t->lock released */
     int64_t watched; /* when the head thread last asked for its job */
     char *listen;    /* an actor's: the directory its worker listens in for other callers */
+    char waddr[80];  /* its worker's TCP address for them (HELLO's "address"); "" none */
     lease_t *next;   /* t->leases */
 };
 
@@ -873,6 +875,18 @@ static int on_hello(corral_tasks_t *t, conn_t *c, const uint8_t *p, size_t n)
         }
         crt_welcome_mac_hex(t->secret, sizeof(t->secret), c->nonce, cnonce, wmac);
     }
+    if (!strcmp(h.role, "caller")) {
+        /* another process that looks an actor up (corral_actor_get) */
+        c->hello = true;
+        c->caller = true;
+        char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"%s%s%s}", (int)getpid(),
+                              *wmac ? ",\"mac\":\"" : "", wmac, *wmac ? "\"" : "");
+        crt_frame_add(&c->out, CRT_WELCOME, 0, 0, w, strlen(w), NULL, 0);
+        free(w);
+        conn_flush(t, c);
+        rc = 0;
+        goto out;
+    }
     lease_t *l = NULL;
     for (lease_t *x = t->leases; x && h.lease; x = x->next)
         if (!strcmp(x->id, h.lease))
@@ -887,6 +901,12 @@ static int on_hello(corral_tasks_t *t, conn_t *c, const uint8_t *p, size_t n)
     c->rd.max = CRT_MAX_FRAME;
     c->lease = l;
     l->conn = c;
+    l->waddr[0] = 0;
+    /* an actor's worker says where it takes callers over TCP */
+    if (h.address && l->actor && cr_str_has_prefix(h.address, "tcp:") &&
+        strlen(h.address) < sizeof(l->waddr) &&
+        strspn(h.address + 4, "0123456789.:") == strlen(h.address + 4))
+        cr_strlcpy(l->waddr, h.address, sizeof(l->waddr));
     l->state = L_CONNECTED;
     l->idle_since = now_ms();
     char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"%s%s%s}", (int)getpid(),
@@ -995,6 +1015,38 @@ static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const ui
 
 /* Reads what c has; under t->lock (released around nothing: reads do not
  * block). */
+/* A caller's CALL; under t->lock: CRT_ACTOR_ADDRESS_CALL with an actor's
+ * DIR is answered with its worker's TCP address; anything else with a
+ * RETURN status 2 saying why. 0, or an error: close c. */
+static int on_caller_call(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const uint8_t *p)
+{
+    const char *name;
+    size_t nl, alen;
+    const uint8_t *args;
+    char why[200];
+    if (crt_call_parse(p, h->len, &name, &nl, &args, &alen))
+        return CR_EPARSE;
+    const char *addr = NULL;
+    if (nl != strlen(CRT_ACTOR_ADDRESS_CALL) || memcmp(name, CRT_ACTOR_ADDRESS_CALL, nl)) {
+        snprintf(why, sizeof(why), "an owner answers callers %s only", CRT_ACTOR_ADDRESS_CALL);
+    } else {
+        for (lease_t *l = t->leases; l && !addr; l = l->next)
+            if (l->actor && l->listen && l->state == L_CONNECTED && *l->waddr &&
+                strlen(l->listen) == alen && !memcmp(l->listen, args, alen))
+                addr = l->waddr;
+        snprintf(why, sizeof(why), "no live actor of this owner listens at %.*s over TCP",
+                 (int)(alen > 120 ? 120 : alen), (const char *)args);
+    }
+    if (addr)
+        crt_return_add(&c->out, h->id, 0, CRT_OK, addr, strlen(addr));
+    else
+        crt_return_add(&c->out, h->id, 0, CRT_SYS_ERROR, why, strlen(why));
+    /* a caller that does not read its answers is closed, not buffered for */
+    if (c->out.len - c->out.off > (1u << 20))
+        return CR_E2BIG;
+    return conn_flush(t, c);
+}
+
 static void conn_readable(corral_tasks_t *t, conn_t *c)
 {
     char why[200] = "";
@@ -1018,6 +1070,18 @@ static void conn_readable(corral_tasks_t *t, conn_t *c)
                 if (h.kind != CRT_HELLO || on_hello(t, c, p, h.len)) {
                     if (h.kind != CRT_HELLO)
                         cr_warn("tasks: closing a connection whose first frame is %s, not HELLO",
+                                crt_kind_name(h.kind));
+                    conn_close(t, c);
+                    return;
+                }
+                continue;
+            }
+            if (c->caller) {
+                if (fd >= 0)
+                    close(fd);
+                if (h.kind != CRT_CALL || on_caller_call(t, c, &h, p)) {
+                    if (h.kind != CRT_BYE)
+                        cr_warn("tasks: closing a caller's connection: a %s frame",
                                 crt_kind_name(h.kind));
                     conn_close(t, c);
                     return;
@@ -1318,11 +1382,12 @@ static void *head_main(void *arg)
                 size_t n = 0;
                 while (t->argv[n])
                     n++;
-                argv = cr_calloc(n + 4, sizeof(char *));
+                argv = cr_calloc(n + 5, sizeof(char *));
                 memcpy(argv, t->argv, n * sizeof(char *));
                 argv[n] = CRT_ACTOR_ARG;
                 argv[n + 1] = cr_strdup(a->cls);
                 argv[n + 2] = cr_strdup(sub->listen);
+                argv[n + 3] = cr_strdup(t->address);
                 res = a->resources ? cr_strdup(a->resources) : NULL;
                 sel = a->selector ? cr_strdup(a->selector) : NULL;
             }
@@ -1336,6 +1401,7 @@ static void *head_main(void *arg)
                     n++;
                 free(argv[n - 1]);
                 free(argv[n - 2]);
+                free(argv[n - 3]);
                 free(argv);
             }
             strv_free(env);
@@ -1500,7 +1566,16 @@ int corral_tasks_init(const corral_tasks_opts_t *opts, corral_tasks_t **out, cha
         t->argv = cr_calloc(2, sizeof(char *));
         t->argv[0] = cr_strdup(self);
     }
-    if ((rc = cr_random_bytes(t->secret, sizeof(t->secret))) < 0) {
+    const char *sec = getenv("CORRAL_TASK_SECRET");
+    if (sec && !getenv("CORRAL_TASK_LEASE")) {
+        /* a driver given the secret (shared with another driver of the
+         * job, to call each other's actors over TCP) */
+        if (strlen(sec) != 64 || !cr_hex_decode(sec, 64, t->secret)) {
+            rc = CR_EINVAL;
+            snprintf(why, sizeof(why), "CORRAL_TASK_SECRET is not 64 hex digits");
+            goto fail;
+        }
+    } else if ((rc = cr_random_bytes(t->secret, sizeof(t->secret))) < 0) {
         snprintf(why, sizeof(why), "getrandom: %s", cr_strerror(rc));
         goto fail;
     }
@@ -2015,16 +2090,203 @@ int corral_actor_create(corral_tasks_t *t, const char *cls, const void *args, si
 
 /* ---- named actors of other owners (docs/actors.md "Named actors from C") ---- */
 
-/* Connects to the actor's socket DIR/s and handshakes as a caller
- * (blocking, at most 10 s a step): the socket, or a negative code with
- * why. The directory must be this user's (not a link, mode 0700) and the
- * process at the socket must run as this user (SO_PEERCRED). */
-static int actor_dial(corral_tasks_t *t, const char *dir, char *why, size_t wsize)
+/* Reads the next frame of at most r's limit on a blocking socket (with a
+ * receive timeout): 1 with *h and *p, or a negative code. */
+static int read_frame(int sock, bool unix_sock, crt_reader_t *r, crt_hdr_t *h, const uint8_t **p)
+{
+    int rc, fd = -1;
+    while ((rc = crt_reader_next(r, h, p, &fd)) == 0) {
+        ssize_t n = crt_reader_fill(r, sock, unix_sock);
+        if (n <= 0)
+            return n == 0 ? CR_EIO : (int)n;
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* A caller's side of the handshake on a connected blocking socket (as a
+ * worker's with its owner, docs/actors.md "Wire"): over TCP the peer's
+ * CHALLENGE is answered with the secret's MAC, and its WELCOME must prove
+ * the secret back (this process's nonce). 0, or a negative code with why.
+ * Nothing may follow WELCOME before this caller's first request. */
+static int caller_handshake(corral_tasks_t *t, int sock, bool tcp, const char *where, char *why,
+                            size_t wsize)
+{
+    struct timeval tv = {10, 0};
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    crt_reader_t r;
+    crt_reader_init(&r, CRT_HELLO_MAX);
+    crt_hdr_t h;
+    const uint8_t *p;
+    uint8_t snonce[CRT_NONCE_LEN], cnonce[CRT_NONCE_LEN];
+    char mac[65] = "", nhex[2 * CRT_NONCE_LEN + 1] = "";
+    int rc;
+    if (tcp) {
+        rc = read_frame(sock, false, &r, &h, &p);
+        if (rc != 1 || h.kind != CRT_CHALLENGE || h.len != CRT_NONCE_LEN) {
+            snprintf(why, wsize, "%s did not send a CHALLENGE", where);
+            rc = rc < 0 ? rc : CR_EPARSE;
+            goto out;
+        }
+        memcpy(snonce, p, CRT_NONCE_LEN);
+        crt_mac_hex(t->secret, sizeof(t->secret), snonce, mac);
+        cr_random_bytes(cnonce, sizeof(cnonce));
+        cr_hex_encode(cnonce, sizeof(cnonce), nhex);
+    }
+    char *hello = cr_asprintf("{\"role\":\"caller\",\"pid\":%d,\"runtime\":\"c\","
+                              "\"address\":\"%s\",\"node\":\"%s\"%s%s%s%s%s%s}",
+                              (int)getpid(), t->address, t->node, *mac ? ",\"mac\":\"" : "", mac,
+                              *mac ? "\"" : "", *mac ? ",\"nonce\":\"" : "", nhex,
+                              *mac ? "\"" : "");
+    crt_bytes_t b = {0};
+    crt_frame_add(&b, CRT_HELLO, 0, 0, hello, strlen(hello), NULL, 0);
+    free(hello);
+    rc = crt_write_all(sock, &b, -1);
+    crt_bytes_free(&b);
+    if (rc) {
+        snprintf(why, wsize, "sending HELLO to %s: %s", where, cr_strerror(rc));
+        goto out;
+    }
+    rc = read_frame(sock, !tcp, &r, &h, &p);
+    if (rc != 1 || h.kind != CRT_WELCOME || r.in.len != r.in.off) {
+        snprintf(why, wsize, "%s did not welcome this caller (%s)", where,
+                 cr_strerror(rc < 0 ? rc : CR_EPARSE));
+        rc = rc < 0 ? rc : CR_EPARSE;
+        goto out;
+    }
+    rc = 0;
+    if (tcp) {
+        crt_welcome_t w;
+        char wwhy[128];
+        if (crt_welcome_parse(p, h.len, &w, wwhy, sizeof(wwhy))) {
+            snprintf(why, wsize, "%s sent a bad WELCOME (%s)", where, wwhy);
+            rc = CR_EPARSE;
+            goto out;
+        }
+        bool ok = crt_welcome_mac_ok(t->secret, sizeof(t->secret), snonce, cnonce, w.mac);
+        bool missing = !w.mac;
+        crt_welcome_free(&w);
+        if (!ok) {
+            snprintf(why, wsize,
+                     "the process at %s did not prove CORRAL_TASK_SECRET (its WELCOME's mac is "
+                     "%s): refusing it",
+                     where, missing ? "missing" : "wrong");
+            rc = CR_EACCES;
+        }
+    }
+out:
+    crt_reader_fini(&r);
+    return rc;
+}
+
+/* Connects to "tcp:HOST:PORT" (blocking): the socket or a negative code. */
+static int tcp_connect(const char *addr, char *why, size_t wsize)
+{
+    char host[64];
+    const char *hp = addr + 4, *colon = strrchr(hp, ':');
+    if (!cr_str_has_prefix(addr, "tcp:") || !colon || (size_t)(colon - hp) >= sizeof(host)) {
+        snprintf(why, wsize, "%.100s is not a tcp:HOST:PORT address", addr);
+        return CR_EINVAL;
+    }
+    memcpy(host, hp, (size_t)(colon - hp));
+    host[colon - hp] = 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        snprintf(why, wsize, "%.100s is not an IPv4 address and port", addr);
+        return CR_EINVAL;
+    }
+    int sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int e = errno;
+        snprintf(why, wsize, "connecting to %.100s: %s", addr, strerror(e));
+        if (sock >= 0)
+            close(sock);
+        return -e;
+    }
+    int one = 1;
+    setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return sock;
+}
+
+/* Asks the actor's owner (its address owner, "unix:...;tcp:...") over TCP
+ * where the actor of directory dir takes callers: its worker's TCP
+ * address in out, or a negative code with why. */
+static int ask_owner(corral_tasks_t *t, const char *owner, const char *dir, char *out,
+                     size_t osize, char *why, size_t wsize)
+{
+    const char *tcp = strstr(owner, "tcp:");
+    if (!tcp) {
+        snprintf(why, wsize, "its owner (%.100s) does not listen on TCP", owner);
+        return CR_ENOENT;
+    }
+    char addr[96];
+    snprintf(addr, sizeof(addr), "%.*s", (int)strcspn(tcp, ";"), tcp);
+    int sock = tcp_connect(addr, why, wsize);
+    if (sock < 0)
+        return sock;
+    char where[128];
+    snprintf(where, sizeof(where), "its owner at %s", addr);
+    int rc = caller_handshake(t, sock, true, where, why, wsize);
+    if (!rc) {
+        crt_bytes_t b = {0};
+        crt_call_add(&b, 1, 0, CRT_ACTOR_ADDRESS_CALL, dir, strlen(dir));
+        rc = crt_write_all(sock, &b, -1);
+        crt_bytes_free(&b);
+        crt_reader_t r;
+        crt_reader_init(&r, CRT_HELLO_MAX);
+        crt_hdr_t h;
+        const uint8_t *p, *v;
+        uint8_t st;
+        size_t vn;
+        if (!rc)
+            rc = read_frame(sock, false, &r, &h, &p);
+        if (rc == 1 && (h.kind != CRT_RETURN || crt_return_parse(p, h.len, &st, &v, &vn)))
+            rc = CR_EPARSE;
+        if (rc != 1) {
+            snprintf(why, wsize, "%s did not answer (%s)", where, cr_strerror(rc < 0 ? rc : 0));
+            rc = rc < 0 ? rc : CR_EPARSE;
+        } else if (st != CRT_OK || vn >= osize || vn < 5 || memcmp(v, "tcp:", 4)) {
+            snprintf(why, wsize, "%s: %.*s", where, (int)(vn > 200 ? 200 : vn), (const char *)v);
+            rc = CR_ENOENT;
+        } else {
+            memcpy(out, v, vn);
+            out[vn] = 0;
+            rc = 0;
+        }
+        crt_reader_fini(&r);
+    }
+    close(sock);
+    return rc;
+}
+
+/* Connects to the actor and handshakes as a caller (blocking, at most 10
+ * s a step): the socket with *unix_out, or a negative code with why. On
+ * this host (unless the owner is tcp_only) its socket DIR/s: the
+ * directory must be this user's (not a link, mode 0700) and the process at
+ * the socket run as this user (SO_PEERCRED). Else TCP: its owner tells
+ * where, and both sides prove CORRAL_TASK_SECRET. */
+static int actor_dial(corral_tasks_t *t, const char *dir, const char *owner, bool *unix_out,
+                      char *why, size_t wsize)
 {
     struct stat st;
-    if (lstat(dir, &st) < 0) {
-        snprintf(why, wsize, "%s: %s", dir, strerror(errno));
-        return -errno;
+    if (t->o.tcp_only || lstat(dir, &st) < 0) {
+        char addr[96];
+        int rc = ask_owner(t, owner, dir, addr, sizeof(addr), why, wsize);
+        if (rc < 0)
+            return rc;
+        int sock = tcp_connect(addr, why, wsize);
+        if (sock < 0)
+            return sock;
+        char where[128];
+        snprintf(where, sizeof(where), "the actor at %s", addr);
+        if ((rc = caller_handshake(t, sock, true, where, why, wsize))) {
+            close(sock);
+            return rc;
+        }
+        *unix_out = false;
+        return sock;
     }
     if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
         snprintf(why, wsize, "%s is not a directory of this user's of mode 0700: refusing it", dir);
@@ -2047,42 +2309,14 @@ static int actor_dial(corral_tasks_t *t, const char *dir, char *why, size_t wsiz
         close(sock);
         return CR_EACCES;
     }
-    struct timeval tv = {10, 0};
-    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    char *hello = cr_asprintf("{\"role\":\"caller\",\"pid\":%d,\"runtime\":\"c\","
-                              "\"address\":\"%s\",\"node\":\"%s\"}",
-                              (int)getpid(), t->address, t->node);
-    crt_bytes_t b = {0};
-    crt_frame_add(&b, CRT_HELLO, 0, 0, hello, strlen(hello), NULL, 0);
-    free(hello);
-    int rc = crt_write_all(sock, &b, -1);
-    crt_bytes_free(&b);
-    crt_reader_t r;
-    crt_reader_init(&r, CRT_HELLO_MAX);
-    crt_hdr_t h;
-    const uint8_t *p;
-    int fd = -1;
-    while (!rc && (rc = crt_reader_next(&r, &h, &p, &fd)) == 0) {
-        ssize_t n = crt_reader_fill(&r, sock, true);
-        if (n <= 0)
-            rc = n == 0 ? CR_EIO : (int)n;
-    }
-    if (fd >= 0)
-        close(fd);
-    if (rc == 1 && (h.kind != CRT_WELCOME || r.in.len != r.in.off))
-        rc = CR_EPARSE; /* nothing may come before its first call */
-    crt_reader_fini(&r);
-    if (rc != 1) {
-        snprintf(why, wsize, "the actor at %s did not welcome this caller (%s)", sa.sun_path,
-                 cr_strerror(rc < 0 ? rc : CR_EPARSE));
+    char where[160];
+    snprintf(where, sizeof(where), "the actor at %s", sa.sun_path);
+    int rc = caller_handshake(t, sock, false, where, why, wsize);
+    if (rc) {
         close(sock);
-        return rc < 0 ? rc : CR_EPARSE;
+        return rc;
     }
-    tv.tv_sec = 0;
-    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
+    *unix_out = true;
     return sock;
 }
 
@@ -2107,7 +2341,7 @@ int corral_actor_get(corral_tasks_t *t, const char *name, corral_actor_t **out)
                     name, t->ns, t->ns, name);
     corral_job_t st;
     memset(&st, 0, sizeof(st));
-    char cls[CORRAL_TASK_NAME_MAX + 1], dir[CRT_LISTEN_DIR_MAX + 1];
+    char cls[CORRAL_TASK_NAME_MAX + 1], dir[CRT_LISTEN_DIR_MAX + 1], owner[CRT_OWNER_ADDR_MAX + 1];
     pthread_mutex_lock(&t->hlock);
     rc = corral_job_status(t->head, job, &st);
     pthread_mutex_unlock(&t->hlock);
@@ -2116,12 +2350,12 @@ int corral_actor_get(corral_tasks_t *t, const char *name, corral_actor_t **out)
         free(job);
         return rc;
     }
-    rc = crt_actor_cmd_parse(st.command, cls, dir);
+    rc = crt_actor_cmd_parse(st.command, cls, dir, owner);
     corral_job_free(&st);
     if (rc) {
         fail(CR_EPARSE,
              "actor %s (job %s) is not a C actor of this version (its command does not end "
-             "with %s CLASS DIR)",
+             "with %s CLASS DIR OWNER)",
              name, job, CRT_ACTOR_ARG);
         free(job);
         return CR_EPARSE;
@@ -2129,17 +2363,17 @@ int corral_actor_get(corral_tasks_t *t, const char *name, corral_actor_t **out)
     /* its worker listens once its constructor has run: wait up to 10 s */
     char why[400] = "";
     int sock = -1;
+    bool unix_sock = true;
     for (int i = 0; i < 200; i++) {
-        sock = actor_dial(t, dir, why, sizeof(why));
-        if (sock >= 0 || (sock != -ENOENT && sock != -ECONNREFUSED))
+        sock = actor_dial(t, dir, owner, &unix_sock, why, sizeof(why));
+        if (sock >= 0 || (sock != -ENOENT && sock != -ECONNREFUSED && sock != CR_ENOENT))
             break;
         struct timespec ts = {0, 50 * 1000000L};
         nanosleep(&ts, NULL);
     }
     if (sock < 0) {
         fail(sock,
-             "actor %s (job %s) cannot be reached: %s (its worker must run on this host and "
-             "be constructed)",
+             "actor %s (job %s) cannot be reached: %s",
              name, job, why);
         free(job);
         return sock;
@@ -2153,7 +2387,7 @@ int corral_actor_get(corral_tasks_t *t, const char *name, corral_actor_t **out)
     a->ready = true;
     conn_t *c = cr_calloc(1, sizeof(*c));
     c->fd = sock;
-    c->unix_sock = true;
+    c->unix_sock = unix_sock;
     c->hello = true;
     crt_reader_init(&c->rd, CRT_MAX_FRAME);
     lease_t *l = cr_calloc(1, sizeof(*l));

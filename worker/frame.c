@@ -563,35 +563,36 @@ int crt_memfd_map(int fd, void **map, size_t *n)
 }
 
 int crt_actor_cmd_parse(const char *cmd, char cls[CORRAL_TASK_NAME_MAX + 1],
-                        char dir[CRT_LISTEN_DIR_MAX + 1])
+                        char dir[CRT_LISTEN_DIR_MAX + 1], char owner[CRT_OWNER_ADDR_MAX + 1])
 {
     if (!cmd)
         return CR_EPARSE;
-    /* the last three words, from the end */
-    size_t n = strlen(cmd);
-    const char *w[3];
-    size_t wl[3];
-    size_t end = n;
-    for (int i = 2; i >= 0; i--) {
+    /* the last four words, from the end, and a program before them */
+    const char *w[4];
+    size_t wl[4];
+    size_t end = strlen(cmd);
+    for (int i = 3; i >= 0; i--) {
         size_t b = end;
         while (b > 0 && cmd[b - 1] != ' ')
             b--;
         w[i] = cmd + b;
         wl[i] = end - b;
-        if (!wl[i] || b == 0) /* and a program before them */
+        if (!wl[i] || b == 0)
             return CR_EPARSE;
         end = b - 1;
     }
     if (wl[0] != strlen(CRT_ACTOR_ARG) || memcmp(w[0], CRT_ACTOR_ARG, wl[0]))
         return CR_EPARSE;
-    if (wl[1] > CORRAL_TASK_NAME_MAX || memchr(w[1], '.', wl[1]) || memchr(w[1], 0, wl[1]))
+    if (wl[1] > CORRAL_TASK_NAME_MAX || memchr(w[1], '.', wl[1]))
         return CR_EPARSE;
-    if (wl[2] > CRT_LISTEN_DIR_MAX || w[2][0] != '/')
+    if (wl[2] > CRT_LISTEN_DIR_MAX || w[2][0] != '/' || wl[3] > CRT_OWNER_ADDR_MAX)
         return CR_EPARSE;
     memcpy(cls, w[1], wl[1]);
     cls[wl[1]] = 0;
     memcpy(dir, w[2], wl[2]);
     dir[wl[2]] = 0;
+    memcpy(owner, w[3], wl[3]);
+    owner[wl[3]] = 0;
     if (strstr(dir, "/.."))
         return CR_EPARSE;
     return 0;

@@ -177,15 +177,21 @@ int crt_memfd_seal(int fd);
 int crt_memfd_map(int fd, void **map, size_t *n);
 
 /* A C actor's lease job's command ends with the words "--corral-actor
- * CLASS DIR" (docs/actors.md "Named actors from C"): its class and the
- * directory whose socket "s" it listens on for other callers. Parses
- * them out of cmd (argv joined by spaces) into cls and dir: 0, or
- * CR_EPARSE when the words are not there, the class is empty, longer than
- * CORRAL_TASK_NAME_MAX or has a '.', or dir is not an absolute path of at
- * most CRT_LISTEN_DIR_MAX bytes without "..". */
+ * CLASS DIR OWNER" (docs/actors.md "Named actors from C"): its class, the
+ * directory whose socket "s" it listens on for other callers, and where
+ * its owner listens (to ask for the actor's TCP address). Parses them out
+ * of cmd (argv joined by spaces): 0, or CR_EPARSE when the words are not
+ * there after a program, the class is longer than CORRAL_TASK_NAME_MAX or
+ * has a '.', dir is not an absolute path of at most CRT_LISTEN_DIR_MAX
+ * bytes without "..", or owner is longer than CRT_OWNER_ADDR_MAX. */
 #define CRT_ACTOR_ARG "--corral-actor"
 #define CRT_LISTEN_DIR_MAX 100
+#define CRT_OWNER_ADDR_MAX 255
 int crt_actor_cmd_parse(const char *cmd, char cls[CORRAL_TASK_NAME_MAX + 1],
-                        char dir[CRT_LISTEN_DIR_MAX + 1]);
+                        char dir[CRT_LISTEN_DIR_MAX + 1], char owner[CRT_OWNER_ADDR_MAX + 1]);
+/* The request a caller sends an actor's owner (a CALL of this name whose
+ * args are the actor's DIR): RETURN status 0 with the actor worker's
+ * "tcp:HOST:PORT", or status 2 and why. */
+#define CRT_ACTOR_ADDRESS_CALL "corral.actor_address"
 
 #endif

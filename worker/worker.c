@@ -14,6 +14,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -80,10 +81,12 @@ static struct {
     atomic_bool exiting;
     /* other callers of the actor (docs/actors.md "Named actors from C") */
     char listen_dir[108], listen_path[112];
-    int lfd;
+    int lfd, ltcp;
+    char tcp_addr[80]; /* "tcp:HOST:PORT" where ltcp listens; "" none */
     bool callers_tried;
     atomic_uint ncallers;
 } W = {.lfd = -1,
+       .ltcp = -1,
        .sock = -1,
        .wlock = PTHREAD_MUTEX_INITIALIZER,
        .qlock = PTHREAD_MUTEX_INITIALIZER,
@@ -472,8 +475,9 @@ static int handshake(int sock, bool unix_sock, crt_reader_t *r, char *why, size_
     }
     char *hello =
         cr_asprintf("{\"role\":\"worker\",\"pid\":%d,\"runtime\":\"c\",\"lease\":\"%s\","
-                    "\"node\":\"%s\"%s%s%s%s%s%s}",
-                    (int)getpid(), lease, node ? node : "", *mac ? ",\"mac\":\"" : "", mac,
+                    "\"node\":\"%s\"%s%s%s%s%s%s%s%s%s}",
+                    (int)getpid(), lease, node ? node : "", *W.tcp_addr ? ",\"address\":\"" : "",
+                    W.tcp_addr, *W.tcp_addr ? "\"" : "", *mac ? ",\"mac\":\"" : "", mac,
                     *mac ? "\"" : "", *mac ? ",\"nonce\":\"" : "", cnonce_hex, *mac ? "\"" : "");
     crt_bytes_t b = {0};
     crt_frame_add(&b, CRT_HELLO, 0, 0, hello, strlen(hello), NULL, 0);
@@ -914,7 +918,9 @@ static int caller_serve(int sock, crt_reader_t *r)
 
 static void *caller_thread(void *arg)
 {
-    int sock = (int)(intptr_t)arg;
+    intptr_t v = (intptr_t)arg;
+    int sock = (int)(v >> 1);
+    bool tcp = v & 1;
     crt_reader_t r;
     crt_reader_init(&r, CRT_HELLO_MAX);
     struct timeval tv = {CALLER_HELLO_MS / 1000, 0};
@@ -922,8 +928,23 @@ static void *caller_thread(void *arg)
     crt_hdr_t h;
     const uint8_t *p;
     crt_hello_t hello;
-    char why[160] = "";
-    int rc = read_small(sock, &r, &h, &p);
+    char why[160] = "", wmac[65] = "";
+    uint8_t key[32], snonce[CRT_NONCE_LEN], cnonce[CRT_NONCE_LEN];
+    int rc = 0;
+    if (tcp) {
+        /* the owner's secret, proven both ways as with the owner */
+        const char *sec = getenv("CORRAL_TASK_SECRET");
+        if (!sec || strlen(sec) != 64 || !cr_hex_decode(sec, 64, key) ||
+            cr_random_bytes(snonce, sizeof(snonce)) < 0)
+            goto out;
+        crt_bytes_t b = {0};
+        crt_frame_add(&b, CRT_CHALLENGE, 0, 0, snonce, sizeof(snonce), NULL, 0);
+        rc = crt_write_all(sock, &b, -1);
+        crt_bytes_free(&b);
+        if (rc)
+            goto out;
+    }
+    rc = read_small(sock, &r, &h, &p);
     if (rc || h.kind != CRT_HELLO) {
         fprintf(stderr, "corral worker: a caller did not say HELLO first: closing it\n");
         goto out;
@@ -933,7 +954,16 @@ static void *caller_thread(void *arg)
         goto out;
     }
     bool caller = !strcmp(hello.role, "caller");
+    bool mac_ok = !tcp || crt_mac_ok(key, sizeof(key), snonce, hello.mac);
+    bool nonce_ok = !tcp || crt_nonce_parse(hello.nonce, cnonce) == 0;
     crt_hello_free(&hello);
+    if (!mac_ok || !nonce_ok) {
+        fprintf(stderr, "corral worker: a TCP caller's HELLO has a %s: closing it\n",
+                mac_ok ? "missing or bad \"nonce\"" : "wrong mac (it does not hold the secret)");
+        goto out;
+    }
+    if (tcp)
+        crt_welcome_mac_hex(key, sizeof(key), snonce, cnonce, wmac);
     if (!caller) {
         fprintf(stderr, "corral worker: a HELLO on the actor's socket whose role is not "
                         "\"caller\": closing it\n");
@@ -941,7 +971,8 @@ static void *caller_thread(void *arg)
     }
     tv.tv_sec = 0;
     setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"}", (int)getpid());
+    char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"%s%s%s}", (int)getpid(),
+                          *wmac ? ",\"mac\":\"" : "", wmac, *wmac ? "\"" : "");
     crt_bytes_t b = {0};
     crt_frame_add(&b, CRT_WELCOME, 0, 0, w, strlen(w), NULL, 0);
     free(w);
@@ -950,6 +981,7 @@ static void *caller_thread(void *arg)
     if (!rc)
         caller_serve(sock, &r);
 out:
+    cr_wipe(key, sizeof(key));
     crt_reader_fini(&r);
     close(sock);
     atomic_fetch_sub(&W.ncallers, 1);
@@ -958,15 +990,18 @@ out:
 
 static void *accept_thread(void *arg)
 {
-    (void)arg;
+    bool tcp = arg != NULL;
     for (;;) {
-        int fd = accept4(W.lfd, NULL, NULL, SOCK_CLOEXEC);
+        int fd = accept4(tcp ? W.ltcp : W.lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
                 continue;
             return NULL;
         }
-        if (peer_is_me(fd)) {
+        if (tcp) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        } else if (peer_is_me(fd)) {
             fprintf(stderr, "corral worker: refused a caller that runs as another user\n");
             close(fd);
             continue;
@@ -981,12 +1016,37 @@ static void *accept_thread(void *arg)
         pthread_attr_t at;
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&th, &at, caller_thread, (void *)(intptr_t)fd)) {
+        if (pthread_create(&th, &at, caller_thread, (void *)(((intptr_t)fd << 1) | tcp))) {
             atomic_fetch_sub(&W.ncallers, 1);
             close(fd);
         }
         pthread_attr_destroy(&at);
     }
+}
+
+/* An actor whose owner listens on TCP listens there too, at
+ * CORRAL_TASK_HOST (else 127.0.0.1), for callers on other hosts: it says
+ * where in HELLO's "address", and takes them once constructed. */
+static void tcp_listen(void)
+{
+    const char *host = getenv("CORRAL_TASK_HOST");
+    host = host && *host ? host : "127.0.0.1";
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t sl = sizeof(sa);
+    if (strlen(host) > 45 || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        fprintf(stderr, "corral worker: CORRAL_TASK_HOST %s is not an IPv4 address\n", host);
+        return;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) {
+        fprintf(stderr, "corral worker: listening on %s: %s\n", host, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    W.ltcp = fd;
+    snprintf(W.tcp_addr, sizeof(W.tcp_addr), "tcp:%s:%u", host, ntohs(sa.sin_port));
 }
 
 /* Once the actor is constructed: listens for other callers on a Unix
@@ -996,6 +1056,17 @@ static void *accept_thread(void *arg)
 static void callers_start(void)
 {
     W.callers_tried = true;
+    if (W.ltcp >= 0) {
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, accept_thread, (void *)1)) {
+            close(W.ltcp);
+            W.ltcp = -1;
+        }
+        pthread_attr_destroy(&at);
+    }
     const char *dir = getenv("CORRAL_TASK_LISTEN");
     if (!dir || !*dir)
         return;
@@ -1045,6 +1116,8 @@ static void callers_stop(unsigned slots)
     }
     if (W.lfd >= 0)
         shutdown(W.lfd, SHUT_RDWR);
+    if (W.ltcp >= 0)
+        shutdown(W.ltcp, SHUT_RDWR);
     for (unsigned i = 0; W.run_init && i < slots; i++)
         run_begin();
 }
@@ -1066,6 +1139,8 @@ int corral_worker_main(void)
     }
     W.sock = sock;
     W.unix_sock = unix_sock;
+    if (getenv("CORRAL_TASK_LISTEN") && strstr(owner, "tcp:"))
+        tcp_listen();
     crt_reader_t r;
     crt_reader_init(&r, CRT_HELLO_MAX);
     int status = 1;

@@ -818,6 +818,20 @@ static int lookup(corral_tasks_t *t, const char *name)
     return 0;
 }
 
+/* lookup-refused NAME: this process does not hold the owner's secret
+ * (over TCP): the lookup fails, saying why, and nothing is called. */
+static int lookup_refused(corral_tasks_t *t, const char *name)
+{
+    corral_actor_t *a;
+    int rc = corral_actor_get(t, name, &a);
+    CHECK(rc < 0 && strstr(corral_tasks_errmsg(), "cannot be reached"),
+          "without the owner's secret the lookup over TCP is refused: %s (%s)", cr_err_name(rc),
+          corral_tasks_errmsg());
+    if (!rc)
+        corral_actor_free(a);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     corral_worker_register_fn("square", square);
@@ -838,7 +852,7 @@ int main(int argc, char **argv)
     if (argc < 2) {
         fprintf(stderr,
                 "usage: %s demo | tpu DIR N | retry DIR | restart | cancel DIR | named NAME DIR | "
-                "lookup NAME\n",
+                "lookup NAME | lookup-refused NAME\n",
                 argv[0]);
         return 2;
     }
@@ -866,6 +880,8 @@ int main(int argc, char **argv)
         rc = nested_demo(t);
     else if (!strcmp(argv[1], "named") && argc > 3)
         rc = named(t, argv[2], argv[3]);
+    else if (!strcmp(argv[1], "lookup-refused") && argc > 2)
+        rc = lookup_refused(t, argv[2]);
     else if (!strcmp(argv[1], "lookup") && argc > 2)
         rc = lookup(t, argv[2]);
     else if (!strcmp(argv[1], "cancel") && argc > 2)

@@ -18,7 +18,9 @@
 #            there, with its lease job's credential: its leases are children
 #            of that job)
 #   named/lookup: a named actor of one run found by name from a second run
-#            (corral_actor_get) and called directly; an unknown name fails
+#            (corral_actor_get) and called directly, on its Unix socket and
+#            over TCP (a shared CORRAL_TASK_SECRET; another secret is
+#            refused); an unknown name fails
 #   cancel:  corral_cancel of a task queued in the owner, of an actor call
 #            queued in the worker behind a running one (never runs), and of
 #            a running one (runs to its end, its result dropped)
@@ -91,28 +93,37 @@ run cancel cancel "$D"
 # actor named nc1 and keeps it; a second run finds it by name
 # (corral_actor_get), calls it directly, and gets CR_ENOENT for a name no
 # actor has; the owner then sees the other process's calls in its state
-leases_gone
-D=$(mktemp -d "$TDATA/named-XXXXXX")
-nown=$( (cd /tmp && exec timeout 300 "$EX" named nc1 "$D") >"$D/owner.out" 2>&1 & echo $!)
-WPIDS="$WPIDS $nown"
-for _ in $(seq 600); do
-    [ -s "$D/ready" ] && break
-    sleep 0.1
-done
-[ -s "$D/ready" ] || fail "named: the actor did not come up: $(cat "$D/owner.out")"
-run lookup lookup nc1
-touch "$D/stop"
-for _ in $(seq 600); do
-    gone "$nown" && break
-    sleep 0.1
-done
-while IFS= read -r line; do
-    case $line in
-    ok:*) echo "ok: named: ${line#ok: }" ;;
-    FAIL:*) fail "named: ${line#FAIL: }" ;;
-    esac
-done <"$D/owner.out"
-grep -q "another process added: 1276" "$D/owner.out" || fail "named: $(cat "$D/owner.out")"
+named_lookup() { # NAME TAG: the named/lookup pair (in this environment)
+    leases_gone
+    D=$(mktemp -d "$TDATA/named-XXXXXX")
+    nown=$( (cd /tmp && exec timeout 300 "$EX" named "$1" "$D") >"$D/owner.out" 2>&1 & echo $!)
+    WPIDS="$WPIDS $nown"
+    for _ in $(seq 600); do
+        [ -s "$D/ready" ] && break
+        sleep 0.1
+    done
+    [ -s "$D/ready" ] || fail "$2: the actor did not come up: $(cat "$D/owner.out")"
+    run "$2" lookup "$1"
+    [ -n "$REFUSED" ] && CORRAL_TASK_SECRET=$REFUSED run "$2-refused" lookup-refused "$1"
+    touch "$D/stop"
+    for _ in $(seq 600); do
+        gone "$nown" && break
+        sleep 0.1
+    done
+    while IFS= read -r line; do
+        case $line in
+        ok:*) echo "ok: $2 owner: ${line#ok: }" ;;
+        FAIL:*) fail "$2 owner: ${line#FAIL: }" ;;
+        esac
+    done <"$D/owner.out"
+    grep -q "another process added: 1276" "$D/owner.out" || fail "$2: $(cat "$D/owner.out")"
+}
+REFUSED= named_lookup nc1 lookup
+# over TCP (both drivers tcp_only, sharing CORRAL_TASK_SECRET): the caller
+# asks the owner where the actor listens, both handshakes prove the secret;
+# a third driver with another secret is refused
+CORRAL_EXAMPLE_TCP=1 CORRAL_TASK_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n') \
+    REFUSED=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n') named_lookup nc2 lookup-tcp
 
 # a driver's workers are its lease jobs, bound to its connection: they end
 # when it does, even killed -9 while a task runs

@@ -112,10 +112,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     assert(rc == 0 || rc == CR_EPARSE || rc == CR_E2BIG);
     crt_reader_fini(&r);
     if (size <= 4096) {
-        char cmd[4097], cls[CORRAL_TASK_NAME_MAX + 1], dir[CRT_LISTEN_DIR_MAX + 1];
+        char cmd[4097], cls[CORRAL_TASK_NAME_MAX + 1], dir[CRT_LISTEN_DIR_MAX + 1],
+            own[CRT_OWNER_ADDR_MAX + 1];
         memcpy(cmd, data, size);
         cmd[size] = 0;
-        if (crt_actor_cmd_parse(cmd, cls, dir) == 0) {
+        if (crt_actor_cmd_parse(cmd, cls, dir, own) == 0) {
+            assert(*own && strlen(own) <= CRT_OWNER_ADDR_MAX);
             assert(*cls && strlen(cls) <= CORRAL_TASK_NAME_MAX && !strchr(cls, '.'));
             assert(dir[0] == '/' && strlen(dir) <= CRT_LISTEN_DIR_MAX && !strstr(dir, "/.."));
             assert(strstr(cmd, CRT_ACTOR_ARG));

@@ -390,31 +390,37 @@ static void test_worker_calls(void **state)
 /* a C actor's lease job command: its class and socket directory */
 static void test_actor_cmd(void **state)
 {
-    char cls[CORRAL_TASK_NAME_MAX + 1], dir[CRT_LISTEN_DIR_MAX + 1];
-    assert_int_equal(crt_actor_cmd_parse("/bin/prog a b --corral-actor Counter /tmp/corral-actor-0f",
-                                         cls, dir),
+    char cls[CORRAL_TASK_NAME_MAX + 1], dir[CRT_LISTEN_DIR_MAX + 1], own[CRT_OWNER_ADDR_MAX + 1];
+    assert_int_equal(crt_actor_cmd_parse("/bin/prog a b --corral-actor Counter /tmp/corral-actor-0f "
+                                         "unix:/tmp/x/owner.sock;tcp:127.0.0.1:9",
+                                         cls, dir, own),
                      0);
     assert_string_equal(cls, "Counter");
     assert_string_equal(dir, "/tmp/corral-actor-0f");
-    assert_int_equal(crt_actor_cmd_parse("/bin/prog --corral-actor C /d", cls, dir), 0);
+    assert_string_equal(own, "unix:/tmp/x/owner.sock;tcp:127.0.0.1:9");
+    assert_int_equal(crt_actor_cmd_parse("/bin/prog --corral-actor C /d o", cls, dir, own), 0);
     static const char *const bad[] = {
         "",
         "/bin/prog",
-        "/bin/prog --corral-actor Counter",
-        "/bin/prog --corral-actor Counter relative/dir",
-        "/bin/prog --corral-actor Count.er /tmp/x",
-        "/bin/prog --corral-actor  /tmp/x",
-        "/bin/prog --corral-actorX Counter /tmp/x",
-        "/bin/prog --corral-actor Counter /tmp/../etc",
-        "/bin/prog --corral-actor Counter /tmp/x ",
-        "--corral-actor Counter /tmp/x",
+        "/bin/prog --corral-actor Counter /tmp/x",
+        "/bin/prog --corral-actor Counter relative/dir o",
+        "/bin/prog --corral-actor Count.er /tmp/x o",
+        "/bin/prog --corral-actor  /tmp/x o",
+        "/bin/prog --corral-actorX Counter /tmp/x o",
+        "/bin/prog --corral-actor Counter /tmp/../etc o",
+        "/bin/prog --corral-actor Counter /tmp/x o ",
+        "--corral-actor Counter /tmp/x o",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        assert_int_equal(crt_actor_cmd_parse(bad[i], cls, dir), CR_EPARSE);
+        assert_int_equal(crt_actor_cmd_parse(bad[i], cls, dir, own), CR_EPARSE);
     char longdir[300] = "/bin/prog --corral-actor C /";
     memset(longdir + strlen(longdir), 'd', CRT_LISTEN_DIR_MAX);
-    assert_int_equal(crt_actor_cmd_parse(longdir, cls, dir), CR_EPARSE);
-    assert_int_equal(crt_actor_cmd_parse(NULL, cls, dir), CR_EPARSE);
+    strcat(longdir, " o");
+    assert_int_equal(crt_actor_cmd_parse(longdir, cls, dir, own), CR_EPARSE);
+    char longown[600] = "/bin/prog --corral-actor C /d ";
+    memset(longown + strlen(longown), 'o', CRT_OWNER_ADDR_MAX + 1);
+    assert_int_equal(crt_actor_cmd_parse(longown, cls, dir, own), CR_EPARSE);
+    assert_int_equal(crt_actor_cmd_parse(NULL, cls, dir, own), CR_EPARSE);
 }
 
 /* the actor's loop for other callers: methods run, functions and the
