@@ -2614,6 +2614,7 @@ int crt_owner_feed(const uint8_t *data, size_t size, unsigned flags)
         a->restarts_left = 1;
         a->lease = l;
         l->actor = a;
+        l->listen = cr_strdup("/d"); /* what a caller asks for (on_caller_call) */
         t->actors = a;
     } else {
         shape_t *s = cr_calloc(1, sizeof(*s));
