@@ -2135,11 +2135,11 @@ static int caller_handshake(corral_tasks_t *t, int sock, bool tcp, const char *w
         cr_random_bytes(cnonce, sizeof(cnonce));
         cr_hex_encode(cnonce, sizeof(cnonce), nhex);
     }
-    char *hello = cr_asprintf("{\"role\":\"caller\",\"pid\":%d,\"runtime\":\"c\","
-                              "\"address\":\"%s\",\"node\":\"%s\"%s%s%s%s%s%s}",
-                              (int)getpid(), t->address, t->node, *mac ? ",\"mac\":\"" : "", mac,
-                              *mac ? "\"" : "", *mac ? ",\"nonce\":\"" : "", nhex,
-                              *mac ? "\"" : "");
+    char *hello =
+        cr_asprintf("{\"role\":\"caller\",\"pid\":%d,\"runtime\":\"c\","
+                    "\"address\":\"%s\",\"node\":\"%s\"%s%s%s%s%s%s}",
+                    (int)getpid(), t->address, t->node, *mac ? ",\"mac\":\"" : "", mac,
+                    *mac ? "\"" : "", *mac ? ",\"nonce\":\"" : "", nhex, *mac ? "\"" : "");
     crt_bytes_t b = {0};
     crt_frame_add(&b, CRT_HELLO, 0, 0, hello, strlen(hello), NULL, 0);
     free(hello);
@@ -2213,8 +2213,8 @@ static int tcp_connect(const char *addr, char *why, size_t wsize)
 /* Asks the actor's owner (its address owner, "unix:...;tcp:...") over TCP
  * where the actor of directory dir takes callers: its worker's TCP
  * address in out, or a negative code with why. */
-static int ask_owner(corral_tasks_t *t, const char *owner, const char *dir, char *out,
-                     size_t osize, char *why, size_t wsize)
+static int ask_owner(corral_tasks_t *t, const char *owner, const char *dir, char *out, size_t osize,
+                     char *why, size_t wsize)
 {
     const char *tcp = strstr(owner, "tcp:");
     if (!tcp) {
@@ -2372,9 +2372,7 @@ int corral_actor_get(corral_tasks_t *t, const char *name, corral_actor_t **out)
         nanosleep(&ts, NULL);
     }
     if (sock < 0) {
-        fail(sock,
-             "actor %s (job %s) cannot be reached: %s",
-             name, job, why);
+        fail(sock, "actor %s (job %s) cannot be reached: %s", name, job, why);
         free(job);
         return sock;
     }

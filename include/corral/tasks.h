@@ -50,6 +50,8 @@
  *     the actor (unless corral_actor_kill already did) and releases it;
  *     one from corral_actor_get is released without killing the actor.
  *   - the name given to corral_actor_get is borrowed for the call.
+ *   - CORRAL_TASK_SECRET, when a driver's environment sets it, is read at
+ *     corral_tasks_init (64 hex digits, else CR_EINVAL).
  *   - strings returned by corral_tasks_errmsg(), corral_ref_error() and
  *     corral_tasks_address() are borrowed: valid until the next owner call
  *     on that thread, corral_ref_free(), corral_tasks_shutdown().
@@ -271,10 +273,14 @@ const char *corral_actor_job(corral_actor_t *a, char *buf, size_t size);
  * same user (another driver of the job, say) with opts.name; Python's
  * corral.get_actor. It is found through the head (the lease job
  * "actor:NAMESPACE/NAME", whose command says its class and the directory
- * its worker listens in), and called directly on the actor's Unix socket
- * (a directory of this user's, mode 0700; SO_PEERCRED checked both ways):
- * the actor's worker must run on this host (simulated nodes share it).
- * Waits up to 10 s for an actor whose constructor has not run yet.
+ * its worker listens in, and its owner's address), and called directly:
+ * on this host (unless opts.tcp_only) on the actor's Unix socket (a
+ * directory of this user's, mode 0700; SO_PEERCRED checked both ways);
+ * else over TCP, where the owner says where the actor listens and each
+ * side proves CORRAL_TASK_SECRET (this driver must hold the owner's: set
+ * the same CORRAL_TASK_SECRET in both drivers' environments; a driver
+ * takes it from there when set). Waits up to 10 s for an actor whose
+ * constructor has not run yet.
  * Calls made with corral_actor_call run in the order this process made
  * them, one at a time with the owner's (max_concurrency 1). Returns 0
  * with *out; CR_ENOENT: no live actor of that name (the message says the

@@ -391,10 +391,11 @@ static void test_worker_calls(void **state)
 static void test_actor_cmd(void **state)
 {
     char cls[CORRAL_TASK_NAME_MAX + 1], dir[CRT_LISTEN_DIR_MAX + 1], own[CRT_OWNER_ADDR_MAX + 1];
-    assert_int_equal(crt_actor_cmd_parse("/bin/prog a b --corral-actor Counter /tmp/corral-actor-0f "
-                                         "unix:/tmp/x/owner.sock;tcp:127.0.0.1:9",
-                                         cls, dir, own),
-                     0);
+    assert_int_equal(
+        crt_actor_cmd_parse("/bin/prog a b --corral-actor Counter /tmp/corral-actor-0f "
+                            "unix:/tmp/x/owner.sock;tcp:127.0.0.1:9",
+                            cls, dir, own),
+        0);
     assert_string_equal(cls, "Counter");
     assert_string_equal(dir, "/tmp/corral-actor-0f");
     assert_string_equal(own, "unix:/tmp/x/owner.sock;tcp:127.0.0.1:9");
