@@ -145,6 +145,11 @@ struct call {
     size_t ndeps;
     shape_t *dep_shape;
     uint8_t *argbuf;
+    /* its result, kept in its worker (reached over TCP), being fetched into
+     * a memfd here: fetch_map (writable) non-NULL while it is */
+    uint8_t *fetch_map;
+    int fetch_fd;
+    uint64_t fetch_oid, fetch_size, fetch_got;
 };
 
 typedef struct callq {
@@ -373,8 +378,21 @@ static void deps_release(call_t *c)
     c->ndeps = 0;
 }
 
+/* Drops what a fetch of c's result holds (its worker drops the object
+ * when its connection ends, or when the fetch ran to the end). */
+static void fetch_reset(call_t *c)
+{
+    if (!c->fetch_map)
+        return;
+    munmap(c->fetch_map, c->fetch_size);
+    close(c->fetch_fd);
+    c->fetch_map = NULL;
+    c->fetch_got = c->fetch_size = 0;
+}
+
 static void call_free(call_t *c)
 {
+    fetch_reset(c);
     ref_release(c->ref);
     ref_release(c->argref);
     deps_release(c);
@@ -462,6 +480,7 @@ static int conn_flush(corral_tasks_t *t, conn_t *c)
 static int send_call(corral_tasks_t *t, lease_t *l, call_t *c)
 {
     conn_t *cn = l->conn;
+    fetch_reset(c); /* sent again (a retry): a fetch begun for it is over */
     c->id = ++l->next_id;
     const void *args = c->args;
     size_t len = c->len;
@@ -930,6 +949,108 @@ out:
     return rc;
 }
 
+/* Asks k's worker for the next chunk of k's kept result; under t->lock. */
+static void fetch_next(corral_tasks_t *t, lease_t *l, call_t *k)
+{
+    uint64_t left = k->fetch_size - k->fetch_got;
+    uint32_t n = left > CRT_FETCH_CHUNK ? CRT_FETCH_CHUNK : (uint32_t)left;
+    k->id = ++l->next_id;
+    inflight_put(l, k);
+    crt_fetch_add(&l->conn->out, k->id, k->fetch_oid, k->fetch_got, n);
+    conn_flush(t, l->conn);
+}
+
+/* A RETURN of k that is a chunk of its kept result (k->fetch_map), or
+ * says the result was kept (CRT_FLAG_OBJ): 1 when it was handled here
+ * (k is given back to the lease or finished), 0 when on_return goes on. */
+static int on_fetch_return(corral_tasks_t *t, lease_t *l, call_t *k, const crt_hdr_t *h,
+                           uint8_t st, const uint8_t *v, size_t vn)
+{
+    corral_ref_t *r = k->ref;
+    char why[200];
+    if (!k->fetch_map) {
+        if (st != CRT_OK || !(h->flags & CRT_FLAG_OBJ) || !r)
+            return 0;
+        uint64_t size = 0, oid = 0;
+        if (vn != 16) {
+            snprintf(why, sizeof(why), "a kept result's RETURN of %zu bytes (not 16)", vn);
+            goto fail;
+        }
+        for (int i = 0; i < 8; i++) {
+            size = size << 8 | v[i];
+            oid = oid << 8 | v[8 + i];
+        }
+        if (size < 1 || size > CORRAL_TASK_MAX_OBJECT) {
+            snprintf(why, sizeof(why), "a kept result of %llu bytes (1 to %zu)",
+                     (unsigned long long)size, (size_t)CORRAL_TASK_MAX_OBJECT);
+            goto fail;
+        }
+        void *map;
+        int fd = crt_memfd_new(size, &map);
+        if (fd < 0) {
+            snprintf(why, sizeof(why), "no memfd of %llu bytes for the result: %s",
+                     (unsigned long long)size, cr_strerror(fd));
+            goto fail;
+        }
+        k->fetch_fd = fd;
+        k->fetch_map = map;
+        k->fetch_size = size;
+        k->fetch_got = 0;
+        k->fetch_oid = oid;
+        fetch_next(t, l, k);
+        return 1;
+    }
+    uint64_t want = k->fetch_size - k->fetch_got;
+    if (want > CRT_FETCH_CHUNK)
+        want = CRT_FETCH_CHUNK;
+    if (st != CRT_OK || vn != want) {
+        snprintf(why, sizeof(why), "fetching the result from its worker: %.*s",
+                 st != CRT_OK ? (int)(vn > 120 ? 120 : vn) : 20,
+                 st != CRT_OK ? (const char *)v : "a chunk of the wrong size");
+        goto fail;
+    }
+    memcpy(k->fetch_map + k->fetch_got, v, vn);
+    k->fetch_got += vn;
+    if (k->fetch_got < k->fetch_size) {
+        fetch_next(t, l, k);
+        return 1;
+    }
+    /* whole: sealed, and mapped read-only for the ref */
+    munmap(k->fetch_map, k->fetch_size);
+    k->fetch_map = NULL;
+    int fd = k->fetch_fd;
+    void *map;
+    size_t mn;
+    int rc = crt_memfd_seal(fd);
+    if (!rc)
+        rc = crt_memfd_map(fd, &map, &mn);
+    if (rc) {
+        close(fd);
+        snprintf(why, sizeof(why), "the fetched result's memfd could not be sealed or mapped");
+        goto fail;
+    }
+    if (atomic_load(&r->done)) {
+        munmap(map, mn);
+        close(fd);
+    } else {
+        r->fd = fd;
+        r->data = map;
+        r->len = mn;
+        ref_finish(t, r, 0, NULL);
+    }
+    goto done;
+fail:
+    fetch_reset(k);
+    ref_finish(t, r, CR_EPARSE, why);
+done:
+    call_free(k);
+    if (!l->ninflight)
+        l->idle_since = now_ms();
+    if (l->shape)
+        dispatch(t, l->shape);
+    return 1;
+}
+
 static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const uint8_t *p, int fd)
 {
     lease_t *l = c->lease;
@@ -950,9 +1071,20 @@ static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const ui
         return;
     }
     if (k->cancelled) {
-        /* corral_cancel failed its ref already: what came is dropped */
+        /* corral_cancel failed its ref already: what came is dropped (and
+         * a kept result with it, in its worker) */
         if (fd >= 0)
             close(fd);
+        uint64_t oid = 0;
+        if (k->fetch_map)
+            oid = k->fetch_oid;
+        else if (st == CRT_OK && (h->flags & CRT_FLAG_OBJ) && vn == 16)
+            for (int i = 0; i < 8; i++)
+                oid = oid << 8 | v[8 + i];
+        if (oid) {
+            crt_fetch_add(&c->out, ++l->next_id, oid, 0, 0);
+            conn_flush(t, c);
+        }
         call_free(k);
         if (!l->ninflight)
             l->idle_since = now_ms();
@@ -973,6 +1105,8 @@ static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const ui
         call_free(k);
         return;
     }
+    if (fd < 0 && on_fetch_return(t, l, k, h, st, v, vn))
+        return;
     corral_ref_t *r = k->ref;
     if (atomic_load(&r->done)) {
         if (fd >= 0) /* failed meanwhile (cancelled): nothing fills it now */

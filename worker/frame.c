@@ -55,7 +55,8 @@ void crt_hdr_put(uint8_t p[CRT_HDR], uint8_t kind, uint8_t flags, uint64_t id, u
 const char *crt_kind_name(unsigned kind)
 {
     static const char *const names[] = {"?",      "HELLO",  "WELCOME",   "CALL",
-                                        "RETURN", "CANCEL", "CHALLENGE", "BYE"};
+                                        "RETURN", "CANCEL", "CHALLENGE", "BYE",
+                                        "INFO",   "FETCH"};
     return kind < CR_ARRAY_SIZE(names) ? names[kind] : "unknown";
 }
 
@@ -596,4 +597,26 @@ int crt_actor_cmd_parse(const char *cmd, char cls[CORRAL_TASK_NAME_MAX + 1],
     if (strstr(dir, "/.."))
         return CR_EPARSE;
     return 0;
+}
+
+int crt_fetch_parse(const uint8_t *p, size_t n, uint64_t *oid, uint64_t *off, uint32_t *len)
+{
+    if (n != CRT_FETCH_LEN)
+        return CR_EPARSE;
+    *oid = get64(p);
+    *off = get64(p + 8);
+    *len = (uint32_t)p[16] << 24 | (uint32_t)p[17] << 16 | (uint32_t)p[18] << 8 | p[19];
+    return *len > CRT_FETCH_CHUNK ? CR_EPARSE : 0;
+}
+
+void crt_fetch_add(crt_bytes_t *b, uint64_t id, uint64_t oid, uint64_t off, uint32_t len)
+{
+    uint8_t p[CRT_FETCH_LEN];
+    put64(p, oid);
+    put64(p + 8, off);
+    p[16] = (uint8_t)(len >> 24);
+    p[17] = (uint8_t)(len >> 16);
+    p[18] = (uint8_t)(len >> 8);
+    p[19] = (uint8_t)len;
+    crt_frame_add(b, CRT_FETCH, 0, id, p, sizeof(p), NULL, 0);
 }

@@ -27,8 +27,20 @@ enum crt_kind {
     CRT_CANCEL = 5,
     CRT_CHALLENGE = 6,
     CRT_BYE = 7,
+    CRT_FETCH = 9,
 };
 #define CRT_FLAG_FD 1u
+/* RETURN status 0 whose value stayed in the worker's object store (a
+ * large result on TCP): the payload after the status byte is the value's
+ * 8-byte size and the object's 8-byte id, both big-endian; the receiver
+ * FETCHes it in chunks. */
+#define CRT_FLAG_OBJ 2u
+/* FETCH's payload: the object's id (8 bytes), an offset (8), a length (4,
+ * 1 to CRT_FETCH_CHUNK; 0: drop the object unread), all big-endian. Its
+ * answer is a RETURN of the same id: status 0 and exactly those bytes, or
+ * status 2 and why. The FETCH that reaches the value's end drops it. */
+#define CRT_FETCH_CHUNK (8u << 20)
+#define CRT_FETCH_LEN 20
 
 /* RETURN's status byte */
 enum { CRT_OK = 0, CRT_APP_ERROR = 1, CRT_SYS_ERROR = 2 };
@@ -56,6 +68,11 @@ void crt_bytes_add(crt_bytes_t *b, const void *data, size_t n);
 void crt_bytes_free(crt_bytes_t *b);
 /* Drops the consumed front (moves the rest down). */
 void crt_bytes_compact(crt_bytes_t *b);
+
+/* FETCH (CRT_FETCH_LEN bytes): 0, or CR_EPARSE (another length, a length
+ * over CRT_FETCH_CHUNK). */
+int crt_fetch_parse(const uint8_t *p, size_t n, uint64_t *oid, uint64_t *off, uint32_t *len);
+void crt_fetch_add(crt_bytes_t *b, uint64_t id, uint64_t oid, uint64_t off, uint32_t len);
 
 /* Appends a whole frame: header, then the payload's parts. */
 void crt_frame_add(crt_bytes_t *b, uint8_t kind, uint8_t flags, uint64_t id, const void *p1,

@@ -32,7 +32,7 @@ struct corral_result {
     size_t len;
     int fd; /* the memfd, -1 none */
     char *err;
-    bool may_memfd; /* the connection is a Unix socket */
+    bool may_memfd; /* a large value may be a memfd (sent with the RETURN, or kept) */
 };
 
 typedef struct fn_entry {
@@ -173,6 +173,8 @@ static void result_clear(corral_result_t *r)
 void *corral_result_alloc(corral_result_t *res, size_t len)
 {
     result_clear(res);
+    if (len > CORRAL_TASK_MAX_OBJECT)
+        return NULL;
     if (res->may_memfd && len >= CORRAL_TASK_INLINE_MAX) {
         void *m;
         int fd = crt_memfd_new(len, &m);
@@ -227,8 +229,95 @@ static const corral_method_def_t *find_method(const class_entry_t *c, const char
 
 /* Runs the call and appends its RETURN to out, or (a memfd value) sets
  * *fd_out with a RETURN that must go out with it. */
+/* ---- the worker's object store: large results a TCP peer fetches ---- */
+
+/* Results kept for fetching at most (more: the call fails, saying so). */
+#define OBJS_MAX 16
+static struct {
+    pthread_mutex_t lock;
+    uint64_t next;
+    struct wobj {
+        uint64_t oid;
+        int fd;
+        void *map; /* read-only */
+        size_t len;
+    } v[OBJS_MAX];
+    unsigned n;
+} O = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Keeps the sealed memfd fd (len bytes) for fetching: 0 with *oid (fd is
+ * the store's now), or an error (the caller keeps fd). */
+static int obj_keep(int fd, uint64_t *oid)
+{
+    void *map;
+    size_t n;
+    int rc = crt_memfd_map(fd, &map, &n);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&O.lock);
+    if (O.n == OBJS_MAX) {
+        pthread_mutex_unlock(&O.lock);
+        if (map)
+            munmap(map, n);
+        return CR_EAGAIN;
+    }
+    *oid = ++O.next;
+    O.v[O.n++] = (struct wobj){*oid, fd, map, n};
+    pthread_mutex_unlock(&O.lock);
+    return 0;
+}
+
+static void obj_drop_at(unsigned i)
+{
+    if (O.v[i].map)
+        munmap(O.v[i].map, O.v[i].len);
+    close(O.v[i].fd);
+    O.v[i] = O.v[--O.n];
+}
+
+/* FETCH: appends its RETURN to out (a chunk of a kept object, or why not). */
+static void fetch_answer(crt_bytes_t *out, uint64_t id, const uint8_t *p, size_t n)
+{
+    uint64_t oid, off;
+    uint32_t len;
+    char why[128];
+    if (crt_fetch_parse(p, n, &oid, &off, &len)) {
+        snprintf(why, sizeof(why), "a malformed FETCH (%zu bytes)", n);
+        goto fail;
+    }
+    pthread_mutex_lock(&O.lock);
+    for (unsigned i = 0; i < O.n; i++) {
+        if (O.v[i].oid != oid)
+            continue;
+        if (!len) {
+            obj_drop_at(i);
+            pthread_mutex_unlock(&O.lock);
+            crt_return_add(out, id, 0, CRT_OK, NULL, 0);
+            return;
+        }
+        if (off > O.v[i].len || len > O.v[i].len - off) {
+            pthread_mutex_unlock(&O.lock);
+            snprintf(why, sizeof(why), "a FETCH past object %llu's %zu bytes",
+                     (unsigned long long)oid, O.v[i].len);
+            goto fail;
+        }
+        crt_return_add(out, id, 0, CRT_OK, (const uint8_t *)O.v[i].map + off, len);
+        if (off + len == O.v[i].len)
+            obj_drop_at(i);
+        pthread_mutex_unlock(&O.lock);
+        return;
+    }
+    pthread_mutex_unlock(&O.lock);
+    snprintf(why, sizeof(why), "no object %llu here (fetched already, or never kept)",
+             (unsigned long long)oid);
+fail:
+    crt_return_add(out, id, 0, CRT_SYS_ERROR, why, strlen(why));
+}
+
+/* may_fd: the connection is a Unix socket (a memfd result goes with the
+ * RETURN); else a large result stays in the object store to be fetched. */
 static void run_call(uint64_t id, const uint8_t *payload, size_t plen, int argfd, crt_bytes_t *out,
-                     int *fd_out)
+                     int *fd_out, bool may_fd)
 {
     const char *name;
     size_t nl;
@@ -237,7 +326,7 @@ static void run_call(uint64_t id, const uint8_t *payload, size_t plen, int argfd
     char why[CORRAL_TASK_NAME_MAX + 128];
     void *map = NULL;
     size_t maplen = 0;
-    corral_result_t res = {.fd = -1, .may_memfd = W.unix_sock};
+    corral_result_t res = {.fd = -1, .may_memfd = true};
     *fd_out = -1;
     if (crt_call_parse(payload, plen, &name, &nl, &args, &alen)) {
         snprintf(why, sizeof(why), "a malformed CALL (its name)");
@@ -310,9 +399,25 @@ static void run_call(uint64_t id, const uint8_t *payload, size_t plen, int argfd
             snprintf(why, sizeof(why), "sealing the result's memfd failed");
             goto sys_error;
         }
-        crt_return_add(out, id, CRT_FLAG_FD, CRT_OK, NULL, 0);
-        *fd_out = res.fd;
-        res.fd = -1;
+        uint64_t oid;
+        if (may_fd) {
+            crt_return_add(out, id, CRT_FLAG_FD, CRT_OK, NULL, 0);
+            *fd_out = res.fd;
+            res.fd = -1;
+        } else if (obj_keep(res.fd, &oid) == 0) {
+            uint8_t ref[16];
+            for (int i = 0; i < 8; i++) {
+                ref[i] = (uint8_t)((uint64_t)res.len >> (56 - 8 * i));
+                ref[8 + i] = (uint8_t)(oid >> (56 - 8 * i));
+            }
+            crt_return_add(out, id, CRT_FLAG_OBJ, CRT_OK, ref, sizeof(ref));
+            res.fd = -1;
+        } else {
+            snprintf(why, sizeof(why),
+                     "the worker holds %d results not fetched yet (or could not map this one)",
+                     OBJS_MAX);
+            goto sys_error;
+        }
     } else {
         crt_return_add(out, id, 0, CRT_OK, res.data, res.len);
     }
@@ -569,7 +674,7 @@ static void *pool_thread(void *arg)
         pthread_mutex_unlock(&W.qlock);
         int fd;
         run_begin();
-        run_call(j->id, j->payload, j->len, j->fd, &out, &fd);
+        run_call(j->id, j->payload, j->len, j->fd, &out, &fd, W.unix_sock);
         run_end();
         if (j->fd >= 0)
             close(j->fd);
@@ -753,6 +858,19 @@ static int serve(crt_reader_t *r)
                 cancel_queued_job(id);
             continue;
         }
+        if (h.kind == CRT_FETCH) {
+            if (fd >= 0)
+                close(fd);
+            if (nthreads)
+                pthread_mutex_lock(&W.wlock);
+            fetch_answer(&W.out, h.id, p, h.len);
+            rc = nthreads || W.out.len > CRT_FETCH_CHUNK ? flush(&W.out, -1) : 0;
+            if (nthreads)
+                pthread_mutex_unlock(&W.wlock);
+            if (rc)
+                break;
+            continue;
+        }
         if (h.kind != CRT_CALL) {
             if (fd >= 0)
                 close(fd);
@@ -798,7 +916,7 @@ static int serve(crt_reader_t *r)
         int rfd;
         int64_t t0 = mono_ns();
         run_begin();
-        run_call(h.id, p, h.len, fd, &W.out, &rfd);
+        run_call(h.id, p, h.len, fd, &W.out, &rfd, W.unix_sock);
         run_end();
         if (W.cls && !W.callers_tried)
             callers_start(); /* constructed: other callers may come now */
@@ -840,7 +958,7 @@ static int serve(crt_reader_t *r)
  * caller's calls run in the order it made them. A caller may call the
  * actor's methods only ("Class.method"), never a function or the
  * constructor. Returns at BYE, the stream's end, or a bad frame. */
-static int caller_serve(int sock, crt_reader_t *r)
+static int caller_serve(int sock, bool unix_sock, crt_reader_t *r)
 {
     crt_bytes_t out = {0};
     int status = 0;
@@ -857,8 +975,18 @@ static int caller_serve(int sock, crt_reader_t *r)
             break;
         }
         if (rc == 0) {
-            ssize_t n = crt_reader_fill(r, sock, true);
+            ssize_t n = crt_reader_fill(r, sock, unix_sock);
             if (n <= 0)
+                break;
+            continue;
+        }
+        if (h.kind == CRT_FETCH) {
+            if (fd >= 0)
+                close(fd);
+            fetch_answer(&out, h.id, p, h.len);
+            rc = crt_write_all(sock, &out, -1);
+            out.len = out.off = 0;
+            if (rc)
                 break;
             continue;
         }
@@ -899,7 +1027,7 @@ static int caller_serve(int sock, crt_reader_t *r)
                 static const char why[] = "the actor is exiting";
                 crt_return_add(&out, h.id, 0, CRT_SYS_ERROR, why, strlen(why));
             } else {
-                run_call(h.id, p, h.len, fd, &out, &rfd);
+                run_call(h.id, p, h.len, fd, &out, &rfd, unix_sock);
             }
             run_end();
         }
@@ -979,7 +1107,7 @@ static void *caller_thread(void *arg)
     rc = crt_write_all(sock, &b, -1);
     crt_bytes_free(&b);
     if (!rc)
-        caller_serve(sock, &r);
+        caller_serve(sock, !tcp, &r);
 out:
     cr_wipe(key, sizeof(key));
     crt_reader_fini(&r);
@@ -1162,7 +1290,7 @@ int corral_worker_main(void)
 int crt_worker_run_call(const uint8_t *payload, size_t len, crt_bytes_t *out)
 {
     int fd;
-    run_call(1, payload, len, -1, out, &fd);
+    run_call(1, payload, len, -1, out, &fd, true);
     if (fd >= 0)
         close(fd);
     return 0;
@@ -1211,7 +1339,7 @@ int crt_worker_feed(const uint8_t *data, size_t size)
     /* the stream is in the reader's buffer already: the socket only ends */
     shutdown(sv[1], SHUT_WR);
     W.sock = sv[0];
-    W.unix_sock = true;
+    W.unix_sock = !(size & 1); /* odd sizes: as TCP (large results kept) */
     W.ncancels = 0;
     W.broken = 0;
     crt_reader_t r;
@@ -1250,7 +1378,7 @@ int crt_worker_caller_feed(const uint8_t *data, size_t size)
     crt_reader_t r;
     crt_reader_init(&r, CRT_HELLO_MAX);
     crt_bytes_add(&r.in, data, size);
-    caller_serve(sv[0], &r);
+    caller_serve(sv[0], !(size & 1), &r); /* odd sizes: as TCP (large results kept) */
     crt_reader_fini(&r);
     shutdown(sv[0], SHUT_RDWR);
     void *bad = NULL;

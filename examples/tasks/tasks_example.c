@@ -386,6 +386,18 @@ static int demo(corral_tasks_t *t)
         good = ((const uint8_t *)d)[i] == (uint8_t)(i * 7);
     CHECK(good, "an 8 MiB result comes back whole (rc %d, %zu bytes)", rc, rc ? 0 : n);
     corral_ref_free(r);
+    /* a result larger than a frame (100 MiB): on one node its memfd; from a
+     * worker over TCP kept there and fetched in 8 MiB chunks */
+    big_n = 100 << 20;
+    corral_task_submit(t, "big", &big_n, sizeof(big_n), NULL, &r);
+    rc = corral_get(t, r, 120000, &d, &n);
+    good = !rc && n == (size_t)big_n;
+    for (size_t i = 0; good && i < n; i += 4099)
+        good = ((const uint8_t *)d)[i] == (uint8_t)(i * 7);
+    good = good && ((const uint8_t *)d)[n - 1] == (uint8_t)((n - 1) * 7);
+    CHECK(good, "a 100 MiB result (over the 64 MiB frame) comes back whole (rc %d %s, %zu bytes)",
+          rc, rc ? corral_ref_error(r) : "", rc ? 0 : n);
+    corral_ref_free(r);
 
     /* errors: the function's, an unknown function, bad resources */
     corral_task_submit(t, "fails", "x", 1, NULL, &r);

@@ -81,6 +81,11 @@ extern "C" {
 /* Values at least this large travel in a sealed memfd passed with the
  * frame on a Unix socket instead of inside it. */
 #define CORRAL_TASK_INLINE_MAX (1u << 20)
+/* The largest result: on one node a memfd passed with the RETURN; from a
+ * worker reached over TCP (another node) it stays in that worker's memory
+ * and the owner fetches it in chunks of at most 8 MiB, each a frame
+ * (docs/actors.md "Wire", FETCH). */
+#define CORRAL_TASK_MAX_OBJECT ((size_t)4 << 30)
 /* The longest function, class or method name. */
 #define CORRAL_TASK_NAME_MAX 255
 
