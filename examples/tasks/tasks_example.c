@@ -830,6 +830,43 @@ static int lookup(corral_tasks_t *t, const char *name)
     return 0;
 }
 
+/* crossnode NODE: large results made by a worker on node NODE (run with
+ * CORRAL_EXAMPLE_TCP=1: over TCP, as from another host), kept in its
+ * object store and fetched here in chunks: 100 MiB, then 8 at once of
+ * 3 MiB (each its own fetch on the worker's connection). */
+static int crossnode(corral_tasks_t *t, const char *node)
+{
+    char sel[200];
+    snprintf(sel, sizeof(sel), "corral.io/node-id=%s", node);
+    corral_task_opts_t o = {.selector = sel, .max_retries = 0};
+    int64_t n100 = 100 << 20, n3 = 3 << 20;
+    corral_ref_t *r, *rs[8];
+    corral_task_submit(t, "big", &n100, sizeof(n100), &o, &r);
+    for (int i = 0; i < 8; i++)
+        corral_task_submit(t, "big", &n3, sizeof(n3), &o, &rs[i]);
+    const void *d;
+    size_t n;
+    int rc = corral_get(t, r, 120000, &d, &n);
+    int good = !rc && n == (size_t)n100;
+    for (size_t i = 0; good && i < n; i += 4099)
+        good = ((const uint8_t *)d)[i] == (uint8_t)(i * 7);
+    good = good && ((const uint8_t *)d)[n - 1] == (uint8_t)((n - 1) * 7);
+    CHECK(good, "a 100 MiB result made on %s comes back whole over TCP (rc %d %s)", node, rc,
+          corral_ref_error(r));
+    corral_ref_free(r);
+    int all = 1;
+    for (int i = 0; i < 8; i++) {
+        rc = corral_get(t, rs[i], 120000, &d, &n);
+        int ok = !rc && n == (size_t)n3 && ((const uint8_t *)d)[n - 1] == (uint8_t)((n - 1) * 7);
+        if (!ok)
+            printf("result %d: %s %s\n", i, cr_err_name(rc), corral_ref_error(rs[i]));
+        all &= ok;
+        corral_ref_free(rs[i]);
+    }
+    CHECK(all, "8 results of 3 MiB made on %s at once come back whole", node);
+    return 0;
+}
+
 /* lookup-refused NAME: this process does not hold the owner's secret
  * (over TCP): the lookup fails, saying why, and nothing is called. */
 static int lookup_refused(corral_tasks_t *t, const char *name)
@@ -864,7 +901,7 @@ int main(int argc, char **argv)
     if (argc < 2) {
         fprintf(stderr,
                 "usage: %s demo | tpu DIR N | retry DIR | restart | cancel DIR | named NAME DIR | "
-                "lookup NAME | lookup-refused NAME\n",
+                "lookup NAME | lookup-refused NAME | crossnode NODE\n",
                 argv[0]);
         return 2;
     }
@@ -892,6 +929,8 @@ int main(int argc, char **argv)
         rc = nested_demo(t);
     else if (!strcmp(argv[1], "named") && argc > 3)
         rc = named(t, argv[2], argv[3]);
+    else if (!strcmp(argv[1], "crossnode") && argc > 2)
+        rc = crossnode(t, argv[2]);
     else if (!strcmp(argv[1], "lookup-refused") && argc > 2)
         rc = lookup_refused(t, argv[2]);
     else if (!strcmp(argv[1], "lookup") && argc > 2)

@@ -7,6 +7,8 @@
 #            errors (the function's, an unknown name, an infeasible shape),
 #            an actor's state and call order, a taken name, kill
 #   demo over TCP: the same with workers proving the HMAC challenge
+#   crossnode: results of 100 MiB and 8 x 3 MiB made on the second node,
+#            over TCP, fetched from the worker's object store in chunks
 #   tpu:     4 tasks asking TPU=1 at once see 4 distinct chips
 #   retry:   a task whose worker is killed -9 runs again (max_retries 1),
 #            and fails with CR_EWORKERDIED without retries
@@ -66,6 +68,9 @@ leases_gone
 CORRAL_EXAMPLE_TCP=1 run demo-tcp demo
 grep -q "owner listens at tcp:127.0.0.1:" <<<"$RUN_OUT" && ok "demo-tcp: the owner gave its workers TCP only" ||
     fail "demo-tcp: $RUN_OUT"
+# large results made on the second node over TCP: kept in the worker's
+# object store, fetched by the owner in 8 MiB chunks (FETCH)
+CORRAL_EXAMPLE_TCP=1 run crossnode crossnode v6e-s1-w1
 
 D=$(mktemp -d "$TDATA/chips-XXXXXX")
 run tpu tpu "$D" 4
