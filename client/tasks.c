@@ -2803,14 +2803,20 @@ int crt_owner_feed(const uint8_t *data, size_t size, unsigned flags)
     }
     size_t off = 0;
     while (off < size) {
-        ssize_t n = send(sv[1], data + off, size - off, MSG_NOSIGNAL);
-        if (n <= 0)
+        /* what the socket takes now, then the owner reads it (a blocking
+         * send of more than the socket holds would wait for ever) */
+        ssize_t n = send(sv[1], data + off, size - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
             break;
-        off += (size_t)n;
+        if (n > 0)
+            off += (size_t)n;
         pthread_mutex_lock(&t->lock);
-        if (!c->dead)
+        bool dead = c->dead;
+        if (!dead)
             conn_readable(t, c);
         pthread_mutex_unlock(&t->lock);
+        if (dead)
+            break;
     }
     close(sv[1]);
     pthread_mutex_lock(&t->lock);

@@ -6,7 +6,8 @@
  * CALL through the C worker's own dispatch, with a function and a class
  * registered; its args read as ref arguments too), CANCEL's id. Whatever comes, nothing reads out
  * of bounds and every RETURN the worker writes parses back. Then the same bytes go through the C
- * worker's whole loop (crt_worker_feed: CALLs, CANCELs noted ahead of their calls, BYE), whose
+ * worker's whole loop (crt_worker_feed: CALLs, CANCELs noted ahead of their calls, FETCHes of
+ * results kept in its object store (odd sizes: the connection counts as TCP), BYE), whose
  * RETURNs must parse too, and through an actor's loop for other callers
  * (crt_worker_caller_feed: methods only, CANCEL, BYE; an actor constructed
  * by a CALL above is called). The bytes are also read as a lease job's
@@ -98,6 +99,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             size_t vn;
             assert(crt_return_parse(out.p + CRT_HDR, rh.len, &st, &v, &vn) == 0);
             crt_bytes_free(&out);
+        } else if (h.kind == CRT_FETCH) {
+            uint64_t oid, off;
+            uint32_t len;
+            if (crt_fetch_parse(p, h.len, &oid, &off, &len) == 0)
+                assert(h.len == CRT_FETCH_LEN && len <= CRT_FETCH_CHUNK);
         } else if (h.kind == CRT_CANCEL) {
             uint64_t id;
             assert((crt_cancel_parse(p, h.len, &id) == 0) == (h.len == 8));
