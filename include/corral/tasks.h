@@ -45,7 +45,10 @@
  *   - the bytes corral_get() points at belong to the ref: valid, read
  *     only, until corral_ref_free() of that ref. Large values (at least
  *     CORRAL_TASK_INLINE_MAX on one node) are a read-only mapping of the
- *     memfd they came in, not a copy.
+ *     memfd they came in, not a copy; from a worker over TCP (another
+ *     node) a read-only mapping of a memfd this owner made and filled by
+ *     FETCH (at most CORRAL_TASK_MAX_OBJECT), owned by the ref the same
+ *     way.
  *   - a corral_actor_t * belongs to the caller: corral_actor_free() kills
  *     the actor (unless corral_actor_kill already did) and releases it;
  *     one from corral_actor_get is released without killing the actor.
