@@ -963,8 +963,8 @@ static void fetch_next(corral_tasks_t *t, lease_t *l, call_t *k)
 /* A RETURN of k that is a chunk of its kept result (k->fetch_map), or
  * says the result was kept (CRT_FLAG_OBJ): 1 when it was handled here
  * (k is given back to the lease or finished), 0 when on_return goes on. */
-static int on_fetch_return(corral_tasks_t *t, lease_t *l, call_t *k, const crt_hdr_t *h,
-                           uint8_t st, const uint8_t *v, size_t vn)
+static int on_fetch_return(corral_tasks_t *t, lease_t *l, call_t *k, const crt_hdr_t *h, uint8_t st,
+                           const uint8_t *v, size_t vn)
 {
     corral_ref_t *r = k->ref;
     char why[200];
@@ -1093,6 +1093,14 @@ static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const ui
         return;
     }
     if (k->ctor) {
+        if (st == CRT_OK && (h->flags & CRT_FLAG_OBJ) && vn == 16) {
+            /* a large constructor result, kept in the worker: dropped */
+            uint64_t oid = 0;
+            for (int i = 0; i < 8; i++)
+                oid = oid << 8 | v[8 + i];
+            crt_fetch_add(&c->out, ++l->next_id, oid, 0, 0);
+            conn_flush(t, c);
+        }
         if (st == CRT_OK) {
             a->ready = true;
         } else {

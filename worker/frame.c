@@ -54,9 +54,8 @@ void crt_hdr_put(uint8_t p[CRT_HDR], uint8_t kind, uint8_t flags, uint64_t id, u
 
 const char *crt_kind_name(unsigned kind)
 {
-    static const char *const names[] = {"?",      "HELLO",  "WELCOME",   "CALL",
-                                        "RETURN", "CANCEL", "CHALLENGE", "BYE",
-                                        "INFO",   "FETCH"};
+    static const char *const names[] = {"?",      "HELLO",     "WELCOME", "CALL", "RETURN",
+                                        "CANCEL", "CHALLENGE", "BYE",     "INFO", "FETCH"};
     return kind < CR_ARRAY_SIZE(names) ? names[kind] : "unknown";
 }
 
