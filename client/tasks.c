@@ -145,6 +145,11 @@ struct call {
     size_t ndeps;
     shape_t *dep_shape;
     uint8_t *argbuf;
+    /* its result, kept in its worker (reached over TCP), being fetched into
+     * a memfd here: fetch_map (writable) non-NULL while it is */
+    uint8_t *fetch_map;
+    int fetch_fd;
+    uint64_t fetch_oid, fetch_size, fetch_got;
 };
 
 typedef struct callq {
@@ -164,6 +169,7 @@ struct conn {
     unsigned nmarks;
     bool want_out; /* EPOLLOUT armed */
     bool direct;   /* a caller waiting in corral_get reads it (not the I/O thread) */
+    bool caller;   /* another process asking where this owner's actors listen */
     bool dirty;    /* out holds frames no one is sending yet: the I/O thread will */
     uint8_t nonce[CRT_NONCE_LEN];
     lease_t *lease;
@@ -187,6 +193,8 @@ struct lease {
     bool stop;       /* stop its job (killed actor, idle, shutdown) */
     bool busy;       /* the head thread uses it with t->lock released */
     int64_t watched; /* when the head thread last asked for its job */
+    char *listen;    /* an actor's: the directory its worker listens in for other callers */
+    char waddr[80];  /* its worker's TCP address for them (HELLO's "address"); "" none */
     lease_t *next;   /* t->leases */
 };
 
@@ -213,6 +221,10 @@ struct corral_actor {
     unsigned restarts;
     bool ready, dead;
     char *why_dead;
+    /* found by corral_actor_get: another owner's, called over remote_conn's
+     * lease (never leased or restarted here); its lease job's id */
+    bool remote;
+    char *remote_job;
     corral_actor_t *next; /* t->actors */
 };
 
@@ -230,6 +242,7 @@ struct corral_tasks {
     bool io_started, h_started, closing;
     int ep, evfd, lunix, ltcp;
     char dir[64], sock_path[128], address[256], node[128];
+    char ns[129]; /* named actors' namespace: CORRAL_NAMESPACE, else "default" */
     char **argv;
     uint8_t secret[32];
     char secret_hex[65];
@@ -365,8 +378,21 @@ static void deps_release(call_t *c)
     c->ndeps = 0;
 }
 
+/* Drops what a fetch of c's result holds (its worker drops the object
+ * when its connection ends, or when the fetch ran to the end). */
+static void fetch_reset(call_t *c)
+{
+    if (!c->fetch_map)
+        return;
+    munmap(c->fetch_map, c->fetch_size);
+    close(c->fetch_fd);
+    c->fetch_map = NULL;
+    c->fetch_got = c->fetch_size = 0;
+}
+
 static void call_free(call_t *c)
 {
+    fetch_reset(c);
     ref_release(c->ref);
     ref_release(c->argref);
     deps_release(c);
@@ -454,6 +480,7 @@ static int conn_flush(corral_tasks_t *t, conn_t *c)
 static int send_call(corral_tasks_t *t, lease_t *l, call_t *c)
 {
     conn_t *cn = l->conn;
+    fetch_reset(c); /* sent again (a retry): a fetch begun for it is over */
     c->id = ++l->next_id;
     const void *args = c->args;
     size_t len = c->len;
@@ -528,6 +555,18 @@ static lease_t *lease_new(corral_tasks_t *t, shape_t *s, corral_actor_t *a)
     l->shape = s;
     l->actor = a;
     l->state = L_NEW;
+    if (a) {
+        /* made by the worker itself (mkdir 0700, which fails when anything
+         * is there); never by this process */
+        const char *tmp = getenv("TMPDIR");
+        uint8_t r2[8];
+        char h2[17];
+        cr_random_bytes(r2, sizeof(r2));
+        cr_hex_encode(r2, sizeof(r2), h2);
+        l->listen =
+            cr_asprintf("%s/corral-actor-%s",
+                        tmp && *tmp && strlen(tmp) < 48 && tmp[0] == '/' ? tmp : "/tmp", h2);
+    }
     l->next = t->leases;
     t->leases = l;
     if (s) {
@@ -667,6 +706,20 @@ static void conn_close(corral_tasks_t *t, conn_t *c)
     shutdown(c->fd, SHUT_RDWR);
 }
 
+/* An actor worker's directory for other callers, once it is gone (its
+ * worker, killed, could not): only when it is a directory of this user's,
+ * not a link, and then only the socket "s" in it. */
+static void listen_dir_remove(const char *dir)
+{
+    struct stat st;
+    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+        return;
+    char *s = cr_asprintf("%s/s", dir);
+    unlink(s);
+    free(s);
+    rmdir(dir);
+}
+
 /* The lease's worker is gone (its connection ended, or it never came);
  * under t->lock. why: what to tell the calls that fail. */
 static void lease_lost(corral_tasks_t *t, lease_t *l, int err, const char *why)
@@ -715,6 +768,8 @@ static void lease_lost(corral_tasks_t *t, lease_t *l, int err, const char *why)
         dispatch(t, s);
     } else if (l->actor) {
         corral_actor_t *a = l->actor;
+        if (l->listen)
+            listen_dir_remove(l->listen);
         if (a->lease == l)
             a->lease = NULL;
         bool restart = !a->dead && !t->closing && connected && a->restarts_left != 0;
@@ -839,6 +894,18 @@ static int on_hello(corral_tasks_t *t, conn_t *c, const uint8_t *p, size_t n)
         }
         crt_welcome_mac_hex(t->secret, sizeof(t->secret), c->nonce, cnonce, wmac);
     }
+    if (!strcmp(h.role, "caller")) {
+        /* another process that looks an actor up (corral_actor_get) */
+        c->hello = true;
+        c->caller = true;
+        char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"%s%s%s}", (int)getpid(),
+                              *wmac ? ",\"mac\":\"" : "", wmac, *wmac ? "\"" : "");
+        crt_frame_add(&c->out, CRT_WELCOME, 0, 0, w, strlen(w), NULL, 0);
+        free(w);
+        conn_flush(t, c);
+        rc = 0;
+        goto out;
+    }
     lease_t *l = NULL;
     for (lease_t *x = t->leases; x && h.lease; x = x->next)
         if (!strcmp(x->id, h.lease))
@@ -853,6 +920,12 @@ static int on_hello(corral_tasks_t *t, conn_t *c, const uint8_t *p, size_t n)
     c->rd.max = CRT_MAX_FRAME;
     c->lease = l;
     l->conn = c;
+    l->waddr[0] = 0;
+    /* an actor's worker says where it takes callers over TCP */
+    if (h.address && l->actor && cr_str_has_prefix(h.address, "tcp:") &&
+        strlen(h.address) < sizeof(l->waddr) &&
+        strspn(h.address + 4, "0123456789.:") == strlen(h.address + 4))
+        cr_strlcpy(l->waddr, h.address, sizeof(l->waddr));
     l->state = L_CONNECTED;
     l->idle_since = now_ms();
     char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"%s%s%s}", (int)getpid(),
@@ -876,6 +949,108 @@ out:
     return rc;
 }
 
+/* Asks k's worker for the next chunk of k's kept result; under t->lock. */
+static void fetch_next(corral_tasks_t *t, lease_t *l, call_t *k)
+{
+    uint64_t left = k->fetch_size - k->fetch_got;
+    uint32_t n = left > CRT_FETCH_CHUNK ? CRT_FETCH_CHUNK : (uint32_t)left;
+    k->id = ++l->next_id;
+    inflight_put(l, k);
+    crt_fetch_add(&l->conn->out, k->id, k->fetch_oid, k->fetch_got, n);
+    conn_flush(t, l->conn);
+}
+
+/* A RETURN of k that is a chunk of its kept result (k->fetch_map), or
+ * says the result was kept (CRT_FLAG_OBJ): 1 when it was handled here
+ * (k is given back to the lease or finished), 0 when on_return goes on. */
+static int on_fetch_return(corral_tasks_t *t, lease_t *l, call_t *k, const crt_hdr_t *h, uint8_t st,
+                           const uint8_t *v, size_t vn)
+{
+    corral_ref_t *r = k->ref;
+    char why[200];
+    if (!k->fetch_map) {
+        if (st != CRT_OK || !(h->flags & CRT_FLAG_OBJ) || !r)
+            return 0;
+        uint64_t size = 0, oid = 0;
+        if (vn != 16) {
+            snprintf(why, sizeof(why), "a kept result's RETURN of %zu bytes (not 16)", vn);
+            goto fail;
+        }
+        for (int i = 0; i < 8; i++) {
+            size = size << 8 | v[i];
+            oid = oid << 8 | v[8 + i];
+        }
+        if (size < 1 || size > CORRAL_TASK_MAX_OBJECT) {
+            snprintf(why, sizeof(why), "a kept result of %llu bytes (1 to %zu)",
+                     (unsigned long long)size, (size_t)CORRAL_TASK_MAX_OBJECT);
+            goto fail;
+        }
+        void *map;
+        int fd = crt_memfd_new(size, &map);
+        if (fd < 0) {
+            snprintf(why, sizeof(why), "no memfd of %llu bytes for the result: %s",
+                     (unsigned long long)size, cr_strerror(fd));
+            goto fail;
+        }
+        k->fetch_fd = fd;
+        k->fetch_map = map;
+        k->fetch_size = size;
+        k->fetch_got = 0;
+        k->fetch_oid = oid;
+        fetch_next(t, l, k);
+        return 1;
+    }
+    uint64_t want = k->fetch_size - k->fetch_got;
+    if (want > CRT_FETCH_CHUNK)
+        want = CRT_FETCH_CHUNK;
+    if (st != CRT_OK || vn != want) {
+        snprintf(why, sizeof(why), "fetching the result from its worker: %.*s",
+                 st != CRT_OK ? (int)(vn > 120 ? 120 : vn) : 20,
+                 st != CRT_OK ? (const char *)v : "a chunk of the wrong size");
+        goto fail;
+    }
+    memcpy(k->fetch_map + k->fetch_got, v, vn);
+    k->fetch_got += vn;
+    if (k->fetch_got < k->fetch_size) {
+        fetch_next(t, l, k);
+        return 1;
+    }
+    /* whole: sealed, and mapped read-only for the ref */
+    munmap(k->fetch_map, k->fetch_size);
+    k->fetch_map = NULL;
+    int fd = k->fetch_fd;
+    void *map;
+    size_t mn;
+    int rc = crt_memfd_seal(fd);
+    if (!rc)
+        rc = crt_memfd_map(fd, &map, &mn);
+    if (rc) {
+        close(fd);
+        snprintf(why, sizeof(why), "the fetched result's memfd could not be sealed or mapped");
+        goto fail;
+    }
+    if (atomic_load(&r->done)) {
+        munmap(map, mn);
+        close(fd);
+    } else {
+        r->fd = fd;
+        r->data = map;
+        r->len = mn;
+        ref_finish(t, r, 0, NULL);
+    }
+    goto done;
+fail:
+    fetch_reset(k);
+    ref_finish(t, r, CR_EPARSE, why);
+done:
+    call_free(k);
+    if (!l->ninflight)
+        l->idle_since = now_ms();
+    if (l->shape)
+        dispatch(t, l->shape);
+    return 1;
+}
+
 static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const uint8_t *p, int fd)
 {
     lease_t *l = c->lease;
@@ -896,9 +1071,20 @@ static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const ui
         return;
     }
     if (k->cancelled) {
-        /* corral_cancel failed its ref already: what came is dropped */
+        /* corral_cancel failed its ref already: what came is dropped (and
+         * a kept result with it, in its worker) */
         if (fd >= 0)
             close(fd);
+        uint64_t oid = 0;
+        if (k->fetch_map)
+            oid = k->fetch_oid;
+        else if (st == CRT_OK && (h->flags & CRT_FLAG_OBJ) && vn == 16)
+            for (int i = 0; i < 8; i++)
+                oid = oid << 8 | v[8 + i];
+        if (oid) {
+            crt_fetch_add(&c->out, ++l->next_id, oid, 0, 0);
+            conn_flush(t, c);
+        }
         call_free(k);
         if (!l->ninflight)
             l->idle_since = now_ms();
@@ -907,6 +1093,14 @@ static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const ui
         return;
     }
     if (k->ctor) {
+        if (st == CRT_OK && (h->flags & CRT_FLAG_OBJ) && vn == 16) {
+            /* a large constructor result, kept in the worker: dropped */
+            uint64_t oid = 0;
+            for (int i = 0; i < 8; i++)
+                oid = oid << 8 | v[8 + i];
+            crt_fetch_add(&c->out, ++l->next_id, oid, 0, 0);
+            conn_flush(t, c);
+        }
         if (st == CRT_OK) {
             a->ready = true;
         } else {
@@ -919,6 +1113,8 @@ static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const ui
         call_free(k);
         return;
     }
+    if (fd < 0 && on_fetch_return(t, l, k, h, st, v, vn))
+        return;
     corral_ref_t *r = k->ref;
     if (atomic_load(&r->done)) {
         if (fd >= 0) /* failed meanwhile (cancelled): nothing fills it now */
@@ -961,6 +1157,38 @@ static void on_return(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const ui
 
 /* Reads what c has; under t->lock (released around nothing: reads do not
  * block). */
+/* A caller's CALL; under t->lock: CRT_ACTOR_ADDRESS_CALL with an actor's
+ * DIR is answered with its worker's TCP address; anything else with a
+ * RETURN status 2 saying why. 0, or an error: close c. */
+static int on_caller_call(corral_tasks_t *t, conn_t *c, const crt_hdr_t *h, const uint8_t *p)
+{
+    const char *name;
+    size_t nl, alen;
+    const uint8_t *args;
+    char why[200];
+    if (crt_call_parse(p, h->len, &name, &nl, &args, &alen))
+        return CR_EPARSE;
+    const char *addr = NULL;
+    if (nl != strlen(CRT_ACTOR_ADDRESS_CALL) || memcmp(name, CRT_ACTOR_ADDRESS_CALL, nl)) {
+        snprintf(why, sizeof(why), "an owner answers callers %s only", CRT_ACTOR_ADDRESS_CALL);
+    } else {
+        for (lease_t *l = t->leases; l && !addr; l = l->next)
+            if (l->actor && l->listen && l->state == L_CONNECTED && *l->waddr &&
+                strlen(l->listen) == alen && !memcmp(l->listen, args, alen))
+                addr = l->waddr;
+        snprintf(why, sizeof(why), "no live actor of this owner listens at %.*s over TCP",
+                 (int)(alen > 120 ? 120 : alen), (const char *)args);
+    }
+    if (addr)
+        crt_return_add(&c->out, h->id, 0, CRT_OK, addr, strlen(addr));
+    else
+        crt_return_add(&c->out, h->id, 0, CRT_SYS_ERROR, why, strlen(why));
+    /* a caller that does not read its answers is closed, not buffered for */
+    if (c->out.len - c->out.off > (1u << 20))
+        return CR_E2BIG;
+    return conn_flush(t, c);
+}
+
 static void conn_readable(corral_tasks_t *t, conn_t *c)
 {
     char why[200] = "";
@@ -984,6 +1212,18 @@ static void conn_readable(corral_tasks_t *t, conn_t *c)
                 if (h.kind != CRT_HELLO || on_hello(t, c, p, h.len)) {
                     if (h.kind != CRT_HELLO)
                         cr_warn("tasks: closing a connection whose first frame is %s, not HELLO",
+                                crt_kind_name(h.kind));
+                    conn_close(t, c);
+                    return;
+                }
+                continue;
+            }
+            if (c->caller) {
+                if (fd >= 0)
+                    close(fd);
+                if (h.kind != CRT_CALL || on_caller_call(t, c, &h, p)) {
+                    if (h.kind != CRT_BYE)
+                        cr_warn("tasks: closing a caller's connection: a %s frame",
                                 crt_kind_name(h.kind));
                     conn_close(t, c);
                     return;
@@ -1041,6 +1281,7 @@ static void reap(corral_tasks_t *t)
             *pl = l->next;
             free(l->job);
             free(l->slots);
+            free(l->listen);
             free(l);
         } else {
             pl = &l->next;
@@ -1145,6 +1386,8 @@ static char **lease_env(corral_tasks_t *t, lease_t *l)
     env[k++] = cr_asprintf("CORRAL_TASK_LEASE=%s", l->id);
     env[k++] = cr_asprintf("CORRAL_TASK_SECRET=%s", t->secret_hex);
     env[k++] = cr_strdup("CORRAL_TASK_RUNTIME=c");
+    if (l->listen)
+        env[k++] = cr_asprintf("CORRAL_TASK_LISTEN=%s", l->listen);
     if (l->actor && l->actor->o.max_concurrency > 1)
         env[k++] = cr_asprintf("CORRAL_TASK_MAX_CONCURRENCY=%u", l->actor->o.max_concurrency);
     return env;
@@ -1195,11 +1438,12 @@ static unsigned shape_cap(corral_tasks_t *t, const char *resources)
     return total < 1 ? 1 : total > CAP_MAX ? CAP_MAX : total;
 }
 
-static void head_submit(corral_tasks_t *t, lease_t *l, char **env, char *name, char *res, char *sel)
+static void head_submit(corral_tasks_t *t, lease_t *l, char **argv, char **env, char *name,
+                        char *res, char *sel)
 {
     corral_job_spec_t spec = {
         .name = name,
-        .argv = (const char *const *)t->argv,
+        .argv = (const char *const *)argv,
         .env = (const char *const *)env,
         .resources = res,
         .selector = sel,
@@ -1265,6 +1509,7 @@ static void *head_main(void *arg)
         if (sub) {
             char **env = lease_env(t, sub);
             char *name, *res, *sel;
+            char **argv = NULL;
             if (sub->shape) {
                 name =
                     cr_asprintf("task:%s", sub->shape->resources ? sub->shape->resources : "CPU=1");
@@ -1272,15 +1517,35 @@ static void *head_main(void *arg)
                 sel = sub->shape->selector ? cr_strdup(sub->shape->selector) : NULL;
             } else {
                 corral_actor_t *a = sub->actor;
-                name = a->name ? cr_asprintf("actor:%s:%s", a->cls, a->name)
+                name = a->name ? cr_asprintf("actor:%s/%s", t->ns, a->name)
                                : cr_asprintf("actor:%s", a->cls);
+                /* its class and where it listens for other callers, for
+                 * corral_actor_get to read back from the job's command */
+                size_t n = 0;
+                while (t->argv[n])
+                    n++;
+                argv = cr_calloc(n + 5, sizeof(char *));
+                memcpy(argv, t->argv, n * sizeof(char *));
+                argv[n] = CRT_ACTOR_ARG;
+                argv[n + 1] = cr_strdup(a->cls);
+                argv[n + 2] = cr_strdup(sub->listen);
+                argv[n + 3] = cr_strdup(t->address);
                 res = a->resources ? cr_strdup(a->resources) : NULL;
                 sel = a->selector ? cr_strdup(a->selector) : NULL;
             }
             sub->state = L_SUBMITTED; /* its HELLO may come before the head answers */
             sub->busy = true;
             pthread_mutex_unlock(&t->lock);
-            head_submit(t, sub, env, name, res, sel);
+            head_submit(t, sub, argv ? argv : t->argv, env, name, res, sel);
+            if (argv) { /* its first strings are t's */
+                size_t n = 0;
+                while (argv[n])
+                    n++;
+                free(argv[n - 1]);
+                free(argv[n - 2]);
+                free(argv[n - 3]);
+                free(argv);
+            }
             strv_free(env);
             free(name);
             free(res);
@@ -1443,11 +1708,28 @@ int corral_tasks_init(const corral_tasks_opts_t *opts, corral_tasks_t **out, cha
         t->argv = cr_calloc(2, sizeof(char *));
         t->argv[0] = cr_strdup(self);
     }
-    if ((rc = cr_random_bytes(t->secret, sizeof(t->secret))) < 0) {
+    const char *sec = getenv("CORRAL_TASK_SECRET");
+    if (sec && !getenv("CORRAL_TASK_LEASE")) {
+        /* a driver given the secret (shared with another driver of the
+         * job, to call each other's actors over TCP) */
+        if (strlen(sec) != 64 || !cr_hex_decode(sec, 64, t->secret)) {
+            rc = CR_EINVAL;
+            snprintf(why, sizeof(why), "CORRAL_TASK_SECRET is not 64 hex digits");
+            goto fail;
+        }
+    } else if ((rc = cr_random_bytes(t->secret, sizeof(t->secret))) < 0) {
         snprintf(why, sizeof(why), "getrandom: %s", cr_strerror(rc));
         goto fail;
     }
     cr_hex_encode(t->secret, sizeof(t->secret), t->secret_hex);
+    const char *ns = getenv("CORRAL_NAMESPACE");
+    if (ns && *ns && (strlen(ns) > 128 || strpbrk(ns, " \t\n:/"))) {
+        rc = CR_EINVAL;
+        snprintf(why, sizeof(why),
+                 "CORRAL_NAMESPACE \"%.140s\": at most 128 bytes, no blanks, ':' or '/'", ns);
+        goto fail;
+    }
+    cr_strlcpy(t->ns, ns && *ns ? ns : "default", sizeof(t->ns));
     const char *node = getenv("CORRAL_NODE_ID");
     cr_strlcpy(t->node, node ? node : "", sizeof(t->node));
     if ((rc = listen_unix(t, why, sizeof(why))))
@@ -1547,6 +1829,7 @@ void corral_tasks_shutdown(corral_tasks_t *t)
         next = l->next;
         free(l->job);
         free(l->slots);
+        free(l->listen);
         free(l);
     }
     for (shape_t *s = t->shapes, *next; s; s = next) {
@@ -1848,7 +2131,9 @@ int corral_refs_wait(corral_tasks_t *t, corral_ref_t *const *refs, size_t n, siz
 }
 
 /* ---- actors ---- */
-static int name_taken_on_head(corral_tasks_t *t, const char *job_name)
+/* Whether a live job of the head is named job_name: 1 (with its id in
+ * *job_id, malloc'ed, when job_id is not NULL), 0, or a negative code. */
+static int name_taken_on_head(corral_tasks_t *t, const char *job_name, char **job_id)
 {
     static const corral_job_state_t live[] = {CORRAL_JOB_PENDING, CORRAL_JOB_PLACING,
                                               CORRAL_JOB_RUNNING};
@@ -1868,9 +2153,12 @@ static int name_taken_on_head(corral_tasks_t *t, const char *job_name)
             taken = rc;
             break;
         }
-        for (size_t i = 0; i < n; i++)
-            if (jobs[i].name && !strcmp(jobs[i].name, job_name))
+        for (size_t i = 0; i < n && !taken; i++)
+            if (jobs[i].name && !strcmp(jobs[i].name, job_name)) {
                 taken = 1;
+                if (job_id)
+                    *job_id = cr_strdup(jobs[i].job_id);
+            }
         corral_job_list_free(jobs, n);
         token = page.next_token;
     } while (token && !taken);
@@ -1898,19 +2186,20 @@ int corral_actor_create(corral_tasks_t *t, const char *cls, const void *args, si
                         name);
         pthread_mutex_lock(&t->lock);
         for (corral_actor_t *a = t->actors; a; a = a->next)
-            if (!a->dead && a->name && !strcmp(a->name, name)) {
+            if (!a->dead && !a->remote && a->name && !strcmp(a->name, name)) {
                 pthread_mutex_unlock(&t->lock);
                 return fail(CR_EEXIST, "an actor named %s is alive in this program", name);
             }
         pthread_mutex_unlock(&t->lock);
-        char *jn = cr_asprintf("actor:%s:%s", cls, name);
-        int taken = name_taken_on_head(t, jn);
+        char *jn = cr_asprintf("actor:%s/%s", t->ns, name);
+        int taken = name_taken_on_head(t, jn, NULL);
         free(jn);
         if (taken < 0)
             return fail(taken, "listing the head's jobs: %s", cr_strerror(taken));
         if (taken)
-            return fail(CR_EEXIST, "an actor named %s of class %s runs already (job actor:%s:%s)",
-                        name, cls, cls, name);
+            return fail(CR_EEXIST,
+                        "an actor named %s runs already in namespace %s (job actor:%s/%s)", name,
+                        t->ns, t->ns, name);
     }
     corral_actor_t *a = cr_calloc(1, sizeof(*a));
     a->t = t;
@@ -1936,6 +2225,336 @@ int corral_actor_create(corral_tasks_t *t, const char *cls, const void *args, si
     a->next = t->actors;
     t->actors = a;
     a->lease = lease_new(t, NULL, a);
+    pthread_mutex_unlock(&t->lock);
+    *out = a;
+    return 0;
+}
+
+/* ---- named actors of other owners (docs/actors.md "Named actors from C") ---- */
+
+/* Reads the next frame of at most r's limit on a blocking socket (with a
+ * receive timeout): 1 with *h and *p, or a negative code. */
+static int read_frame(int sock, bool unix_sock, crt_reader_t *r, crt_hdr_t *h, const uint8_t **p)
+{
+    int rc, fd = -1;
+    while ((rc = crt_reader_next(r, h, p, &fd)) == 0) {
+        ssize_t n = crt_reader_fill(r, sock, unix_sock);
+        if (n <= 0)
+            return n == 0 ? CR_EIO : (int)n;
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* A caller's side of the handshake on a connected blocking socket (as a
+ * worker's with its owner, docs/actors.md "Wire"): over TCP the peer's
+ * CHALLENGE is answered with the secret's MAC, and its WELCOME must prove
+ * the secret back (this process's nonce). 0, or a negative code with why.
+ * Nothing may follow WELCOME before this caller's first request. */
+static int caller_handshake(corral_tasks_t *t, int sock, bool tcp, const char *where, char *why,
+                            size_t wsize)
+{
+    struct timeval tv = {10, 0};
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    crt_reader_t r;
+    crt_reader_init(&r, CRT_HELLO_MAX);
+    crt_hdr_t h;
+    const uint8_t *p;
+    uint8_t snonce[CRT_NONCE_LEN], cnonce[CRT_NONCE_LEN];
+    char mac[65] = "", nhex[2 * CRT_NONCE_LEN + 1] = "";
+    int rc;
+    if (tcp) {
+        rc = read_frame(sock, false, &r, &h, &p);
+        if (rc != 1 || h.kind != CRT_CHALLENGE || h.len != CRT_NONCE_LEN) {
+            snprintf(why, wsize, "%s did not send a CHALLENGE", where);
+            rc = rc < 0 ? rc : CR_EPARSE;
+            goto out;
+        }
+        memcpy(snonce, p, CRT_NONCE_LEN);
+        crt_mac_hex(t->secret, sizeof(t->secret), snonce, mac);
+        cr_random_bytes(cnonce, sizeof(cnonce));
+        cr_hex_encode(cnonce, sizeof(cnonce), nhex);
+    }
+    char *hello =
+        cr_asprintf("{\"role\":\"caller\",\"pid\":%d,\"runtime\":\"c\","
+                    "\"address\":\"%s\",\"node\":\"%s\"%s%s%s%s%s%s}",
+                    (int)getpid(), t->address, t->node, *mac ? ",\"mac\":\"" : "", mac,
+                    *mac ? "\"" : "", *mac ? ",\"nonce\":\"" : "", nhex, *mac ? "\"" : "");
+    crt_bytes_t b = {0};
+    crt_frame_add(&b, CRT_HELLO, 0, 0, hello, strlen(hello), NULL, 0);
+    free(hello);
+    rc = crt_write_all(sock, &b, -1);
+    crt_bytes_free(&b);
+    if (rc) {
+        snprintf(why, wsize, "sending HELLO to %s: %s", where, cr_strerror(rc));
+        goto out;
+    }
+    rc = read_frame(sock, !tcp, &r, &h, &p);
+    if (rc != 1 || h.kind != CRT_WELCOME || r.in.len != r.in.off) {
+        snprintf(why, wsize, "%s did not welcome this caller (%s)", where,
+                 cr_strerror(rc < 0 ? rc : CR_EPARSE));
+        rc = rc < 0 ? rc : CR_EPARSE;
+        goto out;
+    }
+    rc = 0;
+    if (tcp) {
+        crt_welcome_t w;
+        char wwhy[128];
+        if (crt_welcome_parse(p, h.len, &w, wwhy, sizeof(wwhy))) {
+            snprintf(why, wsize, "%s sent a bad WELCOME (%s)", where, wwhy);
+            rc = CR_EPARSE;
+            goto out;
+        }
+        bool ok = crt_welcome_mac_ok(t->secret, sizeof(t->secret), snonce, cnonce, w.mac);
+        bool missing = !w.mac;
+        crt_welcome_free(&w);
+        if (!ok) {
+            snprintf(why, wsize,
+                     "the process at %s did not prove CORRAL_TASK_SECRET (its WELCOME's mac is "
+                     "%s): refusing it",
+                     where, missing ? "missing" : "wrong");
+            rc = CR_EACCES;
+        }
+    }
+out:
+    crt_reader_fini(&r);
+    return rc;
+}
+
+/* Connects to "tcp:HOST:PORT" (blocking): the socket or a negative code. */
+static int tcp_connect(const char *addr, char *why, size_t wsize)
+{
+    char host[64];
+    const char *hp = addr + 4, *colon = strrchr(hp, ':');
+    if (!cr_str_has_prefix(addr, "tcp:") || !colon || (size_t)(colon - hp) >= sizeof(host)) {
+        snprintf(why, wsize, "%.100s is not a tcp:HOST:PORT address", addr);
+        return CR_EINVAL;
+    }
+    memcpy(host, hp, (size_t)(colon - hp));
+    host[colon - hp] = 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        snprintf(why, wsize, "%.100s is not an IPv4 address and port", addr);
+        return CR_EINVAL;
+    }
+    int sock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int e = errno;
+        snprintf(why, wsize, "connecting to %.100s: %s", addr, strerror(e));
+        if (sock >= 0)
+            close(sock);
+        return -e;
+    }
+    int one = 1;
+    setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return sock;
+}
+
+/* Asks the actor's owner (its address owner, "unix:...;tcp:...") over TCP
+ * where the actor of directory dir takes callers: its worker's TCP
+ * address in out, or a negative code with why. */
+static int ask_owner(corral_tasks_t *t, const char *owner, const char *dir, char *out, size_t osize,
+                     char *why, size_t wsize)
+{
+    const char *tcp = strstr(owner, "tcp:");
+    if (!tcp) {
+        snprintf(why, wsize, "its owner (%.100s) does not listen on TCP", owner);
+        return CR_ENOENT;
+    }
+    char addr[96];
+    snprintf(addr, sizeof(addr), "%.*s", (int)strcspn(tcp, ";"), tcp);
+    int sock = tcp_connect(addr, why, wsize);
+    if (sock < 0)
+        return sock;
+    char where[128];
+    snprintf(where, sizeof(where), "its owner at %s", addr);
+    int rc = caller_handshake(t, sock, true, where, why, wsize);
+    if (!rc) {
+        crt_bytes_t b = {0};
+        crt_call_add(&b, 1, 0, CRT_ACTOR_ADDRESS_CALL, dir, strlen(dir));
+        rc = crt_write_all(sock, &b, -1);
+        crt_bytes_free(&b);
+        crt_reader_t r;
+        crt_reader_init(&r, CRT_HELLO_MAX);
+        crt_hdr_t h;
+        const uint8_t *p, *v;
+        uint8_t st;
+        size_t vn;
+        if (!rc)
+            rc = read_frame(sock, false, &r, &h, &p);
+        if (rc == 1 && (h.kind != CRT_RETURN || crt_return_parse(p, h.len, &st, &v, &vn)))
+            rc = CR_EPARSE;
+        if (rc != 1) {
+            snprintf(why, wsize, "%s did not answer (%s)", where, cr_strerror(rc < 0 ? rc : 0));
+            rc = rc < 0 ? rc : CR_EPARSE;
+        } else if (st != CRT_OK || vn >= osize || vn < 5 || memcmp(v, "tcp:", 4)) {
+            snprintf(why, wsize, "%s: %.*s", where, (int)(vn > 200 ? 200 : vn), (const char *)v);
+            rc = CR_ENOENT;
+        } else {
+            memcpy(out, v, vn);
+            out[vn] = 0;
+            rc = 0;
+        }
+        crt_reader_fini(&r);
+    }
+    close(sock);
+    return rc;
+}
+
+/* Connects to the actor and handshakes as a caller (blocking, at most 10
+ * s a step): the socket with *unix_out, or a negative code with why. On
+ * this host (unless the owner is tcp_only) its socket DIR/s: the
+ * directory must be this user's (not a link, mode 0700) and the process at
+ * the socket run as this user (SO_PEERCRED). Else TCP: its owner tells
+ * where, and both sides prove CORRAL_TASK_SECRET. */
+static int actor_dial(corral_tasks_t *t, const char *dir, const char *owner, bool *unix_out,
+                      char *why, size_t wsize)
+{
+    struct stat st;
+    if (t->o.tcp_only || lstat(dir, &st) < 0) {
+        char addr[96];
+        int rc = ask_owner(t, owner, dir, addr, sizeof(addr), why, wsize);
+        if (rc < 0)
+            return rc;
+        int sock = tcp_connect(addr, why, wsize);
+        if (sock < 0)
+            return sock;
+        char where[128];
+        snprintf(where, sizeof(where), "the actor at %s", addr);
+        if ((rc = caller_handshake(t, sock, true, where, why, wsize))) {
+            close(sock);
+            return rc;
+        }
+        *unix_out = false;
+        return sock;
+    }
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+        snprintf(why, wsize, "%s is not a directory of this user's of mode 0700: refusing it", dir);
+        return CR_EACCES;
+    }
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/s", dir);
+    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int e = errno;
+        snprintf(why, wsize, "connecting to %s: %s", sa.sun_path, strerror(e));
+        if (sock >= 0)
+            close(sock);
+        return -e;
+    }
+    struct ucred cred;
+    socklen_t cl = sizeof(cred);
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.uid != geteuid()) {
+        snprintf(why, wsize, "the process at %s runs as another user: refusing it", sa.sun_path);
+        close(sock);
+        return CR_EACCES;
+    }
+    char where[160];
+    snprintf(where, sizeof(where), "the actor at %s", sa.sun_path);
+    int rc = caller_handshake(t, sock, false, where, why, wsize);
+    if (rc) {
+        close(sock);
+        return rc;
+    }
+    *unix_out = true;
+    return sock;
+}
+
+int corral_actor_get(corral_tasks_t *t, const char *name, corral_actor_t **out)
+{
+    if (!t || !name || !out)
+        return fail(CR_EINVAL, "corral_actor_get: t, name and out are required");
+    if (!*name || strlen(name) > 128 || strpbrk(name, " \t\n:/"))
+        return fail(CR_EINVAL, "actor name \"%.140s\": 1 to 128 bytes, no blanks, ':' or '/'",
+                    name);
+    char *jn = cr_asprintf("actor:%s/%s", t->ns, name);
+    char *job = NULL;
+    int rc = name_taken_on_head(t, jn, &job);
+    free(jn);
+    if (rc < 0)
+        return fail(rc, "looking for actor %s: listing the head's jobs: %s", name, cr_strerror(rc));
+    if (!rc)
+        return fail(CR_ENOENT,
+                    "no actor named %s in namespace %s (no live job actor:%s/%s on the head): "
+                    "create it with corral_actor_create and opts.name, or check the name and "
+                    "CORRAL_NAMESPACE",
+                    name, t->ns, t->ns, name);
+    corral_job_t st;
+    memset(&st, 0, sizeof(st));
+    char cls[CORRAL_TASK_NAME_MAX + 1], dir[CRT_LISTEN_DIR_MAX + 1], owner[CRT_OWNER_ADDR_MAX + 1];
+    pthread_mutex_lock(&t->hlock);
+    rc = corral_job_status(t->head, job, &st);
+    pthread_mutex_unlock(&t->hlock);
+    if (rc < 0) {
+        fail(rc, "looking for actor %s: the status of job %s: %s", name, job, cr_strerror(rc));
+        free(job);
+        return rc;
+    }
+    rc = crt_actor_cmd_parse(st.command, cls, dir, owner);
+    corral_job_free(&st);
+    if (rc) {
+        fail(CR_EPARSE,
+             "actor %s (job %s) is not a C actor of this version (its command does not end "
+             "with %s CLASS DIR OWNER)",
+             name, job, CRT_ACTOR_ARG);
+        free(job);
+        return CR_EPARSE;
+    }
+    /* its worker listens once its constructor has run: wait up to 10 s */
+    char why[400] = "";
+    int sock = -1;
+    bool unix_sock = true;
+    for (int i = 0; i < 200; i++) {
+        sock = actor_dial(t, dir, owner, &unix_sock, why, sizeof(why));
+        if (sock >= 0 || (sock != -ENOENT && sock != -ECONNREFUSED && sock != CR_ENOENT))
+            break;
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (sock < 0) {
+        fail(sock, "actor %s (job %s) cannot be reached: %s", name, job, why);
+        free(job);
+        return sock;
+    }
+    corral_actor_t *a = cr_calloc(1, sizeof(*a));
+    a->t = t;
+    a->cls = cr_strdup(cls);
+    a->name = cr_strdup(name);
+    a->remote = true;
+    a->remote_job = job;
+    a->ready = true;
+    conn_t *c = cr_calloc(1, sizeof(*c));
+    c->fd = sock;
+    c->unix_sock = unix_sock;
+    c->hello = true;
+    crt_reader_init(&c->rd, CRT_MAX_FRAME);
+    lease_t *l = cr_calloc(1, sizeof(*l));
+    pthread_mutex_lock(&t->lock);
+    if (t->closing) {
+        pthread_mutex_unlock(&t->lock);
+        conn_free(c);
+        free(l);
+        a->t = NULL;
+        corral_actor_free(a);
+        return fail(CR_EINVAL, "the owner is shutting down");
+    }
+    snprintf(l->id, sizeof(l->id), "R%u", ++t->lease_seq);
+    l->state = L_CONNECTED;
+    l->actor = a;
+    l->conn = c;
+    l->idle_since = now_ms();
+    l->next = t->leases;
+    t->leases = l;
+    c->lease = l;
+    c->next = t->conns;
+    t->conns = c;
+    a->lease = l;
+    a->next = t->actors;
+    t->actors = a;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    epoll_ctl(t->ep, EPOLL_CTL_ADD, c->fd, &ev);
     pthread_mutex_unlock(&t->lock);
     *out = a;
     return 0;
@@ -2038,6 +2657,12 @@ int corral_cancel(corral_tasks_t *t, corral_ref_t *r)
 int corral_actor_kill(corral_tasks_t *t, corral_actor_t *a)
 {
     pthread_mutex_lock(&t->lock);
+    if (a->remote && a->remote_job && a->lease && !a->lease->job) {
+        /* another owner's actor: its lease job is stopped through the head
+         * (the head thread does it once the lease is dead) */
+        a->lease->job = a->remote_job;
+        a->remote_job = NULL;
+    }
     actor_dead(t, a, CR_EACTORDIED, "killed by corral_actor_kill");
     pthread_mutex_unlock(&t->lock);
     return 0;
@@ -2093,6 +2718,7 @@ void corral_actor_free(corral_actor_t *a)
     free(a->resources);
     free(a->selector);
     free(a->why_dead);
+    free(a->remote_job);
     free(a);
 }
 
@@ -2128,6 +2754,7 @@ int crt_owner_feed(const uint8_t *data, size_t size, unsigned flags)
         a->restarts_left = 1;
         a->lease = l;
         l->actor = a;
+        l->listen = cr_strdup("/d"); /* what a caller asks for (on_caller_call) */
         t->actors = a;
     } else {
         shape_t *s = cr_calloc(1, sizeof(*s));
@@ -2184,14 +2811,20 @@ int crt_owner_feed(const uint8_t *data, size_t size, unsigned flags)
     }
     size_t off = 0;
     while (off < size) {
-        ssize_t n = send(sv[1], data + off, size - off, MSG_NOSIGNAL);
-        if (n <= 0)
+        /* what the socket takes now, then the owner reads it (a blocking
+         * send of more than the socket holds would wait for ever) */
+        ssize_t n = send(sv[1], data + off, size - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
             break;
-        off += (size_t)n;
+        if (n > 0)
+            off += (size_t)n;
         pthread_mutex_lock(&t->lock);
-        if (!c->dead)
+        bool dead = c->dead;
+        if (!dead)
             conn_readable(t, c);
         pthread_mutex_unlock(&t->lock);
+        if (dead)
+            break;
     }
     close(sv[1]);
     pthread_mutex_lock(&t->lock);

@@ -9,7 +9,9 @@
 /* Feeds size bytes as a leased worker's stream to an owner with no head
  * and no threads: one lease ("L1", of a task shape, or of an actor of
  * class "C" with CRT_FEED_ACTOR), two calls waiting for it. Every handler
- * of the worker's frames runs (HELLO, RETURN, the rest), then the owner
+ * of the worker's frames runs (HELLO, RETURN, the rest;
+ * a caller's HELLO and its CALLs, asking where the actor of directory
+ * "/d" listens), then the owner
  * shuts down; both calls must be done by then. With CRT_FEED_TCP the
  * connection counts as TCP (the secret is 32 bytes of 0x11, the CHALLENGE
  * nonce 32 of 0x22): HELLO's mac is checked; with CRT_FEED_GOOD_MAC too,

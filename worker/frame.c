@@ -54,8 +54,8 @@ void crt_hdr_put(uint8_t p[CRT_HDR], uint8_t kind, uint8_t flags, uint64_t id, u
 
 const char *crt_kind_name(unsigned kind)
 {
-    static const char *const names[] = {"?",      "HELLO",  "WELCOME",   "CALL",
-                                        "RETURN", "CANCEL", "CHALLENGE", "BYE"};
+    static const char *const names[] = {"?",      "HELLO",     "WELCOME", "CALL", "RETURN",
+                                        "CANCEL", "CHALLENGE", "BYE",     "INFO", "FETCH"};
     return kind < CR_ARRAY_SIZE(names) ? names[kind] : "unknown";
 }
 
@@ -560,4 +560,62 @@ int crt_memfd_map(int fd, void **map, size_t *n)
         return -errno;
     *map = m;
     return 0;
+}
+
+int crt_actor_cmd_parse(const char *cmd, char cls[CORRAL_TASK_NAME_MAX + 1],
+                        char dir[CRT_LISTEN_DIR_MAX + 1], char owner[CRT_OWNER_ADDR_MAX + 1])
+{
+    if (!cmd)
+        return CR_EPARSE;
+    /* the last four words, from the end, and a program before them */
+    const char *w[4];
+    size_t wl[4];
+    size_t end = strlen(cmd);
+    for (int i = 3; i >= 0; i--) {
+        size_t b = end;
+        while (b > 0 && cmd[b - 1] != ' ')
+            b--;
+        w[i] = cmd + b;
+        wl[i] = end - b;
+        if (!wl[i] || b == 0)
+            return CR_EPARSE;
+        end = b - 1;
+    }
+    if (wl[0] != strlen(CRT_ACTOR_ARG) || memcmp(w[0], CRT_ACTOR_ARG, wl[0]))
+        return CR_EPARSE;
+    if (wl[1] > CORRAL_TASK_NAME_MAX || memchr(w[1], '.', wl[1]))
+        return CR_EPARSE;
+    if (wl[2] > CRT_LISTEN_DIR_MAX || w[2][0] != '/' || wl[3] > CRT_OWNER_ADDR_MAX)
+        return CR_EPARSE;
+    memcpy(cls, w[1], wl[1]);
+    cls[wl[1]] = 0;
+    memcpy(dir, w[2], wl[2]);
+    dir[wl[2]] = 0;
+    memcpy(owner, w[3], wl[3]);
+    owner[wl[3]] = 0;
+    if (strstr(dir, "/.."))
+        return CR_EPARSE;
+    return 0;
+}
+
+int crt_fetch_parse(const uint8_t *p, size_t n, uint64_t *oid, uint64_t *off, uint32_t *len)
+{
+    if (n != CRT_FETCH_LEN)
+        return CR_EPARSE;
+    *oid = get64(p);
+    *off = get64(p + 8);
+    *len = (uint32_t)p[16] << 24 | (uint32_t)p[17] << 16 | (uint32_t)p[18] << 8 | p[19];
+    return *len > CRT_FETCH_CHUNK ? CR_EPARSE : 0;
+}
+
+void crt_fetch_add(crt_bytes_t *b, uint64_t id, uint64_t oid, uint64_t off, uint32_t len)
+{
+    uint8_t p[CRT_FETCH_LEN];
+    put64(p, oid);
+    put64(p + 8, off);
+    p[16] = (uint8_t)(len >> 24);
+    p[17] = (uint8_t)(len >> 16);
+    p[18] = (uint8_t)(len >> 8);
+    p[19] = (uint8_t)len;
+    crt_frame_add(b, CRT_FETCH, 0, id, p, sizeof(p), NULL, 0);
 }

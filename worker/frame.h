@@ -27,8 +27,20 @@ enum crt_kind {
     CRT_CANCEL = 5,
     CRT_CHALLENGE = 6,
     CRT_BYE = 7,
+    CRT_FETCH = 9,
 };
 #define CRT_FLAG_FD 1u
+/* RETURN status 0 whose value stayed in the worker's object store (a
+ * large result on TCP): the payload after the status byte is the value's
+ * 8-byte size and the object's 8-byte id, both big-endian; the receiver
+ * FETCHes it in chunks. */
+#define CRT_FLAG_OBJ 2u
+/* FETCH's payload: the object's id (8 bytes), an offset (8), a length (4,
+ * 1 to CRT_FETCH_CHUNK; 0: drop the object unread), all big-endian. Its
+ * answer is a RETURN of the same id: status 0 and exactly those bytes, or
+ * status 2 and why. The FETCH that reaches the value's end drops it. */
+#define CRT_FETCH_CHUNK (8u << 20)
+#define CRT_FETCH_LEN 20
 
 /* RETURN's status byte */
 enum { CRT_OK = 0, CRT_APP_ERROR = 1, CRT_SYS_ERROR = 2 };
@@ -56,6 +68,11 @@ void crt_bytes_add(crt_bytes_t *b, const void *data, size_t n);
 void crt_bytes_free(crt_bytes_t *b);
 /* Drops the consumed front (moves the rest down). */
 void crt_bytes_compact(crt_bytes_t *b);
+
+/* FETCH (CRT_FETCH_LEN bytes): 0, or CR_EPARSE (another length, a length
+ * over CRT_FETCH_CHUNK). */
+int crt_fetch_parse(const uint8_t *p, size_t n, uint64_t *oid, uint64_t *off, uint32_t *len);
+void crt_fetch_add(crt_bytes_t *b, uint64_t id, uint64_t oid, uint64_t off, uint32_t len);
 
 /* Appends a whole frame: header, then the payload's parts. */
 void crt_frame_add(crt_bytes_t *b, uint8_t kind, uint8_t flags, uint64_t id, const void *p1,
@@ -175,5 +192,23 @@ int crt_memfd_seal(int fd);
 /* Maps a received memfd read-only: 0 with *map and *n (a size-0 memfd:
  * *map NULL), or -errno; the caller keeps fd. */
 int crt_memfd_map(int fd, void **map, size_t *n);
+
+/* A C actor's lease job's command ends with the words "--corral-actor
+ * CLASS DIR OWNER" (docs/actors.md "Named actors from C"): its class, the
+ * directory whose socket "s" it listens on for other callers, and where
+ * its owner listens (to ask for the actor's TCP address). Parses them out
+ * of cmd (argv joined by spaces): 0, or CR_EPARSE when the words are not
+ * there after a program, the class is longer than CORRAL_TASK_NAME_MAX or
+ * has a '.', dir is not an absolute path of at most CRT_LISTEN_DIR_MAX
+ * bytes without "..", or owner is longer than CRT_OWNER_ADDR_MAX. */
+#define CRT_ACTOR_ARG "--corral-actor"
+#define CRT_LISTEN_DIR_MAX 100
+#define CRT_OWNER_ADDR_MAX 255
+int crt_actor_cmd_parse(const char *cmd, char cls[CORRAL_TASK_NAME_MAX + 1],
+                        char dir[CRT_LISTEN_DIR_MAX + 1], char owner[CRT_OWNER_ADDR_MAX + 1]);
+/* The request a caller sends an actor's owner (a CALL of this name whose
+ * args are the actor's DIR): RETURN status 0 with the actor worker's
+ * "tcp:HOST:PORT", or status 2 and why. */
+#define CRT_ACTOR_ADDRESS_CALL "corral.actor_address"
 
 #endif

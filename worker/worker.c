@@ -14,11 +14,15 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,7 +32,7 @@ struct corral_result {
     size_t len;
     int fd; /* the memfd, -1 none */
     char *err;
-    bool may_memfd; /* the connection is a Unix socket */
+    bool may_memfd; /* a large value may be a memfd (sent with the RETURN, or kept) */
 };
 
 typedef struct fn_entry {
@@ -70,7 +74,20 @@ static struct {
      * there to run (seen by cancel_scan ahead of them) */
     uint64_t cancels[CANCELS_MAX];
     unsigned ncancels;
-} W = {.sock = -1,
+    /* slots for running the actor's methods: max_concurrency (1 when not
+     * asked), shared by the owner's calls and other callers' */
+    sem_t run;
+    bool run_init;
+    atomic_bool exiting;
+    /* other callers of the actor (docs/actors.md "Named actors from C") */
+    char listen_dir[108], listen_path[112];
+    int lfd, ltcp;
+    char tcp_addr[80]; /* "tcp:HOST:PORT" where ltcp listens; "" none */
+    bool callers_tried;
+    atomic_uint ncallers;
+} W = {.lfd = -1,
+       .ltcp = -1,
+       .sock = -1,
        .wlock = PTHREAD_MUTEX_INITIALIZER,
        .qlock = PTHREAD_MUTEX_INITIALIZER,
        .qcond = PTHREAD_COND_INITIALIZER};
@@ -156,6 +173,8 @@ static void result_clear(corral_result_t *r)
 void *corral_result_alloc(corral_result_t *res, size_t len)
 {
     result_clear(res);
+    if (len > CORRAL_TASK_MAX_OBJECT)
+        return NULL;
     if (res->may_memfd && len >= CORRAL_TASK_INLINE_MAX) {
         void *m;
         int fd = crt_memfd_new(len, &m);
@@ -210,8 +229,95 @@ static const corral_method_def_t *find_method(const class_entry_t *c, const char
 
 /* Runs the call and appends its RETURN to out, or (a memfd value) sets
  * *fd_out with a RETURN that must go out with it. */
+/* ---- the worker's object store: large results a TCP peer fetches ---- */
+
+/* Results kept for fetching at most (more: the call fails, saying so). */
+#define OBJS_MAX 16
+static struct {
+    pthread_mutex_t lock;
+    uint64_t next;
+    struct wobj {
+        uint64_t oid;
+        int fd;
+        void *map; /* read-only */
+        size_t len;
+    } v[OBJS_MAX];
+    unsigned n;
+} O = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Keeps the sealed memfd fd (len bytes) for fetching: 0 with *oid (fd is
+ * the store's now), or an error (the caller keeps fd). */
+static int obj_keep(int fd, uint64_t *oid)
+{
+    void *map;
+    size_t n;
+    int rc = crt_memfd_map(fd, &map, &n);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&O.lock);
+    if (O.n == OBJS_MAX) {
+        pthread_mutex_unlock(&O.lock);
+        if (map)
+            munmap(map, n);
+        return CR_EAGAIN;
+    }
+    *oid = ++O.next;
+    O.v[O.n++] = (struct wobj){*oid, fd, map, n};
+    pthread_mutex_unlock(&O.lock);
+    return 0;
+}
+
+static void obj_drop_at(unsigned i)
+{
+    if (O.v[i].map)
+        munmap(O.v[i].map, O.v[i].len);
+    close(O.v[i].fd);
+    O.v[i] = O.v[--O.n];
+}
+
+/* FETCH: appends its RETURN to out (a chunk of a kept object, or why not). */
+static void fetch_answer(crt_bytes_t *out, uint64_t id, const uint8_t *p, size_t n)
+{
+    uint64_t oid, off;
+    uint32_t len;
+    char why[128];
+    if (crt_fetch_parse(p, n, &oid, &off, &len)) {
+        snprintf(why, sizeof(why), "a malformed FETCH (%zu bytes)", n);
+        goto fail;
+    }
+    pthread_mutex_lock(&O.lock);
+    for (unsigned i = 0; i < O.n; i++) {
+        if (O.v[i].oid != oid)
+            continue;
+        if (!len) {
+            obj_drop_at(i);
+            pthread_mutex_unlock(&O.lock);
+            crt_return_add(out, id, 0, CRT_OK, NULL, 0);
+            return;
+        }
+        if (off > O.v[i].len || len > O.v[i].len - off) {
+            pthread_mutex_unlock(&O.lock);
+            snprintf(why, sizeof(why), "a FETCH past object %llu's %zu bytes",
+                     (unsigned long long)oid, O.v[i].len);
+            goto fail;
+        }
+        crt_return_add(out, id, 0, CRT_OK, (const uint8_t *)O.v[i].map + off, len);
+        if (off + len == O.v[i].len)
+            obj_drop_at(i);
+        pthread_mutex_unlock(&O.lock);
+        return;
+    }
+    pthread_mutex_unlock(&O.lock);
+    snprintf(why, sizeof(why), "no object %llu here (fetched already, or never kept)",
+             (unsigned long long)oid);
+fail:
+    crt_return_add(out, id, 0, CRT_SYS_ERROR, why, strlen(why));
+}
+
+/* may_fd: the connection is a Unix socket (a memfd result goes with the
+ * RETURN); else a large result stays in the object store to be fetched. */
 static void run_call(uint64_t id, const uint8_t *payload, size_t plen, int argfd, crt_bytes_t *out,
-                     int *fd_out)
+                     int *fd_out, bool may_fd)
 {
     const char *name;
     size_t nl;
@@ -220,7 +326,7 @@ static void run_call(uint64_t id, const uint8_t *payload, size_t plen, int argfd
     char why[CORRAL_TASK_NAME_MAX + 128];
     void *map = NULL;
     size_t maplen = 0;
-    corral_result_t res = {.fd = -1, .may_memfd = W.unix_sock};
+    corral_result_t res = {.fd = -1, .may_memfd = true};
     *fd_out = -1;
     if (crt_call_parse(payload, plen, &name, &nl, &args, &alen)) {
         snprintf(why, sizeof(why), "a malformed CALL (its name)");
@@ -293,9 +399,25 @@ static void run_call(uint64_t id, const uint8_t *payload, size_t plen, int argfd
             snprintf(why, sizeof(why), "sealing the result's memfd failed");
             goto sys_error;
         }
-        crt_return_add(out, id, CRT_FLAG_FD, CRT_OK, NULL, 0);
-        *fd_out = res.fd;
-        res.fd = -1;
+        uint64_t oid;
+        if (may_fd) {
+            crt_return_add(out, id, CRT_FLAG_FD, CRT_OK, NULL, 0);
+            *fd_out = res.fd;
+            res.fd = -1;
+        } else if (obj_keep(res.fd, &oid) == 0) {
+            uint8_t ref[16];
+            for (int i = 0; i < 8; i++) {
+                ref[i] = (uint8_t)((uint64_t)res.len >> (56 - 8 * i));
+                ref[8 + i] = (uint8_t)(oid >> (56 - 8 * i));
+            }
+            crt_return_add(out, id, CRT_FLAG_OBJ, CRT_OK, ref, sizeof(ref));
+            res.fd = -1;
+        } else {
+            snprintf(why, sizeof(why),
+                     "the worker holds %d results not fetched yet (or could not map this one)",
+                     OBJS_MAX);
+            goto sys_error;
+        }
     } else {
         crt_return_add(out, id, 0, CRT_OK, res.data, res.len);
     }
@@ -458,8 +580,9 @@ static int handshake(int sock, bool unix_sock, crt_reader_t *r, char *why, size_
     }
     char *hello =
         cr_asprintf("{\"role\":\"worker\",\"pid\":%d,\"runtime\":\"c\",\"lease\":\"%s\","
-                    "\"node\":\"%s\"%s%s%s%s%s%s}",
-                    (int)getpid(), lease, node ? node : "", *mac ? ",\"mac\":\"" : "", mac,
+                    "\"node\":\"%s\"%s%s%s%s%s%s%s%s%s}",
+                    (int)getpid(), lease, node ? node : "", *W.tcp_addr ? ",\"address\":\"" : "",
+                    W.tcp_addr, *W.tcp_addr ? "\"" : "", *mac ? ",\"mac\":\"" : "", mac,
                     *mac ? "\"" : "", *mac ? ",\"nonce\":\"" : "", cnonce_hex, *mac ? "\"" : "");
     crt_bytes_t b = {0};
     crt_frame_add(&b, CRT_HELLO, 0, 0, hello, strlen(hello), NULL, 0);
@@ -505,6 +628,23 @@ out:
 
 /* ---- serving ---- */
 
+/* A slot to run a call in (methods of the actor from its owner and from
+ * other callers share max_concurrency of them). */
+static void run_begin(void)
+{
+    if (W.run_init)
+        while (sem_wait(&W.run) < 0 && errno == EINTR)
+            ;
+}
+
+static void run_end(void)
+{
+    if (W.run_init)
+        sem_post(&W.run);
+}
+
+static void callers_start(void);
+
 /* Sends out (and fd with it); under W.wlock when threads run. */
 static int flush(crt_bytes_t *out, int fd)
 {
@@ -533,7 +673,9 @@ static void *pool_thread(void *arg)
             W.qtail = NULL;
         pthread_mutex_unlock(&W.qlock);
         int fd;
-        run_call(j->id, j->payload, j->len, j->fd, &out, &fd);
+        run_begin();
+        run_call(j->id, j->payload, j->len, j->fd, &out, &fd, W.unix_sock);
+        run_end();
         if (j->fd >= 0)
             close(j->fd);
         pthread_mutex_lock(&W.wlock);
@@ -640,6 +782,10 @@ static int serve(crt_reader_t *r)
             }
     }
     int status = 0;
+    if (!W.run_init) {
+        sem_init(&W.run, 0, nthreads ? nthreads : 1);
+        W.run_init = true;
+    }
     r->max = CRT_MAX_FRAME;
     size_t scanned = 0;    /* of the buffer, from r->in.off: looked at by cancel_scan */
     bool ran_long = false; /* a call ran CANCEL_POLL_NS or more since the last read */
@@ -712,6 +858,19 @@ static int serve(crt_reader_t *r)
                 cancel_queued_job(id);
             continue;
         }
+        if (h.kind == CRT_FETCH) {
+            if (fd >= 0)
+                close(fd);
+            if (nthreads)
+                pthread_mutex_lock(&W.wlock);
+            fetch_answer(&W.out, h.id, p, h.len);
+            rc = nthreads || W.out.len > CRT_FETCH_CHUNK ? flush(&W.out, -1) : 0;
+            if (nthreads)
+                pthread_mutex_unlock(&W.wlock);
+            if (rc)
+                break;
+            continue;
+        }
         if (h.kind != CRT_CALL) {
             if (fd >= 0)
                 close(fd);
@@ -756,7 +915,11 @@ static int serve(crt_reader_t *r)
         /* one thread; or the constructor, before any method may run */
         int rfd;
         int64_t t0 = mono_ns();
-        run_call(h.id, p, h.len, fd, &W.out, &rfd);
+        run_begin();
+        run_call(h.id, p, h.len, fd, &W.out, &rfd, W.unix_sock);
+        run_end();
+        if (W.cls && !W.callers_tried)
+            callers_start(); /* constructed: other callers may come now */
         if (mono_ns() - t0 >= CANCEL_POLL_NS)
             ran_long = true;
         if (fd >= 0)
@@ -783,6 +946,310 @@ static int serve(crt_reader_t *r)
     return status;
 }
 
+/* ---- other callers of the actor (docs/actors.md "Named actors from C") ---- */
+
+/* Callers served at once, at most (one thread each); more are refused. */
+#define CALLERS_MAX 64
+/* A caller must say HELLO within this long. */
+#define CALLER_HELLO_MS 10000
+
+/* Serves one caller's stream on sock after its HELLO was read from r
+ * (or, fuzzed, r holds the whole stream): each CALL in turn, so one
+ * caller's calls run in the order it made them. A caller may call the
+ * actor's methods only ("Class.method"), never a function or the
+ * constructor. Returns at BYE, the stream's end, or a bad frame. */
+static int caller_serve(int sock, bool unix_sock, crt_reader_t *r)
+{
+    crt_bytes_t out = {0};
+    int status = 0;
+    r->max = CRT_MAX_FRAME;
+    for (;;) {
+        crt_hdr_t h;
+        const uint8_t *p;
+        int fd;
+        int rc = crt_reader_next(r, &h, &p, &fd);
+        if (rc < 0) {
+            fprintf(stderr, "corral worker: a bad frame from a caller (%s): closing it\n",
+                    cr_strerror(rc));
+            status = 1;
+            break;
+        }
+        if (rc == 0) {
+            ssize_t n = crt_reader_fill(r, sock, unix_sock);
+            if (n <= 0)
+                break;
+            continue;
+        }
+        if (h.kind == CRT_FETCH) {
+            if (fd >= 0)
+                close(fd);
+            fetch_answer(&out, h.id, p, h.len);
+            rc = crt_write_all(sock, &out, -1);
+            out.len = out.off = 0;
+            if (rc)
+                break;
+            continue;
+        }
+        if (h.kind == CRT_BYE || h.kind == CRT_CANCEL) {
+            /* CANCEL: calls from a caller run one by one, in its order, as
+             * they are read: none waits here to be cancelled */
+            if (fd >= 0)
+                close(fd);
+            if (h.kind == CRT_BYE)
+                break;
+            uint64_t id;
+            if (crt_cancel_parse(p, h.len, &id)) {
+                fprintf(stderr, "corral worker: a caller's CANCEL of %u bytes: closing it\n",
+                        h.len);
+                status = 1;
+                break;
+            }
+            continue;
+        }
+        if (h.kind != CRT_CALL) {
+            if (fd >= 0)
+                close(fd);
+            fprintf(stderr, "corral worker: a %s frame from a caller: closing it\n",
+                    crt_kind_name(h.kind));
+            status = 1;
+            break;
+        }
+        const char *name;
+        size_t nl, alen;
+        const uint8_t *args;
+        int rfd = -1;
+        if (crt_call_parse(p, h.len, &name, &nl, &args, &alen) || !memchr(name, '.', nl)) {
+            static const char why[] = "a caller may call only the actor's methods (Class.method)";
+            crt_return_add(&out, h.id, 0, CRT_SYS_ERROR, why, strlen(why));
+        } else {
+            run_begin();
+            if (atomic_load(&W.exiting)) {
+                static const char why[] = "the actor is exiting";
+                crt_return_add(&out, h.id, 0, CRT_SYS_ERROR, why, strlen(why));
+            } else {
+                run_call(h.id, p, h.len, fd, &out, &rfd, unix_sock);
+            }
+            run_end();
+        }
+        if (fd >= 0)
+            close(fd);
+        rc = crt_write_all(sock, &out, rfd);
+        if (rfd >= 0)
+            close(rfd);
+        out.len = out.off = 0;
+        if (rc)
+            break;
+    }
+    crt_bytes_free(&out);
+    return status;
+}
+
+static void *caller_thread(void *arg)
+{
+    intptr_t v = (intptr_t)arg;
+    int sock = (int)(v >> 1);
+    bool tcp = v & 1;
+    crt_reader_t r;
+    crt_reader_init(&r, CRT_HELLO_MAX);
+    struct timeval tv = {CALLER_HELLO_MS / 1000, 0};
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    crt_hdr_t h;
+    const uint8_t *p;
+    crt_hello_t hello;
+    char why[160] = "", wmac[65] = "";
+    uint8_t key[32], snonce[CRT_NONCE_LEN], cnonce[CRT_NONCE_LEN];
+    int rc = 0;
+    if (tcp) {
+        /* the owner's secret, proven both ways as with the owner */
+        const char *sec = getenv("CORRAL_TASK_SECRET");
+        if (!sec || strlen(sec) != 64 || !cr_hex_decode(sec, 64, key) ||
+            cr_random_bytes(snonce, sizeof(snonce)) < 0)
+            goto out;
+        crt_bytes_t b = {0};
+        crt_frame_add(&b, CRT_CHALLENGE, 0, 0, snonce, sizeof(snonce), NULL, 0);
+        rc = crt_write_all(sock, &b, -1);
+        crt_bytes_free(&b);
+        if (rc)
+            goto out;
+    }
+    rc = read_small(sock, &r, &h, &p);
+    if (rc || h.kind != CRT_HELLO) {
+        fprintf(stderr, "corral worker: a caller did not say HELLO first: closing it\n");
+        goto out;
+    }
+    if (crt_hello_parse(p, h.len, &hello, why, sizeof(why))) {
+        fprintf(stderr, "corral worker: a caller's HELLO: %s: closing it\n", why);
+        goto out;
+    }
+    bool caller = !strcmp(hello.role, "caller");
+    bool mac_ok = !tcp || crt_mac_ok(key, sizeof(key), snonce, hello.mac);
+    bool nonce_ok = !tcp || crt_nonce_parse(hello.nonce, cnonce) == 0;
+    crt_hello_free(&hello);
+    if (!mac_ok || !nonce_ok) {
+        fprintf(stderr, "corral worker: a TCP caller's HELLO has a %s: closing it\n",
+                mac_ok ? "missing or bad \"nonce\"" : "wrong mac (it does not hold the secret)");
+        goto out;
+    }
+    if (tcp)
+        crt_welcome_mac_hex(key, sizeof(key), snonce, cnonce, wmac);
+    if (!caller) {
+        fprintf(stderr, "corral worker: a HELLO on the actor's socket whose role is not "
+                        "\"caller\": closing it\n");
+        goto out;
+    }
+    tv.tv_sec = 0;
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"%s%s%s}", (int)getpid(),
+                          *wmac ? ",\"mac\":\"" : "", wmac, *wmac ? "\"" : "");
+    crt_bytes_t b = {0};
+    crt_frame_add(&b, CRT_WELCOME, 0, 0, w, strlen(w), NULL, 0);
+    free(w);
+    rc = crt_write_all(sock, &b, -1);
+    crt_bytes_free(&b);
+    if (!rc)
+        caller_serve(sock, !tcp, &r);
+out:
+    cr_wipe(key, sizeof(key));
+    crt_reader_fini(&r);
+    close(sock);
+    atomic_fetch_sub(&W.ncallers, 1);
+    return NULL;
+}
+
+static void *accept_thread(void *arg)
+{
+    bool tcp = arg != NULL;
+    for (;;) {
+        int fd = accept4(tcp ? W.ltcp : W.lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
+                continue;
+            return NULL;
+        }
+        if (tcp) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        } else if (peer_is_me(fd)) {
+            fprintf(stderr, "corral worker: refused a caller that runs as another user\n");
+            close(fd);
+            continue;
+        }
+        if (atomic_fetch_add(&W.ncallers, 1) >= CALLERS_MAX) {
+            atomic_fetch_sub(&W.ncallers, 1);
+            fprintf(stderr, "corral worker: %d callers already: refused one more\n", CALLERS_MAX);
+            close(fd);
+            continue;
+        }
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, caller_thread, (void *)(((intptr_t)fd << 1) | tcp))) {
+            atomic_fetch_sub(&W.ncallers, 1);
+            close(fd);
+        }
+        pthread_attr_destroy(&at);
+    }
+}
+
+/* An actor whose owner listens on TCP listens there too, at
+ * CORRAL_TASK_HOST (else 127.0.0.1), for callers on other hosts: it says
+ * where in HELLO's "address", and takes them once constructed. */
+static void tcp_listen(void)
+{
+    const char *host = getenv("CORRAL_TASK_HOST");
+    host = host && *host ? host : "127.0.0.1";
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t sl = sizeof(sa);
+    if (strlen(host) > 45 || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        fprintf(stderr, "corral worker: CORRAL_TASK_HOST %s is not an IPv4 address\n", host);
+        return;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) {
+        fprintf(stderr, "corral worker: listening on %s: %s\n", host, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    W.ltcp = fd;
+    snprintf(W.tcp_addr, sizeof(W.tcp_addr), "tcp:%s:%u", host, ntohs(sa.sin_port));
+}
+
+/* Once the actor is constructed: listens for other callers on a Unix
+ * socket in CORRAL_TASK_LISTEN, a directory this process makes itself
+ * (mkdir 0700 fails when anything is there already), as the owner named
+ * it in the lease job's command for callers to find. */
+static void callers_start(void)
+{
+    W.callers_tried = true;
+    if (W.ltcp >= 0) {
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, accept_thread, (void *)1)) {
+            close(W.ltcp);
+            W.ltcp = -1;
+        }
+        pthread_attr_destroy(&at);
+    }
+    const char *dir = getenv("CORRAL_TASK_LISTEN");
+    if (!dir || !*dir)
+        return;
+    if (dir[0] != '/' || strlen(dir) + 2 >= sizeof(W.listen_dir)) {
+        fprintf(stderr,
+                "corral worker: CORRAL_TASK_LISTEN (%s) is not an absolute path of at "
+                "most %zu bytes: other callers cannot reach this actor\n",
+                dir, sizeof(W.listen_dir) - 3);
+        return;
+    }
+    if (mkdir(dir, 0700) < 0) {
+        fprintf(stderr, "corral worker: making %s: %s: other callers cannot reach this actor\n",
+                dir, strerror(errno));
+        return;
+    }
+    cr_strlcpy(W.listen_dir, dir, sizeof(W.listen_dir));
+    snprintf(W.listen_path, sizeof(W.listen_path), "%s/s", dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    cr_strlcpy(sa.sun_path, W.listen_path, sizeof(sa.sun_path));
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0) {
+        fprintf(stderr, "corral worker: listening at %s: %s\n", W.listen_path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    W.lfd = fd;
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &at, accept_thread, NULL)) {
+        close(W.lfd);
+        W.lfd = -1;
+    }
+    pthread_attr_destroy(&at);
+}
+
+/* At exit: no caller runs a method any more (every slot taken), and the
+ * socket and its directory are gone. */
+static void callers_stop(unsigned slots)
+{
+    atomic_store(&W.exiting, true);
+    if (W.listen_path[0]) {
+        unlink(W.listen_path);
+        rmdir(W.listen_dir);
+    }
+    if (W.lfd >= 0)
+        shutdown(W.lfd, SHUT_RDWR);
+    if (W.ltcp >= 0)
+        shutdown(W.ltcp, SHUT_RDWR);
+    for (unsigned i = 0; W.run_init && i < slots; i++)
+        run_begin();
+}
+
 int corral_worker_main(void)
 {
     const char *owner = getenv("CORRAL_TASK_OWNER");
@@ -800,6 +1267,8 @@ int corral_worker_main(void)
     }
     W.sock = sock;
     W.unix_sock = unix_sock;
+    if (getenv("CORRAL_TASK_LISTEN") && strstr(owner, "tcp:"))
+        tcp_listen();
     crt_reader_t r;
     crt_reader_init(&r, CRT_HELLO_MAX);
     int status = 1;
@@ -807,6 +1276,8 @@ int corral_worker_main(void)
         fprintf(stderr, "corral worker: %s\n", why);
     else
         status = serve(&r);
+    const char *mc = getenv("CORRAL_TASK_MAX_CONCURRENCY");
+    callers_stop(mc && atoi(mc) > 1 ? (atoi(mc) > 1024 ? 1024u : (unsigned)atoi(mc)) : 1u);
     if (W.cls && W.cls->dtor)
         W.cls->dtor(W.state);
     crt_reader_fini(&r);
@@ -819,7 +1290,7 @@ int corral_worker_main(void)
 int crt_worker_run_call(const uint8_t *payload, size_t len, crt_bytes_t *out)
 {
     int fd;
-    run_call(1, payload, len, -1, out, &fd);
+    run_call(1, payload, len, -1, out, &fd, true);
     if (fd >= 0)
         close(fd);
     return 0;
@@ -868,7 +1339,7 @@ int crt_worker_feed(const uint8_t *data, size_t size)
     /* the stream is in the reader's buffer already: the socket only ends */
     shutdown(sv[1], SHUT_WR);
     W.sock = sv[0];
-    W.unix_sock = true;
+    W.unix_sock = !(size & 1); /* odd sizes: as TCP (large results kept) */
     W.ncancels = 0;
     W.broken = 0;
     crt_reader_t r;
@@ -889,5 +1360,30 @@ int crt_worker_feed(const uint8_t *data, size_t size)
     close(sv[0]);
     close(sv[1]);
     W.sock = -1;
+    return bad ? CR_EPARSE : 0;
+}
+
+int crt_worker_caller_feed(const uint8_t *data, size_t size)
+{
+    int sv[2];
+    if (size > (1u << 20) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return CR_EINVAL;
+    pthread_t th;
+    if (pthread_create(&th, NULL, feed_drain, &sv[1])) {
+        close(sv[0]);
+        close(sv[1]);
+        return CR_EIO;
+    }
+    shutdown(sv[1], SHUT_WR);
+    crt_reader_t r;
+    crt_reader_init(&r, CRT_HELLO_MAX);
+    crt_bytes_add(&r.in, data, size);
+    caller_serve(sv[0], !(size & 1), &r); /* odd sizes: as TCP (large results kept) */
+    crt_reader_fini(&r);
+    shutdown(sv[0], SHUT_RDWR);
+    void *bad = NULL;
+    pthread_join(th, &bad);
+    close(sv[0]);
+    close(sv[1]);
     return bad ? CR_EPARSE : 0;
 }

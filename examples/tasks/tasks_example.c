@@ -386,6 +386,18 @@ static int demo(corral_tasks_t *t)
         good = ((const uint8_t *)d)[i] == (uint8_t)(i * 7);
     CHECK(good, "an 8 MiB result comes back whole (rc %d, %zu bytes)", rc, rc ? 0 : n);
     corral_ref_free(r);
+    /* a result larger than a frame (100 MiB): on one node its memfd; from a
+     * worker over TCP kept there and fetched in 8 MiB chunks */
+    big_n = 100 << 20;
+    corral_task_submit(t, "big", &big_n, sizeof(big_n), NULL, &r);
+    rc = corral_get(t, r, 120000, &d, &n);
+    good = !rc && n == (size_t)big_n;
+    for (size_t i = 0; good && i < n; i += 4099)
+        good = ((const uint8_t *)d)[i] == (uint8_t)(i * 7);
+    good = good && ((const uint8_t *)d)[n - 1] == (uint8_t)((n - 1) * 7);
+    CHECK(good, "a 100 MiB result (over the 64 MiB frame) comes back whole (rc %d %s, %zu bytes)",
+          rc, rc ? corral_ref_error(r) : "", rc ? 0 : n);
+    corral_ref_free(r);
 
     /* errors: the function's, an unknown function, bad resources */
     corral_task_submit(t, "fails", "x", 1, NULL, &r);
@@ -738,6 +750,137 @@ static int restart(corral_tasks_t *t)
     return 0;
 }
 
+/* named NAME DIR: creates a Counter (from 1) named NAME, says so in
+ * DIR/ready (its worker's pid), keeps it alive until DIR/stop appears,
+ * then checks that what other processes added (lookup: 1..50) is in it. */
+static int named(corral_tasks_t *t, const char *name, const char *dir)
+{
+    corral_actor_t *a;
+    int64_t one = 1, zero = 0;
+    corral_actor_opts_t ao = {.name = name};
+    if (corral_actor_create(t, "Counter", &one, sizeof(one), &ao, &a))
+        return printf("FAIL: named actor: %s\n", corral_tasks_errmsg()), 1;
+    corral_ref_t *r;
+    int rc;
+    corral_actor_call(t, a, "pid", NULL, 0, &r);
+    int64_t pid = get_int(t, r, &rc);
+    corral_ref_free(r);
+    CHECK(!rc, "actor %s is up in pid %lld", name, (long long)pid);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/ready", dir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "%lld\n", (long long)pid);
+        fclose(f);
+    }
+    snprintf(path, sizeof(path), "%s/stop", dir);
+    for (int i = 0; i < 3000 && access(path, F_OK); i++)
+        usleep(100 * 1000);
+    corral_actor_call(t, a, "add", &zero, sizeof(zero), &r);
+    int64_t v = get_int(t, r, &rc);
+    corral_ref_free(r);
+    CHECK(!rc && v == 1 + 1275, "the owner sees what another process added: %lld (want 1276)",
+          (long long)v);
+    corral_actor_free(a);
+    return 0;
+}
+
+/* lookup NAME: finds the named Counter of another process, adds 1..50 to
+ * it (pipelined: they run in this caller's order), and checks the errors:
+ * an unknown name, and the name taken when this process would create it. */
+static int lookup(corral_tasks_t *t, const char *name)
+{
+    corral_actor_t *a;
+    int rc = corral_actor_get(t, name, &a);
+    CHECK(!rc, "corral_actor_get found %s: %s", name, rc ? corral_tasks_errmsg() : "ok");
+    if (rc)
+        return 1;
+    corral_ref_t *adds[50];
+    for (int64_t i = 1; i <= 50; i++)
+        corral_actor_call(t, a, "add", &i, sizeof(i), &adds[i - 1]);
+    int64_t last = 0, inorder = 1;
+    for (int i = 0; i < 50; i++) {
+        int64_t v = get_int(t, adds[i], &rc);
+        inorder &= !rc && v == 1 + (int64_t)(i + 1) * (i + 2) / 2;
+        if (rc)
+            printf("call %d: %s %s\n", i, cr_err_name(rc), corral_ref_error(adds[i]));
+        last = v;
+        corral_ref_free(adds[i]);
+    }
+    CHECK(inorder && last == 1276,
+          "another process's actor adds 1..50 in this caller's order: %lld", (long long)last);
+    corral_ref_t *r;
+    corral_actor_call(t, a, "nosuch", NULL, 0, &r);
+    rc = corral_get(t, r, 60000, NULL, NULL);
+    CHECK(rc == CR_ENOENT, "an unknown method of the looked-up actor: %s (%s)", cr_err_name(rc),
+          corral_ref_error(r));
+    corral_ref_free(r);
+    corral_actor_free(a); /* the connection only: the actor lives on */
+    char missing[200];
+    snprintf(missing, sizeof(missing), "%s-nosuch", name);
+    rc = corral_actor_get(t, missing, &a);
+    CHECK(rc == CR_ENOENT && strstr(corral_tasks_errmsg(), missing), "a name no actor has: %s (%s)",
+          cr_err_name(rc), corral_tasks_errmsg());
+    int64_t one = 1;
+    corral_actor_opts_t ao = {.name = name};
+    rc = corral_actor_create(t, "Counter", &one, sizeof(one), &ao, &a);
+    CHECK(rc == CR_EEXIST, "the name is taken for this process too: %s", corral_tasks_errmsg());
+    if (!rc)
+        corral_actor_free(a);
+    return 0;
+}
+
+/* crossnode NODE: large results made by a worker on node NODE (run with
+ * CORRAL_EXAMPLE_TCP=1: over TCP, as from another host), kept in its
+ * object store and fetched here in chunks: 100 MiB, then 8 at once of
+ * 3 MiB (each its own fetch on the worker's connection). */
+static int crossnode(corral_tasks_t *t, const char *node)
+{
+    char sel[200];
+    snprintf(sel, sizeof(sel), "corral.io/node-id=%s", node);
+    corral_task_opts_t o = {.selector = sel, .max_retries = 0};
+    int64_t n100 = 100 << 20, n3 = 3 << 20;
+    corral_ref_t *r, *rs[8];
+    corral_task_submit(t, "big", &n100, sizeof(n100), &o, &r);
+    for (int i = 0; i < 8; i++)
+        corral_task_submit(t, "big", &n3, sizeof(n3), &o, &rs[i]);
+    const void *d;
+    size_t n;
+    int rc = corral_get(t, r, 120000, &d, &n);
+    int good = !rc && n == (size_t)n100;
+    for (size_t i = 0; good && i < n; i += 4099)
+        good = ((const uint8_t *)d)[i] == (uint8_t)(i * 7);
+    good = good && ((const uint8_t *)d)[n - 1] == (uint8_t)((n - 1) * 7);
+    CHECK(good, "a 100 MiB result made on %s comes back whole over TCP (rc %d %s)", node, rc,
+          corral_ref_error(r));
+    corral_ref_free(r);
+    int all = 1;
+    for (int i = 0; i < 8; i++) {
+        rc = corral_get(t, rs[i], 120000, &d, &n);
+        int ok = !rc && n == (size_t)n3 && ((const uint8_t *)d)[n - 1] == (uint8_t)((n - 1) * 7);
+        if (!ok)
+            printf("result %d: %s %s\n", i, cr_err_name(rc), corral_ref_error(rs[i]));
+        all &= ok;
+        corral_ref_free(rs[i]);
+    }
+    CHECK(all, "8 results of 3 MiB made on %s at once come back whole", node);
+    return 0;
+}
+
+/* lookup-refused NAME: this process does not hold the owner's secret
+ * (over TCP): the lookup fails, saying why, and nothing is called. */
+static int lookup_refused(corral_tasks_t *t, const char *name)
+{
+    corral_actor_t *a;
+    int rc = corral_actor_get(t, name, &a);
+    CHECK(rc < 0 && strstr(corral_tasks_errmsg(), "cannot be reached"),
+          "without the owner's secret the lookup over TCP is refused: %s (%s)", cr_err_name(rc),
+          corral_tasks_errmsg());
+    if (!rc)
+        corral_actor_free(a);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     corral_worker_register_fn("square", square);
@@ -756,7 +899,10 @@ int main(int argc, char **argv)
         return corral_worker_main();
 
     if (argc < 2) {
-        fprintf(stderr, "usage: %s demo | tpu DIR N | retry DIR | restart | cancel DIR\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s demo | tpu DIR N | retry DIR | restart | cancel DIR | named NAME DIR | "
+                "lookup NAME | lookup-refused NAME | crossnode NODE\n",
+                argv[0]);
         return 2;
     }
     corral_tasks_opts_t opts = {.tcp_only = getenv("CORRAL_EXAMPLE_TCP") != NULL};
@@ -781,6 +927,14 @@ int main(int argc, char **argv)
         rc = refargs(t);
     else if (!strcmp(argv[1], "nested"))
         rc = nested_demo(t);
+    else if (!strcmp(argv[1], "named") && argc > 3)
+        rc = named(t, argv[2], argv[3]);
+    else if (!strcmp(argv[1], "crossnode") && argc > 2)
+        rc = crossnode(t, argv[2]);
+    else if (!strcmp(argv[1], "lookup-refused") && argc > 2)
+        rc = lookup_refused(t, argv[2]);
+    else if (!strcmp(argv[1], "lookup") && argc > 2)
+        rc = lookup(t, argv[2]);
     else if (!strcmp(argv[1], "cancel") && argc > 2)
         rc = cancel(t, argv[2]);
     else

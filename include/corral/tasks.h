@@ -45,9 +45,16 @@
  *   - the bytes corral_get() points at belong to the ref: valid, read
  *     only, until corral_ref_free() of that ref. Large values (at least
  *     CORRAL_TASK_INLINE_MAX on one node) are a read-only mapping of the
- *     memfd they came in, not a copy.
+ *     memfd they came in, not a copy; from a worker over TCP (another
+ *     node) a read-only mapping of a memfd this owner made and filled by
+ *     FETCH (at most CORRAL_TASK_MAX_OBJECT), owned by the ref the same
+ *     way.
  *   - a corral_actor_t * belongs to the caller: corral_actor_free() kills
- *     the actor (unless corral_actor_kill already did) and releases it.
+ *     the actor (unless corral_actor_kill already did) and releases it;
+ *     one from corral_actor_get is released without killing the actor.
+ *   - the name given to corral_actor_get is borrowed for the call.
+ *   - CORRAL_TASK_SECRET, when a driver's environment sets it, is read at
+ *     corral_tasks_init (64 hex digits, else CR_EINVAL).
  *   - strings returned by corral_tasks_errmsg(), corral_ref_error() and
  *     corral_tasks_address() are borrowed: valid until the next owner call
  *     on that thread, corral_ref_free(), corral_tasks_shutdown().
@@ -77,6 +84,11 @@ extern "C" {
 /* Values at least this large travel in a sealed memfd passed with the
  * frame on a Unix socket instead of inside it. */
 #define CORRAL_TASK_INLINE_MAX (1u << 20)
+/* The largest result: on one node a memfd passed with the RETURN; from a
+ * worker reached over TCP (another node) it stays in that worker's memory
+ * and the owner fetches it in chunks of at most 8 MiB, each a frame
+ * (docs/actors.md "Wire", FETCH). */
+#define CORRAL_TASK_MAX_OBJECT ((size_t)4 << 30)
 /* The longest function, class or method name. */
 #define CORRAL_TASK_NAME_MAX 255
 
@@ -225,9 +237,11 @@ int corral_put(corral_tasks_t *t, const void *data, size_t len, corral_ref_t **o
 typedef struct corral_actor_opts {
     const char *resources; /* as corral_task_opts_t's; NULL: CPU=1 */
     const char *selector;
-    /* Unique among this owner's live actors and the head's running
-     * "actor:" jobs; the lease job is then named "actor:CLASS:NAME".
-     * NULL: none. */
+    /* Unique in the namespace (CORRAL_NAMESPACE, else "default", as
+     * Python's): among this owner's live actors and the head's live jobs;
+     * the lease job is then named "actor:NAMESPACE/NAME", and other
+     * processes find it with corral_actor_get. At most 128 bytes, no
+     * blanks, ':' or '/'. NULL: none. */
     const char *name;
     /* How often the actor is started again (a new worker, the
      * constructor with the same bytes) after its process died; -1:
@@ -262,8 +276,32 @@ unsigned corral_actor_restarts(const corral_actor_t *a);
 /* The id of the actor's current lease job ("" before it was leased):
  * borrowed, valid until the next call with a. */
 const char *corral_actor_job(corral_actor_t *a, char *buf, size_t size);
-/* Kills the actor unless it is dead already and releases the handle.
- * NULL: no-op. */
+/* A handle on the live actor named name in this owner's namespace
+ * (CORRAL_NAMESPACE, else "default"), created by another process of the
+ * same user (another driver of the job, say) with opts.name; Python's
+ * corral.get_actor. It is found through the head (the lease job
+ * "actor:NAMESPACE/NAME", whose command says its class and the directory
+ * its worker listens in, and its owner's address), and called directly:
+ * on this host (unless opts.tcp_only) on the actor's Unix socket (a
+ * directory of this user's, mode 0700; SO_PEERCRED checked both ways);
+ * else over TCP, where the owner says where the actor listens and each
+ * side proves CORRAL_TASK_SECRET (this driver must hold the owner's: set
+ * the same CORRAL_TASK_SECRET in both drivers' environments; a driver
+ * takes it from there when set). Waits up to 10 s for an actor whose
+ * constructor has not run yet.
+ * Calls made with corral_actor_call run in the order this process made
+ * them, one at a time with the owner's (max_concurrency 1). Returns 0
+ * with *out; CR_ENOENT: no live actor of that name (the message says the
+ * name and namespace); CR_EINVAL: a bad name; CR_EACCES, -ECONNREFUSED
+ * and the like: it cannot be reached (why in corral_tasks_errmsg()).
+ * *out belongs to the caller: corral_actor_free() only closes the
+ * connection (the actor lives on with its owner); corral_actor_kill()
+ * stops the actor's lease job (for good: its owner sees it die). The
+ * actor is not restarted from here: when its process dies, calls in
+ * flight and later ones fail with CR_EACTORDIED (look it up again). */
+int corral_actor_get(corral_tasks_t *t, const char *name, corral_actor_t **out);
+/* Kills the actor unless it is dead already and releases the handle (a
+ * handle from corral_actor_get: closes its connection only). NULL: no-op. */
 void corral_actor_free(corral_actor_t *a);
 
 /* ---- the worker ---- */

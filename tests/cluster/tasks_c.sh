@@ -7,6 +7,8 @@
 #            errors (the function's, an unknown name, an infeasible shape),
 #            an actor's state and call order, a taken name, kill
 #   demo over TCP: the same with workers proving the HMAC challenge
+#   crossnode: results of 100 MiB and 8 x 3 MiB made on the second node,
+#            over TCP, fetched from the worker's object store in chunks
 #   tpu:     4 tasks asking TPU=1 at once see 4 distinct chips
 #   retry:   a task whose worker is killed -9 runs again (max_retries 1),
 #            and fails with CR_EWORKERDIED without retries
@@ -17,6 +19,10 @@
 #   nested:  a task whose C worker submits tasks itself (corral_tasks_init
 #            there, with its lease job's credential: its leases are children
 #            of that job)
+#   named/lookup: a named actor of one run found by name from a second run
+#            (corral_actor_get) and called directly, on its Unix socket and
+#            over TCP (a shared CORRAL_TASK_SECRET; another secret is
+#            refused); an unknown name fails
 #   cancel:  corral_cancel of a task queued in the owner, of an actor call
 #            queued in the worker behind a running one (never runs), and of
 #            a running one (runs to its end, its result dropped)
@@ -62,6 +68,9 @@ leases_gone
 CORRAL_EXAMPLE_TCP=1 run demo-tcp demo
 grep -q "owner listens at tcp:127.0.0.1:" <<<"$RUN_OUT" && ok "demo-tcp: the owner gave its workers TCP only" ||
     fail "demo-tcp: $RUN_OUT"
+# large results made on the second node over TCP: kept in the worker's
+# object store, fetched by the owner in 8 MiB chunks (FETCH)
+CORRAL_EXAMPLE_TCP=1 run crossnode crossnode v6e-s1-w1
 
 D=$(mktemp -d "$TDATA/chips-XXXXXX")
 run tpu tpu "$D" 4
@@ -84,6 +93,42 @@ n=$("$CORRAL" job list --json | jq '[.[] | select(.name == "task:CPU=1" and (.pa
     fail "nested: no child lease: $("$CORRAL" job list --json | jq -c '.[] | {name, parent_job}')"
 D=$(mktemp -d "$TDATA/cancel-XXXXXX")
 run cancel cancel "$D"
+
+# named actors from another process: one run of the example creates an
+# actor named nc1 and keeps it; a second run finds it by name
+# (corral_actor_get), calls it directly, and gets CR_ENOENT for a name no
+# actor has; the owner then sees the other process's calls in its state
+named_lookup() { # NAME TAG: the named/lookup pair (in this environment)
+    leases_gone
+    D=$(mktemp -d "$TDATA/named-XXXXXX")
+    nown=$( (cd /tmp && exec timeout 300 "$EX" named "$1" "$D") >"$D/owner.out" 2>&1 & echo $!)
+    WPIDS="$WPIDS $nown"
+    for _ in $(seq 600); do
+        [ -s "$D/ready" ] && break
+        sleep 0.1
+    done
+    [ -s "$D/ready" ] || fail "$2: the actor did not come up: $(cat "$D/owner.out")"
+    run "$2" lookup "$1"
+    [ -n "$REFUSED" ] && CORRAL_TASK_SECRET=$REFUSED run "$2-refused" lookup-refused "$1"
+    touch "$D/stop"
+    for _ in $(seq 600); do
+        gone "$nown" && break
+        sleep 0.1
+    done
+    while IFS= read -r line; do
+        case $line in
+        ok:*) echo "ok: $2 owner: ${line#ok: }" ;;
+        FAIL:*) fail "$2 owner: ${line#FAIL: }" ;;
+        esac
+    done <"$D/owner.out"
+    grep -q "another process added: 1276" "$D/owner.out" || fail "$2: $(cat "$D/owner.out")"
+}
+REFUSED= named_lookup nc1 lookup
+# over TCP (both drivers tcp_only, sharing CORRAL_TASK_SECRET): the caller
+# asks the owner where the actor listens, both handshakes prove the secret;
+# a third driver with another secret is refused
+CORRAL_EXAMPLE_TCP=1 CORRAL_TASK_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n') \
+    REFUSED=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n') named_lookup nc2 lookup-tcp
 
 # a driver's workers are its lease jobs, bound to its connection: they end
 # when it does, even killed -9 while a task runs

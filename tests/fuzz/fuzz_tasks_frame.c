@@ -6,8 +6,13 @@
  * CALL through the C worker's own dispatch, with a function and a class
  * registered; its args read as ref arguments too), CANCEL's id. Whatever comes, nothing reads out
  * of bounds and every RETURN the worker writes parses back. Then the same bytes go through the C
- * worker's whole loop (crt_worker_feed: CALLs, CANCELs noted ahead of their calls, BYE), whose
- * RETURNs must parse too. */
+ * worker's whole loop (crt_worker_feed: CALLs, CANCELs noted ahead of their calls, FETCHes of
+ * results kept in its object store (odd sizes: the connection counts as TCP), BYE), whose
+ * RETURNs must parse too, and through an actor's loop for other callers
+ * (crt_worker_caller_feed: methods only, CANCEL, BYE; an actor constructed
+ * by a CALL above is called). The bytes are also read as a lease job's
+ * command whose last words name a C actor's class and socket directory
+ * (crt_actor_cmd_parse, corral_actor_get). */
 /* the checks are the point: keep assert() in release builds too */
 #undef NDEBUG
 #include "worker/frame.h"
@@ -94,6 +99,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             size_t vn;
             assert(crt_return_parse(out.p + CRT_HDR, rh.len, &st, &v, &vn) == 0);
             crt_bytes_free(&out);
+        } else if (h.kind == CRT_FETCH) {
+            uint64_t oid, off;
+            uint32_t len;
+            if (crt_fetch_parse(p, h.len, &oid, &off, &len) == 0)
+                assert(h.len == CRT_FETCH_LEN && len <= CRT_FETCH_CHUNK);
         } else if (h.kind == CRT_CANCEL) {
             uint64_t id;
             assert((crt_cancel_parse(p, h.len, &id) == 0) == (h.len == 8));
@@ -107,7 +117,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     assert(rc == 0 || rc == CR_EPARSE || rc == CR_E2BIG);
     crt_reader_fini(&r);
-    if (size <= (1u << 20))
+    if (size <= 4096) {
+        char cmd[4097], cls[CORRAL_TASK_NAME_MAX + 1], dir[CRT_LISTEN_DIR_MAX + 1],
+            own[CRT_OWNER_ADDR_MAX + 1];
+        memcpy(cmd, data, size);
+        cmd[size] = 0;
+        if (crt_actor_cmd_parse(cmd, cls, dir, own) == 0) {
+            assert(*own && strlen(own) <= CRT_OWNER_ADDR_MAX);
+            assert(*cls && strlen(cls) <= CORRAL_TASK_NAME_MAX && !strchr(cls, '.'));
+            assert(dir[0] == '/' && strlen(dir) <= CRT_LISTEN_DIR_MAX && !strstr(dir, "/.."));
+            assert(strstr(cmd, CRT_ACTOR_ARG));
+        }
+    }
+    if (size <= (1u << 20)) {
+        assert(crt_worker_caller_feed(data, size) == 0);
         assert(crt_worker_feed(data, size) == 0);
+    }
     return 0;
 }

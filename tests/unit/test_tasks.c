@@ -387,6 +387,59 @@ static void test_worker_calls(void **state)
     crt_bytes_free(&out);
 }
 
+/* a C actor's lease job command: its class and socket directory */
+static void test_actor_cmd(void **state)
+{
+    char cls[CORRAL_TASK_NAME_MAX + 1], dir[CRT_LISTEN_DIR_MAX + 1], own[CRT_OWNER_ADDR_MAX + 1];
+    assert_int_equal(
+        crt_actor_cmd_parse("/bin/prog a b --corral-actor Counter /tmp/corral-actor-0f "
+                            "unix:/tmp/x/owner.sock;tcp:127.0.0.1:9",
+                            cls, dir, own),
+        0);
+    assert_string_equal(cls, "Counter");
+    assert_string_equal(dir, "/tmp/corral-actor-0f");
+    assert_string_equal(own, "unix:/tmp/x/owner.sock;tcp:127.0.0.1:9");
+    assert_int_equal(crt_actor_cmd_parse("/bin/prog --corral-actor C /d o", cls, dir, own), 0);
+    static const char *const bad[] = {
+        "",
+        "/bin/prog",
+        "/bin/prog --corral-actor Counter /tmp/x",
+        "/bin/prog --corral-actor Counter relative/dir o",
+        "/bin/prog --corral-actor Count.er /tmp/x o",
+        "/bin/prog --corral-actor  /tmp/x o",
+        "/bin/prog --corral-actorX Counter /tmp/x o",
+        "/bin/prog --corral-actor Counter /tmp/../etc o",
+        "/bin/prog --corral-actor Counter /tmp/x o ",
+        "--corral-actor Counter /tmp/x o",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(crt_actor_cmd_parse(bad[i], cls, dir, own), CR_EPARSE);
+    char longdir[300] = "/bin/prog --corral-actor C /";
+    memset(longdir + strlen(longdir), 'd', CRT_LISTEN_DIR_MAX);
+    strcat(longdir, " o");
+    assert_int_equal(crt_actor_cmd_parse(longdir, cls, dir, own), CR_EPARSE);
+    char longown[600] = "/bin/prog --corral-actor C /d ";
+    memset(longown + strlen(longown), 'o', CRT_OWNER_ADDR_MAX + 1);
+    assert_int_equal(crt_actor_cmd_parse(longown, cls, dir, own), CR_EPARSE);
+    assert_int_equal(crt_actor_cmd_parse(NULL, cls, dir, own), CR_EPARSE);
+}
+
+/* the actor's loop for other callers: methods run, functions and the
+ * constructor refused, every RETURN well formed (checked by the feed) */
+static void test_caller_feed(void **state)
+{
+    crt_bytes_t in = {0};
+    crt_call_add(&in, 1, 0, "Box.get", "", 0);
+    crt_call_add(&in, 2, 0, "twice", "ab", 2);
+    crt_call_add(&in, 3, 0, "Box", "x", 1);
+    crt_cancel_add(&in, 1);
+    crt_frame_add(&in, CRT_BYE, 0, 0, NULL, 0, NULL, 0);
+    assert_int_equal(crt_worker_caller_feed(in.p, in.len), 0);
+    crt_bytes_free(&in);
+    const uint8_t junk[CRT_HDR] = {0, 0, 0, 3};
+    assert_int_equal(crt_worker_caller_feed(junk, sizeof(junk)), 0);
+}
+
 /* the owner API without a head: a clear error, nothing left behind */
 static void test_owner_no_head(void **state)
 {
@@ -414,7 +467,8 @@ int main(void)
         cmocka_unit_test(test_return),       cmocka_unit_test(test_hello),
         cmocka_unit_test(test_mac),          cmocka_unit_test(test_args),
         cmocka_unit_test(test_reader),       cmocka_unit_test(test_memfd_unsealed),
-        cmocka_unit_test(test_worker_calls), cmocka_unit_test(test_owner_no_head),
+        cmocka_unit_test(test_worker_calls), cmocka_unit_test(test_actor_cmd),
+        cmocka_unit_test(test_caller_feed),  cmocka_unit_test(test_owner_no_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
