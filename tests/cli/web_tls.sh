@@ -24,11 +24,8 @@ tls_cleanup() {
     rm -rf "$TMP"
 }
 trap tls_cleanup EXIT
-# an IPv4 address of this machine that is not loopback; else 0.0.0.0
-# (off loopback too), reached at 127.0.0.1
-IP=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+(\.[0-9]+){3}$' | grep -v '^127\.' | head -1)
-BIND=${IP:-0.0.0.0}
-AT=${IP:-127.0.0.1}
+# an IPv4 address of this machine that is not loopback, else 0.0.0.0
+offloopback_addr
 
 out=$("$CORRAL" start --head --hw-spec "$SPEC" --dashboard-host "$BIND" --dashboard-port any 2>&1) ||
     { fail "start with --dashboard-host $BIND: $out"; finish; }
@@ -97,19 +94,10 @@ scrape_configs:
     authorization: {type: Bearer, credentials_file: $CORRAL_HOME/session_latest/token}
     static_configs: [{targets: ['$AT:$PORT']}]
 YML
-    prometheus --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/data" \
-        --web.listen-address="127.0.0.1:$PP" >"$TMP/prometheus.log" 2>&1 &
-    PROM=$!
-    q() { curl -s --get --data-urlencode "query=$1" "http://127.0.0.1:$PP/api/v1/query"; }
-    got=""
-    for _ in $(seq 600); do
-        got=$(q 'corral_nodes{state="ALIVE"}' | jq -r '.data.result[0].value[1] // empty' 2>/dev/null)
-        [ "$got" = 1 ] && break
-        kill -0 $PROM 2>/dev/null || break
-        sleep 0.1
-    done
+    prom_start "$TMP/prometheus.yml" "$PP" "$TMP"
+    got=$(prom_wait 'corral_nodes{state="ALIVE"}' 1)
     [ "$got" = 1 ] && ok "prometheus scrapes the head's /metrics over HTTPS (scheme: https, tls_config.ca_file)" ||
-        fail "prometheus over TLS: $got $(q up) $(tail -3 "$TMP/prometheus.log")"
+        fail "prometheus over TLS: $got $(prom_q up) $(tail -3 "$TMP/prometheus.log")"
     kill -TERM $PROM 2>/dev/null && wait $PROM 2>/dev/null
     PROM=""
 else

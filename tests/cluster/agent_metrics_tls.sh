@@ -22,11 +22,8 @@ mtls_cleanup() {
     rm -rf "$TMP"
 }
 trap mtls_cleanup EXIT
-# an IPv4 address of this machine that is not loopback; else 0.0.0.0
-# (off loopback too), reached at 127.0.0.1 (web_tls.sh does the same)
-IP=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+(\.[0-9]+){3}$' | grep -v '^127\.' | head -1)
-BIND=${IP:-0.0.0.0}
-AT=${IP:-127.0.0.1}
+# an IPv4 address of this machine that is not loopback, else 0.0.0.0
+offloopback_addr
 
 head_up "$SPECS/cpu-only.yaml" --dashboard-port any
 HEX=$(cat "$TOKEN")
@@ -104,20 +101,11 @@ scrape_configs:
     static_configs: [{targets: ['$AT:$PORT']}]
 YML
 promtool check config "$TMP/prometheus.yml" >"$TMP/cfg.lint" 2>&1 || fail "prometheus config: $(cat "$TMP/cfg.lint")"
-prometheus --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/data" \
-    --web.listen-address="127.0.0.1:$PP" >"$TMP/prometheus.log" 2>&1 &
-PROM=$!
-q() { curl -s --get --data-urlencode "query=$1" "http://127.0.0.1:$PP/api/v1/query"; }
-got=""
-for _ in $(seq 600); do
-    got=$(q 'up{job="corral-agent-m1"}' | jq -r '.data.result[0].value[1] // empty' 2>/dev/null)
-    [ "$got" = 1 ] && break
-    kill -0 $PROM 2>/dev/null || break
-    sleep 0.1
-done
+prom_start "$TMP/prometheus.yml" "$PP" "$TMP"
+got=$(prom_wait 'up{job="corral-agent-m1"}' 1)
 [ "$got" = 1 ] && ok "prometheus scrapes the agent over HTTPS with its ca_file (up = 1)" ||
-    fail "up: $got $(q up) $(curl -s "http://127.0.0.1:$PP/api/v1/targets" | jq -c '.data.activeTargets[].lastError') $(tail -5 "$TMP/prometheus.log")"
-r=$(q 'corral_device_memory_total_bytes{node="m1"}')
+    fail "up: $got $(prom_q up) $(curl -s "http://127.0.0.1:$PP/api/v1/targets" | jq -c '.data.activeTargets[].lastError') $(tail -5 "$TMP/prometheus.log")"
+r=$(prom_q 'corral_device_memory_total_bytes{node="m1"}')
 [ "$(jq '.data.result | length' <<<"$r")" = 8 ] && ok "prometheus: m1's 8 devices' memory, queried" ||
     fail "query m1: $r $(grep memory "$TMP/m1.prom" | head -2)"
 kill -TERM "$PROM" && wait "$PROM" 2>/dev/null

@@ -130,30 +130,21 @@ scrape_configs:
 YML
 sed -i 's|/\x27\]|\x27]|' "$TMP/prometheus.yml"
 promtool check config "$TMP/prometheus.yml" >"$TMP/cfg.lint" 2>&1 || fail "prometheus config: $(cat "$TMP/cfg.lint")"
-prometheus --config.file="$TMP/prometheus.yml" --storage.tsdb.path="$TMP/data" \
-    --web.listen-address="127.0.0.1:$PP" >"$TMP/prometheus.log" 2>&1 &
-PROM=$!
-q() { curl -s --get --data-urlencode "query=$1" "http://127.0.0.1:$PP/api/v1/query"; }
-got=""
-for _ in $(seq 600); do
-    got=$(q 'sum(up)' | jq -r '.data.result[0].value[1] // empty' 2>/dev/null)
-    [ "$got" = 3 ] && break
-    kill -0 $PROM 2>/dev/null || break
-    sleep 0.1
-done
+prom_start "$TMP/prometheus.yml" "$PP" "$TMP"
+got=$(prom_wait 'sum(up)' 3)
 [ "$got" = 3 ] && ok "prometheus scrapes the head and both agents (up = 3)" ||
-    fail "up: $got $(q up) $(tail -5 "$TMP/prometheus.log")"
-r=$(q "corral_device_utilization_percent{node=\"a1\",job_id=\"$JOB\"}")
+    fail "up: $got $(prom_q up) $(tail -5 "$TMP/prometheus.log")"
+r=$(prom_q "corral_device_utilization_percent{node=\"a1\",job_id=\"$JOB\"}")
 [ "$(jq '.data.result | length' <<<"$r")" = 2 ] &&
     [ "$(jq -r '[.data.result[].value[1]] | unique | join(",")' <<<"$r")" = 100 ] &&
     ok "prometheus: a1's devices held by the job, by their labels" || fail "query a1: $r"
-r=$(q 'corral_device_power_watts{node="a2",index="0"}')
+r=$(prom_q 'corral_device_power_watts{node="a2",index="0"}')
 [ "$(jq -r '.data.result[0].value[1]' <<<"$r")" = 652.3 ] && ok "prometheus: a2's GPU 0 power from NVML" ||
     fail "query a2: $r"
-r=$(q 'corral_device_ecc_corrected_errors_total{node="a2",index="0"}')
+r=$(prom_q 'corral_device_ecc_corrected_errors_total{node="a2",index="0"}')
 [ "$(jq -r '.data.result[0].value[1]' <<<"$r")" = 3 ] && ok "prometheus: a2's GPU 0 corrected ECC errors" ||
     fail "query ecc: $r"
-r=$(q 'corral_resource_used{resource="GPU",job="corral-head"}')
+r=$(prom_q 'corral_resource_used{resource="GPU",job="corral-head"}')
 [ "$(jq -r '.data.result[0].value[1]' <<<"$r")" = 2 ] && ok "prometheus: the head's GPUs used" || fail "head query: $r"
 "$CORRAL" job stop "$JOB" >/dev/null
 finish

@@ -63,3 +63,35 @@ finish() {
     [ $fails -eq 0 ] && echo "$HEAD_TEST: all passed" || echo "$HEAD_TEST: $fails failure(s)"
     exit $((fails > 0))
 }
+
+# An IPv4 address of this machine that is not loopback, for the tests of
+# what serves off loopback: BIND (0.0.0.0 when it has none) and AT, where
+# that is reached (127.0.0.1 then); IP is empty when there is none.
+offloopback_addr() {
+    IP=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+(\.[0-9]+){3}$' | grep -v '^127\.' | head -1)
+    BIND=${IP:-0.0.0.0}
+    AT=${IP:-127.0.0.1}
+}
+
+# Debian's Prometheus with CONFIG on 127.0.0.1:PORT, its data and log in
+# DIR: prom_start CONFIG PORT DIR sets PROM (its pid: the caller ends it);
+# prom_q QUERY answers the query API's JSON; prom_wait QUERY WANT prints the
+# query's first value once it is WANT, or the last one seen after 60 s or
+# when Prometheus exits.
+prom_start() {
+    prometheus --config.file="$1" --storage.tsdb.path="$3/data" \
+        --web.listen-address="127.0.0.1:$2" >"$3/prometheus.log" 2>&1 &
+    PROM=$!
+    PROM_PORT=$2
+}
+prom_q() { curl -s --get --data-urlencode "query=$1" "http://127.0.0.1:$PROM_PORT/api/v1/query"; }
+prom_wait() {
+    local got="" _
+    for _ in $(seq 600); do
+        got=$(prom_q "$1" | jq -r '.data.result[0].value[1] // empty' 2>/dev/null)
+        [ "$got" = "$2" ] && break
+        kill -0 "$PROM" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "$got"
+}
