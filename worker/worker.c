@@ -1325,17 +1325,38 @@ static void *feed_drain(void *arg)
     return (void *)bad;
 }
 
-int crt_worker_feed(const uint8_t *data, size_t size)
+/* The fuzz feeders' socket pair: sv[0] is the worker's, sv[1] drained by
+ * a thread (feed_drain) so that replies never block; at most 1 MiB fed. */
+static int feed_open(size_t size, int sv[2], pthread_t *th)
 {
-    int sv[2];
     if (size > (1u << 20) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
         return CR_EINVAL;
-    pthread_t th;
-    if (pthread_create(&th, NULL, feed_drain, &sv[1])) {
+    if (pthread_create(th, NULL, feed_drain, &sv[1])) {
         close(sv[0]);
         close(sv[1]);
         return CR_EIO;
     }
+    return 0;
+}
+
+/* Ends the pair: CR_EPARSE if the drain saw a malformed reply. */
+static int feed_close(int sv[2], pthread_t th)
+{
+    shutdown(sv[0], SHUT_RDWR);
+    void *bad = NULL;
+    pthread_join(th, &bad);
+    close(sv[0]);
+    close(sv[1]);
+    return bad ? CR_EPARSE : 0;
+}
+
+int crt_worker_feed(const uint8_t *data, size_t size)
+{
+    int sv[2];
+    pthread_t th;
+    int rc = feed_open(size, sv, &th);
+    if (rc)
+        return rc;
     /* the stream is in the reader's buffer already: the socket only ends */
     shutdown(sv[1], SHUT_WR);
     W.sock = sv[0];
@@ -1354,36 +1375,22 @@ int crt_worker_feed(const uint8_t *data, size_t size)
         W.cls->dtor(W.state);
     W.cls = NULL;
     W.state = NULL;
-    shutdown(sv[0], SHUT_RDWR);
-    void *bad = NULL;
-    pthread_join(th, &bad);
-    close(sv[0]);
-    close(sv[1]);
     W.sock = -1;
-    return bad ? CR_EPARSE : 0;
+    return feed_close(sv, th);
 }
 
 int crt_worker_caller_feed(const uint8_t *data, size_t size)
 {
     int sv[2];
-    if (size > (1u << 20) || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-        return CR_EINVAL;
     pthread_t th;
-    if (pthread_create(&th, NULL, feed_drain, &sv[1])) {
-        close(sv[0]);
-        close(sv[1]);
-        return CR_EIO;
-    }
+    int rc = feed_open(size, sv, &th);
+    if (rc)
+        return rc;
     shutdown(sv[1], SHUT_WR);
     crt_reader_t r;
     crt_reader_init(&r, CRT_HELLO_MAX);
     crt_bytes_add(&r.in, data, size);
     caller_serve(sv[0], !(size & 1), &r); /* odd sizes: as TCP (large results kept) */
     crt_reader_fini(&r);
-    shutdown(sv[0], SHUT_RDWR);
-    void *bad = NULL;
-    pthread_join(th, &bad);
-    close(sv[0]);
-    close(sv[1]);
-    return bad ? CR_EPARSE : 0;
+    return feed_close(sv, th);
 }
