@@ -18,6 +18,17 @@ wait_until() {
     return 1
 }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+# where file $1 differs from $2 (the bytes that should be), and whether
+# worker file $3 (what the head read from) had them right: a transport
+# fault and a file read wrong look different
+differs() {
+    local n first zeros
+    n=$(cmp -l "$1" "$2" 2>/dev/null | wc -l)
+    first=$(cmp "$1" "$2" 2>&1 | head -1)
+    zeros=$(cmp -l "$1" "$2" 2>/dev/null | awk '$2 == 0' | wc -l)
+    echo "[$n bytes differ, $zeros of them zeros in the output; $first;" \
+        "the worker's file: $(cmp "$3" "$2" 2>&1 | head -1 || true)]"
+}
 
 # the open-file limit: a soft limit below the hard one is raised, and said
 hard=$(ulimit -Hn)
@@ -42,7 +53,7 @@ want=$(sha256sum <"$T/r64" | cut -d' ' -f1)
 "$CORRAL" run -- cat "$T/r64" >"$T/run.out" 2>"$T/run.err"; rc=$?
 got=$(sha256sum <"$T/run.out" | cut -d' ' -f1)
 [ $rc -eq 0 ] && [ "$got" = "$want" ] && ok "run: 64 MiB whole and in order (sha256)" ||
-    fail "run 64 MiB: rc=$rc $(wc -c <"$T/run.out") bytes, sha256 $got want $want $(head -c 300 "$T/run.err")"
+    fail "run 64 MiB: rc=$rc $(wc -c <"$T/run.out") bytes, sha256 $got want $want $(head -c 300 "$T/run.err") $(differs "$T/run.out" "$T/r64" "$CORRAL_HOME"/session_latest/logs/job1-w0.out)"
 
 # the same on stderr, and both at once: each stream whole
 "$CORRAL" run -- sh -c "cat $T/r64 >&2 & cat $T/r64; wait" >"$T/both.out" 2>"$T/both.err"; rc=$?
