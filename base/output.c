@@ -49,11 +49,23 @@ int cr_output_probe(int fd)
     if (fstat(fd, &sb) < 0)
         return -errno;
     /* past the end with KEEP_SIZE: frees nothing, changes nothing, and
-     * fails with EOPNOTSUPP where the filesystem cannot punch */
-    uint64_t g = granule(&sb), at = ((uint64_t)sb.st_size + g - 1) / g * g + g;
-    if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)at, (off_t)g) < 0)
-        return -errno;
-    return 0;
+     * fails with EOPNOTSUPP where the filesystem cannot punch. Far past
+     * it: the file's writer may be appending while this runs (the probe
+     * comes after the worker started), and a range just past the size
+     * read here could hold its output by the time the punch runs (it did:
+     * 4 KiB of zeros in a worker's output, tests/unit/test_base.c). A
+     * filesystem whose files cannot be that large (EFBIG) is asked
+     * nearer. */
+    static const unsigned shifts[] = {40, 34, 30};
+    uint64_t g = granule(&sb), end = ((uint64_t)sb.st_size + g - 1) / g * g;
+    int err = -EFBIG;
+    for (size_t i = 0; i < sizeof(shifts) / sizeof(shifts[0]) && err == -EFBIG; i++) {
+        uint64_t at = end + (1ull << shifts[i]);
+        err = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)at, (off_t)g) < 0
+                  ? -errno
+                  : 0;
+    }
+    return err;
 }
 
 uint64_t cr_output_old(uint64_t size, uint64_t keep)

@@ -4,10 +4,12 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include "base/base.h"
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void test_parse_numbers(void **state)
@@ -179,6 +181,55 @@ static void test_buf_and_vec(void **state)
 
 /* Worker output bounded by holes (base/output.c), on a real file in /tmp:
  * skipped where that filesystem cannot punch holes. */
+/* The probe runs on a worker's file after the worker started (agent/
+ * workers.c bound_open): a writer appending meanwhile must lose nothing.
+ * It once punched one block past the size it had just read, which a fast
+ * writer had filled by then: 4 KiB of the output read as zeros (CI, and
+ * the sendfile version of raw log chunks, both under load). Here a child
+ * appends 64 MiB in 4 KiB writes while the probe runs over and over. */
+static void test_output_probe_writer(void **state)
+{
+    char path[] = "/tmp/corral-test-probe-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    if (cr_output_probe(fd) < 0) {
+        unlink(path);
+        close(fd);
+        skip();
+    }
+    int wfd = open(path, O_WRONLY | O_APPEND);
+    assert_true(wfd >= 0);
+    unlink(path);
+    const size_t piece = 4096, total = 64u << 20;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char b[4096];
+        memset(b, 'x', sizeof(b));
+        for (size_t off = 0; off < total; off += piece)
+            if (write(wfd, b, piece) != (ssize_t)piece)
+                _exit(1);
+        _exit(0);
+    }
+    close(wfd);
+    struct stat sb;
+    do { /* while it writes */
+        assert_int_equal(cr_output_probe(fd), 0);
+        assert_int_equal(fstat(fd, &sb), 0);
+    } while ((uint64_t)sb.st_size < total);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char *all = malloc(total);
+    assert_int_equal(pread(fd, all, total, 0), (ssize_t)total);
+    size_t zeros = 0;
+    for (size_t i = 0; i < total; i++)
+        zeros += all[i] != 'x';
+    assert_int_equal(zeros, 0);
+    free(all);
+    close(fd);
+}
+
 static void test_output_bound(void **state)
 {
     char path[] = "/tmp/corral-test-output-XXXXXX";
@@ -237,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_cpulist),       cmocka_unit_test(test_files_under_root),
         cmocka_unit_test(test_errors),        cmocka_unit_test(test_buf_and_vec),
         cmocka_unit_test(test_log_limits),    cmocka_unit_test(test_output_bound),
+        cmocka_unit_test(test_output_probe_writer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
