@@ -2300,23 +2300,15 @@ static int caller_handshake(corral_tasks_t *t, int sock, bool tcp, const char *w
     }
     rc = 0;
     if (tcp) {
-        crt_welcome_t w;
-        char wwhy[128];
-        if (crt_welcome_parse(p, h.len, &w, wwhy, sizeof(wwhy))) {
-            snprintf(why, wsize, "%s sent a bad WELCOME (%s)", where, wwhy);
-            rc = CR_EPARSE;
-            goto out;
-        }
-        bool ok = crt_welcome_mac_ok(t->secret, sizeof(t->secret), snonce, cnonce, w.mac);
-        bool missing = !w.mac;
-        crt_welcome_free(&w);
-        if (!ok) {
+        char wwhy[160];
+        rc = crt_welcome_check(p, h.len, t->secret, sizeof(t->secret), snonce, cnonce, wwhy,
+                               sizeof(wwhy));
+        if (rc == CR_EPARSE)
+            snprintf(why, wsize, "%s sent %s", where, wwhy);
+        else if (rc)
             snprintf(why, wsize,
-                     "the process at %s did not prove CORRAL_TASK_SECRET (its WELCOME's mac is "
-                     "%s): refusing it",
-                     where, missing ? "missing" : "wrong");
-            rc = CR_EACCES;
-        }
+                     "the process at %s did not prove CORRAL_TASK_SECRET (%s): refusing it", where,
+                     wwhy);
     }
 out:
     crt_reader_fini(&r);

@@ -344,6 +344,25 @@ bool crt_welcome_mac_ok(const uint8_t *key, size_t klen, const uint8_t snonce[CR
     return mac && strlen(mac) == 64 && cr_mem_equal_ct(want, mac, 64);
 }
 
+int crt_welcome_check(const uint8_t *p, size_t n, const uint8_t *key, size_t klen,
+                      const uint8_t snonce[CRT_NONCE_LEN], const uint8_t cnonce[CRT_NONCE_LEN],
+                      char *why, size_t wsize)
+{
+    crt_welcome_t w;
+    char wwhy[128];
+    if (crt_welcome_parse(p, n, &w, wwhy, sizeof(wwhy))) {
+        snprintf(why, wsize, "a bad WELCOME (%s)", wwhy);
+        return CR_EPARSE;
+    }
+    bool ok = crt_welcome_mac_ok(key, klen, snonce, cnonce, w.mac);
+    bool missing = !w.mac;
+    crt_welcome_free(&w);
+    if (ok)
+        return 0;
+    snprintf(why, wsize, "its WELCOME's mac is %s", missing ? "missing" : "wrong");
+    return CR_EACCES;
+}
+
 int crt_nonce_parse(const char *hex, uint8_t out[CRT_NONCE_LEN])
 {
     if (!hex || strlen(hex) != 2 * CRT_NONCE_LEN || !cr_hex_decode(hex, 2 * CRT_NONCE_LEN, out))

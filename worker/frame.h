@@ -150,6 +150,13 @@ typedef struct crt_welcome {
  * is not a JSON object or a field has the wrong type; why says which. */
 int crt_welcome_parse(const uint8_t *p, size_t n, crt_welcome_t *w, char *why, size_t wsize);
 void crt_welcome_free(crt_welcome_t *w);
+/* A WELCOME received over TCP proves the secret key back (its mac of the
+ * two nonces): 0; CR_EPARSE when it does not parse, CR_EACCES when its
+ * mac is missing or wrong, with why ("a bad WELCOME (...)", "its
+ * WELCOME's mac is missing") for the caller to put after who sent it. */
+int crt_welcome_check(const uint8_t *p, size_t n, const uint8_t *key, size_t klen,
+                      const uint8_t snonce[CRT_NONCE_LEN], const uint8_t cnonce[CRT_NONCE_LEN],
+                      char *why, size_t wsize);
 
 /* ---- one stream socket's reading side ---- */
 typedef struct crt_reader {

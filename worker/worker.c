@@ -600,25 +600,17 @@ static int handshake(int sock, bool unix_sock, crt_reader_t *r, char *why, size_
         goto out;
     }
     if (!unix_sock) {
-        crt_welcome_t w;
-        char wwhy[128];
-        if (crt_welcome_parse(p, h.len, &w, wwhy, sizeof(wwhy))) {
-            snprintf(why, wsize, "the owner at %s sent a bad WELCOME (%s): refusing it", owner,
-                     wwhy);
-            rc = CR_EPARSE;
-            goto out;
-        }
-        bool ok = crt_welcome_mac_ok(key, sizeof(key), snonce, cnonce, w.mac);
-        bool missing = !w.mac;
-        crt_welcome_free(&w);
-        if (!ok) {
+        char wwhy[160];
+        rc = crt_welcome_check(p, h.len, key, sizeof(key), snonce, cnonce, wwhy, sizeof(wwhy));
+        if (rc == CR_EPARSE)
+            snprintf(why, wsize, "the owner at %s sent %s: refusing it", owner, wwhy);
+        else if (rc)
             snprintf(why, wsize,
-                     "the process at %s did not prove CORRAL_TASK_SECRET (its WELCOME's mac is "
-                     "%s): it is not this worker's owner; refusing it, running none of its calls",
-                     owner, missing ? "missing" : "wrong");
-            rc = CR_EACCES;
+                     "the process at %s did not prove CORRAL_TASK_SECRET (%s): it is not this "
+                     "worker's owner; refusing it, running none of its calls",
+                     owner, wwhy);
+        if (rc)
             goto out;
-        }
     }
     rc = 0;
 out:
