@@ -130,11 +130,7 @@ static void worker_ended(const Corral__WorkerReport *r);
 
 static bool fwd_room(void)
 {
-    if (!A.conn || !A.registered)
-        return false;
-    size_t queued = cr_conn_queued(A.conn);
-    /* by sendfile only into an empty queue: the rest after the drain */
-    return cr_conn_can_sendfile(A.conn) ? queued == 0 : queued < FWD_HIGH;
+    return A.conn && A.registered && cr_conn_queued(A.conn) < FWD_HIGH;
 }
 
 /* Sends what was written to f's files since last time, while the queue

@@ -276,8 +276,6 @@ static bool read_file(follower_t *f, int worker, int stream, bool first, size_t 
             skipped = 0;
             s->offset += want;
             *budget -= want;
-            if (cr_conn_can_sendfile(f->conn) && cr_conn_queued(f->conn))
-                *budget = 0; /* the socket is full: the rest by sendfile after the drain */
             continue;
         }
         ssize_t got = pread(fd, F.buf, want, (off_t)s->offset);
@@ -392,8 +390,7 @@ static void emit_event(void *ctx, const Corral__Event *ev)
 
 static void pump_one(follower_t *f)
 {
-    size_t queued = cr_conn_queued(f->conn);
-    if (f->dead || queued >= QUEUE_HIGH || (queued && f->job_id && cr_conn_can_sendfile(f->conn)))
+    if (f->dead || cr_conn_queued(f->conn) >= QUEUE_HIGH)
         return; /* a slow reader: its drain brings it back */
     if (f->job_id) {
         pump_logs(f);

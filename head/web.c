@@ -952,10 +952,6 @@ static void get_metrics(void *ctx, const web_req_t *rq, web_out_t *out)
     double rv[] = {(double)rs.sent, (double)rs.received};
     for (size_t i = 0; i < 2; i++)
         web_prom_sample(b, "corral_output_raw_bytes_total", rl[i], 1, rv[i]);
-    metric1(b, "corral_output_sendfile_bytes_total", "counter",
-            "of the raw bytes sent, those the kernel sent from the file (sendfile), never copied "
-            "by the head",
-            (double)rs.sent_kernel);
     metric1(b, "corral_state_commits_total", "counter",
             "group commits of state.db (one per loop turn that changed something)",
             (double)head_counters.commits);

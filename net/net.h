@@ -352,14 +352,9 @@ void cr_conn_set_raw_fd(cr_conn_t *c, int (*pick)(void *arg, const Corral__LogCh
                         void *arg);
 /* Whether raw log chunks may go to c (cr_conn_send_log_file). */
 bool cr_conn_can_send_raw(const cr_conn_t *c);
-/* Whether they go by sendfile(2) while nothing is queued to c (raw, no
- * TLS): a sender then waits for the drain (on_drain) once the queue holds
- * anything, rather than read more into it. */
-bool cr_conn_can_sendfile(const cr_conn_t *c);
-/* Bytes of raw log chunks this process sent (sent_kernel of them by
- * sendfile, never copied here) and received. */
+/* Bytes of raw log chunks this process sent and received. */
 typedef struct cr_raw_stats {
-    uint64_t sent, sent_kernel, received;
+    uint64_t sent, received;
 } cr_raw_stats_t;
 void cr_net_raw_stats(cr_raw_stats_t *out);
 
