@@ -11,7 +11,7 @@ set -u
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" outrot
 SPECS=$CORRAL_SOURCE_DIR/specs
 LIMIT=$((4 << 20))
-SLACK=$((LIMIT / 8 + (2 << 20) + (1 << 20))) # the bound's own slack, its 2 MiB alignment, and a tick's writing at most
+SLACK=$((LIMIT / 8 + (1 << 20))) # the bound's own slack, and a tick's writing at most
 N=2500000                         # seq 1 N: about 19 MiB
 
 # writes 1..N in 10 bursts, pausing between them so the agent's looks
