@@ -8,6 +8,11 @@
 #      loopback as tests/cluster runs them): the worker's file, the agent's
 #      forwarding over TCP, the head's copy and the follow to the client;
 #      against one TCP loopback stream of MIB MiB (bench_output tcp);
+#   and the limit corral's design sets on both: the same writer into a
+#   fresh file (`gen MIB > FILE`, its own write time), since a worker
+#   writes its output to a file (on a VM that backs guest memory when it is
+#   first touched, page-cache writes to new pages are far slower than a
+#   pipe: docs/benchmarks.md "Job output");
 #   3. FOLLOWERS (default 4) `corral job logs -f` of one local job at once,
 #      MB/s of each (the slowest), and the worker's own write time beside
 #      that of the same job with no follower (followers must not slow it).
@@ -108,7 +113,7 @@ run_on() {
     RES="$s $GIB $(cat "$TMP/wk1.s")"
 }
 
-: >"$TMP/pipe"; : >"$TMP/local"; : >"$TMP/tcp"; : >"$TMP/remote"
+: >"$TMP/pipe"; : >"$TMP/local"; : >"$TMP/tcp"; : >"$TMP/remote"; : >"$TMP/fwrite"
 for r in $(seq 0 "$RUNS"); do # run 0 warms up
     cpu_mark
     t0=$EPOCHREALTIME
@@ -117,6 +122,9 @@ for r in $(seq 0 "$RUNS"); do # run 0 warms up
     cpu_gib
     p="$p $GIB"
     whole "$TMP/sink" pipe
+    # kept to the end, as the workers' files are: pages freed now would be
+    # the next writer's, already touched
+    "$B" gen "$MIB" "$TMP/fw.s" >"$TMP/fresh$r"
     run_on "$LOCAL"
     l=$RES
     cpu_mark
@@ -127,6 +135,7 @@ for r in $(seq 0 "$RUNS"); do # run 0 warms up
     m=$RES
     [ "$r" = 0 ] && continue
     echo "$p" >>"$TMP/pipe"; echo "$l" >>"$TMP/local"; echo "$t" >>"$TMP/tcp"; echo "$m" >>"$TMP/remote"
+    cat "$TMP/fw.s" >>"$TMP/fwrite"
 done
 col() { cut -d' ' -f"$2" "$TMP/$1" | median; }
 P=$(col pipe 1); L=$(col local 1); T=$(col tcp 1); M=$(col remote 1)
@@ -134,6 +143,9 @@ figure output_pipe "$P"
 figure output_local "$L"
 ratio output_local_vs_pipe "$L" "$P"
 figure output_local_worker "$(col local 3)"
+F=$(col fwrite 1)
+figure output_file_write "$F"
+ratio output_local_vs_file_write "$L" "$F"
 echo "figure output_pipe_cpu $(col pipe 2) s/GiB"
 echo "figure output_local_cpu $(col local 2) s/GiB"
 figure output_tcp "$T"
