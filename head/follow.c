@@ -46,6 +46,7 @@ typedef struct follower {
     int worker;     /* -1 every worker */
     uint64_t start; /* the requested offset, for each first file */
     bool whole;     /* from byte 0 however long a first file is */
+    bool with_job;  /* the eof carries the JobInfo */
     int n;          /* workers known */
     int rr;         /* the worker read first at the next pump */
     fstream_t (*fs)[2];
@@ -167,8 +168,8 @@ static bool send_env(follower_t *f, Corral__Envelope *a)
     return true;
 }
 
-static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, const uint8_t *data,
-                       size_t len, bool eof, uint64_t dropped)
+static bool send_chunk_job(follower_t *f, int worker, int stream, uint64_t off, const uint8_t *data,
+                           size_t len, bool eof, uint64_t dropped, const Corral__JobInfo *job)
 {
     Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
     ch.job_id = f->job_id;
@@ -180,10 +181,34 @@ static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, cons
     ch.eof = eof;
     ch.dropped = dropped;
     ch.worker_log_max = dropped && F.ops.log_max ? F.ops.log_max(F.arg) : 0;
+    ch.job = (Corral__JobInfo *)job;
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
     a.log_chunk = &ch;
     return send_env(f, &a);
+}
+
+static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, const uint8_t *data,
+                       size_t len, bool eof, uint64_t dropped)
+{
+    return send_chunk_job(f, worker, stream, off, data, len, eof, dropped, NULL);
+}
+
+static void send_eof_with(void *ctx, const Corral__JobInfo *info)
+{
+    follower_t *f = ctx;
+    send_chunk_job(f, f->worker, 0, 0, NULL, 0, true, 0, info);
+    f->dead = true;
+}
+
+/* The follow's last answer: the job with it when asked and still known. */
+static void send_eof(follower_t *f)
+{
+    if (f->with_job && F.ops.job_info)
+        F.ops.job_info(F.arg, f->job_id, send_eof_with, f);
+    if (!f->dead)
+        send_chunk(f, f->worker, 0, 0, NULL, 0, true, 0);
+    f->dead = true;
 }
 
 /* Whether the bytes from off of a file of size bounded to keep may go
@@ -366,10 +391,8 @@ static void pump_logs(follower_t *f)
             return;
     }
     f->rr = n ? (f->rr + 1) % n : 0;
-    if (final && !more) {
-        send_chunk(f, f->worker, 0, 0, NULL, 0, true, 0);
-        f->dead = true;
-    }
+    if (final && !more)
+        send_eof(f);
 }
 
 typedef struct ev_ctx {
@@ -433,7 +456,7 @@ static follower_t *add(cr_conn_t *c, uint64_t req_id)
 }
 
 int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index, uint64_t offset,
-               bool whole)
+               bool whole, bool with_job)
 {
     if (!F.ops.nworkers || F.ops.nworkers(F.arg, job_id) < 0)
         return CR_ENOENT;
@@ -443,6 +466,7 @@ int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_ind
     f->worker = worker_index;
     f->start = offset;
     f->whole = whole;
+    f->with_job = with_job;
     F.pumping++;
     pump_logs(f);
     F.pumping--;
