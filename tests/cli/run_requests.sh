@@ -16,7 +16,9 @@ T=$TDATA
 
 # frames written to the head's socket by `corral ARGS...` (its output in $T/out)
 frames() {
-    strace -f -qq -e trace=connect,write -e signal=none -o "$T/st" "$CORRAL" "$@" >"$T/out" 2>&1
+    # LeakSanitizer cannot run under ptrace (the same commands run unstraced below)
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+        strace -f -qq -e trace=connect,write -e signal=none -o "$T/st" "$CORRAL" "$@" >"$T/out" 2>&1
     local rc=$?
     local fd
     fd=$(sed -n 's/.*connect(\([0-9]*\), {sa_family=AF_UNIX, sun_path="[^"]*corrald.sock"}.*/\1/p' "$T/st" | head -1)
@@ -32,4 +34,7 @@ read -r n rc <<<"$(frames run -- sh -c 'echo out; echo err >&2; exit 7')"
     fail "failing job: $n frames, exit $rc: $(cat "$T/out")"
 read -r n rc <<<"$(frames run --workers 2 -- true)"
 [ "$rc" = 0 ] && [ "$n" = 4 ] && ok "a gang of 2: the same 4 requests" || fail "gang: $n frames, exit $rc"
+out=$("$CORRAL" run -- sh -c 'exit 7' 2>&1); rc=$?
+[ "$rc" = 7 ] && "$CORRAL" run --workers 2 -- true && ok "the same unstraced (a sanitizer build checks for leaks)" ||
+    fail "unstraced: exit $rc: $out"
 finish
