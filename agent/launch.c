@@ -822,6 +822,21 @@ __attribute__((no_sanitize_address)) static int ns_child(void *arg)
     return 127;
 }
 
+/* The stack the cloned child runs on until it executes: mapped once per
+ * thread and kept (an munmap per spawn cost a TLB flush, on a
+ * paravirtualised guest a hypervisor call); the parent waits while the
+ * child uses it (CLONE_VFORK), so one spawn at a time per thread uses it. */
+static void *ns_stack(void)
+{
+    static _Thread_local void *stack;
+    if (!stack) {
+        void *s = mmap(NULL, NS_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        stack = s == MAP_FAILED ? NULL : s;
+    }
+    return stack;
+}
+
 /* ---- the workers' mount namespace, made once ----
  *
  * Every worker of an agent gets the same namespace (the same paths hidden,
@@ -913,9 +928,8 @@ static int worker_ns_get(ns_child_t *c, const char *key)
         return -1;
     }
     ns_maker_t m = {.c = c, .root_dev = root.st_dev, .root_ino = root.st_ino, .fd = -1};
-    void *stack = mmap(NULL, NS_STACK, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (stack == MAP_FAILED) {
+    void *stack = ns_stack();
+    if (!stack) {
         worker_ns_drop();
         return -1;
     }
@@ -926,7 +940,6 @@ static int worker_ns_get(ns_child_t *c, const char *key)
     int p = clone(ns_make_child, (char *)stack + NS_STACK,
                   CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &m);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    munmap(stack, NS_STACK);
     if (p > 0)
         while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
             ;
@@ -1020,17 +1033,15 @@ static int spawn_hidden(const cr_worker_spec_t *s, const char *file, char **envp
             c.cwd = s->cwd;
     }
     cr_buf_free(&key);
-    void *stack = mmap(NULL, NS_STACK, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (stack == MAP_FAILED)
-        return -errno;
+    void *stack = ns_stack();
+    if (!stack)
+        return -ENOMEM;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old); /* no handler runs on the child's borrowed memory */
     int p = clone(ns_child, (char *)stack + NS_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
     int err = p < 0 ? -errno : 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    munmap(stack, NS_STACK);
     if (err)
         return err;
     if (c.err) {
