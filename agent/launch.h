@@ -65,8 +65,11 @@ typedef struct cr_worker_spec {
     cr_bind_mode_t bind;
     /* What the worker must not reach (docs/workers.md "What a worker can
      * reach"): NULL, or absolute paths, NULL-terminated (8 at most). With
-     * it the worker starts in a mount namespace of its own (the agent needs
-     * CAP_SYS_ADMIN: root) where each directory of hide is an empty
+     * it the worker starts in a mount namespace apart from the agent's (the
+     * agent needs CAP_SYS_ADMIN: root; one namespace, made once, for every
+     * worker with the same hide and keep, made again when one of their
+     * paths names another file or the agent's mounts changed) where each
+     * directory of hide is an empty
      * read-only tmpfs and each other file reads as /dev/null; the paths of
      * keep (NULL-terminated, may be NULL) inside a hidden directory, such
      * as the sockets CORRAL_AGENT_SOCKET and CORRAL_ADDRESS name, are bound
