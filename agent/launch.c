@@ -909,6 +909,12 @@ static bool mounts_changed(void)
     return poll(&p, 1, 0) != 0;
 }
 
+void cr_worker_ns_tick(void)
+{
+    if (worker_ns.fd >= 0 && mounts_changed())
+        worker_ns_drop(); /* the next worker gets one made again */
+}
+
 /* The namespace for c's recipe (key): its descriptor, or -1 when the
  * worker is to make its own. */
 static int worker_ns_get(ns_child_t *c, const char *key)

@@ -118,6 +118,13 @@ typedef void (*cr_worker_exit_cb)(cr_worker_t *w, const cr_worker_exit_t *exit, 
 int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exit_cb cb, void *arg,
                     cr_worker_t **out, char **errmsg);
 
+/* The agent's periodic look at the workers' mount namespace: when the
+ * agent's mounts changed since it was made, it is let go now rather than
+ * at the next worker's start, so that a filesystem the host unmounted is
+ * not kept mounted (its device busy) in a copy nobody uses, where the
+ * host's unmounts do not propagate. */
+void cr_worker_ns_tick(void);
+
 /* SIGTERM to the worker's process group, then SIGKILL to the group after
  * grace_ms (0: at once) unless the group is gone by then. Stopping a worker
  * that has exited is a no-op; stopping one already stopping only shortens

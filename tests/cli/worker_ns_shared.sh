@@ -32,7 +32,16 @@ mkdir "$T/late" && mount -t tmpfs -o size=16k tmpfs "$T/late" && echo here >"$T/
     fail "cannot mount on $T/late"
 out=$("$CORRAL" run -- cat "$T/late/file" 2>&1)
 [ "$out" = here ] && ok "a later mount of the host shows in the next worker" || fail "late mount: $out"
+# and the agent lets go of the namespace holding a copy of it at its next
+# look (every 250 ms) after the host unmounts it, not only at the next
+# worker's start
+HPID=$(cat $H/session_latest/corrald.pid)
+held() { ls -l /proc/$HPID/fd 2>/dev/null | grep -c 'mnt:\['; }
+[ "$(held)" = 1 ] && ok "the agent holds one namespace for its workers" || fail "namespaces held: $(held)"
 umount "$T/late"
+for _ in $(seq 50); do [ "$(held)" = 0 ] && break; sleep 0.1; done
+[ "$(held)" = 0 ] && ok "the host's unmount: the agent no longer holds the namespace with its copy" ||
+    fail "the agent still holds $(held) mount namespace(s) after the host's unmount"
 
 # a joined agent whose token file is kept outside the home, replaced by a rename
 cp "$TOKEN" "$T/cluster.token" && chmod 600 "$T/cluster.token"
