@@ -168,8 +168,8 @@ static bool send_env(follower_t *f, Corral__Envelope *a)
     return true;
 }
 
-static bool send_chunk_job(follower_t *f, int worker, int stream, uint64_t off, const uint8_t *data,
-                           size_t len, bool eof, uint64_t dropped, const Corral__JobInfo *job)
+static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, const uint8_t *data,
+                       size_t len, bool eof, uint64_t dropped)
 {
     Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
     ch.job_id = f->job_id;
@@ -181,23 +181,32 @@ static bool send_chunk_job(follower_t *f, int worker, int stream, uint64_t off, 
     ch.eof = eof;
     ch.dropped = dropped;
     ch.worker_log_max = dropped && F.ops.log_max ? F.ops.log_max(F.arg) : 0;
-    ch.job = (Corral__JobInfo *)job;
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
     a.log_chunk = &ch;
     return send_env(f, &a);
 }
 
-static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, const uint8_t *data,
-                       size_t len, bool eof, uint64_t dropped)
-{
-    return send_chunk_job(f, worker, stream, off, data, len, eof, dropped, NULL);
-}
-
 static void send_eof_with(void *ctx, const Corral__JobInfo *info)
 {
     follower_t *f = ctx;
-    send_chunk_job(f, f->worker, 0, 0, NULL, 0, true, 0, info);
+    Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
+    ch.job_id = f->job_id;
+    ch.worker_index = (uint32_t)(f->worker < 0 ? 0 : f->worker);
+    ch.eof = true;
+    ch.job = (Corral__JobInfo *)info;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+    a.log_chunk = &ch;
+    a.reply_to = f->req_id;
+    int err = cr_conn_send(f->conn, &a);
+    if (err == CR_E2BIG || err == CR_EINVAL)
+        return; /* the job does not fit in a frame (or did not validate): the
+                 * plain eof follows, and the JobStatus the client then asks
+                 * gets the reason */
+    if (err < 0)
+        cr_warn("follow: answer to %s: %s; no longer following", cr_conn_peer(f->conn),
+                cr_strerror(err));
     f->dead = true;
 }
 
