@@ -654,6 +654,9 @@ typedef struct ns_child {
     const char *step;              /* out: which */
 } ns_child_t;
 
+/* the step whose failure turns the namespace made once off (spawn_hidden) */
+static const char NS_ENTER_STEP[] = "entering the workers' mount namespace";
+
 #define NS_FAIL(c, what)                                                                           \
     do {                                                                                           \
         (c)->err = -errno;                                                                         \
@@ -786,7 +789,7 @@ __attribute__((no_sanitize_address)) static int ns_child(void *arg)
          * this process's root and working directory, so the working
          * directory is entered by path, inside it */
         if (setns(c->nsfd, CLONE_NEWNS) < 0)
-            NS_FAIL(c, "entering the workers' mount namespace");
+            NS_FAIL(c, NS_ENTER_STEP);
     } else if (ns_setup(c) < 0) {
         _exit(127);
     }
@@ -1050,6 +1053,23 @@ static int spawn_hidden(const cr_worker_spec_t *s, const char *file, char **envp
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err)
         return err;
+    if (c.err && c.nsfd >= 0 && c.step == NS_ENTER_STEP) {
+        /* the namespace made once cannot be entered here: from now on
+         * each worker makes its own, this one too */
+        waitpid(p, NULL, 0);
+        worker_ns_drop();
+        worker_ns.broken = true;
+        c.nsfd = -1;
+        c.cwd = s->cwd;
+        c.err = 0;
+        c.step = NULL;
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        p = clone(ns_child, (char *)stack + NS_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+        err = p < 0 ? -errno : 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (err)
+            return err;
+    }
     if (c.err) {
         waitpid(p, NULL, 0);
         *step = c.step; /* NULL: the exec itself */

@@ -17,8 +17,9 @@ out=$("$CORRAL" start --head --hw-spec "$SPEC" 2>&1) || { fail "head: $out"; fin
 H=/run/corral
 TOKEN=$(realpath $H/session_latest/token)
 
-ns() { "$CORRAL" run "$@" -- readlink /proc/self/ns/mnt 2>&1; }
-a=$(ns) && b=$(ns) || fail "jobs: $a $b"
+# two workers alive at once (a namespace's number is reused once it is gone)
+g=$("$CORRAL" run --workers 2 -- sh -c 'readlink /proc/self/ns/mnt; sleep 1' 2>&1) || fail "gang: $g"
+a=$(sed -n 's/^\[0\] //p' <<<"$g") b=$(sed -n 's/^\[1\] //p' <<<"$g")
 mine=$(readlink /proc/self/ns/mnt)
 [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" != "$mine" ] &&
     ok "two workers in one namespace, not the agent's ($a)" || fail "namespaces: $a, $b (agent's $mine)"
