@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -648,9 +649,13 @@ typedef struct ns_child {
     bool keep_dir[NS_MAX_PATHS];
     size_t nkeep;
     char fdpath[NS_MAX_PATHS][32]; /* "/proc/self/fd/N", made by the child */
+    int nsfd;                      /* the workers' namespace to enter (worker_ns), -1: make one */
     int err;                       /* out: -errno of the step that failed */
     const char *step;              /* out: which */
 } ns_child_t;
+
+/* the step whose failure turns the namespace made once off (spawn_hidden) */
+static const char NS_ENTER_STEP[] = "entering the workers' mount namespace";
 
 #define NS_FAIL(c, what)                                                                           \
     do {                                                                                           \
@@ -678,24 +683,32 @@ __attribute__((no_sanitize_address)) static int ns_mkdirs(const char *dir, const
     return 0;
 }
 
-__attribute__((no_sanitize_address)) static int ns_child(void *arg)
+/* The namespace itself: a mount namespace of its own, slave, each hidden
+ * directory an empty read-only tmpfs, each hidden file /dev/null, the kept
+ * paths bound back. Runs in a cloned child (shared memory: system calls
+ * only); -1 with c->err and c->step set when a step fails, the kept paths'
+ * descriptors closed either way (the namespace maker shares the agent's
+ * descriptor table). */
+__attribute__((no_sanitize_address)) static int ns_setup(ns_child_t *c)
 {
-    ns_child_t *c = arg;
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
-    for (int sig = 1; sig < _NSIG; sig++)
-        if (sig != SIGKILL && sig != SIGSTOP)
-            sigaction(sig, &dfl, NULL); /* fails harmlessly for glibc's own */
-    if (setsid() < 0)
-        NS_FAIL(c, "setsid");
-    if (unshare(CLONE_NEWNS) < 0)
-        NS_FAIL(c, "unshare(CLONE_NEWNS)");
-    if (mount("none", "/", "none", MS_REC | MS_SLAVE, NULL) < 0)
-        NS_FAIL(c, "making / a slave mount");
-    /* the kept paths, opened in this namespace before they are covered */
     int keepfd[NS_MAX_PATHS];
-    for (size_t i = 0; i < c->nkeep; i++) {
-        if ((keepfd[i] = open(c->keep[i], O_PATH | O_CLOEXEC)) < 0)
-            NS_FAIL(c, "opening a path the worker keeps");
+    size_t nopen = 0;
+    const char *step = NULL;
+    if (unshare(CLONE_NEWNS) < 0) {
+        step = "unshare(CLONE_NEWNS)";
+        goto fail;
+    }
+    if (mount("none", "/", "none", MS_REC | MS_SLAVE, NULL) < 0) {
+        step = "making / a slave mount";
+        goto fail;
+    }
+    /* the kept paths, opened in this namespace before they are covered */
+    for (; nopen < c->nkeep; nopen++) {
+        size_t i = nopen;
+        if ((keepfd[i] = open(c->keep[i], O_PATH | O_CLOEXEC)) < 0) {
+            step = "opening a path the worker keeps";
+            goto fail;
+        }
         char digits[16];
         int nd = 0;
         for (unsigned v = (unsigned)keepfd[i]; nd == 0 || v; v /= 10)
@@ -709,35 +722,77 @@ __attribute__((no_sanitize_address)) static int ns_child(void *arg)
     }
     for (size_t i = 0; i < c->nhide; i++) {
         if (!c->hide_dir[i]) {
-            if (mount("/dev/null", c->hide[i], "none", MS_BIND, NULL) < 0)
-                NS_FAIL(c, "covering a hidden file");
+            if (mount("/dev/null", c->hide[i], "none", MS_BIND, NULL) < 0) {
+                step = "covering a hidden file";
+                goto fail;
+            }
             continue;
         }
         if (mount("corral-hidden", c->hide[i], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "mode=0755,size=16k") < 0)
-            NS_FAIL(c, "mounting a tmpfs over the corral home");
+                  "mode=0755,size=16k") < 0) {
+            step = "mounting a tmpfs over the corral home";
+            goto fail;
+        }
     }
     for (size_t i = 0; i < c->nkeep; i++) {
-        if (ns_mkdirs(c->hide[c->keep_in[i]], c->keep[i]) < 0)
-            NS_FAIL(c, "making the way to a kept path");
+        if (ns_mkdirs(c->hide[c->keep_in[i]], c->keep[i]) < 0) {
+            step = "making the way to a kept path";
+            goto fail;
+        }
         if (c->keep_dir[i]) {
-            if (mkdir(c->keep[i], 0755) < 0 && errno != EEXIST)
-                NS_FAIL(c, "making a kept directory");
+            if (mkdir(c->keep[i], 0755) < 0 && errno != EEXIST) {
+                step = "making a kept directory";
+                goto fail;
+            }
         } else {
             int fd = open(c->keep[i], O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-            if (fd < 0)
-                NS_FAIL(c, "making a kept file");
+            if (fd < 0) {
+                step = "making a kept file";
+                goto fail;
+            }
             close(fd);
         }
-        if (mount(c->fdpath[i], c->keep[i], "none", MS_BIND, NULL) < 0)
-            NS_FAIL(c, "binding a kept path back");
-        close(keepfd[i]);
+        if (mount(c->fdpath[i], c->keep[i], "none", MS_BIND, NULL) < 0) {
+            step = "binding a kept path back";
+            goto fail;
+        }
     }
     for (size_t i = 0; i < c->nhide; i++)
         if (c->hide_dir[i] &&
             mount("none", c->hide[i], "none",
-                  MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-            NS_FAIL(c, "making the tmpfs read-only");
+                  MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+            step = "making the tmpfs read-only";
+            goto fail;
+        }
+    for (size_t i = 0; i < nopen; i++)
+        close(keepfd[i]);
+    return 0;
+fail:
+    c->err = -errno;
+    c->step = step;
+    for (size_t i = 0; i < nopen; i++)
+        close(keepfd[i]);
+    return -1;
+}
+
+__attribute__((no_sanitize_address)) static int ns_child(void *arg)
+{
+    ns_child_t *c = arg;
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    for (int sig = 1; sig < _NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            sigaction(sig, &dfl, NULL); /* fails harmlessly for glibc's own */
+    if (setsid() < 0)
+        NS_FAIL(c, "setsid");
+    if (c->nsfd >= 0) {
+        /* the namespace made once (worker_ns below); its root becomes
+         * this process's root and working directory, so the working
+         * directory is entered by path, inside it */
+        if (setns(c->nsfd, CLONE_NEWNS) < 0)
+            NS_FAIL(c, NS_ENTER_STEP);
+    } else if (ns_setup(c) < 0) {
+        _exit(127);
+    }
     int in = open("/dev/null", O_RDONLY);
     if (in < 0 || dup2(in, 0) < 0)
         NS_FAIL(c, "stdin from /dev/null");
@@ -770,6 +825,147 @@ __attribute__((no_sanitize_address)) static int ns_child(void *arg)
     return 127;
 }
 
+/* The stack the cloned child runs on until it executes: mapped once per
+ * thread and kept (an munmap per spawn cost a TLB flush, on a
+ * paravirtualised guest a hypervisor call); the parent waits while the
+ * child uses it (CLONE_VFORK), so one spawn at a time per thread uses it. */
+static void *ns_stack(void)
+{
+    static _Thread_local void *stack;
+    if (!stack) {
+        void *s = mmap(NULL, NS_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        stack = s == MAP_FAILED ? NULL : s;
+    }
+    return stack;
+}
+
+/* ---- the workers' mount namespace, made once ----
+ *
+ * Every worker of an agent gets the same namespace (the same paths hidden,
+ * the same kept back), and none can change it (no CAP_SYS_ADMIN, the
+ * tmpfs read-only), so it is made once and each worker enters it with
+ * setns instead of making its own: a namespace of its own cost a worker
+ * its unshare and mounts, and at its exit the namespace's teardown (the
+ * unmounts wait for an RCU grace period), between its last instruction
+ * and the head seeing it end. It is made again when the recipe changes
+ * (a hidden or kept path now names another file: a restarted head's new
+ * socket) or the agent's own mounts changed since (/proc/self/mountinfo
+ * polls POLLPRI then): what the namespace copied of the host is then as
+ * fresh as a copy made at each spawn, also where the host's mounts do not
+ * propagate. Where it cannot be made (or the agent is in a chroot, which
+ * setns would leave) each worker makes its own as before. */
+typedef struct worker_ns {
+    int fd;        /* the namespace (nsfs), -1: none */
+    int mounts_fd; /* the agent's /proc/self/mountinfo */
+    char *key;     /* the recipe it was made from */
+    bool broken;   /* made once and not usable here: each worker makes its own */
+} worker_ns_t;
+
+static worker_ns_t worker_ns = {.fd = -1, .mounts_fd = -1};
+
+typedef struct ns_maker {
+    ns_child_t *c;
+    dev_t root_dev;
+    ino_t root_ino;
+    int fd;        /* out: the namespace */
+    bool made;     /* out: ns_setup succeeded */
+    bool chrooted; /* out: its root is not the agent's */
+} ns_maker_t;
+
+__attribute__((no_sanitize_address)) static int ns_make_child(void *arg)
+{
+    ns_maker_t *m = arg;
+    if (ns_setup(m->c) < 0)
+        _exit(127);
+    m->made = true;
+    int fd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        m->c->err = -errno;
+        m->c->step = "opening /proc/self/ns/mnt";
+        _exit(127);
+    }
+    /* entering it as a worker will: is its root the agent's? */
+    struct stat st;
+    if (setns(fd, CLONE_NEWNS) < 0 || stat("/", &st) < 0 || st.st_dev != m->root_dev ||
+        st.st_ino != m->root_ino)
+        m->chrooted = true;
+    m->fd = fd;
+    _exit(0);
+}
+
+static void worker_ns_drop(void)
+{
+    if (worker_ns.fd >= 0)
+        close(worker_ns.fd);
+    if (worker_ns.mounts_fd >= 0)
+        close(worker_ns.mounts_fd);
+    worker_ns.fd = worker_ns.mounts_fd = -1;
+    free(worker_ns.key);
+    worker_ns.key = NULL;
+}
+
+/* Whether the agent's mounts changed since the last look. */
+static bool mounts_changed(void)
+{
+    struct pollfd p = {.fd = worker_ns.mounts_fd, .events = POLLPRI};
+    return poll(&p, 1, 0) != 0;
+}
+
+void cr_worker_ns_tick(void)
+{
+    if (worker_ns.fd >= 0 && mounts_changed())
+        worker_ns_drop(); /* the next worker gets one made again */
+}
+
+/* The namespace for c's recipe (key): its descriptor, or -1 when the
+ * worker is to make its own. */
+static int worker_ns_get(ns_child_t *c, const char *key)
+{
+    if (worker_ns.broken)
+        return -1;
+    if (worker_ns.fd >= 0 && strcmp(worker_ns.key, key) == 0 && !mounts_changed())
+        return worker_ns.fd;
+    worker_ns_drop();
+    struct stat root;
+    if (stat("/", &root) < 0)
+        return -1;
+    /* before the namespace is made: a change while it is made shows next time */
+    worker_ns.mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+    if (worker_ns.mounts_fd < 0) {
+        worker_ns.broken = true;
+        return -1;
+    }
+    ns_maker_t m = {.c = c, .root_dev = root.st_dev, .root_ino = root.st_ino, .fd = -1};
+    void *stack = ns_stack();
+    if (!stack) {
+        worker_ns_drop();
+        return -1;
+    }
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* no handler runs on the child's borrowed memory */
+    /* CLONE_FILES: the namespace's descriptor, opened by the child, is the agent's */
+    int p = clone(ns_make_child, (char *)stack + NS_STACK,
+                  CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &m);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (p > 0)
+        while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
+            ;
+    c->err = 0; /* a failed step shows again when the worker makes its own */
+    c->step = NULL;
+    if (p < 0 || m.fd < 0 || m.chrooted) {
+        if (m.fd >= 0)
+            close(m.fd);
+        worker_ns_drop();
+        worker_ns.broken = m.made; /* the namespace itself is not the trouble */
+        return -1;
+    }
+    worker_ns.fd = m.fd;
+    worker_ns.key = cr_strdup(key);
+    return worker_ns.fd;
+}
+
 /* Whether path is dir or lies inside it. */
 static bool path_under(const char *path, const char *dir)
 {
@@ -786,13 +982,17 @@ static int spawn_hidden(const cr_worker_spec_t *s, const char *file, char **envp
                     .envp = envp,
                     .outfd = outfd,
                     .errfd = errfd,
-                    .cwd = s->cwd};
+                    .cwd = s->cwd,
+                    .nsfd = -1};
+    cr_buf_t key = {0}; /* the recipe: each path and the file it names */
     for (size_t i = 0; s->hide[i] && c.nhide < NS_MAX_PATHS; i++) {
         struct stat st;
         if (s->hide[i][0] != '/' || lstat(s->hide[i], &st) < 0)
             continue; /* nothing there to hide */
         c.hide_dir[c.nhide] = S_ISDIR(st.st_mode);
         c.hide[c.nhide++] = s->hide[i];
+        cr_buf_printf(&key, "h %s %llu %llu %o\n", s->hide[i], (unsigned long long)st.st_dev,
+                      (unsigned long long)st.st_ino, (unsigned)st.st_mode);
     }
     for (size_t i = 0; s->keep && s->keep[i] && c.nkeep < NS_MAX_PATHS; i++) {
         struct stat st;
@@ -807,6 +1007,9 @@ static int spawn_hidden(const cr_worker_spec_t *s, const char *file, char **envp
                 c.keep_in[c.nkeep] = k;
                 c.keep_dir[c.nkeep] = S_ISDIR(st.st_mode);
                 c.keep[c.nkeep++] = s->keep[i];
+                cr_buf_printf(&key, "k %s %zu %llu %llu %o\n", s->keep[i], k,
+                              (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+                              (unsigned)st.st_mode);
                 break;
             }
     }
@@ -817,22 +1020,56 @@ static int spawn_hidden(const cr_worker_spec_t *s, const char *file, char **envp
             if (c.hide_dir[k] && path_under(cwd, c.hide[k])) {
                 *step = "its working directory is inside the corral home, which workers do not see "
                         "(give the job another --cwd)";
+                cr_buf_free(&key);
                 return -EACCES;
             }
     }
-    void *stack = mmap(NULL, NS_STACK, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (stack == MAP_FAILED)
-        return -errno;
+    /* entering the namespace made once puts the worker at its root: it
+     * goes to its directory (the agent's when the spec names none) by
+     * path, as one made for it would have kept it there */
+    char here[PATH_MAX];
+    bool by_path = s->cwd != NULL;
+    if (!by_path && getcwd(here, sizeof(here))) {
+        by_path = true; /* unless the agent's own lies under what is hidden */
+        for (size_t k = 0; k < c.nhide; k++)
+            by_path &= !(c.hide_dir[k] && path_under(here, c.hide[k]));
+    }
+    if (c.nhide && by_path) {
+        if (!s->cwd)
+            c.cwd = here;
+        c.nsfd = worker_ns_get(&c, key.s ? key.s : "");
+        if (c.nsfd < 0)
+            c.cwd = s->cwd;
+    }
+    cr_buf_free(&key);
+    void *stack = ns_stack();
+    if (!stack)
+        return -ENOMEM;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old); /* no handler runs on the child's borrowed memory */
     int p = clone(ns_child, (char *)stack + NS_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
     int err = p < 0 ? -errno : 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    munmap(stack, NS_STACK);
     if (err)
         return err;
+    if (c.err && c.nsfd >= 0 && c.step == NS_ENTER_STEP) {
+        /* the namespace made once cannot be entered here: from now on
+         * each worker makes its own, this one too */
+        waitpid(p, NULL, 0);
+        worker_ns_drop();
+        worker_ns.broken = true;
+        c.nsfd = -1;
+        c.cwd = s->cwd;
+        c.err = 0;
+        c.step = NULL;
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        p = clone(ns_child, (char *)stack + NS_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
+        err = p < 0 ? -errno : 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (err)
+            return err;
+    }
     if (c.err) {
         waitpid(p, NULL, 0);
         *step = c.step; /* NULL: the exec itself */

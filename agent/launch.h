@@ -65,8 +65,11 @@ typedef struct cr_worker_spec {
     cr_bind_mode_t bind;
     /* What the worker must not reach (docs/workers.md "What a worker can
      * reach"): NULL, or absolute paths, NULL-terminated (8 at most). With
-     * it the worker starts in a mount namespace of its own (the agent needs
-     * CAP_SYS_ADMIN: root) where each directory of hide is an empty
+     * it the worker starts in a mount namespace apart from the agent's (the
+     * agent needs CAP_SYS_ADMIN: root; one namespace, made once, for every
+     * worker with the same hide and keep, made again when one of their
+     * paths names another file or the agent's mounts changed) where each
+     * directory of hide is an empty
      * read-only tmpfs and each other file reads as /dev/null; the paths of
      * keep (NULL-terminated, may be NULL) inside a hidden directory, such
      * as the sockets CORRAL_AGENT_SOCKET and CORRAL_ADDRESS name, are bound
@@ -114,6 +117,13 @@ typedef void (*cr_worker_exit_cb)(cr_worker_t *w, const cr_worker_exit_t *exit, 
  * cr_worker_warning says why. */
 int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exit_cb cb, void *arg,
                     cr_worker_t **out, char **errmsg);
+
+/* The agent's periodic look at the workers' mount namespace: when the
+ * agent's mounts changed since it was made, it is let go now rather than
+ * at the next worker's start, so that a filesystem the host unmounted is
+ * not kept mounted (its device busy) in a copy nobody uses, where the
+ * host's unmounts do not propagate. */
+void cr_worker_ns_tick(void);
 
 /* SIGTERM to the worker's process group, then SIGKILL to the group after
  * grace_ms (0: at once) unless the group is gone by then. Stopping a worker

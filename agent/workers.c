@@ -50,7 +50,7 @@ struct aw {
 struct agent {
     agent_config_t cfg;
     CR_VEC(aw_t *) ws;
-    uv_timer_t *bound;   /* every AGENT_BOUND_MS while cfg.output_max */
+    uv_timer_t *bound;   /* every AGENT_BOUND_MS while cfg.output_max or home */
     bool unbounded_told; /* a filesystem that cannot punch holes, warned once */
     /* what workers cannot reach (launch.h hide, keep; docs/workers.md
      * "What a worker can reach"): set when the agent runs as root */
@@ -95,8 +95,9 @@ static void bound_files(agent_t *a, aw_t *w)
 static void on_bound(uv_timer_t *t)
 {
     agent_t *a = t->data;
-    for (size_t i = 0; i < a->ws.n; i++)
+    for (size_t i = 0; a->cfg.output_max && i < a->ws.n; i++)
         bound_files(a, a->ws.v[i]);
+    cr_worker_ns_tick();
 }
 
 /* Opens w's output files for bounding; a filesystem that cannot punch
@@ -259,7 +260,7 @@ agent_t *agent_new(const agent_config_t *cfg)
     agent_t *a = cr_calloc(1, sizeof(*a));
     a->cfg = *cfg;
     hide_session(a);
-    if (cfg->output_max) {
+    if (cfg->output_max || a->home) { /* a->home: the workers' namespace (cr_worker_ns_tick) */
         a->bound = cr_malloc(sizeof(*a->bound));
         uv_timer_init(cfg->loop, a->bound);
         a->bound->data = a;

@@ -469,7 +469,8 @@ static int run_or_submit(const char *cmd, const char *usage, bool submit, int ar
     corral_set_tick(c, cli_stop_on_interrupt, &st);
     corral_set_log_dropped(c, cli_on_dropped, &o);
     cli_follow_to_stdout(c, o.prefix);
-    err = corral_job_logs_follow_all(c, job_id, -1, cli_on_follow, &o);
+    int ended = 0; /* the follow's end brought the job: no corral_wait */
+    err = corral_job_logs_follow_end(c, job_id, -1, cli_on_follow, &o, &job, &ended);
     corral_set_tick(c, NULL, NULL);
     cli_stopper_fini(&st);
     if (submit && (st.left || err == CR_ENOSYS)) {
@@ -490,7 +491,7 @@ static int run_or_submit(const char *cmd, const char *usage, bool submit, int ar
             fflush(stdout);
             print_prefixed(stderr, &o.err[i], (unsigned)i, o.prefix);
         }
-        err = err < 0 ? err : corral_wait(c, job_id, -1, &job);
+        err = err < 0 ? err : ended ? 0 : corral_wait(c, job_id, -1, &job);
         if (err < 0)
             fprintf(stderr, "%s: job %s: %s\n", cmd, job_id, corral_errmsg(c));
     }

@@ -929,6 +929,8 @@ int corral_job_list(corral_t *c, corral_job_t **out, size_t *n)
 typedef struct logs_cb {
     corral_log_fn fn;
     void *arg;
+    corral_job_t *job; /* with_job: the job as it ended, from the eof */
+    int *ended;        /* set when the eof carried it */
 } logs_cb_t;
 
 static int got_chunk(corral_t *c, const Corral__Envelope *e, void *arg)
@@ -941,42 +943,58 @@ static int got_chunk(corral_t *c, const Corral__Envelope *e, void *arg)
         c->dropped(c->dropped_arg, ch->worker_index, ch->stream, ch->dropped, ch->worker_log_max);
     if (ch->data.len)
         l->fn(l->arg, ch->worker_index, ch->stream, (const char *)ch->data.data, ch->data.len);
+    if (ch->eof && ch->job && l->job && !*l->ended) {
+        job_from_info(l->job, ch->job);
+        *l->ended = 1;
+    }
     return ch->eof;
 }
 
 static int job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg,
-                    bool follow, bool whole)
+                    bool follow, bool whole, corral_job_t *job, int *ended)
 {
-    logs_cb_t l = {fn, arg};
+    logs_cb_t l = {fn, arg, job, ended};
     Corral__JobLogs r = CORRAL__JOB_LOGS__INIT;
     r.job_id = (char *)job_id;
     r.worker_index = worker_index;
     r.follow = follow;
     r.whole = whole;
+    r.with_job = job != NULL;
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_JOB_LOGS;
     e.job_logs = &r;
     c->following_logs = true;
     int err = call_ex(c, &e, got_chunk, &l, follow);
     c->following_logs = false;
+    if (err < 0 && ended && *ended) { /* the eof came, then the call failed after all */
+        corral_job_free(job);
+        *ended = 0;
+    }
     return err;
 }
 
 int corral_job_logs(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn, void *arg)
 {
-    return job_logs(c, job_id, worker_index, fn, arg, false, false);
+    return job_logs(c, job_id, worker_index, fn, arg, false, false, NULL, NULL);
 }
 
 int corral_job_logs_follow(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
                            void *arg)
 {
-    return job_logs(c, job_id, worker_index, fn, arg, true, false);
+    return job_logs(c, job_id, worker_index, fn, arg, true, false, NULL, NULL);
 }
 
 int corral_job_logs_follow_all(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
                                void *arg)
 {
-    return job_logs(c, job_id, worker_index, fn, arg, true, true);
+    return job_logs(c, job_id, worker_index, fn, arg, true, true, NULL, NULL);
+}
+
+int corral_job_logs_follow_end(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
+                               void *arg, corral_job_t *job, int *ended)
+{
+    *ended = 0;
+    return job_logs(c, job_id, worker_index, fn, arg, true, true, job, ended);
 }
 
 /* ---- the cluster ---- */

@@ -46,6 +46,7 @@ typedef struct follower {
     int worker;     /* -1 every worker */
     uint64_t start; /* the requested offset, for each first file */
     bool whole;     /* from byte 0 however long a first file is */
+    bool with_job;  /* the eof carries the JobInfo */
     int n;          /* workers known */
     int rr;         /* the worker read first at the next pump */
     fstream_t (*fs)[2];
@@ -184,6 +185,39 @@ static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, cons
     a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
     a.log_chunk = &ch;
     return send_env(f, &a);
+}
+
+static void send_eof_with(void *ctx, const Corral__JobInfo *info)
+{
+    follower_t *f = ctx;
+    Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
+    ch.job_id = f->job_id;
+    ch.worker_index = (uint32_t)(f->worker < 0 ? 0 : f->worker);
+    ch.eof = true;
+    ch.job = (Corral__JobInfo *)info;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+    a.log_chunk = &ch;
+    a.reply_to = f->req_id;
+    int err = cr_conn_send(f->conn, &a);
+    if (err == CR_E2BIG || err == CR_EINVAL)
+        return; /* the job does not fit in a frame (or did not validate): the
+                 * plain eof follows, and the JobStatus the client then asks
+                 * gets the reason */
+    if (err < 0)
+        cr_warn("follow: answer to %s: %s; no longer following", cr_conn_peer(f->conn),
+                cr_strerror(err));
+    f->dead = true;
+}
+
+/* The follow's last answer: the job with it when asked and still known. */
+static void send_eof(follower_t *f)
+{
+    if (f->with_job && F.ops.job_info)
+        F.ops.job_info(F.arg, f->job_id, send_eof_with, f);
+    if (!f->dead)
+        send_chunk(f, f->worker, 0, 0, NULL, 0, true, 0);
+    f->dead = true;
 }
 
 /* Whether the bytes from off of a file of size bounded to keep may go
@@ -366,10 +400,8 @@ static void pump_logs(follower_t *f)
             return;
     }
     f->rr = n ? (f->rr + 1) % n : 0;
-    if (final && !more) {
-        send_chunk(f, f->worker, 0, 0, NULL, 0, true, 0);
-        f->dead = true;
-    }
+    if (final && !more)
+        send_eof(f);
 }
 
 typedef struct ev_ctx {
@@ -433,7 +465,7 @@ static follower_t *add(cr_conn_t *c, uint64_t req_id)
 }
 
 int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index, uint64_t offset,
-               bool whole)
+               bool whole, bool with_job)
 {
     if (!F.ops.nworkers || F.ops.nworkers(F.arg, job_id) < 0)
         return CR_ENOENT;
@@ -443,6 +475,7 @@ int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_ind
     f->worker = worker_index;
     f->start = offset;
     f->whole = whole;
+    f->with_job = with_job;
     F.pumping++;
     pump_logs(f);
     F.pumping--;

@@ -45,6 +45,10 @@ typedef struct follow_ops {
     /* Optional: where a worker's stream has holes besides its bound's
      * (cr_output_next's old): the end of the last gap in it, 0 none. */
     uint64_t (*gap)(void *arg, const char *job_id, int worker, int stream);
+    /* Optional: calls fn once with the job's JobInfo (as JobStatus
+     * answers it), not at all when the head knows no such job. */
+    void (*job_info)(void *arg, const char *job_id,
+                     void (*fn)(void *ctx, const Corral__JobInfo *info), void *ctx);
 } follow_ops_t;
 
 /* Sets up the module on loop (the timer is created here, started only
@@ -57,12 +61,13 @@ void follow_fini(void);
 /* Follows job_id's output for request req_id on c: worker_index -1 every
  * worker, else that one. offset: where to start in each file (0: from
  * the start, except that a file longer than 8 MiB starts with its last 8
- * MiB, as a JobLogs answer without follow does, unless whole). What is there now is
+ * MiB, as a JobLogs answer without follow does, unless whole). with_job:
+ * the eof carries the job as it ended (ops.job_info). What is there now is
  * sent at once; a job already final is answered completely, eof
  * included, before this returns. Returns 0, or CR_ENOENT (no such job,
  * nothing sent: the caller answers with an Error). */
 int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_index, uint64_t offset,
-               bool whole);
+               bool whole, bool with_job);
 /* Follows the event log for request req_id on c (EventsRequest{follow}):
  * each event after since_seq is pushed as an Event answering req_id, for
  * as long as c lives. The head answers the request's EventList itself

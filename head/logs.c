@@ -91,7 +91,7 @@ void req_job_logs(cr_conn_t *c, const Corral__Envelope *e)
         return;
     }
     if (q->follow) { /* daemon/follow.c answers from here on, eof included */
-        if (follow_add(c, e->id, j->idstr, q->worker_index, q->offset, q->whole) < 0)
+        if (follow_add(c, e->id, j->idstr, q->worker_index, q->offset, q->whole, q->with_job) < 0)
             cr_conn_reply_error(c, e->id, CR_ENOENT, "no job %s", q->job_id);
         return;
     }
@@ -151,7 +151,14 @@ static uint64_t fo_gap(void *arg, const char *job_id, int i, int stream)
     return j && i >= 0 && i < j->n ? j->wk[i].out_gap[stream ? 1 : 0] : 0;
 }
 
+static void fo_job_info(void *arg, const char *job_id,
+                        void (*fn)(void *ctx, const Corral__JobInfo *info), void *ctx)
+{
+    jobs_info_each(job_id, fn, ctx);
+}
+
 const follow_ops_t head_follow_ops = {.nworkers = fo_nworkers,
+                                      .job_info = fo_job_info,
                                       .paths = fo_paths,
                                       .is_final = fo_is_final,
                                       .events_since = fo_events_since,

@@ -460,9 +460,15 @@ static int qty_from_json(pctx_t *c, const json_t *j, int64_t *out)
     if (!isfinite(v) || v < 0 || v > 1e12)
         return fail(c, "expected a quantity between 0 and 1e12");
     double q = v * CR_QTY_ONE;
-    if (fabs(q - llround(q)) > 1e-6)
+    /* llround of a q in [0, 1e16] without libm: `corral`, which links
+     * this file, then loads libc alone (one library less to map at each
+     * start) */
+    int64_t r = (int64_t)q;
+    if (q - (double)r >= 0.5)
+        r++;
+    if (fabs(q - (double)r) > 1e-6)
         return fail(c, "quantity %g has more than 4 decimal places", v);
-    *out = llround(q);
+    *out = r;
     return 0;
 }
 

@@ -5,7 +5,7 @@
 set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libhwloc-dev hwloc libjansson-dev libfyaml-dev libcmocka-dev python3 \
-libuv1-dev nettle-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev sqlite3 jq valgrind \
+libuv1-dev nettle-dev libprotobuf-c-dev protobuf-c-compiler libsqlite3-dev sqlite3 jq valgrind strace \
 python3-torch python3-cloudpickle iproute2 libssl-dev openssl libmicrohttpd-dev prometheus curl python3-numpy \
 chromium chromium-driver $*"
 missing=""

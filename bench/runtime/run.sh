@@ -9,9 +9,11 @@
 #      and against torchrun --standalone --nproc_per_node=8 start-up of the
 #      same trivial worker script under /usr/bin/python3 when Debian's
 #      python3-torch is installed (skipped with a note otherwise);
-#   2. sequential `corral run -- true` per second over SEQ runs, against
-#      sequential posix_spawn of true (the floor) and, with BENCH_SLURM=1,
-#      Slurm's `srun -n1 true` on a one-node Slurm started and stopped here
+#   2. sequential `corral run -- true` per second, SEQ runs a round over
+#      SEQ_ROUNDS rounds, each started by posix_spawn as the floor's are,
+#      against sequential posix_spawn of true (the floor, FLOOR_N a round)
+#      and, with BENCH_SLURM=1, Slurm's `srun -n1 true` (SRUN_RUNS a round)
+#      on a one-node Slurm started and stopped here
 #      with /work/shared/peers/09_slurm_setup.sh and 09_slurm_stop.sh
 #      (they install slurm-wlm and munge with apt when missing, run daemons
 #      as root);
@@ -37,6 +39,10 @@ PEERS="${BENCH_PEERS:-/work/shared/peers}"
 CORRAL="$BUILD/corral"
 STAMP="$BUILD/bench/bench_runtime_stamp"
 SPAWN="$BUILD/bench/bench_runtime_spawn"
+# an older build (CORRAL_BUILD_DIR, a before figure): this tree's floor and
+# spawner, which the sequential runs need (seq --setsid)
+[ "$BUILD" != "$SRC/build" ] && [ -x "$SRC/build/bench/bench_runtime_spawn" ] &&
+    SPAWN="$SRC/build/bench/bench_runtime_spawn"
 PY=/usr/bin/python3
 for f in "$CORRAL" "$BUILD/corrald" "$STAMP" "$SPAWN" "$BUILD/bench/bench_runtime_pg"; do
     [ -x "$f" ] || { echo "bench/runtime: no $f; run make build first" >&2; exit 2; }
@@ -122,40 +128,53 @@ else
 fi
 
 # --- 2. sequential `corral run -- true` -----------------------------------
+# Every side is started the same way: SEQ runs in a row by
+# bench_runtime_spawn seq (posix_spawn, then wait), itself in a session of
+# its own (setsid -w); the floor's children (`true`) each in a session of
+# their own too (--setsid), as corral's workers (setsid) and Slurm's steps
+# are. With the kernel's autogroup a session is a CPU-share unit: the
+# floor's children sharing the bench's session got less CPU on a loaded
+# machine than corral's workers, each in its own (bench/train/run.sh met
+# the same bias). Until 2026-12-05 corral's and srun's runs came from a
+# bash loop instead, whose fork of bash costs more than posix_spawn (2x
+# to 3x a spawn of true on the VM of issue 18), a cost the floor did not
+# pay. SEQ_ROUNDS rounds take turns (floor, corral, srun); the figures are
+# the rounds' medians.
+SEQ_ROUNDS="${SEQ_ROUNDS:-5}"
+FLOOR_N="${FLOOR_N:-200}"
 TRUE=/bin/true   # corral runs `true` through PATH; the floor needs a path
+seq_of() { setsid -w "$SPAWN" seq "$@"; } # prints N SECONDS PER_SECOND P50_MS
 for _ in 1 2 3; do "$CORRAL" run -- true; done
-: > "$TMP/seq_corral"
-ta=$EPOCHREALTIME
-for _ in $(seq "$SEQ"); do
-    t0=$EPOCHREALTIME; "$CORRAL" run -- true; t1=$EPOCHREALTIME
-    echo "$t0 $t1" >> "$TMP/seq_corral"
-done
-tb=$EPOCHREALTIME
-rate=$(awk -v a="$ta" -v b="$tb" -v n="$SEQ" 'BEGIN{printf "%.1f", n/(b-a)}')
-lat=$(awk '{print ($2-$1)*1000}' "$TMP/seq_corral" | median)
-floor=$("$SPAWN" seq 2000 "$TRUE" | awk '{print $3}')
-echo "figure seq_run_true_corral $rate runs/s"
-echo "figure seq_run_true_corral_latency_p50 $lat ms"
-echo "figure seq_posix_spawn_true $floor runs/s"
-ratio seq_posix_spawn_true "$rate" "$floor"
 if [ "${BENCH_SLURM:-0}" = 1 ]; then
     slurm_up=1
     "$PEERS/09_slurm_setup.sh" >&2
     export SLURM_CONF=/tmp/bench-peers-slurm/etc/slurm.conf
     srun -n1 true; srun -n1 true                  # warm-up
-    : > "$TMP/srun"
-    for _ in $(seq "$SRUN_RUNS"); do
-        t0=$EPOCHREALTIME; srun -n1 true; t1=$EPOCHREALTIME
-        awk -v a="$t0" -v b="$t1" 'BEGIN{print (b-a)*1000}' >> "$TMP/srun"
-    done
+else
+    note "srun skipped: set BENCH_SLURM=1 to start a one-node Slurm here (installs slurm-wlm and munge with apt, runs daemons as root)"
+fi
+: > "$TMP/seq_floor"; : > "$TMP/seq_corral"; : > "$TMP/seq_srun"
+for r in $(seq "$SEQ_ROUNDS"); do
+    seq_of "$FLOOR_N" --setsid "$TRUE" >> "$TMP/seq_floor"
+    seq_of "$SEQ" "$CORRAL" run -- true >> "$TMP/seq_corral"
+    [ "$slurm_up" = 1 ] && seq_of "$SRUN_RUNS" srun -n1 true >> "$TMP/seq_srun"
+    note "sequential round $r: floor $(tail -1 "$TMP/seq_floor" | cut -d' ' -f3)/s, corral $(tail -1 "$TMP/seq_corral" | cut -d' ' -f3)/s$([ "$slurm_up" = 1 ] && echo ", srun $(tail -1 "$TMP/seq_srun" | cut -d' ' -f3)/s"), load $(cut -d' ' -f1 /proc/loadavg)"
+done
+rate=$(awk '{print $3}' "$TMP/seq_corral" | median)
+lat=$(awk '{print $4}' "$TMP/seq_corral" | median)
+floor=$(awk '{print $3}' "$TMP/seq_floor" | median)
+echo "figure seq_run_true_corral $rate runs/s"
+echo "figure seq_run_true_corral_latency_p50 $lat ms"
+echo "figure seq_posix_spawn_true $floor runs/s"
+echo "figure seq_posix_spawn_true_latency_p50 $(awk '{print $4}' "$TMP/seq_floor" | median) ms"
+ratio seq_posix_spawn_true "$rate" "$floor"
+if [ "$slurm_up" = 1 ]; then
     "$PEERS/09_slurm_stop.sh" >&2; slurm_up=0
-    s50=$(median < "$TMP/srun")
-    srate=$(awk -v m="$s50" 'BEGIN{printf "%.1f", 1000/m}')
+    s50=$(awk '{print $4}' "$TMP/seq_srun" | median)
+    srate=$(awk '{print $3}' "$TMP/seq_srun" | median)
     echo "figure seq_srun_true_latency_p50 $s50 ms"
     echo "figure seq_srun_true $srate runs/s"
     ratio seq_srun_true "$rate" "$srate"
-else
-    note "srun skipped: set BENCH_SLURM=1 to start a one-node Slurm here (installs slurm-wlm and munge with apt, runs daemons as root)"
 fi
 
 # --- placement groups created and removed through libcorral ----------------

@@ -5,7 +5,17 @@
  *                                              for all; exit 0 if all did
  *   bench_runtime_spawn seq N PROG [ARG...]    spawn+wait N times in a row
  *                                              (after 5 warm-ups); prints
- *                                              "N SECONDS PER_SECOND"
+ *                                              "N SECONDS PER_SECOND P50_MS"
+ *   bench_runtime_spawn seq N --setsid PROG... the same, each child in a
+ *                                              session of its own, as
+ *                                              corral's workers are
+ *
+ * The sequential mode is also how bench/runtime/run.sh starts `corral run
+ * -- true` and `srun -n1 true` (PROG), so that the floor and its peers pay
+ * the same for being started (a bash loop's fork of bash costs more than
+ * posix_spawn) and run in the same kind of session (with the kernel's
+ * autogroup a session is a CPU-share unit; run.sh puts this program in a
+ * session of its own with setsid -w).
  *
  * The gang's timing is taken by the caller (bash's $EPOCHREALTIME before
  * this program, each worker's own start stamp), the same way as for
@@ -29,9 +39,11 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+static posix_spawnattr_t *attr; /* --setsid */
+
 static int spawn(char **argv, pid_t *pid)
 {
-    int rc = posix_spawn(pid, argv[0], NULL, NULL, argv, environ);
+    int rc = posix_spawnp(pid, argv[0], NULL, attr, argv, environ);
     if (rc != 0)
         fprintf(stderr, "bench_runtime_spawn: %s: %s\n", argv[0], strerror(rc));
     return rc == 0 ? 0 : -1;
@@ -63,18 +75,44 @@ static int run_gang(int n, char **argv)
     return rc;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int run_seq(int n, char **argv)
 {
     pid_t pid;
+    posix_spawnattr_t at;
+    if (argv[0] && strcmp(argv[0], "--setsid") == 0) {
+        posix_spawnattr_init(&at);
+        posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
+        attr = &at;
+        argv++;
+    }
+    if (!argv[0])
+        return -1;
     for (int i = 0; i < 5; i++)
         if (spawn(argv, &pid) != 0 || reap(pid) != 0)
             return -1;
+    double *lat = calloc((size_t)n, sizeof(*lat));
+    if (!lat)
+        return -1;
     double t0 = now_s();
-    for (int i = 0; i < n; i++)
-        if (spawn(argv, &pid) != 0 || reap(pid) != 0)
+    for (int i = 0; i < n; i++) {
+        double t = now_s();
+        if (spawn(argv, &pid) != 0 || reap(pid) != 0) {
+            free(lat);
             return -1;
+        }
+        lat[i] = now_s() - t;
+    }
     double dt = now_s() - t0;
-    printf("%d %.6f %.1f\n", n, dt, (double)n / dt);
+    qsort(lat, (size_t)n, sizeof(*lat), cmp_double);
+    double p50 = n % 2 ? lat[n / 2] : (lat[n / 2 - 1] + lat[n / 2]) / 2;
+    printf("%d %.6f %.1f %.3f\n", n, dt, (double)n / dt, p50 * 1e3);
+    free(lat);
     return 0;
 }
 

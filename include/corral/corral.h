@@ -280,6 +280,14 @@ int corral_job_logs_follow(corral_t *c, const char *job_id, int worker_index, co
  * workers may have written more than 8 MiB before the follow began. */
 int corral_job_logs_follow_all(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
                                void *arg);
+/* corral_job_logs_follow_all, and with the end of the output the job as
+ * it ended, in the same answer: on success with *ended set, *job is
+ * filled (free it with corral_job_free) and final, as corral_wait would
+ * give it, one round trip sooner. *ended stays 0 when the head did not
+ * say (one from before 2026-12-05, or a job it no longer knows): then
+ * corral_wait gives it. */
+int corral_job_logs_follow_end(corral_t *c, const char *job_id, int worker_index, corral_log_fn fn,
+                               void *arg, corral_job_t *job, int *ended);
 
 /* ---- the cluster ---- */
 

@@ -341,6 +341,7 @@ int main(int argc, char **argv)
         lg.job_id = "1";
         lg.worker_index = 0;
         lg.follow = true;
+        lg.with_job = true; /* the eof carries the JobInfo (corral run) */
         ENV(e, job_logs, JOB_LOGS, &lg);
         put(0, &e);
         Corral__JobStop js = CORRAL__JOB_STOP__INIT;
