@@ -1406,6 +1406,10 @@ static void fill(conn_t *cn)
 static bool pump(conn_t *cn)
 {
     for (;;) {
+        /* what the replica has goes with what waits (one send: the head
+         * with a reply that came whole) */
+        if (cn->q && !cn->ended && !cn->q->waiting)
+            fill(cn);
         if (pending(cn)) {
             int err = flush(cn);
             if (err == -EAGAIN)
@@ -1434,9 +1438,6 @@ static bool pump(conn_t *cn)
         }
         if (!cn->q || cn->q->waiting)
             return false;
-        fill(cn);
-        if (!pending(cn) && !cn->ended)
-            return false; /* q->waiting */
     }
 }
 
