@@ -1663,7 +1663,7 @@ static void dispatch(conn_t *cn)
         return;
     }
     serve_request_t rq;
-    int perr = serve_request_parse(q->body.s, q->body.len, &rq);
+    int perr = serve_request_parse_model(q->body.s, q->body.len, &rq);
     if (perr == SERVE_REQ_INVALID_JSON) {
         respond_error(cn, 400, "invalid_request_error", "invalid_json",
                       "the request body is not a JSON object", 0);
@@ -1687,6 +1687,11 @@ static void dispatch(conn_t *cn)
         serve_request_free(&rq);
         respond_error(cn, 404, "invalid_request_error", "model_not_found", msg, 0);
         return;
+    }
+    if (m->aff) { /* the prompt too */
+        serve_request_free(&rq);
+        if (serve_request_parse(q->body.s, q->body.len, &rq) != 0)
+            memset(&rq, 0, sizeof(rq));
     }
     if (m->aff && rq.prefix_len) {
         q->h = cr_malloc(SERVE_AFFINITY_BLOCKS * sizeof(*q->h));
@@ -2192,7 +2197,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return send_error(c, 413, "invalid_request_error", "request_too_large", msg, 0);
     }
     serve_request_t rq;
-    int perr = serve_request_parse(q->body.s, q->body.len, &rq);
+    int perr = serve_request_parse_model(q->body.s, q->body.len, &rq);
     if (perr == SERVE_REQ_INVALID_JSON)
         return send_error(c, 400, "invalid_request_error", "invalid_json",
                           "the request body is not a JSON object", 0);
@@ -2212,6 +2217,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                  model);
         serve_request_free(&rq);
         return send_error(c, 404, "invalid_request_error", "model_not_found", msg, 0);
+    }
+    if (m->aff) { /* the prompt too */
+        serve_request_free(&rq);
+        if (serve_request_parse(q->body.s, q->body.len, &rq) != 0)
+            memset(&rq, 0, sizeof(rq));
     }
     if (m->aff && rq.prefix_len) {
         q->h = cr_malloc(SERVE_AFFINITY_BLOCKS * sizeof(*q->h));
