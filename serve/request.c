@@ -122,8 +122,12 @@ static void usage_from(serve_usage_t *u, json_t *j)
 }
 
 /* usage of one JSON object, when it has one with counts */
+static int usage_quick(serve_usage_t *u, const char *s, size_t n);
+
 static void usage_take(serve_usage_t *u, const char *s, size_t n)
 {
+    if (usage_quick(u, s, n))
+        return;
     json_t *j = json_loadb(s, n, 0, NULL);
     usage_from(u, j);
     json_decref(j);
@@ -459,17 +463,26 @@ static bool quick_value(quick_t *s, int depth, const unsigned char **sa,
     }
 }
 
-/* 1: the quick look decided (0 or a code in *ret), 0: jansson's way. */
-static int quick_parse(const char *body, size_t len, serve_request_t *out, int *ret)
+/* A top-level key's value as the quick look found it: its text [a, b)
+ * (a string's with its quotes), whether a string value had an escape. */
+typedef struct qfield {
+    const char *key;
+    const unsigned char *a, *b;
+    bool seen, esc;
+} qfield_t;
+
+/* 1: body[0..len) is a JSON object as jansson reads it, with the values
+ * of the last of its top-level keys named in f; -1: it is not an object
+ * (or not JSON); 0: not decided here (a key with an escape, or what the
+ * quick look does not take): jansson's way. */
+static int quick_fields(const char *body, size_t len, qfield_t *f, size_t nf)
 {
     quick_t s = {(const unsigned char *)body, (const unsigned char *)body + len, false};
-    const unsigned char *ma = NULL, *mb = NULL;
-    bool model_str = false, model_seen = false, model_esc = false, stream = false;
+    for (size_t i = 0; i < nf; i++)
+        f[i].seen = false;
     quick_ws(&s);
-    if (s.p >= s.end || *s.p != '{') {
-        *ret = SERVE_REQ_INVALID_JSON; /* not an object (or not JSON) */
-        return s.p < s.end && *s.p == '[' ? 0 : 1;
-    }
+    if (s.p >= s.end || *s.p != '{')
+        return -1;
     s.p++;
     quick_ws(&s);
     bool empty = s.p < s.end && *s.p == '}';
@@ -482,24 +495,23 @@ static int quick_parse(const char *body, size_t len, serve_request_t *out, int *
         if (s.p >= s.end || *s.p != '"' || !quick_string(&s, &ka, &kb))
             return 0;
         if (s.escaped)
-            return 0; /* a key with an escape may be "model" */
+            return 0; /* a key with an escape may be one of f */
         quick_ws(&s);
         if (s.p >= s.end || *s.p != ':')
             return 0;
         s.p++;
         quick_ws(&s);
+        const unsigned char *start = s.p;
         if (!quick_value(&s, 1, &va, &vb, &t))
             return 0;
         size_t kl = (size_t)(kb - ka);
-        if (kl == 5 && memcmp(ka, "model", 5) == 0) {
-            model_seen = true;
-            model_str = va != NULL;
-            model_esc = va && s.escaped;
-            ma = va;
-            mb = vb;
-        } else if (kl == 6 && memcmp(ka, "stream", 6) == 0) {
-            stream = t;
-        }
+        for (size_t i = 0; i < nf; i++)
+            if (strlen(f[i].key) == kl && memcmp(ka, f[i].key, kl) == 0) {
+                f[i].seen = true;
+                f[i].a = start;
+                f[i].b = s.p;
+                f[i].esc = *start == '"' && s.escaped;
+            }
         quick_ws(&s);
         if (s.p < s.end && *s.p == ',') {
             s.p++;
@@ -512,19 +524,71 @@ static int quick_parse(const char *body, size_t len, serve_request_t *out, int *
         return 0;
     }
     quick_ws(&s);
-    if (s.p != s.end)
+    return s.p == s.end ? 1 : 0;
+}
+
+/* 1: the quick look decided (0 or a code in *ret), 0: jansson's way. */
+static int quick_parse(const char *body, size_t len, serve_request_t *out, int *ret)
+{
+    qfield_t f[2] = {{.key = "model"}, {.key = "stream"}};
+    int k = quick_fields(body, len, f, 2);
+    if (k < 0) {
+        *ret = SERVE_REQ_INVALID_JSON; /* not an object, or not JSON */
+        return 1;
+    }
+    if (k == 0 || (f[0].seen && f[0].esc))
         return 0;
-    if (model_esc)
-        return 0;
-    if (!model_seen || !model_str || mb == ma) {
+    if (!f[0].seen || *f[0].a != '"' || f[0].b - f[0].a < 3) {
         *ret = SERVE_REQ_NO_MODEL;
         return 1;
     }
-    out->model = cr_malloc((size_t)(mb - ma) + 1);
-    memcpy(out->model, ma, (size_t)(mb - ma));
-    out->model[mb - ma] = '\0';
-    out->stream = stream;
+    size_t n = (size_t)(f[0].b - f[0].a) - 2;
+    out->model = cr_malloc(n + 1);
+    memcpy(out->model, f[0].a + 1, n);
+    out->model[n] = '\0';
+    out->stream = f[1].seen && f[1].b - f[1].a == 4 && memcmp(f[1].a, "true", 4) == 0;
     *ret = 0;
+    return 1;
+}
+
+/* An integer value's text [a, b) as jansson reads one: true with *v. */
+static bool quick_int(const unsigned char *a, const unsigned char *b, long long *v)
+{
+    if (a == b || (*a != '-' && !(*a >= '0' && *a <= '9')))
+        return false;
+    for (const unsigned char *x = a; x < b; x++)
+        if (*x == '.' || *x == 'e' || *x == 'E')
+            return false;
+    char tmp[32];
+    size_t n = (size_t)(b - a);
+    if (n >= sizeof(tmp))
+        return false;
+    memcpy(tmp, a, n);
+    tmp[n] = '\0';
+    *v = strtoll(tmp, NULL, 10);
+    return true;
+}
+
+/* usage_from for the reply s[0..n) without building its JSON: 1 decided,
+ * 0 jansson's way. */
+static int usage_quick(serve_usage_t *u, const char *s, size_t n)
+{
+    qfield_t us = {.key = "usage"};
+    int k = quick_fields(s, n, &us, 1);
+    if (k < 0)
+        return 1; /* not an object: no usage */
+    if (k == 0)
+        return 0;
+    if (!us.seen || *us.a != '{')
+        return 1;
+    qfield_t f[2] = {{.key = "prompt_tokens"}, {.key = "completion_tokens"}};
+    if (quick_fields((const char *)us.a, (size_t)(us.b - us.a), f, 2) != 1)
+        return 0;
+    long long p, c;
+    if (f[0].seen && quick_int(f[0].a, f[0].b, &p) && p >= 0) {
+        u->prompt = p;
+        u->completion = f[1].seen && quick_int(f[1].a, f[1].b, &c) && c >= 0 ? c : 0;
+    }
     return 1;
 }
 
