@@ -95,8 +95,8 @@ long serve_http_parse_head(const char *buf, size_t len, serve_http_req_t *o)
     size_t pl = (size_t)((q ? q : sp2) - t);
     copy_val(o->path, sizeof(o->path), t, pl, &o->path_long);
     const char *v = sp2 + 1;
-    if (le - v != 8 || memcmp(v, "HTTP/", 5) != 0 || !isdigit((unsigned char)v[5]) ||
-        v[6] != '.' || !isdigit((unsigned char)v[7]))
+    if (le - v != 8 || memcmp(v, "HTTP/", 5) != 0 || !isdigit((unsigned char)v[5]) || v[6] != '.' ||
+        !isdigit((unsigned char)v[7]))
         return fail(o, 400, "the request line does not end in HTTP/1.1 or HTTP/1.0");
     if (v[5] != '1')
         return fail(o, 505, "HTTP version not supported; use HTTP/1.1");
@@ -209,7 +209,8 @@ long serve_http_chunked_feed(serve_http_chunked_t *c, const char *in, size_t n, 
             if (isxdigit(ch)) {
                 if (c->left >> 56)
                     return chunk_fail(c, "a chunk's size is too large");
-                c->left = c->left * 16 + (uint64_t)(isdigit(ch) ? ch - '0' : (ch | 0x20) - 'a' + 10);
+                c->left =
+                    c->left * 16 + (uint64_t)(isdigit(ch) ? ch - '0' : (ch | 0x20) - 'a' + 10);
                 c->digits = true;
             } else if (!c->digits) {
                 return chunk_fail(c, "a chunk's size line has no hex size");
@@ -299,29 +300,53 @@ long serve_http_chunked_feed(serve_http_chunked_t *c, const char *in, size_t n, 
 const char *serve_http_reason(unsigned status)
 {
     switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 417: return "Expectation Failed";
-    case 422: return "Unprocessable Content";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    default: return "";
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 411:
+        return "Length Required";
+    case 413:
+        return "Content Too Large";
+    case 417:
+        return "Expectation Failed";
+    case 422:
+        return "Unprocessable Content";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "";
     }
 }

@@ -19,12 +19,12 @@
  * sizes here; a value longer than its field sets `long_value`). */
 typedef struct serve_http_req {
     char method[16];
-    char path[256];     /* the target up to '?' (the query is dropped) */
-    bool path_long;     /* the target was longer than path */
-    int minor;          /* HTTP/1.minor: 0 or 1 */
-    bool keepalive;     /* the connection may carry another request */
-    bool chunked;       /* Transfer-Encoding: chunked */
-    long long length;   /* Content-Length; -1 none */
+    char path[256];   /* the target up to '?' (the query is dropped) */
+    bool path_long;   /* the target was longer than path */
+    int minor;        /* HTTP/1.minor: 0 or 1 */
+    bool keepalive;   /* the connection may carry another request */
+    bool chunked;     /* Transfer-Encoding: chunked */
+    long long length; /* Content-Length; -1 none */
     bool expect_continue;
     char content_type[128];
     char authorization[512];
@@ -47,10 +47,10 @@ long serve_http_parse_head(const char *buf, size_t len, serve_http_req_t *out);
 /* A chunked request body, decoded as it comes. */
 typedef struct serve_http_chunked {
     int state;
-    uint64_t left;  /* bytes left in the current chunk */
-    unsigned line;  /* bytes of the current size line or trailer section */
-    bool digits;    /* the size line had a hex digit */
-    bool done;      /* the last chunk and the trailers came */
+    uint64_t left;   /* bytes left in the current chunk */
+    unsigned line;   /* bytes of the current size line or trailer section */
+    bool digits;     /* the size line had a hex digit */
+    bool done;       /* the last chunk and the trailers came */
     const char *err; /* why the body is refused (a literal); NULL none */
 } serve_http_chunked_t;
 

@@ -403,8 +403,8 @@ static bool quick_lit(quick_t *s, const char *w)
 
 /* A value at s->p (after white space) of nesting depth; for a top-level
  * key's value (top) *is_true says whether it is true. */
-static bool quick_value(quick_t *s, int depth, const unsigned char **sa,
-                        const unsigned char **sb, bool *is_true)
+static bool quick_value(quick_t *s, int depth, const unsigned char **sa, const unsigned char **sb,
+                        bool *is_true)
 {
     if (s->p >= s->end)
         return false;

@@ -1,17 +1,18 @@
-/* The router (docs/serve.md "The router"): an HTTP server on libmicrohttpd
- * in front of the replicas, driven by events: one loop thread per core (at
- * most LOOPS_MAX), each with its own microhttpd daemon in external epoll
- * mode on its own listening socket of the router's port (SO_REUSEPORT: the
- * kernel spreads the clients over the loops), and the sockets to the
- * replicas of its requests in the same epoll set. No call blocks. A
- * request that waits, for a place in its model's queue or for its
- * replica's reply, is a suspended microhttpd connection, resumed once the
- * reply's headers came or the router's answer (an error) is known. A
- * stream's backpressure is microhttpd's: the reply callback is asked for a
- * piece only once the last one was sent, and the replica's socket is
- * watched only while that callback waits for data, so a client that reads
- * slowly stops the reading of its replica (the kernel's buffers then stop
- * the replica).
+/* The router (docs/serve.md "The router"): an HTTP server in front of the
+ * replicas, driven by events: one loop thread per core (at most
+ * LOOPS_MAX), each on its own listening socket of the router's port
+ * (SO_REUSEPORT: the kernel spreads the clients over the loops), with its
+ * client connections and the sockets to the replicas of their requests in
+ * one epoll set. No call blocks. Plain HTTP goes through the router's own
+ * front end ("the front end" below; serve/http.c parses): a connection
+ * reads a request, routes it, and passes the reply through, reading the
+ * replica only while the client's socket takes what was read (one piece
+ * per connection: backpressure; the kernel's buffers then stop the
+ * replica). With TLS each loop runs a microhttpd daemon (GnuTLS) in
+ * external epoll mode instead: a request that waits is a suspended
+ * microhttpd connection, resumed once the reply's headers came or the
+ * router's answer (an error) is known, and its reply callback asks for a
+ * piece only once the last one was sent.
  *
  * Routing: the request's "model" picks the model; among its ready replicas
  * that have fewer than max_ongoing_requests in flight, two are drawn at
@@ -126,12 +127,12 @@ typedef struct loop {
     req_t **owner; /* by descriptor: the request that owns a replica's socket */
     size_t nowner;
     /* the router's own HTTP front end (plain HTTP; d is NULL then) */
-    int lfd;           /* the listening socket */
-    conn_t *conns;     /* the client connections, a list */
+    int lfd;       /* the listening socket */
+    conn_t *conns; /* the client connections, a list */
     size_t nconns;
-    conn_t *kick;      /* connections with something to do (drive) */
-    conn_t *dead;      /* closed in this round, freed after it */
-    unsigned idle_ms;  /* a client connection's inactivity limit */
+    conn_t *kick;     /* connections with something to do (drive) */
+    conn_t *dead;     /* closed in this round, freed after it */
+    unsigned idle_ms; /* a client connection's inactivity limit */
 } loop_t;
 
 /* what an epoll event of a loop is about: these two, else a replica's
@@ -174,7 +175,7 @@ struct req {
     serve_router_t *r;
     loop_t *lp; /* NULL on the admin listener */
     struct MHD_Connection *c;
-    conn_t *cn; /* or the front end's connection (then c is NULL) */
+    conn_t *cn;         /* or the front end's connection (then c is NULL) */
     req_t *prev, *next; /* in lp's list, from routing on */
     bool listed, suspended;
     qstate_t st;
@@ -1077,11 +1078,11 @@ static void abort_all(loop_t *lp)
  * data) kicks it: the loop drives it after the events of that round. */
 
 #define OUT_CAP (PIECE + 1024)
-#define IN_MIN 4096            /* the room a read of a client has at least */
-#define CONN_LIMIT 8192        /* client connections per loop */
-#define LINGER_MS 2000         /* reading what a refused client still sends */
-#define ROUNDS_MAX 4           /* kick rounds per epoll_wait (fairness) */
-#define PIPELINED_MAX 32       /* requests of one connection per drive */
+#define IN_MIN 4096      /* the room a read of a client has at least */
+#define CONN_LIMIT 8192  /* client connections per loop */
+#define LINGER_MS 2000   /* reading what a refused client still sends */
+#define ROUNDS_MAX 4     /* kick rounds per epoll_wait (fairness) */
+#define PIPELINED_MAX 32 /* requests of one connection per drive */
 
 typedef enum cphase {
     C_HEAD = 0, /* reading a request's head */
@@ -1103,6 +1104,7 @@ struct conn {
     /* what was read, not yet parsed: in[in_off, in_len) */
     char *in;
     size_t in_off, in_len, in_cap;
+    size_t hscan; /* the first hscan bytes from in_off hold no head's end */
     serve_http_req_t h;
     serve_http_chunked_t ch;
     req_t *q;         /* the request from its head on */
@@ -1426,11 +1428,12 @@ static bool pump(conn_t *cn)
                 conn_close(cn);
                 return false;
             }
-            if (!keep) { /* linger */
+            if (!keep) { /* linger: drive reads what came */
                 shutdown(cn->fd, SHUT_WR);
                 cn->ph = C_LINGER;
                 cn->last_ms = cr_mono_ms();
-                return false;
+                cn->readable = true;
+                return true;
             }
             cn->ph = C_HEAD;
             cn->ended = cn->chunked_out = false;
@@ -1445,7 +1448,7 @@ static bool pump(conn_t *cn)
 static ssize_t conn_read(conn_t *cn)
 {
     if (cn->in_off == cn->in_len)
-        cn->in_off = cn->in_len = 0;
+        cn->in_off = cn->in_len = cn->hscan = 0;
     if (cn->in_cap - cn->in_len < IN_MIN && cn->in_off > 0) {
         memmove(cn->in, cn->in + cn->in_off, cn->in_len - cn->in_off);
         cn->in_len -= cn->in_off;
@@ -1479,6 +1482,7 @@ static void dispatch(conn_t *cn);
 static void start_request(conn_t *cn)
 {
     serve_http_req_t *h = &cn->h;
+    cn->hscan = 0;
     cn->keep = h->keepalive;
     cn->linger = cn->broken = cn->ended = cn->chunked_out = false;
     cn->q = req_new(cn->lp);
@@ -1547,15 +1551,39 @@ static bool take_body(conn_t *cn)
     return whole;
 }
 
+/* Whether in[in_off, in_len) has a head's end (an empty line), or is
+ * too long for one (the parser says so). */
+static bool head_came(conn_t *cn)
+{
+    size_t from = cn->hscan > 3 ? cn->hscan - 3 : 0;
+    const char *p = cn->in + cn->in_off + from, *end = cn->in + cn->in_len;
+    while ((p = memchr(p, '\n', (size_t)(end - p)))) {
+        const char *q = p + 1;
+        if (q < end && *q == '\r')
+            q++;
+        if (q < end && *q == '\n')
+            return true;
+        p++;
+    }
+    cn->hscan = cn->in_len - cn->in_off;
+    /* a head's leading empty lines are skipped by the parser; one that
+     * starts with them, or one too long, goes to it */
+    return cn->in_len - cn->in_off >= SERVE_HTTP_HEAD_MAX || cn->in[cn->in_off] == '\r' ||
+           cn->in[cn->in_off] == '\n';
+}
+
 /* Reads and parses what the client sends while a request's head or body
  * is due. true: the connection's phase moved on, false: it waits. */
 static bool take_input(conn_t *cn)
 {
     for (;;) {
         if (cn->in_len > cn->in_off) {
-            if (cn->ph == C_HEAD) {
-                long k = serve_http_parse_head(cn->in + cn->in_off, cn->in_len - cn->in_off,
-                                               &cn->h);
+            if (cn->ph == C_HEAD && !head_came(cn)) {
+                /* parsed only once its end came: a head sent a byte at a
+                 * time costs a look at each new byte, not a parse */
+            } else if (cn->ph == C_HEAD) {
+                long k =
+                    serve_http_parse_head(cn->in + cn->in_off, cn->in_len - cn->in_off, &cn->h);
                 if (k < 0) {
                     cn->q = NULL;
                     cn->h.minor = 1;

@@ -5,6 +5,7 @@
  *   router.c  the HTTP router: model routing, power of two choices,
  *             per-replica limits, the queue, streaming pass-through, /metrics
  *   upstream.c  the router's HTTP/1.1 client to a replica
+ *   http.c    the router's HTTP/1.1 server side: what clients send (http.h)
  * The replicas themselves (jobs on the cluster) are started and watched by
  * the `corral serve` command (cli/serve_cmd.c), which tells the router
  * where each replica listens and whether it is ready. */

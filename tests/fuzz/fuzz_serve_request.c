@@ -20,7 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int err = serve_request_parse((const char *)data, size, &q);
     /* the quick look at the model agrees with jansson's parse */
     int kerr = serve_request_parse_model((const char *)data, size, &k);
-    if (kerr != err || k.prefix || (!err && (strcmp(k.model, q.model) != 0 || k.stream != q.stream)))
+    if (kerr != err || k.prefix ||
+        (!err && (strcmp(k.model, q.model) != 0 || k.stream != q.stream)))
         __builtin_trap();
     serve_request_free(&k);
     if (err) {
