@@ -1157,7 +1157,11 @@ static void conn_close(conn_t *cn)
         return;
     loop_t *lp = cn->lp;
     req_end(cn);
-    close(cn->fd); /* out of the epoll set */
+    /* out of the epoll set before the close: a copy of the descriptor (a
+     * child's between fork and exec) would keep it there, with events
+     * naming this connection after it is freed */
+    epoll_ctl(lp->ep, EPOLL_CTL_DEL, cn->fd, NULL);
+    close(cn->fd);
     if (cn->prev)
         cn->prev->next = cn->next;
     else
