@@ -1,17 +1,18 @@
-/* The router (docs/serve.md "The router"): an HTTP server on libmicrohttpd
- * in front of the replicas, driven by events: one loop thread per core (at
- * most LOOPS_MAX), each with its own microhttpd daemon in external epoll
- * mode on its own listening socket of the router's port (SO_REUSEPORT: the
- * kernel spreads the clients over the loops), and the sockets to the
- * replicas of its requests in the same epoll set. No call blocks. A
- * request that waits, for a place in its model's queue or for its
- * replica's reply, is a suspended microhttpd connection, resumed once the
- * reply's headers came or the router's answer (an error) is known. A
- * stream's backpressure is microhttpd's: the reply callback is asked for a
- * piece only once the last one was sent, and the replica's socket is
- * watched only while that callback waits for data, so a client that reads
- * slowly stops the reading of its replica (the kernel's buffers then stop
- * the replica).
+/* The router (docs/serve.md "The router"): an HTTP server in front of the
+ * replicas, driven by events: one loop thread per core (at most
+ * LOOPS_MAX), each on its own listening socket of the router's port
+ * (SO_REUSEPORT: the kernel spreads the clients over the loops), with its
+ * client connections and the sockets to the replicas of their requests in
+ * one epoll set. No call blocks. Plain HTTP goes through the router's own
+ * front end ("the front end" below; serve/http.c parses): a connection
+ * reads a request, routes it, and passes the reply through, reading the
+ * replica only while the client's socket takes what was read (one piece
+ * per connection: backpressure; the kernel's buffers then stop the
+ * replica). With TLS each loop runs a microhttpd daemon (GnuTLS) in
+ * external epoll mode instead: a request that waits is a suspended
+ * microhttpd connection, resumed once the reply's headers came or the
+ * router's answer (an error) is known, and its reply callback asks for a
+ * piece only once the last one was sent.
  *
  * Routing: the request's "model" picks the model; among its ready replicas
  * that have fewer than max_ongoing_requests in flight, two are drawn at
@@ -29,6 +30,9 @@
  * loops share (models, replicas, pools, counters) is under r->mu; a
  * request and its replica's socket belong to one loop. */
 #include "serve.h"
+#include "http.h"
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <microhttpd.h>
@@ -105,6 +109,7 @@ typedef struct rmodel {
 static const double ttfb_bounds[8] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5, 10};
 
 typedef struct req req_t;
+typedef struct conn conn_t;
 
 /* One event loop: its thread, its microhttpd daemon and the requests of
  * that daemon's connections that went past their body. */
@@ -121,11 +126,20 @@ typedef struct loop {
     unsigned nspare;
     req_t **owner; /* by descriptor: the request that owns a replica's socket */
     size_t nowner;
+    /* the router's own HTTP front end (plain HTTP; d is NULL then) */
+    int lfd;       /* the listening socket */
+    conn_t *conns; /* the client connections, a list */
+    size_t nconns;
+    conn_t *kick;     /* connections with something to do (drive) */
+    conn_t *dead;     /* closed in this round, freed after it */
+    unsigned idle_ms; /* a client connection's inactivity limit */
 } loop_t;
 
 /* what an epoll event of a loop is about: these two, else a replica's
  * socket (EV_FD + its descriptor) */
-enum { EV_MHD = 0, EV_WAKE = 1, EV_FD = 2 };
+enum { EV_MHD = 0, EV_WAKE = 1, EV_LISTEN = 2, EV_FD = 3 };
+/* a client connection's events carry its address with this bit */
+#define EV_CONN (1ull << 63)
 
 struct serve_router {
     loop_t loops[LOOPS_MAX];
@@ -161,6 +175,7 @@ struct req {
     serve_router_t *r;
     loop_t *lp; /* NULL on the admin listener */
     struct MHD_Connection *c;
+    conn_t *cn;         /* or the front end's connection (then c is NULL) */
     req_t *prev, *next; /* in lp's list, from routing on */
     bool listed, suspended;
     qstate_t st;
@@ -245,24 +260,32 @@ static enum MHD_Result send_text(struct MHD_Connection *c, unsigned status, cons
     return ret;
 }
 
-/* OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */
-static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *type,
-                                  const char *code, const char *msg, unsigned retry_after)
+/* OpenAI's error shape: {"error": {"message", "type", "param", "code"}}
+ * (malloc'ed; NULL out of memory). */
+static char *error_json(const char *type, const char *code, const char *msg)
 {
     json_t *j = json_pack("{s:{s:s,s:s,s:n,s:s}}", "error", "message", msg, "type", type, "param",
                           "code", code);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
+    return s;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *type,
+                                  const char *code, const char *msg, unsigned retry_after)
+{
+    char *s = error_json(type, code, msg);
     enum MHD_Result ret = send_text(c, status, "application/json", s ? s : "{}", retry_after);
     free(s);
     return ret;
 }
 
-static bool authorized(serve_router_t *r, struct MHD_Connection *c)
+/* Whether the Authorization header's value h (NULL none) has a key of the
+ * router's. */
+static bool key_ok(serve_router_t *r, const char *h)
 {
     if (!r->keys || !r->keys[0])
         return true;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7) != 0)
         return false;
     h += 7;
@@ -276,6 +299,11 @@ static bool authorized(serve_router_t *r, struct MHD_Connection *c)
         ok |= diff == 0;
     }
     return ok;
+}
+
+static bool authorized(serve_router_t *r, struct MHD_Connection *c)
+{
+    return key_ok(r, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"));
 }
 
 static bool can_take(const rmodel_t *m, size_t i, uint64_t tried)
@@ -485,8 +513,14 @@ static void up_close(req_t *q)
     serve_upstream_close(&q->up);
 }
 
+static void kick(conn_t *cn);
+
 static void resume(req_t *q)
 {
+    if (q->cn) {
+        kick(q->cn); /* the front end's connection goes on in its loop's round */
+        return;
+    }
     if (!q->suspended)
         return;
     q->suspended = false;
@@ -1026,6 +1060,832 @@ static void abort_all(loop_t *lp)
     }
 }
 
+/* ---- the front end: the router's own HTTP/1.1 server side on the loops
+ * (plain HTTP; with TLS microhttpd still serves, above) ----
+ *
+ * Each loop accepts on its own listening socket and drives its client
+ * connections in the same epoll set as its replicas' sockets, each
+ * edge-triggered for both directions from accept to close (no epoll_ctl
+ * per request). A connection reads a request (serve/http.c parses it),
+ * routes it as microhttpd's handler did, and passes the reply through:
+ * the replica is read only while the client's socket took all that was
+ * read before (one piece, OUT_CAP bytes, per connection: backpressure).
+ * A read that fills less than its room took all the socket had, so the
+ * next read waits for the next event (no read that only says EAGAIN).
+ * Pipelined requests are answered in order: the next is parsed once the
+ * reply before it is sent. What changes a connection's state from outside
+ * its own events (a reply's headers, the router's answer, a replica's
+ * data) kicks it: the loop drives it after the events of that round. */
+
+#define OUT_CAP (PIECE + 1024)
+#define IN_MIN 4096      /* the room a read of a client has at least */
+#define CONN_LIMIT 8192  /* client connections per loop */
+#define LINGER_MS 2000   /* reading what a refused client still sends */
+#define ROUNDS_MAX 4     /* kick rounds per epoll_wait (fairness) */
+#define PIPELINED_MAX 32 /* requests of one connection per drive */
+
+typedef enum cphase {
+    C_HEAD = 0, /* reading a request's head */
+    C_BODY,     /* reading its body */
+    C_WAIT,     /* routed: waiting for the reply's headers or an answer */
+    C_REPLY,    /* sending the reply */
+    C_LINGER,   /* answered and shut down for writing: reading to the end */
+} cphase_t;
+
+struct conn {
+    loop_t *lp;
+    int fd;
+    conn_t *prev, *next; /* lp->conns */
+    conn_t *knext;       /* lp->kick or lp->dead */
+    bool kicked, dead;
+    cphase_t ph;
+    bool readable; /* the last read filled its room: more may wait */
+    int64_t last_ms;
+    /* what was read, not yet parsed: in[in_off, in_len) */
+    char *in;
+    size_t in_off, in_len, in_cap;
+    size_t hscan; /* the first hscan bytes from in_off hold no head's end */
+    serve_http_req_t h;
+    serve_http_chunked_t ch;
+    req_t *q;         /* the request from its head on */
+    bool keep;        /* the connection carries another request after this one */
+    bool linger;      /* after this reply: shut down and read to the end */
+    bool chunked_out; /* the reply's body goes chunked */
+    bool ended;       /* the reply's last byte is in obuf (or it ends broken) */
+    bool broken;      /* close after what is in obuf: the reply could not end right */
+    char *xbuf;       /* the router's answer's body when it does not fit obuf */
+    size_t xlen, xoff;
+    size_t olen, ooff; /* obuf[ooff, olen) to send */
+    char obuf[OUT_CAP];
+};
+
+static char *models_json(serve_router_t *r);
+static void metrics_text(serve_router_t *r, cr_buf_t *b);
+
+static void kick(conn_t *cn)
+{
+    if (cn->kicked || cn->dead)
+        return;
+    cn->kicked = true;
+    cn->knext = cn->lp->kick;
+    cn->lp->kick = cn;
+}
+
+static bool pending(const conn_t *cn)
+{
+    return cn->ooff < cn->olen || cn->xoff < cn->xlen;
+}
+
+/* The request ends: what it holds goes (its reply's connection back to
+ * the pool when read whole). */
+static void req_end(conn_t *cn)
+{
+    req_t *q = cn->q;
+    if (!q)
+        return;
+    cn->q = NULL;
+    finish(q);
+    up_close(q);
+    release(q);
+    q->cn = NULL;
+    req_unref(q);
+}
+
+static void conn_close(conn_t *cn)
+{
+    if (cn->dead)
+        return;
+    loop_t *lp = cn->lp;
+    req_end(cn);
+    /* out of the epoll set before the close: a copy of the descriptor (a
+     * child's between fork and exec) would keep it there, with events
+     * naming this connection after it is freed */
+    epoll_ctl(lp->ep, EPOLL_CTL_DEL, cn->fd, NULL);
+    close(cn->fd);
+    if (cn->prev)
+        cn->prev->next = cn->next;
+    else
+        lp->conns = cn->next;
+    if (cn->next)
+        cn->next->prev = cn->prev;
+    lp->nconns--;
+    cn->dead = true;
+    free(cn->in);
+    free(cn->xbuf);
+    cn->in = cn->xbuf = NULL;
+    if (!cn->kicked) { /* a kicked one is freed when its round takes it off */
+        cn->knext = lp->dead;
+        lp->dead = cn;
+    }
+}
+
+/* Sends what obuf and xbuf hold: 0 all, -EAGAIN, or -EPIPE (the client
+ * went away). */
+static int flush(conn_t *cn)
+{
+    while (pending(cn)) {
+        struct iovec iov[2];
+        int n = 0;
+        if (cn->ooff < cn->olen)
+            iov[n++] = (struct iovec){cn->obuf + cn->ooff, cn->olen - cn->ooff};
+        if (cn->xoff < cn->xlen)
+            iov[n++] = (struct iovec){cn->xbuf + cn->xoff, cn->xlen - cn->xoff};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(cn->fd, &mh, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return errno == EAGAIN ? -EAGAIN : -EPIPE;
+        cn->last_ms = cr_mono_ms();
+        size_t a = cn->olen - cn->ooff, k = (size_t)w;
+        cn->ooff += k < a ? k : a;
+        if (k > a)
+            cn->xoff += k - a;
+    }
+    cn->ooff = cn->olen = 0;
+    free(cn->xbuf);
+    cn->xbuf = NULL;
+    cn->xoff = cn->xlen = 0;
+    return 0;
+}
+
+/* Starts a reply's head in obuf (the status line and the headers the
+ * router always sends, not the empty line). */
+static void head_start(conn_t *cn, unsigned status)
+{
+    cn->olen = cn->ooff = 0;
+    int k = snprintf(cn->obuf, OUT_CAP, "HTTP/1.1 %u %s\r\n", status, serve_http_reason(status));
+    cn->olen = k > 0 ? (size_t)k : 0;
+}
+
+static void head_add(conn_t *cn, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void head_add(conn_t *cn, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(cn->obuf + cn->olen, OUT_CAP - cn->olen, fmt, ap);
+    va_end(ap);
+    if (k > 0 && (size_t)k < OUT_CAP - cn->olen)
+        cn->olen += (size_t)k;
+}
+
+/* The connection's header and the empty line. */
+static void head_end(conn_t *cn)
+{
+    if (!cn->keep)
+        head_add(cn, "Connection: close\r\n");
+    else if (cn->h.minor == 0)
+        head_add(cn, "Connection: keep-alive\r\n");
+    head_add(cn, "\r\n");
+}
+
+/* The router's own reply: body (len bytes, copied) whole. */
+static void respond(conn_t *cn, unsigned status, const char *ctype, const char *body, size_t len,
+                    unsigned retry_after)
+{
+    head_start(cn, status);
+    head_add(cn, "Content-Type: %s\r\nContent-Length: %zu\r\n", ctype, len);
+    if (retry_after)
+        head_add(cn, "Retry-After: %u\r\n", retry_after);
+    head_end(cn);
+    if (len <= OUT_CAP - cn->olen) {
+        memcpy(cn->obuf + cn->olen, body, len);
+        cn->olen += len;
+    } else {
+        cn->xbuf = cr_malloc(len);
+        memcpy(cn->xbuf, body, len);
+        cn->xlen = len;
+        cn->xoff = 0;
+    }
+    cn->ended = true;
+    cn->ph = C_REPLY;
+}
+
+static void respond_error(conn_t *cn, unsigned status, const char *type, const char *code,
+                          const char *msg, unsigned retry_after)
+{
+    char *s = error_json(type, code, msg);
+    respond(cn, status, "application/json", s ? s : "{}", s ? strlen(s) : 2, retry_after);
+    free(s);
+}
+
+/* A request refused before its body was read: answered, then the
+ * connection ends (what the client still sends is read and dropped for a
+ * while, so that the answer is not lost to a reset). */
+static void refuse(conn_t *cn, unsigned status, const char *code, const char *msg)
+{
+    cn->keep = false;
+    cn->linger = true;
+    respond_error(cn, status, "invalid_request_error", code, msg, 0);
+}
+
+/* The reply's headers came (q->st Q_REPLY): its head in obuf. */
+static void reply_head(conn_t *cn)
+{
+    req_t *q = cn->q;
+    serve_upstream_t *u = &q->up;
+    q->sse = strncasecmp(u->content_type, "text/event-stream", 17) == 0;
+    serve_usage_init(&q->usage, q->sse);
+    head_start(cn, (unsigned)u->status);
+    if (u->content_type[0])
+        head_add(cn, "Content-Type: %s\r\n", u->content_type);
+    cn->chunked_out = false;
+    if (!u->chunked && u->content_length >= 0)
+        head_add(cn, "Content-Length: %lld\r\n", u->content_length);
+    else if (cn->h.minor >= 1) {
+        head_add(cn, "Transfer-Encoding: chunked\r\n");
+        cn->chunked_out = true;
+    } else {
+        cn->keep = false; /* HTTP/1.0: the body ends with the connection */
+    }
+    if (q->sse)
+        head_add(cn, "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n");
+    head_end(cn);
+    cn->ended = false;
+    cn->ph = C_REPLY;
+}
+
+/* The body's end: the last chunk when chunked. */
+static void body_end(conn_t *cn)
+{
+    if (cn->chunked_out) {
+        memcpy(cn->obuf + cn->olen, "0\r\n\r\n", 5);
+        cn->olen += 5;
+    }
+    cn->ended = true;
+}
+
+/* The replica went away (or stalled) mid-reply, or the router stops: as
+ * reader() for microhttpd. A stream gets an error event and its end; any
+ * other reply is cut (the connection closes, the client sees a short
+ * body). */
+static void reply_broken(conn_t *cn, ssize_t n)
+{
+    req_t *q = cn->q;
+    pthread_mutex_lock(&q->r->mu);
+    q->m->errors++;
+    if (q->rep < q->m->nreps && n != -ECANCELED) {
+        q->m->reps[q->rep].failures++;
+        if (q->m->reps[q->rep].st == SERVE_REPLICA_READY) {
+            q->m->reps[q->rep].st = SERVE_REPLICA_DOWN;
+            pool_drain(&q->m->reps[q->rep]);
+        }
+    }
+    pthread_mutex_unlock(&q->r->mu);
+    if (q->sse) {
+        char ev[400];
+        int k = snprintf(ev, sizeof(ev),
+                         "data: {\"error\":{\"message\":\"the replica serving this stream went "
+                         "away (%s); retry the request\",\"type\":\"server_error\",\"param\":null,"
+                         "\"code\":\"replica_lost\"}}\n\n",
+                         n == -ETIMEDOUT   ? "no data within the request timeout"
+                         : n == -ECANCELED ? "the router stops"
+                                           : "it ended");
+        if (k > 0 && (size_t)k + 24 <= OUT_CAP - cn->olen) {
+            if (cn->chunked_out)
+                head_add(cn, "%x\r\n", (unsigned)k);
+            memcpy(cn->obuf + cn->olen, ev, (size_t)k);
+            cn->olen += (size_t)k;
+            if (cn->chunked_out)
+                head_add(cn, "\r\n");
+            if (cn->chunked_out) {
+                body_end(cn);
+                cn->keep = false; /* the replica's connection state is unknown: start afresh */
+                return;
+            }
+        }
+    }
+    cn->ended = true;
+    cn->broken = true;
+}
+
+/* Reads the replica's reply into obuf as far as it has room, without
+ * blocking: sets q->waiting at EAGAIN, cn->ended at the body's end. */
+static void fill(conn_t *cn)
+{
+    req_t *q = cn->q;
+    for (;;) {
+        size_t hdr = cn->chunked_out ? 10 : 0; /* "%zx\r\n" of at most 8 KiB */
+        if (OUT_CAP - cn->olen < hdr + 512)
+            return; /* full enough: send it first */
+        char *at = cn->obuf + cn->olen + hdr;
+        size_t room = OUT_CAP - cn->olen - hdr - 2 - 5 - 400; /* CRLF, last chunk, an error */
+        ssize_t n = q->stall ? q->stall : serve_upstream_read(&q->up, at, room, 0);
+        if (n > 0) {
+            serve_usage_feed(&q->usage, at, (size_t)n);
+            if (hdr) {
+                char h[16];
+                int k = snprintf(h, sizeof(h), "%zx\r\n", (size_t)n);
+                memmove(cn->obuf + cn->olen + k, at, (size_t)n);
+                memcpy(cn->obuf + cn->olen, h, (size_t)k);
+                cn->olen += (size_t)k + (size_t)n;
+                memcpy(cn->obuf + cn->olen, "\r\n", 2);
+                cn->olen += 2;
+            } else {
+                cn->olen += (size_t)n;
+            }
+            if (q->up.done) {
+                finish(q);
+                body_end(cn);
+                return;
+            }
+            continue;
+        }
+        if (n == -EAGAIN) {
+            q->waiting = true;
+            q->io_deadline_ms = cr_mono_ms() + q->r->timeout_ms;
+            return;
+        }
+        if (q->up.done) {
+            finish(q);
+            body_end(cn);
+            return;
+        }
+        reply_broken(cn, n);
+        return;
+    }
+}
+
+/* The reply goes out. true: it was sent whole (the request ended), false:
+ * it waits (the client's socket, the replica's data) or the connection
+ * closed. */
+static bool pump(conn_t *cn)
+{
+    for (;;) {
+        /* what the replica has goes with what waits (one send: the head
+         * with a reply that came whole) */
+        if (cn->q && !cn->ended && !cn->q->waiting)
+            fill(cn);
+        if (pending(cn)) {
+            int err = flush(cn);
+            if (err == -EAGAIN)
+                return false;
+            if (err) {
+                conn_close(cn);
+                return false;
+            }
+        }
+        if (cn->ended) {
+            bool keep = cn->keep && !cn->broken;
+            req_end(cn);
+            if (cn->broken || (!keep && !cn->linger)) {
+                conn_close(cn);
+                return false;
+            }
+            if (!keep) { /* linger: drive reads what came */
+                shutdown(cn->fd, SHUT_WR);
+                cn->ph = C_LINGER;
+                cn->last_ms = cr_mono_ms();
+                cn->readable = true;
+                return true;
+            }
+            cn->ph = C_HEAD;
+            cn->ended = cn->chunked_out = false;
+            return true;
+        }
+        if (!cn->q || cn->q->waiting)
+            return false;
+    }
+}
+
+/* Reads from the client into in: >0, 0 at its end, -EAGAIN, -errno. */
+static ssize_t conn_read(conn_t *cn)
+{
+    if (cn->in_off == cn->in_len)
+        cn->in_off = cn->in_len = cn->hscan = 0;
+    if (cn->in_cap - cn->in_len < IN_MIN && cn->in_off > 0) {
+        memmove(cn->in, cn->in + cn->in_off, cn->in_len - cn->in_off);
+        cn->in_len -= cn->in_off;
+        cn->in_off = 0;
+    }
+    if (cn->in_cap - cn->in_len < IN_MIN) {
+        /* bounded: a head is at most SERVE_HTTP_HEAD_MAX, a body leaves in as it comes */
+        cn->in_cap = cn->in_len + IN_MIN;
+        cn->in = cr_realloc(cn->in, cn->in_cap);
+    }
+    size_t room = cn->in_cap - cn->in_len;
+    for (;;) {
+        ssize_t n = recv(cn->fd, cn->in + cn->in_len, room, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            if (errno == EAGAIN)
+                cn->readable = false;
+            return errno == EAGAIN ? -EAGAIN : -errno;
+        }
+        cn->readable = (size_t)n == room;
+        cn->in_len += (size_t)n;
+        cn->last_ms = cr_mono_ms();
+        return n;
+    }
+}
+
+static void dispatch(conn_t *cn);
+
+/* A request's head was parsed into cn->h. */
+static void start_request(conn_t *cn)
+{
+    serve_http_req_t *h = &cn->h;
+    cn->hscan = 0;
+    cn->keep = h->keepalive;
+    cn->linger = cn->broken = cn->ended = cn->chunked_out = false;
+    cn->q = req_new(cn->lp);
+    cn->q->cn = cn;
+    if (h->length > (long long)BODY_MAX) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "the request body is over %u bytes", BODY_MAX);
+        refuse(cn, 413, "request_too_large", msg);
+        return;
+    }
+    bool body = h->chunked || h->length > 0;
+    if (body && h->expect_continue && cn->in_off == cn->in_len) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        if (send(cn->fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL) < 0) {
+            /* the client sends its body anyway after a while (RFC 9110 10.1.1) */
+        }
+    }
+    if (h->chunked)
+        serve_http_chunked_init(&cn->ch);
+    cn->ph = body ? C_BODY : C_WAIT;
+    if (!body)
+        dispatch(cn);
+}
+
+/* Moves the body bytes that came into q->body: true once it is whole. */
+static bool take_body(conn_t *cn)
+{
+    req_t *q = cn->q;
+    serve_router_t *r = cn->lp->r;
+    char *p = cn->in + cn->in_off;
+    size_t avail = cn->in_len - cn->in_off, got;
+    bool whole;
+    if (cn->h.chunked) {
+        size_t nd = 0;
+        long used = serve_http_chunked_feed(&cn->ch, p, avail, p, avail, &nd);
+        if (used < 0) {
+            char msg[200];
+            snprintf(msg, sizeof(msg), "the chunked request body is malformed: %s", cn->ch.err);
+            refuse(cn, 400, "invalid_body", msg);
+            return false;
+        }
+        cn->in_off += (size_t)used;
+        got = nd;
+        whole = cn->ch.done;
+    } else {
+        size_t need = (size_t)cn->h.length - q->body.len;
+        got = avail < need ? avail : need;
+        cn->in_off += got;
+        whole = got == need;
+    }
+    if (got) {
+        if (q->body.len + got > BODY_MAX ||
+            __atomic_add_fetch(&r->body_bytes, got, __ATOMIC_RELAXED) > BODIES_MAX) {
+            if (q->body.len + got <= BODY_MAX)
+                __atomic_sub_fetch(&r->body_bytes, got, __ATOMIC_RELAXED);
+            char msg[160];
+            snprintf(msg, sizeof(msg),
+                     "the request body is over %u bytes (or the router holds too many large "
+                     "requests now)",
+                     BODY_MAX);
+            refuse(cn, 413, "request_too_large", msg);
+            return false;
+        }
+        cr_buf_append(&q->body, p, got);
+    }
+    return whole;
+}
+
+/* Whether in[in_off, in_len) has a head's end (an empty line), or is
+ * too long for one (the parser says so). */
+static bool head_came(conn_t *cn)
+{
+    size_t from = cn->hscan > 3 ? cn->hscan - 3 : 0;
+    const char *p = cn->in + cn->in_off + from, *end = cn->in + cn->in_len;
+    while ((p = memchr(p, '\n', (size_t)(end - p)))) {
+        const char *q = p + 1;
+        if (q < end && *q == '\r')
+            q++;
+        if (q < end && *q == '\n')
+            return true;
+        p++;
+    }
+    cn->hscan = cn->in_len - cn->in_off;
+    /* a head's leading empty lines are skipped by the parser; one that
+     * starts with them, or one too long, goes to it */
+    return cn->in_len - cn->in_off >= SERVE_HTTP_HEAD_MAX || cn->in[cn->in_off] == '\r' ||
+           cn->in[cn->in_off] == '\n';
+}
+
+/* Reads and parses what the client sends while a request's head or body
+ * is due. true: the connection's phase moved on, false: it waits. */
+static bool take_input(conn_t *cn)
+{
+    for (;;) {
+        if (cn->in_len > cn->in_off) {
+            if (cn->ph == C_HEAD && !head_came(cn)) {
+                /* parsed only once its end came: a head sent a byte at a
+                 * time costs a look at each new byte, not a parse */
+            } else if (cn->ph == C_HEAD) {
+                long k =
+                    serve_http_parse_head(cn->in + cn->in_off, cn->in_len - cn->in_off, &cn->h);
+                if (k < 0) {
+                    cn->q = NULL;
+                    cn->h.minor = 1;
+                    refuse(cn, cn->h.err_status, "bad_request", cn->h.err_msg);
+                    return true;
+                }
+                if (k > 0) {
+                    cn->in_off += (size_t)k;
+                    start_request(cn);
+                    continue;
+                }
+            } else if (cn->ph == C_BODY) {
+                if (take_body(cn)) {
+                    cn->ph = C_WAIT;
+                    dispatch(cn);
+                }
+                if (cn->ph != C_BODY)
+                    return true;
+            } else {
+                return true;
+            }
+        } else if (cn->ph != C_HEAD && cn->ph != C_BODY) {
+            return true;
+        }
+        if (!cn->readable)
+            return false;
+        ssize_t n = conn_read(cn);
+        if (n == -EAGAIN)
+            return false;
+        if (n <= 0) {
+            /* the client closed (or broke) its side before a request was whole */
+            conn_close(cn);
+            return false;
+        }
+    }
+}
+
+/* What a routed request's head and body ask: handle() for the front end. */
+static void dispatch(conn_t *cn)
+{
+    serve_router_t *r = cn->lp->r;
+    serve_http_req_t *h = &cn->h;
+    req_t *q = cn->q;
+    const char *url = h->path;
+    __atomic_add_fetch(&r->http_requests, 1, __ATOMIC_RELAXED);
+    bool get = strcmp(h->method, "GET") == 0, post = strcmp(h->method, "POST") == 0;
+    if (strcmp(url, "/health") == 0 && get) {
+        respond(cn, 200, "text/plain", "ok\n", 3, 0);
+        return;
+    }
+    if (strncmp(url, "/-/", 3) == 0) {
+        if (!r->admin_token || h->long_value || strcmp(h->admin, r->admin_token) != 0) {
+            respond_error(cn, 403, "permission_error", "forbidden",
+                          "the router's admin calls need its admin token", 0);
+            return;
+        }
+        if (strcmp(url, "/-/status") == 0 && get) {
+            char *s = serve_router_status(r);
+            respond(cn, 200, "application/json", s ? s : "{}", s ? strlen(s) : 2, 0);
+            free(s);
+            return;
+        }
+        respond_error(cn, 404, "invalid_request_error", "not_found", "no such admin call", 0);
+        return;
+    }
+    if (!key_ok(r, h->authorization[0] && !h->long_value ? h->authorization : NULL)) {
+        pthread_mutex_lock(&r->mu);
+        r->unauthorized++;
+        pthread_mutex_unlock(&r->mu);
+        respond_error(cn, 401, "invalid_request_error", "invalid_api_key",
+                      "missing or wrong API key: send 'Authorization: Bearer KEY' with a key "
+                      "of the router's --api-key-file",
+                      0);
+        return;
+    }
+    if (strcmp(url, "/metrics") == 0 && get) {
+        cr_buf_t b = {0};
+        metrics_text(r, &b);
+        respond(cn, 200, "text/plain; version=0.0.4", b.s ? b.s : "", b.len, 0);
+        cr_buf_free(&b);
+        return;
+    }
+    if (strcmp(url, "/v1/models") == 0 && get) {
+        char *s = models_json(r);
+        respond(cn, 200, "application/json", s ? s : "{}", s ? strlen(s) : 2, 0);
+        free(s);
+        return;
+    }
+    static const char *const routes[] = {"/v1/chat/completions", "/v1/completions",
+                                         "/v1/embeddings"};
+    const char *routed = NULL;
+    for (size_t i = 0; i < CR_ARRAY_SIZE(routes) && !routed; i++)
+        if (!h->path_long && strcmp(url, routes[i]) == 0)
+            routed = routes[i];
+    if (!routed) {
+        respond_error(cn, 404, "invalid_request_error", "unknown_url",
+                      "unknown path; the router serves /v1/models, /v1/chat/completions, "
+                      "/v1/completions, /v1/embeddings and /metrics",
+                      0);
+        return;
+    }
+    if (!post) {
+        respond_error(cn, 405, "invalid_request_error", "method_not_allowed",
+                      "use POST for this path", 0);
+        return;
+    }
+    serve_request_t rq;
+    int perr = serve_request_parse_model(q->body.s, q->body.len, &rq);
+    if (perr == SERVE_REQ_INVALID_JSON) {
+        respond_error(cn, 400, "invalid_request_error", "invalid_json",
+                      "the request body is not a JSON object", 0);
+        return;
+    }
+    if (perr) {
+        respond_error(cn, 400, "invalid_request_error", "missing_model",
+                      "the request has no \"model\"; GET /v1/models lists them", 0);
+        return;
+    }
+    rmodel_t *m = NULL;
+    for (size_t i = 0; i < r->nmodels && !m; i++)
+        if (strcmp(r->models[i].id, rq.model) == 0)
+            m = &r->models[i];
+    if (!m) {
+        char msg[400];
+        snprintf(msg, sizeof(msg),
+                 "The model '%.200s' does not exist here; GET /v1/models lists the models this "
+                 "router serves",
+                 rq.model);
+        serve_request_free(&rq);
+        respond_error(cn, 404, "invalid_request_error", "model_not_found", msg, 0);
+        return;
+    }
+    if (m->aff) { /* the prompt too */
+        serve_request_free(&rq);
+        if (serve_request_parse(q->body.s, q->body.len, &rq) != 0)
+            memset(&rq, 0, sizeof(rq));
+    }
+    if (m->aff && rq.prefix_len) {
+        q->h = cr_malloc(SERVE_AFFINITY_BLOCKS * sizeof(*q->h));
+        q->nh = serve_affinity_hashes(rq.prefix, rq.prefix_len, q->h, SERVE_AFFINITY_BLOCKS);
+        q->prefix_len = rq.prefix_len;
+    }
+    serve_request_free(&rq);
+    q->ctype = h->content_type[0] ? cr_strdup(h->content_type) : NULL;
+    q->url = routed;
+    q->m = m;
+    q->t0 = now_s();
+    q->deadline_ms = cr_mono_ms() + r->timeout_ms;
+    q->counted = false;
+    cn->ph = C_WAIT;
+    list_add(q);
+    route(q); /* its answer or reply kicks the connection */
+}
+
+/* Everything the connection can do now, until it waits. */
+static void drive(conn_t *cn)
+{
+    unsigned served = 0;
+    while (!cn->dead) {
+        switch (cn->ph) {
+        case C_HEAD:
+            if (served >= PIPELINED_MAX && cn->in_len > cn->in_off) {
+                kick(cn); /* the next round: others go first */
+                return;
+            }
+            /* fall through */
+        case C_BODY:
+            if (!take_input(cn))
+                return;
+            break;
+        case C_WAIT: {
+            req_t *q = cn->q;
+            if (q->st == Q_ANSWER) {
+                respond_error(cn, q->ans_status, q->ans_type, q->ans_code, q->ans_msg,
+                              q->ans_retry);
+            } else if (q->st == Q_REPLY) {
+                reply_head(cn);
+            } else {
+                return;
+            }
+            break;
+        }
+        case C_REPLY:
+            if (!pump(cn))
+                return;
+            served++;
+            break;
+        case C_LINGER: {
+            char sink[4096];
+            ssize_t n;
+            while ((n = recv(cn->fd, sink, sizeof(sink), 0)) > 0) {
+            }
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                conn_close(cn);
+            return;
+        }
+        }
+    }
+}
+
+static void on_conn(conn_t *cn, uint32_t ev)
+{
+    if (cn->dead)
+        return;
+    if (ev & EPOLLERR) {
+        conn_close(cn);
+        return;
+    }
+    if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))
+        cn->readable = true;
+    /* reading is due in these phases; the others read after their reply */
+    bool go = cn->ph == C_HEAD || cn->ph == C_BODY || cn->ph == C_LINGER;
+    if ((ev & EPOLLOUT) && pending(cn))
+        go = true;
+    if ((ev & EPOLLHUP) && (cn->ph == C_WAIT || cn->ph == C_REPLY)) {
+        conn_close(cn); /* both directions gone: no one to answer */
+        return;
+    }
+    if (go)
+        drive(cn);
+}
+
+static void on_listen(loop_t *lp)
+{
+    for (int k = 0; k < 64; k++) {
+        int fd = accept4(lp->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return; /* EAGAIN, or out of descriptors: the next round tries again */
+        }
+        if (lp->nconns >= CONN_LIMIT) {
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        conn_t *cn = cr_calloc(1, sizeof(*cn));
+        cn->lp = lp;
+        cn->fd = fd;
+        cn->last_ms = cr_mono_ms();
+        struct epoll_event e = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+                                .data.u64 = EV_CONN | (uint64_t)(uintptr_t)cn};
+        if (epoll_ctl(lp->ep, EPOLL_CTL_ADD, fd, &e) != 0) {
+            close(fd);
+            free(cn);
+            continue;
+        }
+        cn->next = lp->conns;
+        if (lp->conns)
+            lp->conns->prev = cn;
+        lp->conns = cn;
+        lp->nconns++;
+    }
+}
+
+/* The kicked connections, a few rounds (what is kicked again in the last
+ * waits for the next epoll_wait), then the closed ones are freed. */
+static void run_kicked(loop_t *lp)
+{
+    for (int round = 0; round < ROUNDS_MAX && lp->kick; round++) {
+        conn_t *list = lp->kick;
+        lp->kick = NULL;
+        while (list) {
+            conn_t *cn = list;
+            list = cn->knext;
+            cn->kicked = false;
+            if (cn->dead) {
+                cn->knext = lp->dead;
+                lp->dead = cn;
+            } else {
+                drive(cn);
+            }
+        }
+    }
+    if (lp->kick)
+        return; /* freed once no list holds them */
+    while (lp->dead) {
+        conn_t *cn = lp->dead;
+        lp->dead = cn->knext;
+        free(cn);
+    }
+}
+
+/* Client connections idle (or stuck sending or receiving) past the limit
+ * end, as microhttpd's connection timeout did; a lingering one after
+ * LINGER_MS. */
+static void conns_tick(loop_t *lp, int64_t now)
+{
+    for (conn_t *cn = lp->conns, *next; cn; cn = next) {
+        next = cn->next;
+        int64_t idle = now - cn->last_ms;
+        bool stuck = cn->ph == C_HEAD || cn->ph == C_BODY || (cn->ph == C_REPLY && pending(cn));
+        if ((cn->ph == C_LINGER && idle >= LINGER_MS) || (stuck && idle >= lp->idle_ms))
+            conn_close(cn);
+    }
+}
+
 static void *loop_run(void *arg)
 {
     loop_t *lp = arg;
@@ -1036,14 +1896,22 @@ static void *loop_run(void *arg)
         int64_t now = cr_mono_ms();
         int wait = next_tick > now ? (int)(next_tick - now) : 0;
         MHD_UNSIGNED_LONG_LONG mt;
-        if (MHD_get_timeout(lp->d, &mt) == MHD_YES && mt < (MHD_UNSIGNED_LONG_LONG)wait)
+        if (lp->d && MHD_get_timeout(lp->d, &mt) == MHD_YES && mt < (MHD_UNSIGNED_LONG_LONG)wait)
             wait = (int)mt;
+        if (lp->kick)
+            wait = 0; /* connections left from the last round */
         int n = epoll_wait(lp->ep, ev, (int)CR_ARRAY_SIZE(ev), wait);
         bool run = n == 0, woken = false;
-        /* no request is freed in this loop (only microhttpd's callbacks,
-         * in MHD_run below, free them): each event's request is live */
+        /* a request freed while these events are handled (its client's
+         * connection closed) was disowned first, and a closed connection
+         * is freed only after the round (run_kicked): each event finds
+         * its request or connection live, or none */
         for (int k = 0; k < n; k++) {
-            if (ev[k].data.u64 == EV_MHD) {
+            if (ev[k].data.u64 & EV_CONN) {
+                on_conn((conn_t *)(uintptr_t)(ev[k].data.u64 & ~EV_CONN), ev[k].events);
+            } else if (ev[k].data.u64 == EV_LISTEN) {
+                on_listen(lp);
+            } else if (ev[k].data.u64 == EV_MHD) {
                 run = true;
             } else if (ev[k].data.u64 == EV_WAKE) {
                 uint64_t v;
@@ -1061,18 +1929,34 @@ static void *loop_run(void *arg)
         now = cr_mono_ms();
         if (now >= next_tick) {
             tick(lp, false);
+            conns_tick(lp, now);
             next_tick = now + TICK_MS;
             run = true;
         } else if (woken) {
             tick(lp, true);
         }
-        if (run || lp->resumed) {
+        run_kicked(lp);
+        if (lp->d && (run || lp->resumed)) {
             lp->resumed = false;
             MHD_run(lp->d);
         }
     }
     abort_all(lp);
-    MHD_run(lp->d);
+    run_kicked(lp); /* the answers that fit the sockets now */
+    for (conn_t *cn = lp->kick, *next; cn; cn = next) {
+        next = cn->knext;
+        cn->kicked = false;
+        if (cn->dead) {
+            cn->knext = lp->dead;
+            lp->dead = cn;
+        }
+    }
+    lp->kick = NULL;
+    while (lp->conns)
+        conn_close(lp->conns);
+    run_kicked(lp); /* frees them */
+    if (lp->d)
+        MHD_run(lp->d);
     return NULL;
 }
 
@@ -1149,7 +2033,7 @@ static enum MHD_Result reply(req_t *q)
     return ret;
 }
 
-static enum MHD_Result models_list(serve_router_t *r, struct MHD_Connection *c)
+static char *models_json(serve_router_t *r)
 {
     json_t *data = json_array();
     for (size_t i = 0; i < r->nmodels; i++)
@@ -1158,7 +2042,13 @@ static enum MHD_Result models_list(serve_router_t *r, struct MHD_Connection *c)
     json_t *j = json_pack("{s:s,s:o}", "object", "list", "data", data);
     char *s = json_dumps(j, JSON_COMPACT);
     json_decref(j);
-    enum MHD_Result ret = send_text(c, 200, "application/json", s, 0);
+    return s;
+}
+
+static enum MHD_Result models_list(serve_router_t *r, struct MHD_Connection *c)
+{
+    char *s = models_json(r);
+    enum MHD_Result ret = send_text(c, 200, "application/json", s ? s : "{}", 0);
     free(s);
     return ret;
 }
@@ -1339,7 +2229,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return send_error(c, 413, "invalid_request_error", "request_too_large", msg, 0);
     }
     serve_request_t rq;
-    int perr = serve_request_parse(q->body.s, q->body.len, &rq);
+    int perr = serve_request_parse_model(q->body.s, q->body.len, &rq);
     if (perr == SERVE_REQ_INVALID_JSON)
         return send_error(c, 400, "invalid_request_error", "invalid_json",
                           "the request body is not a JSON object", 0);
@@ -1359,6 +2249,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                  model);
         serve_request_free(&rq);
         return send_error(c, 404, "invalid_request_error", "model_not_found", msg, 0);
+    }
+    if (m->aff) { /* the prompt too */
+        serve_request_free(&rq);
+        if (serve_request_parse(q->body.s, q->body.len, &rq) != 0)
+            memset(&rq, 0, sizeof(rq));
     }
     if (m->aff && rq.prefix_len) {
         q->h = cr_malloc(SERVE_AFFINITY_BLOCKS * sizeof(*q->h));
@@ -1412,16 +2307,27 @@ static int listen_on(const struct sockaddr_storage *ss, socklen_t len)
     return fd;
 }
 
-/* One loop's daemon on listening socket fd (taken: closed on failure). */
+/* One loop on listening socket fd (taken: closed on failure): the front
+ * end's, or with TLS its microhttpd daemon's. */
 static int loop_init(loop_t *lp, serve_router_t *r, int fd, unsigned timeout_s,
                      struct MHD_OptionItem *tlsopt, bool tls)
 {
     lp->r = r;
     lp->ep = epoll_create1(EPOLL_CLOEXEC);
     lp->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    lp->idle_ms = timeout_s * 1000u;
     if (lp->ep < 0 || lp->wake < 0) {
         close(fd);
         return -errno;
+    }
+    if (!tls) {
+        lp->lfd = fd;
+        struct epoll_event e = {.events = EPOLLIN, .data.u64 = EV_LISTEN};
+        struct epoll_event w = {.events = EPOLLIN, .data.u64 = EV_WAKE};
+        if (epoll_ctl(lp->ep, EPOLL_CTL_ADD, fd, &e) != 0 ||
+            epoll_ctl(lp->ep, EPOLL_CTL_ADD, lp->wake, &w) != 0)
+            return -errno;
+        return 0;
     }
     lp->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO |
                                  MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0),
@@ -1472,8 +2378,8 @@ int serve_router_start(const serve_config_t *cfg, const serve_router_opts_t *o,
     serve_router_t *r = cr_calloc(1, sizeof(*r));
     pthread_mutex_init(&r->mu, NULL);
     for (size_t i = 0; i < LOOPS_MAX; i++)
-        r->loops[i].ep = r->loops[i].wake = -1;
-    r->admin.ep = r->admin.wake = -1;
+        r->loops[i].ep = r->loops[i].wake = r->loops[i].lfd = -1;
+    r->admin.ep = r->admin.wake = r->admin.lfd = -1;
     r->admin.r = r;
     r->nmodels = cfg->models.n;
     r->models = cr_calloc(r->nmodels, sizeof(*r->models));
@@ -1600,6 +2506,8 @@ void serve_router_stop(serve_router_t *r)
             close(lp->ep);
         if (lp->wake >= 0)
             close(lp->wake);
+        if (lp->lfd >= 0)
+            close(lp->lfd);
         while (lp->spare) {
             req_t *q = lp->spare;
             lp->spare = q->next;

@@ -5,6 +5,7 @@
  *   router.c  the HTTP router: model routing, power of two choices,
  *             per-replica limits, the queue, streaming pass-through, /metrics
  *   upstream.c  the router's HTTP/1.1 client to a replica
+ *   http.c    the router's HTTP/1.1 server side: what clients send (http.h)
  * The replicas themselves (jobs on the cluster) are started and watched by
  * the `corral serve` command (cli/serve_cmd.c), which tells the router
  * where each replica listens and whether it is ready. */
@@ -144,6 +145,11 @@ typedef struct serve_request {
 /* A client's request body: 0 with *out (serve_request_free), or
  * SERVE_REQ_INVALID_JSON (not a JSON object) or SERVE_REQ_NO_MODEL. */
 int serve_request_parse(const char *body, size_t len, serve_request_t *out);
+/* serve_request_parse without the prompt (prefix NULL): the model and the
+ * stream flag by one pass over the body that builds no JSON (jansson's way
+ * where a key or the model has an escape); the same codes, the same model,
+ * for any bytes (fuzz_serve_request.c checks). */
+int serve_request_parse_model(const char *body, size_t len, serve_request_t *out);
 void serve_request_free(serve_request_t *q);
 
 /* The engine's token counts in a reply, fed piece by piece as it passes:

@@ -5,6 +5,8 @@
 # replicas, each a job on one GPU with its isolation variables; the
 # official openai npm client for chat, streaming, completions, models,
 # embeddings and the 404 of an unknown model in OpenAI's error shape; curl;
+# raw HTTP/1.1 (tests/serve/http_probe.py: pipelining, chunked bodies,
+# 100-continue, HTTP/1.0, malformed requests answered in OpenAI's shape);
 # power of two choices uses both replicas; 503 with Retry-After once every
 # replica is at max_ongoing_requests and the queue is full (and the
 # waiting requests hold no thread of the router); kill -9 of a
@@ -106,6 +108,24 @@ rm -f "$T/big"
 out=$(curl -sN "$U/v1/completions" -d '{"model":"canned","prompt":"x","stream":true,"max_tokens":3}')
 [ "$(grep -c '^data: ' <<<"$out")" = 5 ] && [ "$(grep '^data: ' <<<"$out" | tail -1)" = "data: [DONE]" ] &&
     ok "curl: a completion stream ends with data: [DONE]" || fail "curl stream: $out"
+# what curl and the client do not send: the router's own HTTP/1.1 parsing
+out=$(timeout 60 $PY "$CORRAL_SOURCE_DIR/tests/serve/http_probe.py" 127.0.0.1 "${U##*:}" 2>&1)
+want="pipelined: 200:list 200:text_completion 200:ok
+chunked: 200 text_completion
+expect: 100 200 text_completion
+http10: 200 text_completion closed
+stream: 200 chunked 7 True 200
+bad garbage: 400 bad_request closed
+bad version: 505 bad_request closed
+bad smuggle: 400 bad_request closed
+bad te: 501 bad_request closed
+bad badchunk: 400 invalid_body closed
+bad bigheader: 431 bad_request closed
+bad toolarge: 413 request_too_large closed
+health after: 200"
+[ "$out" = "$want" ] &&
+    ok "raw HTTP/1.1: pipelined, chunked, 100-continue, HTTP/1.0, kept after a stream; bad requests get OpenAI-shaped 4xx/5xx and the router stays up" ||
+    fail "raw HTTP: $(diff <(echo "$want") <(echo "$out"))"
 
 # power of two choices: both replicas take requests
 for _ in $(seq 20); do curl -s -o /dev/null "$U/v1/completions" -d '{"model":"canned","prompt":"x"}'; done

@@ -3,7 +3,8 @@
  * any bytes as a request body parse or are refused with a code; a parsed
  * one has a non-empty model and a bounded prompt, whose prefix hashes go
  * into a small affinity table and come back to the replica they went to.
- * Never crash, leak or hang. */
+ * serve_request_parse_model, which builds no JSON, gives the same code,
+ * model and stream flag. Never crash, leak or hang. */
 #include "serve/serve.h"
 
 static bool any(size_t rep, void *arg)
@@ -15,8 +16,14 @@ static bool any(size_t rep, void *arg)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    serve_request_t q;
+    serve_request_t q, k;
     int err = serve_request_parse((const char *)data, size, &q);
+    /* the quick look at the model agrees with jansson's parse */
+    int kerr = serve_request_parse_model((const char *)data, size, &k);
+    if (kerr != err || k.prefix ||
+        (!err && (strcmp(k.model, q.model) != 0 || k.stream != q.stream)))
+        __builtin_trap();
+    serve_request_free(&k);
     if (err) {
         if ((err != SERVE_REQ_INVALID_JSON && err != SERVE_REQ_NO_MODEL) || q.model || q.prefix)
             __builtin_trap();
