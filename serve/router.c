@@ -1625,6 +1625,23 @@ static bool take_input(conn_t *cn)
     }
 }
 
+/* With prefix affinity, the request's prompt prefix hashed into q (rq,
+ * read without the prompt, is read again with it); rq is freed. */
+static void take_prefix(req_t *q, const rmodel_t *m, serve_request_t *rq)
+{
+    if (m->aff) { /* the prompt too */
+        serve_request_free(rq);
+        if (serve_request_parse(q->body.s, q->body.len, rq) != 0)
+            memset(rq, 0, sizeof(*rq));
+    }
+    if (m->aff && rq->prefix_len) {
+        q->h = cr_malloc(SERVE_AFFINITY_BLOCKS * sizeof(*q->h));
+        q->nh = serve_affinity_hashes(rq->prefix, rq->prefix_len, q->h, SERVE_AFFINITY_BLOCKS);
+        q->prefix_len = rq->prefix_len;
+    }
+    serve_request_free(rq);
+}
+
 /* What a routed request's head and body ask: handle() for the front end. */
 static void dispatch(conn_t *cn)
 {
@@ -1720,17 +1737,7 @@ static void dispatch(conn_t *cn)
         respond_error(cn, 404, "invalid_request_error", "model_not_found", msg, 0);
         return;
     }
-    if (m->aff) { /* the prompt too */
-        serve_request_free(&rq);
-        if (serve_request_parse(q->body.s, q->body.len, &rq) != 0)
-            memset(&rq, 0, sizeof(rq));
-    }
-    if (m->aff && rq.prefix_len) {
-        q->h = cr_malloc(SERVE_AFFINITY_BLOCKS * sizeof(*q->h));
-        q->nh = serve_affinity_hashes(rq.prefix, rq.prefix_len, q->h, SERVE_AFFINITY_BLOCKS);
-        q->prefix_len = rq.prefix_len;
-    }
-    serve_request_free(&rq);
+    take_prefix(q, m, &rq);
     q->ctype = h->content_type[0] ? cr_strdup(h->content_type) : NULL;
     q->url = routed;
     q->m = m;
@@ -2250,17 +2257,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         serve_request_free(&rq);
         return send_error(c, 404, "invalid_request_error", "model_not_found", msg, 0);
     }
-    if (m->aff) { /* the prompt too */
-        serve_request_free(&rq);
-        if (serve_request_parse(q->body.s, q->body.len, &rq) != 0)
-            memset(&rq, 0, sizeof(rq));
-    }
-    if (m->aff && rq.prefix_len) {
-        q->h = cr_malloc(SERVE_AFFINITY_BLOCKS * sizeof(*q->h));
-        q->nh = serve_affinity_hashes(rq.prefix, rq.prefix_len, q->h, SERVE_AFFINITY_BLOCKS);
-        q->prefix_len = rq.prefix_len;
-    }
-    serve_request_free(&rq);
+    take_prefix(q, m, &rq);
     return proxy(r, c, q, m, routed);
 }
 

@@ -11,6 +11,7 @@
 # PID and network namespace (lib/private_ns.sh).
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/private_ns.sh" "$0" "$@"
+. "$CORRAL_SOURCE_DIR/tests/cli/lib/join.sh"
 SPEC=$CORRAL_SOURCE_DIR/specs/cpu-only.yaml
 T=$(mktemp -d /tmp/hidden-XXXXXX)
 out=$("$CORRAL" start --head --hw-spec "$SPEC" 2>&1) || { fail "head: $out"; finish; }
@@ -58,13 +59,7 @@ grep -q "its working directory is inside the corral home, which workers do not s
 
 # a joined agent given a token file outside the corral home
 cp "$TOKEN" "$T/cluster.token" && chmod 600 "$T/cluster.token"
-ADDR=$(cat $H/session_latest/address)
-"$CORRAL" start --address "$ADDR" --token-file "$T/cluster.token" --hw-spec "$SPEC" --node-id far \
-    --node-ip 127.0.0.1 >/dev/null || fail "agent far"
-for _ in $(seq 100); do
-    "$CORRAL" nodes --json | jq -e '.[] | select(.node_id == "far" and .state == "ALIVE")' >/dev/null && break
-    sleep 0.1
-done
+join_token_file far "$T/cluster.token" "$SPEC"
 "$CORRAL" run --label-selector corral.io/node-id=far -- sh -c \
     "echo \"tokfile: \$(wc -c <$T/cluster.token)\"; \"$CORRAL\" job status \$CORRAL_JOB_ID >/dev/null && echo status: ok" \
     >"$T/far.out" 2>&1 || fail "job on far: $(cat "$T/far.out")"

@@ -11,6 +11,7 @@
 # mount, PID and network namespace (lib/private_ns.sh).
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/private_ns.sh" "$0" "$@"
+. "$CORRAL_SOURCE_DIR/tests/cli/lib/join.sh"
 SPEC=$CORRAL_SOURCE_DIR/specs/cpu-only.yaml
 T=$(mktemp -d /tmp/wns-XXXXXX)
 out=$("$CORRAL" start --head --hw-spec "$SPEC" 2>&1) || { fail "head: $out"; finish; }
@@ -46,13 +47,7 @@ for _ in $(seq 50); do [ "$(held)" = 0 ] && break; sleep 0.1; done
 
 # a joined agent whose token file is kept outside the home, replaced by a rename
 cp "$TOKEN" "$T/cluster.token" && chmod 600 "$T/cluster.token"
-ADDR=$(cat $H/session_latest/address)
-"$CORRAL" start --address "$ADDR" --token-file "$T/cluster.token" --hw-spec "$SPEC" --node-id far \
-    --node-ip 127.0.0.1 >/dev/null || fail "agent far"
-for _ in $(seq 100); do
-    "$CORRAL" nodes --json | jq -e '.[] | select(.node_id == "far" and .state == "ALIVE")' >/dev/null && break
-    sleep 0.1
-done
+join_token_file far "$T/cluster.token" "$SPEC"
 far() { "$CORRAL" run --label-selector corral.io/node-id=far -- sh -c "wc -c <$T/cluster.token" 2>&1; }
 out=$(far)
 [ "$out" = 0 ] && ok "on a joined agent the --token-file reads empty" || fail "far: $out"
