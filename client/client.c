@@ -30,6 +30,7 @@ typedef void (*item_fn)(corral_t *c, const Corral__Envelope *e, void *arg, size_
 
 struct corral {
     uv_loop_t loop;
+    int timeout_ms; /* each call's: CORRAL_CALL_TIMEOUT_MS, or that variable */
     cr_net_t *net;
     cr_conn_t *conn;
     bool ready, closed, net_done;
@@ -203,6 +204,11 @@ int corral_connect(const char *address, const char *token_path, corral_t **out, 
 
     corral_t *c = cr_calloc(1, sizeof(*c));
     c->log_fd = -1;
+    c->timeout_ms = CORRAL_CALL_TIMEOUT_MS;
+    const char *tv = getenv("CORRAL_CALL_TIMEOUT_MS");
+    int64_t tms;
+    if (tv && *tv && cr_parse_i64(tv, 0, &tms) == 0 && tms >= 100 && tms <= 3600000)
+        c->timeout_ms = (int)tms;
     uv_loop_init(&c->loop);
     uv_timer_init(&c->loop, &c->timer);
     uint8_t token[CR_TOKEN_LEN];
@@ -373,10 +379,13 @@ static int call_ex(corral_t *c, Corral__Envelope *e, answer_fn fn, void *arg, bo
     }
     c->timed_out = c->interrupted = false;
     c->timer.data = c;
+    /* the loop's clock stood still since its last call, which may be long
+     * ago: a timer counted from it would fire at once */
+    uv_update_time(&c->loop);
     if (follow)
         uv_timer_start(&c->timer, on_tick, TICK_MS, TICK_MS);
     else
-        uv_timer_start(&c->timer, on_timeout, CORRAL_CALL_TIMEOUT_MS, 0);
+        uv_timer_start(&c->timer, on_timeout, (uint64_t)c->timeout_ms, 0);
     while (!c->done && !c->closed && !c->interrupted && uv_run(&c->loop, UV_RUN_ONCE))
         ;
     uv_timer_stop(&c->timer);
@@ -387,7 +396,7 @@ static int call_ex(corral_t *c, Corral__Envelope *e, answer_fn fn, void *arg, bo
     }
     if (!c->done && c->timed_out) {
         set_msg(c, "no answer from the head to %s within %d ms", cr_msg_name(e->body_case),
-                CORRAL_CALL_TIMEOUT_MS);
+                c->timeout_ms);
         return CR_EAGAIN;
     }
     if (!c->done) {
@@ -444,7 +453,8 @@ static int call_many(corral_t *c, Corral__Envelope **es, size_t n, item_fn fn, v
         c->nleft += errs[i] == 1;
     c->done = c->nleft == 0;
     c->timer.data = c;
-    uv_timer_start(&c->timer, on_timeout, CORRAL_CALL_TIMEOUT_MS, 0);
+    uv_update_time(&c->loop); /* as call_ex */
+    uv_timer_start(&c->timer, on_timeout, (uint64_t)c->timeout_ms, 0);
     while (!c->done && !c->closed && uv_run(&c->loop, UV_RUN_ONCE))
         ;
     uv_timer_stop(&c->timer);
@@ -458,7 +468,7 @@ static int call_many(corral_t *c, Corral__Envelope **es, size_t n, item_fn fn, v
         return err;
     if (!c->done && c->timed_out) {
         set_msg(c, "no answer from the head to %zu of %zu %s within %d ms", c->nleft, n,
-                cr_msg_name(es[0]->body_case), CORRAL_CALL_TIMEOUT_MS);
+                cr_msg_name(es[0]->body_case), c->timeout_ms);
         return CR_EAGAIN;
     }
     if (!c->done) {
@@ -745,7 +755,7 @@ int corral_job_status(corral_t *c, const char *job_id, corral_job_t *out)
 }
 
 /* the longest the head is asked to hold one request: well under the
- * call's own CORRAL_CALL_TIMEOUT_MS */
+ * call's own timeout (at most half of it) */
 #define WAIT_SLICE_MS 10000
 
 int corral_wait(corral_t *c, const char *job_id, int timeout_ms, corral_job_t *out)
@@ -753,8 +763,9 @@ int corral_wait(corral_t *c, const char *job_id, int timeout_ms, corral_job_t *o
     int64_t deadline = cr_mono_ms() + timeout_ms;
     unsigned pause_us = 2000;
     for (;;) {
-        int64_t left = timeout_ms < 0 ? WAIT_SLICE_MS : deadline - cr_mono_ms();
-        uint32_t wait = left <= 0 ? 0 : left > WAIT_SLICE_MS ? WAIT_SLICE_MS : (uint32_t)left;
+        int64_t slice = c->timeout_ms / 2 < WAIT_SLICE_MS ? c->timeout_ms / 2 : WAIT_SLICE_MS;
+        int64_t left = timeout_ms < 0 ? slice : deadline - cr_mono_ms();
+        uint32_t wait = left <= 0 ? 0 : left > slice ? (uint32_t)slice : (uint32_t)left;
         int64_t asked = cr_mono_ms();
         int err = job_status(c, job_id, wait, out);
         if (err < 0 || corral_job_state_is_final(out->state))

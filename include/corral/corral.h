@@ -25,7 +25,9 @@ extern "C" {
 typedef struct corral corral_t;
 
 /* The longest any call waits for the head's answer; then it fails with
- * CR_EAGAIN and the connection is closed (connect again). */
+ * CR_EAGAIN and the connection is closed (connect again). The variable
+ * CORRAL_CALL_TIMEOUT_MS, read at corral_connect, sets another (100 to
+ * 3,600,000 ms). */
 #define CORRAL_CALL_TIMEOUT_MS 60000
 
 /* Connects and authenticates with the cluster token.
