@@ -2282,11 +2282,8 @@ static int caller_handshake(corral_tasks_t *t, int sock, bool tcp, const char *w
                     "\"address\":\"%s\",\"node\":\"%s\"%s%s%s%s%s%s}",
                     (int)getpid(), t->address, t->node, *mac ? ",\"mac\":\"" : "", mac,
                     *mac ? "\"" : "", *mac ? ",\"nonce\":\"" : "", nhex, *mac ? "\"" : "");
-    crt_bytes_t b = {0};
-    crt_frame_add(&b, CRT_HELLO, 0, 0, hello, strlen(hello), NULL, 0);
+    rc = crt_send_frame(sock, CRT_HELLO, hello, strlen(hello));
     free(hello);
-    rc = crt_write_all(sock, &b, -1);
-    crt_bytes_free(&b);
     if (rc) {
         snprintf(why, wsize, "sending HELLO to %s: %s", where, cr_strerror(rc));
         goto out;

@@ -1261,12 +1261,17 @@ static void respond(conn_t *cn, unsigned status, const char *ctype, const char *
     cn->ph = C_REPLY;
 }
 
+/* A JSON body made for the answer (s, malloc'ed, taken; NULL: "{}"). */
+static void respond_json(conn_t *cn, unsigned status, char *s, unsigned retry_after)
+{
+    respond(cn, status, "application/json", s ? s : "{}", s ? strlen(s) : 2, retry_after);
+    free(s);
+}
+
 static void respond_error(conn_t *cn, unsigned status, const char *type, const char *code,
                           const char *msg, unsigned retry_after)
 {
-    char *s = error_json(type, code, msg);
-    respond(cn, status, "application/json", s ? s : "{}", s ? strlen(s) : 2, retry_after);
-    free(s);
+    respond_json(cn, status, error_json(type, code, msg), retry_after);
 }
 
 /* A request refused before its body was read: answered, then the
@@ -1662,9 +1667,7 @@ static void dispatch(conn_t *cn)
             return;
         }
         if (strcmp(url, "/-/status") == 0 && get) {
-            char *s = serve_router_status(r);
-            respond(cn, 200, "application/json", s ? s : "{}", s ? strlen(s) : 2, 0);
-            free(s);
+            respond_json(cn, 200, serve_router_status(r), 0);
             return;
         }
         respond_error(cn, 404, "invalid_request_error", "not_found", "no such admin call", 0);
@@ -1688,9 +1691,7 @@ static void dispatch(conn_t *cn)
         return;
     }
     if (strcmp(url, "/v1/models") == 0 && get) {
-        char *s = models_json(r);
-        respond(cn, 200, "application/json", s ? s : "{}", s ? strlen(s) : 2, 0);
-        free(s);
+        respond_json(cn, 200, models_json(r), 0);
         return;
     }
     static const char *const routes[] = {"/v1/chat/completions", "/v1/completions",

@@ -510,6 +510,15 @@ int crt_write_all(int sock, crt_bytes_t *b, int fd)
     return 0;
 }
 
+int crt_send_frame(int sock, uint8_t kind, const void *p, size_t n)
+{
+    crt_bytes_t b = {0};
+    crt_frame_add(&b, kind, 0, 0, p, n, NULL, 0);
+    int rc = crt_write_all(sock, &b, -1);
+    crt_bytes_free(&b);
+    return rc;
+}
+
 int crt_memfd_new(size_t n, void **map)
 {
     int fd = memfd_create("corral-object", MFD_CLOEXEC | MFD_ALLOW_SEALING);

@@ -185,6 +185,10 @@ int crt_reader_next(crt_reader_t *r, crt_hdr_t *h, const uint8_t **payload, int 
  * return -EAGAIN with part written, b->off says how much), sending fd
  * (-1 none) with the first byte. 0 or -errno. */
 int crt_write_all(int sock, crt_bytes_t *b, int fd);
+/* One frame of kind (no flags, id 0, body p of n bytes) written whole on
+ * a blocking socket: the handshake's HELLO, CHALLENGE and WELCOME. 0 or a
+ * negative code. */
+int crt_send_frame(int sock, uint8_t kind, const void *p, size_t n);
 /* One sendmsg of len bytes at p (MSG_NOSIGNAL | flags), with fd passed
  * (SCM_RIGHTS) when it is not -1: what it returns. */
 ssize_t crt_send(int sock, const void *p, size_t len, int fd, int flags);

@@ -584,11 +584,8 @@ static int handshake(int sock, bool unix_sock, crt_reader_t *r, char *why, size_
                     (int)getpid(), lease, node ? node : "", *W.tcp_addr ? ",\"address\":\"" : "",
                     W.tcp_addr, *W.tcp_addr ? "\"" : "", *mac ? ",\"mac\":\"" : "", mac,
                     *mac ? "\"" : "", *mac ? ",\"nonce\":\"" : "", cnonce_hex, *mac ? "\"" : "");
-    crt_bytes_t b = {0};
-    crt_frame_add(&b, CRT_HELLO, 0, 0, hello, strlen(hello), NULL, 0);
+    rc = crt_send_frame(sock, CRT_HELLO, hello, strlen(hello));
     free(hello);
-    rc = crt_write_all(sock, &b, -1);
-    crt_bytes_free(&b);
     if (rc) {
         snprintf(why, wsize, "sending HELLO: %s", cr_strerror(rc));
         goto out;
@@ -1057,10 +1054,7 @@ static void *caller_thread(void *arg)
         if (!sec || strlen(sec) != 64 || !cr_hex_decode(sec, 64, key) ||
             cr_random_bytes(snonce, sizeof(snonce)) < 0)
             goto out;
-        crt_bytes_t b = {0};
-        crt_frame_add(&b, CRT_CHALLENGE, 0, 0, snonce, sizeof(snonce), NULL, 0);
-        rc = crt_write_all(sock, &b, -1);
-        crt_bytes_free(&b);
+        rc = crt_send_frame(sock, CRT_CHALLENGE, snonce, sizeof(snonce));
         if (rc)
             goto out;
     }
@@ -1093,11 +1087,8 @@ static void *caller_thread(void *arg)
     setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     char *w = cr_asprintf("{\"pid\":%d,\"runtime\":\"c\"%s%s%s}", (int)getpid(),
                           *wmac ? ",\"mac\":\"" : "", wmac, *wmac ? "\"" : "");
-    crt_bytes_t b = {0};
-    crt_frame_add(&b, CRT_WELCOME, 0, 0, w, strlen(w), NULL, 0);
+    rc = crt_send_frame(sock, CRT_WELCOME, w, strlen(w));
     free(w);
-    rc = crt_write_all(sock, &b, -1);
-    crt_bytes_free(&b);
     if (!rc)
         caller_serve(sock, !tcp, &r);
 out:
