@@ -1,6 +1,7 @@
 /* agent/launch: starting, watching and stopping workers on the agent's
  * libuv loop (see launch.h for the contract). */
 #include "agent/launch.h"
+#include "agent/ns_guard.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -57,7 +58,36 @@ struct cr_worker {
     char *cpus;
     char *warning;
     char *out_path, *err_path;
+    bool hidden; /* in hidden_ws: ns_mend_all mends its namespace until its leader is reaped */
 };
+
+/* The running workers started in a namespace (spawn_hidden), whose
+ * namespace ns_repair mends while their leader is not reaped (its pid is
+ * then still ours). */
+static cr_worker_t **hidden_ws;
+static size_t nhidden, hidden_cap;
+
+static void hidden_add(cr_worker_t *w)
+{
+    if (nhidden == hidden_cap) {
+        hidden_cap = hidden_cap ? 2 * hidden_cap : 16;
+        hidden_ws = cr_realloc(hidden_ws, hidden_cap * sizeof(*hidden_ws));
+    }
+    hidden_ws[nhidden++] = w;
+    w->hidden = true;
+}
+
+static void hidden_remove(cr_worker_t *w)
+{
+    if (!w->hidden)
+        return;
+    w->hidden = false;
+    for (size_t i = 0; i < nhidden; i++)
+        if (hidden_ws[i] == w) {
+            hidden_ws[i] = hidden_ws[--nhidden];
+            return;
+        }
+}
 
 static const struct {
     const char *name;
@@ -375,6 +405,7 @@ static void on_close(uv_handle_t *h)
     cr_worker_t *w = h->data;
     if (--w->nopen > 0)
         return;
+    hidden_remove(w);
     if (w->pidfd >= 0)
         close(w->pidfd);
     free(w->cpus);
@@ -450,6 +481,7 @@ static void on_timer(uv_timer_t *t)
 
 static void on_leader_exit(cr_worker_t *w, int status)
 {
+    hidden_remove(w); /* reaped: its pid may be another's now */
     w->exit.code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
     w->exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     w->leader_gone = true;
@@ -649,6 +681,7 @@ typedef struct ns_child {
     bool keep_dir[NS_MAX_PATHS];
     size_t nkeep;
     char fdpath[NS_MAX_PATHS][32]; /* "/proc/self/fd/N", made by the child */
+    const cr_ns_guard_t *guard;    /* sysctls, sysfs and disks (agent/ns_guard.h) */
     int nsfd;                      /* the workers' namespace to enter (worker_ns), -1: make one */
     int err;                       /* out: -errno of the step that failed */
     const char *step;              /* out: which */
@@ -701,6 +734,13 @@ __attribute__((no_sanitize_address)) static int ns_setup(ns_child_t *c)
     if (mount("none", "/", "none", MS_REC | MS_SLAVE, NULL) < 0) {
         step = "making / a slave mount";
         goto fail;
+    }
+    if (c->guard) {
+        int e = cr_ns_guard_apply(c->guard, &step);
+        if (e) {
+            errno = -e;
+            goto fail;
+        }
     }
     /* the kept paths, opened in this namespace before they are covered */
     for (; nopen < c->nkeep; nopen++) {
@@ -912,8 +952,13 @@ static bool mounts_changed(void)
     return poll(&p, 1, 0) != 0;
 }
 
+static void ns_look(void);
+static bool ns_used; /* a hidden spawn happened: the ticks look (ns_look) */
+
 void cr_worker_ns_tick(void)
 {
+    if (ns_used)
+        ns_look();
     if (worker_ns.fd >= 0 && mounts_changed())
         worker_ns_drop(); /* the next worker gets one made again */
 }
@@ -973,6 +1018,167 @@ static bool path_under(const char *path, const char *dir)
     return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
 }
 
+/* ---- mending: what the host changes under running workers ----
+ *
+ * A hidden file replaced by a rename (a token file rotated) loses its
+ * /dev/null in every other namespace: the kernel drops a mount whose file
+ * is renamed over or removed elsewhere. A disk attached later gets a new
+ * device node, and a filesystem mounted under /sys or /proc/sys later
+ * reaches the workers' namespace writable (slave propagation). A new
+ * namespace is made for the next worker either way (the recipe's key);
+ * the ones running workers are in are mended: the agent looks at each tick
+ * (cr_worker_ns_tick) and before each hidden spawn, and when something
+ * changed it enters each running worker's namespace (setns, in a child
+ * cloned as for a spawn) and covers or makes read-only again what is not.
+ * Between the host's change and the mend (at most a tick) a worker can see
+ * it (docs/workers.md). A namespace that cannot be mended has its workers
+ * killed, as they could reach what they must not. */
+typedef struct watched {
+    char *path; /* a hidden file, not a directory */
+    bool there;
+    dev_t dev;
+    ino_t ino;
+} watched_t;
+
+static watched_t watched[NS_MAX_PATHS];
+static size_t nwatched;
+
+static void watch_files(const ns_child_t *c)
+{
+    for (size_t i = 0; i < c->nhide && nwatched < NS_MAX_PATHS; i++) {
+        bool known = c->hide_dir[i];
+        for (size_t k = 0; k < nwatched && !known; k++)
+            known = strcmp(watched[k].path, c->hide[i]) == 0;
+        if (known)
+            continue;
+        struct stat st;
+        watched_t *x = &watched[nwatched++];
+        x->path = cr_strdup(c->hide[i]);
+        x->there = lstat(x->path, &st) == 0;
+        x->dev = x->there ? st.st_dev : 0;
+        x->ino = x->there ? st.st_ino : 0;
+    }
+}
+
+static bool watched_changed(void)
+{
+    bool changed = false;
+    for (size_t i = 0; i < nwatched; i++) {
+        watched_t *x = &watched[i];
+        struct stat st;
+        bool there = lstat(x->path, &st) == 0;
+        if (there == x->there && (!there || (st.st_dev == x->dev && st.st_ino == x->ino)))
+            continue;
+        changed = true;
+        x->there = there;
+        x->dev = there ? st.st_dev : 0;
+        x->ino = there ? st.st_ino : 0;
+    }
+    return changed;
+}
+
+typedef struct ns_mender {
+    int fd; /* the namespace */
+    const cr_ns_guard_t *guard;
+    int err;          /* out */
+    const char *step; /* out */
+} ns_mender_t;
+
+__attribute__((no_sanitize_address)) static int ns_mend_child(void *arg)
+{
+    ns_mender_t *m = arg;
+    const char *step = "entering a worker's mount namespace";
+    int e = setns(m->fd, CLONE_NEWNS) < 0 ? -errno : 0;
+    if (!e)
+        e = cr_ns_guard_apply(m->guard, &step);
+    for (size_t i = 0; !e && i < nwatched; i++)
+        if ((e = cr_ns_cover(watched[i].path)))
+            step = "covering a hidden file";
+    m->err = e;
+    m->step = e ? step : NULL;
+    _exit(e ? 127 : 0);
+}
+
+/* One namespace: 0 when mended, or -errno with *step. */
+static int ns_mend(int fd, const char **step)
+{
+    void *stack = ns_stack();
+    if (!stack) {
+        *step = "mapping a stack";
+        return -ENOMEM;
+    }
+    ns_mender_t m = {.fd = fd, .guard = cr_ns_guard(), .err = -ECHILD, .step = "cloning"};
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* no handler runs on the child's borrowed memory */
+    int p = clone(ns_mend_child, (char *)stack + NS_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &m);
+    int err = p < 0 ? -errno : 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err) {
+        *step = "cloning";
+        return err;
+    }
+    while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
+        ;
+    *step = m.step;
+    return m.err;
+}
+
+static void ns_mend_all(void)
+{
+    struct stat self;
+    if (stat("/proc/self/ns/mnt", &self) < 0)
+        return;
+    typedef struct {
+        ino_t ino;
+        int err;
+    } seen_t;
+    seen_t *seen = cr_calloc(nhidden + 1, sizeof(*seen));
+    size_t nseen = 0;
+    for (size_t i = 0; i < nhidden; i++) {
+        cr_worker_t *w = hidden_ws[i];
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/mnt", w->pid);
+        /* the leader is not reaped (hidden_remove), so the pid is still this worker's */
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || st.st_ino == self.st_ino) {
+            if (fd >= 0)
+                close(fd); /* exiting, or (never meant to be) the agent's own: nothing to mend */
+            continue;
+        }
+        seen_t *x = NULL;
+        for (size_t k = 0; k < nseen && !x; k++)
+            if (seen[k].ino == st.st_ino)
+                x = &seen[k];
+        const char *step = NULL;
+        if (!x) {
+            x = &seen[nseen++];
+            x->ino = st.st_ino;
+            x->err = ns_mend(fd, &step);
+            if (x->err)
+                cr_error("worker %d: its mount namespace could not be mended after the host "
+                         "changed (%s: %s); killing it, since it could reach what workers "
+                         "must not",
+                         w->pid, step ? step : "?", strerror(-x->err));
+        }
+        close(fd);
+        if (x->err)
+            kill(-w->pid, SIGKILL);
+    }
+    free(seen);
+}
+
+/* Whether the host changed what the namespaces hide; mends the running
+ * workers' when it did. */
+static void ns_look(void)
+{
+    bool changed = watched_changed();
+    changed |= cr_ns_guard_refresh();
+    if (changed && nhidden)
+        ns_mend_all();
+}
+
 /* spawn() for a spec with hide; the same contract. */
 static int spawn_hidden(const cr_worker_spec_t *s, const char *file, char **envp, int outfd,
                         int errfd, pid_t *pid, const char **step)
@@ -983,8 +1189,12 @@ static int spawn_hidden(const cr_worker_spec_t *s, const char *file, char **envp
                     .outfd = outfd,
                     .errfd = errfd,
                     .cwd = s->cwd,
+                    .guard = cr_ns_guard(),
                     .nsfd = -1};
+    ns_used = true;
+    ns_look();
     cr_buf_t key = {0}; /* the recipe: each path and the file it names */
+    cr_buf_printf(&key, "g %llu\n", (unsigned long long)c.guard->generation);
     for (size_t i = 0; s->hide[i] && c.nhide < NS_MAX_PATHS; i++) {
         struct stat st;
         if (s->hide[i][0] != '/' || lstat(s->hide[i], &st) < 0)
@@ -1013,6 +1223,7 @@ static int spawn_hidden(const cr_worker_spec_t *s, const char *file, char **envp
                 break;
             }
     }
+    watch_files(&c);
     if (s->cwd) { /* said plainly, not as a failed chdir */
         char real[PATH_MAX];
         const char *cwd = realpath(s->cwd, real) ? real : s->cwd;
@@ -1204,6 +1415,8 @@ int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exi
     w->nopen = 2;
     if (w->warning)
         cr_warn("worker %s of job %s: %s", spec->worker_id, spec->job_id, w->warning);
+    if (spec->hide && spec->hide[0])
+        hidden_add(w);
     *out = w;
     goto out_close_logs;
 

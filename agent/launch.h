@@ -70,7 +70,9 @@ typedef struct cr_worker_spec {
      * worker with the same hide and keep, made again when one of their
      * paths names another file or the agent's mounts changed) where each
      * directory of hide is an empty
-     * read-only tmpfs and each other file reads as /dev/null; the paths of
+     * read-only tmpfs and each other file reads as /dev/null (and so do the
+     * disks' device nodes, with /proc/sys and /sys read-only:
+     * agent/ns_guard.h; mended while workers run); the paths of
      * keep (NULL-terminated, may be NULL) inside a hidden directory, such
      * as the sockets CORRAL_AGENT_SOCKET and CORRAL_ADDRESS name, are bound
      * back; and the capabilities that would undo or bypass the namespace
