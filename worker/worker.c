@@ -756,6 +756,37 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* What a frame from an owner or a caller asks, sorted the same way for
+ * both: the descriptor of any frame but a CALL is closed here, a CANCEL's
+ * id is parsed into *cancel_id, and a bad CANCEL or a kind neither may
+ * send is said on stderr (from names the peer: "the owner", "a caller"). */
+typedef enum frame_ask { ASK_CALL, ASK_FETCH, ASK_CANCEL, ASK_BYE, ASK_BAD } frame_ask_t;
+
+static frame_ask_t frame_sort(const crt_hdr_t *h, const uint8_t *p, int fd, const char *from,
+                              uint64_t *cancel_id)
+{
+    if (h->kind == CRT_CALL)
+        return ASK_CALL;
+    if (fd >= 0)
+        close(fd);
+    switch (h->kind) {
+    case CRT_BYE:
+        return ASK_BYE;
+    case CRT_FETCH:
+        return ASK_FETCH;
+    case CRT_CANCEL:
+        if (!crt_cancel_parse(p, h->len, cancel_id))
+            return ASK_CANCEL;
+        fprintf(stderr, "corral worker: a CANCEL of %u bytes (not 8) from %s: closing\n", h->len,
+                from);
+        return ASK_BAD;
+    default:
+        fprintf(stderr, "corral worker: a %s frame from %s: closing\n", crt_kind_name(h->kind),
+                from);
+        return ASK_BAD;
+    }
+}
+
 static int serve(crt_reader_t *r)
 {
     pthread_t *threads = NULL;
@@ -826,20 +857,15 @@ static int serve(crt_reader_t *r)
             cancel_scan(r, &scanned);
             continue;
         }
-        if (h.kind == CRT_BYE) {
-            if (fd >= 0)
-                close(fd);
+        uint64_t id;
+        frame_ask_t ask = frame_sort(&h, p, fd, "the owner", &id);
+        if (ask == ASK_BYE)
+            break;
+        if (ask == ASK_BAD) {
+            status = 1;
             break;
         }
-        if (h.kind == CRT_CANCEL) {
-            if (fd >= 0)
-                close(fd);
-            uint64_t id;
-            if (crt_cancel_parse(p, h.len, &id)) {
-                fprintf(stderr, "corral worker: a CANCEL of %u bytes (not 8): closing\n", h.len);
-                status = 1;
-                break;
-            }
+        if (ask == ASK_CANCEL) {
             /* its call ran already (or is running: it is not interrupted,
              * the owner drops its result) unless threads still queue it */
             cancel_take(id);
@@ -847,9 +873,7 @@ static int serve(crt_reader_t *r)
                 cancel_queued_job(id);
             continue;
         }
-        if (h.kind == CRT_FETCH) {
-            if (fd >= 0)
-                close(fd);
+        if (ask == ASK_FETCH) {
             if (nthreads)
                 pthread_mutex_lock(&W.wlock);
             fetch_answer(&W.out, h.id, p, h.len);
@@ -859,14 +883,6 @@ static int serve(crt_reader_t *r)
             if (rc)
                 break;
             continue;
-        }
-        if (h.kind != CRT_CALL) {
-            if (fd >= 0)
-                close(fd);
-            fprintf(stderr, "corral worker: a %s frame from the owner: closing\n",
-                    crt_kind_name(h.kind));
-            status = 1;
-            break;
         }
         if (W.ncancels && cancel_take(h.id)) {
             /* cancelled while it waited: answered, never run */
@@ -969,39 +985,24 @@ static int caller_serve(int sock, bool unix_sock, crt_reader_t *r)
                 break;
             continue;
         }
-        if (h.kind == CRT_FETCH) {
-            if (fd >= 0)
-                close(fd);
+        uint64_t id;
+        frame_ask_t ask = frame_sort(&h, p, fd, "a caller", &id);
+        if (ask == ASK_BYE)
+            break;
+        if (ask == ASK_BAD) {
+            status = 1;
+            break;
+        }
+        if (ask == ASK_CANCEL)
+            continue; /* calls from a caller run one by one, in its order, as
+                       * they are read: none waits here to be cancelled */
+        if (ask == ASK_FETCH) {
             fetch_answer(&out, h.id, p, h.len);
             rc = crt_write_all(sock, &out, -1);
             out.len = out.off = 0;
             if (rc)
                 break;
             continue;
-        }
-        if (h.kind == CRT_BYE || h.kind == CRT_CANCEL) {
-            /* CANCEL: calls from a caller run one by one, in its order, as
-             * they are read: none waits here to be cancelled */
-            if (fd >= 0)
-                close(fd);
-            if (h.kind == CRT_BYE)
-                break;
-            uint64_t id;
-            if (crt_cancel_parse(p, h.len, &id)) {
-                fprintf(stderr, "corral worker: a caller's CANCEL of %u bytes: closing it\n",
-                        h.len);
-                status = 1;
-                break;
-            }
-            continue;
-        }
-        if (h.kind != CRT_CALL) {
-            if (fd >= 0)
-                close(fd);
-            fprintf(stderr, "corral worker: a %s frame from a caller: closing it\n",
-                    crt_kind_name(h.kind));
-            status = 1;
-            break;
         }
         const char *name;
         size_t nl, alen;
