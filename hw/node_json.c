@@ -14,6 +14,8 @@ typedef struct field {
     size_t off, size;
 } field_t;
 
+/* clang-format would break each brace-initializer macro over four lines */
+/* clang-format off */
 #define FS(T, m) {#m, F_STR, offsetof(T, m), sizeof(((T *)0)->m)}
 #define FI(T, m) {#m, F_INT, offsetof(T, m), sizeof(int)}
 #define FU(T, m) {#m, F_U64, offsetof(T, m), sizeof(uint64_t)}
@@ -23,6 +25,7 @@ typedef struct field {
 #define FH(T, m) {#m, F_HEALTH, offsetof(T, m), sizeof(cr_health_t)}
 #define FR(T, m) {#m, F_REAL, offsetof(T, m), sizeof(double)}
 #define FK(T, m) {#m, F_LINKKIND, offsetof(T, m), sizeof(cr_link_kind_t)}
+/* clang-format on */
 
 static const field_t device_fields[] = {
     FI(cr_device_t, index),         FS(cr_device_t, backend),
