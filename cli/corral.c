@@ -42,6 +42,27 @@ static int cli_serve_exec(int argc, char **argv)
     return exec_beside("corral-serve", "CORRAL_SERVE", argv);
 }
 
+/* Whether this corral is linked static (CORRAL_STATIC_EXE in
+ * CMakeLists.txt): such an executable has no dynamic section, so the
+ * linker leaves this weak reference NULL. */
+extern const char _DYNAMIC[] __attribute__((weak));
+
+static bool is_static(void)
+{
+    return _DYNAMIC == NULL;
+}
+
+/* TLS to a head (client/client.c tls_config) loads the TLS shim, a shared
+ * object that links libssl, which a static executable cannot load safely
+ * (a second libc in the process): corral-dynamic, this CLI linked with
+ * the shared libc, does it in its place. A Unix socket never runs TLS,
+ * but the address may come from a flag, so the variables alone decide. */
+static bool wants_tls(void)
+{
+    const char *fp = getenv("CORRAL_TLS_FINGERPRINT"), *ca = getenv("CORRAL_TLS_CA");
+    return (fp && fp[0]) || (ca && ca[0]);
+}
+
 static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
@@ -80,6 +101,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return CLI_USAGE;
     }
+    if (is_static() && wants_tls())
+        return exec_beside("corral-dynamic", "CORRAL_DYNAMIC", argv + 1);
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
         printf("corral %s\n", CORRAL_VERSION);
         return CLI_OK;

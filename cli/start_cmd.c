@@ -201,8 +201,14 @@ static int reach(const char *address, char *why, size_t size)
     }
     char host[256];
     snprintf(host, sizeof(host), "%.*s", (int)(colon - address), address);
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    /* a numeric address first: it needs no name service (a static corral
+     * has files and DNS only, docs/install.md) */
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST}, *ai = NULL;
     int g = getaddrinfo(host, colon + 1, &hints, &ai);
+    if (g == EAI_NONAME) {
+        hints.ai_flags = 0;
+        g = getaddrinfo(host, colon + 1, &hints, &ai);
+    }
     if (g) {
         snprintf(why, size, "%s: %s", address, gai_strerror(g));
         return -EINVAL;

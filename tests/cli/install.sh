@@ -21,7 +21,7 @@ DESTDIR=$DEST cmake --install "$CORRAL_BUILD_DIR" --prefix "$PREFIX" >"$TMP/inst
 grep -- "-- Installing: \|-- Up-to-date: " "$TMP/install.log" | grep -v -- " $DEST/" &&
     fail "installed outside DESTDIR"
 
-for f in bin/corral bin/corral-tools bin/corrald; do
+for f in bin/corral bin/corral-dynamic bin/corral-tools bin/corrald; do
     [ -x "$ROOT/$f" ] || fail "$f not installed"
 done
 for h in corral.h error.h accel.h tasks.h; do
