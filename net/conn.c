@@ -913,6 +913,8 @@ static void raw_splice(cr_conn_t *c)
     c->raw_spliced = true;
 }
 
+static bool feed_plain(cr_conn_t *c, const uint8_t *p, size_t left);
+
 /* After a raw chunk's rest went to its descriptor by splice: the frames
  * that follow are taken from the socket exactly, each peeked and then
  * read to its end and no further, so that the bytes of the next raw
@@ -923,8 +925,6 @@ static void raw_splice(cr_conn_t *c)
  * not yet whole in the socket, a larger one, a message for on_message, a
  * sender that stalls) is left to the loop's reads. Plaintext only: the
  * caller's read buffer is used up, and no frame is half decoded. */
-static bool feed_plain(cr_conn_t *c, const uint8_t *p, size_t left);
-
 static void raw_splice_more(cr_conn_t *c)
 {
     uint8_t b[256]; /* a raw chunk's header frame is far smaller */
