@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -136,11 +137,20 @@ void cli_on_follow(void *arg, unsigned worker, int stream, const char *data, siz
     fflush(fp);
 }
 
+#define PIPE_WANT (1 << 20) /* cli_follow_to_stdout: the stdout pipe asked for */
+
 void cli_follow_to_stdout(corral_t *c, bool prefix)
 {
     struct stat st;
     if (prefix || fstat(STDOUT_FILENO, &st) < 0 || !S_ISFIFO(st.st_mode))
         return;
+    /* a pipe of 64 KiB (Linux's default) wakes its reader, and this
+     * process, every 64 KiB; 1 MiB (pipe-max-size's default, allowed
+     * without privilege) sixteen times less often. Only ever grown; a
+     * refusal (a pipe or a user at its limit) leaves it as it was. */
+    int have = fcntl(STDOUT_FILENO, F_GETPIPE_SZ);
+    if (have >= 0 && have < PIPE_WANT)
+        (void)fcntl(STDOUT_FILENO, F_SETPIPE_SZ, PIPE_WANT);
     fflush(stdout);
     corral_set_log_fd(c, STDOUT_FILENO);
 }

@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CHUNK (256 * 1024)    /* bytes per LogChunk */
+#define CHUNK (1024 * 1024)   /* bytes per LogChunk */
 #define TAIL_MAX (8u << 20)   /* a first look starts at most this far from the end */
 #define QUEUE_HIGH (4u << 20) /* bytes queued to a follower before it waits for the drain */
 #define SOCK_BUF (2 << 20)    /* the send buffer asked for a follower's socket */
@@ -155,10 +155,12 @@ size_t follow_count(void)
     return F.count;
 }
 
-static bool send_env(follower_t *f, Corral__Envelope *a)
+/* output: a LogChunk with data (cr_conn_send_output: not held behind
+ * the turn's commit). */
+static bool send_env_as(follower_t *f, Corral__Envelope *a, bool output)
 {
     a->reply_to = f->req_id;
-    int err = cr_conn_send(f->conn, a);
+    int err = output ? cr_conn_send_output(f->conn, a) : cr_conn_send(f->conn, a);
     if (err < 0) {
         cr_warn("follow: answer to %s: %s; no longer following", cr_conn_peer(f->conn),
                 cr_strerror(err));
@@ -166,6 +168,11 @@ static bool send_env(follower_t *f, Corral__Envelope *a)
         return false;
     }
     return true;
+}
+
+static bool send_env(follower_t *f, Corral__Envelope *a)
+{
+    return send_env_as(f, a, false);
 }
 
 static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, const uint8_t *data,
@@ -184,7 +191,7 @@ static bool send_chunk(follower_t *f, int worker, int stream, uint64_t off, cons
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
     a.log_chunk = &ch;
-    return send_env(f, &a);
+    return send_env_as(f, &a, len > 0);
 }
 
 static void send_eof_with(void *ctx, const Corral__JobInfo *info)

@@ -94,6 +94,7 @@ struct cr_conn {
     int (*raw_pick)(void *arg, const Corral__LogChunk *ch);
     void *raw_pick_arg;
     int raw_out;
+    bool raw_spliced; /* raw_splice moved a chunk's rest whole: raw_splice_more */
 };
 
 struct cr_net {
@@ -535,10 +536,19 @@ void cr_net_flush_failed(cr_net_t *n, int code, const char *msg)
     cr_net_flush(n);
 }
 
-static int queue_frame(cr_conn_t *c, write_req_t *w, uint64_t reply_to);
+static int queue_frame(cr_conn_t *c, write_req_t *w, uint64_t reply_to, bool output);
+
+static int send_env_as(cr_conn_t *c, const Corral__Envelope *e, bool output);
 
 /* Queues one envelope, handshake or not. */
 static int send_env(cr_conn_t *c, const Corral__Envelope *e)
+{
+    return send_env_as(c, e, false);
+}
+
+/* output: job output, which queue_frame may write at once while the net
+ * is held. */
+static int send_env_as(cr_conn_t *c, const Corral__Envelope *e, bool output)
 {
     if (c->closing)
         return -ENOTCONN;
@@ -553,16 +563,20 @@ static int send_env(cr_conn_t *c, const Corral__Envelope *e)
         free(w);
         return err;
     }
-    return queue_frame(c, w, e->reply_to);
+    return queue_frame(c, w, e->reply_to, output);
 }
 
 /* Queues w's bytes (w->bytes, w->len: whole frames, taken): held while
- * the net is (cr_net_hold), else written. 0 or an error (the connection
- * is then closed). */
-static int queue_frame(cr_conn_t *c, write_req_t *w, uint64_t reply_to)
+ * the net is (cr_net_hold), else written. Job output (output) is held only
+ * behind frames already held for c, to keep their order: it acknowledges
+ * nothing a commit could undo, and holding it copied every byte a second
+ * time into the held buffer, the head's largest cost for a remote
+ * worker's followers (docs/benchmarks.md "Job output"). 0 or an error
+ * (the connection is then closed). */
+static int queue_frame(cr_conn_t *c, write_req_t *w, uint64_t reply_to, bool output)
 {
     int err;
-    if (c->net->hold && c->ready) { /* written at cr_net_flush, with the others */
+    if (c->net->hold && c->ready && !(output && !c->held.len)) { /* written at cr_net_flush */
         if (!c->hpprev) {
             c->hnext = c->net->holding;
             if (c->hnext)
@@ -658,6 +672,16 @@ int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e)
     return send_env(c, e);
 }
 
+int cr_conn_send_output(cr_conn_t *c, const Corral__Envelope *e)
+{
+    int err = check_send(c, e);
+    if (err < 0)
+        return err;
+    if (c->detached)
+        return send_detached(c, e);
+    return send_env_as(c, e, true);
+}
+
 /* A scratch buffer of n bytes for reads from a file (the net's, reused). */
 static uint8_t *scratch(cr_net_t *n, size_t len)
 {
@@ -721,7 +745,7 @@ static int send_raw(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, siz
     w->len += len;
     *copied = len;
     raw_stats.sent += len;
-    return queue_frame(c, w, e->reply_to);
+    return queue_frame(c, w, e->reply_to, true);
 }
 
 int cr_conn_send_log_file(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, size_t len,
@@ -738,7 +762,7 @@ int cr_conn_send_log_file(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t of
     read_full(fd, buf, len, off);
     e->log_chunk->data.data = buf;
     e->log_chunk->data.len = len;
-    int err = cr_conn_send(c, e);
+    int err = cr_conn_send_output(c, e);
     e->log_chunk->data.data = NULL;
     e->log_chunk->data.len = 0;
     return err;
@@ -886,6 +910,48 @@ static void raw_splice(cr_conn_t *c)
         return; /* EOF, an error, or a pause: the loop's read says which */
     }
     raw_end(c); /* the chunk is done */
+    c->raw_spliced = true;
+}
+
+static bool feed_plain(cr_conn_t *c, const uint8_t *p, size_t left);
+
+/* After a raw chunk's rest went to its descriptor by splice: the frames
+ * that follow are taken from the socket exactly, each peeked and then
+ * read to its end and no further, so that the bytes of the next raw
+ * chunk stay in the socket for splice rather than being read into the
+ * read buffer with its header and written out again (two copies and a
+ * write per chunk: most of a client's time). Goes on while each frame
+ * starts a raw chunk that splice then moves whole; anything else (a frame
+ * not yet whole in the socket, a larger one, a message for on_message, a
+ * sender that stalls) is left to the loop's reads. Plaintext only: the
+ * caller's read buffer is used up, and no frame is half decoded. */
+static void raw_splice_more(cr_conn_t *c)
+{
+    uint8_t b[256]; /* a raw chunk's header frame is far smaller */
+    uv_os_fd_t sfd;
+    while (c->raw_spliced && !c->raw_left && !c->closing && !c->linger &&
+           uv_fileno(&c->u.h, &sfd) == 0) {
+        c->raw_spliced = false;
+        ssize_t n = recv(sfd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+        if (n < 0 && errno == EAGAIN) { /* the sender is a step behind: as raw_splice waits */
+            struct pollfd pf = {.fd = sfd, .events = POLLIN};
+            if (poll(&pf, 1, 50) > 0 && !(pf.revents & (POLLERR | POLLHUP)))
+                n = recv(sfd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+        }
+        if (n < CR_FRAME_HDR)
+            return;
+        size_t len = CR_FRAME_HDR +
+                     ((size_t)b[0] << 24 | (size_t)b[1] << 16 | (size_t)b[2] << 8 | (size_t)b[3]);
+        if (len > (size_t)n)
+            return;
+        ssize_t r;
+        do
+            r = recv(sfd, b, len, MSG_DONTWAIT);
+        while (r < 0 && errno == EINTR);
+        if (r <= 0 || !feed_plain(c, b, (size_t)r))
+            return;    /* (r < len cannot be: the bytes were there; the decoder keeps any part) */
+        raw_splice(c); /* the chunk that frame started, if one to a descriptor */
+    }
 }
 
 /* n bytes of the raw LogChunk being received. */
@@ -1133,10 +1199,12 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             return;
         }
     }
-    if (c->tls)
+    if (c->tls) {
         tls_input(c, p, left);
-    else
-        feed_plain(c, p, left);
+    } else if (feed_plain(c, p, left)) {
+        raw_splice_more(c);
+    }
+    c->raw_spliced = false;
 }
 
 static void handshake_expired(uv_timer_t *t)

@@ -326,6 +326,12 @@ size_t cr_net_max_frame(const cr_net_t *n);
  * the peer reads too slowly (the connection is then closed). e is only
  * read. */
 int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e);
+/* cr_conn_send for job output (a LogChunk with data): while the net is
+ * held (cr_net_hold) it is written at once unless frames are already
+ * held for c, which it then follows. Output acknowledges nothing that a
+ * commit could undo; its eof (which may carry a job's final state) goes
+ * with cr_conn_send, held as any answer. */
+int cr_conn_send_output(cr_conn_t *c, const Corral__Envelope *e);
 
 /* Sends the LogChunk e (data empty, eof unset) with len bytes (> 0) of
  * the file fd from off as its data; e is borrowed and left as it was.
@@ -333,8 +339,9 @@ int cr_conn_send(cr_conn_t *c, const Corral__Envelope *e);
  * goes as a frame with raw_len and the bytes, read from the file straight
  * after it into the same buffer (no protobuf copy here, none at the
  * receiver); otherwise the bytes are read into the message (the framing
- * every peer takes). Either way it is queued as any frame (cr_net_hold,
- * TLS, cr_conn_queued). raw is the caller's word that the bytes cannot
+ * every peer takes). Either way it is queued as cr_conn_send_output's
+ * (written at once while the net is held unless frames are held for c;
+ * TLS; cr_conn_queued). raw is the caller's word that the bytes cannot
  * change between this read and its check (a bound punching the file
  * could make them zeros: see head/follow.c raw_ok). *copied: how many
  * bytes went through this process's memory. 0, or an error as

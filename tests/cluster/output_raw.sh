@@ -38,8 +38,9 @@ run_check() { # NODE WHAT [ENV...]
     local node=$1 what=$2 rc got
     shift 2
     if [ "${PIPE:-0}" = 1 ]; then
+        # the reader notes its pipe's size once all came (F_GETPIPE_SZ)
         env "$@" "$CORRAL" run --label-selector "corral.io/node-id=$node" -- cat "$T/r64" \
-            2>"$T/run.err" | cat >"$T/run.out"
+            2>"$T/run.err" | { cat >"$T/run.out"; python3 -c 'import fcntl; print(fcntl.fcntl(0, 1032))' >"$T/pipesz"; }
         rc=${PIPESTATUS[0]}
     else
         env "$@" "$CORRAL" run --label-selector "corral.io/node-id=$node" -- cat "$T/r64" \
@@ -55,6 +56,12 @@ run_check() { # NODE WHAT [ENV...]
 d0=$(raw sent) r0=$(raw received)
 run_check "$LOCAL" "local run"
 PIPE=1 run_check "$LOCAL" "local run into a pipe"
+# corral run grows its stdout pipe to 1 MiB (fewer wakeups), where the
+# kernel lets it (pipe-max-size)
+if [ "$(cat /proc/sys/fs/pipe-max-size)" -ge $MIB ]; then
+    [ "$(cat "$T/pipesz")" -ge $MIB ] && ok "corral run grew its stdout pipe to $(cat "$T/pipesz") bytes" ||
+        fail "corral run's stdout pipe is $(cat "$T/pipesz") bytes, want 1 MiB"
+fi
 d1=$(raw sent) r1=$(raw received)
 [ $((d1 - d0)) -ge $((2 * 64 * MIB)) ] && ok "local runs: $((d1 - d0)) bytes went as raw chunks" ||
     fail "local run: no raw bytes sent ($d0 -> $d1)"

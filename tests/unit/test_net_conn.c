@@ -206,7 +206,8 @@ static void sv_close(cr_conn_t *c, int err, void *data)
 
 /* ---- the client: records what came back ---- */
 
-static uint64_t raw_got; /* bytes of the "raw" stream received in order */
+static uint64_t raw_got;          /* bytes of the "raw" stream received in order */
+static uint64_t raw_got_at_error; /* raw_got when the last Error arrived */
 
 static void cl_ready(cr_conn_t *c, void *data)
 {
@@ -229,10 +230,11 @@ static void cl_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
                  (unsigned long long)e->registered->incarnation);
     else if (e->body_case == CORRAL__ENVELOPE__BODY_HEARTBEAT_ACK)
         snprintf(s->text, sizeof(s->text), "ack %llu", (unsigned long long)e->heartbeat_ack->seq);
-    else if (e->body_case == CORRAL__ENVELOPE__BODY_ERROR)
+    else if (e->body_case == CORRAL__ENVELOPE__BODY_ERROR) {
         snprintf(s->text, sizeof(s->text), "%d %s", e->error->code, e->error->message);
-    else if (e->body_case == CORRAL__ENVELOPE__BODY_LOG_CHUNK &&
-             strcmp(e->log_chunk->job_id, "raw") == 0) {
+        raw_got_at_error = raw_got;
+    } else if (e->body_case == CORRAL__ENVELOPE__BODY_LOG_CHUNK &&
+               strcmp(e->log_chunk->job_id, "raw") == 0) {
         /* in order, whole, each byte where the file has it */
         const Corral__LogChunk *l = e->log_chunk;
         assert_int_equal(l->offset, raw_got);
@@ -1089,7 +1091,8 @@ static void test_frame_over_the_limit_refused(void **state)
  * gets every byte in order, as chunks (each piece from its offset), then
  * still answers. With
  * CORRAL_FEATURES=0 on either side (an older peer) all are framed. */
-static void raw_stream(const char *client_features, bool want_raw)
+/* raw_fd: a file of RAW_CHUNKS chunks of raw_byte. */
+static void raw_file(void)
 {
     char path[700];
     snprintf(path, sizeof(path), "%s/raw.out", dir);
@@ -1101,6 +1104,11 @@ static void raw_stream(const char *client_features, bool want_raw)
             buf[i] = raw_byte(k * sizeof(buf) + i);
         assert_int_equal(write(raw_fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
     }
+}
+
+static void raw_stream(const char *client_features, bool want_raw)
+{
+    raw_file();
     if (client_features)
         setenv("CORRAL_FEATURES", client_features, 1);
     cr_net_t *cn = cr_net_new(&W->loop, &(cr_net_config_t){.token = token, .name = "raw-client"},
@@ -1147,6 +1155,81 @@ static void test_raw_log_chunks(void **state)
 static void test_raw_log_chunks_old_client(void **state)
 {
     raw_stream("0", false);
+}
+
+static void send_job_logs(cr_conn_t *c, uint64_t id)
+{
+    Corral__JobLogs jl = CORRAL__JOB_LOGS__INIT;
+    jl.job_id = "j2";
+    jl.worker_index = 2; /* the server answers from raw_fd */
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.id = id;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_LOGS;
+    e.job_logs = &jl;
+    assert_int_equal(cr_conn_send(c, &e), 0);
+}
+
+/* Job output while the server's net is held (cr_net_hold: the head holds
+ * each turn's answers until its commit): it is written at once to a
+ * connection that has nothing held, never copied into the held buffer;
+ * behind an answer held before it, it waits and goes after it, in
+ * order, at cr_net_flush. Raw (cr_conn_send_log_file) and framed
+ * (cr_conn_send_output, an older client). */
+static void output_not_held(const char *client_features)
+{
+    raw_file();
+    if (client_features)
+        setenv("CORRAL_FEATURES", client_features, 1);
+    cr_net_t *cn = cr_net_new(&W->loop, &(cr_net_config_t){.token = token, .name = "held-client"},
+                              &cl_cb, &W->cl);
+    unsetenv("CORRAL_FEATURES");
+    cr_conn_t *good = NULL;
+    int ready = W->cl.ready;
+    assert_int_equal(cr_net_connect(cn, sockpath, CORRAL__ROLE__ROLE_CLIENT, &good), 0);
+    RUN_UNTIL(W->cl.ready == ready + 1);
+
+    cr_net_hold(W->server);
+    raw_got = 0;
+    send_job_logs(good, 1);
+    RUN_UNTIL(raw_got == RAW_CHUNKS * 65536ull); /* all of it, the net still held */
+
+    /* an answer held first: the output after it waits, then follows it */
+    raw_got = 0;
+    raw_got_at_error = UINT64_MAX;
+    int msgs = W->sv.msgs;
+    Corral__PgRemove rm = CORRAL__PG_REMOVE__INIT;
+    rm.name = "held";
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.id = 2;
+    e.body_case = CORRAL__ENVELOPE__BODY_PG_REMOVE;
+    e.pg_remove = &rm;
+    assert_int_equal(cr_conn_send(good, &e), 0);
+    send_job_logs(good, 3);
+    RUN_UNTIL(W->sv.msgs == msgs + 2);
+    for (int i = 0; i < 20; i++) /* nothing can arrive: all of it is held */
+        uv_run(&W->loop, UV_RUN_NOWAIT);
+    assert_int_equal(raw_got, 0);
+    assert_int_equal(raw_got_at_error, UINT64_MAX);
+    cr_net_flush(W->server);
+    RUN_UNTIL(raw_got == RAW_CHUNKS * 65536ull);
+    assert_int_equal(raw_got_at_error, 0); /* the answer came first */
+
+    check_alive(good, 5);
+    cr_net_close(cn, net_done, NULL);
+    RUN_UNTIL(W->nets_done == 1);
+    W->nets_done = 0;
+    close(raw_fd);
+    raw_fd = -1;
+}
+
+static void test_output_not_held(void **state)
+{
+    output_not_held(NULL);
+}
+
+static void test_output_not_held_framed(void **state)
+{
+    output_not_held("0");
 }
 
 /* A raw chunk the receiver did not announce, or longer than its frame
@@ -1199,6 +1282,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_raw_log_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_log_chunks_old_client, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_log_chunk_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_output_not_held, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_output_not_held_framed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
