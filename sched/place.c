@@ -485,12 +485,13 @@ size_t sched__candidates(sched_cluster_t *c, const sched_selector_t *sel, int32_
 
 /* ---- single-bundle policies ---- */
 
-static int score_of(const sched_config_t *cfg, int mode, int u);
+static int spread_thr(const sched_config_t *cfg);
+static inline int score_thr(int thr, int mode, int u);
 
 int sched__score(const sched_cluster_t *c, const sched_config_t *cfg, int mode, int n,
                  const sched_resreq_t *q)
 {
-    return score_of(cfg, mode, sched__util_after(c, n, q));
+    return score_thr(spread_thr(cfg), mode, sched__util_after(c, n, q));
 }
 
 size_t sched__sample_limit(const sched_cluster_t *c, const sched_config_t *cfg)
@@ -539,41 +540,55 @@ static inline int popc64(uint64_t m)
 static int fit_fast(const sched_cluster_t *c, int n, const sched_node_t *sn, const pickreq_t *p,
                     bool use_hold)
 {
-    for (int k = 0; k < p->n; k++)
-        if (p->tot[k][n] < p->qty[k])
-            return -2;
+    int res = 0;            /* -1 once a resource does not fit now */
     int64_t bu = 0, bt = 1; /* the largest used / total so far */
     for (int k = 0; k < p->n; k++) {
+        int64_t qty = p->qty[k], t = p->tot[k][n];
+        if (t < qty)
+            return -2; /* never, whatever else does not fit now */
+        if (res)
+            continue;
         int r = p->rid[k];
-        int64_t qty = p->qty[k], h = use_hold ? p->held[k][n] : 0, av = p->av[k][n];
-        if (av - h < qty)
-            return -1;
+        int64_t h = use_hold ? p->held[k][n] : 0, av = p->av[k][n];
+        if (av - h < qty) {
+            res = -1;
+            continue;
+        }
         if (r < SCHED_R_PREDEFINED && sn->unitmask[r]) {
             uint64_t fm = c->freemask[n] & sn->unitmask[r];
-            int wf = popc64(fm) - (int)((h + CR_QTY_ONE - 1) / CR_QTY_ONE);
-            if (qty >= CR_QTY_ONE) {
-                if (wf < qty / CR_QTY_ONE)
-                    return -1;
-            } else if (wf < 1) {
+            /* whole devices wanted: the request's, and those held */
+            int64_t want = (qty >= CR_QTY_ONE ? qty / CR_QTY_ONE : 1) +
+                           (h ? (h + CR_QTY_ONE - 1) / CR_QTY_ONE : 0);
+            if (want == 1 ? !fm : popc64(fm) < want) {
                 bool ok = false;
-                for (uint64_t s = sn->unitmask[r] & ~c->freemask[n]; s && !ok; s &= s - 1)
+                /* a fraction fits a shared device with room */
+                for (uint64_t s = qty < CR_QTY_ONE ? sn->unitmask[r] & ~c->freemask[n] : 0;
+                     s && !ok; s &= s - 1)
                     ok = c->devfree[sn->dev_off + __builtin_ctzll(s)] >= qty;
-                if (!ok)
-                    return -1;
+                if (!ok) {
+                    res = -1;
+                    continue;
+                }
             }
         }
-        int64_t t = p->tot[k][n], used = t - av + qty;
+        int64_t used = t - av + qty;
         if ((sched_sum_t)used * bt > (sched_sum_t)bu * t) {
             bu = used;
             bt = t;
         }
     }
+    if (res)
+        return res;
     return bu <= INT64_MAX / 1000 ? (int)(bu * 1000 / bt) : (int)((sched_sum_t)bu * 1000 / bt);
 }
 
-static int score_of(const sched_config_t *cfg, int mode, int u)
+static int spread_thr(const sched_config_t *cfg)
 {
-    int thr = (cfg && cfg->spread_threshold_pct > 0 ? cfg->spread_threshold_pct : 50) * 10;
+    return (cfg && cfg->spread_threshold_pct > 0 ? cfg->spread_threshold_pct : 50) * 10;
+}
+
+static inline int score_thr(int thr, int mode, int u)
+{
     switch (mode) {
     case SCORE_HYBRID:
         return u <= thr ? 1000 + u : 1000 - u;
@@ -635,6 +650,7 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
         pr.av[k] = &c->avail[(size_t)r * c->nnodes];
         pr.held[k] = &c->held[(size_t)r * c->nnodes];
     }
+    int thr = spread_thr(cfg);
     size_t passed = 0;
     *ever = 0;
     for (size_t i = 0; i < cnt; i++) {
@@ -659,7 +675,7 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
             (*ever)++;
             if (u < 0)
                 continue;
-            s = score_of(cfg, mode, u);
+            s = score_thr(thr, mode, u);
         } else {
             if (!sched__fits_ever(c, n, &b->req))
                 continue;
