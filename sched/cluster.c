@@ -593,6 +593,14 @@ void sched_cluster_sync(sched_cluster_t *c)
             free(*arr[a]);
             *arr[a] = v;
         }
+        /* the free-capacity index, the same shape: old nodes' levels kept
+         * (new rows are 0, as their avail and held are) */
+        uint8_t *lv = cr_calloc(cells, 1);
+        if (old && c->freelvl)
+            for (int r = 0; r < onres; r++)
+                memcpy(&lv[(size_t)r * nn], &c->freelvl[(size_t)r * old], old);
+        free(c->freelvl);
+        c->freelvl = lv;
         c->nnodes = nn;
         c->nres = nres;
         c->freemask = grow(c->freemask, nn, sizeof(uint64_t));
@@ -619,6 +627,7 @@ void sched_cluster_sync(sched_cluster_t *c)
             c->freemask[n] |= sn->unitmask[r];
         c->alive[n] = 1;
         c->mark[n] = 0;
+        sched__lvl_node(c, (int)n);
     }
     CR_VEC_FREE(&c->init_total);
     /* replaced nodes: lost, so out of the sums, and all free */
@@ -629,15 +638,11 @@ void sched_cluster_sync(sched_cluster_t *c)
         for (int r = 0; r < nres; r++)
             TOT(c, r, n) = AV(c, r, n) = c->repl_total.v[i * SCHED_MAX_RES + (size_t)r];
         c->freemask[n] = sn->ndev ? ~0ull >> (64 - sn->ndev) : 0;
+        sched__lvl_node(c, n);
         fresh[n] = 1;
     }
     CR_VEC_FREE(&c->repl);
     CR_VEC_FREE(&c->repl_total);
-    /* the free-capacity index follows avail and held, all of it: a
-     * relayout moved every row */
-    free(c->freelvl);
-    c->freelvl = cr_malloc((size_t)(nres ? nres : 1) * (nn ? nn : 1));
-    sched__lvl_all(c);
     /* new devices are free */
     if (c->dev.n != c->ndevstate || !c->devfree) {
         c->devfree = grow(c->devfree, c->dev.n, sizeof(int32_t));
