@@ -7,9 +7,10 @@
  * nothing else (see timed_decision); with --instr-atstart=no the fill
  * runs natively:
  *   valgrind --tool=callgrind --cache-sim=yes --instr-atstart=no \
- *     --toggle-collect=timed_decision bench_sched_single CLUSTER.yaml 20000 Prints the
- * decisions that placed and the state's digest (equal inputs, equal
- * digest). Usage: bench_sched_single CLUSTER.yaml [N] */
+ *     --toggle-collect=timed_decision bench_sched_single CLUSTER.yaml 20000
+ * (bench/sched/run.sh with SCHED_CALLGRIND=1). Prints the decisions that
+ * placed and the state's digest (equal inputs and code that decides the
+ * same, equal digest). Usage: bench_sched_single CLUSTER.yaml [N] */
 #include "sched/sched.h"
 #include <stdio.h>
 #include <stdlib.h>
