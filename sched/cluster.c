@@ -41,6 +41,7 @@ void sched_cluster_free(sched_cluster_t *c)
     free(c->lindex_nodes);
     free(c->avail);
     free(c->held);
+    free(c->freelvl);
     free(c->devfree);
     free(c->freemask);
     free(c->alive);
@@ -98,8 +99,8 @@ static bool schedulable(const cr_node_t *node, size_t i)
 
 /* Claims worker d->worker_id of slice d->name for node nidx, creating the
  * slice on its first host. */
-static int add_slice(sched_cluster_t *c, const cr_domain_t *d, int nidx, sched_node_t *n,
-                     char *msg, size_t msz)
+static int add_slice(sched_cluster_t *c, const cr_domain_t *d, int nidx, sched_node_t *n, char *msg,
+                     size_t msz)
 {
     int name = intern_label(c, d->name);
     sched_slice_t *s = NULL;
@@ -114,8 +115,8 @@ static int add_slice(sched_cluster_t *c, const cr_domain_t *d, int nidx, sched_n
             return CR_EINVAL;
         }
         if (d->worker_count <= 0 || d->worker_count > topo.chips) {
-            sched__fmt(msg, msz, "TPU slice %s: worker count %d does not fit topology %s",
-                     d->name, d->worker_count, d->topology);
+            sched__fmt(msg, msz, "TPU slice %s: worker count %d does not fit topology %s", d->name,
+                       d->worker_count, d->topology);
             return CR_EINVAL;
         }
         s = CR_VEC_PUSH(&c->slices);
@@ -129,7 +130,7 @@ static int add_slice(sched_cluster_t *c, const cr_domain_t *d, int nidx, sched_n
     }
     if (d->worker_id < 0 || d->worker_id >= s->nworkers) {
         sched__fmt(msg, msz, "TPU slice %s: worker id %d outside 0..%d", d->name, d->worker_id,
-                 s->nworkers - 1);
+                   s->nworkers - 1);
         return CR_EINVAL;
     }
     if (s->worker_node[d->worker_id] >= 0) {
@@ -165,8 +166,8 @@ static const char *node_id(const cr_node_t *node, char *msg, size_t msgsize)
  * devices and device groups go at the ends of c->lab, c->dev and
  * c->groups, its TPU slice worker is claimed for nidx. On failure nothing
  * is left behind but interned names. */
-static int node_build(sched_cluster_t *c, const cr_node_t *node, int nidx, int name,
-                      const char *id, sched_node_t *n, int64_t *total, char *msg, size_t msgsize)
+static int node_build(sched_cluster_t *c, const cr_node_t *node, int nidx, int name, const char *id,
+                      sched_node_t *n, int64_t *total, char *msg, size_t msgsize)
 {
     memset(total, 0, SCHED_MAX_RES * sizeof(int64_t));
     for (size_t i = 0; i < node->resources.n; i++) {
@@ -220,8 +221,8 @@ static int node_build(sched_cluster_t *c, const cr_node_t *node, int nidx, int n
         }
         sd->hw_index = (int32_t)i;
         /* a Trainium device holds its NeuronCores: several units */
-        sd->units = (uint8_t)(rid == SCHED_R_NEURON_CORES && d->cores > 1 && d->cores < 256
-                                  ? d->cores : 1);
+        sd->units =
+            (uint8_t)(rid == SCHED_R_NEURON_CORES && d->cores > 1 && d->cores < 256 ? d->cores : 1);
         local[i] = n->ndev;
         /* CUDA sees one MIG device per process, and never beside a whole
          * GPU (NVIDIA MIG user guide, "CUDA Device Enumeration") */
@@ -247,8 +248,8 @@ static int node_build(sched_cluster_t *c, const cr_node_t *node, int nidx, int n
             n->unitsz[r] = (uint8_t)k;
             continue;
         }
-        cr_debug("node %s: %s total does not match its %d devices; counted, not tracked",
-                 id, c->res.str[r], cnt);
+        cr_debug("node %s: %s total does not match its %d devices; counted, not tracked", id,
+                 c->res.str[r], cnt);
         n->unitmask[r] = 0;
     }
     /* device groups: NVLink islands / xGMI hives, then NUMA nodes */
@@ -343,6 +344,9 @@ static int node_build(sched_cluster_t *c, const cr_node_t *node, int nidx, int n
     for (int r = 0; r < SCHED_MAX_RES; r++)
         if (total[r] > 0)
             n->resmask |= 1u << r;
+    for (int r = 0; r < SCHED_R_PREDEFINED; r++)
+        if (n->unitmask[r] && (sched__units(n, r) > 1 || sched__has_rules(n, r)))
+            n->slowmask |= 1u << r;
     return 0;
 fail:
     /* undo this node: the vectors only grew at their ends */
@@ -398,8 +402,10 @@ int sched_cluster_replace(sched_cluster_t *c, int node, const cr_node_t *desc, c
     const char *old = sched_node_name(c, node);
     /* joined nodes not yet synced are alive */
     if (!c->final || (size_t)node >= c->nnodes || c->alive[node]) {
-        sched__fmt(msg, msgsize, "node %s is in use; mark it lost (sched_node_lost) before "
-                   "replacing its description", old);
+        sched__fmt(msg, msgsize,
+                   "node %s is in use; mark it lost (sched_node_lost) before "
+                   "replacing its description",
+                   old);
         return CR_EAGAIN;
     }
     const char *id = node_id(desc, msg, msgsize);
@@ -432,7 +438,9 @@ int sched_cluster_replace(sched_cluster_t *c, int node, const cr_node_t *desc, c
     return 0;
 }
 
-typedef struct triple { int32_t key, val, node; } triple_t;
+typedef struct triple {
+    int32_t key, val, node;
+} triple_t;
 
 static int cmp_triple(const void *a, const void *b)
 {
@@ -514,8 +522,8 @@ static void lindex_merge(sched_cluster_t *c, const uint8_t *fresh, size_t from)
     size_t nix = 0, out = 0, ti = 0, e = 0, j = 0;
     for (;;) {
         /* the next kept old triple */
-        while (e < c->nlindex && (j >= c->lindex[e].n ||
-                                  fresh[c->lindex_nodes[c->lindex[e].off + j]])) {
+        while (e < c->nlindex &&
+               (j >= c->lindex[e].n || fresh[c->lindex_nodes[c->lindex[e].off + j]])) {
             if (j >= c->lindex[e].n) {
                 e++;
                 j = 0;
@@ -549,6 +557,12 @@ static void lindex_merge(sched_cluster_t *c, const uint8_t *fresh, size_t from)
     c->nlindex = nix;
 }
 
+void sched__lvl_all(sched_cluster_t *c)
+{
+    for (size_t n = 0; n < c->nnodes; n++)
+        sched__lvl_node(c, (int)n);
+}
+
 static void *grow(void *p, size_t n, size_t elem)
 {
     return cr_realloc(p, (n ? n : 1) * elem);
@@ -575,11 +589,18 @@ void sched_cluster_sync(sched_cluster_t *c)
             int64_t *v = cr_calloc(cells, sizeof(int64_t));
             if (old)
                 for (int r = 0; r < onres; r++)
-                    memcpy(&v[(size_t)r * nn], &(*arr[a])[(size_t)r * old],
-                           old * sizeof(int64_t));
+                    memcpy(&v[(size_t)r * nn], &(*arr[a])[(size_t)r * old], old * sizeof(int64_t));
             free(*arr[a]);
             *arr[a] = v;
         }
+        /* the free-capacity index, the same shape: old nodes' levels kept
+         * (new rows are 0, as their avail and held are) */
+        uint8_t *lv = cr_calloc(cells, 1);
+        if (old && c->freelvl)
+            for (int r = 0; r < onres; r++)
+                memcpy(&lv[(size_t)r * nn], &c->freelvl[(size_t)r * old], old);
+        free(c->freelvl);
+        c->freelvl = lv;
         c->nnodes = nn;
         c->nres = nres;
         c->freemask = grow(c->freemask, nn, sizeof(uint64_t));
@@ -606,6 +627,7 @@ void sched_cluster_sync(sched_cluster_t *c)
             c->freemask[n] |= sn->unitmask[r];
         c->alive[n] = 1;
         c->mark[n] = 0;
+        sched__lvl_node(c, (int)n);
     }
     CR_VEC_FREE(&c->init_total);
     /* replaced nodes: lost, so out of the sums, and all free */
@@ -616,6 +638,7 @@ void sched_cluster_sync(sched_cluster_t *c)
         for (int r = 0; r < nres; r++)
             TOT(c, r, n) = AV(c, r, n) = c->repl_total.v[i * SCHED_MAX_RES + (size_t)r];
         c->freemask[n] = sn->ndev ? ~0ull >> (64 - sn->ndev) : 0;
+        sched__lvl_node(c, n);
         fresh[n] = 1;
     }
     CR_VEC_FREE(&c->repl);
@@ -704,11 +727,19 @@ bool sched_selector_match(const sched_cluster_t *c, const sched_selector_t *sel,
         bool ok;
         switch (t->op) {
         case SCHED_OP_EQ:
-        case SCHED_OP_IN: ok = v >= 0 && in; break;
+        case SCHED_OP_IN:
+            ok = v >= 0 && in;
+            break;
         case SCHED_OP_NE:
-        case SCHED_OP_NOTIN: ok = v < 0 || !in; break;
-        case SCHED_OP_EXISTS: ok = v >= 0; break;
-        default: ok = v < 0; break;
+        case SCHED_OP_NOTIN:
+            ok = v < 0 || !in;
+            break;
+        case SCHED_OP_EXISTS:
+            ok = v >= 0;
+            break;
+        default:
+            ok = v < 0;
+            break;
         }
         if (!ok)
             return false;
@@ -758,14 +789,21 @@ int sched_cluster_check(const sched_cluster_t *c, char *msg, size_t msgsize)
             size_t i = (size_t)r * nn + n;
             if (c->avail[i] < 0 || c->avail[i] > c->total[i]) {
                 sched__fmt(msg, msgsize, "node %s: %s avail %lld outside 0..%lld",
-                         sched_node_name(c, (int)n), c->res.str[r], (long long)c->avail[i],
-                         (long long)c->total[i]);
+                           sched_node_name(c, (int)n), c->res.str[r], (long long)c->avail[i],
+                           (long long)c->total[i]);
                 goto out;
             }
             if (c->alive[n] && c->avail[i] + used[i] != c->total[i]) {
                 sched__fmt(msg, msgsize, "node %s: %s avail %lld + used %lld != total %lld",
-                         sched_node_name(c, (int)n), c->res.str[r], (long long)c->avail[i],
-                         (long long)used[i], (long long)c->total[i]);
+                           sched_node_name(c, (int)n), c->res.str[r], (long long)c->avail[i],
+                           (long long)used[i], (long long)c->total[i]);
+                goto out;
+            }
+            if (c->freelvl[i] != sched__level(c->avail[i] - c->held[i])) {
+                sched__fmt(msg, msgsize,
+                           "node %s: %s free-capacity level %d, but avail %lld - held %lld",
+                           sched_node_name(c, (int)n), c->res.str[r], c->freelvl[i],
+                           (long long)c->avail[i], (long long)c->held[i]);
                 goto out;
             }
             if (r < SCHED_R_PREDEFINED && sn->unitmask[r]) {
@@ -776,8 +814,8 @@ int sched_cluster_check(const sched_cluster_t *c, char *msg, size_t msgsize)
                 s *= sched__units(sn, r);
                 if (s != c->avail[i]) {
                     sched__fmt(msg, msgsize, "node %s: %s device free sum %lld != avail %lld",
-                             sched_node_name(c, (int)n), c->res.str[r], (long long)s,
-                             (long long)c->avail[i]);
+                               sched_node_name(c, (int)n), c->res.str[r], (long long)s,
+                               (long long)c->avail[i]);
                     goto out;
                 }
             }
@@ -786,7 +824,7 @@ int sched_cluster_check(const sched_cluster_t *c, char *msg, size_t msgsize)
             int32_t f = c->devfree[sn->dev_off + b];
             if (f < 0 || f > CR_QTY_ONE || ((c->freemask[n] >> b & 1) != (f == CR_QTY_ONE))) {
                 sched__fmt(msg, msgsize, "node %s: device %d free %d, mask disagrees",
-                         sched_node_name(c, (int)n), b, f);
+                           sched_node_name(c, (int)n), b, f);
                 goto out;
             }
         }
@@ -815,6 +853,7 @@ size_t sched_cluster_memory(const sched_cluster_t *c)
     for (size_t i = 0; i < c->slices.n; i++)
         b += sizeof(sched_slice_t) + (size_t)c->slices.v[i].nworkers * sizeof(int32_t);
     b += 3 * (size_t)(c->nres ? c->nres : 1) * nn * sizeof(int64_t); /* total, avail, held */
+    b += (size_t)(c->nres ? c->nres : 1) * nn;                       /* freelvl */
     b += c->nlindex * sizeof(sched_lindex_t) + c->lab.n * sizeof(int32_t);
     b += c->dev.n * sizeof(int32_t) + nn * (sizeof(uint64_t) + 1 + 2 * sizeof(int32_t) + 1);
     b += c->placements.cap * sizeof(sched_placement_t) + c->free_slots.cap * sizeof(uint32_t);

@@ -71,6 +71,7 @@ static void take(sched_cluster_t *c, const sched_alloc_t *al)
             c->freemask[n] &= ~(1ull << b);
         }
     }
+    sched__lvl_node(c, n);
 }
 
 int sched_take_exact(sched_cluster_t *c, uint32_t nallocs, const sched_exact_t *allocs,

@@ -56,7 +56,8 @@ bool sched__fits_now(const sched_cluster_t *c, int n, const sched_resreq_t *q, b
         int64_t dev = (int64_t)sched__units(sn, r) * CR_QTY_ONE;
         if (!sched__granule_ok(c, n, r, qty))
             return false;
-        int wf = __builtin_popcountll(c->freemask[n] & m) - (use_hold ? held_whole(c, n, r, dev) : 0);
+        int wf =
+            __builtin_popcountll(c->freemask[n] & m) - (use_hold ? held_whole(c, n, r, dev) : 0);
         if (qty >= CR_QTY_ONE) {
             if (wf < qty / dev)
                 return false;
@@ -111,8 +112,8 @@ int sched__util_after(const sched_cluster_t *c, int n, const sched_resreq_t *q)
         int64_t used = t - AV(c, r, n) + q->qty[k];
         /* 128-bit only where the product needs it (a division of those
          * took a tenth of a decision) */
-        int v = used <= INT64_MAX / 1000 ? (int)(used * 1000 / t)
-                                         : (int)((sched_sum_t)used * 1000 / t);
+        int v =
+            used <= INT64_MAX / 1000 ? (int)(used * 1000 / t) : (int)((sched_sum_t)used * 1000 / t);
         if (v > u)
             u = v;
     }
@@ -131,8 +132,7 @@ static uint64_t lowest_k(uint64_t m, int k)
     return out;
 }
 
-static int dev_at(const sched_cluster_t *c, const sched_node_t *sn, uint64_t m, int x, int y,
-                  int z)
+static int dev_at(const sched_cluster_t *c, const sched_node_t *sn, uint64_t m, int x, int y, int z)
 {
     for (; m; m &= m - 1) {
         int b = __builtin_ctzll(m);
@@ -286,10 +286,12 @@ int sched__take(sched_cluster_t *c, int n, const sched_resreq_t *q, sched_alloc_
         c->sumavail[r] -= q->qty[k];
         for (uint64_t s = al->mask[k]; s; s &= s - 1) {
             int b = __builtin_ctzll(s);
-            c->devfree[sn->dev_off + b] -= q->qty[k] >= CR_QTY_ONE ? CR_QTY_ONE : (int32_t)q->qty[k];
+            c->devfree[sn->dev_off + b] -=
+                q->qty[k] >= CR_QTY_ONE ? CR_QTY_ONE : (int32_t)q->qty[k];
             c->freemask[n] &= ~(1ull << b);
         }
     }
+    sched__lvl_node(c, n);
     return 0;
 }
 
@@ -311,6 +313,7 @@ void sched__give(sched_cluster_t *c, const sched_alloc_t *al)
                 c->freemask[n] |= 1ull << b;
         }
     }
+    sched__lvl_node(c, n);
 }
 
 sched_placement_t *sched__placement_new(sched_cluster_t *c, uint32_t nallocs)
@@ -389,6 +392,7 @@ static void node_reset(sched_cluster_t *c, int n, bool alive)
         c->freemask[n] |= 1ull << b;
     }
     c->alive[n] = alive;
+    sched__lvl_node(c, n);
     for (int r = 0; r < c->nres; r++) {
         c->maxtotal[r] = 0;
         for (size_t m = 0; m < c->nnodes; m++)
@@ -481,16 +485,13 @@ size_t sched__candidates(sched_cluster_t *c, const sched_selector_t *sel, int32_
 
 /* ---- single-bundle policies ---- */
 
+static int spread_thr(const sched_config_t *cfg);
+static inline int score_thr(int thr, int mode, int u);
+
 int sched__score(const sched_cluster_t *c, const sched_config_t *cfg, int mode, int n,
                  const sched_resreq_t *q)
 {
-    int u = sched__util_after(c, n, q);
-    int thr = (cfg && cfg->spread_threshold_pct > 0 ? cfg->spread_threshold_pct : 50) * 10;
-    switch (mode) {
-    case SCORE_HYBRID: return u <= thr ? 1000 + u : 1000 - u;
-    case SCORE_SPREAD: return 1000 - u;
-    default: return 1000 + u; /* SCORE_PACK: most used first */
-    }
+    return score_thr(spread_thr(cfg), mode, sched__util_after(c, n, q));
 }
 
 size_t sched__sample_limit(const sched_cluster_t *c, const sched_config_t *cfg)
@@ -511,6 +512,93 @@ size_t sched__sample_limit(const sched_cluster_t *c, const sched_config_t *cfg)
     return s < SCHED_SAMPLE_MIN ? SCHED_SAMPLE_MIN : s > SCHED_SAMPLE_MAX ? SCHED_SAMPLE_MAX : s;
 }
 
+/* A request's rows in the arrays, looked up once per decision. */
+typedef struct pickreq {
+    int n;
+    int rid[SCHED_REQ_MAX];
+    int64_t qty[SCHED_REQ_MAX];
+    const int64_t *tot[SCHED_REQ_MAX], *av[SCHED_REQ_MAX], *held[SCHED_REQ_MAX];
+} pickreq_t;
+
+/* Bits set in m, without the libgcc call __builtin_popcountll makes on
+ * x86-64 without -mpopcnt. */
+static inline int popc64(uint64_t m)
+{
+    m = m - ((m >> 1) & 0x5555555555555555ull);
+    m = (m & 0x3333333333333333ull) + ((m >> 2) & 0x3333333333333333ull);
+    m = (m + (m >> 4)) & 0x0f0f0f0f0f0f0f0full;
+    return (int)((m * 0x0101010101010101ull) >> 56);
+}
+
+/* sched__fits_ever, sched__fits_now and sched__util_after in one pass, for
+ * a node none of whose requested resources has devices of several units
+ * or vendor rules (sn->slowmask), alive and not excluded: -2 when it can
+ * never take the request, -1 when not now, else the utilization after
+ * placing it, as sched__util_after gives it. The most used resource is
+ * found by cross-multiplying (exact in 128 bits), so one division is made
+ * where sched__util_after makes one per resource. */
+static int fit_fast(const sched_cluster_t *c, int n, const sched_node_t *sn, const pickreq_t *p,
+                    bool use_hold)
+{
+    int res = 0;            /* -1 once a resource does not fit now */
+    int64_t bu = 0, bt = 1; /* the largest used / total so far */
+    for (int k = 0; k < p->n; k++) {
+        int64_t qty = p->qty[k], t = p->tot[k][n];
+        if (t < qty)
+            return -2; /* never, whatever else does not fit now */
+        if (res)
+            continue;
+        int r = p->rid[k];
+        int64_t h = use_hold ? p->held[k][n] : 0, av = p->av[k][n];
+        if (av - h < qty) {
+            res = -1;
+            continue;
+        }
+        if (r < SCHED_R_PREDEFINED && sn->unitmask[r]) {
+            uint64_t fm = c->freemask[n] & sn->unitmask[r];
+            /* whole devices wanted: the request's, and those held */
+            int64_t want = (qty >= CR_QTY_ONE ? qty / CR_QTY_ONE : 1) +
+                           (h ? (h + CR_QTY_ONE - 1) / CR_QTY_ONE : 0);
+            if (want == 1 ? !fm : popc64(fm) < want) {
+                bool ok = false;
+                /* a fraction fits a shared device with room */
+                for (uint64_t s = qty < CR_QTY_ONE ? sn->unitmask[r] & ~c->freemask[n] : 0;
+                     s && !ok; s &= s - 1)
+                    ok = c->devfree[sn->dev_off + __builtin_ctzll(s)] >= qty;
+                if (!ok) {
+                    res = -1;
+                    continue;
+                }
+            }
+        }
+        int64_t used = t - av + qty;
+        if ((sched_sum_t)used * bt > (sched_sum_t)bu * t) {
+            bu = used;
+            bt = t;
+        }
+    }
+    if (res)
+        return res;
+    return bu <= INT64_MAX / 1000 ? (int)(bu * 1000 / bt) : (int)((sched_sum_t)bu * 1000 / bt);
+}
+
+static int spread_thr(const sched_config_t *cfg)
+{
+    return (cfg && cfg->spread_threshold_pct > 0 ? cfg->spread_threshold_pct : 50) * 10;
+}
+
+static inline int score_thr(int thr, int mode, int u)
+{
+    switch (mode) {
+    case SCORE_HYBRID:
+        return u <= thr ? 1000 + u : 1000 - u;
+    case SCORE_SPREAD:
+        return 1000 - u;
+    default:
+        return 1000 + u; /* SCORE_PACK: most used first */
+    }
+}
+
 int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
                 const sched_bundle_t *b, int mode, bool use_hold, const uint8_t *exclude,
                 const int32_t *within, size_t nwithin, int *ever)
@@ -528,23 +616,74 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
     /* hybrid starts at the node it chose last (packing sticks), spread
      * just after it (ties rotate) */
     size_t start = list || !cnt ? 0 : (c->cursor + (mode == SCORE_SPREAD)) % cnt;
+    /* The free-capacity index: a node whose free quantity of a requested
+     * resource is below the request's bit length cannot take it now, and
+     * is passed over on a byte per resource, without its record (in a
+     * cluster 60% full most nodes next to the last choice are full). It
+     * counts what is free beside held capacity, so only where holds
+     * count. It never passes over a node that fits, so the nodes scored,
+     * and the choice, are those of a scan without it. One resource is
+     * looked at, a device resource where the request names one (devices
+     * run out first), which costs a byte compare per node. */
+    const uint8_t *lv = NULL;
+    uint8_t need = 0;
+    int kf = 0;
+    while (kf < b->req.n - 1 && !sched_resource_is_unit(b->req.id[kf]))
+        kf++;
+    if (!sched_resource_is_unit(b->req.id[kf]))
+        kf = 0;
+    if (use_hold && b->req.n && b->req.id[kf] < c->nres) {
+        lv = &c->freelvl[(size_t)b->req.id[kf] * c->nnodes];
+        need = sched__level(b->req.qty[kf]);
+    }
+    pickreq_t pr = {.n = b->req.n};
+    bool fast = true;
+    for (int k = 0; k < b->req.n; k++) {
+        int r = b->req.id[k];
+        if (r >= c->nres) {
+            fast = false;
+            break;
+        }
+        pr.rid[k] = r;
+        pr.qty[k] = b->req.qty[k];
+        pr.tot[k] = &c->total[(size_t)r * c->nnodes];
+        pr.av[k] = &c->avail[(size_t)r * c->nnodes];
+        pr.held[k] = &c->held[(size_t)r * c->nnodes];
+    }
+    int thr = spread_thr(cfg);
+    size_t passed = 0;
     *ever = 0;
     for (size_t i = 0; i < cnt; i++) {
         size_t j = start + i;
         if (j >= cnt)
             j -= cnt;
         int n = list ? list[j] : (int)j;
+        if (lv && lv[n] < need) {
+            passed++;
+            continue;
+        }
         const sched_node_t *sn = &c->nodes.v[n];
         if ((rm & ~sn->resmask) || !c->alive[n] || (exclude && exclude[n]))
             continue;
         if (b->sel.n && !sched_selector_match(c, &b->sel, n))
             continue;
-        if (!sched__fits_ever(c, n, &b->req))
-            continue;
-        (*ever)++;
-        if (!sched__fits_now(c, n, &b->req, use_hold))
-            continue;
-        int s = sched__score(c, cfg, mode, n, &b->req);
+        int s;
+        if (fast && !(rm & sn->slowmask)) {
+            int u = fit_fast(c, n, sn, &pr, use_hold);
+            if (u == -2)
+                continue;
+            (*ever)++;
+            if (u < 0)
+                continue;
+            s = score_thr(thr, mode, u);
+        } else {
+            if (!sched__fits_ever(c, n, &b->req))
+                continue;
+            (*ever)++;
+            if (!sched__fits_now(c, n, &b->req, use_hold))
+                continue;
+            s = sched__score(c, cfg, mode, n, &b->req);
+        }
         int pos = nk;
         while (pos > 0 && ks[pos - 1] < s)
             pos--;
@@ -561,6 +700,19 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
         }
         if (++found >= limit)
             break;
+    }
+    if (!nk && passed) {
+        /* nothing fits now: count the nodes that could ever take it among
+         * those the index passed over too, so that RETRY and INFEASIBLE
+         * stay exact */
+        *ever = 0;
+        for (size_t i = 0; i < cnt; i++) {
+            int n = list ? list[i] : (int)i;
+            if (!(rm & ~c->nodes.v[n].resmask) && c->alive[n] && !(exclude && exclude[n]) &&
+                (!b->sel.n || sched_selector_match(c, &b->sel, n)) &&
+                sched__fits_ever(c, n, &b->req))
+                (*ever)++;
+        }
     }
     if (!nk)
         return -1;
@@ -611,8 +763,8 @@ static void rules_why(const sched_cluster_t *c, int n, int r, const char *want, 
                whole == 1 ? "" : "s");
 }
 
-void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool use_hold,
-                    char *out, size_t size)
+void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool use_hold, char *out,
+                    size_t size)
 {
     for (int k = 0; k < b->req.n; k++) {
         int r = b->req.id[k];
@@ -679,8 +831,8 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
             fmt_q(c, b->req.id[k], b->req.qty[k], want, sizeof(want));
             fmt_q(c, b->req.id[k], maxtot[k], have, sizeof(have));
             sched__fmt(out, size, "no node%s%s has %s in total: the largest, %s, has %s",
-                     b->sel.n ? " matching " : "", b->sel.n ? sel.s : "", want,
-                     sched_node_name(c, maxnode[k]), have);
+                       b->sel.n ? " matching " : "", b->sel.n ? sel.s : "", want,
+                       sched_node_name(c, maxnode[k]), have);
             goto out;
         }
         /* a node with enough in total but devices of several units, or
@@ -709,7 +861,7 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
         cr_buf_t all = {0};
         sched_format_resources(&c->res, &b->req, &all);
         sched__fmt(out, size, "no single node%s%s has all of %s", b->sel.n ? " matching " : "",
-                 b->sel.n ? sel.s : "", all.s);
+                   b->sel.n ? sel.s : "", all.s);
         cr_buf_free(&all);
         goto out;
     }
@@ -722,14 +874,18 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
     fmt_q(c, r, b->req.qty[closest_k], want, sizeof(want));
     fmt_q(c, r, a, have, sizeof(have));
     if (use_hold && HELD(c, r, closest) > 0 && a >= b->req.qty[closest_k])
-        sched__fmt(out, size, "%s wanted; the closest node, %s, has %s free but held for a "
-                            "waiting gang", want, sched_node_name(c, closest), have);
+        sched__fmt(out, size,
+                   "%s wanted; the closest node, %s, has %s free but held for a "
+                   "waiting gang",
+                   want, sched_node_name(c, closest), have);
     else if (a >= b->req.qty[closest_k])
-        sched__fmt(out, size, "%s wanted; the closest node, %s, has %s free but not on whole "
-                            "devices", want, sched_node_name(c, closest), have);
+        sched__fmt(out, size,
+                   "%s wanted; the closest node, %s, has %s free but not on whole "
+                   "devices",
+                   want, sched_node_name(c, closest), have);
     else
         sched__fmt(out, size, "no node has %s free now: the closest, %s, has %s free", want,
-                 sched_node_name(c, closest), have);
+                   sched_node_name(c, closest), have);
 out:
     cr_buf_free(&sel);
 }
@@ -758,20 +914,21 @@ int sched__schedule_one(sched_cluster_t *c, const sched_config_t *cfg, const sch
             if (!req->affinity_soft) {
                 if (!c->alive[a])
                     sched__fmt(out->reason, sizeof(out->reason), "node affinity: node %s is lost",
-                             sched_node_name(c, a));
+                               sched_node_name(c, a));
                 else {
                     char why[200];
                     sched_bundle_t one = *b;
                     sched_selector_t s;
                     s.n = 1;
-                    s.t[0] = (sched_term_t){.key = sched_syms_find(&c->labels, "corral.io/node-id",
-                                                                   17),
-                                            .op = SCHED_OP_EQ, .nvals = 1,
-                                            .vals = {c->nodes.v[a].name}};
+                    s.t[0] =
+                        (sched_term_t){.key = sched_syms_find(&c->labels, "corral.io/node-id", 17),
+                                       .op = SCHED_OP_EQ,
+                                       .nvals = 1,
+                                       .vals = {c->nodes.v[a].name}};
                     one.sel = s;
                     sched__explain(c, &one, false, use_hold, why, sizeof(why));
                     sched__fmt(out->reason, sizeof(out->reason), "node affinity to %s: %s",
-                             sched_node_name(c, a), why);
+                               sched_node_name(c, a), why);
                 }
                 return result(out, SCHED_INFEASIBLE);
             }
@@ -781,12 +938,14 @@ int sched__schedule_one(sched_cluster_t *c, const sched_config_t *cfg, const sch
             char why[200];
             sched_bundle_t one = *b;
             one.sel.n = 1;
-            one.sel.t[0] = (sched_term_t){
-                .key = sched_syms_find(&c->labels, "corral.io/node-id", 17),
-                .op = SCHED_OP_EQ, .nvals = 1, .vals = {c->nodes.v[a].name}};
+            one.sel.t[0] =
+                (sched_term_t){.key = sched_syms_find(&c->labels, "corral.io/node-id", 17),
+                               .op = SCHED_OP_EQ,
+                               .nvals = 1,
+                               .vals = {c->nodes.v[a].name}};
             sched__explain(c, &one, true, use_hold, why, sizeof(why));
             sched__fmt(out->reason, sizeof(out->reason), "node affinity to %s: %s",
-                     sched_node_name(c, a), why);
+                       sched_node_name(c, a), why);
             return result(out, SCHED_RETRY);
         }
     }
@@ -814,8 +973,10 @@ int sched__schedule_one(sched_cluster_t *c, const sched_config_t *cfg, const sch
     }
     sched_alloc_t al;
     if (sched__take(c, n, &b->req, &al)) {
-        sched__fmt(out->reason, sizeof(out->reason), "internal: node %s passed the check but "
-                 "its devices did not", sched_node_name(c, n));
+        sched__fmt(out->reason, sizeof(out->reason),
+                   "internal: node %s passed the check but "
+                   "its devices did not",
+                   sched_node_name(c, n));
         return result(out, SCHED_RETRY);
     }
     sched_placement_t *p = sched__placement_new(c, 1);
@@ -838,14 +999,14 @@ int sched__validate(const sched_cluster_t *c, const sched_request_t *req, char *
             return CR_EINVAL;
         }
         if (req->tpu.chips_per_host <= 0 ||
-            sched_check_unit_qty(SCHED_R_TPU, (int64_t)req->tpu.chips_per_host * CR_QTY_ONE,
-                                 msg, size)) {
+            sched_check_unit_qty(SCHED_R_TPU, (int64_t)req->tpu.chips_per_host * CR_QTY_ONE, msg,
+                                 size)) {
             sched__fmt(msg, size, "chips per host must be 1, 2, 4 or 8");
             return CR_EINVAL;
         }
         if (req->tpu.topo.chips <= 0 || req->tpu.topo.chips % req->tpu.chips_per_host) {
             sched__fmt(msg, size, "topology of %d chips is not a whole number of %d-chip hosts",
-                     req->tpu.topo.chips, req->tpu.chips_per_host);
+                       req->tpu.topo.chips, req->tpu.chips_per_host);
             return CR_EINVAL;
         }
         return 0;
@@ -867,13 +1028,13 @@ int sched__validate(const sched_cluster_t *c, const sched_request_t *req, char *
         for (int k = 0; k < q->n; k++) {
             if (q->qty[k] <= 0 || q->id[k] >= SCHED_MAX_RES) {
                 sched__fmt(msg, size, "bundle %u: quantity of %s must be positive", i,
-                         sched_syms_name(&c->res, q->id[k]));
+                           sched_syms_name(&c->res, q->id[k]));
                 return CR_EINVAL;
             }
             for (int j = 0; j < k; j++)
                 if (q->id[j] == q->id[k]) {
                     sched__fmt(msg, size, "bundle %u: %s given twice", i,
-                             sched_syms_name(&c->res, q->id[k]));
+                               sched_syms_name(&c->res, q->id[k]));
                     return CR_EINVAL;
                 }
             char why[128];

@@ -19,6 +19,7 @@ static void hold_apply(sched_cluster_t *c, const sched_qentry_t *e, int sign)
         const sched_alloc_t *a = &e->hold[i];
         for (int k = 0; k < a->req.n; k++)
             HELD(c, a->req.id[k], a->node) += sign * a->req.qty[k];
+        sched__lvl_node(c, a->node);
     }
 }
 
@@ -105,6 +106,7 @@ static void hold_start(sched_cluster_t *c, const sched_config_t *cfg, sched_qent
             c->freemask[n] |= 1ull << b;
         }
     }
+    sched__lvl_all(c);
     sched_result_t res;
     sched__schedule(c, cfg, &e->req, NULL, true, &res);
     if (res.status == SCHED_OK) {
@@ -119,6 +121,7 @@ static void hold_start(sched_cluster_t *c, const sched_config_t *cfg, sched_qent
     memcpy(c->devfree, df, c->dev.n * sizeof(int32_t));
     memcpy(c->freemask, fm, c->nnodes * sizeof(uint64_t));
     memcpy(c->sumavail, sa, sizeof(sa));
+    sched__lvl_all(c);
     c->cursor = cursor;
     free(av);
     free(df);

@@ -149,6 +149,9 @@ typedef struct sched_node {
     int32_t slice;           /* TPU slice index, -1 none */
     int32_t slice_worker;
     uint32_t resmask;        /* resources with total > 0 */
+    uint32_t slowmask;       /* unit resources whose devices hold several units or
+                              * come with vendor rules (MIG, module sets): the
+                              * single-bundle scan leaves them to sched__fits_* */
     uint64_t unitmask[SCHED_R_PREDEFINED]; /* tracked devices of each unit resource */
     uint8_t unitsz[SCHED_R_PREDEFINED];    /* units per tracked device (0, 1: one);
                                             * requests take whole devices of them */
@@ -220,6 +223,11 @@ typedef struct sched_cluster {
     /* dynamic state */
     int64_t *avail;          /* avail[r * nnodes + n] */
     int64_t *held;           /* reserved for a held gang, same shape */
+    /* free-capacity index, same shape, one byte a cell: the bit length of
+     * avail - held (0 when none is free), so that a decision passes over a
+     * node that cannot take a request by reading a byte per resource
+     * (sched__level, sched__lvl_node) */
+    uint8_t *freelvl;
     int32_t *devfree;        /* per device, fixed point, 0..CR_QTY_ONE */
     uint64_t *freemask;      /* per node: devices fully free */
     uint8_t *alive;

@@ -7,6 +7,24 @@
 #define AV(c, r, n) ((c)->avail[(size_t)(r) * (c)->nnodes + (size_t)(n)])
 #define TOT(c, r, n) ((c)->total[(size_t)(r) * (c)->nnodes + (size_t)(n)])
 #define HELD(c, r, n) ((c)->held[(size_t)(r) * (c)->nnodes + (size_t)(n)])
+#define LVL(c, r, n) ((c)->freelvl[(size_t)(r) * (c)->nnodes + (size_t)(n)])
+
+/* The free-capacity index's level of a quantity: its bit length, 0 for
+ * none. A node whose free quantity q can hold a request of qty > 0 has
+ * sched__level(q) >= sched__level(qty), so a node below that level is
+ * passed over without a look at its record. */
+static inline uint8_t sched__level(int64_t q)
+{
+    return q <= 0 ? 0 : (uint8_t)(64 - __builtin_clzll((uint64_t)q));
+}
+/* Brings node n's levels up to date after its avail or held changed. */
+static inline void sched__lvl_node(sched_cluster_t *c, int n)
+{
+    for (int r = 0; r < c->nres; r++)
+        LVL(c, r, n) = sched__level(AV(c, r, n) - HELD(c, r, n));
+}
+/* Every node's levels (after a relayout, or a bulk change of avail). */
+void sched__lvl_all(sched_cluster_t *c);
 
 /* Feasible nodes scored per single-bundle decision in a cluster of more
  * than 200: 1% of the nodes within these bounds (sched__sample_limit). */

@@ -30,7 +30,7 @@ for total in 2000 10000 30000 100000; do
     k=$((total / 1000))k
     echo "# curve: $total nodes ($gpus GPU nodes + 1,024 TPU hosts)"
     "${pin[@]}" "$corral" sim --bench --cluster "$tmp/fleet.yaml" |
-        awk -v k="$k" '$1 == "figure" && $2 ~ /^sched_single_(decisions|p50|p99)$/ {
+        awk -v k="$k" '$1 == "figure" && $2 ~ /^sched_single_(decisions|decisions_cpu|p50|p99)$/ {
             print "figure " $2 "_" k " " $3 " " $4
             if ($2 == "sched_single_decisions") rate = $3
             if ($2 == "sched_single_p99") p99 = $3
@@ -43,8 +43,34 @@ for total in 2000 10000 30000 100000; do
         }'
 done
 
-join=$root/build/bench/bench_sched_join
+# the helpers of the build that made $corral (CORRAL=... runs another's)
+bench=$(dirname "$corral")/bench
+join=$bench/bench_sched_join
 if [ -x "$join" ]; then
     echo "# bench_sched_join: 10,000 nodes joining a cluster view in use"
     "${pin[@]}" "$join"
+fi
+
+# Instructions and cache misses of one decision at 2k and 100k nodes, which
+# do not move with the machine's load (SCHED_CALLGRIND=1; about a minute
+# each under valgrind): bench_sched_single makes 20,000 decisions with a
+# random release after each, and callgrind counts the decisions alone.
+single=$bench/bench_sched_single
+if [ "${SCHED_CALLGRIND:-0}" = 1 ] && [ -x "$single" ] && command -v valgrind >/dev/null 2>&1; then
+    for total in 2000 100000; do
+        gpus=$((total - 1024))
+        k=$((total / 1000))k
+        sed "s/^    count: 10000$/    count: $gpus/" "$cluster" >"$tmp/fleet.yaml"
+        valgrind --tool=callgrind --cache-sim=yes --instr-atstart=no \
+            --toggle-collect=timed_decision --callgrind-out-file="$tmp/cg.out" \
+            "$single" "$tmp/fleet.yaml" 20000 >/dev/null 2>&1
+        # totals line: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+        callgrind_annotate --show=Ir,D1mr,DLmr "$tmp/cg.out" 2>/dev/null |
+            awk -v k="$k" '/PROGRAM TOTALS/ {
+                gsub(",", ""); gsub(/\([^)]*\)/, ""); $0 = $0
+                printf "figure sched_single_instructions_%s %.0f per_decision\n", k, $1 / 20000
+                printf "figure sched_single_d1_misses_%s %.1f per_decision\n", k, $2 / 20000
+                printf "figure sched_single_ll_misses_%s %.1f per_decision\n", k, $3 / 20000
+            }'
+    done
 fi

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include "sched/sched.h"
+#include "sched/sched_int.h" /* the reference scan: sched__fits_*, sched__score */
 #include "hw/hw.h"
 #include <stdio.h>
 
@@ -31,8 +32,7 @@ static sched_bundle_t bundle(sched_cluster_t *c, const char *res, const char *se
     return b;
 }
 
-static sched_result_t one(sched_cluster_t *c, sched_policy_t pol, const char *res,
-                          const char *sel)
+static sched_result_t one(sched_cluster_t *c, sched_policy_t pol, const char *res, const char *sel)
 {
     sched_bundle_t b = bundle(c, res, sel);
     sched_request_t r = {.nbundles = 1, .bundles = &b, .policy = pol, .domain_key = -1};
@@ -62,10 +62,19 @@ static uint64_t devs(sched_cluster_t *c, const sched_result_t *r, int k)
 static void test_islands_then_numa(void **state)
 {
     sched_cluster_t *c = sched_cluster_new();
-    add(c, (sched_node_spec_t){.name = "dgx", .cpus = 64, .memory = 1ull << 40,
-                               .resource = "GPU", .ndev = 8, .island = 4, .numa = 2});
-    add(c, (sched_node_spec_t){.name = "pcie", .cpus = 64, .resource = "GPU", .ndev = 8,
-                               .numa = 2, .labels = "kind=pcie"});
+    add(c, (sched_node_spec_t){.name = "dgx",
+                               .cpus = 64,
+                               .memory = 1ull << 40,
+                               .resource = "GPU",
+                               .ndev = 8,
+                               .island = 4,
+                               .numa = 2});
+    add(c, (sched_node_spec_t){.name = "pcie",
+                               .cpus = 64,
+                               .resource = "GPU",
+                               .ndev = 8,
+                               .numa = 2,
+                               .labels = "kind=pcie"});
     assert_int_equal(sched_cluster_finalize(c), 0);
     sched_result_t r = one(c, SCHED_NODE_AFFINITY, "GPU=1", "corral.io/node-id=dgx");
     assert_int_equal(devs(c, &r, 0), 0x01);
@@ -99,7 +108,7 @@ static void test_device_ids(void **state)
         d->health = i == 1 ? CR_HEALTH_UNHEALTHY : CR_HEALTH_OK;
     }
     n->devices.v[0].mig_enabled = true;
-    n->devices.v[3].parent = 0; /* device 3 is a MIG instance of device 0 */
+    n->devices.v[3].parent = 0;                     /* device 3 is a MIG instance of device 0 */
     cr_node_add_resource(n, "GPU", 2 * CR_QTY_ONE); /* 2 and 3 */
     char msg[160];
     assert_int_equal(sched_cluster_add(c, n, msg, sizeof(msg)), 0);
@@ -156,8 +165,13 @@ static void test_fractions_pack(void **state)
 static void test_tpu_submesh(void **state)
 {
     sched_cluster_t *c = sched_cluster_new();
-    add(c, (sched_node_spec_t){.name = "h8", .cpus = 8, .resource = "TPU", .ndev = 8,
-                               .slice = "s", .topology = "2x4", .accel_type = "v5e-8",
+    add(c, (sched_node_spec_t){.name = "h8",
+                               .cpus = 8,
+                               .resource = "TPU",
+                               .ndev = 8,
+                               .slice = "s",
+                               .topology = "2x4",
+                               .accel_type = "v5e-8",
                                .worker_count = 1});
     sched_cluster_finalize(c);
     sched_result_t r = one(c, SCHED_HYBRID, "TPU=1", NULL);
@@ -236,8 +250,11 @@ static void test_affinity_and_selectors(void **state)
     add(c, (sched_node_spec_t){.name = "b", .cpus = 4, .labels = "zone=y,spot=true"});
     sched_cluster_finalize(c);
     sched_bundle_t bd = bundle(c, "CPU=4", NULL);
-    sched_request_t r = {.nbundles = 1, .bundles = &bd, .policy = SCHED_NODE_AFFINITY,
-                         .affinity_node = 1, .domain_key = -1};
+    sched_request_t r = {.nbundles = 1,
+                         .bundles = &bd,
+                         .policy = SCHED_NODE_AFFINITY,
+                         .affinity_node = 1,
+                         .domain_key = -1};
     sched_result_t out;
     sched_config_t cfg = {0};
     assert_int_equal(sched_schedule(c, &cfg, &r, NULL, &out), 0);
@@ -321,8 +338,9 @@ static void test_bad_requests(void **state)
 
 /* ---- properties over random clusters and requests ---- */
 
-static const char *gpu_shapes[] = {"GPU=1", "GPU=2", "GPU=4", "GPU=8", "GPU=0.5",
-                                   "GPU=0.25,CPU=1", "CPU=4", "CPU=2,memory=8Gi", "GPU=3"};
+static const char *gpu_shapes[] = {"GPU=1",   "GPU=2",          "GPU=4", "GPU=8",
+                                   "GPU=0.5", "GPU=0.25,CPU=1", "CPU=4", "CPU=2,memory=8Gi",
+                                   "GPU=3"};
 
 static sched_cluster_t *random_cluster(sched_rng_t *rng, int nn)
 {
@@ -332,10 +350,13 @@ static sched_cluster_t *random_cluster(sched_rng_t *rng, int nn)
         snprintf(name, sizeof(name), "n%d", i);
         snprintf(labels, sizeof(labels), "rack=r%d", (int)(sched_rng_next(rng) % 3));
         int nd = (int)(sched_rng_next(rng) % 9);
-        add(c, (sched_node_spec_t){.name = name, .cpus = 4 + (int)(sched_rng_next(rng) % 60),
+        add(c, (sched_node_spec_t){.name = name,
+                                   .cpus = 4 + (int)(sched_rng_next(rng) % 60),
                                    .memory = (1ull + sched_rng_next(rng) % 64) << 30,
-                                   .resource = nd ? "GPU" : NULL, .ndev = nd,
-                                   .island = nd >= 4 ? nd / 2 : 0, .numa = 2,
+                                   .resource = nd ? "GPU" : NULL,
+                                   .ndev = nd,
+                                   .island = nd >= 4 ? nd / 2 : 0,
+                                   .numa = 2,
                                    .labels = labels});
     }
     sched_cluster_finalize(c);
@@ -361,7 +382,9 @@ static uint64_t run_random(uint64_t seed, int steps)
         } else {
             sched_bundle_t b = bundle(c, gpu_shapes[sched_rng_next(&rng) % 9],
                                       sched_rng_next(&rng) % 4 ? NULL : "rack=r1");
-            sched_request_t r = {.nbundles = 1, .bundles = &b, .domain_key = -1,
+            sched_request_t r = {.nbundles = 1,
+                                 .bundles = &b,
+                                 .domain_key = -1,
                                  .policy = (sched_policy_t)(sched_rng_next(&rng) % 2)};
             sched_result_t out;
             sched_schedule(c, &cfg, &r, &rng, &out);
@@ -404,6 +427,132 @@ static void test_property_random(void **state)
     }
 }
 
+/* ---- the scan against a reference ----
+ * A single-bundle decision passes over nodes by the free-capacity index
+ * (c->freelvl) and checks the others in one pass (fit_fast). The
+ * reference below is the plain scan: from the cursor, every alive node
+ * through sched__fits_ever, sched__fits_now and sched__score, the first
+ * sched__sample_limit nodes that fit, the best of them. Both must choose
+ * the same node, and agree on RETRY against INFEASIBLE, on clusters big
+ * enough to be sampled (over 200 nodes), filled until most nodes are
+ * full. */
+static int reference_pick(sched_cluster_t *c, const sched_config_t *cfg, const sched_bundle_t *b,
+                          int mode, int *ever)
+{
+    size_t nn = c->nnodes, limit = sched__sample_limit(c, cfg), found = 0;
+    size_t start = (c->cursor + (mode == SCORE_SPREAD)) % nn;
+    int best = -1, bests = 0;
+    *ever = 0;
+    for (size_t i = 0; i < nn; i++) {
+        int n = (int)((start + i) % nn);
+        if (!sched__fits_ever(c, n, &b->req))
+            continue;
+        (*ever)++;
+        if (!sched__fits_now(c, n, &b->req, true))
+            continue;
+        int s = sched__score(c, cfg, mode, n, &b->req);
+        if (best < 0 || s > bests) {
+            best = n;
+            bests = s;
+        }
+        if (++found >= limit)
+            break;
+    }
+    return best;
+}
+
+static const char *scan_shapes[] = {
+    "GPU=1,CPU=16,memory=128Gi", "GPU=2",       "GPU=8",      "GPU=0.5", "GPU=0.25,CPU=1", "CPU=4",
+    "CPU=2,memory=8Gi",          "GPU=3,CPU=8", "memory=64Gi"};
+
+static void test_scan_matches_reference(void **state)
+{
+    for (uint64_t seed = 1; seed <= 6; seed++) {
+        sched_rng_t rng = {seed};
+        sched_cluster_t *c = sched_cluster_new();
+        for (int i = 0; i < 300; i++) {
+            char name[16];
+            snprintf(name, sizeof(name), "n%d", i);
+            int nd = (int)(sched_rng_next(&rng) % 9);
+            add(c, (sched_node_spec_t){.name = name,
+                                       .cpus = 8 + (int)(sched_rng_next(&rng) % 120),
+                                       .memory = (1ull + sched_rng_next(&rng) % 512) << 30,
+                                       .resource = nd ? "GPU" : NULL,
+                                       .ndev = nd,
+                                       .island = nd >= 4 ? nd / 2 : 0,
+                                       .numa = 2});
+        }
+        sched_cluster_finalize(c);
+        sched_config_t cfg = {.top_k = 1};
+        uint64_t live[4096];
+        int nlive = 0, retries = 0, placed = 0;
+        for (int step = 0; step < 3000; step++) {
+            /* mostly placing, so that the cluster fills and stays full */
+            if (nlive && (sched_rng_next(&rng) % 5 == 0 || nlive == 4096)) {
+                int k = (int)(sched_rng_next(&rng) % (uint64_t)nlive);
+                assert_int_equal(sched_release(c, live[k]), 0);
+                live[k] = live[--nlive];
+                continue;
+            }
+            sched_bundle_t b = bundle(c, scan_shapes[sched_rng_next(&rng) % 9], NULL);
+            sched_policy_t pol = (sched_policy_t)(sched_rng_next(&rng) % 2);
+            int mode = pol == SCHED_SPREAD ? SCORE_SPREAD : SCORE_HYBRID, ever;
+            sched_cluster_sync(c);
+            int want = reference_pick(c, &cfg, &b, mode, &ever);
+            sched_request_t r = {.nbundles = 1, .bundles = &b, .policy = pol, .domain_key = -1};
+            sched_result_t out;
+            sched_schedule(c, &cfg, &r, NULL, &out);
+            if (want < 0) {
+                assert_int_equal(out.status, ever ? SCHED_RETRY : SCHED_INFEASIBLE);
+                retries += ever > 0;
+            } else {
+                if (out.status != SCHED_OK || alloc_of(c, &out)->node != want)
+                    fail_msg("seed %llu step %d: chose %d (status %d: %s), the plain scan %d",
+                             (unsigned long long)seed, step,
+                             out.status == SCHED_OK ? alloc_of(c, &out)->node : -1, out.status,
+                             out.reason, want);
+                live[nlive++] = out.placement;
+                placed++;
+            }
+            char msg[200];
+            if (sched_cluster_check(c, msg, sizeof(msg)))
+                fail_msg("seed %llu step %d: %s", (unsigned long long)seed, step, msg);
+        }
+        /* the run reached both: decisions that placed and a full cluster */
+        assert_true(placed > 500);
+        assert_true(retries > 10);
+        sched_cluster_free(c);
+    }
+}
+
+/* With every GPU taken, the index passes over every node; the answer is
+ * still RETRY (the nodes could take it later), not INFEASIBLE. */
+static void test_full_cluster_is_retry(void **state)
+{
+    sched_cluster_t *c = sched_cluster_new();
+    for (int i = 0; i < 250; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "g%d", i);
+        add(c, (sched_node_spec_t){
+                   .name = name, .cpus = 64, .memory = 64ull << 30, .resource = "GPU", .ndev = 2});
+    }
+    sched_cluster_finalize(c);
+    for (int i = 0; i < 500; i++)
+        assert_int_equal(one(c, SCHED_HYBRID, "GPU=1", NULL).status, SCHED_OK);
+    sched_result_t r = one(c, SCHED_HYBRID, "GPU=1,CPU=1", NULL);
+    assert_int_equal(r.status, SCHED_RETRY);
+    assert_non_null(strstr(r.reason, "free now"));
+    assert_int_equal(one(c, SCHED_SPREAD, "GPU=4", NULL).status, SCHED_INFEASIBLE);
+    /* a lost node's levels are its free capacity again once restored */
+    uint64_t ids[4];
+    assert_int_equal(sched_node_lost(c, 7, ids, 4), 2);
+    assert_int_equal(one(c, SCHED_HYBRID, "GPU=1", NULL).status, SCHED_RETRY);
+    assert_int_equal(sched_node_restore(c, 7), 0);
+    sched_result_t ok = one(c, SCHED_HYBRID, "GPU=2", NULL);
+    assert_int_equal(alloc_of(c, &ok)->node, 7);
+    sched_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -417,6 +566,8 @@ int main(void)
         cmocka_unit_test(test_node_loss),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_property_random),
+        cmocka_unit_test(test_scan_matches_reference),
+        cmocka_unit_test(test_full_cluster_is_retry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
