@@ -70,9 +70,9 @@ typedef struct node {
     Corral__NodeState state;
     uint64_t incarnation;
     char *address;
-    int64_t last_seen;      /* cr_mono_ms of its last message (the wall clock of it, for
-                               people, is derived: node_seen_wall) */
-    cr_conn_t *conn;        /* its agent; NULL when local or disconnected */
+    int64_t last_seen; /* cr_mono_ms of its last message (the wall clock of it, for
+                          people, is derived: node_seen_wall) */
+    cr_conn_t *conn;   /* its agent; NULL when local or disconnected */
     bool local;
     bool waiting; /* known from state.db after a head restart, not yet back */
     bool slim;    /* desc keeps labels and names only; the whole is in state.db */
@@ -80,7 +80,7 @@ typedef struct node {
     uint32_t port_req;  /* PortRequests outstanding */
     node_free_t *rfree; /* free as its agent last reported it (heartbeats) */
     uint8_t nrfree;
-    uint8_t drift_beats; /* beats in a row it reported less free than the head counts */
+    uint8_t drift_beats;  /* beats in a row it reported less free than the head counts */
     uint64_t drift_freed; /* D.sched_freed at its last drift check */
 } node_t;
 
@@ -150,8 +150,8 @@ typedef struct head {
     int64_t last_tick_ms; /* the last nodes_tick (cr_mono_ms): a late one is a stall */
     /* jobs.c */
     CR_VEC(job_t *) jobs;
-    CR_VEC(job_t *) pending; /* waiting for resources, in arrival order */
-    uint32_t keep_finished;  /* retention.c: finished jobs kept */
+    CR_VEC(job_t *) pending;  /* waiting for resources, in arrival order */
+    uint32_t keep_finished;   /* retention.c: finished jobs kept */
     int64_t keep_finished_ms; /* and for how long after they finished */
     int64_t retention_last_ms;
     /* logs.c: bytes each worker output file keeps, the local agent's and
@@ -405,12 +405,12 @@ typedef struct head_opts {
      * and key given (PEM files) instead of the session's own */
     int tls;
     const char *tls_cert, *tls_key;
-    uint32_t max_frame;                         /* 0: CR_FRAME_MAX_DEFAULT */
-    uint32_t keep_finished;   /* finished jobs kept (retention.c); 0: the default */
-    int64_t keep_finished_ms; /* how long each is kept; 0: the default */
-    const char *dashboard_host;                 /* --dashboard-host; NULL: 127.0.0.1 */
-    int dashboard_port;      /* --dashboard-port: -1 off, 0 any, else that port */
-    bool dashboard_required; /* given: failing to serve it fails the start */
+    uint32_t max_frame;         /* 0: CR_FRAME_MAX_DEFAULT */
+    uint32_t keep_finished;     /* finished jobs kept (retention.c); 0: the default */
+    int64_t keep_finished_ms;   /* how long each is kept; 0: the default */
+    const char *dashboard_host; /* --dashboard-host; NULL: 127.0.0.1 */
+    int dashboard_port;         /* --dashboard-port: -1 off, 0 any, else that port */
+    bool dashboard_required;    /* given: failing to serve it fails the start */
     /* --worker-log-max: 0 CR_WORKER_LOG_MAX_DEFAULT, CR_WORKER_LOG_UNBOUNDED none */
     uint64_t worker_log_max;
 } head_opts_t;

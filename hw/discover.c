@@ -174,8 +174,10 @@ static void check(const cr_hw_env_t *env, cr_node_t *node)
     for (size_t i = 0; i < node->devices.n; i++) {
         const cr_device_t *d = &node->devices.v[i];
         if (d->mig_enabled && d->parent < 0)
-            cr_node_warn(node, "device %d (%s) has MIG mode on: only its MIG instances are "
-                         "schedulable", d->index, d->sku[0] ? d->sku : d->product);
+            cr_node_warn(node,
+                         "device %d (%s) has MIG mode on: only its MIG instances are "
+                         "schedulable",
+                         d->index, d->sku[0] ? d->sku : d->product);
         if (d->health == CR_HEALTH_UNHEALTHY || d->health == CR_HEALTH_DEGRADED)
             cr_node_warn(node, "device %d (%s) is %s%s%s", d->index,
                          d->sku[0] ? d->sku : d->product, hw_health_name(d->health),
@@ -364,8 +366,8 @@ int hw_isolate(const hw_options_t *opts, const cr_node_t *node, const int *devs,
                 sub[ns++] = devs[k];
         err = c->isolate(&env, node, sub, ns, out);
         if (err && errmsg)
-            *errmsg = cr_asprintf("backend %s could not isolate the devices: %s", b,
-                                  cr_strerror(err));
+            *errmsg =
+                cr_asprintf("backend %s could not isolate the devices: %s", b, cr_strerror(err));
     }
     free(sub);
     return err;

@@ -58,11 +58,11 @@ const cr_accel_component_t *hw_component_find(const char *name);
 
 /* ---- discovery ---- */
 typedef struct hw_options {
-    const char *root;          /* NULL or "/" for the real machine */
+    const char *root;                                   /* NULL or "/" for the real machine */
     const char *(*getenv)(void *ctx, const char *name); /* NULL: getenv(3) */
     void *getenv_ctx;
-    const char *spec_path;     /* a hardware spec: simulated node, no probing */
-    bool no_host;              /* skip hwloc (tests of one backend) */
+    const char *spec_path; /* a hardware spec: simulated node, no probing */
+    bool no_host;          /* skip hwloc (tests of one backend) */
     bool no_plugins;
 } hw_options_t;
 

@@ -70,8 +70,8 @@ cr_device_t *cr_node_add_device(cr_node_t *node)
 int cr_node_add_link(cr_node_t *node, int a, int b, cr_link_kind_t kind, int count,
                      double bandwidth_gbps)
 {
-    if (a == b || a < 0 || b < 0 || (size_t)a >= node->devices.n ||
-        (size_t)b >= node->devices.n || (unsigned)kind >= CR_LINK_KIND_COUNT)
+    if (a == b || a < 0 || b < 0 || (size_t)a >= node->devices.n || (size_t)b >= node->devices.n ||
+        (unsigned)kind >= CR_LINK_KIND_COUNT)
         return CR_EINVAL;
     if (a > b) {
         int t = a;

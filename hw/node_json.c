@@ -45,28 +45,33 @@ static const field_t device_fields[] = {
 };
 
 static const field_t link_fields[] = {
-    FI(cr_link_t, a), FI(cr_link_t, b), FK(cr_link_t, kind), FI(cr_link_t, count),
+    FI(cr_link_t, a),
+    FI(cr_link_t, b),
+    FK(cr_link_t, kind),
+    FI(cr_link_t, count),
     FR(cr_link_t, bandwidth_gbps),
 };
 
 static const field_t nic_fields[] = {
-    FS(cr_nic_t, name), FS(cr_nic_t, pci),        FS(cr_nic_t, pci_path),     FI(cr_nic_t, numa),
+    FS(cr_nic_t, name),       FS(cr_nic_t, pci),  FS(cr_nic_t, pci_path),    FI(cr_nic_t, numa),
     FU(cr_nic_t, speed_mbps), FB(cr_nic_t, rdma), FS(cr_nic_t, rdma_device),
 };
 
 static const field_t numa_fields[] = {
-    FI(cr_numa_t, id), FS(cr_numa_t, cpus), FM(cr_numa_t, memory),
+    FI(cr_numa_t, id),
+    FS(cr_numa_t, cpus),
+    FM(cr_numa_t, memory),
 };
 
 static const field_t platform_fields[] = {
-    FS(cr_platform_t, provider), FS(cr_platform_t, region),        FS(cr_platform_t, zone),
-    FS(cr_platform_t, rack),     FS(cr_platform_t, market),        FS(cr_platform_t, instance_type),
+    FS(cr_platform_t, provider), FS(cr_platform_t, region), FS(cr_platform_t, zone),
+    FS(cr_platform_t, rack),     FS(cr_platform_t, market), FS(cr_platform_t, instance_type),
     FS(cr_platform_t, k8s_node),
 };
 
 static const field_t domain_fields[] = {
-    FS(cr_domain_t, kind),     FS(cr_domain_t, name),         FS(cr_domain_t, accelerator_type),
-    FS(cr_domain_t, topology), FI(cr_domain_t, worker_id),    FI(cr_domain_t, worker_count),
+    FS(cr_domain_t, kind),     FS(cr_domain_t, name),      FS(cr_domain_t, accelerator_type),
+    FS(cr_domain_t, topology), FI(cr_domain_t, worker_id), FI(cr_domain_t, worker_count),
 };
 
 /* ---------------- output ---------------- */
@@ -285,10 +290,24 @@ int hw_parse_size(const char *s, uint64_t *out)
         const char *suffix;
         double mult;
     } units[] = {
-        {"", 1},      {"B", 1},       {"K", 1e3},     {"KB", 1e3},   {"Ki", 1024.0},
-        {"KiB", 1024.0}, {"M", 1e6},  {"MB", 1e6},    {"Mi", 1048576.0}, {"MiB", 1048576.0},
-        {"G", 1e9},   {"GB", 1e9},    {"Gi", 1073741824.0}, {"GiB", 1073741824.0},
-        {"T", 1e12},  {"TB", 1e12},   {"Ti", 1099511627776.0}, {"TiB", 1099511627776.0},
+        {"", 1},
+        {"B", 1},
+        {"K", 1e3},
+        {"KB", 1e3},
+        {"Ki", 1024.0},
+        {"KiB", 1024.0},
+        {"M", 1e6},
+        {"MB", 1e6},
+        {"Mi", 1048576.0},
+        {"MiB", 1048576.0},
+        {"G", 1e9},
+        {"GB", 1e9},
+        {"Gi", 1073741824.0},
+        {"GiB", 1073741824.0},
+        {"T", 1e12},
+        {"TB", 1e12},
+        {"Ti", 1099511627776.0},
+        {"TiB", 1099511627776.0},
     };
     for (size_t i = 0; i < CR_ARRAY_SIZE(units); i++) {
         if (strcmp(end, units[i].suffix) == 0) {
@@ -597,8 +616,9 @@ static int parse_cpu(pctx_t *c, const json_t *cpu, cr_node_t *node)
         for (size_t i = 0; keys[i]; i++)
             known |= strcmp(keys[i], key) == 0;
         if (!known)
-            return fail(c, "unknown field '%s'; expected one of: model, sockets, cores, threads, "
-                           "numa_nodes",
+            return fail(c,
+                        "unknown field '%s'; expected one of: model, sockets, cores, threads, "
+                        "numa_nodes",
                         key);
         if (strcmp(key, "model") == 0) {
             if (!json_is_string(v) || json_string_length(v) >= sizeof(node->cpu.model))
@@ -622,15 +642,15 @@ static int parse_cpu(pctx_t *c, const json_t *cpu, cr_node_t *node)
                     size_t pos = 0;
                     if (cr_cpulist_parse(nm->cpus, bits, 4096, &pos) < 0) {
                         push_key(c, "cpus");
-                        return fail(c, "malformed cpulist '%s' at offset %zu (expected e.g. 0-55,112-167)",
-                                    nm->cpus, pos);
+                        return fail(
+                            c, "malformed cpulist '%s' at offset %zu (expected e.g. 0-55,112-167)",
+                            nm->cpus, pos);
                     }
                 }
                 pop(c, o2);
             }
         } else {
-            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-                json_integer_value(v) > 1000000)
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000000)
                 return fail(c, "expected a whole number of at least 0");
             int iv = (int)json_integer_value(v);
             if (strcmp(key, "sockets") == 0)
@@ -649,8 +669,8 @@ int hw_node_from_json(const json_t *j, cr_node_t *node, hw_json_error_t *err)
 {
     pctx_t c = {.err = err};
     static const char *const keys[] = {
-        "schema", "id",      "hostname", "simulated", "addresses", "labels",   "platform", "cpu",
-        "memory", "resources", "devices", "links",    "domains",  "nics",     "warnings", NULL};
+        "schema", "id",        "hostname", "simulated", "addresses", "labels", "platform", "cpu",
+        "memory", "resources", "devices",  "links",     "domains",   "nics",   "warnings", NULL};
     if (err)
         memset(err, 0, sizeof(*err));
     if (!json_is_object(j))
@@ -678,7 +698,7 @@ int hw_node_from_json(const json_t *j, cr_node_t *node, hw_json_error_t *err)
 #define STRFIELD(name, dst)                                                                        \
     if ((v = json_object_get(j, name))) {                                                          \
         old = push_key(&c, name);                                                                  \
-        if (!json_is_string(v) || json_string_length(v) >= sizeof(dst))                           \
+        if (!json_is_string(v) || json_string_length(v) >= sizeof(dst))                            \
             return fail(&c, "expected a string of at most %zu characters", sizeof(dst) - 1);       \
         cr_strlcpy(dst, json_string_value(v), sizeof(dst));                                        \
         pop(&c, old);                                                                              \

@@ -7,8 +7,8 @@
 #include "hw.h"
 
 static const struct dmi_row {
-    const char *file;      /* under /sys/class/dmi/id */
-    const char *contains;  /* case-sensitive substring */
+    const char *file;     /* under /sys/class/dmi/id */
+    const char *contains; /* case-sensitive substring */
     const char *provider;
 } dmi_rows[] = {
     {"product_name", "Google Compute Engine", "gcp"},

@@ -14,8 +14,8 @@
 #define MAX_COMPONENTS 64
 
 static const cr_accel_component_t *builtins[] = {
-    &hw_backend_nvidia, &hw_backend_amd,    &hw_backend_intel, &hw_backend_tpu,
-    &hw_backend_neuron, &hw_backend_gaudi,  &hw_backend_sim,
+    &hw_backend_nvidia, &hw_backend_amd,   &hw_backend_intel, &hw_backend_tpu,
+    &hw_backend_neuron, &hw_backend_gaudi, &hw_backend_sim,
 };
 
 static const cr_accel_component_t *all[MAX_COMPONENTS];
@@ -25,16 +25,18 @@ static bool plugins_loaded;
 int hw_component_validate(const cr_accel_component_t *c, char *msg, size_t msgsize)
 {
     if (c->abi_version != CR_ACCEL_ABI_VERSION) {
-        snprintf(msg, msgsize, "ABI version %u, but this corral speaks version %d; rebuild it "
-                 "against this corral's <corral/accel.h>", c->abi_version, CR_ACCEL_ABI_VERSION);
+        snprintf(msg, msgsize,
+                 "ABI version %u, but this corral speaks version %d; rebuild it "
+                 "against this corral's <corral/accel.h>",
+                 c->abi_version, CR_ACCEL_ABI_VERSION);
         return CR_EABI;
     }
-    const char *missing = !c->name || !*c->name ? "name"
+    const char *missing = !c->name || !*c->name           ? "name"
                           : !c->resource || !*c->resource ? "resource"
-                          : !c->isolation_vars ? "isolation_vars"
-                          : !c->probe ? "probe"
-                          : !c->isolate ? "isolate"
-                                        : NULL;
+                          : !c->isolation_vars            ? "isolation_vars"
+                          : !c->probe                     ? "probe"
+                          : !c->isolate                   ? "isolate"
+                                                          : NULL;
     if (missing) {
         snprintf(msg, msgsize, "required member '%s' is missing", missing);
         return CR_EINVAL;
@@ -288,8 +290,7 @@ static int probe_in_child(const cr_accel_component_t *c, const cr_hw_env_t *env,
         cr_node_t *n = hw_node_new();
         hw_json_error_t he;
         if (!j || hw_node_from_json(j, n, &he) != 0) {
-            snprintf(why, whysize, "its probe's answer was unreadable (%s: %s)", he.path,
-                     he.msg);
+            snprintf(why, whysize, "its probe's answer was unreadable (%s: %s)", he.path, he.msg);
             hw_node_free(n);
             err = CR_ECRASH;
         } else {
@@ -329,8 +330,8 @@ int hw_probe_component(const cr_accel_component_t *c, const cr_hw_env_t *env, cr
     int err = c->probe(env, n);
     if (err) {
         /* a failing probe may say why in its last warning */
-        snprintf(why, whysize, "%s", n->warnings.n ? n->warnings.v[n->warnings.n - 1]
-                                                     : cr_strerror(err));
+        snprintf(why, whysize, "%s",
+                 n->warnings.n ? n->warnings.v[n->warnings.n - 1] : cr_strerror(err));
         hw_node_free(n);
         return err;
     }

@@ -30,19 +30,21 @@ int sched_make_node(const sched_node_spec_t *sp, cr_node_t *node, char *msg, siz
         sched_err_t err;
         if (!sp->topology || sched_parse_tpu_topology(sp->topology, &topo, &err)) {
             sched__fmt(msg, msgsize, "slice %s: bad topology '%s'", sp->slice,
-                     sp->topology ? sp->topology : "");
+                       sp->topology ? sp->topology : "");
             return CR_EINVAL;
         }
         if (!tpu || !sched_tpu_submesh(sp->ndev, &bx, &by) || topo.dims[0] % bx ||
             topo.dims[1] % by) {
             sched__fmt(msg, msgsize, "slice %s: %d chips per host do not tile %s", sp->slice,
-                     sp->ndev, sp->topology);
+                       sp->ndev, sp->topology);
             return CR_EINVAL;
         }
         if (sp->worker_count != topo.chips / sp->ndev || sp->worker_id < 0 ||
             sp->worker_id >= sp->worker_count) {
-            sched__fmt(msg, msgsize, "slice %s: worker %d of %d does not fit %s with %d chips a "
-                     "host", sp->slice, sp->worker_id, sp->worker_count, sp->topology, sp->ndev);
+            sched__fmt(msg, msgsize,
+                       "slice %s: worker %d of %d does not fit %s with %d chips a "
+                       "host",
+                       sp->slice, sp->worker_id, sp->worker_count, sp->topology, sp->ndev);
             return CR_EINVAL;
         }
     }

@@ -69,15 +69,33 @@ static const struct {
     const char *suffix;
     int64_t mult;
 } suffixes[] = {
-    {"Ki", 1LL << 10}, {"Mi", 1LL << 20}, {"Gi", 1LL << 30}, {"Ti", 1LL << 40},
-    {"Pi", 1LL << 50}, {"Ei", 1LL << 60}, {"k", 1000LL},     {"K", 1000LL},
-    {"M", 1000000LL},  {"G", 1000000000LL}, {"T", 1000000000000LL},
-    {"P", 1000000000000000LL}, {"E", 1000000000000000000LL},
+    {"Ki", 1LL << 10},
+    {"Mi", 1LL << 20},
+    {"Gi", 1LL << 30},
+    {"Ti", 1LL << 40},
+    {"Pi", 1LL << 50},
+    {"Ei", 1LL << 60},
+    {"k", 1000LL},
+    {"K", 1000LL},
+    {"M", 1000000LL},
+    {"G", 1000000000LL},
+    {"T", 1000000000000LL},
+    {"P", 1000000000000000LL},
+    {"E", 1000000000000000000LL},
     /* the forms people type for memory: 64GiB, 512MB */
-    {"KiB", 1LL << 10}, {"MiB", 1LL << 20}, {"GiB", 1LL << 30}, {"TiB", 1LL << 40},
-    {"PiB", 1LL << 50}, {"EiB", 1LL << 60}, {"kB", 1000LL}, {"KB", 1000LL},
-    {"MB", 1000000LL}, {"GB", 1000000000LL}, {"TB", 1000000000000LL},
-    {"PB", 1000000000000000LL}, {"EB", 1000000000000000000LL},
+    {"KiB", 1LL << 10},
+    {"MiB", 1LL << 20},
+    {"GiB", 1LL << 30},
+    {"TiB", 1LL << 40},
+    {"PiB", 1LL << 50},
+    {"EiB", 1LL << 60},
+    {"kB", 1000LL},
+    {"KB", 1000LL},
+    {"MB", 1000000LL},
+    {"GB", 1000000000LL},
+    {"TB", 1000000000000LL},
+    {"PB", 1000000000000000LL},
+    {"EB", 1000000000000000000LL},
 };
 
 static int parse_qty_at(const char *s, size_t len, int base, int64_t *out, sched_err_t *err)
@@ -160,8 +178,7 @@ int sched_check_unit_qty(int rid, int64_t qty, char *msg, size_t msgsize)
     }
     if (qty > CR_QTY_ONE && qty % CR_QTY_ONE != 0) {
         snprintf(msg, msgsize,
-                 "%s above 1 must be a whole number (a fraction below 1 shares one device)",
-                 name);
+                 "%s above 1 must be a whole number (a fraction below 1 shares one device)", name);
         return CR_EINVAL;
     }
     if (qty > (int64_t)SCHED_MAX_DEV * CR_QTY_ONE) {
@@ -298,8 +315,8 @@ static bool word_at(const char *s, size_t i, size_t len, const char *w)
     return i + n <= len && memcmp(s + i, w, n) == 0 && (i + n == len || !is_label_char(s[i + n]));
 }
 
-static int parse_value(sched_syms_t *labels, const char *s, size_t *ip, size_t len,
-                       int32_t *out, sched_err_t *err)
+static int parse_value(sched_syms_t *labels, const char *s, size_t *ip, size_t len, int32_t *out,
+                       sched_err_t *err)
 {
     size_t i = skip_sp(s, *ip, len), vs = i;
     while (i < len && is_label_char(s[i]))
@@ -485,8 +502,9 @@ int sched_parse_selector(sched_syms_t *labels, const char *s, sched_selector_t *
             return rc;
         out->n++;
         if (!key_satisfiable(out, t->key))
-            return fail(err, (int)ts, "selector can never match: this term contradicts an "
-                                      "earlier one on '%s'",
+            return fail(err, (int)ts,
+                        "selector can never match: this term contradicts an "
+                        "earlier one on '%s'",
                         labels->str[t->key]);
         i = skip_sp(s, i, len);
         if (i == len)

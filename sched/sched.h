@@ -15,27 +15,27 @@
 #include <corral/accel.h>
 #include "base/base.h"
 
-#define SCHED_MAX_RES 32     /* resource ids per cluster */
-#define SCHED_MAX_DEV 64     /* tracked devices per node (one uint64_t mask) */
-#define SCHED_REQ_MAX 8      /* resources in one bundle */
-#define SCHED_SEL_MAX 8      /* terms in one selector */
-#define SCHED_SEL_VALS 8     /* values in one in/notin term */
+#define SCHED_MAX_RES 32 /* resource ids per cluster */
+#define SCHED_MAX_DEV 64 /* tracked devices per node (one uint64_t mask) */
+#define SCHED_REQ_MAX 8  /* resources in one bundle */
+#define SCHED_SEL_MAX 8  /* terms in one selector */
+#define SCHED_SEL_VALS 8 /* values in one in/notin term */
 #define SCHED_MAX_BUNDLES 4096
 
 __extension__ typedef __int128 sched_sum_t;
 
 /* ---- errors with a position (parsers) ---- */
 typedef struct sched_err {
-    int pos;                 /* byte offset of the bad character, -1 none */
+    int pos; /* byte offset of the bad character, -1 none */
     char msg[160];
 } sched_err_t;
 
 /* ---- interning: strings to dense ids ---- */
 typedef struct sched_syms {
-    char **str;              /* id -> string */
-    uint32_t *hash;          /* id -> hash */
+    char **str;     /* id -> string */
+    uint32_t *hash; /* id -> hash */
     size_t n, cap;
-    int32_t *slots;          /* open addressing, -1 empty */
+    int32_t *slots; /* open addressing, -1 empty */
     size_t nslots;
 } sched_syms_t;
 void sched_syms_init(sched_syms_t *s);
@@ -70,7 +70,7 @@ bool sched_resource_is_unit(int rid);
 typedef struct sched_resreq {
     uint8_t n;
     uint8_t id[SCHED_REQ_MAX];
-    int64_t qty[SCHED_REQ_MAX];   /* fixed point, > 0 */
+    int64_t qty[SCHED_REQ_MAX]; /* fixed point, > 0 */
 } sched_resreq_t;
 
 /* Parses a quantity: "2", "0.5", "64Gi", "1.5T", "512Mi" into fixed
@@ -97,7 +97,7 @@ typedef enum sched_op {
 } sched_op_t;
 
 typedef struct sched_term {
-    int32_t key;                  /* label symbol id */
+    int32_t key; /* label symbol id */
     uint8_t op, nvals;
     int32_t vals[SCHED_SEL_VALS];
 } sched_term_t;
@@ -128,63 +128,65 @@ bool sched_tpu_submesh(int k, int *dx, int *dy);
 
 /* ---- the cluster view ---- */
 typedef struct sched_dev {
-    uint8_t res;             /* resource id */
+    uint8_t res; /* resource id */
     int8_t numa;
-    int16_t island;          /* NVLink island / xGMI hive on this node, -1 none */
-    int16_t x, y, z;         /* mesh coordinates, -1 none */
-    int32_t hw_index;        /* index in the node description */
-    uint8_t units;           /* units of its resource it holds: NeuronCores, else 1 */
+    int16_t island;   /* NVLink island / xGMI hive on this node, -1 none */
+    int16_t x, y, z;  /* mesh coordinates, -1 none */
+    int32_t hw_index; /* index in the node description */
+    uint8_t units;    /* units of its resource it holds: NeuronCores, else 1 */
 } sched_dev_t;
 
 typedef struct sched_node {
-    int32_t name;            /* label symbol of the node id */
-    uint32_t label_off, nlabels;  /* into cluster->lab, sorted by key */
-    uint32_t dev_off;        /* into cluster->dev */
+    int32_t name;                /* label symbol of the node id */
+    uint32_t label_off, nlabels; /* into cluster->lab, sorted by key */
+    uint32_t dev_off;            /* into cluster->dev */
     uint16_t ndev;
-    uint8_t nisland, nnuma;  /* device groups, islands then NUMA nodes, in cluster->groups */
-    uint8_t nset;            /* then the vendor's exact device sets (Gaudi module sets): a
-                              * request of more than one device takes exactly one of them */
-    uint8_t set_res;         /* the resource of the devices in those sets */
+    uint8_t nisland, nnuma; /* device groups, islands then NUMA nodes, in cluster->groups */
+    uint8_t nset;           /* then the vendor's exact device sets (Gaudi module sets): a
+                             * request of more than one device takes exactly one of them */
+    uint8_t set_res;        /* the resource of the devices in those sets */
     uint32_t group_off;
-    int32_t slice;           /* TPU slice index, -1 none */
+    int32_t slice; /* TPU slice index, -1 none */
     int32_t slice_worker;
-    uint32_t resmask;        /* resources with total > 0 */
-    uint32_t slowmask;       /* unit resources whose devices hold several units or
-                              * come with vendor rules (MIG, module sets): the
-                              * single-bundle scan leaves them to sched__fits_* */
+    uint32_t resmask;                      /* resources with total > 0 */
+    uint32_t slowmask;                     /* unit resources whose devices hold several units or
+                                            * come with vendor rules (MIG, module sets): the
+                                            * single-bundle scan leaves them to sched__fits_* */
     uint64_t unitmask[SCHED_R_PREDEFINED]; /* tracked devices of each unit resource */
     uint8_t unitsz[SCHED_R_PREDEFINED];    /* units per tracked device (0, 1: one);
                                             * requests take whole devices of them */
     uint64_t solomask; /* devices a worker gets alone, one at most (MIG instances) */
 } sched_node_t;
 
-typedef struct sched_label { int32_t key, val; } sched_label_t;
+typedef struct sched_label {
+    int32_t key, val;
+} sched_label_t;
 
 typedef struct sched_slice {
-    int32_t name;            /* label symbol */
-    int32_t accel_type;      /* label symbol, "v6e-16" */
+    int32_t name;       /* label symbol */
+    int32_t accel_type; /* label symbol, "v6e-16" */
     sched_tpu_topo_t topo;
     int32_t nworkers;
-    int32_t *worker_node;    /* worker id -> node, -1 missing */
+    int32_t *worker_node; /* worker id -> node, -1 missing */
 } sched_slice_t;
 
 /* An index entry: the nodes having label key=val. */
 typedef struct sched_lindex {
     int32_t key, val;
-    uint32_t off, n;         /* into cluster->lindex_nodes */
+    uint32_t off, n; /* into cluster->lindex_nodes */
 } sched_lindex_t;
 
 typedef struct sched_alloc {
     int32_t node;
     sched_resreq_t req;
-    uint64_t mask[SCHED_REQ_MAX];  /* devices taken for each entry (unit resources) */
+    uint64_t mask[SCHED_REQ_MAX]; /* devices taken for each entry (unit resources) */
 } sched_alloc_t;
 
 typedef struct sched_placement {
-    uint64_t id;             /* 0: free slot */
+    uint64_t id; /* 0: free slot */
     uint32_t nallocs;
-    sched_alloc_t one;       /* the single bundle, without an allocation */
-    sched_alloc_t *allocs;   /* in bundle order, when nallocs > 1 */
+    sched_alloc_t one;     /* the single bundle, without an allocation */
+    sched_alloc_t *allocs; /* in bundle order, when nallocs > 1 */
 } sched_placement_t;
 
 static inline const sched_alloc_t *sched__alloc(const sched_placement_t *p, uint32_t i)
@@ -193,14 +195,14 @@ static inline const sched_alloc_t *sched__alloc(const sched_placement_t *p, uint
 }
 
 typedef struct sched_cluster {
-    sched_syms_t res;        /* resource names */
-    sched_syms_t labels;     /* label keys and values, node names */
+    sched_syms_t res;    /* resource names */
+    sched_syms_t labels; /* label keys and values, node names */
     CR_VEC(sched_node_t) nodes;
     CR_VEC(sched_label_t) lab;
     CR_VEC(sched_dev_t) dev;
     CR_VEC(uint64_t) groups;
     CR_VEC(sched_slice_t) slices;
-    CR_VEC(int64_t) init_total;    /* node * SCHED_MAX_RES, for nodes nnodes.. */
+    CR_VEC(int64_t) init_total; /* node * SCHED_MAX_RES, for nodes nnodes.. */
     bool final;
     /* Nodes joined or replaced since the arrays were last brought up to
      * date: nodes.v[nnodes..] are joined (their totals in init_total),
@@ -209,11 +211,11 @@ typedef struct sched_cluster {
     bool dirty;
     CR_VEC(int32_t) repl;
     CR_VEC(int64_t) repl_total;
-    size_t ndevstate;        /* devices with a devfree entry */
-    size_t dead_lab, dead_dev, dead_grp;   /* left behind by replaced nodes */
-    CR_VEC(int32_t) byname;  /* label symbol of a node id -> node, -1 */
-    int nres;                /* resource ids with a row in the arrays */
-    size_t nnodes;           /* nodes in the arrays (see sched_cluster_sync) */
+    size_t ndevstate;                    /* devices with a devfree entry */
+    size_t dead_lab, dead_dev, dead_grp; /* left behind by replaced nodes */
+    CR_VEC(int32_t) byname;              /* label symbol of a node id -> node, -1 */
+    int nres;                            /* resource ids with a row in the arrays */
+    size_t nnodes;                       /* nodes in the arrays (see sched_cluster_sync) */
     /* static, SoA: total[r * nnodes + n] */
     int64_t *total;
     /* label index: sorted by (key, val) */
@@ -221,28 +223,28 @@ typedef struct sched_cluster {
     size_t nlindex;
     int32_t *lindex_nodes;
     /* dynamic state */
-    int64_t *avail;          /* avail[r * nnodes + n] */
-    int64_t *held;           /* reserved for a held gang, same shape */
+    int64_t *avail; /* avail[r * nnodes + n] */
+    int64_t *held;  /* reserved for a held gang, same shape */
     /* free-capacity index, same shape, one byte a cell: the bit length of
      * avail - held (0 when none is free), so that a decision passes over a
      * node that cannot take a request by reading a byte per resource
      * (sched__level, sched__lvl_node) */
     uint8_t *freelvl;
-    int32_t *devfree;        /* per device, fixed point, 0..CR_QTY_ONE */
-    uint64_t *freemask;      /* per node: devices fully free */
+    int32_t *devfree;   /* per device, fixed point, 0..CR_QTY_ONE */
+    uint64_t *freemask; /* per node: devices fully free */
     uint8_t *alive;
     /* cluster-wide sums per resource over alive nodes: memory in fixed
      * point over 10,000 nodes does not fit 64 bits */
     sched_sum_t *sumavail;
     sched_sum_t *sumtotal;
-    int64_t *maxtotal;       /* per resource: the largest alive node's total */
-    CR_VEC(sched_placement_t) placements;  /* slot = id & 0xffffffff */
+    int64_t *maxtotal;                    /* per resource: the largest alive node's total */
+    CR_VEC(sched_placement_t) placements; /* slot = id & 0xffffffff */
     CR_VEC(uint32_t) free_slots;
     uint64_t next_id;
-    uint32_t cursor;         /* hybrid policy: where the last decision landed */
-    int32_t *scratch;        /* nnodes ints for candidate lists */
+    uint32_t cursor;  /* hybrid policy: where the last decision landed */
+    int32_t *scratch; /* nnodes ints for candidate lists */
     int32_t *scratch2;
-    uint8_t *mark;           /* nnodes bytes, kept zero between decisions */
+    uint8_t *mark; /* nnodes bytes, kept zero between decisions */
 } sched_cluster_t;
 
 sched_cluster_t *sched_cluster_new(void);
@@ -288,7 +290,9 @@ const sched_lindex_t *sched__lindex_find(const sched_cluster_t *c, int key, int 
 const sched_lindex_t *sched__lindex_key(const sched_cluster_t *c, int key, size_t *count);
 
 /* ---- random numbers: injected ---- */
-typedef struct sched_rng { uint64_t s; } sched_rng_t;
+typedef struct sched_rng {
+    uint64_t s;
+} sched_rng_t;
 static inline uint64_t sched_rng_next(sched_rng_t *r)
 {
     /* splitmix64: small, fast, and good enough for tie-breaks */
@@ -320,35 +324,35 @@ typedef struct sched_bundle {
 } sched_bundle_t;
 
 typedef struct sched_request {
-    uint32_t nbundles;       /* 1 for a single bundle */
+    uint32_t nbundles; /* 1 for a single bundle */
     sched_bundle_t *bundles;
-    sched_policy_t policy;   /* single bundle */
-    int32_t affinity_node;   /* SCHED_NODE_AFFINITY */
+    sched_policy_t policy; /* single bundle */
+    int32_t affinity_node; /* SCHED_NODE_AFFINITY */
     bool affinity_soft;
-    sched_strategy_t strategy;   /* groups */
-    int32_t domain_key;      /* label symbol, -1 none */
+    sched_strategy_t strategy; /* groups */
+    int32_t domain_key;        /* label symbol, -1 none */
     /* TPU slice group: nbundles/bundles are ignored and generated */
     struct {
         bool on;
-        int32_t gen;         /* label symbol of "v6e", or -1 any */
+        int32_t gen; /* label symbol of "v6e", or -1 any */
         sched_tpu_topo_t topo;
         int chips_per_host;
         int nslices;
-        sched_resreq_t extra;  /* per host, besides the chips */
+        sched_resreq_t extra; /* per host, besides the chips */
     } tpu;
 } sched_request_t;
 
 typedef struct sched_config {
-    int top_k;               /* hybrid: random pick among the k best (>= 1) */
-    int spread_threshold_pct;/* hybrid: pack until a node is this used (50) */
-    int max_scored;          /* feasible nodes scored per decision, 0: auto */
-    bool quiet;              /* RETRY results carry no reason (saves a scan) */
+    int top_k;                /* hybrid: random pick among the k best (>= 1) */
+    int spread_threshold_pct; /* hybrid: pack until a node is this used (50) */
+    int max_scored;           /* feasible nodes scored per decision, 0: auto */
+    bool quiet;               /* RETRY results carry no reason (saves a scan) */
 } sched_config_t;
 
 typedef struct sched_result {
     sched_status_t status;
-    uint64_t placement;      /* id when OK */
-    char reason[256];        /* RETRY / INFEASIBLE: why, for people */
+    uint64_t placement; /* id when OK */
+    char reason[256];   /* RETRY / INFEASIBLE: why, for people */
 } sched_result_t;
 
 /* Decides and, when OK, takes the resources. Allocates nothing on the
@@ -385,12 +389,12 @@ int sched_node_restore(sched_cluster_t *c, int node);
 
 /* ---- the queue ---- */
 typedef struct sched_qentry {
-    uint64_t key;            /* caller's id */
-    int priority;            /* higher first */
-    uint64_t seq;            /* arrival order */
-    int64_t enqueued;        /* caller's clock */
-    sched_request_t req;     /* owned (bundles copied) */
-    bool holding;            /* capacity is held for it while it waits */
+    uint64_t key;        /* caller's id */
+    int priority;        /* higher first */
+    uint64_t seq;        /* arrival order */
+    int64_t enqueued;    /* caller's clock */
+    sched_request_t req; /* owned (bundles copied) */
+    bool holding;        /* capacity is held for it while it waits */
     sched_alloc_t *hold;
     uint32_t nhold;
 } sched_qentry_t;
@@ -398,12 +402,12 @@ typedef struct sched_qentry {
 typedef struct sched_queue {
     CR_VEC(sched_qentry_t) q;
     uint64_t seq;
-    int64_t hold_after;      /* a gang waiting this long gets capacity held */
+    int64_t hold_after; /* a gang waiting this long gets capacity held */
     /* Optional: called before each decision and once after the last, so
      * that a caller can time decisions (the library reads no clock). */
     void (*on_decision)(void *ctx);
     void *on_decision_ctx;
-    uint64_t decisions;      /* scheduling calls made */
+    uint64_t decisions; /* scheduling calls made */
 } sched_queue_t;
 
 typedef void (*sched_queue_cb)(void *ctx, uint64_t key, const sched_result_t *res);
@@ -436,13 +440,13 @@ typedef struct sched_stream {
     uint32_t count;
     double dur_min, dur_max; /* uniform between, in seconds */
     int priority;
-    sched_request_t req;     /* bundles owned */
+    sched_request_t req; /* bundles owned */
 } sched_stream_t;
 
 typedef struct sched_trace {
     CR_VEC(sched_stream_t) streams;
     uint64_t seed;
-    double hold_after;       /* seconds */
+    double hold_after; /* seconds */
 } sched_trace_t;
 
 /* Loads a cluster file (YAML or JSON: templates, counts, TPU slices) into
@@ -458,14 +462,14 @@ void sched_trace_fini(sched_trace_t *t);
 /* ---- synthetic nodes (tests, corral sim) ---- */
 typedef struct sched_node_spec {
     const char *name;
-    int cpus;                /* CPU resource */
-    uint64_t memory;         /* bytes */
-    const char *resource;    /* "GPU", "TPU", ... NULL: none */
+    int cpus;             /* CPU resource */
+    uint64_t memory;      /* bytes */
+    const char *resource; /* "GPU", "TPU", ... NULL: none */
     const char *sku;
     int ndev;
-    int island;              /* devices per NVLink island / xGMI hive, 0 none */
-    int numa;                /* NUMA nodes the devices are spread over, 0: 1 */
-    const char *labels;      /* "k=v,k=v" */
+    int island;         /* devices per NVLink island / xGMI hive, 0 none */
+    int numa;           /* NUMA nodes the devices are spread over, 0: 1 */
+    const char *labels; /* "k=v,k=v" */
     /* TPU slice membership */
     const char *slice, *topology, *accel_type;
     int worker_id, worker_count;

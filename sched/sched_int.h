@@ -80,8 +80,8 @@ size_t sched__sample_limit(const sched_cluster_t *c, const sched_config_t *cfg);
 int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
                 const sched_bundle_t *b, int mode, bool use_hold, const uint8_t *exclude,
                 const int32_t *within, size_t nwithin, int *ever);
-void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool use_hold,
-                    char *out, size_t size);
+void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool use_hold, char *out,
+                    size_t size);
 int sched__validate(const sched_cluster_t *c, const sched_request_t *req, char *msg, size_t size);
 int sched__schedule(sched_cluster_t *c, const sched_config_t *cfg, const sched_request_t *req,
                     sched_rng_t *rng, bool use_hold, sched_result_t *out);

@@ -16,7 +16,7 @@ typedef struct fctx {
     const char *path;
     char **errmsg;
     size_t max_nodes;
-    char *own;               /* the file's text: the document points into it */
+    char *own; /* the file's text: the document points into it */
 } fctx_t;
 
 /* off: a byte offset inside the scalar to add to its column (a resource
@@ -90,15 +90,19 @@ static long bad_utf8(const unsigned char *s, size_t len)
     size_t i = 0;
     while (i < len) {
         unsigned char ch = s[i];
-        size_t n = ch < 0x80 ? 1 : (ch & 0xe0) == 0xc0 ? 2 : (ch & 0xf0) == 0xe0 ? 3
-                             : (ch & 0xf8) == 0xf0 ? 4 : 0;
+        size_t n = ch < 0x80             ? 1
+                   : (ch & 0xe0) == 0xc0 ? 2
+                   : (ch & 0xf0) == 0xe0 ? 3
+                   : (ch & 0xf8) == 0xf0 ? 4
+                                         : 0;
         if (!ch || !n || i + n > len || (n == 2 && ch < 0xc2) || (n == 4 && ch > 0xf4))
             return (long)i;
         for (size_t k = 1; k < n; k++)
             if ((s[i + k] & 0xc0) != 0x80)
                 return (long)i;
-        if ((n == 3 && ch == 0xe0 && s[i + 1] < 0xa0) || (n == 4 && ch == 0xf0 && s[i + 1] < 0x90)
-            || (n == 3 && ch == 0xed && s[i + 1] >= 0xa0) ||
+        if ((n == 3 && ch == 0xe0 && s[i + 1] < 0xa0) ||
+            (n == 4 && ch == 0xf0 && s[i + 1] < 0x90) ||
+            (n == 3 && ch == 0xed && s[i + 1] >= 0xa0) ||
             (n == 4 && ch == 0xf4 && s[i + 1] >= 0x90))
             return (long)i;
         i += n;
@@ -243,8 +247,8 @@ static int get_num(fctx_t *f, struct fy_node *n, double lo, double hi, double *o
 
 /* ---- templates in names and labels: {i} {i/N} {i%N} {s} {w} ---- */
 
-static int expand(fctx_t *f, struct fy_node *at, const char *tmpl, int64_t i, int64_t s,
-                  int64_t w, char *out, size_t size)
+static int expand(fctx_t *f, struct fy_node *at, const char *tmpl, int64_t i, int64_t s, int64_t w,
+                  char *out, size_t size)
 {
     size_t o = 0;
     for (const char *p = tmpl; *p;) {
@@ -260,8 +264,7 @@ static int expand(fctx_t *f, struct fy_node *at, const char *tmpl, int64_t i, in
         char var = p[1];
         int64_t v = var == 'i' ? i : var == 's' ? s : var == 'w' ? w : -1;
         if (v < 0 || (var != 'i' && var != 's' && var != 'w'))
-            return ferr(f, at, "unknown variable in '%s' (use {i}, {i/N}, {i%%N}, {s}, {w})",
-                        tmpl);
+            return ferr(f, at, "unknown variable in '%s' (use {i}, {i/N}, {i%%N}, {s}, {w})", tmpl);
         if (p[2] == '/' || p[2] == '%') {
             char num[24];
             size_t nl = (size_t)(close - p - 3);
@@ -358,11 +361,19 @@ static int make_one(fctx_t *f, sched_cluster_t *c, struct fy_node *at, const nsp
 {
     cr_node_t *node = hw_node_new();
     char msg[200];
-    sched_node_spec_t sp = {
-        .name = name, .cpus = (int)s->cpus, .memory = s->memory,
-        .resource = s->resource[0] ? s->resource : NULL, .sku = s->sku, .ndev = (int)s->devices,
-        .island = (int)s->island, .numa = (int)s->numa, .slice = slice, .topology = topo,
-        .accel_type = type, .worker_id = (int)w, .worker_count = workers};
+    sched_node_spec_t sp = {.name = name,
+                            .cpus = (int)s->cpus,
+                            .memory = s->memory,
+                            .resource = s->resource[0] ? s->resource : NULL,
+                            .sku = s->sku,
+                            .ndev = (int)s->devices,
+                            .island = (int)s->island,
+                            .numa = (int)s->numa,
+                            .slice = slice,
+                            .topology = topo,
+                            .accel_type = type,
+                            .worker_id = (int)w,
+                            .worker_count = workers};
     int rc = sched_make_node(&sp, node, msg, sizeof(msg));
     if (rc) {
         rc = ferr(f, at, "node %s: %s", name, msg);
@@ -390,8 +401,8 @@ static int load_group(fctx_t *f, sched_cluster_t *c, struct fy_node *g, struct f
         int rc = scalar(f, tn, tname, sizeof(tname));
         if (rc)
             return rc;
-        struct fy_node *t = templates ? fy_node_mapping_lookup_by_string(templates, tname, FY_NT)
-                                      : NULL;
+        struct fy_node *t =
+            templates ? fy_node_mapping_lookup_by_string(templates, tname, FY_NT) : NULL;
         if (!t || fy_node_get_type(t) != FYNT_MAPPING)
             return ferr(f, tn, "no template named '%s'", tname);
         void *it = NULL;
@@ -403,8 +414,10 @@ static int load_group(fctx_t *f, sched_cluster_t *c, struct fy_node *g, struct f
                 (rc = parse_spec_field(f, k, fy_node_pair_value(p), &s, 0, &known)))
                 return rc;
             if (!known)
-                return ferr(f, fy_node_pair_key(p), "unknown template field '%s' (cpus, memory, "
-                            "resource, sku, devices, island, numa, labels)", k);
+                return ferr(f, fy_node_pair_key(p),
+                            "unknown template field '%s' (cpus, memory, "
+                            "resource, sku, devices, island, numa, labels)",
+                            k);
         }
     }
     int64_t count = 1, slices = 0;
@@ -434,9 +447,11 @@ static int load_group(fctx_t *f, sched_cluster_t *c, struct fy_node *g, struct f
         else if (strcmp(k, "slice_name") == 0)
             rc = scalar(f, v, slice_name, sizeof(slice_name));
         else if ((rc = parse_spec_field(f, k, v, &s, 1, &known)) == 0 && !known)
-            return ferr(f, fy_node_pair_key(p), "unknown field '%s' (template, count, name, "
+            return ferr(f, fy_node_pair_key(p),
+                        "unknown field '%s' (template, count, name, "
                         "slices, topology, accelerator_type, slice_name, cpus, memory, "
-                        "resource, sku, devices, island, numa, labels)", k);
+                        "resource, sku, devices, island, numa, labels)",
+                        k);
         if (rc)
             return rc;
     }
@@ -594,8 +609,10 @@ static int get_duration(fctx_t *f, struct fy_node *v, double *lo, double *hi)
 bad:
     if (dots)
         *dots = '.';
-    return ferr(f, v, "expected a duration in seconds (60) or a range (30..90) from 0 to 1e9, "
-                "found '%s'", buf);
+    return ferr(f, v,
+                "expected a duration in seconds (60) or a range (30..90) from 0 to 1e9, "
+                "found '%s'",
+                buf);
 }
 
 static int load_group_req(fctx_t *f, sched_cluster_t *c, struct fy_node *g, sched_request_t *r)
@@ -630,12 +647,16 @@ static int load_group_req(fctx_t *f, sched_cluster_t *c, struct fy_node *g, sche
             while (s < CR_ARRAY_SIZE(strategies) && strcmp(strategies[s], buf) != 0)
                 s++;
             if (s == CR_ARRAY_SIZE(strategies))
-                return ferr(f, v, "strategy: expected PACK, SPREAD, STRICT_PACK or "
-                            "STRICT_SPREAD, found '%s'", buf);
+                return ferr(f, v,
+                            "strategy: expected PACK, SPREAD, STRICT_PACK or "
+                            "STRICT_SPREAD, found '%s'",
+                            buf);
             r->strategy = (sched_strategy_t)s;
         } else
-            return ferr(f, fy_node_pair_key(p), "unknown group field '%s' (bundles, resources, "
-                        "selector, strategy, domain)", k);
+            return ferr(f, fy_node_pair_key(p),
+                        "unknown group field '%s' (bundles, resources, "
+                        "selector, strategy, domain)",
+                        k);
         if (rc)
             return rc;
     }
@@ -688,8 +709,10 @@ static int load_tpu_req(fctx_t *f, sched_cluster_t *c, struct fy_node *g, sched_
         } else if (strcmp(k, "resources") == 0) {
             rc = get_resources(f, c, v, &r->tpu.extra);
         } else
-            return ferr(f, fy_node_pair_key(p), "unknown tpu field '%s' (generation, topology, "
-                        "chips_per_host, slices, resources)", k);
+            return ferr(f, fy_node_pair_key(p),
+                        "unknown tpu field '%s' (generation, topology, "
+                        "chips_per_host, slices, resources)",
+                        k);
         if (rc)
             return rc;
     }
@@ -759,8 +782,10 @@ static int load_stream(fctx_t *f, sched_cluster_t *c, struct fy_node *sn, sched_
             rc = load_tpu_req(f, c, v, &s->req);
             kinds |= 4;
         } else
-            return ferr(f, fy_node_pair_key(p), "unknown field '%s' (at, count, every, "
-                        "duration, priority, resources, selector, policy, group, tpu)", k);
+            return ferr(f, fy_node_pair_key(p),
+                        "unknown field '%s' (at, count, every, "
+                        "duration, priority, resources, selector, policy, group, tpu)",
+                        k);
         if (rc)
             return rc;
     }
@@ -820,8 +845,8 @@ int sched_trace_load(const char *path, const char *data, size_t len, sched_clust
         } else if (strcmp(k, "requests") == 0) {
             reqs = v;
         } else {
-            rc = ferr(&f, fy_node_pair_key(p), "unknown field '%s' (seed, hold_after, requests)",
-                      k);
+            rc =
+                ferr(&f, fy_node_pair_key(p), "unknown field '%s' (seed, hold_after, requests)", k);
             goto fail;
         }
     }

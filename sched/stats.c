@@ -15,8 +15,8 @@ static bool tpu_slice_free(const sched_cluster_t *c, const sched_request_t *r, i
     int hosts = r->tpu.topo.chips / r->tpu.chips_per_host;
     if (sl->nworkers != hosts || sl->topo.chips != r->tpu.topo.chips)
         return false;
-    sched_resreq_t q = {.n = 1, .id = {SCHED_R_TPU},
-                        .qty = {(int64_t)r->tpu.chips_per_host * CR_QTY_ONE}};
+    sched_resreq_t q = {
+        .n = 1, .id = {SCHED_R_TPU}, .qty = {(int64_t)r->tpu.chips_per_host * CR_QTY_ONE}};
     for (int w = 0; w < hosts; w++) {
         int n = sl->worker_node[w];
         if (n < 0 || !c->alive[n] || !sched__fits_now(c, n, &q, false))
@@ -46,9 +46,9 @@ size_t sched_fragmentation(const sched_cluster_t *c, const sched_request_t *cons
                 continue;
             }
             for (uint32_t b = 0; b < r->nbundles && !usable; b++)
-                usable = sched__fits_now(c, (int)n, &r->bundles[b].req, false) &&
-                         (!r->bundles[b].sel.n ||
-                          sched_selector_match(c, &r->bundles[b].sel, (int)n));
+                usable =
+                    sched__fits_now(c, (int)n, &r->bundles[b].req, false) &&
+                    (!r->bundles[b].sel.n || sched_selector_match(c, &r->bundles[b].sel, (int)n));
         }
         if (!usable)
             frag += (size_t)f;

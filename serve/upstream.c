@@ -280,8 +280,7 @@ int serve_upstream_read_headers(serve_upstream_t *u, int timeout_ms)
                 cl = cl * 10 + (*q - '0');
             }
             u->content_length = cl;
-        }
-        else if (header_is(line, ln, "Connection", &v) && says_close(v, (size_t)(line + ln - v)))
+        } else if (header_is(line, ln, "Connection", &v) && says_close(v, (size_t)(line + ln - v)))
             u->reusable = false;
         line = nl;
     }

@@ -29,8 +29,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *up_size = 0;
         return MHD_YES;
     }
-    struct MHD_Response *r = MHD_create_response_from_buffer(sizeof(reply) - 1, (void *)reply,
-                                                             MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(sizeof(reply) - 1, (void *)reply, MHD_RESPMEM_PERSISTENT);
     MHD_add_response_header(r, "Content-Type", "application/json");
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
@@ -52,10 +52,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: canned --port P [--host IPv4]\n");
         return 2;
     }
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t)port, NULL, NULL, handle, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT, 4096u,
-        MHD_OPTION_END);
+    struct MHD_Daemon *d =
+        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t)port, NULL,
+                         NULL, handle, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                         MHD_OPTION_CONNECTION_LIMIT, 4096u, MHD_OPTION_END);
     if (!d) {
         perror("canned: listen");
         return 1;

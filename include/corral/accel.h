@@ -54,15 +54,15 @@ typedef enum cr_link_kind {
 } cr_link_kind_t;
 
 typedef struct cr_device {
-    int index;                  /* position in node->devices, dense from 0 */
-    char backend[16];           /* "nvidia", "amd", "tpu", ... */
-    char vendor[16];            /* "NVIDIA", "AMD", "Google", "AWS", "Intel" */
-    char resource[24];          /* "GPU", "TPU", "neuron_cores", "HPU" */
-    char sku[32];               /* canonical type: "H100", "MI300X", "TPU-V6E" */
-    char product[96];           /* the vendor's own name for it */
+    int index;         /* position in node->devices, dense from 0 */
+    char backend[16];  /* "nvidia", "amd", "tpu", ... */
+    char vendor[16];   /* "NVIDIA", "AMD", "Google", "AWS", "Intel" */
+    char resource[24]; /* "GPU", "TPU", "neuron_cores", "HPU" */
+    char sku[32];      /* canonical type: "H100", "MI300X", "TPU-V6E" */
+    char product[96];  /* the vendor's own name for it */
     char uuid[96];
-    char pci[20];               /* "0000:18:00.0", "" when not PCI */
-    char pci_path[160];         /* bridges from the root, '/'-separated, then pci */
+    char pci[20];       /* "0000:18:00.0", "" when not PCI */
+    char pci_path[160]; /* bridges from the root, '/'-separated, then pci */
     uint16_t pci_vendor, pci_device;
     int numa;                   /* NUMA node, -1 unknown */
     char cpus[192];             /* cpulist local to the device, "" unknown */
@@ -78,31 +78,31 @@ typedef struct cr_device {
     char driver[32];            /* driver version */
     cr_health_t health;
     char health_reason[96];
-    int parent;                 /* a MIG instance's physical GPU index, else -1 */
-    bool mig_enabled;           /* MIG mode on (physical GPU) */
-    char mig_profile[24];       /* "1g.10gb" for a MIG instance */
-    int partition;              /* a partition's index in its physical GPU (AMD CPX: 0..7),
-                                   else -1; partitions share the GPU's PCI address */
-    int memory_numa;            /* the NUMA node the device's own memory is (Grace C2C:
-                                   nvidia-smi topo -m's "GPU NUMA ID"), else -1 */
+    int parent;           /* a MIG instance's physical GPU index, else -1 */
+    bool mig_enabled;     /* MIG mode on (physical GPU) */
+    char mig_profile[24]; /* "1g.10gb" for a MIG instance */
+    int partition;        /* a partition's index in its physical GPU (AMD CPX: 0..7),
+                             else -1; partitions share the GPU's PCI address */
+    int memory_numa;      /* the NUMA node the device's own memory is (Grace C2C:
+                             nvidia-smi topo -m's "GPU NUMA ID"), else -1 */
 } cr_device_t;
 
 typedef struct cr_link {
-    int a, b;                   /* device indices, a < b */
+    int a, b; /* device indices, a < b */
     cr_link_kind_t kind;
-    int count;                  /* lanes or links (NV18: 18) */
-    double bandwidth_gbps;      /* one direction, GB/s; 0 unknown */
+    int count;             /* lanes or links (NV18: 18) */
+    double bandwidth_gbps; /* one direction, GB/s; 0 unknown */
 } cr_link_t;
 
 typedef struct cr_domain {
-    char kind[24];              /* "nvlink-island", "xgmi-hive", "numa", "tpu-slice",
-                                   "nvlink-clique", "neuron-ring", "rack" */
+    char kind[24]; /* "nvlink-island", "xgmi-hive", "numa", "tpu-slice",
+                      "nvlink-clique", "neuron-ring", "rack" */
     char name[64];
-    int *members;               /* device indices on this node */
+    int *members; /* device indices on this node */
     size_t nmembers;
     /* TPU slice only */
-    char accelerator_type[32];  /* "v6e-16" */
-    char topology[16];          /* "4x4" */
+    char accelerator_type[32]; /* "v6e-16" */
+    char topology[16];         /* "4x4" */
     int worker_id, worker_count;
     char **hosts;
     size_t nhosts;
@@ -115,13 +115,13 @@ typedef struct cr_nic {
     int numa;
     uint64_t speed_mbps;
     bool rdma;
-    char rdma_device[32];       /* "mlx5_0" */
+    char rdma_device[32]; /* "mlx5_0" */
 } cr_nic_t;
 
 typedef struct cr_numa {
     int id;
-    char cpus[256];             /* cpulist */
-    uint64_t memory;            /* bytes */
+    char cpus[256];  /* cpulist */
+    uint64_t memory; /* bytes */
 } cr_numa_t;
 
 typedef struct cr_kv {
@@ -131,11 +131,11 @@ typedef struct cr_kv {
 
 typedef struct cr_resource {
     char name[32];
-    int64_t amount;             /* fixed point, CR_QTY_ONE per unit */
+    int64_t amount; /* fixed point, CR_QTY_ONE per unit */
 } cr_resource_t;
 
 typedef struct cr_platform {
-    char provider[32];          /* "gcp", "aws", "azure", "onprem", "" */
+    char provider[32]; /* "gcp", "aws", "azure", "onprem", "" */
     char region[32], zone[48], rack[48], market[16];
     char instance_type[48];
     char k8s_node[128];
@@ -158,13 +158,13 @@ typedef struct cr_node {
         int sockets, cores, threads;
     } cpu;
     CR__VEC(cr_numa_t) numa;
-    uint64_t memory;            /* bytes */
+    uint64_t memory; /* bytes */
     CR__VEC(cr_device_t) devices;
     CR__VEC(cr_link_t) links;
     CR__VEC(cr_domain_t) domains;
     CR__VEC(cr_nic_t) nics;
     CR__VEC(cr_resource_t) resources;
-    CR__VEC(char *) warnings;   /* what discovery found suspicious, one line each */
+    CR__VEC(char *) warnings; /* what discovery found suspicious, one line each */
     bool simulated;
 } cr_node_t;
 
@@ -177,10 +177,10 @@ typedef struct cr_envlist {
  * (-1, health UNKNOWN, memory_used 0) before the telemetry op runs; a
  * backend sets what its vendor reports and leaves the rest. */
 typedef struct cr_telemetry {
-    double utilization_pct;     /* -1 unknown */
-    uint64_t memory_used;       /* bytes */
-    double power_w;             /* -1 unknown */
-    double temperature_c;       /* -1 unknown */
+    double utilization_pct; /* -1 unknown */
+    uint64_t memory_used;   /* bytes */
+    double power_w;         /* -1 unknown */
+    double temperature_c;   /* -1 unknown */
     cr_health_t health;
     /* Memory errors since the driver loaded (NVML's volatile counters,
      * amdgpu's RAS counts), -1 when the vendor reports none: corrected
@@ -195,19 +195,19 @@ typedef struct cr_telemetry {
 /* What a backend reads the world through: files under root, the
  * environment through getenv (never the process environment directly). */
 typedef struct cr_hw_env {
-    const char *root;           /* "/" or a fixture tree */
+    const char *root; /* "/" or a fixture tree */
     const char *(*getenv)(void *ctx, const char *name);
     void *getenv_ctx;
-    const char *spec_path;      /* sim backend: the hardware spec file */
+    const char *spec_path; /* sim backend: the hardware spec file */
 } cr_hw_env_t;
 
 typedef struct cr_accel_component {
-    unsigned abi_version;       /* CR_ACCEL_ABI_VERSION */
-    const char *name;           /* unique: "nvidia" */
-    const char *resource;       /* "GPU" */
+    unsigned abi_version;              /* CR_ACCEL_ABI_VERSION */
+    const char *name;                  /* unique: "nvidia" */
+    const char *resource;              /* "GPU" */
     const char *const *isolation_vars; /* NULL-terminated */
-    int priority;               /* higher probes first */
-    unsigned flags;             /* CR_ACCEL_F_* */
+    int priority;                      /* higher probes first */
+    unsigned flags;                    /* CR_ACCEL_F_* */
     /* Required. Adds the devices, links, domains, labels and resources it
      * finds. Returns 0 (also when nothing is found) or a negative error, in
      * which case the caller drops whatever the backend added. */

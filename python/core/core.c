@@ -74,10 +74,14 @@ static const char *opt_str(PyObject *o)
 
 static PyObject *head_submit(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"argv",     "env",       "resources",   "name",          "cwd",
-                             "selector", "strategy",  "placement_group", "bundle_index", "restart",
-                             "max_restarts", "bound", "env_whole",   "wait_for_nodes",
-                             "backoff_ms", NULL};
+    static char *kwlist[] = {"argv",         "env",
+                             "resources",    "name",
+                             "cwd",          "selector",
+                             "strategy",     "placement_group",
+                             "bundle_index", "restart",
+                             "max_restarts", "bound",
+                             "env_whole",    "wait_for_nodes",
+                             "backoff_ms",   NULL};
     PyObject *argv_l, *env_l = Py_None, *res = Py_None, *name = Py_None, *cwd = Py_None,
                       *sel = Py_None, *strategy = Py_None, *pg = Py_None;
     int bundle = -1, restart = 0, max_restarts = 0, bound = 1, whole = 1, wfn = 0;
@@ -122,7 +126,8 @@ static PyObject *head_submit(PyObject *self, PyObject *args, PyObject *kw)
         rc = s ? corral_strategy_parse(s, &spec.strategy) : -1;
         if (rc < 0 && !PyErr_Occurred()) {
             free(argv), free(env);
-            return raise_code(CR_EINVAL, "unknown strategy (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD)");
+            return raise_code(CR_EINVAL,
+                              "unknown strategy (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD)");
         }
     }
     if (PyErr_Occurred()) {
@@ -158,11 +163,10 @@ static PyObject *job_dict(const corral_job_t *j)
         }
         Py_DECREF(d);
     }
-    PyObject *r = Py_BuildValue("{s:s,s:z,s:z,s:s,s:z,s:i,s:I,s:N,s:z}", "job_id", j->job_id,
-                                "name", j->name, "command", j->command, "state",
-                                corral_job_state_name(j->state), "reason", j->reason, "exit_code",
-                                j->exit_code, "restarts", j->restarts, "workers", ws, "parent_job",
-                                j->parent_job);
+    PyObject *r = Py_BuildValue(
+        "{s:s,s:z,s:z,s:s,s:z,s:i,s:I,s:N,s:z}", "job_id", j->job_id, "name", j->name, "command",
+        j->command, "state", corral_job_state_name(j->state), "reason", j->reason, "exit_code",
+        j->exit_code, "restarts", j->restarts, "workers", ws, "parent_job", j->parent_job);
     return r;
 }
 
@@ -177,7 +181,8 @@ static PyObject *head_status(PyObject *self, PyObject *args)
         return NULL;
     corral_job_t j = {0};
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = wait_ms ? corral_wait(c, id, wait_ms, &j) : corral_job_status(c, id, &j);
+    Py_BEGIN_ALLOW_THREADS rc =
+        wait_ms ? corral_wait(c, id, wait_ms, &j) : corral_job_status(c, id, &j);
     Py_END_ALLOW_THREADS if (rc == CR_EAGAIN && wait_ms)
     {
         rc = corral_job_status(c, id, &j);
@@ -211,10 +216,9 @@ static PyObject *pg_dict(const corral_pg_t *g)
         return NULL;
     for (size_t i = 0; i < g->nbundles; i++) {
         const corral_bundle_t *b = &g->bundles[i];
-        PyObject *d = Py_BuildValue("{s:s,s:s,s:O,s:s,s:s}", "resources", b->resources,
-                                    "selector", b->selector, "placed",
-                                    b->placed ? Py_True : Py_False, "node", b->node_id,
-                                    "devices", b->devices);
+        PyObject *d = Py_BuildValue("{s:s,s:s,s:O,s:s,s:s}", "resources", b->resources, "selector",
+                                    b->selector, "placed", b->placed ? Py_True : Py_False, "node",
+                                    b->node_id, "devices", b->devices);
         if (!d || PyList_Append(bs, d) < 0) {
             Py_XDECREF(d);
             Py_DECREF(bs);
@@ -229,8 +233,8 @@ static PyObject *pg_dict(const corral_pg_t *g)
 
 static PyObject *head_pg_create(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"bundles", "strategy", "name", "selector", "domain", "wait", "bound",
-                             NULL};
+    static char *kwlist[] = {"bundles", "strategy", "name",  "selector",
+                             "domain",  "wait",     "bound", NULL};
     PyObject *bl, *strategy = Py_None, *name = Py_None, *sel = Py_None, *dom = Py_None;
     int wait = 0, bound = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOii", kwlist, &bl, &strategy, &name, &sel,
@@ -341,7 +345,8 @@ static PyObject *head_cluster(PyObject *self, PyObject *noargs)
         const corral_node_t *n = &s.nodes[i];
         PyObject *total = PyDict_New(), *avail = PyDict_New(), *labels = PyList_New(0);
         for (size_t k = 0; total && avail && k < n->nres; k++) {
-            PyObject *t = PyFloat_FromDouble(n->res[k].total), *f = PyFloat_FromDouble(n->res[k].free);
+            PyObject *t = PyFloat_FromDouble(n->res[k].total),
+                     *f = PyFloat_FromDouble(n->res[k].free);
             PyDict_SetItemString(total, n->res[k].name, t);
             PyDict_SetItemString(avail, n->res[k].name, f);
             Py_XDECREF(t), Py_XDECREF(f);
@@ -351,9 +356,9 @@ static PyObject *head_cluster(PyObject *self, PyObject *noargs)
             PyList_Append(labels, l);
             Py_XDECREF(l);
         }
-        PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:N,s:N,s:N}", "node_id", n->node_id, "state",
-                                    n->state, "address", n->address, "total", total, "free", avail,
-                                    "labels", labels);
+        PyObject *d =
+            Py_BuildValue("{s:s,s:s,s:s,s:N,s:N,s:N}", "node_id", n->node_id, "state", n->state,
+                          "address", n->address, "total", total, "free", avail, "labels", labels);
         if (!d || PyList_Append(nodes, d) < 0)
             Py_CLEAR(nodes);
         Py_XDECREF(d);
@@ -361,7 +366,6 @@ static PyObject *head_cluster(PyObject *self, PyObject *noargs)
     corral_status_free(&s);
     return nodes;
 }
-
 
 /* The jobs not yet final, every page: [(job_id, name)]. The runtime finds
  * named actors by their lease job's name (docs/actors.md "Named actors"). */
@@ -603,9 +607,15 @@ static PyMethodDef core_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT, "corral._core",
-                                         "libcorral's head calls for corral's runtime", -1,
-                                         core_methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef core_module = {PyModuleDef_HEAD_INIT,
+                                         "corral._core",
+                                         "libcorral's head calls for corral's runtime",
+                                         -1,
+                                         core_methods,
+                                         NULL,
+                                         NULL,
+                                         NULL,
+                                         NULL};
 
 PyMODINIT_FUNC PyInit__core(void)
 {

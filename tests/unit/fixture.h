@@ -11,8 +11,8 @@
 #define FIXTURE_MAX_VARS 64
 
 typedef struct fixture_env {
-    char root[1100];  /* tests/fixtures/hw/<machine>/root */
-    char dir[1024];   /* tests/fixtures/hw/<machine> */
+    char root[1100]; /* tests/fixtures/hw/<machine>/root */
+    char dir[1024];  /* tests/fixtures/hw/<machine> */
     int n;
     char *keys[FIXTURE_MAX_VARS], *vals[FIXTURE_MAX_VARS];
 } fixture_env_t;
@@ -75,8 +75,8 @@ static inline void fixture_close(fixture_env_t *f)
 /* Options for hw_discover on the fixture: its root and environment. */
 static inline hw_options_t fixture_options(fixture_env_t *f)
 {
-    hw_options_t o = {.root = f->root, .getenv = fixture_getenv, .getenv_ctx = f,
-                      .no_plugins = true};
+    hw_options_t o = {
+        .root = f->root, .getenv = fixture_getenv, .getenv_ctx = f, .no_plugins = true};
     return o;
 }
 

@@ -72,8 +72,8 @@ static inline int64_t fixture_resource(const cr_node_t *n, const char *name)
     return -1;
 }
 
-static inline char *fixture_isolate(fixture_env_t *f, const cr_node_t *n, const int *devs, size_t ndevs,
-                     const char *var)
+static inline char *fixture_isolate(fixture_env_t *f, const cr_node_t *n, const int *devs,
+                                    size_t ndevs, const char *var)
 {
     hw_options_t o = fixture_options(f);
     cr_envlist_t env = {0};

@@ -264,7 +264,8 @@ static void test_broken_bank_and_link(void **state)
     cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 6);
     assert_int_equal(n->warnings.n, 2);
-    assert_int_equal(fixture_count_warnings(n, "nodes/2/mem_banks/0/properties", "GPU 0 is off"), 1);
+    assert_int_equal(fixture_count_warnings(n, "nodes/2/mem_banks/0/properties", "GPU 0 is off"),
+                     1);
     assert_int_equal(fixture_count_warnings(n, "nodes/9/io_links/3/properties", "GPU 7 is off"), 1);
     assert_int_equal(fixture_count_warnings(n, "'node_to' is missing", NULL), 1);
     assert_string_equal(n->devices.v[0].isolation_id, "1");
@@ -285,10 +286,10 @@ static void test_numeric_order_and_link_count(void **state)
 #define NODES "sys/class/kfd/kfd/topology/nodes"
     fixture_tree_sh(root, "cp -a " NODES "/9 " NODES "/10 && rm -r " NODES "/10/io_links");
     fixture_tree_sh(root, "sed -i 's/^location_id .*/location_id 62976/; s/^hive_id .*/hive_id 0/; "
-                  "s/^unique_id .*/unique_id 7/' " NODES "/10/properties");
+                          "s/^unique_id .*/unique_id 7/' " NODES "/10/properties");
     fixture_tree_write(root, KFD "/2/io_links/1/properties",
-               "type 11\nnode_from 2\nnode_to 3\nweight 15\nmin_bandwidth 64000\n"
-               "max_bandwidth 128000\n");
+                       "type 11\nnode_from 2\nnode_to 3\nweight 15\nmin_bandwidth 64000\n"
+                       "max_bandwidth 128000\n");
     cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 9);
     assert_int_equal(n->warnings.n, 0);
@@ -477,7 +478,7 @@ static void test_telemetry(void **state)
     char root[64];
     fixture_tree_copy(&f, root, sizeof(root));
     fixture_tree_sh(root, "rm -r sys/bus/pci/devices/0000:05:00.0/hwmon "
-                  "sys/bus/pci/devices/0000:05:00.0/gpu_busy_percent");
+                          "sys/bus/pci/devices/0000:05:00.0/gpu_busy_percent");
     env.root = root;
     assert_int_equal(c->telemetry(&env, n, 0, &t), 0);
     assert_true(t.utilization_pct == -1 && t.temperature_c == -1 && t.power_w == -1);

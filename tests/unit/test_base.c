@@ -284,10 +284,14 @@ static void test_output_bound(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_numbers), cmocka_unit_test(test_hex),
-        cmocka_unit_test(test_cpulist),       cmocka_unit_test(test_files_under_root),
-        cmocka_unit_test(test_errors),        cmocka_unit_test(test_buf_and_vec),
-        cmocka_unit_test(test_log_limits),    cmocka_unit_test(test_output_bound),
+        cmocka_unit_test(test_parse_numbers),
+        cmocka_unit_test(test_hex),
+        cmocka_unit_test(test_cpulist),
+        cmocka_unit_test(test_files_under_root),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_buf_and_vec),
+        cmocka_unit_test(test_log_limits),
+        cmocka_unit_test(test_output_bound),
         cmocka_unit_test(test_output_probe_writer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

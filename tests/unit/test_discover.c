@@ -64,9 +64,11 @@ static int isolate_fake(const cr_hw_env_t *env, const cr_node_t *node, const int
 }
 
 #define FAKE(nm, pr, fl)                                                                           \
-    {.abi_version = CR_ACCEL_ABI_VERSION, .name = nm, .resource = "FAKE",                          \
-     .isolation_vars = fake_vars, .priority = 1, .flags = fl, .probe = pr,                         \
-     .isolate = isolate_fake}
+    {                                                                                              \
+        .abi_version = CR_ACCEL_ABI_VERSION, .name = nm, .resource = "FAKE",                       \
+        .isolation_vars = fake_vars, .priority = 1, .flags = fl, .probe = pr,                      \
+        .isolate = isolate_fake                                                                    \
+    }
 
 static const cr_accel_component_t fake_two = FAKE("fake", probe_two, 0);
 static const cr_accel_component_t fake_two_isolated =
@@ -222,7 +224,10 @@ static void test_discover_empty_root(void **state)
     assert_non_null(mkdtemp(dir));
     fixture_env_t f = {0};
     fixture_setenv(&f, "CORRAL_NODE_ID", "n1");
-    hw_options_t o = {.root = dir, .getenv = fixture_getenv, .getenv_ctx = &f, .no_host = true,
+    hw_options_t o = {.root = dir,
+                      .getenv = fixture_getenv,
+                      .getenv_ctx = &f,
+                      .no_host = true,
                       .no_plugins = true};
     cr_node_t *node = NULL;
     char *msg = NULL;
@@ -358,7 +363,10 @@ static void test_platform(void **state)
     fixture_env_t f = {0};
     fixture_setenv(&f, "CORRAL_ZONE", "us-east-1a");
     fixture_setenv(&f, "CORRAL_MARKET", "spot");
-    hw_options_t o = {.root = dir, .getenv = fixture_getenv, .getenv_ctx = &f, .no_host = true,
+    hw_options_t o = {.root = dir,
+                      .getenv = fixture_getenv,
+                      .getenv_ctx = &f,
+                      .no_host = true,
                       .no_plugins = true};
     cr_node_t *node = NULL;
     char *msg = NULL;
@@ -390,8 +398,8 @@ static void test_check_warnings(void **state)
     char spec[1200];
     snprintf(spec, sizeof(spec), "%s/specs/dgx-h100.yaml", CORRAL_SOURCE_DIR);
     fixture_env_t f = {0};
-    hw_options_t o = {.spec_path = spec, .getenv = fixture_getenv, .getenv_ctx = &f,
-                      .no_plugins = true};
+    hw_options_t o = {
+        .spec_path = spec, .getenv = fixture_getenv, .getenv_ctx = &f, .no_plugins = true};
     cr_node_t *node = NULL;
     char *msg = NULL;
     assert_int_equal(hw_discover(&o, &node, &msg), 0);

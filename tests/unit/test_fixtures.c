@@ -136,8 +136,8 @@ static void test_specs_match_fixtures(void **state)
         char spec[1200];
         snprintf(spec, sizeof(spec), "%s/specs/%s.yaml", CORRAL_SOURCE_DIR, machines[i].spec);
         fixture_env_t f = {0};
-        hw_options_t o = {.spec_path = spec, .getenv = fixture_getenv, .getenv_ctx = &f,
-                          .no_plugins = true};
+        hw_options_t o = {
+            .spec_path = spec, .getenv = fixture_getenv, .getenv_ctx = &f, .no_plugins = true};
         cr_node_t *node = NULL;
         char *msg = NULL;
         int err = hw_discover(&o, &node, &msg);

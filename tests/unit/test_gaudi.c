@@ -133,8 +133,8 @@ static void test_broken_module_id(void **state)
     cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 7);
     assert_int_equal(n->warnings.n, 1);
-    assert_int_equal(fixture_count_warnings(n, "/sys/class/accel/accel0/device/module_id", "accel0 is off"),
-                     1);
+    assert_int_equal(
+        fixture_count_warnings(n, "/sys/class/accel/accel0/device/module_id", "accel0 is off"), 1);
     assert_int_equal(fixture_count_warnings(n, "'two'", "module id from 0 to"), 1);
     assert_int_equal(hw_device_find(n, "gaudi", 2), -1);
     assert_int_equal(n->links.n, 21);
@@ -156,7 +156,8 @@ static void test_duplicate_module_and_bad_addr(void **state)
     assert_int_equal(n->devices.n, 6);
     assert_int_equal(n->warnings.n, 2);
     assert_int_equal(fixture_count_warnings(n, "accel1/device/module_id", "module 2 is also"), 1);
-    assert_int_equal(fixture_count_warnings(n, "accel4/device/pci_addr", "expected a PCI address"), 1);
+    assert_int_equal(fixture_count_warnings(n, "accel4/device/pci_addr", "expected a PCI address"),
+                     1);
     assert_string_equal(n->devices.v[hw_device_find(n, "gaudi", 2)].pci, "0000:19:00.0");
     hw_node_free(n);
     fixture_tree_remove(root);
@@ -209,11 +210,12 @@ static void test_other_accel_and_legacy_class(void **state)
     fixture_tree_write(root, PCI "0000:00:0b.0/vendor", "0x8086\n"); /* an NPU */
     fixture_tree_write(root, PCI "0000:00:0b.0/device", "0x7d1d\n");
     fixture_tree_write(root, PCI "0000:00:0b.0/class", "0x120000\n");
-    fixture_tree_sh(root, "mkdir sys/class/accel/accel8 && ln -s ../../../bus/pci/devices/0000:00:0b.0 "
-                  "sys/class/accel/accel8/device");
+    fixture_tree_sh(root,
+                    "mkdir sys/class/accel/accel8 && ln -s ../../../bus/pci/devices/0000:00:0b.0 "
+                    "sys/class/accel/accel8/device");
     fixture_tree_sh(root, "mkdir -p sys/class/habanalabs && for i in 0 1 2 3 4 5 6 7; do "
-                  "mkdir sys/class/habanalabs/hl$i && cp -P sys/class/accel/accel$i/device "
-                  "sys/class/habanalabs/hl$i/device; done");
+                          "mkdir sys/class/habanalabs/hl$i && cp -P sys/class/accel/accel$i/device "
+                          "sys/class/habanalabs/hl$i/device; done");
     cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 8);
     assert_int_equal(n->warnings.n, 0);
@@ -236,8 +238,9 @@ static void test_half_box_has_no_fabric(void **state)
     char root[64];
     fixture_open(&f, "gaudi2-8");
     fixture_tree_copy(&f, root, sizeof(root));
-    fixture_tree_sh(root, "rm -r sys/class/accel/accel4 sys/class/accel/accel5 sys/class/accel/accel6 "
-                  "sys/class/accel/accel7");
+    fixture_tree_sh(root,
+                    "rm -r sys/class/accel/accel4 sys/class/accel/accel5 sys/class/accel/accel6 "
+                    "sys/class/accel/accel7");
     cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 4);
     assert_int_equal(n->links.n, 0);

@@ -185,8 +185,9 @@ static void test_igpu_and_foreign_cards(void **state)
     add_card(root, "card4", "0000:05:00.0", "0x8086", "0x1572", "0x020000"); /* a NIC */
     fixture_tree_sh(root, "mkdir sys/class/drm/card0-DP-1");
     /* a card whose PCI files are missing altogether is nobody's */
-    fixture_tree_sh(root, "mkdir -p sys/class/drm/card5 && ln -s ../../../bus/pci/devices/0000:07:00.0 "
-                  "sys/class/drm/card5/device");
+    fixture_tree_sh(root,
+                    "mkdir -p sys/class/drm/card5 && ln -s ../../../bus/pci/devices/0000:07:00.0 "
+                    "sys/class/drm/card5/device");
     cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 2);
     assert_int_equal(n->warnings.n, 0);
@@ -212,8 +213,9 @@ static void test_broken_files(void **state)
     cr_node_t *n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 1);
     assert_int_equal(n->warnings.n, 1);
-    assert_int_equal(
-        fixture_count_warnings(n, "/sys/class/drm/card0/lmem_total_bytes", "expected a size in bytes"), 1);
+    assert_int_equal(fixture_count_warnings(n, "/sys/class/drm/card0/lmem_total_bytes",
+                                            "expected a size in bytes"),
+                     1);
     assert_int_equal(fixture_count_warnings(n, "card0 (GPU 0) is off", NULL), 1);
     /* the other card keeps its Level Zero index */
     assert_string_equal(n->devices.v[0].isolation_id, "1");
@@ -223,7 +225,8 @@ static void test_broken_files(void **state)
     n = fixture_discover(&f, root);
     assert_int_equal(n->devices.n, 1);
     assert_int_equal(n->warnings.n, 1);
-    assert_int_equal(fixture_count_warnings(n, PCI "0000:9a:00.0/class", "expected a 24-bit hex"), 1);
+    assert_int_equal(fixture_count_warnings(n, PCI "0000:9a:00.0/class", "expected a 24-bit hex"),
+                     1);
     assert_string_equal(n->devices.v[0].pci, "0000:29:00.0");
     hw_node_free(n);
     fixture_tree_remove(root);

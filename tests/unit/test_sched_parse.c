@@ -156,8 +156,9 @@ static void test_selectors(void **state)
     sched_syms_init(&l);
     sched_selector_t s;
     sched_err_t e;
-    assert_int_equal(sched_parse_selector(&l, "zone=a, gpu in (H100,H200),!spot,rack,tier notin "
-                                              "(x),env!=dev, k exists",
+    assert_int_equal(sched_parse_selector(&l,
+                                          "zone=a, gpu in (H100,H200),!spot,rack,tier notin "
+                                          "(x),env!=dev, k exists",
                                           &s, &e),
                      0);
     assert_int_equal(s.n, 7);
@@ -231,9 +232,9 @@ static void test_tpu_topology(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_syms),           cmocka_unit_test(test_resources_predefined_first),
-        cmocka_unit_test(test_qty),            cmocka_unit_test(test_resource_strings),
-        cmocka_unit_test(test_selectors),      cmocka_unit_test(test_tpu_topology),
+        cmocka_unit_test(test_syms),      cmocka_unit_test(test_resources_predefined_first),
+        cmocka_unit_test(test_qty),       cmocka_unit_test(test_resource_strings),
+        cmocka_unit_test(test_selectors), cmocka_unit_test(test_tpu_topology),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,8 +88,8 @@ static int gang_vs_stream(int64_t hold_after)
     sched_parse_resources(&c->res, "GPU=8", &big[0].req, &e);
     big[1] = big[0];
     sched_request_t rs = {.nbundles = 1, .bundles = &small, .domain_key = -1};
-    sched_request_t rg = {.nbundles = 2, .bundles = big, .strategy = SCHED_STRICT_SPREAD,
-                          .domain_key = -1};
+    sched_request_t rg = {
+        .nbundles = 2, .bundles = big, .strategy = SCHED_STRICT_SPREAD, .domain_key = -1};
     /* 12 running small jobs */
     uint64_t running[64];
     int head = 0, tail = 0;
@@ -130,7 +130,7 @@ static void test_gang_not_starved(void **state)
 {
     assert_int_equal(gang_vs_stream(1000000), -1); /* without holding: starves */
     int t = gang_vs_stream(5);
-    assert_true(t > 5 && t <= 20);                  /* held from t=5, placed once 12 ended */
+    assert_true(t > 5 && t <= 20); /* held from t=5, placed once 12 ended */
 }
 
 int main(void)

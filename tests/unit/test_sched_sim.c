@@ -62,8 +62,8 @@ static void test_mixed(void **state)
 static void test_bad_files(void **state)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "'%s/corral' sim --cluster /nonexistent.yaml --workload x.yaml 2>&1", CORRAL_BUILD_DIR);
+    snprintf(cmd, sizeof(cmd), "'%s/corral' sim --cluster /nonexistent.yaml --workload x.yaml 2>&1",
+             CORRAL_BUILD_DIR);
     FILE *p = popen(cmd, "r");
     char line[512] = "";
     assert_non_null(fgets(line, sizeof(line), p));

@@ -11,9 +11,9 @@ static void test_examples_load(void **state)
 {
     char *err = NULL;
     sched_cluster_t *c;
-    assert_int_equal(sched_cluster_load(CORRAL_SOURCE_DIR "/examples/clusters/mixed.yaml", NULL,
-                                        0, &c, &err),
-                     0);
+    assert_int_equal(
+        sched_cluster_load(CORRAL_SOURCE_DIR "/examples/clusters/mixed.yaml", NULL, 0, &c, &err),
+        0);
     assert_int_equal(c->nnodes, 52);
     int n = sched_cluster_find_node(c, "h100-9");
     assert_true(n >= 0);
@@ -29,9 +29,9 @@ static void test_examples_load(void **state)
     assert_string_equal(err, "no/such/trace.yaml: cannot read the file");
     free(err);
     err = NULL;
-    assert_int_equal(sched_trace_load(CORRAL_SOURCE_DIR "/examples/traces/mixed.yaml", NULL, 0, c,
-                                      &tr, &err),
-                     0);
+    assert_int_equal(
+        sched_trace_load(CORRAL_SOURCE_DIR "/examples/traces/mixed.yaml", NULL, 0, c, &tr, &err),
+        0);
     assert_int_equal(tr.seed, 42);
     assert_true(tr.streams.n >= 8);
     assert_true(tr.streams.v[3].req.nbundles == 4);
@@ -40,16 +40,16 @@ static void test_examples_load(void **state)
     sched_trace_fini(&tr);
     sched_cluster_free(c);
 
-    assert_int_equal(sched_cluster_load(CORRAL_SOURCE_DIR "/examples/clusters/fleet-10k.yaml",
-                                        NULL, 0, &c, &err),
+    assert_int_equal(sched_cluster_load(CORRAL_SOURCE_DIR "/examples/clusters/fleet-10k.yaml", NULL,
+                                        0, &c, &err),
                      0);
     assert_int_equal(c->nnodes, 10000 + 256 * 4);
     assert_int_equal(c->sumtotal[SCHED_R_GPU], 80000 * CR_QTY_ONE);
     assert_int_equal(c->sumtotal[SCHED_R_TPU], 4096 * CR_QTY_ONE);
     /* the budget: under 4 KiB a node */
     assert_true(sched_cluster_memory(c) / c->nnodes < 4096);
-    assert_int_equal(sched_trace_load(CORRAL_SOURCE_DIR "/examples/traces/fleet-10k.yaml", NULL,
-                                      0, c, &tr, &err),
+    assert_int_equal(sched_trace_load(CORRAL_SOURCE_DIR "/examples/traces/fleet-10k.yaml", NULL, 0,
+                                      c, &tr, &err),
                      0);
     sched_trace_fini(&tr);
     sched_cluster_free(c);
@@ -111,8 +111,7 @@ static void test_trace_errors(void **state)
     expect_trace_error("requests:\n  - {group: {bundles: 0, resources: \"GPU=1\"}}",
                        "at least one bundle");
     expect_trace_error("requests:\n  - {group: {bundles: 2, strategy: TIGHT}}", "strategy:");
-    expect_trace_error("requests:\n  - {tpu: {topology: 4x4, chips_per_host: 3}}",
-                       "1, 2, 4 or 8");
+    expect_trace_error("requests:\n  - {tpu: {topology: 4x4, chips_per_host: 3}}", "1, 2, 4 or 8");
     expect_trace_error("requests:\n  - {tpu: {chips_per_host: 4}}", "a topology is required");
     expect_trace_error("requests:\n  - {resources: \"GPU=1\", duration: \"9..3\"}", "duration");
     expect_trace_error("requests:\n  - {resources: \"GPU=1\", at: -4}", "from 0 to");
