@@ -82,8 +82,9 @@ struct cr_conn {
      * certificate or a CA): frames go through it once tls_up */
     cr_tls_t *tls;
     bool tls_up;
-    bool rx_any;   /* a byte has been received: the first says TLS or not */
-    char why[320]; /* why the handshake (TLS or corral's) failed, for on_close */
+    bool rx_any; /* a byte has been received: the first says TLS or not */
+    char *why;   /* why the handshake (TLS or corral's) failed, for on_close: NULL, or
+                    malloc'ed when it did (not 320 bytes in every connection, issue 18) */
     /* a LogChunk whose raw_len bytes follow its frame (docs/protocol.md
      * "Raw log chunks"): its header, handed on with each piece as data,
      * and how many bytes are still to come */
@@ -140,6 +141,21 @@ typedef struct write_req {
     size_t len; /* the frames' bytes it carries, counted in queued */
     uint8_t *bytes;
 } write_req_t;
+
+/* Why the handshake failed (cr_conn_why); a later reason replaces an
+ * earlier one, as before. */
+static void set_why(cr_conn_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_why(cr_conn_t *c, const char *fmt, ...)
+{
+    if (c->why)
+        free(c->why);
+    va_list ap;
+    va_start(ap, fmt);
+    char buf[320];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    c->why = cr_strdup(buf);
+}
 
 static void held_unlink(cr_conn_t *c)
 {
@@ -276,6 +292,7 @@ static void conn_release(cr_conn_t *c)
         n->tls->conn_free(c->tls);
     raw_end(c);
     cr_frame_dec_fini(&c->dec);
+    free(c->why);
     cr_wipe(&c->hs, sizeof(c->hs));
     cr_buf_free(&c->held);
     CR_VEC_FREE(&c->held_frames);
@@ -783,7 +800,7 @@ static void handshake_step(cr_conn_t *c, const Corral__Envelope *e)
                     c->hs.peer_name[0] ? " " : "", c->hs.peer_name, c->hs.why);
         else
             cr_warn("%s: %s", c->peer, c->hs.why);
-        snprintf(c->why, sizeof(c->why), "%s", c->hs.why);
+        set_why(c, "%s", c->hs.why);
         close_after_send(c, r);
         return;
     }
@@ -1047,7 +1064,7 @@ static bool tls_input_piece(cr_conn_t *c, const uint8_t *p, size_t n)
             return false;
         if (r == CR_TLS_ERR) {
             cr_warn("%s: %s; closing the connection", c->peer, why);
-            snprintf(c->why, sizeof(c->why), "%.310s", why);
+            set_why(c, "%.310s", why);
             cr_conn_close(c, -EPROTO);
             return false;
         }
@@ -1111,9 +1128,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             cr_warn("%s: read failed: %s; closing the connection", c->peer,
                     uv_strerror((int)nread));
         else if (c->tls && !c->tls_up && !c->server) {
-            snprintf(c->why, sizeof(c->why),
-                     "the head closed the connection in the TLS handshake: does it listen with "
-                     "TLS? (a head on a loopback address does not, unless started with --tls)");
+            set_why(c, "the head closed the connection in the TLS handshake: does it listen with "
+                       "TLS? (a head on a loopback address does not, unless started with --tls)");
             cr_warn("%s: %s", c->peer, c->why);
         } else if (!c->ready) /* probes and health checks do this: not worth a warning */
             cr_info("%s: closed during the handshake", c->peer);
@@ -1450,7 +1466,7 @@ static void connected(uv_connect_t *req, int status)
         tls_flush(c);
         if (r == CR_TLS_ERR && !c->closing) {
             cr_warn("%s: %s", c->peer, why);
-            snprintf(c->why, sizeof(c->why), "%.310s", why);
+            set_why(c, "%.310s", why);
             cr_conn_close(c, -EPROTO);
         }
         return;
@@ -1600,7 +1616,7 @@ const char *cr_conn_peer(const cr_conn_t *c)
 
 const char *cr_conn_why(const cr_conn_t *c)
 {
-    return c->why;
+    return c->why ? c->why : "";
 }
 
 const char *cr_conn_tls(const cr_conn_t *c)
