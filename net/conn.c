@@ -65,7 +65,16 @@ struct cr_conn {
     int close_err;
     char peer[128];
     char peer_key[64]; /* the peer for the cap before the handshake: its IP, or uid:N */
-    cr_hs_t hs;
+    /* the handshake's state (688 bytes), until it is done: then what the
+     * connection keeps of it is in kept and it is freed (issue 18) */
+    cr_hs_t *hs;
+    struct {
+        Corral__Role role; /* the peer's (a server's), or ours (a client's) */
+        uint32_t features, peer_features;
+        uint64_t max_frame; /* a client's: the head's limit (Welcome) */
+        bool done, job;
+        cr_job_scope_t scope; /* a job credential's (job) */
+    } kept;
     cr_frame_dec_t dec;
     size_t queued;
     uint64_t last_id;
@@ -82,8 +91,9 @@ struct cr_conn {
      * certificate or a CA): frames go through it once tls_up */
     cr_tls_t *tls;
     bool tls_up;
-    bool rx_any;   /* a byte has been received: the first says TLS or not */
-    char why[320]; /* why the handshake (TLS or corral's) failed, for on_close */
+    bool rx_any; /* a byte has been received: the first says TLS or not */
+    char *why;   /* why the handshake (TLS or corral's) failed, for on_close: NULL, or
+                    malloc'ed when it did (not 320 bytes in every connection, issue 18) */
     /* a LogChunk whose raw_len bytes follow its frame (docs/protocol.md
      * "Raw log chunks"): its header, handed on with each piece as data,
      * and how many bytes are still to come */
@@ -141,6 +151,21 @@ typedef struct write_req {
     size_t len; /* the frames' bytes it carries, counted in queued */
     uint8_t *bytes;
 } write_req_t;
+
+/* Why the handshake failed (cr_conn_why); a later reason replaces an
+ * earlier one, as before. */
+static void set_why(cr_conn_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_why(cr_conn_t *c, const char *fmt, ...)
+{
+    if (c->why)
+        free(c->why);
+    va_list ap;
+    va_start(ap, fmt);
+    char buf[320];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    c->why = cr_strdup(buf);
+}
 
 static void held_unlink(cr_conn_t *c)
 {
@@ -277,7 +302,11 @@ static void conn_release(cr_conn_t *c)
         n->tls->conn_free(c->tls);
     raw_end(c);
     cr_frame_dec_fini(&c->dec);
-    cr_wipe(&c->hs, sizeof(c->hs));
+    free(c->why);
+    if (c->hs) {
+        cr_wipe(c->hs, sizeof(*c->hs));
+        free(c->hs);
+    }
     cr_buf_free(&c->held);
     CR_VEC_FREE(&c->held_frames);
     free(c);
@@ -556,8 +585,8 @@ static int send_env_as(cr_conn_t *c, const Corral__Envelope *e, bool output)
     /* a server announces its limit; sending above it would only get us
      * closed, so it fails here instead */
     size_t max = c->net->max_frame;
-    if (!c->server && c->hs.max_frame && c->hs.max_frame < max)
-        max = (size_t)c->hs.max_frame;
+    if (!c->server && c->kept.max_frame && c->kept.max_frame < max)
+        max = (size_t)c->kept.max_frame;
     int err = cr_msg_pack(e, max, &w->bytes, &w->len);
     if (err) {
         free(w);
@@ -654,7 +683,7 @@ static int check_send(cr_conn_t *c, const Corral__Envelope *e)
         return -ENOTCONN;
     char why[300] = "";
     if (cr_msg_validate(e, why, sizeof(why)) < 0 || is_handshake_body(e->body_case) ||
-        !(cr_msg_senders(e->body_case) & (c->server ? CR_FROM_HEAD : role_bit(c->hs.role)))) {
+        !(cr_msg_senders(e->body_case) & (c->server ? CR_FROM_HEAD : role_bit(c->kept.role)))) {
         cr_warn("%s: not sending an invalid %s: %s", c->peer, cr_msg_name(e->body_case),
                 why[0] ? why : "not ours to send");
         return CR_EINVAL;
@@ -719,7 +748,7 @@ void cr_conn_set_raw_fd(cr_conn_t *c, int (*pick)(void *arg, const Corral__LogCh
 bool cr_conn_can_send_raw(const cr_conn_t *c)
 {
     return c->ready && !c->closing && !c->linger && !c->detached &&
-           (c->hs.features & c->hs.peer_features & CORRAL__FEATURE__FEATURE_RAW_LOG);
+           (c->kept.features & c->kept.peer_features & CORRAL__FEATURE__FEATURE_RAW_LOG);
 }
 
 /* The raw way: the header frame and the file's bytes read straight after
@@ -796,18 +825,19 @@ static void close_after_send(cr_conn_t *c, int err)
 
 static void handshake_step(cr_conn_t *c, const Corral__Envelope *e)
 {
-    int r = cr_hs_step(&c->hs, e);
-    if (c->hs.has_out)
-        send_env(c, &c->hs.out);
+    cr_hs_t *hs = c->hs;
+    int r = cr_hs_step(hs, e);
+    if (hs->has_out)
+        send_env(c, &hs->out);
     if (c->closing)
         return;
     if (r < 0) {
         if (c->server)
-            cr_warn("refused %s (%s%s%s): %s", c->peer, cr_role_name(c->hs.role),
-                    c->hs.peer_name[0] ? " " : "", c->hs.peer_name, c->hs.why);
+            cr_warn("refused %s (%s%s%s): %s", c->peer, cr_role_name(hs->role),
+                    hs->peer_name[0] ? " " : "", hs->peer_name, hs->why);
         else
-            cr_warn("%s: %s", c->peer, c->hs.why);
-        snprintf(c->why, sizeof(c->why), "%s", c->hs.why);
+            cr_warn("%s: %s", c->peer, hs->why);
+        set_why(c, "%s", hs->why);
         close_after_send(c, r);
         return;
     }
@@ -816,7 +846,17 @@ static void handshake_step(cr_conn_t *c, const Corral__Envelope *e)
         c->dec.max = c->net->max_frame; /* proved: the full limit from the next frame on */
         c->ready = true;
         c->announced = true;
-        cr_debug("%s: connected (%s)", c->peer, c->hs.peer_name);
+        cr_debug("%s: connected (%s)", c->peer, hs->peer_name);
+        c->kept.role = c->server ? hs->role : c->kept.role;
+        c->kept.features = hs->features;
+        c->kept.peer_features = hs->peer_features;
+        c->kept.max_frame = c->server ? 0 : hs->max_frame;
+        c->kept.job = hs->job;
+        c->kept.scope = hs->scope;
+        c->kept.done = true;
+        cr_wipe(hs, sizeof(*hs));
+        free(hs);
+        c->hs = NULL;
         if (c->net->cb.on_ready)
             c->net->cb.on_ready(c, c->net->data);
     }
@@ -847,7 +887,7 @@ static bool raw_start(cr_conn_t *c, Corral__Envelope *e)
 {
     uint64_t n = e->log_chunk->raw_len;
     const char *why = NULL;
-    if (!(c->hs.features & CORRAL__FEATURE__FEATURE_RAW_LOG))
+    if (!(c->kept.features & CORRAL__FEATURE__FEATURE_RAW_LOG))
         why = "a raw log chunk, which this side did not announce (FEATURE_RAW_LOG)";
     else if (n > c->dec.max)
         why = "a raw log chunk above the frame limit";
@@ -995,7 +1035,11 @@ static void raw_piece(cr_conn_t *c, const uint8_t *p, size_t n)
 static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
 {
     char why[300];
-    Corral__Envelope *e = cr_msg_unpack(frame, len, why, sizeof(why));
+    /* the plain heartbeat, most of what an agent sends, decoded on the
+     * stack (cr_msg_beat_decode); everything else by protobuf-c */
+    cr_msg_beat_t beat;
+    bool fast = c->ready && cr_msg_beat_decode(frame, len, &beat);
+    Corral__Envelope *e = fast ? &beat.env : cr_msg_unpack(frame, len, why, sizeof(why));
     if (!e) {
         cr_warn("%s: malformed message: %s; closing the connection", c->peer, why);
         refuse_message(c, 0, "malformed message: %s", why);
@@ -1005,13 +1049,13 @@ static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
     if (!c->ready) {
         handshake_step(c, e);
     } else {
-        unsigned from = c->server ? role_bit(c->hs.role) : CR_FROM_HEAD;
+        unsigned from = c->server ? role_bit(c->kept.role) : CR_FROM_HEAD;
         if (is_handshake_body(e->body_case) || !(cr_msg_senders(e->body_case) & from)) {
             cr_warn("%s: sent %s, which this side does not take from it; closing the "
                     "connection",
                     c->peer, cr_msg_name(e->body_case));
             refuse_message(c, e->id, "%s is not a message a %s sends here",
-                           cr_msg_name(e->body_case), cr_role_name(c->hs.role));
+                           cr_msg_name(e->body_case), cr_role_name(c->kept.role));
             close_after_send(c, CR_EPARSE);
         } else if (e->body_case == CORRAL__ENVELOPE__BODY_LOG_CHUNK && e->log_chunk->raw_len) {
             return raw_start(c, e);
@@ -1019,7 +1063,8 @@ static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
             c->net->cb.on_message(c, e, c->net->data);
         }
     }
-    cr_msg_free(e);
+    if (!fast)
+        cr_msg_free(e);
     return !c->closing && !c->linger;
 }
 
@@ -1068,8 +1113,8 @@ static void tls_ready(cr_conn_t *c)
     c->tls_up = true;
     cr_debug("%s: %s", c->peer, c->net->tls->version(c->tls));
     if (!c->server) {
-        cr_hs_start(&c->hs);
-        send_env(c, &c->hs.out);
+        cr_hs_start(c->hs);
+        send_env(c, &c->hs->out);
     }
 }
 
@@ -1108,7 +1153,7 @@ static bool tls_input_piece(cr_conn_t *c, const uint8_t *p, size_t n)
             return false;
         if (r == CR_TLS_ERR) {
             cr_warn("%s: %s; closing the connection", c->peer, why);
-            snprintf(c->why, sizeof(c->why), "%.310s", why);
+            set_why(c, "%.310s", why);
             cr_conn_close(c, -EPROTO);
             return false;
         }
@@ -1172,9 +1217,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             cr_warn("%s: read failed: %s; closing the connection", c->peer,
                     uv_strerror((int)nread));
         else if (c->tls && !c->tls_up && !c->server) {
-            snprintf(c->why, sizeof(c->why),
-                     "the head closed the connection in the TLS handshake: does it listen with "
-                     "TLS? (a head on a loopback address does not, unless started with --tls)");
+            set_why(c, "the head closed the connection in the TLS handshake: does it listen with "
+                       "TLS? (a head on a loopback address does not, unless started with --tls)");
             cr_warn("%s: %s", c->peer, c->why);
         } else if (!c->ready) /* probes and health checks do this: not worth a warning */
             cr_info("%s: closed during the handshake", c->peer);
@@ -1219,11 +1263,13 @@ static void handshake_expired(uv_timer_t *t)
 static cr_conn_t *conn_new(cr_net_t *n, bool is_unix, bool server)
 {
     cr_conn_t *c = cr_calloc(1, sizeof(*c));
+    c->hs = cr_calloc(1, sizeof(*c->hs));
     c->net = n;
     c->is_unix = is_unix;
     c->server = server;
     int err = is_unix ? uv_pipe_init(n->loop, &c->u.pipe, 0) : uv_tcp_init(n->loop, &c->u.tcp);
     if (err) {
+        free(c->hs);
         free(c);
         return NULL;
     }
@@ -1351,8 +1397,8 @@ static void on_connection(uv_stream_t *server, int status)
         cr_conn_close(c, CR_EIO);
         return;
     }
-    cr_hs_init_server(&c->hs, n->token, nonce, n->accept_roles, n->name, n->max_frame);
-    c->hs.features = n->features;
+    cr_hs_init_server(c->hs, n->token, nonce, n->accept_roles, n->name, n->max_frame);
+    c->hs->features = n->features;
     if (l->tls && !(c->tls = n->tls->conn_new(n->tls_server, true, NULL))) {
         cr_warn("%s: TLS: out of memory; closing the connection", c->peer);
         cr_conn_close(c, CR_ENOMEM);
@@ -1513,13 +1559,13 @@ static void connected(uv_connect_t *req, int status)
         tls_flush(c);
         if (r == CR_TLS_ERR && !c->closing) {
             cr_warn("%s: %s", c->peer, why);
-            snprintf(c->why, sizeof(c->why), "%.310s", why);
+            set_why(c, "%.310s", why);
             cr_conn_close(c, -EPROTO);
         }
         return;
     }
-    cr_hs_start(&c->hs);
-    send_env(c, &c->hs.out);
+    cr_hs_start(c->hs);
+    send_env(c, &c->hs->out);
 }
 
 /* libuv's resolver errors (UV_EAI_*) sit in the range corral keeps for its
@@ -1607,14 +1653,15 @@ int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_
         cr_conn_close(c, CR_EIO);
         return CR_EIO;
     }
-    cr_hs_init_client(&c->hs, n->token, nonce, role, n->name);
-    c->hs.features = n->features;
+    cr_hs_init_client(c->hs, n->token, nonce, role, n->name);
+    c->hs->features = n->features;
+    c->kept.role = role;
     if (!path && n->tls_client && !(c->tls = n->tls->conn_new(n->tls_client, false, host))) {
         cr_conn_close(c, CR_ENOMEM);
         return CR_ENOMEM;
     }
-    c->hs.job = n->job;
-    c->hs.scope = n->scope;
+    c->hs->job = n->job;
+    c->hs->scope = n->scope;
     c->announced = true; /* the caller holds it: on_close is owed */
     c->connect_req.data = c;
     if (path) {
@@ -1663,7 +1710,7 @@ const char *cr_conn_peer(const cr_conn_t *c)
 
 const char *cr_conn_why(const cr_conn_t *c)
 {
-    return c->why;
+    return c->why ? c->why : "";
 }
 
 const char *cr_conn_tls(const cr_conn_t *c)
@@ -1700,7 +1747,7 @@ int cr_conn_local_ip(const cr_conn_t *c, char *buf, size_t size)
 
 Corral__Role cr_conn_role(const cr_conn_t *c)
 {
-    return c->server ? c->hs.role : CORRAL__ROLE__ROLE_HEAD;
+    return !c->server ? CORRAL__ROLE__ROLE_HEAD : c->hs ? c->hs->role : c->kept.role;
 }
 
 bool cr_conn_is_ready(const cr_conn_t *c)
@@ -1710,7 +1757,7 @@ bool cr_conn_is_ready(const cr_conn_t *c)
 
 const cr_job_scope_t *cr_conn_job_scope(const cr_conn_t *c)
 {
-    return c->server && c->hs.state == CR_HS_DONE && c->hs.job ? &c->hs.scope : NULL;
+    return c->server && c->kept.done && c->kept.job ? &c->kept.scope : NULL;
 }
 
 void cr_net_job_credential(const cr_net_t *n, const cr_job_scope_t *s, uint8_t out[CR_TOKEN_LEN])
@@ -1760,8 +1807,8 @@ cr_conn_t *cr_conn_new_detached(Corral__Role role,
     c->server = true; /* our side serves the peer: sends are the head's */
     c->ready = true;
     c->announced = true;
-    c->hs.role = role;
-    c->hs.state = CR_HS_DONE;
+    c->kept.role = role;
+    c->kept.done = true;
     c->sink = sink;
     c->sink_arg = arg;
     snprintf(c->peer, sizeof(c->peer), "detached:%s#%u", cr_role_name(role), ++seq);

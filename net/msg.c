@@ -550,3 +550,96 @@ int cr_msg_pack(const Corral__Envelope *e, size_t max, uint8_t **out, size_t *le
     *len = CR_FRAME_HDR + n;
     return 0;
 }
+
+/* ------------------------------------------------ a beat without malloc */
+
+/* A varint of at most 9 bytes (63 bits: no truncation to think about);
+ * false for anything longer or cut short, which the general path judges. */
+static bool beat_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned i = 0; i < 9 && *p < end; i++) {
+        uint8_t b = *(*p)++;
+        x |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The Heartbeat's bytes: node_id (1), incarnation (2), seq (3),
+ * free_same (6), each at most once; anything else is not the plain beat. */
+static bool beat_body(const uint8_t *p, const uint8_t *end, cr_msg_beat_t *b)
+{
+    unsigned seen = 0;
+    while (p < end) {
+        uint64_t key, v;
+        if (!beat_varint(&p, end, &key) || key > 0xff)
+            return false;
+        unsigned field = (unsigned)(key >> 3), wire = (unsigned)(key & 7);
+        if (field >= 8 || seen & (1u << field))
+            return false;
+        seen |= 1u << field;
+        if (field == 1 && wire == 2) {
+            if (!beat_varint(&p, end, &v) || v >= sizeof(b->node_id) || v > (uint64_t)(end - p) ||
+                memchr(p, 0, (size_t)v))
+                return false;
+            memcpy(b->node_id, p, (size_t)v);
+            b->node_id[v] = '\0'; /* is_utf8 reads up to it */
+            if (!is_utf8((const unsigned char *)b->node_id, (size_t)v))
+                return false;
+            p += v;
+        } else if ((field == 2 || field == 3) && wire == 0) {
+            if (!beat_varint(&p, end, &v))
+                return false;
+            *(field == 2 ? &b->hb.incarnation : &b->hb.seq) = v;
+        } else if (field == 6 && wire == 0) {
+            if (p >= end || *p > 1) /* one byte, 0 or 1 */
+                return false;
+            b->hb.free_same = *p++;
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool cr_msg_beat_decode(const uint8_t *data, size_t len, cr_msg_beat_t *b)
+{
+    const uint8_t *p = data, *end = data + len;
+    Corral__Envelope env = CORRAL__ENVELOPE__INIT;
+    Corral__Heartbeat hb = CORRAL__HEARTBEAT__INIT;
+    b->env = env;
+    b->hb = hb;
+    b->node_id[0] = '\0';
+    b->hb.node_id = b->node_id; /* protobuf-c's default for a string: "" */
+    unsigned seen = 0;
+    while (p < end) {
+        uint64_t key, v;
+        if (!beat_varint(&p, end, &key) || key > 0xffff)
+            return false;
+        unsigned field = (unsigned)(key >> 3), wire = (unsigned)(key & 7);
+        unsigned bit = field == 1 ? 1u : field == 2 ? 2u : field == 32 ? 4u : 0u;
+        if (!bit || seen & bit)
+            return false;
+        seen |= bit;
+        if (field != 32 && wire == 0) {
+            if (!beat_varint(&p, end, &v))
+                return false;
+            *(field == 1 ? &b->env.id : &b->env.reply_to) = v;
+        } else if (field == 32 && wire == 2) {
+            if (!beat_varint(&p, end, &v) || v > (uint64_t)(end - p) || !beat_body(p, p + v, b))
+                return false;
+            p += v;
+        } else {
+            return false;
+        }
+    }
+    if (!(seen & 4u))
+        return false;
+    b->env.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
+    b->env.heartbeat = &b->hb;
+    return true;
+}

@@ -15,8 +15,9 @@
  * else it gets is counted, not answered. Nothing runs on a simulated node.
  *
  * Signals: SIGUSR1 stops the heartbeats of node 0 (its connection stays
- * open, as with a frozen agent) and prints "silenced ID MS", MS since its
- * last beat; SIGTERM
+ * open, as with a frozen agent) and prints "silenced ID MS WALL", MS since
+ * its last beat and WALL the wall clock of that beat (ms since the epoch,
+ * to hold against the head's node_dead event); SIGTERM
  * or SIGINT prints the summary and exits.
  *
  * Output, one line each, on stdout:
@@ -278,15 +279,17 @@ static void on_usr1(uv_signal_t *h, int sig)
         return;
     G.sims[0].silent = true;
     G.silenced_at = cr_mono_ms();
-    printf("silenced %s %lld\n", G.sims[0].id,
-           (long long)(G.sims[0].last_beat ? G.silenced_at - G.sims[0].last_beat : 0));
+    int64_t since = G.sims[0].last_beat ? G.silenced_at - G.sims[0].last_beat : 0;
+    printf("silenced %s %lld %lld\n", G.sims[0].id, (long long)since,
+           (long long)(cr_wall_ms() - since));
 }
 
 static void on_term(uv_signal_t *h, int sig)
 {
     int secs = G.window_secs;
     printf("summary nodes=%zu registered=%zu register_ms=%lld hb_sent=%llu beats=%llu "
-           "beats_per_s=%.1f acks=%llu acks_per_s=%.1f prepares=%llu commits=%llu aborts=%llu other=%llu errors=%llu "
+           "beats_per_s=%.1f acks=%llu acks_per_s=%.1f prepares=%llu commits=%llu aborts=%llu "
+           "other=%llu errors=%llu "
            "closed=%llu\n",
            G.n, G.nreg, G.t_reg ? (long long)(G.t_reg - G.t_first) : -1LL,
            (unsigned long long)G.hb_sent, (unsigned long long)G.beats,

@@ -11,7 +11,9 @@
 #     through the two-phase reservation the simulated nodes answer)
 #   - time until the head answers `corral nodes` after all N disconnect at once
 #   - time to detect a dead node: one simulated node stops beating (its
-#     connection stays open), `corral nodes --json` polled until DEAD
+#     connection stays open): from its last beat to the head's node_dead
+#     event's time (followed with `corral events -f`, so no probe's own
+#     cost counts)
 # With N above what one process may open (the open-file limit), or
 # LOADGENS=K, the N nodes come from K load generators (prefixes sim, sim1,
 # sim2, ...: sim-00000 stays the one that goes silent). The hard limit is
@@ -58,8 +60,9 @@ fdmax=$(ulimit -n)
 [ "$fdmax" = unlimited ] && fdmax=1000000
 export CORRAL_HOME=$(mktemp -d /tmp/corral-bench-cluster.XXXXXX)
 tck=$(getconf CLK_TCK)
-LG_PIDS="" AGENT_PIDS=""
+LG_PIDS="" AGENT_PIDS="" EV_PID=""
 cleanup() {
+    [ -n "$EV_PID" ] && kill -TERM "$EV_PID" 2>/dev/null
     for p in $LG_PIDS; do kill -TERM "$p" 2>/dev/null || true; done
     for p in $AGENT_PIDS; do kill -TERM "$p" 2>/dev/null || true; done
     "$corral" stop >/dev/null 2>&1 || true
@@ -153,22 +156,31 @@ for n in $NS; do
     echo "# pg g64: $st on $hosts distinct nodes (time includes the corral CLI's connect)"
     "$corral" pg remove g64 >/dev/null 2>&1 || true
 
-    # a dead node: sim-00000 stops beating
+    # a dead node: sim-00000 stops beating. The head's own node_dead event
+    # (its time_ms, followed by one `corral events -f`, started before)
+    # against the wall clock of the node's last beat: the head's detection,
+    # not a probe's polling.
+    ev=$CORRAL_HOME/events.$n
+    "$corral" events -f --json --limit 1 >"$ev" 2>/dev/null &
+    EV_PID=$!
+    sleep 1
     kill -USR1 "$LG_PID"
-    d0=$(ms) polls=0 dead=""
+    d0=$(ms) dead=""
     while [ $(($(ms) - d0)) -lt 30000 ]; do
-        s=$("$corral" nodes --json | jq -r '.[] | select(.node_id == "sim-00000") | .state')
-        polls=$((polls + 1))
-        [ "$s" = DEAD ] && { dead=$(($(ms) - d0)); break; }
-        sleep 0.2
+        line=$(grep '"node_dead"' "$ev" | grep '"sim-00000"' | head -1 || true)
+        [ -n "$line" ] && { dead=1; break; }
+        sleep 0.1
     done
+    kill -TERM "$EV_PID" 2>/dev/null || true
+    wait "$EV_PID" 2>/dev/null || true
     if [ -n "$dead" ]; then
-        sleep 0.2
         since=$(awk '/^silenced/ {print $3}' "$out")
-        dead=$((dead + ${since:-0}))
+        last=$(awk '/^silenced/ {print $4}' "$out")
+        at=$(jq -r .time_ms <<<"$line")
+        dead=$((at - last))
         echo "figure cluster_dead_detect_${n}_nodes $dead ms"
-        echo "# from its last beat ($since ms before it went silent); dead-after is 10000 ms:" \
-            "seen DEAD $((dead - 10000)) ms after it ($polls polls of corral nodes --json, 200 ms apart)"
+        echo "# from its last beat ($since ms before it went silent) to the head's node_dead" \
+            "event; dead-after is 10000 ms: $((dead - 10000)) ms after it"
     else
         echo "# sim-00000 not DEAD within 30 s of its last beat"
     fi

@@ -469,12 +469,115 @@ static void test_handshake_job_credential(void **state)
     free(sv);
 }
 
+/* Packs e and hands its payload to both decoders: the fast one must take
+ * it exactly when want says, and then agree with cr_msg_unpack. */
+static void beat_both(const Corral__Envelope *e, bool want)
+{
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(cr_msg_pack(e, 0, &buf, &len), 0);
+    const uint8_t *p = buf + CR_FRAME_HDR;
+    size_t n = len - CR_FRAME_HDR;
+    cr_msg_beat_t b;
+    char why[300];
+    bool fast = cr_msg_beat_decode(p, n, &b);
+    assert_int_equal(fast, want);
+    Corral__Envelope *slow = cr_msg_unpack(p, n, why, sizeof(why));
+    if (fast) {
+        assert_non_null(slow);
+        assert_int_equal(b.env.body_case, slow->body_case);
+        assert_ptr_equal(b.env.heartbeat, &b.hb);
+        assert_int_equal(b.env.id, slow->id);
+        assert_int_equal(b.env.reply_to, slow->reply_to);
+        assert_string_equal(b.hb.node_id, slow->heartbeat->node_id);
+        assert_int_equal(b.hb.incarnation, slow->heartbeat->incarnation);
+        assert_int_equal(b.hb.seq, slow->heartbeat->seq);
+        assert_int_equal(b.hb.free_same, slow->heartbeat->free_same);
+        assert_int_equal(b.hb.n_free + b.hb.n_changes + b.hb.n_telemetry, 0);
+    }
+    cr_msg_free(slow);
+    free(buf);
+}
+
+/* The plain beat an agent sends each period (agent/join.c) decodes on the
+ * stack as protobuf-c decodes it; every other shape goes to protobuf-c. */
+static void test_beat_fast_decode(void **state)
+{
+    Corral__Heartbeat hb = CORRAL__HEARTBEAT__INIT;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_HEARTBEAT;
+    e.heartbeat = &hb;
+    hb.node_id = "sim-00042";
+    hb.incarnation = 1733400000123ull;
+    hb.seq = 77;
+    hb.free_same = true;
+    beat_both(&e, true);
+    e.id = 9;
+    hb.seq = UINT64_C(1) << 62;
+    beat_both(&e, true);
+    hb.free_same = false; /* nothing carried: still the plain shape */
+    hb.node_id = "";
+    beat_both(&e, true);
+    hb.node_id = "n\xc3\xa9ud-\xe2\x82\xac"; /* UTF-8 */
+    beat_both(&e, true);
+    hb.seq = UINT64_MAX; /* a 10-byte varint: protobuf-c's */
+    beat_both(&e, false);
+    hb.seq = 1;
+    /* a beat that carries free resources or a worker change */
+    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qp[] = {&q};
+    q.name = "CPU";
+    q.amount = 1000;
+    hb.free = qp;
+    hb.n_free = 1;
+    beat_both(&e, false);
+    hb.free = NULL;
+    hb.n_free = 0;
+    Corral__WorkerReport w = CORRAL__WORKER_REPORT__INIT, *wp[] = {&w};
+    w.worker_id = "w1";
+    hb.changes = wp;
+    hb.n_changes = 1;
+    beat_both(&e, false);
+    hb.changes = NULL;
+    hb.n_changes = 0;
+    char longid[200];
+    memset(longid, 'a', sizeof(longid) - 1);
+    longid[sizeof(longid) - 1] = '\0';
+    hb.node_id = longid; /* above the stack buffer */
+    beat_both(&e, false);
+    /* another body is not a beat */
+    Corral__Ack ack = CORRAL__ACK__INIT;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_ACK;
+    a.ack = &ack;
+    beat_both(&a, false);
+
+    /* hand-made bytes: a beat with a bad UTF-8 id, one with a field twice,
+     * one cut short, one with no body; none is taken */
+    cr_msg_beat_t b;
+    const uint8_t bad_utf8[] = {0x82, 0x02, 0x04, 0x0a, 0x02, 0xc3, 0x28};
+    assert_false(cr_msg_beat_decode(bad_utf8, sizeof(bad_utf8), &b));
+    char why[300];
+    assert_null(cr_msg_unpack(bad_utf8, sizeof(bad_utf8), why, sizeof(why)));
+    const uint8_t twice[] = {0x82, 0x02, 0x04, 0x18, 0x01, 0x18, 0x02};
+    assert_false(cr_msg_beat_decode(twice, sizeof(twice), &b));
+    const uint8_t cut[] = {0x82, 0x02, 0x05, 0x18, 0x01};
+    assert_false(cr_msg_beat_decode(cut, sizeof(cut), &b));
+    const uint8_t nobody[] = {0x08, 0x01};
+    assert_false(cr_msg_beat_decode(nobody, sizeof(nobody), &b));
+    const uint8_t plain[] = {0x08, 0x05, 0x82, 0x02, 0x04, 0x18, 0x07, 0x30, 0x01};
+    assert_true(cr_msg_beat_decode(plain, sizeof(plain), &b));
+    assert_int_equal(b.env.id, 5);
+    assert_int_equal(b.hb.seq, 7);
+    assert_true(b.hb.free_same);
+    assert_string_equal(b.hb.node_id, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_job_submit_round_trip),    cmocka_unit_test(test_validation_rules),
         cmocka_unit_test(test_every_body_has_a_row),     cmocka_unit_test(test_handshake_machine),
-        cmocka_unit_test(test_handshake_job_credential),
+        cmocka_unit_test(test_handshake_job_credential), cmocka_unit_test(test_beat_fast_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
