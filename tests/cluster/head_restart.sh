@@ -16,7 +16,7 @@ GATE=$TDATA/gate # the workers look: not in CORRAL_HOME, hidden from them
 id=$("$CORRAL" run --gpus 2 --workers 2 --placement STRICT_SPREAD --detach -- \
     sh -c "echo start \$CORRAL_NODE_ID; while [ ! -e $GATE ]; do sleep 0.1; done; echo end \$CORRAL_NODE_ID" |
     awk '{print $NF}')
-wait_job "$id" RUNNING 5 || fail "job $id did not run"
+wait_job "$id" RUNNING 30 || fail "job $id did not run"
 for _ in $(seq 100); do # both remote workers reported started (pids known)
     [ "$(status "$id" | jq '[.workers[] | select(.state == "RUNNING" and .pid > 0)] | length')" = 2 ] && break
     sleep 0.05
@@ -31,7 +31,7 @@ sleep 0.5
 for p in ${pids//,/ }; do kill -0 "$p" 2>/dev/null || fail "worker $p died with the head"; done
 ok "workers keep running while the head is down"
 head_up "$SPECS/cpu-only.yaml"
-wait_node gpu-a 10 ALIVE && wait_node gpu-b 10 ALIVE && ok "both agents reconnected to the new head" ||
+wait_node gpu-a 30 ALIVE && wait_node gpu-b 30 ALIVE && ok "both agents reconnected to the new head" ||
     fail "agents: $("$CORRAL" nodes)"
 js=$(status "$id")
 [ "$(jq -r .state <<<"$js")" = RUNNING ] && [ "$(jq -r '[.workers[].pid] | join(",")' <<<"$js")" = "$pids" ] &&
@@ -41,25 +41,32 @@ js=$(status "$id")
 [ "$(status "$id2" | jq -r .state)" != "" ] && ok "job $id2 submitted before the kill is known" ||
     fail "job $id2 lost"
 touch "$GATE"
-wait_job "$id" SUCCEEDED 15 && ok "job $id SUCCEEDED (its exit codes came from the agents)" ||
+wait_job "$id" SUCCEEDED 30 && ok "job $id SUCCEEDED (its exit codes came from the agents)" ||
     fail "job $id: $(status "$id" | jq -c '{state,reason}')"
 out=$("$CORRAL" job logs "$id")
 grep -q "^\[[01]\] end gpu-a" <<<"$out" && grep -q "^\[[01]\] end gpu-b" <<<"$out" &&
     ok "output of both remote workers, from both sides of the restart" || fail "logs: $out"
-wait_job "$id2" SUCCEEDED 15 && ok "job $id2 ran once the GPUs were free" ||
+wait_job "$id2" SUCCEEDED 30 && ok "job $id2 ran once the GPUs were free" ||
     fail "job $id2: $(status "$id2" | jq -c '{state,reason}')"
 # a worker ends while the head is frozen: its WorkerExit dies unread with
 # the head, the change it was comes back with the agent's Register
-id3=$("$CORRAL" run --detach --label-selector corral.io/node-id=gpu-a -- sh -c 'sleep 1; exit 7' |
-    awk '{print $NF}')
-wait_started "$id3" 5 || fail "job $id3 did not start"
+# (the worker ends when the test says, once the head is frozen: under load
+# its start may take longer than any fixed sleep)
+GATE3=$TDATA/gate3
+id3=$("$CORRAL" run --detach --label-selector corral.io/node-id=gpu-a -- \
+    sh -c "while [ ! -e $GATE3 ]; do sleep 0.05; done; exit 7" | awk '{print $NF}')
+wait_started "$id3" 60 || fail "job $id3 did not start"
+pid3=$(status "$id3" | jq -r '.workers[0].pid')
 hpid=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
 kill -STOP "$hpid"
-sleep 1.6
+touch "$GATE3"
+for _ in $(seq 600); do kill -0 "$pid3" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$pid3" 2>/dev/null && fail "the worker of job $id3 (pid $pid3) did not end"
+sleep 0.3 # the agent's WorkerExit goes to the frozen head's socket
 kill -KILL "$hpid"
 sleep 0.2
 head_up "$SPECS/cpu-only.yaml"
-wait_job "$id3" FAILED 10
+wait_job "$id3" FAILED 30
 js=$(status "$id3")
 [ "$(jq -r .exit_code <<<"$js")" = 7 ] && [ "$(jq -r '.workers[0].state' <<<"$js")" = EXITED ] &&
     ok "job $id3: exit code 7 from a WorkerExit the old head never read" ||
