@@ -459,16 +459,8 @@ static int bench(const char *cluster)
     sched_request_t r1 = {.nbundles = 1, .bundles = &b, .domain_key = -1, .affinity_node = -1};
     sched_config_t cfg = {.top_k = 1};
     sched_rng_t rng = {1};
-    size_t target = (size_t)(c->sumtotal[SCHED_R_GPU] / CR_QTY_ONE) * 6 / 10;
-    uint64_t *live = cr_malloc((target + 1) * sizeof(uint64_t));
-    size_t nlive = 0;
-    while (nlive < target) {
-        sched_result_t out;
-        sched_schedule(c, &cfg, &r1, &rng, &out);
-        if (out.status != SCHED_OK)
-            break;
-        live[nlive++] = out.placement;
-    }
+    size_t nlive;
+    uint64_t *live = sched_fill_gpus(c, &cfg, &r1, &rng, 60, &nlive);
     const int N = 300000;
     fvec_t lat = {0};
     cr__vec_grow((void **)&lat.v, &lat.cap, (size_t)N, sizeof(float));

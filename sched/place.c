@@ -1070,3 +1070,20 @@ int sched__schedule(sched_cluster_t *c, const sched_config_t *cfg, const sched_r
         return sched__schedule_one(c, cfg, req, rng, use_hold, out);
     return sched__place_group(c, cfg, req, rng, use_hold, out);
 }
+
+uint64_t *sched_fill_gpus(sched_cluster_t *c, const sched_config_t *cfg, const sched_request_t *req,
+                          sched_rng_t *rng, unsigned percent, size_t *n)
+{
+    size_t target = (size_t)(c->sumtotal[SCHED_R_GPU] / CR_QTY_ONE) * percent / 100;
+    uint64_t *live = cr_malloc((target + 1) * sizeof(*live));
+    size_t nlive = 0;
+    while (nlive < target) {
+        sched_result_t out;
+        sched_schedule(c, cfg, req, rng, &out);
+        if (out.status != SCHED_OK)
+            break;
+        live[nlive++] = out.placement;
+    }
+    *n = nlive;
+    return live;
+}

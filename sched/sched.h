@@ -359,6 +359,12 @@ typedef struct sched_result {
  * single-bundle path. */
 int sched_schedule(sched_cluster_t *c, const sched_config_t *cfg, const sched_request_t *req,
                    sched_rng_t *rng, sched_result_t *out);
+/* Schedules req over and over until percent % of the cluster's GPUs are taken
+ * or it fits no more: the steady state the benchmarks start from (`corral
+ * sim --bench`, bench/sched). Returns the placements (malloc'ed, room for
+ * one more), *n of them. */
+uint64_t *sched_fill_gpus(sched_cluster_t *c, const sched_config_t *cfg, const sched_request_t *req,
+                          sched_rng_t *rng, unsigned percent, size_t *n);
 /* Returns exactly what placement id took. CR_ENOENT when unknown. */
 int sched_release(sched_cluster_t *c, uint64_t id);
 const sched_placement_t *sched_placement_get(const sched_cluster_t *c, uint64_t id);
