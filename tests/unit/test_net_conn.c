@@ -1106,18 +1106,27 @@ static void raw_file(void)
     }
 }
 
-static void raw_stream(const char *client_features, bool want_raw)
+/* The output file written, then a client net (*net) named name and its
+ * connection to the server, ready, with client_features in its HELLO
+ * (NULL: the default). */
+static cr_conn_t *raw_client(const char *client_features, const char *name, cr_net_t **net)
 {
     raw_file();
     if (client_features)
         setenv("CORRAL_FEATURES", client_features, 1);
-    cr_net_t *cn = cr_net_new(&W->loop, &(cr_net_config_t){.token = token, .name = "raw-client"},
-                              &cl_cb, &W->cl);
+    *net = cr_net_new(&W->loop, &(cr_net_config_t){.token = token, .name = name}, &cl_cb, &W->cl);
     unsetenv("CORRAL_FEATURES");
-    cr_conn_t *good = NULL;
+    cr_conn_t *c = NULL;
     int ready = W->cl.ready;
-    assert_int_equal(cr_net_connect(cn, sockpath, CORRAL__ROLE__ROLE_CLIENT, &good), 0);
+    assert_int_equal(cr_net_connect(*net, sockpath, CORRAL__ROLE__ROLE_CLIENT, &c), 0);
     RUN_UNTIL(W->cl.ready == ready + 1);
+    return c;
+}
+
+static void raw_stream(const char *client_features, bool want_raw)
+{
+    cr_net_t *cn;
+    cr_conn_t *good = raw_client(client_features, "raw-client", &cn);
     cr_raw_stats_t s0, s1;
     cr_net_raw_stats(&s0);
     raw_got = 0;
@@ -1177,16 +1186,8 @@ static void send_job_logs(cr_conn_t *c, uint64_t id)
  * (cr_conn_send_output, an older client). */
 static void output_not_held(const char *client_features)
 {
-    raw_file();
-    if (client_features)
-        setenv("CORRAL_FEATURES", client_features, 1);
-    cr_net_t *cn = cr_net_new(&W->loop, &(cr_net_config_t){.token = token, .name = "held-client"},
-                              &cl_cb, &W->cl);
-    unsetenv("CORRAL_FEATURES");
-    cr_conn_t *good = NULL;
-    int ready = W->cl.ready;
-    assert_int_equal(cr_net_connect(cn, sockpath, CORRAL__ROLE__ROLE_CLIENT, &good), 0);
-    RUN_UNTIL(W->cl.ready == ready + 1);
+    cr_net_t *cn;
+    cr_conn_t *good = raw_client(client_features, "held-client", &cn);
 
     cr_net_hold(W->server);
     raw_got = 0;
