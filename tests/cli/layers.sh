@@ -27,7 +27,7 @@ declare -A may=([corral_base]="base" [corral_hw]="base hw" [corral_sched]="base 
     [corral_head]="base hw sched net web agent head" [corral_client]="base hw sched net worker client"
     [corral_worker_obj]="base net worker"
     [corrald]="base hw sched net web agent head daemon"
-    [corral_serve]="base hw serve" [corral]="base hw sched net client cli"
+    [corral_serve]="base hw serve" [corral_cli]="base hw sched net client cli"
     [corral-serve]="base hw sched net client cli serve")
 for lib in "${!may[@]}"; do
     view=$layers/$lib
