@@ -44,6 +44,7 @@ typedef struct sim {
     cr_conn_t *conn;
     char id[32];
     bool registered, silent;
+    unsigned tries;  /* connections closed before it registered (a busy head's handshake timeout) */
     bool free_acked; /* a beat carrying its free resources was acknowledged */
     uint64_t seq;
     int64_t last_beat; /* cr_mono_ms */
@@ -55,6 +56,8 @@ static struct {
     const char *address;
     sim_t *sims;
     size_t n, next_connect, inflight, max_inflight, nreg;
+    size_t *again, nagain; /* nodes to connect again, a stack */
+    uint64_t retries;
     json_t *tmpl;
     Corral__Quantity *free_q, **free_p; /* the template's resources, in fixed point */
     size_t nfree;
@@ -71,6 +74,9 @@ static struct {
 } G;
 
 static void connect_more(void);
+
+/* a node whose connection closes before it registered connects again, at most this often */
+#define RETRIES 5
 
 static void send_env(sim_t *s, Corral__Envelope *e)
 {
@@ -194,6 +200,11 @@ static void on_close(cr_conn_t *c, int err, void *data)
         G.inflight--;
     s->conn = NULL;
     G.closed++;
+    if (!s->registered && s->tries < RETRIES) { /* connected again, as a real agent would */
+        s->tries++;
+        G.retries++;
+        G.again[G.nagain++] = (size_t)(s - G.sims);
+    }
     if (G.closed <= 5)
         fprintf(stderr, "loadgen: %s's connection closed: %s\n", s->id,
                 err ? cr_strerror(err) : "by the head");
@@ -202,8 +213,8 @@ static void on_close(cr_conn_t *c, int err, void *data)
 
 static void connect_more(void)
 {
-    while (G.next_connect < G.n && G.inflight < G.max_inflight) {
-        sim_t *s = &G.sims[G.next_connect++];
+    while ((G.nagain || G.next_connect < G.n) && G.inflight < G.max_inflight) {
+        sim_t *s = G.nagain ? &G.sims[G.again[--G.nagain]] : &G.sims[G.next_connect++];
         cr_conn_t *c = NULL;
         int err = cr_net_connect(G.net, G.address, CORRAL__ROLE__ROLE_AGENT, &c);
         if (err < 0) {
@@ -290,13 +301,14 @@ static void on_term(uv_signal_t *h, int sig)
     printf("summary nodes=%zu registered=%zu register_ms=%lld hb_sent=%llu beats=%llu "
            "beats_per_s=%.1f acks=%llu acks_per_s=%.1f prepares=%llu commits=%llu aborts=%llu "
            "other=%llu errors=%llu "
-           "closed=%llu\n",
+           "closed=%llu retries=%llu\n",
            G.n, G.nreg, G.t_reg ? (long long)(G.t_reg - G.t_first) : -1LL,
            (unsigned long long)G.hb_sent, (unsigned long long)G.beats,
            secs ? (double)G.beats_window / secs : 0.0, (unsigned long long)G.acks,
            secs ? (double)G.acks_window / secs : 0.0, (unsigned long long)G.prepares,
            (unsigned long long)G.commits, (unsigned long long)G.aborts, (unsigned long long)G.other,
-           (unsigned long long)G.errors, (unsigned long long)G.closed);
+           (unsigned long long)G.errors, (unsigned long long)G.closed,
+           (unsigned long long)G.retries);
     fflush(stdout);
     exit(0);
 }
@@ -402,6 +414,7 @@ int main(int argc, char **argv)
     }
     G.incarnation = (uint64_t)cr_mono_ms() + 1;
     G.sims = cr_calloc(G.n, sizeof(*G.sims));
+    G.again = cr_calloc(G.n, sizeof(*G.again));
     for (size_t i = 0; i < G.n; i++)
         snprintf(G.sims[i].id, sizeof(G.sims[i].id), "%s-%05zu", prefix, i);
     G.loop = uv_default_loop();
