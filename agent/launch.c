@@ -880,6 +880,24 @@ static void *ns_stack(void)
     return stack;
 }
 
+/* fn(arg) in a child cloned onto the thread's stack above (CLONE_VM |
+ * CLONE_VFORK | flags: the caller waits until it executes or exits), with
+ * every signal blocked around the clone so that no handler runs on the
+ * child's borrowed memory. Returns the child's pid, or -errno. */
+static int ns_clone(int (*fn)(void *), void *arg, int flags)
+{
+    void *stack = ns_stack();
+    if (!stack)
+        return -ENOMEM;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int p = clone(fn, (char *)stack + NS_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD | flags, arg);
+    int err = p < 0 ? -errno : 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err ? err : p;
+}
+
 /* ---- the workers' mount namespace, made once ----
  *
  * Every worker of an agent gets the same namespace (the same paths hidden,
@@ -982,18 +1000,8 @@ static int worker_ns_get(ns_child_t *c, const char *key)
         return -1;
     }
     ns_maker_t m = {.c = c, .root_dev = root.st_dev, .root_ino = root.st_ino, .fd = -1};
-    void *stack = ns_stack();
-    if (!stack) {
-        worker_ns_drop();
-        return -1;
-    }
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old); /* no handler runs on the child's borrowed memory */
     /* CLONE_FILES: the namespace's descriptor, opened by the child, is the agent's */
-    int p = clone(ns_make_child, (char *)stack + NS_STACK,
-                  CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &m);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int p = ns_clone(ns_make_child, &m, CLONE_FILES);
     if (p > 0)
         while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
             ;
@@ -1102,21 +1110,11 @@ __attribute__((no_sanitize_address)) static int ns_mend_child(void *arg)
 /* One namespace: 0 when mended, or -errno with *step. */
 static int ns_mend(int fd, const char **step)
 {
-    void *stack = ns_stack();
-    if (!stack) {
-        *step = "mapping a stack";
-        return -ENOMEM;
-    }
     ns_mender_t m = {.fd = fd, .guard = cr_ns_guard(), .err = -ECHILD, .step = "cloning"};
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old); /* no handler runs on the child's borrowed memory */
-    int p = clone(ns_mend_child, (char *)stack + NS_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &m);
-    int err = p < 0 ? -errno : 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (err) {
+    int p = ns_clone(ns_mend_child, &m, 0);
+    if (p < 0) {
         *step = "cloning";
-        return err;
+        return p;
     }
     while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
         ;
@@ -1253,17 +1251,9 @@ static int spawn_hidden(const cr_worker_spec_t *s, const char *file, char **envp
             c.cwd = s->cwd;
     }
     cr_buf_free(&key);
-    void *stack = ns_stack();
-    if (!stack)
-        return -ENOMEM;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old); /* no handler runs on the child's borrowed memory */
-    int p = clone(ns_child, (char *)stack + NS_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
-    int err = p < 0 ? -errno : 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (err)
-        return err;
+    int p = ns_clone(ns_child, &c, 0);
+    if (p < 0)
+        return p;
     if (c.err && c.nsfd >= 0 && c.step == NS_ENTER_STEP) {
         /* the namespace made once cannot be entered here: from now on
          * each worker makes its own, this one too */
@@ -1274,12 +1264,8 @@ static int spawn_hidden(const cr_worker_spec_t *s, const char *file, char **envp
         c.cwd = s->cwd;
         c.err = 0;
         c.step = NULL;
-        pthread_sigmask(SIG_BLOCK, &all, &old);
-        p = clone(ns_child, (char *)stack + NS_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &c);
-        err = p < 0 ? -errno : 0;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (err)
-            return err;
+        if ((p = ns_clone(ns_child, &c, 0)) < 0)
+            return p;
     }
     if (c.err) {
         waitpid(p, NULL, 0);
