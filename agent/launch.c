@@ -11,7 +11,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <linux/capability.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -914,13 +913,13 @@ static int ns_clone(int (*fn)(void *), void *arg, int flags)
  * propagate. Where it cannot be made (or the agent is in a chroot, which
  * setns would leave) each worker makes its own as before. */
 typedef struct worker_ns {
-    int fd;        /* the namespace (nsfs), -1: none */
-    int mounts_fd; /* the agent's /proc/self/mountinfo */
-    char *key;     /* the recipe it was made from */
-    bool broken;   /* made once and not usable here: each worker makes its own */
+    int fd;               /* the namespace (nsfs), -1: none */
+    uint64_t mounts_seen; /* cr_ns_guard()->mounts_seen when it was made */
+    char *key;            /* the recipe it was made from */
+    bool broken;          /* made once and not usable here: each worker makes its own */
 } worker_ns_t;
 
-static worker_ns_t worker_ns = {.fd = -1, .mounts_fd = -1};
+static worker_ns_t worker_ns = {.fd = -1};
 
 typedef struct ns_maker {
     ns_child_t *c;
@@ -956,18 +955,16 @@ static void worker_ns_drop(void)
 {
     if (worker_ns.fd >= 0)
         close(worker_ns.fd);
-    if (worker_ns.mounts_fd >= 0)
-        close(worker_ns.mounts_fd);
-    worker_ns.fd = worker_ns.mounts_fd = -1;
+    worker_ns.fd = -1;
     free(worker_ns.key);
     worker_ns.key = NULL;
 }
 
-/* Whether the agent's mounts changed since the last look. */
+/* Whether the agent's mounts changed since the namespace was made, as far
+ * as the guard's last look (cr_ns_guard_refresh, in ns_look) saw. */
 static bool mounts_changed(void)
 {
-    struct pollfd p = {.fd = worker_ns.mounts_fd, .events = POLLPRI};
-    return poll(&p, 1, 0) != 0;
+    return worker_ns.mounts_seen != cr_ns_guard()->mounts_seen;
 }
 
 static void ns_look(void);
@@ -993,12 +990,13 @@ static int worker_ns_get(ns_child_t *c, const char *key)
     struct stat root;
     if (stat("/", &root) < 0)
         return -1;
-    /* before the namespace is made: a change while it is made shows next time */
-    worker_ns.mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-    if (worker_ns.mounts_fd < 0) {
+    /* the guard looked just before (spawn_hidden's ns_look): a change
+     * while the namespace is made shows at its next look */
+    if (!cr_ns_guard()->mounts_watched) {
         worker_ns.broken = true;
         return -1;
     }
+    worker_ns.mounts_seen = cr_ns_guard()->mounts_seen;
     ns_maker_t m = {.c = c, .root_dev = root.st_dev, .root_ino = root.st_ino, .fd = -1};
     /* CLONE_FILES: the namespace's descriptor, opened by the child, is the agent's */
     int p = ns_clone(ns_make_child, &m, CLONE_FILES);

@@ -242,7 +242,10 @@ bool cr_ns_guard_refresh(void)
 {
     bool first = !gathered;
     bool dev = first || dirs_sig() != dev_sig;
-    bool mnt = first || mounts_changed();
+    bool mnt = mounts_changed();
+    if (mnt)
+        guard.mounts_seen++;
+    mnt |= first;
     if (!dev && !mnt)
         return false;
     gathered = true;
@@ -252,6 +255,7 @@ bool cr_ns_guard_refresh(void)
     if (mnt) {
         if (mounts_fd < 0) /* before reading: a change while it is read shows next time */
             mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+        guard.mounts_watched = mounts_fd >= 0;
         char **ro = NULL;
         size_t nro = 0;
         gather_ro(&ro, &nro);

@@ -30,8 +30,10 @@ typedef struct cr_ns_guard {
     size_t ncover;
     char **ro; /* mounts made read-only, parents before children */
     size_t nro;
-    uint64_t generation; /* grows whenever either list changes */
-    bool truncated;      /* /dev held more than the bound: the rest is not covered */
+    uint64_t generation;  /* grows whenever either list changes */
+    uint64_t mounts_seen; /* grows with each change of the agent's mounts seen */
+    bool mounts_watched;  /* the agent's /proc/self/mountinfo is open for POLLPRI */
+    bool truncated;       /* /dev held more than the bound: the rest is not covered */
 } cr_ns_guard_t;
 
 /* The agent's guard, gathered at the first call and again when /dev or
