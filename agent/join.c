@@ -16,9 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FWD_CHUNK (256 * 1024) /* bytes per LogChunk */
-#define FWD_MS 50              /* looking again at files that were caught up */
-#define FWD_HIGH (4u << 20)    /* bytes queued to the head before forwarding waits */
+#define FWD_CHUNK (1024 * 1024) /* bytes per LogChunk */
+#define FWD_MS 50               /* looking again at files that were caught up */
+#define FWD_HIGH (4u << 20)     /* bytes queued to the head before forwarding waits */
 #define MAX_BACKOFF_MS 5000
 
 typedef struct fwd {
@@ -128,9 +128,15 @@ static Corral__WorkerReport *report_copy(const Corral__WorkerReport *r);
 static void report_free(Corral__WorkerReport *r);
 static void worker_ended(const Corral__WorkerReport *r);
 
+/* By sendfile (cr_conn_can_sendfile: raw chunks, no TLS) only into an
+ * empty queue, the rest after the drain: the socket's buffer is the
+ * queue then, and the bytes wait in the file, not in this process. */
 static bool fwd_room(void)
 {
-    return A.conn && A.registered && cr_conn_queued(A.conn) < FWD_HIGH;
+    if (!A.conn || !A.registered)
+        return false;
+    size_t queued = cr_conn_queued(A.conn);
+    return cr_conn_can_sendfile(A.conn) ? queued == 0 : queued < FWD_HIGH;
 }
 
 /* Sends what was written to f's files since last time, while the queue
@@ -826,6 +832,7 @@ static void send_register(cr_conn_t *c)
 static void on_ready(cr_conn_t *c, void *data)
 {
     A.conn = c;
+    cr_conn_set_sendfile(c, true); /* output by sendfile (fwd_room) */
     send_register(c);
 }
 

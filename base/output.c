@@ -19,6 +19,16 @@ static uint64_t granule(const struct stat *sb)
     return b >= 512 && b <= (1u << 20) && !(b & (b - 1)) ? b : 4096;
 }
 
+/* Where a punch starts and ends: whole 2 MiB ranges, the largest folio the
+ * page cache uses for a file here (PMD size on x86-64 and on arm64 with 4
+ * KiB pages), which lie at multiples of their size. A punch that ends
+ * inside a large folio zeroes its part in place when the folio cannot be
+ * split, and it cannot while a socket still holds its pages (raw log
+ * chunks by sendfile, net/conn.c cr_conn_set_sendfile): bytes sent, not
+ * yet read by the peer, would turn to zeros. A whole folio is only taken
+ * out of the file; whoever holds it keeps its bytes. */
+#define PUNCH_ALIGN (2ull << 20)
+
 int cr_output_bound(int fd, uint64_t keep, uint64_t *dropped)
 {
     struct stat sb;
@@ -29,7 +39,10 @@ int cr_output_bound(int fd, uint64_t keep, uint64_t *dropped)
     uint64_t size = (uint64_t)sb.st_size, slack = keep / 8;
     if (size <= keep + slack || (uint64_t)sb.st_blocks * 512 <= keep + slack)
         return 0; /* small, or its old part is a hole already */
-    uint64_t g = granule(&sb), end = (size - keep) / g * g, start = 0;
+    uint64_t g = granule(&sb);
+    if (g < PUNCH_ALIGN)
+        g = PUNCH_ALIGN;
+    uint64_t end = (size - keep) / g * g, start = 0;
     off_t d = lseek(fd, 0, SEEK_DATA);
     if (d > 0)
         start = (uint64_t)d / g * g;

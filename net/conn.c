@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -105,6 +106,7 @@ struct cr_conn {
     void *raw_pick_arg;
     int raw_out;
     bool raw_spliced; /* raw_splice moved a chunk's rest whole: raw_splice_more */
+    bool sendfile;    /* cr_conn_set_sendfile: raw chunks' bytes by sendfile(2) */
 };
 
 struct cr_net {
@@ -751,9 +753,72 @@ bool cr_conn_can_send_raw(const cr_conn_t *c)
            (c->kept.features & c->kept.peer_features & CORRAL__FEATURE__FEATURE_RAW_LOG);
 }
 
-/* The raw way: the header frame and the file's bytes read straight after
- * it into one buffer, queued as a frame is (held, encrypted under TLS),
- * so the bytes are copied once here and never packed or unpacked. */
+void cr_conn_set_sendfile(cr_conn_t *c, bool on)
+{
+    c->sendfile = on;
+}
+
+bool cr_conn_can_sendfile(const cr_conn_t *c)
+{
+    return c->sendfile && cr_conn_can_send_raw(c) && !c->tls;
+}
+
+/* Whether bytes written to c's socket now go out after everything sent
+ * before them: nothing waits in libuv's queue or among the turn's held
+ * frames, and nothing is to be encrypted. */
+static bool can_write_now(cr_conn_t *c)
+{
+    return cr_conn_can_sendfile(c) && !(c->net->hold && c->ready) && !c->held.len &&
+           uv_stream_get_write_queue_size(&c->u.s) == 0;
+}
+
+/* The kernel's way, while nothing is queued: the header frame written,
+ * then as much of the file as the socket takes now by sendfile(2), its
+ * page-cache pages by reference, never copied in this process. Returns
+ * the file's bytes sent (0 when the header did not go whole: *hsent says
+ * how much of it did), or an error (the connection is then closed). */
+static ssize_t send_direct(cr_conn_t *c, const uint8_t *hdr, size_t hlen, size_t *hsent, int fd,
+                           uint64_t off, size_t len)
+{
+    uv_os_fd_t sfd;
+    *hsent = 0;
+    if (uv_fileno(&c->u.h, &sfd) < 0)
+        return 0;
+    uv_buf_t b = uv_buf_init((char *)hdr, (unsigned)hlen);
+    int w = uv_try_write(&c->u.s, &b, 1);
+    if (w < 0 && w != UV_EAGAIN) {
+        cr_warn("%s: write failed: %s; closing the connection", c->peer, uv_strerror(w));
+        cr_conn_close(c, w);
+        return w;
+    }
+    *hsent = w > 0 ? (size_t)w : 0;
+    size_t sent = 0;
+    while (*hsent == hlen && sent < len) {
+        off_t o = (off_t)(off + sent);
+        ssize_t r = sendfile(sfd, fd, &o, len - sent);
+        if (r > 0) {
+            sent += (size_t)r;
+            continue;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno != EAGAIN) {
+            int err = -errno;
+            cr_warn("%s: write failed: %s; closing the connection", c->peer, strerror(-err));
+            cr_conn_close(c, err);
+            return err;
+        }
+        break; /* the socket is full, or the file short (read_full pads the rest) */
+    }
+    return (ssize_t)sent;
+}
+
+/* The raw way: the header frame, then the file's bytes. On a connection
+ * set to (cr_conn_set_sendfile: an agent's to the head) and while nothing
+ * is queued, they go by sendfile as far as the socket takes them; the
+ * rest (all of it otherwise) is read straight after the header into one
+ * buffer and queued as a frame is (held, encrypted under TLS), so the
+ * bytes are copied once here and never packed or unpacked. */
 static int send_raw(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, size_t len,
                     size_t *copied)
 {
@@ -769,12 +834,33 @@ static int send_raw(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, siz
     e->log_chunk->raw_len = 0;
     if (err < 0)
         return err;
-    w->bytes = cr_realloc(w->bytes, w->len + len);
-    read_full(fd, w->bytes + w->len, len, off);
-    w->len += len;
-    *copied = len;
-    raw_stats.sent += len;
-    return queue_frame(c, w, e->reply_to, true);
+    size_t hsent = 0, sent = 0;
+    if (can_write_now(c)) {
+        ssize_t r = send_direct(c, w->bytes, w->len, &hsent, fd, off, len);
+        if (r < 0) {
+            free(w->bytes);
+            free(w);
+            return (int)r;
+        }
+        sent = (size_t)r;
+        raw_stats.sent += sent;
+        raw_stats.sent_kernel += sent;
+    }
+    size_t rest = len - sent;
+    *copied = rest;
+    if (hsent == w->len && !rest) {
+        free(w->bytes);
+        free(w);
+        return 0;
+    }
+    /* what the socket did not take waits in the queue, as any frame would */
+    size_t hrest = w->len - hsent;
+    memmove(w->bytes, w->bytes + hsent, hrest);
+    w->bytes = cr_realloc(w->bytes, hrest + rest);
+    read_full(fd, w->bytes + hrest, rest, off + sent);
+    w->len = hrest + rest;
+    raw_stats.sent += rest;
+    return queue_frame(c, w, hsent ? 0 : e->reply_to, true);
 }
 
 int cr_conn_send_log_file(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, size_t len,

@@ -373,9 +373,18 @@ void cr_conn_set_raw_fd(cr_conn_t *c, int (*pick)(void *arg, const Corral__LogCh
                         void *arg);
 /* Whether raw log chunks may go to c (cr_conn_send_log_file). */
 bool cr_conn_can_send_raw(const cr_conn_t *c);
-/* Bytes of raw log chunks this process sent and received. */
+/* Raw log chunks to c go by sendfile(2) while nothing is queued to it
+ * (and it takes raw chunks, without TLS): their bytes leave the file's
+ * page cache by reference, never copied in this process. For a link whose
+ * sender waits for the drain once anything is queued (an agent's to the
+ * head, docs/protocol.md "Raw log chunks"). */
+void cr_conn_set_sendfile(cr_conn_t *c, bool on);
+/* Whether raw chunks to c go by sendfile now (set, raw, no TLS). */
+bool cr_conn_can_sendfile(const cr_conn_t *c);
+/* Bytes of raw log chunks this process sent (sent_kernel of them by
+ * sendfile, never copied here) and received. */
 typedef struct cr_raw_stats {
-    uint64_t sent, received;
+    uint64_t sent, sent_kernel, received;
 } cr_raw_stats_t;
 void cr_net_raw_stats(cr_raw_stats_t *out);
 
