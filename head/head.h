@@ -383,6 +383,9 @@ void workers_heartbeat(node_t *n, const Corral__Heartbeat *hb);
  * a reconnected one's reconciled with what the head believes. */
 void workers_registered(node_t *n, const Corral__Register *r, bool fresh);
 void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch);
+/* Closes the head's copies of j's remote output that logs_chunk_msg
+ * keeps open (job_free calls it). */
+void logs_forget_job(const job_t *j);
 /* ... and the in-process agent's callbacks */
 void workers_local_started(void *arg, const agent_started_t *s);
 void workers_local_exited(void *arg, const Corral__WorkerReport *r);

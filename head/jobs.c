@@ -497,6 +497,7 @@ static void free_handle(uv_handle_t *h)
 
 void job_free(job_t *j)
 {
+    logs_forget_job(j);
     for (int i = 0; j->wk && i < j->n; i++) {
         free(j->wk[i].reason);
         free(j->wk[i].out_path);

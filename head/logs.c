@@ -165,6 +165,72 @@ const follow_ops_t head_follow_ops = {.nworkers = fo_nworkers,
                                       .log_max = fo_log_max,
                                       .gap = fo_gap};
 
+/* The head's copies of remote output being written, kept open: an agent
+ * forwards a worker's output in pieces of up to 1 MiB (one per read of
+ * its connection and raw chunk), and an open, two fstats and a close per
+ * piece were a tenth of the head's system calls for a remote stream. A
+ * slot is keyed by the worker and stream and the path it was opened for;
+ * end is where the last piece ended, so a piece that follows it needs no
+ * fstat to know it leaves no gap. job_free closes a job's slots. */
+#define COPY_SLOTS 8
+
+typedef struct copy_slot {
+    const wk_t *w;
+    int stream;
+    const char *path; /* the worker's path string it was opened for */
+    int fd;           /* -1 free */
+    uint64_t end;
+} copy_slot_t;
+
+static copy_slot_t copies[COPY_SLOTS];
+static unsigned copy_next; /* the slot taken next when none is free */
+
+static void slot_close(copy_slot_t *s)
+{
+    if (s->w && s->fd >= 0)
+        close(s->fd);
+    *s = (copy_slot_t){.fd = -1};
+}
+
+void logs_forget_job(const job_t *j)
+{
+    for (size_t i = 0; i < COPY_SLOTS; i++)
+        if (copies[i].w && copies[i].w->job == j)
+            slot_close(&copies[i]);
+}
+
+/* The open copy of w's stream at path, opened now if no slot has it;
+ * NULL when it cannot be opened (said). */
+static copy_slot_t *copy_open(const wk_t *w, int stream, const char *path)
+{
+    copy_slot_t *free_slot = NULL;
+    for (size_t i = 0; i < COPY_SLOTS; i++) {
+        copy_slot_t *s = &copies[i];
+        if (s->w == w && s->stream == stream && s->path == path)
+            return s;
+        if (s->w == w && s->stream == stream) /* its path changed: a stale slot */
+            slot_close(s);
+        if (!s->w && !free_slot)
+            free_slot = s;
+    }
+    if (!free_slot) {
+        free_slot = &copies[copy_next++ % COPY_SLOTS];
+        slot_close(free_slot);
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        cr_warn("output of %s: %s: %s", w->id, path, strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    *free_slot = (copy_slot_t){.w = w,
+                               .stream = stream,
+                               .path = path,
+                               .fd = fd,
+                               .end = fstat(fd, &sb) == 0 ? (uint64_t)sb.st_size : UINT64_MAX};
+    return free_slot;
+}
+
 /* Output an agent forwards: written at its offset into the head's copy. */
 void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch)
 {
@@ -180,27 +246,39 @@ void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch)
                             ch->stream == CORRAL__LOG_STREAM__LOG_STDERR ? "err" : "out");
         db_worker(w);
     }
-    int fd = open(*path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
+    int si = ch->stream == CORRAL__LOG_STREAM__LOG_STDERR;
+    copy_slot_t *cs = copy_open(w, si, *path);
+    if (!cs)
         return;
-    }
+    int fd = cs->fd;
     /* Output is forwarded in order; a gap is what the agent's own bound
      * dropped before it could send it (ch->dropped), a hole here too. An
      * agent can so grow the file's size at will, never its disk use. */
     struct stat sb;
-    int si = ch->stream == CORRAL__LOG_STREAM__LOG_STDERR;
-    if (fstat(fd, &sb) == 0 && ch->offset > (uint64_t)sb.st_size && ch->offset > w->out_gap[si])
+    if (ch->offset != cs->end && fstat(fd, &sb) == 0 && ch->offset > (uint64_t)sb.st_size &&
+        ch->offset > w->out_gap[si])
         w->out_gap[si] = ch->offset;
-    if (pwrite(fd, ch->data.data, ch->data.len, (off_t)ch->offset) < 0)
+    if (pwrite(fd, ch->data.data, ch->data.len, (off_t)ch->offset) < 0) {
         cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
-    int err = cr_output_bound(fd, D.worker_log_max, NULL);
+        cs->end = UINT64_MAX; /* not known: the next piece asks */
+    } else if (cs->end == UINT64_MAX) {
+        cs->end = fstat(fd, &sb) == 0 ? (uint64_t)sb.st_size : UINT64_MAX;
+    } else if (ch->offset + ch->data.len > cs->end) {
+        cs->end = ch->offset + ch->data.len;
+    }
+    /* the bound punches only a file grown past it and its slack
+     * (cr_output_bound): below that, no need to ask */
+    uint64_t keep = D.worker_log_max;
+    if (!keep || cs->end <= keep + keep / 8) {
+        follow_pump_soon();
+        return;
+    }
+    int err = cr_output_bound(fd, keep, NULL);
     if (err < 0 && !D.worker_log_unbounded_told) {
         cr_warn("output of %s: %s cannot be bounded to %llu bytes: %s; the head's copy of remote "
                 "output grows without limit",
                 w->id, *path, (unsigned long long)D.worker_log_max, cr_strerror(err));
         D.worker_log_unbounded_told = true;
     }
-    close(fd);
     follow_pump_soon(); /* once for every piece this read brought */
 }
