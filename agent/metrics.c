@@ -37,6 +37,19 @@ static void get_metrics(void *ctx, const web_req_t *rq, web_out_t *out)
     web_prom_family(&out->body, "corral_agent_workers", "gauge", "workers this agent runs");
     web_prom_sample(&out->body, "corral_agent_workers", l, 2,
                     *m->agent ? (double)agent_running(*m->agent) : 0);
+    /* job output this agent forwarded to the head (docs/protocol.md "Raw
+     * log chunks"): in raw chunks, and of those by sendfile */
+    cr_raw_stats_t rs;
+    cr_net_raw_stats(&rs);
+    web_prom_family(&out->body, "corral_output_raw_bytes_total", "counter",
+                    "job output sent and received in raw log chunks (docs/protocol.md)");
+    const char *rl[][4] = {{"node", m->node->id, "way", "sent"},
+                           {"node", m->node->id, "way", "received"}};
+    web_prom_sample(&out->body, "corral_output_raw_bytes_total", rl[0], 2, (double)rs.sent);
+    web_prom_sample(&out->body, "corral_output_raw_bytes_total", rl[1], 2, (double)rs.received);
+    web_prom_family(&out->body, "corral_output_sendfile_bytes_total", "counter",
+                    "of the raw bytes sent, those sent by sendfile(2) from the worker's file");
+    web_prom_sample(&out->body, "corral_output_sendfile_bytes_total", l, 1, (double)rs.sent_kernel);
     agent_device_metrics(&out->body, m->node, m->hwo, *m->agent);
     out->type = "text/plain; version=0.0.4; charset=utf-8";
 }

@@ -8,6 +8,8 @@
 #      loopback as tests/cluster runs them): the worker's file, the agent's
 #      forwarding over TCP, the head's copy and the follow to the client;
 #      against one TCP loopback stream of MIB MiB (bench_output tcp);
+#   the fixed part of each (a run of 1 MiB: the job's start, exit and
+#   follow), and the most each ratio could be with it (ceiling);
 #   and the limit corral's design sets on both: the same writer into a
 #   fresh file (`gen MIB > FILE`, its own write time), since a worker
 #   writes its output to a file (on a VM that backs guest memory when it is
@@ -99,8 +101,20 @@ cpu_gib() {
     GIB=$(awk -v a="$C0" -v b="$CPU" -v m="$MIB" 'BEGIN{printf "%.3f\n", (b-a)*1024/m}')
 }
 
+# the fixed part of a `corral run` on node $1 (its job's submission,
+# placement, start, exit and the end of its follow), with 1 MiB of output:
+# FIX gets its SECONDS
+fixed_on() {
+    local t0
+    t0=$EPOCHREALTIME
+    "$CORRAL" run --label-selector "corral.io/node-id=$1" -- "$B" gen 1 | "$B" sink >"$TMP/fsink"
+    FIX=$(since "$t0")
+    [ "$(cut -d' ' -f1 "$TMP/fsink")" = 1048576 ] || { echo "bench/output: fixed run on $1: $(cat "$TMP/fsink")" >&2; exit 1; }
+}
+
 # one timed run of `corral run` on node $1 into the sink: RES gets
-# "SECONDS CPU/GIB WORKER_SECONDS"
+# "SECONDS CPU/GIB WORKER_SECONDS STREAM_SECONDS" (the last: the sink's,
+# from its first byte to its last)
 run_on() {
     local t0 s
     cpu_mark
@@ -110,10 +124,10 @@ run_on() {
     s=$(since "$t0")
     cpu_gib
     whole "$TMP/sink" "corral run on $1"
-    RES="$s $GIB $(cat "$TMP/wk1.s")"
+    RES="$s $GIB $(cat "$TMP/wk1.s") $(cut -d' ' -f2 "$TMP/sink")"
 }
 
-: >"$TMP/pipe"; : >"$TMP/local"; : >"$TMP/tcp"; : >"$TMP/remote"; : >"$TMP/fwrite"
+: >"$TMP/pipe"; : >"$TMP/local"; : >"$TMP/tcp"; : >"$TMP/remote"; : >"$TMP/fwrite"; : >"$TMP/fixed"
 for r in $(seq 0 "$RUNS"); do # run 0 warms up
     cpu_mark
     t0=$EPOCHREALTIME
@@ -133,7 +147,12 @@ for r in $(seq 0 "$RUNS"); do # run 0 warms up
     t="$(cat "$TMP/tcp1") $GIB"
     run_on bench-remote
     m=$RES
+    fixed_on "$LOCAL"
+    fx=$FIX
+    fixed_on bench-remote
+    fx="$fx $FIX"
     [ "$r" = 0 ] && continue
+    echo "$fx" >>"$TMP/fixed"
     echo "$p" >>"$TMP/pipe"; echo "$l" >>"$TMP/local"; echo "$t" >>"$TMP/tcp"; echo "$m" >>"$TMP/remote"
     cat "$TMP/fw.s" >>"$TMP/fwrite"
 done
@@ -154,6 +173,16 @@ ratio output_remote_vs_tcp "$M" "$T"
 figure output_remote_worker "$(col remote 3)"
 echo "figure output_tcp_cpu $(col tcp 2) s/GiB"
 echo "figure output_remote_cpu $(col remote 2) s/GiB"
+# what bounds the ratios besides the stream: a job's fixed cost (a run of
+# 1 MiB), and the most each ratio could be were the stream as fast as its
+# peer (peer time / (peer time + fixed cost))
+FXL=$(col fixed 1); FXR=$(col fixed 2)
+echo "figure output_local_fixed $FXL s"
+echo "figure output_remote_fixed $FXR s"
+echo "figure output_local_stream $(mbs "$(col local 4)") MB/s"
+echo "figure output_remote_stream $(mbs "$(col remote 4)") MB/s"
+awk -v p="$P" -v f="$FXL" 'BEGIN{printf "ratio output_local_ceiling_vs_pipe %.2f\n", p/(p+f)}'
+awk -v t="$T" -v f="$FXR" 'BEGIN{printf "ratio output_remote_ceiling_vs_tcp %.2f\n", t/(t+f)}'
 
 # --- FOLLOWERS of one job: the worker waits for GO, so all are following
 # (from offset 0) before its first byte

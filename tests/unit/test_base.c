@@ -281,6 +281,40 @@ static void test_output_bound(void **state)
     close(fd);
 }
 
+/* A bound punches whole 2 MiB ranges (base/output.c PUNCH_ALIGN): a punch
+ * that ended inside a large page-cache folio a socket still held (raw log
+ * chunks by sendfile) would zero its part in place, under the peer. */
+static void test_output_bound_aligned(void **state)
+{
+    char path[] = "/tmp/corral-test-output-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    if (cr_output_probe(fd) < 0) {
+        close(fd);
+        skip();
+    }
+    const uint64_t mib = 1u << 20, keep = 3 * mib + 4096, total = 7 * mib;
+    char *block = malloc(65536);
+    memset(block, 'z', 65536);
+    for (uint64_t off = 0; off < total; off += 65536)
+        assert_int_equal(write(fd, block, 65536), 65536);
+    uint64_t dropped = 0, start, end;
+    assert_int_equal(cr_output_bound(fd, keep, &dropped), 1);
+    /* the old part is 3 MiB + 1020 KiB: the punch stops at 2 MiB, the
+     * last whole range in it, not at the block before the kept part */
+    assert_int_equal(dropped, 2 * mib);
+    assert_true(cr_output_next(fd, 0, total, cr_output_old(total, keep), &start, &end));
+    assert_int_equal(start, 2 * mib);
+    /* more than keep stays, less than keep and one range more */
+    struct stat sb;
+    assert_int_equal(fstat(fd, &sb), 0);
+    assert_true((uint64_t)sb.st_blocks * 512 >= keep &&
+                (uint64_t)sb.st_blocks * 512 <= keep + 2 * mib);
+    free(block);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -292,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_buf_and_vec),
         cmocka_unit_test(test_log_limits),
         cmocka_unit_test(test_output_bound),
+        cmocka_unit_test(test_output_bound_aligned),
         cmocka_unit_test(test_output_probe_writer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
