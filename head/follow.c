@@ -63,6 +63,7 @@ static struct {
     follower_t *list;
     size_t count;
     int pumping;        /* follow_pump on the stack: frees wait for its sweep */
+    uint64_t relayed;   /* bytes follow_relay sent (follow_relayed) */
     uint8_t buf[CHUNK]; /* one loop, one read at a time */
 } F;
 
@@ -409,6 +410,51 @@ static void pump_logs(follower_t *f)
     f->rr = n ? (f->rr + 1) % n : 0;
     if (final && !more)
         send_eof(f);
+}
+
+void follow_relay(const char *job_id, int worker, int stream, const char *path, uint64_t off,
+                  const uint8_t *data, size_t len)
+{
+    if (!len || worker < 0 || stream < 0 || stream > 1)
+        return;
+    F.pumping++; /* a follower that ends here is freed by the sweep below */
+    for (follower_t *f = F.list; f; f = f->next) {
+        if (f->dead || !f->job_id || worker >= f->n || (f->worker >= 0 && f->worker != worker) ||
+            strcmp(f->job_id, job_id) != 0)
+            continue;
+        fstream_t *s = &f->fs[worker][stream];
+        /* only a follower caught up on this very file, with no gap to tell:
+         * the pump sends anything else, from the file */
+        if (!s->seen || !s->path || s->offset != off || s->skipped || strcmp(s->path, path) != 0 ||
+            !cr_conn_can_send_raw(f->conn) || cr_conn_queued(f->conn) >= QUEUE_HIGH)
+            continue;
+        Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
+        ch.job_id = f->job_id;
+        ch.worker_index = (uint32_t)worker;
+        ch.stream = stream ? CORRAL__LOG_STREAM__LOG_STDERR : CORRAL__LOG_STREAM__LOG_STDOUT;
+        ch.offset = off;
+        Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+        a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+        a.log_chunk = &ch;
+        a.reply_to = f->req_id;
+        size_t copied;
+        int err = cr_conn_send_log_bytes(f->conn, &a, data, len, &copied);
+        if (err < 0) {
+            cr_warn("follow: answer to %s: %s; no longer following", cr_conn_peer(f->conn),
+                    cr_strerror(err));
+            f->dead = true;
+            continue;
+        }
+        s->offset += len;
+        F.relayed += len;
+    }
+    F.pumping--;
+    sweep();
+}
+
+uint64_t follow_relayed(void)
+{
+    return F.relayed;
 }
 
 typedef struct ev_ctx {

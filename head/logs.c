@@ -258,7 +258,10 @@ void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch)
     if (ch->offset != cs->end && fstat(fd, &sb) == 0 && ch->offset > (uint64_t)sb.st_size &&
         ch->offset > w->out_gap[si])
         w->out_gap[si] = ch->offset;
-    if (pwrite(fd, ch->data.data, ch->data.len, (off_t)ch->offset) < 0) {
+    ssize_t wrote = pwrite(fd, ch->data.data, ch->data.len, (off_t)ch->offset);
+    if (wrote == (ssize_t)ch->data.len) /* in the copy: its caught-up followers get it now */
+        follow_relay(j->idstr, w->index, si, *path, ch->offset, ch->data.data, ch->data.len);
+    if (wrote < 0) {
         cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
         cs->end = UINT64_MAX; /* not known: the next piece asks */
     } else if (cs->end == UINT64_MAX) {

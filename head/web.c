@@ -10,6 +10,7 @@
  * cli/pg_cmd.c: job, node, group, event), checked side by side by
  * tests/cli/web_api.sh, and node descriptions are hw/'s own builder
  * (corral hw --json). */
+#include "head/follow.h"
 #include "head/head.h"
 #include "head/telemetry.h"
 #include "hw/topo_view.h"
@@ -952,6 +953,9 @@ static void get_metrics(void *ctx, const web_req_t *rq, web_out_t *out)
     double rv[] = {(double)rs.sent, (double)rs.received};
     for (size_t i = 0; i < 2; i++)
         web_prom_sample(b, "corral_output_raw_bytes_total", rl[i], 1, rv[i]);
+    metric1(b, "corral_output_relayed_bytes_total", "counter",
+            "remote job output sent to followers as it arrived, not read back from the head's copy",
+            (double)follow_relayed());
     metric1(b, "corral_state_commits_total", "counter",
             "group commits of state.db (one per loop turn that changed something)",
             (double)head_counters.commits);

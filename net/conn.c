@@ -863,6 +863,58 @@ static int send_raw(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, siz
     return queue_frame(c, w, hsent ? 0 : e->reply_to, true);
 }
 
+int cr_conn_send_log_bytes(cr_conn_t *c, Corral__Envelope *e, const uint8_t *data, size_t len,
+                           size_t *copied)
+{
+    *copied = len;
+    if (e->body_case != CORRAL__ENVELOPE__BODY_LOG_CHUNK || !e->log_chunk || !len ||
+        e->log_chunk->data.len || e->log_chunk->eof || !cr_conn_can_send_raw(c))
+        return CR_EINVAL;
+    e->log_chunk->raw_len = len;
+    int err = check_send(c, e);
+    write_req_t *w = NULL;
+    if (err == 0) {
+        w = cr_malloc(sizeof(*w));
+        err = cr_msg_pack(e, c->net->max_frame, &w->bytes, &w->len);
+        if (err < 0)
+            free(w);
+    }
+    e->log_chunk->raw_len = 0;
+    if (err < 0)
+        return err;
+    /* straight from data while nothing waits before it: the header and
+     * the bytes in one writev, as far as the socket takes them now */
+    size_t done = 0, hlen = w->len;
+    if (!c->tls && !c->held.len && uv_stream_get_write_queue_size(&c->u.s) == 0) {
+        uv_buf_t b[2] = {uv_buf_init((char *)w->bytes, (unsigned)hlen),
+                         uv_buf_init((char *)data, (unsigned)len)};
+        int r = uv_try_write(&c->u.s, b, 2);
+        if (r < 0 && r != UV_EAGAIN) {
+            free(w->bytes);
+            free(w);
+            cr_warn("%s: write failed: %s; closing the connection", c->peer, uv_strerror(r));
+            cr_conn_close(c, r);
+            return r;
+        }
+        done = r > 0 ? (size_t)r : 0;
+    }
+    raw_stats.sent += len;
+    if (done == hlen + len) {
+        *copied = 0;
+        free(w->bytes);
+        free(w);
+        return 0;
+    }
+    /* the rest waits in the queue, as any frame would */
+    size_t hrest = done < hlen ? hlen - done : 0, drest = done > hlen ? hlen + len - done : len;
+    memmove(w->bytes, w->bytes + (hlen - hrest), hrest);
+    w->bytes = cr_realloc(w->bytes, hrest + drest);
+    memcpy(w->bytes + hrest, data + (len - drest), drest);
+    w->len = hrest + drest;
+    *copied = drest;
+    return queue_frame(c, w, done ? 0 : e->reply_to, true);
+}
+
 int cr_conn_send_log_file(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, size_t len,
                           bool raw, size_t *copied)
 {

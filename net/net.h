@@ -371,6 +371,17 @@ int cr_conn_send_log_file(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t of
  * only: the loop waits on it. */
 void cr_conn_set_raw_fd(cr_conn_t *c, int (*pick)(void *arg, const Corral__LogChunk *ch),
                         void *arg);
+/* A raw log chunk e (a LogChunk with no data) of len bytes from memory:
+ * while nothing is queued or held for c, its header and data are written
+ * in one writev as far as the socket takes them, and only the rest is
+ * copied into the queue (written at once while the net is held unless
+ * frames are held for c, as cr_conn_send_output's). For the head's relay
+ * of remote output to its followers (head/follow.c follow_relay): no read
+ * of the file it was just written to. c must take raw chunks
+ * (cr_conn_can_send_raw), else CR_EINVAL. *copied: bytes copied into the
+ * queue. 0, or an error as cr_conn_send's. */
+int cr_conn_send_log_bytes(cr_conn_t *c, Corral__Envelope *e, const uint8_t *data, size_t len,
+                           size_t *copied);
 /* Whether raw log chunks may go to c (cr_conn_send_log_file). */
 bool cr_conn_can_send_raw(const cr_conn_t *c);
 /* Raw log chunks to c go by sendfile(2) while nothing is queued to it

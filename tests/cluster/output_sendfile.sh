@@ -8,14 +8,18 @@
 # through `corral job logs` after the job ended (the head's copy); the
 # agent's /metrics says most of them went by sendfile; two jobs whose
 # output interleaves (stdout and stderr, two workers at once) arrive whole
-# too, each stream in order. No timings.
+# too, each stream in order. The head relays what it writes into its copy
+# straight to a follower that is caught up (head/follow.c follow_relay):
+# its /metrics counts those bytes. No timings.
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" cluster-output-sendfile
 command -v curl >/dev/null || { echo "SKIP: no curl (scripts/deps.sh installs it)"; exit 77; }
 T=$TDATA
 MIB=$((1024 * 1024))
 
-head_up "$SPECS/cpu-only.yaml" --worker-log-max 256M
+head_up "$SPECS/cpu-only.yaml" --worker-log-max 256M --dashboard-port any
+L=$("$CORRAL" dashboard) || { fail "no dashboard"; finish; }
+HURL="${L%%\?*}metrics"
 out=$("$CORRAL" start --address "$ADDR" --token-file "$TOKEN" --hw-spec "$SPECS/cpu-only.yaml" \
     --node-id far --node-ip 127.0.0.2 $TLSOPT --worker-log-max 256M --metrics-port any 2>&1) ||
     { fail "agent far did not start: $out"; finish; }
@@ -28,14 +32,18 @@ AUTH="Authorization: Bearer $(cat "$TOKEN")"
 # the agent's counter NAME (its node label)
 am() { curl -sf -H "$AUTH" "http://$MA/metrics" | sed -n "s/^$1{node=\"far\"[^}]*} //p"; }
 sf() { am corral_output_sendfile_bytes_total; }
+rl() { curl -sf -H "$AUTH" "$HURL" | sed -n "s/^corral_output_relayed_bytes_total //p"; }
 [ -n "$(sf)" ] && ok "the agent's /metrics counts output sent by sendfile" ||
     { fail "no corral_output_sendfile_bytes_total in the agent's /metrics"; finish; }
 
 head -c $((64 * MIB)) /dev/urandom >"$T/r64"
 want=$(sha256sum <"$T/r64" | cut -d' ' -f1)
 
+[ -n "$(rl)" ] && ok "the head's /metrics counts output relayed to followers" ||
+    { fail "no corral_output_relayed_bytes_total in the head's /metrics"; finish; }
+
 # 1. into a pipe (the client splices) and into a file
-s0=$(sf)
+s0=$(sf) h0=$(rl)
 "$CORRAL" run --label-selector corral.io/node-id=far -- cat "$T/r64" 2>"$T/run.err" | cat >"$T/p.out"
 rc=${PIPESTATUS[0]}
 got=$(sha256sum <"$T/p.out" | cut -d' ' -f1)
@@ -46,11 +54,17 @@ rc=$?
 got=$(sha256sum <"$T/f.out" | cut -d' ' -f1)
 [ "$rc" = 0 ] && [ "$got" = "$want" ] && ok "remote run into a file: 64 MiB whole and in order" ||
     fail "remote run into a file: rc=$rc $(wc -c <"$T/f.out") bytes $(head -c 300 "$T/run.err")"
-s1=$(sf)
+s1=$(sf) h1=$(rl)
 # the head reads what the socket holds at its pace: most chunks find the
 # queue empty, so at least half of the 128 MiB went by sendfile
 [ $((s1 - s0)) -ge $((64 * MIB)) ] && ok "the agent sent $((s1 - s0)) of 128 MiB by sendfile" ||
     fail "the agent sent $((s1 - s0)) bytes by sendfile ($s0 -> $s1), want at least 64 MiB"
+
+# the follower is caught up whenever the head's read of the agent finds
+# its queue under its bound: some of the bytes went so, not all
+[ $((h1 - h0)) -gt 0 ] && [ $((h1 - h0)) -le $((128 * MIB)) ] &&
+    ok "the head relayed $((h1 - h0)) of 128 MiB as they came" ||
+    fail "the head relayed $((h1 - h0)) bytes ($h0 -> $h1), want some of 128 MiB"
 
 # 2. the head's copy, read after the job ended
 id=$("$CORRAL" job list --json | jq -r 'map(select(.state == "SUCCEEDED")) | .[-1].job_id')
