@@ -107,8 +107,45 @@ static void send_raw_paced(cr_conn_t *c)
     cr_conn_set_data(c, (void *)-left);
 }
 
+/* The same RAW_CHUNKS chunks from memory by cr_conn_send_log_bytes while
+ * under 128 KiB are queued (the test server's bound is 256), the rest
+ * from the drain: the first go
+ * straight from the buffer, those sent once the socket is full are
+ * copied into the queue. The buffer is overwritten after each send:
+ * nothing may still point into it. mem_copied: bytes copied into the
+ * queue, mem_first_copied: of the first chunk; mem_next: the next chunk
+ * (RAW_CHUNKS: none left). */
+static uint64_t mem_copied, mem_first_copied, mem_next = RAW_CHUNKS;
+static void send_raw_memory(cr_conn_t *c)
+{
+    static uint8_t buf[65536];
+    for (; mem_next < RAW_CHUNKS && cr_conn_queued(c) < 128 * 1024; mem_next++) {
+        uint64_t k = mem_next;
+        for (size_t i = 0; i < sizeof(buf); i++)
+            buf[i] = raw_byte(k * sizeof(buf) + i);
+        Corral__LogChunk r = CORRAL__LOG_CHUNK__INIT;
+        r.job_id = "raw";
+        r.offset = k * sizeof(buf);
+        Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+        a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+        a.log_chunk = &r;
+        size_t copied;
+        assert_int_equal(cr_conn_send_log_bytes(c, &a, buf, sizeof(buf), &copied), 0);
+        assert_null(r.data.data);
+        assert_int_equal(r.raw_len, 0);
+        if (k == 0)
+            mem_first_copied = copied;
+        mem_copied += copied;
+        memset(buf, 0xee, sizeof(buf));
+    }
+}
+
 static void sv_drain(cr_conn_t *c, void *data)
 {
+    if (mem_next < RAW_CHUNKS) {
+        send_raw_memory(c);
+        return;
+    }
     if ((intptr_t)cr_conn_data(c) > 0)
         send_paced(c);
     else if ((intptr_t)cr_conn_data(c) < 0)
@@ -165,6 +202,12 @@ static void sv_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
         r.data.len = sizeof(chunk);
         a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
         a.log_chunk = &r;
+        if (e->job_logs->worker_index == 3) { /* from memory, the rest from the drain */
+            mem_next = 0;
+            mem_copied = 0;
+            send_raw_memory(c);
+            break;
+        }
         if (e->job_logs->worker_index == 2) { /* from raw_fd, raw where it can */
             cr_conn_set_data(c, (void *)(intptr_t)-RAW_CHUNKS);
             send_raw_paced(c);
@@ -1172,6 +1215,29 @@ static void test_raw_log_chunks_old_client(void **state)
     raw_stream("0", false);
 }
 
+/* Raw chunks from memory (cr_conn_send_log_bytes, the head's relay):
+ * every byte arrives in order though the sender's buffer is overwritten
+ * after each send; the first chunk went straight to the socket, later ones
+ * waited in the queue. */
+static void test_raw_log_bytes(void **state)
+{
+    cr_net_t *cn;
+    cr_conn_t *good = raw_client(NULL, "mem-client", &cn);
+    raw_got = 0;
+    Corral__JobLogs jl = CORRAL__JOB_LOGS__INIT;
+    jl.job_id = "j2";
+    jl.worker_index = 3;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.id = 1;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_LOGS;
+    e.job_logs = &jl;
+    assert_int_equal(cr_conn_send(good, &e), 0);
+    RUN_UNTIL(raw_got == RAW_CHUNKS * 65536ull);
+    assert_int_equal(mem_first_copied, 0);
+    assert_true(mem_copied > 0 && mem_copied < RAW_CHUNKS * 65536ull);
+    raw_client_done(good, cn);
+}
+
 static void send_job_logs(cr_conn_t *c, uint64_t id)
 {
     Corral__JobLogs jl = CORRAL__JOB_LOGS__INIT;
@@ -1283,6 +1349,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_frame_over_the_limit_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_log_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_log_chunks_old_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_raw_log_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_log_chunk_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_not_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_not_held_framed, setup, teardown),
