@@ -815,30 +815,6 @@ fail:
     return -1;
 }
 
-/* The hexadecimal signal mask after "\nNAME:\t" in a /proc status text:
- * bit sig - 1 for signal sig. False when it is not there. Runs in the
- * cloned child: no allocation, no locale. */
-__attribute__((no_sanitize_address)) static bool status_mask(const char *text, const char *name,
-                                                             uint64_t *out)
-{
-    size_t n = strlen(name);
-    for (const char *p = text; (p = strchr(p, '\n')) != NULL; p++) {
-        if (strncmp(p + 1, name, n) != 0 || p[1 + n] != ':' || p[2 + n] != '\t')
-            continue;
-        uint64_t v = 0;
-        int digits = 0;
-        for (const char *q = p + 3 + n; digits < 16; q++, digits++) {
-            int d = *q >= '0' && *q <= '9' ? *q - '0' : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10 : -1;
-            if (d < 0)
-                break;
-            v = v << 4 | (uint64_t)d;
-        }
-        *out = v;
-        return digits == 16;
-    }
-    return false;
-}
-
 /* Every signal the worker must not inherit a disposition of back to the
  * default, before any is unblocked: a handler of the head's would run on
  * its memory, which the child borrows until it executes, and an ignored
@@ -856,7 +832,8 @@ __attribute__((no_sanitize_address)) static void signals_to_default(void)
         ssize_t n = read(fd, text, sizeof(text) - 1);
         close(fd);
         text[n > 0 ? n : 0] = '\0';
-        if (n > 0 && status_mask(text, "SigIgn", &ign) && status_mask(text, "SigCgt", &cgt))
+        if (n > 0 && cr_proc_status_mask(text, "SigIgn", &ign) &&
+            cr_proc_status_mask(text, "SigCgt", &cgt))
             set = ign | cgt;
     }
     for (int sig = 1; sig < _NSIG && sig <= 64; sig++)
