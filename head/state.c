@@ -158,8 +158,8 @@ static const char *const migrations[] = {
     "  message TEXT NOT NULL);",
     /* 2: what of a worker's output its remote agent wrote and never
      * delivered (WorkerStatus.output_lost), kept across a head restart */
-    "ALTER TABLE workers ADD COLUMN output_lost INTEGER NOT NULL DEFAULT 0"
-    "  CHECK (output_lost >= 0);",
+    ("ALTER TABLE workers ADD COLUMN output_lost INTEGER NOT NULL DEFAULT 0"
+     "  CHECK (output_lost >= 0);"),
     /* 3: no index on a job's state. Every state change of a job rewrote
      * a page of it (a WAL frame in each of a run's three commits), and
      * no query of the head's needs it: a restarted head reads every job
