@@ -820,7 +820,7 @@ fail:
  * its memory, which the child borrows until it executes, and an ignored
  * one would stay ignored across the exec. Only the caught and ignored
  * ones need it (SigCgt and SigIgn of the kernel's status of this process:
- * the head has five or so), which saves some sixty rt_sigaction calls on
+ * three in a plain corrald), which saves some sixty rt_sigaction calls on
  * every spawn while the head waits; when the status cannot be read, all. */
 __attribute__((no_sanitize_address)) static void signals_to_default(void)
 {
