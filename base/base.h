@@ -211,4 +211,11 @@ int cr_cpulist_parse(const char *s, uint64_t *bits, size_t nbits, size_t *errpos
 /* Formats a bitmap as a cpulist. */
 void cr_cpulist_format(const uint64_t *bits, size_t nbits, cr_buf_t *out);
 
+/* ---- /proc/PID/status masks ("SigCgt:\t0000000000004002") ---- */
+/* The 16 hexadecimal digits after "\nNAME:\t" in the text of a
+ * /proc/PID/status (bit sig - 1 for signal sig, in SigIgn, SigCgt, ...);
+ * false when they are not there. Allocates nothing and reads no locale:
+ * agent/launch.c calls it in a child that borrows the head's memory. */
+bool cr_proc_status_mask(const char *text, const char *name, uint64_t *out);
+
 #endif

@@ -192,3 +192,23 @@ bool cr_hex_decode(const char *hex, size_t len, uint8_t *out)
     }
     return true;
 }
+
+bool cr_proc_status_mask(const char *text, const char *name, uint64_t *out)
+{
+    size_t n = strlen(name);
+    for (const char *p = text; (p = strchr(p, '\n')) != NULL; p++) {
+        if (strncmp(p + 1, name, n) != 0 || p[1 + n] != ':' || p[2 + n] != '\t')
+            continue;
+        uint64_t v = 0;
+        int digits = 0;
+        for (const char *q = p + 3 + n; digits < 16; q++, digits++) {
+            int d = *q >= '0' && *q <= '9' ? *q - '0' : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10 : -1;
+            if (d < 0)
+                break;
+            v = v << 4 | (uint64_t)d;
+        }
+        *out = v;
+        return digits == 16;
+    }
+    return false;
+}

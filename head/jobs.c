@@ -963,6 +963,17 @@ void req_job_status(cr_conn_t *c, const Corral__Envelope *e)
 void jobs_info_each(const char *only, void (*fn)(void *ctx, const Corral__JobInfo *info), void *ctx)
 {
     number_pending(); /* the queue positions info_fill gives */
+    if (only) {       /* one job: found by its id, not by a walk of them all */
+        const job_t *j = job_find(only);
+        if (j && strcmp(j->idstr, only) == 0) {
+            Corral__JobInfo info;
+            info_mem_t m;
+            info_fill(j, &info, &m);
+            fn(ctx, &info);
+            info_fini(&m);
+        }
+        return;
+    }
     for (size_t i = 0; i < D.jobs.n; i++) {
         const job_t *j = D.jobs.v[i];
         if (only && strcmp(j->idstr, only) != 0)

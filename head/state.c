@@ -158,8 +158,13 @@ static const char *const migrations[] = {
     "  message TEXT NOT NULL);",
     /* 2: what of a worker's output its remote agent wrote and never
      * delivered (WorkerStatus.output_lost), kept across a head restart */
-    "ALTER TABLE workers ADD COLUMN output_lost INTEGER NOT NULL DEFAULT 0"
-    "  CHECK (output_lost >= 0);",
+    ("ALTER TABLE workers ADD COLUMN output_lost INTEGER NOT NULL DEFAULT 0"
+     "  CHECK (output_lost >= 0);"),
+    /* 3: no index on a job's state. Every state change of a job rewrote
+     * a page of it (a WAL frame in each of a run's three commits), and
+     * no query of the head's needs it: a restarted head reads every job
+     * (retention bounds them), and the active list scans. */
+    "DROP INDEX IF EXISTS jobs_state;",
 };
 _Static_assert(CR_ARRAY_SIZE(migrations) == CR_STATE_SCHEMA_VERSION,
                "one migration step per schema version");
@@ -198,6 +203,7 @@ enum stmt_id {
     S_JOB_DELETE,
     S_WORKER_INSERT,
     S_WORKER_UPDATE,
+    S_WORKER_UPDATE_SAME_NODE,
     S_WORKER_SET_STATE,
     S_WORKER_GET,
     S_WORKER_LIST_JOB,
@@ -255,6 +261,14 @@ static const char *const stmt_sql[S__COUNT] = {
                         "start_time = ?7, state = ?8, exit_code = ?9, exit_signal = ?10, "
                         "restarts = ?11, stdout_path = ?12, stderr_path = ?13, updated_ms = ?14, "
                         "output_lost = ?15 WHERE job_id = ?1 AND idx = ?2",
+    /* the update of a worker that stays on its node (most: its start
+     * after the submit named the node, its exit, its restarts): node_id
+     * is not set, so its index is not rewritten (a WAL frame a commit) */
+    [S_WORKER_UPDATE_SAME_NODE] = "UPDATE workers SET devices = ?4, pid = ?5, pgid = ?6, "
+                                  "start_time = ?7, state = ?8, exit_code = ?9, "
+                                  "exit_signal = ?10, restarts = ?11, stdout_path = ?12, "
+                                  "stderr_path = ?13, updated_ms = ?14, output_lost = ?15 "
+                                  "WHERE job_id = ?1 AND idx = ?2 AND node_id IS ?3",
     [S_WORKER_SET_STATE] = "UPDATE workers SET state = ?3, updated_ms = ?4 "
                            "WHERE job_id = ?1 AND idx = ?2",
     [S_WORKER_GET] = "SELECT " WORKER_COLS " FROM workers WHERE job_id = ?1 AND idx = ?2",
@@ -1211,6 +1225,11 @@ int cr_state_worker_create(cr_state_t *st, const cr_state_worker_t *w, int64_t n
 
 int cr_state_worker_update(cr_state_t *st, const cr_state_worker_t *w, int64_t now_ms)
 {
+    /* the row as it is on the same node first; when nothing matched (a
+     * new node, or no such row) the whole row, which says which */
+    int err = worker_write(st, S_WORKER_UPDATE_SAME_NODE, w, now_ms, false, "updating it");
+    if (err || sqlite3_changes(st->db) > 0)
+        return err;
     return worker_write(st, S_WORKER_UPDATE, w, now_ms, true, "updating it");
 }
 

@@ -34,7 +34,7 @@
 
 /* The schema version this code writes; older databases are migrated at
  * open, newer ones refused. */
-#define CR_STATE_SCHEMA_VERSION 2
+#define CR_STATE_SCHEMA_VERSION 3
 /* cr_state_open refuses a file system with less free space than this. */
 #define CR_STATE_MIN_FREE_BYTES (1024 * 1024)
 /* Enough for any message of cr_state_open's err buffer. */

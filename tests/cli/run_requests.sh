@@ -34,6 +34,19 @@ read -r n rc <<<"$(frames run -- sh -c 'echo out; echo err >&2; exit 7')"
     fail "failing job: $n frames, exit $rc: $(cat "$T/out")"
 read -r n rc <<<"$(frames run --workers 2 -- true)"
 [ "$rc" = 0 ] && [ "$n" = 4 ] && ok "a gang of 2: the same 4 requests" || fail "gang: $n frames, exit $rc"
+# the job that ends the follow comes without the environment the CLI sent
+# (docs/protocol.md JobLogs.with_job): with 4 KiB of it, the CLI writes
+# more than 4 KiB and reads far less back
+big=$(head -c 4096 /dev/zero | tr '\0' x)
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" BIG_FOR_THE_TEST="$big" \
+    strace -f -qq -e trace=connect,read,write -e signal=none -o "$T/st" "$CORRAL" run -- true >"$T/out" 2>&1
+rc=$?
+fd=$(sed -n 's/.*connect(\([0-9]*\), {sa_family=AF_UNIX, sun_path="[^"]*corrald.sock"}.*/\1/p' "$T/st" | head -1)
+wrote=$(sed -n "s/.*write($fd, .*) = \([0-9]*\)$/\1/p" "$T/st" | awk '{s+=$1} END{print s+0}')
+got=$(sed -n "s/.*read($fd, .*) = \([0-9]*\)$/\1/p" "$T/st" | awk '{s+=$1} END{print s+0}')
+[ "$rc" = 0 ] && [ "$wrote" -gt 4096 ] && [ "$got" -gt 0 ] && [ "$got" -lt 2048 ] &&
+    ok "the job at the end comes without the environment sent ($wrote bytes written, $got read)" ||
+    fail "with 4 KiB of environment: $wrote bytes written, $got read, exit $rc: $(cat "$T/out")"
 out=$("$CORRAL" run -- sh -c 'exit 7' 2>&1); rc=$?
 [ "$rc" = 7 ] && "$CORRAL" run --workers 2 -- true && ok "the same unstraced (a sanitizer build checks for leaks)" ||
     fail "unstraced: exit $rc: $out"

@@ -44,6 +44,37 @@ static void test_hex(void **state)
     assert_true(cr_hex_decode("", 0, back));
 }
 
+/* The masks of a /proc/PID/status (agent/launch.c sets back only the
+ * signals SigIgn and SigCgt list): 16 digits after "\nNAME:\t", the
+ * first such line, nothing on a short or missing one. */
+static void test_proc_status_mask(void **state)
+{
+    (void)state;
+    const char *t = "Name:\tcorrald\nSigQ:\t0/1\nSigIgn:\t0000000000001000\n"
+                    "SigCgt:\t00000000000044c2\nSigCgtX:\t1\n";
+    uint64_t v = 7;
+    assert_true(cr_proc_status_mask(t, "SigIgn", &v));
+    assert_true(v == 1u << 12); /* SIGPIPE, 13 */
+    assert_true(cr_proc_status_mask(t, "SigCgt", &v));
+    assert_true(v == 0x44c2);
+    assert_false(cr_proc_status_mask(t, "SigBlk", &v));
+    assert_false(cr_proc_status_mask(t, "Name", &v)); /* not 16 digits */
+    assert_false(
+        cr_proc_status_mask("SigIgn:\t0000000000001000\n", "SigIgn", &v)); /* no line before */
+    assert_false(cr_proc_status_mask("x\nSigIgn:\t00000000000010", "SigIgn", &v));
+    assert_false(cr_proc_status_mask("x\nSigIgn", "SigIgn", &v));
+    assert_false(cr_proc_status_mask("", "SigIgn", &v));
+    /* this process's own: readable, and SIGKILL is never caught */
+    char buf[4096];
+    FILE *f = fopen("/proc/self/status", "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_true(cr_proc_status_mask(buf, "SigCgt", &v));
+    assert_false(v & (1u << (9 - 1)));
+}
+
 static void test_cpulist(void **state)
 {
     uint64_t bits[4];
@@ -321,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_parse_numbers),
         cmocka_unit_test(test_hex),
         cmocka_unit_test(test_cpulist),
+        cmocka_unit_test(test_proc_status_mask),
         cmocka_unit_test(test_files_under_root),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_buf_and_vec),

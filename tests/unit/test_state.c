@@ -1134,6 +1134,113 @@ static void test_migration_adds_output_lost(void **state)
     tdir_remove(&t);
 }
 
+/* The WAL frames (pages) the commits since the file was opened wrote:
+ * what a commit costs, page for page (docs/benchmarks.md). */
+static long wal_frames(const tdir_t *t)
+{
+    char wal[160];
+    snprintf(wal, sizeof(wal), "%s-wal", t->db);
+    struct stat sb;
+    assert_int_equal(stat(wal, &sb), 0);
+    return sb.st_size <= 32 ? 0 : (long)((sb.st_size - 32) / (4096 + 24));
+}
+
+/* A run's commits write only the pages they change (issue 18): a job's
+ * state change rewrites no index of it, and a worker that stays on its
+ * node rewrites no page of the node index; a move to another node still
+ * does, and an update of a missing worker is still refused. A version 2
+ * file loses the job state index at open. */
+static void test_run_commits_write_few_pages(void **state)
+{
+    tdir_t t;
+    tdir_make(&t);
+    cr_state_t *st = open_ok(t.db);
+    assert_int_equal(sql_int(st, "PRAGMA page_size"), 4096);
+    assert_int_equal(sql_int(st, "SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_state'"),
+                     0);
+    int64_t a = new_job(st, "a", 1);
+    new_worker(st, a, 0, NULL, 1);
+    cr_state_worker_t w = {.job_id = a,
+                           .index = 0,
+                           .node_id = "n1",
+                           .devices = "0",
+                           .pid = 100,
+                           .pgid = 100,
+                           .start_time = 5,
+                           .state = CR_WORKER_RUNNING,
+                           .stdout_path = "/x/a.out",
+                           .stderr_path = "/x/a.err"};
+    cr_state_event_t ev = {.kind = "running", .job_id = a, .message = "m"};
+    /* the start: the worker's node set (its index row added) */
+    long f0 = wal_frames(&t);
+    assert_int_equal(cr_state_begin(st), 0);
+    assert_int_equal(cr_state_job_set_state(st, a, CR_JOB_RUNNING, NULL, 2), 0);
+    assert_int_equal(cr_state_worker_update(st, &w, 2), 0);
+    assert_int_equal(cr_state_event_append(st, &ev, NULL), 0);
+    assert_int_equal(cr_state_commit(st), 0);
+    long start = wal_frames(&t) - f0;
+    /* the end on the same node: the jobs, workers and events leaves and
+     * the events' sequence, nothing of an index */
+    w.state = CR_WORKER_EXITED;
+    w.exit_code = 3;
+    ev.kind = "failed";
+    f0 = wal_frames(&t);
+    assert_int_equal(cr_state_begin(st), 0);
+    assert_int_equal(cr_state_job_set_state(st, a, CR_JOB_FAILED, "exit 3", 3), 0);
+    assert_int_equal(cr_state_worker_update(st, &w, 3), 0);
+    assert_int_equal(cr_state_event_append(st, &ev, NULL), 0);
+    assert_int_equal(cr_state_commit(st), 0);
+    assert_int_equal(wal_frames(&t) - f0, 4);
+    assert_int_equal(start, 5); /* the same and the node index */
+    cr_state_worker_t g;
+    assert_int_equal(cr_state_worker_get(st, a, 0, &g), 0);
+    assert_string_equal(g.node_id, "n1");
+    assert_int_equal(g.exit_code, 3);
+    assert_int_equal(g.state, CR_WORKER_EXITED);
+    cr_state_worker_free(&g);
+    /* a move to another node is written whole */
+    w.node_id = "n2";
+    w.state = CR_WORKER_RUNNING;
+    assert_int_equal(cr_state_worker_update(st, &w, 4), 0);
+    assert_int_equal(cr_state_worker_get(st, a, 0, &g), 0);
+    assert_string_equal(g.node_id, "n2");
+    assert_int_equal(g.state, CR_WORKER_RUNNING);
+    cr_state_worker_free(&g);
+    cr_state_worker_t *v = NULL;
+    size_t n = 0;
+    assert_int_equal(cr_state_worker_list(st, 0, "n2", &v, &n), 0);
+    assert_int_equal(n, 1);
+    cr_state_worker_list_free(v, n);
+    assert_int_equal(cr_state_worker_list(st, 0, "n1", &v, &n), 0);
+    assert_int_equal(n, 0);
+    cr_state_worker_list_free(v, n);
+    /* no such worker: refused, on either statement */
+    w.index = 7;
+    assert_int_equal(cr_state_worker_update(st, &w, 5), CR_ENOENT);
+    w.node_id = NULL;
+    assert_int_equal(cr_state_worker_update(st, &w, 5), CR_ENOENT);
+    cr_state_close(st);
+    /* a version 2 file, with its index on the jobs' state */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(t.db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "CREATE INDEX jobs_state ON jobs (state);"
+                                  "UPDATE schema_version SET version = 2",
+                                  0, 0, 0),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    st = open_ok(t.db);
+    assert_int_equal(sql_int(st, "SELECT version FROM schema_version"), CR_STATE_SCHEMA_VERSION);
+    assert_int_equal(sql_int(st, "SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_state'"),
+                     0);
+    cr_state_job_t *jv = NULL;
+    assert_int_equal(cr_state_job_list(st, true, &jv, &n), 0);
+    assert_int_equal(n, 0); /* a is FAILED: not active */
+    cr_state_job_list_free(jv, n);
+    cr_state_close(st);
+    tdir_remove(&t);
+}
+
 /* A migration that fails half-way leaves the file as it was: still at
  * its old version, none of the new tables. */
 static void test_failed_migration_changes_nothing(void **state)
@@ -1265,6 +1372,7 @@ int main(void)
         cmocka_unit_test(test_foreign_database_refused),
         cmocka_unit_test(test_failed_migration_changes_nothing),
         cmocka_unit_test(test_migration_adds_output_lost),
+        cmocka_unit_test(test_run_commits_write_few_pages),
         cmocka_unit_test(test_corrupt_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
