@@ -662,6 +662,23 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
         if (j >= cnt)
             j -= cnt;
         int n = list ? list[j] : (int)j;
+        /* The scan moves on from where the last decision landed, so most
+         * of the nodes it reads were read by the last one, and the new
+         * ones come at its end, where each would wait for memory: ask for
+         * them SCHED_PREFETCH nodes ahead, once a cache line of each row. */
+        if (!list && !(j & 3) && j + SCHED_PREFETCH < cnt) {
+            size_t f = j + SCHED_PREFETCH;
+            __builtin_prefetch(&c->hot[f]);
+            if (!(j & 7)) {
+                __builtin_prefetch(&c->freemask[f]);
+                for (int k = 0; k < pr.n && fast; k++) {
+                    __builtin_prefetch(&pr.tot[k][f]);
+                    __builtin_prefetch(&pr.av[k][f]);
+                }
+            }
+            if (lv && !(j & 15))
+                __builtin_prefetch(&lv[f * lvs]);
+        }
         if (lv && lv[(size_t)n * lvs] < need) {
             passed++;
             continue;
@@ -701,6 +718,13 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
             ks[pos] = s;
             if (nk < topk)
                 nk++;
+            /* the best so far is likely the one taken: its description
+             * (device groups, device offset), which the scan no longer
+             * reads, is asked for while the scan goes on */
+            if (pos == 0) {
+                __builtin_prefetch(&c->nodes.v[n]);
+                __builtin_prefetch((const char *)&c->nodes.v[n] + sizeof(sched_node_t) - 1);
+            }
         }
         if (++found >= limit)
             break;

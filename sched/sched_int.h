@@ -37,6 +37,9 @@ void sched__lvl_all(sched_cluster_t *c);
 #define SCHED_SAMPLE_MIN 100
 #define SCHED_SAMPLE_MAX 128
 
+/* How many nodes ahead the single-bundle scan asks for a node's rows. */
+#define SCHED_PREFETCH 32
+
 /* Units of resource r per tracked device of node sn: 1 but for devices
  * holding several (a Trainium device of 2 NeuronCores). */
 static inline int sched__units(const sched_node_t *sn, int r)

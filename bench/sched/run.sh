@@ -30,7 +30,7 @@ for total in 2000 10000 30000 100000; do
     k=$((total / 1000))k
     echo "# curve: $total nodes ($gpus GPU nodes + 1,024 TPU hosts)"
     "${pin[@]}" "$corral" sim --bench --cluster "$tmp/fleet.yaml" |
-        awk -v k="$k" '$1 == "figure" && $2 ~ /^sched_single_(decisions|decisions_cpu|p50|p99)$/ {
+        awk -v k="$k" '$1 == "figure" && $2 ~ /^sched_single_(decisions|decisions_cpu|decisions_alone|p50|p99)$/ {
             print "figure " $2 "_" k " " $3 " " $4
             if ($2 == "sched_single_decisions") rate = $3
             if ($2 == "sched_single_p99") p99 = $3
@@ -40,8 +40,19 @@ for total in 2000 10000 30000 100000; do
                 printf "ratio sched_single_decisions_100k_vs_target_200000 %.3f\n", rate / 200000
                 printf "ratio sched_single_p99_100k_target_20us_vs_measured %.3f\n", 20 / p99
             }
-        }'
+        }' | tee -a "$tmp/curve"
 done
+# flatness, in this run: the rate at 100k over the rate at 2k, of the loop
+# (decision and random release) and of the decisions alone
+awk '$1 == "figure" { v[$2] = $3 }
+    END {
+        for (i = 0; i < 3; i++) {
+            f = i == 0 ? "decisions" : i == 1 ? "decisions_cpu" : "decisions_alone"
+            a = v["sched_single_" f "_2k"]; b = v["sched_single_" f "_100k"]
+            if (a > 0 && b > 0)
+                printf "ratio sched_single_%s_100k_vs_2k %.3f\n", f, b / a
+        }
+    }' "$tmp/curve"
 
 # the helpers of the build that made $corral (CORRAL=... runs another's)
 bench=$(dirname "$corral")/bench
