@@ -656,27 +656,34 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
     }
     int thr = spread_thr(cfg);
     size_t passed = 0;
+    /* The scan moves on from where the last decision landed, so the nodes
+     * up to where the last whole-cluster scan stopped were read by it and
+     * are in the cache; the new ones come after, where each would wait
+     * for memory: from SCHED_PREFETCH nodes before that point, the scan
+     * asks for the node SCHED_PREFETCH ahead, a cache line of each row
+     * once every 8 nodes. */
+    size_t pf_next = SIZE_MAX, jend = start;
+    if (!list && cnt && SCHED_PREFETCH) {
+        size_t d = (c->scan_end + cnt - start) % cnt;
+        pf_next = d > SCHED_PREFETCH ? d - SCHED_PREFETCH : 0;
+    }
     *ever = 0;
     for (size_t i = 0; i < cnt; i++) {
         size_t j = start + i;
         if (j >= cnt)
             j -= cnt;
+        jend = j;
         int n = list ? list[j] : (int)j;
-        /* The scan moves on from where the last decision landed, so most
-         * of the nodes it reads were read by the last one, and the new
-         * ones come at its end, where each would wait for memory: ask for
-         * them SCHED_PREFETCH nodes ahead, once a cache line of each row. */
-        if (!list && !(j & 3) && j + SCHED_PREFETCH < cnt) {
+        if (i == pf_next && (pf_next += 8, j + SCHED_PREFETCH + 8 <= cnt)) {
             size_t f = j + SCHED_PREFETCH;
             __builtin_prefetch(&c->hot[f]);
-            if (!(j & 7)) {
-                __builtin_prefetch(&c->freemask[f]);
-                for (int k = 0; k < pr.n && fast; k++) {
-                    __builtin_prefetch(&pr.tot[k][f]);
-                    __builtin_prefetch(&pr.av[k][f]);
-                }
+            __builtin_prefetch(&c->hot[f + 4]);
+            __builtin_prefetch(&c->freemask[f]);
+            for (int k = 0; k < pr.n && fast; k++) {
+                __builtin_prefetch(&pr.tot[k][f]);
+                __builtin_prefetch(&pr.av[k][f]);
             }
-            if (lv && !(j & 15))
+            if (lv)
                 __builtin_prefetch(&lv[f * lvs]);
         }
         if (lv && lv[(size_t)n * lvs] < need) {
@@ -729,6 +736,8 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
         if (++found >= limit)
             break;
     }
+    if (!list)
+        c->scan_end = (uint32_t)jend;
     if (!nk && passed) {
         /* nothing fits now: count the nodes that could ever take it among
          * those the index passed over too, so that RETRY and INFEASIBLE

@@ -259,8 +259,9 @@ typedef struct sched_cluster {
     CR_VEC(sched_placement_t) placements; /* slot = id & 0xffffffff */
     CR_VEC(uint32_t) free_slots;
     uint64_t next_id;
-    uint32_t cursor;  /* hybrid policy: where the last decision landed */
-    int32_t *scratch; /* nnodes ints for candidate lists */
+    uint32_t cursor;   /* hybrid policy: where the last decision landed */
+    uint32_t scan_end; /* where the last scan of every node stopped (what to prefetch) */
+    int32_t *scratch;  /* nnodes ints for candidate lists */
     int32_t *scratch2;
     uint8_t *mark; /* nnodes bytes, kept zero between decisions */
 } sched_cluster_t;

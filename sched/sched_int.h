@@ -37,8 +37,11 @@ void sched__lvl_all(sched_cluster_t *c);
 #define SCHED_SAMPLE_MIN 100
 #define SCHED_SAMPLE_MAX 128
 
-/* How many nodes ahead the single-bundle scan asks for a node's rows. */
+/* How many nodes ahead the single-bundle scan asks for a node's rows (0:
+ * it does not, for comparison: -DSCHED_PREFETCH=0). */
+#ifndef SCHED_PREFETCH
 #define SCHED_PREFETCH 32
+#endif
 
 /* Units of resource r per tracked device of node sn: 1 but for devices
  * holding several (a Trainium device of 2 NeuronCores). */
