@@ -478,19 +478,12 @@ static int bench(const char *cluster)
         }
     }
     double el = now_s() - t0, cpu = cpu_s() - c0;
-    /* the decisions' own time, without the releases between them: at
-     * 100,000 nodes a random release reads a placement and a node that
-     * no cache holds, which the decisions' curve should not hide */
-    double dsum = 0;
-    for (size_t i = 0; i < lat.n; i++)
-        dsum += lat.v[i];
     qsort(lat.v, lat.n, sizeof(float), cmp_float);
     double single_rate = N / el, single_p99 = pct(&lat, 0.99) * 1e6;
     figure("sched_single_decisions", single_rate, "per_s");
     /* the same loop over its CPU time: on a loaded machine the wall rate
      * counts the time the core ran others */
     figure("sched_single_decisions_cpu", N / cpu, "per_s");
-    figure("sched_single_decisions_alone", dsum > 0 ? N / dsum : 0, "per_s");
     figure("sched_single_p50", pct(&lat, 0.5) * 1e6, "us");
     figure("sched_single_p99", single_p99, "us");
     figure("sched_single_max", lat.v[lat.n - 1] * 1e6, "us");

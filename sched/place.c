@@ -658,24 +658,13 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
     size_t passed = 0;
     /* The scan moves on from where the last decision landed, so the nodes
      * up to where the last whole-cluster scan stopped were read by it and
-     * are in the cache; the new ones come after, where each would wait
-     * for memory: from SCHED_PREFETCH nodes before that point, the scan
-     * asks for the node SCHED_PREFETCH ahead, a cache line of each row
-     * once every 8 nodes. */
-    size_t pf_next = SIZE_MAX, jend = start;
-    if (!list && cnt && SCHED_PREFETCH) {
-        size_t d = (c->scan_end + cnt - start) % cnt;
-        pf_next = d > SCHED_PREFETCH ? d - SCHED_PREFETCH : 0;
-    }
-    *ever = 0;
-    for (size_t i = 0; i < cnt; i++) {
-        size_t j = start + i;
-        if (j >= cnt)
-            j -= cnt;
-        jend = j;
-        int n = list ? list[j] : (int)j;
-        if (i == pf_next && (pf_next += 8, j + SCHED_PREFETCH + 8 <= cnt)) {
-            size_t f = j + SCHED_PREFETCH;
+     * are in the cache; the new ones, a few dozen, come after it, where
+     * each would wait for memory. Ask for the SCHED_PREFETCH nodes after
+     * that point now (a cache line of each row), so that they arrive
+     * while the scan goes over the nodes it read before. */
+    if (!list && SCHED_PREFETCH && cnt >= 2 * SCHED_PREFETCH) {
+        size_t f0 = c->scan_end + 1 < cnt ? c->scan_end + 1 : 0;
+        for (size_t f = f0; f < f0 + SCHED_PREFETCH && f + 8 <= cnt; f += 8) {
             __builtin_prefetch(&c->hot[f]);
             __builtin_prefetch(&c->hot[f + 4]);
             __builtin_prefetch(&c->freemask[f]);
@@ -686,6 +675,14 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
             if (lv)
                 __builtin_prefetch(&lv[f * lvs]);
         }
+    }
+    *ever = 0;
+    size_t i;
+    for (i = 0; i < cnt; i++) {
+        size_t j = start + i;
+        if (j >= cnt)
+            j -= cnt;
+        int n = list ? list[j] : (int)j;
         if (lv && lv[(size_t)n * lvs] < need) {
             passed++;
             continue;
@@ -736,15 +733,15 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
         if (++found >= limit)
             break;
     }
-    if (!list)
-        c->scan_end = (uint32_t)jend;
+    if (!list && cnt)
+        c->scan_end = (uint32_t)((start + (i < cnt ? i : cnt - 1)) % cnt);
     if (!nk && passed) {
         /* nothing fits now: count the nodes that could ever take it among
          * those the index passed over too, so that RETRY and INFEASIBLE
          * stay exact */
         *ever = 0;
-        for (size_t i = 0; i < cnt; i++) {
-            int n = list ? list[i] : (int)i;
+        for (size_t m = 0; m < cnt; m++) {
+            int n = list ? list[m] : (int)m;
             if (!(rm & ~c->nodes.v[n].resmask) && c->alive[n] && !(exclude && exclude[n]) &&
                 (!b->sel.n || sched_selector_match(c, &b->sel, n)) &&
                 sched__fits_ever(c, n, &b->req))
