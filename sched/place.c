@@ -662,7 +662,8 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
      * each would wait for memory. Ask for the SCHED_PREFETCH nodes after
      * that point now (a cache line of each row), so that they arrive
      * while the scan goes over the nodes it read before. */
-    if (!list && SCHED_PREFETCH && cnt >= 2 * SCHED_PREFETCH) {
+#if SCHED_PREFETCH
+    if (!list && cnt >= 2 * SCHED_PREFETCH) {
         size_t f0 = c->scan_end + 1 < cnt ? c->scan_end + 1 : 0;
         for (size_t f = f0; f < f0 + SCHED_PREFETCH && f + 8 <= cnt; f += 8) {
             __builtin_prefetch(&c->hot[f]);
@@ -676,6 +677,7 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
                 __builtin_prefetch(&lv[f * lvs]);
         }
     }
+#endif
     *ever = 0;
     size_t i;
     for (i = 0; i < cnt; i++) {
