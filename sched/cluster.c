@@ -42,6 +42,7 @@ void sched_cluster_free(sched_cluster_t *c)
     free(c->avail);
     free(c->held);
     free(c->freelvl);
+    free(c->hot);
     free(c->devfree);
     free(c->freemask);
     free(c->alive);
@@ -568,6 +569,29 @@ static void *grow(void *p, size_t n, size_t elem)
     return cr_realloc(p, (n ? n : 1) * elem);
 }
 
+/* Node n's entry of the scan's array (sched_hot_t), from its description. */
+static void hot_node(sched_cluster_t *c, size_t n)
+{
+    const sched_node_t *sn = &c->nodes.v[n];
+    sched_hot_t h = {.resmask = sn->resmask, .slowmask = (uint8_t)sn->slowmask, .devres = 0xff};
+    int kinds = 0;
+    for (int r = 0; r < SCHED_R_PREDEFINED; r++)
+        if (sn->unitmask[r]) {
+            kinds++;
+            h.devres = (uint8_t)r;
+            h.devmask = sn->unitmask[r];
+        }
+    if (kinds > 1) {
+        /* devices of two resources: the general checks take them */
+        for (int r = 0; r < SCHED_R_PREDEFINED; r++)
+            if (sn->unitmask[r])
+                h.slowmask |= (uint8_t)(1u << r);
+        h.devres = 0xff;
+        h.devmask = 0;
+    }
+    c->hot[n] = h;
+}
+
 void sched_cluster_sync(sched_cluster_t *c)
 {
     if (!c->final || !c->dirty)
@@ -593,16 +617,16 @@ void sched_cluster_sync(sched_cluster_t *c)
             free(*arr[a]);
             *arr[a] = v;
         }
-        /* the free-capacity index, the same shape: old nodes' levels kept
-         * (new rows are 0, as their avail and held are) */
-        uint8_t *lv = cr_calloc(cells, 1);
-        if (old && c->freelvl)
-            for (int r = 0; r < onres; r++)
-                memcpy(&lv[(size_t)r * nn], &c->freelvl[(size_t)r * old], old);
+        /* the free-capacity index, node-major: its stride is nres, so old
+         * nodes' levels are made again from avail and held (new nodes'
+         * are 0, as their avail and held are) */
         free(c->freelvl);
-        c->freelvl = lv;
+        c->freelvl = cr_calloc(cells, 1);
         c->nnodes = nn;
         c->nres = nres;
+        for (size_t n = 0; n < old; n++)
+            sched__lvl_node(c, (int)n);
+        c->hot = grow(c->hot, nn, sizeof(sched_hot_t));
         c->freemask = grow(c->freemask, nn, sizeof(uint64_t));
         c->alive = grow(c->alive, nn, 1);
         c->mark = grow(c->mark, nn, 1);
@@ -628,6 +652,7 @@ void sched_cluster_sync(sched_cluster_t *c)
         c->alive[n] = 1;
         c->mark[n] = 0;
         sched__lvl_node(c, (int)n);
+        hot_node(c, n);
     }
     CR_VEC_FREE(&c->init_total);
     /* replaced nodes: lost, so out of the sums, and all free */
@@ -639,6 +664,7 @@ void sched_cluster_sync(sched_cluster_t *c)
             TOT(c, r, n) = AV(c, r, n) = c->repl_total.v[i * SCHED_MAX_RES + (size_t)r];
         c->freemask[n] = sn->ndev ? ~0ull >> (64 - sn->ndev) : 0;
         sched__lvl_node(c, n);
+        hot_node(c, (size_t)n);
         fresh[n] = 1;
     }
     CR_VEC_FREE(&c->repl);
@@ -773,6 +799,7 @@ int sched_cluster_check(const sched_cluster_t *c, char *msg, size_t msgsize)
     size_t nn = c->nnodes;
     int64_t *used = cr_calloc((size_t)SCHED_MAX_RES * (nn ? nn : 1), sizeof(int64_t));
     int rc = CR_EINVAL;
+    size_t nheld = 0;
     for (size_t p = 0; p < c->placements.n; p++) {
         const sched_placement_t *pl = &c->placements.v[p];
         if (!pl->id)
@@ -799,13 +826,15 @@ int sched_cluster_check(const sched_cluster_t *c, char *msg, size_t msgsize)
                            (long long)used[i], (long long)c->total[i]);
                 goto out;
             }
-            if (c->freelvl[i] != sched__level(c->avail[i] - c->held[i])) {
+            if (LVL(c, r, n) != sched__level(c->avail[i] - c->held[i])) {
                 sched__fmt(msg, msgsize,
                            "node %s: %s free-capacity level %d, but avail %lld - held %lld",
-                           sched_node_name(c, (int)n), c->res.str[r], c->freelvl[i],
+                           sched_node_name(c, (int)n), c->res.str[r], LVL(c, r, n),
                            (long long)c->avail[i], (long long)c->held[i]);
                 goto out;
             }
+            if (c->held[i])
+                nheld++;
             if (r < SCHED_R_PREDEFINED && sn->unitmask[r]) {
                 int64_t s = 0;
                 for (int b = 0; b < sn->ndev; b++)
@@ -828,6 +857,20 @@ int sched_cluster_check(const sched_cluster_t *c, char *msg, size_t msgsize)
                 goto out;
             }
         }
+        const sched_hot_t *h = &c->hot[n];
+        bool mixed = h->devres == 0xff && (h->slowmask & ~sn->slowmask);
+        if (h->resmask != sn->resmask || (h->slowmask & sn->slowmask) != sn->slowmask ||
+            (h->devres != 0xff
+                 ? h->devres >= SCHED_R_PREDEFINED || sn->unitmask[h->devres] != h->devmask
+                 : !mixed && h->devmask)) {
+            sched__fmt(msg, msgsize, "node %s: the scan's copy of its description disagrees",
+                       sched_node_name(c, (int)n));
+            goto out;
+        }
+    }
+    if (nheld != c->nheld) {
+        sched__fmt(msg, msgsize, "%zu held cells are not 0, %zu counted", nheld, c->nheld);
+        goto out;
     }
     rc = 0;
 out:
@@ -854,6 +897,7 @@ size_t sched_cluster_memory(const sched_cluster_t *c)
         b += sizeof(sched_slice_t) + (size_t)c->slices.v[i].nworkers * sizeof(int32_t);
     b += 3 * (size_t)(c->nres ? c->nres : 1) * nn * sizeof(int64_t); /* total, avail, held */
     b += (size_t)(c->nres ? c->nres : 1) * nn;                       /* freelvl */
+    b += nn * sizeof(sched_hot_t);
     b += c->nlindex * sizeof(sched_lindex_t) + c->lab.n * sizeof(int32_t);
     b += c->dev.n * sizeof(int32_t) + nn * (sizeof(uint64_t) + 1 + 2 * sizeof(int32_t) + 1);
     b += c->placements.cap * sizeof(sched_placement_t) + c->free_slots.cap * sizeof(uint32_t);

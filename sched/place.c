@@ -290,8 +290,8 @@ int sched__take(sched_cluster_t *c, int n, const sched_resreq_t *q, sched_alloc_
                 q->qty[k] >= CR_QTY_ONE ? CR_QTY_ONE : (int32_t)q->qty[k];
             c->freemask[n] &= ~(1ull << b);
         }
+        sched__lvl_res(c, r, n);
     }
-    sched__lvl_node(c, n);
     return 0;
 }
 
@@ -312,8 +312,8 @@ void sched__give(sched_cluster_t *c, const sched_alloc_t *al)
             if (*f == CR_QTY_ONE)
                 c->freemask[n] |= 1ull << b;
         }
+        sched__lvl_res(c, r, n);
     }
-    sched__lvl_node(c, n);
 }
 
 sched_placement_t *sched__placement_new(sched_cluster_t *c, uint32_t nallocs)
@@ -537,7 +537,7 @@ static inline int popc64(uint64_t m)
  * placing it, as sched__util_after gives it. The most used resource is
  * found by cross-multiplying (exact in 128 bits), so one division is made
  * where sched__util_after makes one per resource. */
-static int fit_fast(const sched_cluster_t *c, int n, const sched_node_t *sn, const pickreq_t *p,
+static int fit_fast(const sched_cluster_t *c, int n, const sched_hot_t *hn, const pickreq_t *p,
                     bool use_hold)
 {
     int res = 0;            /* -1 once a resource does not fit now */
@@ -549,22 +549,24 @@ static int fit_fast(const sched_cluster_t *c, int n, const sched_node_t *sn, con
         if (res)
             continue;
         int r = p->rid[k];
-        int64_t h = use_hold ? p->held[k][n] : 0, av = p->av[k][n];
+        int64_t h = use_hold && p->held[k] ? p->held[k][n] : 0, av = p->av[k][n];
         if (av - h < qty) {
             res = -1;
             continue;
         }
-        if (r < SCHED_R_PREDEFINED && sn->unitmask[r]) {
-            uint64_t fm = c->freemask[n] & sn->unitmask[r];
+        /* the node's devices of r: it has devices of one unit resource at
+         * most here (those of two are in slowmask) */
+        if (r == hn->devres) {
+            uint64_t fm = c->freemask[n] & hn->devmask;
             /* whole devices wanted: the request's, and those held */
             int64_t want = (qty >= CR_QTY_ONE ? qty / CR_QTY_ONE : 1) +
                            (h ? (h + CR_QTY_ONE - 1) / CR_QTY_ONE : 0);
             if (want == 1 ? !fm : popc64(fm) < want) {
                 bool ok = false;
                 /* a fraction fits a shared device with room */
-                for (uint64_t s = qty < CR_QTY_ONE ? sn->unitmask[r] & ~c->freemask[n] : 0;
-                     s && !ok; s &= s - 1)
-                    ok = c->devfree[sn->dev_off + __builtin_ctzll(s)] >= qty;
+                for (uint64_t s = qty < CR_QTY_ONE ? hn->devmask & ~c->freemask[n] : 0; s && !ok;
+                     s &= s - 1)
+                    ok = c->devfree[c->nodes.v[n].dev_off + __builtin_ctzll(s)] >= qty;
                 if (!ok) {
                     res = -1;
                     continue;
@@ -632,8 +634,9 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
         kf++;
     if (!sched_resource_is_unit(b->req.id[kf]))
         kf = 0;
+    size_t lvs = (size_t)c->nres; /* node-major: a node's levels lie together */
     if (use_hold && b->req.n && b->req.id[kf] < c->nres) {
-        lv = &c->freelvl[(size_t)b->req.id[kf] * c->nnodes];
+        lv = &c->freelvl[b->req.id[kf]];
         need = sched__level(b->req.qty[kf]);
     }
     pickreq_t pr = {.n = b->req.n};
@@ -648,28 +651,52 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
         pr.qty[k] = b->req.qty[k];
         pr.tot[k] = &c->total[(size_t)r * c->nnodes];
         pr.av[k] = &c->avail[(size_t)r * c->nnodes];
-        pr.held[k] = &c->held[(size_t)r * c->nnodes];
+        /* no cell held anywhere: nothing to read (held is then all 0) */
+        pr.held[k] = c->nheld ? &c->held[(size_t)r * c->nnodes] : NULL;
     }
     int thr = spread_thr(cfg);
     size_t passed = 0;
+    /* The scan moves on from where the last decision landed, so the nodes
+     * up to where the last whole-cluster scan stopped were read by it and
+     * are in the cache; the new ones, a few dozen, come after it, where
+     * each would wait for memory. Ask for the SCHED_PREFETCH nodes after
+     * that point now (a cache line of each row), so that they arrive
+     * while the scan goes over the nodes it read before. */
+#if SCHED_PREFETCH
+    if (!list && cnt >= 2 * SCHED_PREFETCH) {
+        size_t f0 = c->scan_end + 1 < cnt ? c->scan_end + 1 : 0;
+        for (size_t f = f0; f < f0 + SCHED_PREFETCH && f + 8 <= cnt; f += 8) {
+            __builtin_prefetch(&c->hot[f]);
+            __builtin_prefetch(&c->hot[f + 4]);
+            __builtin_prefetch(&c->freemask[f]);
+            for (int k = 0; k < pr.n && fast; k++) {
+                __builtin_prefetch(&pr.tot[k][f]);
+                __builtin_prefetch(&pr.av[k][f]);
+            }
+            if (lv)
+                __builtin_prefetch(&lv[f * lvs]);
+        }
+    }
+#endif
     *ever = 0;
-    for (size_t i = 0; i < cnt; i++) {
+    size_t i;
+    for (i = 0; i < cnt; i++) {
         size_t j = start + i;
         if (j >= cnt)
             j -= cnt;
         int n = list ? list[j] : (int)j;
-        if (lv && lv[n] < need) {
+        if (lv && lv[(size_t)n * lvs] < need) {
             passed++;
             continue;
         }
-        const sched_node_t *sn = &c->nodes.v[n];
-        if ((rm & ~sn->resmask) || !c->alive[n] || (exclude && exclude[n]))
+        const sched_hot_t *hn = &c->hot[n];
+        if ((rm & ~hn->resmask) || !c->alive[n] || (exclude && exclude[n]))
             continue;
         if (b->sel.n && !sched_selector_match(c, &b->sel, n))
             continue;
         int s;
-        if (fast && !(rm & sn->slowmask)) {
-            int u = fit_fast(c, n, sn, &pr, use_hold);
+        if (fast && !(rm & hn->slowmask)) {
+            int u = fit_fast(c, n, hn, &pr, use_hold);
             if (u == -2)
                 continue;
             (*ever)++;
@@ -697,17 +724,26 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
             ks[pos] = s;
             if (nk < topk)
                 nk++;
+            /* the best so far is likely the one taken: its description
+             * (device groups, device offset), which the scan no longer
+             * reads, is asked for while the scan goes on */
+            if (pos == 0) {
+                __builtin_prefetch(&c->nodes.v[n]);
+                __builtin_prefetch((const char *)&c->nodes.v[n] + sizeof(sched_node_t) - 1);
+            }
         }
         if (++found >= limit)
             break;
     }
+    if (!list && cnt)
+        c->scan_end = (uint32_t)((start + (i < cnt ? i : cnt - 1)) % cnt);
     if (!nk && passed) {
         /* nothing fits now: count the nodes that could ever take it among
          * those the index passed over too, so that RETRY and INFEASIBLE
          * stay exact */
         *ever = 0;
-        for (size_t i = 0; i < cnt; i++) {
-            int n = list ? list[i] : (int)i;
+        for (size_t m = 0; m < cnt; m++) {
+            int n = list ? list[m] : (int)m;
             if (!(rm & ~c->nodes.v[n].resmask) && c->alive[n] && !(exclude && exclude[n]) &&
                 (!b->sel.n || sched_selector_match(c, &b->sel, n)) &&
                 sched__fits_ever(c, n, &b->req))

@@ -17,8 +17,12 @@ static void hold_apply(sched_cluster_t *c, const sched_qentry_t *e, int sign)
 {
     for (uint32_t i = 0; i < e->nhold; i++) {
         const sched_alloc_t *a = &e->hold[i];
-        for (int k = 0; k < a->req.n; k++)
-            HELD(c, a->req.id[k], a->node) += sign * a->req.qty[k];
+        for (int k = 0; k < a->req.n; k++) {
+            int64_t *h = &HELD(c, a->req.id[k], a->node);
+            c->nheld -= *h != 0;
+            *h += sign * a->req.qty[k];
+            c->nheld += *h != 0;
+        }
         sched__lvl_node(c, a->node);
     }
 }

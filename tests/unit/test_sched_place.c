@@ -525,6 +525,136 @@ static void test_scan_matches_reference(void **state)
     }
 }
 
+/* The same comparison where the scan's own copies matter (sched_hot_t,
+ * the node-major free-capacity index, the count of held cells): nodes
+ * with devices of two resources (GPU and TPU, which the scan must leave
+ * to the general checks), capacity held for a waiting gang (so that the
+ * scan reads held), and nodes joining after finalize with a resource the
+ * view had no row for (the arrays laid out again). */
+static void add_mixed(sched_cluster_t *c, const char *name, int ngpu, const char *extra)
+{
+    cr_node_t *n = hw_node_new();
+    char msg[160];
+    sched_node_spec_t sp = {.name = name,
+                            .cpus = 64,
+                            .memory = 256ull << 30,
+                            .resource = "GPU",
+                            .ndev = ngpu,
+                            .numa = 2};
+    if (sched_make_node(&sp, n, msg, sizeof(msg)))
+        fail_msg("make %s: %s", name, msg);
+    for (int i = 0; i < 2; i++) {
+        cr_device_t *d = cr_node_add_device(n);
+        cr_strlcpy(d->resource, "TPU", sizeof(d->resource));
+        cr_strlcpy(d->backend, "sim", sizeof(d->backend));
+        d->vendor_index = i;
+        d->health = CR_HEALTH_OK;
+        snprintf(d->isolation_id, sizeof(d->isolation_id), "t%d", i);
+    }
+    cr_node_add_resource(n, "TPU", 2 * CR_QTY_ONE);
+    if (extra)
+        cr_node_add_resource(n, extra, 4 * CR_QTY_ONE);
+    if (sched_cluster_add(c, n, msg, sizeof(msg)))
+        fail_msg("add %s: %s", name, msg);
+    hw_node_free(n);
+}
+
+static void test_scan_matches_reference_mixed_held_joined(void **state)
+{
+    static const char *shapes[] = {"GPU=1,CPU=4", "GPU=2",        "TPU=1",
+                                   "TPU=2,CPU=2", "GPU=1,TPU=1",  "CPU=8,memory=16Gi",
+                                   "GPU=0.5",     "fpga=1,CPU=1", "GPU=4"};
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        sched_rng_t rng = {seed};
+        sched_cluster_t *c = sched_cluster_new();
+        for (int i = 0; i < 240; i++) {
+            char name[16];
+            snprintf(name, sizeof(name), "n%d", i);
+            int nd = 1 + (int)(sched_rng_next(&rng) % 8);
+            if (i % 5 == 0)
+                add_mixed(c, name, nd, NULL);
+            else
+                add(c, (sched_node_spec_t){.name = name,
+                                           .cpus = 16 + (int)(sched_rng_next(&rng) % 64),
+                                           .memory = (8ull + sched_rng_next(&rng) % 256) << 30,
+                                           .resource = "GPU",
+                                           .ndev = nd,
+                                           .numa = 2});
+        }
+        sched_cluster_finalize(c);
+        for (size_t n = 0; n < c->nnodes; n += 5)
+            assert_int_equal(c->hot[n].devres, 0xff); /* two kinds: the general checks */
+        sched_queue_t q;
+        sched_queue_init(&q, 0);
+        sched_config_t cfg = {.top_k = 1};
+        uint64_t live[4096];
+        int nlive = 0, placed = 0, joined = 0;
+        bool saw_held = false;
+        for (int step = 0; step < 2500; step++) {
+            if (step == 600) {
+                /* a gang of 16 whole 8-GPU nodes, which fits the empty
+                 * cluster but not this busy one: it waits, and from its
+                 * first run on its capacity is held */
+                sched_bundle_t g[16];
+                for (int k = 0; k < 16; k++)
+                    g[k] = bundle(c, "GPU=8", NULL);
+                sched_request_t gr = {.nbundles = 16,
+                                      .bundles = g,
+                                      .strategy = SCHED_STRICT_SPREAD,
+                                      .domain_key = -1};
+                assert_int_equal(sched_queue_push(&q, 1, 0, 0, &gr), 0);
+            }
+            if (step >= 600 && step % 50 == 0)
+                sched_queue_run(&q, c, &cfg, NULL, step, NULL, NULL);
+            if (step == 1200 || step == 1800) {
+                /* nodes join with a resource the view has no row for */
+                for (int i = 0; i < 30; i++) {
+                    char name[16];
+                    snprintf(name, sizeof(name), "j%d", joined++);
+                    add_mixed(c, name, 4, "fpga");
+                }
+            }
+            saw_held |= c->nheld > 0;
+            if (nlive && (sched_rng_next(&rng) % 4 == 0 || nlive == 4096)) {
+                int k = (int)(sched_rng_next(&rng) % (uint64_t)nlive);
+                assert_int_equal(sched_release(c, live[k]), 0);
+                live[k] = live[--nlive];
+                continue;
+            }
+            sched_bundle_t b = bundle(c, shapes[sched_rng_next(&rng) % 9], NULL);
+            sched_policy_t pol = (sched_policy_t)(sched_rng_next(&rng) % 2);
+            int mode = pol == SCHED_SPREAD ? SCORE_SPREAD : SCORE_HYBRID, ever;
+            sched_cluster_sync(c);
+            int want = reference_pick(c, &cfg, &b, mode, &ever);
+            sched_request_t r = {.nbundles = 1, .bundles = &b, .policy = pol, .domain_key = -1};
+            sched_result_t out;
+            sched_schedule(c, &cfg, &r, NULL, &out);
+            if (want < 0) {
+                assert_int_not_equal(out.status, SCHED_OK);
+            } else {
+                if (out.status != SCHED_OK || alloc_of(c, &out)->node != want)
+                    fail_msg("seed %llu step %d: chose %d (status %d: %s), the plain scan %d",
+                             (unsigned long long)seed, step,
+                             out.status == SCHED_OK ? alloc_of(c, &out)->node : -1, out.status,
+                             out.reason, want);
+                live[nlive++] = out.placement;
+                placed++;
+            }
+            char msg[200];
+            if (sched_cluster_check(c, msg, sizeof(msg)))
+                fail_msg("seed %llu step %d: %s", (unsigned long long)seed, step, msg);
+        }
+        assert_true(placed > 500);
+        assert_true(saw_held);
+        sched_queue_fini(&q, c);
+        assert_int_equal(c->nheld, 0);
+        char msg[200];
+        if (sched_cluster_check(c, msg, sizeof(msg)))
+            fail_msg("seed %llu after the queue: %s", (unsigned long long)seed, msg);
+        sched_cluster_free(c);
+    }
+}
+
 /* With every GPU taken, the index passes over every node; the answer is
  * still RETRY (the nodes could take it later), not INFEASIBLE. */
 static void test_full_cluster_is_retry(void **state)
@@ -567,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_property_random),
         cmocka_unit_test(test_scan_matches_reference),
+        cmocka_unit_test(test_scan_matches_reference_mixed_held_joined),
         cmocka_unit_test(test_full_cluster_is_retry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
