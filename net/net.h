@@ -298,6 +298,14 @@ typedef struct cr_net_config {
     /* Connecting side: token is this scope's job credential, not the
      * cluster token (a worker's CORRAL_JOB_TOKEN); copied. NULL: none. */
     const cr_job_scope_t *job;
+    /* Listening side: an agent's connection whose reads are small (its
+     * heartbeats) is read in batches, every connection of the batch in one
+     * turn, at most once every batch_ms (docs/cluster.md "Membership"): a
+     * head woken by every beat spends more on the wakeups than on the
+     * beats. A read of bulk (16 KiB or more, a raw log chunk) puts it back
+     * to being read at once until its reads are small again. 0: every
+     * connection is read at once. */
+    uint32_t batch_ms;
 } cr_net_config_t;
 
 /* One per process and loop: the token, the callbacks, every listener and
@@ -330,6 +338,10 @@ int cr_net_listen_tcp_tls(cr_net_t *n, const char *host, int port, int *bound, b
  * lookup, connect and handshake). *out (may be NULL) gets the connection,
  * valid until on_close. */
 int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_t **out);
+
+/* How many connections are read in batches now (cr_net_config_t.batch_ms),
+ * and how many batches were read so far: for tests and benchmarks. */
+void cr_net_batch_stats(const cr_net_t *n, size_t *conns, uint64_t *batches);
 
 /* The largest frame this net sends or takes after the handshake
  * (cr_net_config_t.max_frame): a server sizes a reply's pages by it. */
