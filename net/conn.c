@@ -10,6 +10,7 @@
  * earlier; the net itself is freed when its last child is. */
 #include "net/net.h"
 #include "net/tls.h"
+#include "net/uring.h"
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -33,6 +34,7 @@
  * is bulk, read at once; events taken from the batch's set per call */
 #define BATCH_BULK (16 * 1024)
 #define BATCH_EVENTS 256
+#define BATCH_SLICE (READ_BUF / BATCH_EVENTS) /* each one's part of the read buffer */
 
 typedef union stream_u {
     uv_handle_t h;
@@ -129,6 +131,8 @@ typedef struct batch {
     uint64_t turns;   /* batches read */
     bool pausing;     /* the loop does not watch the set (batch_watch) */
     bool watch_failed;
+    cr_uring_t *ring;    /* the ready connections' receives in one call; NULL: a read(2) each */
+    uint64_t ring_recvs; /* receives done through it */
 } batch_t;
 
 struct cr_net {
@@ -434,6 +438,7 @@ static void batch_closed(uv_handle_t *h)
         return;
     cr_net_t *n = b->net;
     close(b->epfd);
+    cr_uring_free(b->ring);
     free(b);
     n->live--;
     net_maybe_free(n);
@@ -1322,6 +1327,41 @@ static void batch_read(cr_conn_t *c)
     read_cb(&c->u.s, r > 0 ? r : r == 0 ? UV_EOF : -errno, &buf);
 }
 
+/* The k ready connections' receives in one io_uring call, each into its
+ * slice of the read buffer, then each handed to read_cb in turn. One that
+ * filled its slice may have more: it leaves the batch, and libuv reads
+ * the rest (with the whole buffer) as it does a bulk sender's. False when
+ * the ring failed (it is then dropped and nothing was received). */
+static bool batch_recv_ring(batch_t *b, cr_conn_t **cs, unsigned k)
+{
+    int fds[BATCH_EVENTS], res[BATCH_EVENTS];
+    uint8_t *base = (uint8_t *)b->net->rbuf;
+    for (unsigned i = 0; i < k; i++) {
+        uv_os_fd_t fd;
+        fds[i] = uv_fileno(&cs[i]->u.h, &fd) == 0 ? fd : -1;
+    }
+    int err = cr_uring_recv_all(b->ring, k, fds, base, BATCH_SLICE, res);
+    if (err < 0) {
+        cr_warn("net: io_uring receive failed (%s); reading each connection by itself from now "
+                "on",
+                strerror(-err));
+        cr_uring_free(b->ring);
+        b->ring = NULL;
+        return false;
+    }
+    b->ring_recvs += k;
+    for (unsigned i = 0; i < k; i++) {
+        cr_conn_t *c = cs[i];
+        if (res[i] == -EAGAIN || res[i] == -EWOULDBLOCK || !c->batched || c->closing || c->linger)
+            continue; /* (a connection an earlier one closed: its bytes go with it) */
+        uv_buf_t buf = uv_buf_init((char *)base + i * BATCH_SLICE, BATCH_SLICE);
+        read_cb(&c->u.s, res[i] > 0 ? res[i] : res[i] == 0 ? UV_EOF : res[i], &buf);
+        if (res[i] == (int)BATCH_SLICE && c->batched && !c->closing)
+            batch_leave(c);
+    }
+    return true;
+}
+
 /* Reads every connection of the batch that has something; how many. A
  * connection closed or taken out of the batch by an earlier one's message
  * in the same call is skipped (its memory lives until its close callbacks,
@@ -1329,19 +1369,25 @@ static void batch_read(cr_conn_t *c)
 static size_t batch_drain(batch_t *b)
 {
     struct epoll_event ev[BATCH_EVENTS];
+    cr_conn_t *cs[BATCH_EVENTS];
     size_t done = 0;
     int k;
     do {
         do
             k = epoll_wait(b->epfd, ev, BATCH_EVENTS, 0);
         while (k < 0 && errno == EINTR);
+        unsigned m = 0;
         for (int i = 0; i < k; i++) {
             cr_conn_t *c = ev[i].data.ptr;
-            if (!c->batched || c->closing || c->linger)
-                continue;
-            batch_read(c);
-            done++;
+            if (c->batched && !c->closing && !c->linger)
+                cs[m++] = c;
         }
+        done += m;
+        if (m > 1 && b->ring && batch_recv_ring(b, cs, m))
+            continue;
+        for (unsigned i = 0; i < m; i++)
+            if (cs[i]->batched && !cs[i]->closing && !cs[i]->linger)
+                batch_read(cs[i]);
     } while (k == BATCH_EVENTS && b->net->batch);
     b->turns++;
     return done;
@@ -1411,6 +1457,10 @@ static batch_t *batch_get(cr_net_t *n)
         return NULL;
     }
     uv_timer_init(n->loop, &b->timer);
+    b->ring = cr_uring_new(BATCH_EVENTS);
+    if (!b->ring)
+        cr_info("net: no io_uring (%s): the batch's connections are read one system call each",
+                strerror(errno));
     b->poll.data = b->timer.data = b;
     b->net = n;
     b->epfd = fd;
@@ -1474,10 +1524,11 @@ static void batch_policy(cr_conn_t *c, ssize_t nread)
         batch_join(c);
 }
 
-void cr_net_batch_stats(const cr_net_t *n, size_t *conns, uint64_t *batches)
+void cr_net_batch_stats(const cr_net_t *n, size_t *conns, uint64_t *batches, uint64_t *ring_recvs)
 {
     *conns = n->batch ? n->batch->conns : 0;
     *batches = n->batch ? n->batch->turns : 0;
+    *ring_recvs = n->batch ? n->batch->ring_recvs : 0;
 }
 
 static void handshake_expired(uv_timer_t *t)

@@ -340,8 +340,9 @@ int cr_net_listen_tcp_tls(cr_net_t *n, const char *host, int port, int *bound, b
 int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_t **out);
 
 /* How many connections are read in batches now (cr_net_config_t.batch_ms),
- * and how many batches were read so far: for tests and benchmarks. */
-void cr_net_batch_stats(const cr_net_t *n, size_t *conns, uint64_t *batches);
+ * how many batches were read so far, and how many of their receives went
+ * through io_uring (net/uring.h): for tests and benchmarks. */
+void cr_net_batch_stats(const cr_net_t *n, size_t *conns, uint64_t *batches, uint64_t *ring_recvs);
 
 /* The largest frame this net sends or takes after the handshake
  * (cr_net_config_t.max_frame): a server sizes a reply's pages by it. */
