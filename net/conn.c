@@ -1356,7 +1356,7 @@ static bool batch_recv_ring(batch_t *b, cr_conn_t **cs, unsigned k)
             continue; /* (a connection an earlier one closed: its bytes go with it) */
         uv_buf_t buf = uv_buf_init((char *)base + i * BATCH_SLICE, BATCH_SLICE);
         read_cb(&c->u.s, res[i] > 0 ? res[i] : res[i] == 0 ? UV_EOF : res[i], &buf);
-        if (res[i] == (int)BATCH_SLICE && c->batched && !c->closing)
+        if (res[i] == (int)BATCH_SLICE && c->batched && !c->closing && !c->linger)
             batch_leave(c);
     }
     return true;
@@ -1505,7 +1505,7 @@ static void batch_leave(cr_conn_t *c)
     b->conns--;
     if (uv_fileno(&c->u.h, &fd) == 0)
         epoll_ctl(b->epfd, EPOLL_CTL_DEL, fd, NULL);
-    if (!c->closing)
+    if (!c->closing && !c->linger) /* a lingering one reads nothing more (close_after_send) */
         uv_read_start(&c->u.s, alloc_cb, read_cb);
 }
 
