@@ -1490,6 +1490,9 @@ static void batch_join(cr_conn_t *c)
     uv_read_stop(&c->u.s);
     c->batched = true;
     b->conns++;
+    /* its beats come whole: no copy buffer kept (a Register split over
+     * the batch's 4 KiB slices left one of the node description's size) */
+    cr_frame_dec_trim(&c->dec);
 }
 
 /* c is read at once again (bulk, or closing). */
@@ -1519,6 +1522,8 @@ static void batch_policy(cr_conn_t *c, ssize_t nread)
     bool small = nread < BATCH_BULK && !c->raw_left;
     if (c->batched && !small)
         batch_leave(c);
+    else if (c->batched)
+        cr_frame_dec_trim(&c->dec); /* a frame split over two reads: its copy not kept */
     else if (!c->batched && small && c->server && c->kept.role == CORRAL__ROLE__ROLE_AGENT &&
              !c->net->closing)
         batch_join(c);

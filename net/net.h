@@ -62,6 +62,10 @@ typedef struct cr_frame_dec {
 /* max 0 means CR_FRAME_MAX_DEFAULT. */
 void cr_frame_dec_init(cr_frame_dec_t *d, size_t max);
 void cr_frame_dec_fini(cr_frame_dec_t *d);
+/* Frees the payload buffer when no frame is half received (a connection
+ * whose frames now come whole, each in one read, needs none): 0 bytes kept
+ * instead of its largest frame's, up to 64 KiB, for the connection's life. */
+void cr_frame_dec_trim(cr_frame_dec_t *d);
 
 /* Feeds up to n bytes. Returns 1 with *frame and *flen set to one whole
  * payload (valid until the next call; it may point into data), 0 when all
