@@ -1393,6 +1393,8 @@ static size_t batch_drain(batch_t *b)
     return done;
 }
 
+static void batch_ready(uv_poll_t *p, int status, int events);
+
 /* Whether the loop's epoll set reports the batch's set readable. Not
  * uv_poll_stop and uv_poll_start: libuv adds the descriptor to its set
  * again on each start, and adding an epoll set to another makes the
@@ -1403,9 +1405,15 @@ static size_t batch_drain(batch_t *b)
 static void batch_watch(batch_t *b, bool on)
 {
     struct epoll_event ev = {.events = on ? EPOLLIN : 0, .data.fd = b->epfd};
-    if (epoll_ctl(uv_backend_fd(b->net->loop), EPOLL_CTL_MOD, b->epfd, &ev) < 0 && !on)
-        b->watch_failed = true; /* then the set wakes the loop in the pause too, harmlessly */
     b->pausing = !on;
+    if (epoll_ctl(uv_backend_fd(b->net->loop), EPOLL_CTL_MOD, b->epfd, &ev) == 0)
+        return;
+    if (!on) {
+        b->watch_failed = true; /* then the set wakes the loop in the pause too, harmlessly */
+    } else {                    /* libuv's registration is gone: have it add the set again */
+        uv_poll_stop(&b->poll);
+        uv_poll_start(&b->poll, UV_READABLE, batch_ready);
+    }
 }
 
 /* The pause is over: what came meanwhile is read, and the set watched
