@@ -1312,19 +1312,25 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
  * would be (read_cb's batch_policy may take it out of the batch). One is
  * enough: a read that fills the buffer is bulk, which leaves the batch and
  * libuv reads the rest. */
-static void batch_read(cr_conn_t *c)
+static ssize_t batch_read(cr_conn_t *c)
 {
     uv_os_fd_t fd;
     if (uv_fileno(&c->u.h, &fd) < 0)
-        return;
+        return -EBADF;
     ssize_t r;
     do
         r = read(fd, c->net->rbuf, sizeof(c->net->rbuf));
     while (r < 0 && errno == EINTR);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return;
+        return -EAGAIN;
     uv_buf_t buf = uv_buf_init(c->net->rbuf, sizeof(c->net->rbuf));
     read_cb(&c->u.s, r > 0 ? r : r == 0 ? UV_EOF : -errno, &buf);
+    return r;
+}
+
+static bool batch_readable(const cr_conn_t *c)
+{
+    return c->batched && !c->closing && !c->linger;
 }
 
 /* The k ready connections' receives in one io_uring call, each into its
@@ -1352,7 +1358,7 @@ static bool batch_recv_ring(batch_t *b, cr_conn_t **cs, unsigned k)
     b->ring_recvs += k;
     for (unsigned i = 0; i < k; i++) {
         cr_conn_t *c = cs[i];
-        if (res[i] == -EAGAIN || res[i] == -EWOULDBLOCK || !c->batched || c->closing || c->linger)
+        if (res[i] == -EAGAIN || res[i] == -EWOULDBLOCK || !batch_readable(c))
             continue; /* (a connection an earlier one closed: its bytes go with it) */
         uv_buf_t buf = uv_buf_init((char *)base + i * BATCH_SLICE, BATCH_SLICE);
         read_cb(&c->u.s, res[i] > 0 ? res[i] : res[i] == 0 ? UV_EOF : res[i], &buf);
@@ -1370,6 +1376,7 @@ static size_t batch_drain(batch_t *b)
 {
     struct epoll_event ev[BATCH_EVENTS];
     cr_conn_t *cs[BATCH_EVENTS];
+    bool ends[BATCH_EVENTS];
     size_t done = 0;
     int k;
     do {
@@ -1379,15 +1386,21 @@ static size_t batch_drain(batch_t *b)
         unsigned m = 0;
         for (int i = 0; i < k; i++) {
             cr_conn_t *c = ev[i].data.ptr;
-            if (c->batched && !c->closing && !c->linger)
-                cs[m++] = c;
+            if (!batch_readable(c))
+                continue;
+            ends[m] = ev[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+            cs[m++] = c;
         }
         done += m;
-        if (m > 1 && b->ring && batch_recv_ring(b, cs, m))
-            continue;
+        if (!(m > 1 && b->ring && batch_recv_ring(b, cs, m)))
+            for (unsigned i = 0; i < m; i++)
+                if (batch_readable(cs[i]))
+                    batch_read(cs[i]);
+        /* the peer closed (or failed) in the same edge as its last bytes:
+         * no edge comes after, so read on to the end of the stream now */
         for (unsigned i = 0; i < m; i++)
-            if (cs[i]->batched && !cs[i]->closing && !cs[i]->linger)
-                batch_read(cs[i]);
+            while (ends[i] && batch_readable(cs[i]) && batch_read(cs[i]) > 0)
+                ;
     } while (k == BATCH_EVENTS && b->net->batch);
     b->turns++;
     return done;
