@@ -353,7 +353,10 @@ int head_main(const head_opts_t *o)
                           .name = name,
                           .max_frame = o->max_frame,
                           .tls_cert_pem = tls ? tls_cert : NULL,
-                          .tls_key_pem = tls ? tls_key : NULL};
+                          .tls_key_pem = tls ? tls_key : NULL,
+                          /* agents' beats read in batches, at most one turn a
+                           * millisecond (docs/cluster.md "Membership") */
+                          .batch_ms = 1};
     cr_net_callbacks_t cb = {
         .on_ready = on_ready, .on_message = on_message, .on_close = on_close, .on_drain = on_drain};
     D.net = cr_net_new(&D.loop, &nc, &cb, NULL);

@@ -17,6 +17,15 @@ void cr_frame_dec_fini(cr_frame_dec_t *d)
     d->cap = d->have = 0;
 }
 
+void cr_frame_dec_trim(cr_frame_dec_t *d)
+{
+    if (d->hdr_have || d->have)
+        return;
+    CR_FREE(d->buf);
+    d->cap = 0;
+    d->shrink = false;
+}
+
 int cr_frame_hdr(uint8_t hdr[CR_FRAME_HDR], size_t len, size_t max)
 {
     if (len == 0)

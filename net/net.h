@@ -62,6 +62,10 @@ typedef struct cr_frame_dec {
 /* max 0 means CR_FRAME_MAX_DEFAULT. */
 void cr_frame_dec_init(cr_frame_dec_t *d, size_t max);
 void cr_frame_dec_fini(cr_frame_dec_t *d);
+/* Frees the payload buffer when no frame is half received (a connection
+ * whose frames now come whole, each in one read, needs none): 0 bytes kept
+ * instead of its largest frame's, up to 64 KiB, for the connection's life. */
+void cr_frame_dec_trim(cr_frame_dec_t *d);
 
 /* Feeds up to n bytes. Returns 1 with *frame and *flen set to one whole
  * payload (valid until the next call; it may point into data), 0 when all
@@ -298,6 +302,14 @@ typedef struct cr_net_config {
     /* Connecting side: token is this scope's job credential, not the
      * cluster token (a worker's CORRAL_JOB_TOKEN); copied. NULL: none. */
     const cr_job_scope_t *job;
+    /* Listening side: an agent's connection whose reads are small (its
+     * heartbeats) is read in batches, every connection of the batch in one
+     * turn, at most once every batch_ms (docs/cluster.md "Membership"): a
+     * head woken by every beat spends more on the wakeups than on the
+     * beats. A read of bulk (16 KiB or more, a raw log chunk) puts it back
+     * to being read at once until its reads are small again. 0: every
+     * connection is read at once. */
+    uint32_t batch_ms;
 } cr_net_config_t;
 
 /* One per process and loop: the token, the callbacks, every listener and
@@ -330,6 +342,11 @@ int cr_net_listen_tcp_tls(cr_net_t *n, const char *host, int port, int *bound, b
  * lookup, connect and handshake). *out (may be NULL) gets the connection,
  * valid until on_close. */
 int cr_net_connect(cr_net_t *n, const char *address, Corral__Role role, cr_conn_t **out);
+
+/* How many connections are read in batches now (cr_net_config_t.batch_ms),
+ * how many batches were read so far, and how many of their receives went
+ * through io_uring (net/uring.h): for tests and benchmarks. */
+void cr_net_batch_stats(const cr_net_t *n, size_t *conns, uint64_t *batches, uint64_t *ring_recvs);
 
 /* The largest frame this net sends or takes after the handshake
  * (cr_net_config_t.max_frame): a server sizes a reply's pages by it. */

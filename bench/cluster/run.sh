@@ -6,7 +6,9 @@
 # then 10000, a fresh head each. Per N:
 #   - time for all N to register, heartbeat acks per second
 #   - the head's CPU% (utime+stime, /proc/PID/stat) over a window after
-#     registration, its RSS (VmRSS) and RSS per node ((RSS_N - RSS_idle)/N)
+#     registration, its RSS (VmRSS) and RSS per node ((RSS_N - RSS_idle)/N),
+#     and how often it was woken per beat in the window (its voluntary
+#     context switches, /proc/PID/status)
 #   - time to place a 64-bundle STRICT_SPREAD placement group (CREATED,
 #     through the two-phase reservation the simulated nodes answer)
 #   - time until the head answers `corral nodes` after all N disconnect at once
@@ -72,6 +74,8 @@ trap cleanup EXIT
 ms() { echo $(($(date +%s%N) / 1000000)); }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+# times the head went to sleep and was woken (voluntary context switches)
+wakeups() { awk '/^voluntary_ctxt_switches:/ {print $2}' "/proc/$1/status"; }
 head_up() {
     "$corral" start --head --hw-spec "$root/specs/cpu-only.yaml" --heartbeat-ms 1000 >/dev/null
     HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
@@ -124,10 +128,10 @@ for n in $NS; do
     echo "figure cluster_register_${n}_nodes $reg_ms ms"
     echo "# $k load generator process(es), $((n / k)) nodes each or one more"
     sleep 2 # the first beats of every node
-    c0=$(cpu_ticks "$HPID") t0=$(ms)
+    c0=$(cpu_ticks "$HPID") t0=$(ms) w0=$(wakeups "$HPID")
     b0=$(cat $outs | awk '/^beats/ {s += $3} END {print s + 0}')
     sleep "$WINDOW"
-    c1=$(cpu_ticks "$HPID") t1=$(ms)
+    c1=$(cpu_ticks "$HPID") t1=$(ms) w1=$(wakeups "$HPID")
     b1=$(cat $outs | awk '/^beats/ {s += $3} END {print s + 0}')
     rss=$(rss_kib "$HPID")
     cpu=$(awk -v d=$((c1 - c0)) -v tck="$tck" -v ms=$((t1 - t0)) 'BEGIN {printf "%.1f", 100 * d / tck / (ms / 1000)}')
@@ -137,6 +141,7 @@ for n in $NS; do
     echo "figure cluster_head_rss_per_node_${n} $(awk -v a="$rss" -v b="$rss0" -v n="$n" 'BEGIN {printf "%.1f", (a - b) / n}') KiB"
     beats=$(awk -v b=$((b1 - b0)) -v ms=$((t1 - t0)) 'BEGIN {printf "%.0f", b / (ms / 1000)}')
     echo "figure cluster_heartbeats_${n}_nodes $beats beats/s"
+    echo "figure cluster_head_wakeups_per_heartbeat_${n}_nodes $(awk -v w=$((w1 - w0)) -v b=$((b1 - b0)) 'BEGIN {if (b > 0) printf "%.3f", w / b; else print "NA"}') wakeups"
     echo "figure cluster_head_cpu_per_heartbeat_${n}_nodes $(awk -v d=$((c1 - c0)) -v tck="$tck" -v b=$((b1 - b0)) 'BEGIN {if (b > 0) printf "%.2f", 1e6 * d / tck / b; else print "NA"}') us"
     # acks per second: the whole seconds of the window so far (not the first)
     acks=$(cat $outs | awk '/^acks/ {if ($2 > 1) {s[$2] += $3}} END {k = 0; t = 0; for (i in s) {t += s[i]; k++} if (k) printf "%.0f", t / k; else print 0}')

@@ -167,6 +167,40 @@ static void test_limits(void **state)
 /* A large frame trickling in grows the buffer with the data (a length
  * alone reserves nothing); the next big frame reuses the buffer, the next
  * small one lets it go. */
+/* cr_frame_dec_trim: a 9 KiB frame split over reads leaves no buffer once
+ * trimmed, and a half-received one keeps its bytes. */
+static void test_trim(void **state)
+{
+    cr_frame_dec_t d;
+    cr_frame_dec_init(&d, 0);
+    static uint8_t msg[4 + 9000];
+    assert_int_equal(cr_frame_hdr(msg, 9000, 0), 0);
+    for (size_t i = 4; i < sizeof(msg); i++)
+        msg[i] = (uint8_t)i;
+    size_t used, fl;
+    const uint8_t *f;
+    assert_int_equal(cr_frame_dec_feed(&d, msg, 4096, &used, &f, &fl), 0);
+    assert_true(d.cap >= 4092);
+    cr_frame_dec_trim(&d); /* half a frame: kept */
+    assert_non_null(d.buf);
+    assert_int_equal(cr_frame_dec_feed(&d, msg + 4096, sizeof(msg) - 4096, &used, &f, &fl), 1);
+    assert_int_equal(fl, 9000);
+    assert_memory_equal(f, msg + 4, 9000);
+    assert_non_null(d.buf); /* kept as the decoder keeps a frame under 64 KiB */
+    cr_frame_dec_trim(&d);
+    assert_null(d.buf);
+    assert_int_equal(d.cap, 0);
+    /* and the next frame still decodes, whole or split */
+    assert_int_equal(cr_frame_dec_feed(&d, msg, 100, &used, &f, &fl), 0);
+    assert_int_equal(cr_frame_dec_feed(&d, msg + 100, sizeof(msg) - 100, &used, &f, &fl), 1);
+    assert_memory_equal(f, msg + 4, 9000);
+    cr_frame_dec_trim(&d);
+    assert_int_equal(cr_frame_dec_feed(&d, msg, sizeof(msg), &used, &f, &fl), 1);
+    assert_memory_equal(f, msg + 4, 9000);
+    assert_null(d.buf); /* whole in one chunk: never copied */
+    cr_frame_dec_fini(&d);
+}
+
 static void test_big_frame_memory(void **state)
 {
     cr_frame_dec_t d;
@@ -221,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_split_at_every_byte),
         cmocka_unit_test(test_several_frames_in_one_chunk),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_trim),
         cmocka_unit_test(test_big_frame_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
