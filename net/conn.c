@@ -865,6 +865,26 @@ static ssize_t send_direct(cr_conn_t *c, const uint8_t *hdr, size_t hlen, size_t
     return (ssize_t)sent;
 }
 
+/* The header frame of a raw log chunk of len bytes, checked and packed
+ * as any frame is, into a new write request. */
+static int raw_header(cr_conn_t *c, Corral__Envelope *e, size_t len, write_req_t **out)
+{
+    e->log_chunk->raw_len = len;
+    int err = check_send(c, e);
+    write_req_t *w = NULL;
+    if (err == 0) {
+        w = cr_malloc(sizeof(*w));
+        err = cr_msg_pack(e, c->net->max_frame, &w->bytes, &w->len);
+        if (err < 0) {
+            free(w);
+            w = NULL;
+        }
+    }
+    e->log_chunk->raw_len = 0;
+    *out = w;
+    return err;
+}
+
 /* The raw way: the header frame, then the file's bytes. On a connection
  * set to (cr_conn_set_sendfile: an agent's to the head) and while nothing
  * is queued, they go by sendfile as far as the socket takes them; the
@@ -874,16 +894,8 @@ static ssize_t send_direct(cr_conn_t *c, const uint8_t *hdr, size_t hlen, size_t
 static int send_raw(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t off, size_t len,
                     size_t *copied)
 {
-    e->log_chunk->raw_len = len;
-    int err = check_send(c, e);
-    write_req_t *w = NULL;
-    if (err == 0) {
-        w = cr_malloc(sizeof(*w));
-        err = cr_msg_pack(e, c->net->max_frame, &w->bytes, &w->len);
-        if (err < 0)
-            free(w);
-    }
-    e->log_chunk->raw_len = 0;
+    write_req_t *w;
+    int err = raw_header(c, e, len, &w);
     if (err < 0)
         return err;
     size_t hsent = 0, sent = 0;
@@ -922,16 +934,8 @@ int cr_conn_send_log_bytes(cr_conn_t *c, Corral__Envelope *e, const uint8_t *dat
     if (e->body_case != CORRAL__ENVELOPE__BODY_LOG_CHUNK || !e->log_chunk || !len ||
         e->log_chunk->data.len || e->log_chunk->eof || !cr_conn_can_send_raw(c))
         return CR_EINVAL;
-    e->log_chunk->raw_len = len;
-    int err = check_send(c, e);
-    write_req_t *w = NULL;
-    if (err == 0) {
-        w = cr_malloc(sizeof(*w));
-        err = cr_msg_pack(e, c->net->max_frame, &w->bytes, &w->len);
-        if (err < 0)
-            free(w);
-    }
-    e->log_chunk->raw_len = 0;
+    write_req_t *w;
+    int err = raw_header(c, e, len, &w);
     if (err < 0)
         return err;
     /* straight from data while nothing waits before it: the header and
