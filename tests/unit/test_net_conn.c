@@ -1292,22 +1292,29 @@ static void raw_client_done(cr_conn_t *good, cr_net_t *cn)
     raw_fd = -1;
 }
 
-static void raw_stream(const char *client_features, bool want_raw)
+/* Asks the server for worker index's logs of job j2 (the server's
+ * on_message answers with RAW_CHUNKS chunks) and runs until all came. */
+static void ask_logs(cr_conn_t *good, uint32_t index)
 {
-    cr_net_t *cn;
-    cr_conn_t *good = raw_client(client_features, "raw-client", &cn);
-    cr_raw_stats_t s0, s1;
-    cr_net_raw_stats(&s0);
     raw_got = 0;
     Corral__JobLogs jl = CORRAL__JOB_LOGS__INIT;
     jl.job_id = "j2";
-    jl.worker_index = 2;
+    jl.worker_index = index;
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.id = 1;
     e.body_case = CORRAL__ENVELOPE__BODY_JOB_LOGS;
     e.job_logs = &jl;
     assert_int_equal(cr_conn_send(good, &e), 0);
     RUN_UNTIL(raw_got == RAW_CHUNKS * 65536ull);
+}
+
+static void raw_stream(const char *client_features, bool want_raw)
+{
+    cr_net_t *cn;
+    cr_conn_t *good = raw_client(client_features, "raw-client", &cn);
+    cr_raw_stats_t s0, s1;
+    cr_net_raw_stats(&s0);
+    ask_logs(good, 2);
     cr_net_raw_stats(&s1);
     uint64_t sent = s1.sent - s0.sent;
     if (want_raw) {
@@ -1338,16 +1345,7 @@ static void test_raw_log_bytes(void **state)
 {
     cr_net_t *cn;
     cr_conn_t *good = raw_client(NULL, "mem-client", &cn);
-    raw_got = 0;
-    Corral__JobLogs jl = CORRAL__JOB_LOGS__INIT;
-    jl.job_id = "j2";
-    jl.worker_index = 3;
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.id = 1;
-    e.body_case = CORRAL__ENVELOPE__BODY_JOB_LOGS;
-    e.job_logs = &jl;
-    assert_int_equal(cr_conn_send(good, &e), 0);
-    RUN_UNTIL(raw_got == RAW_CHUNKS * 65536ull);
+    ask_logs(good, 3);
     assert_int_equal(mem_first_copied, 0);
     assert_true(mem_copied > 0 && mem_copied < RAW_CHUNKS * 65536ull);
     raw_client_done(good, cn);
