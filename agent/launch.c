@@ -824,7 +824,11 @@ fail:
  * every spawn while the head waits; when the status cannot be read, all. */
 __attribute__((no_sanitize_address)) static void signals_to_default(void)
 {
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    /* the kernel's own struct, zeroed: SIG_DFL, no flags, an empty mask
+     * (on every architecture, since all of it is zero). By the system
+     * call, not glibc's sigaction, which refuses glibc's own signals (32
+     * and 33): a head started ignoring them would hand that on. */
+    uint64_t dfl[4] = {0};
     uint64_t set = ~(uint64_t)0, ign = 0, cgt = 0;
     char text[4096];
     int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
@@ -838,7 +842,7 @@ __attribute__((no_sanitize_address)) static void signals_to_default(void)
     }
     for (int sig = 1; sig < _NSIG && sig <= 64; sig++)
         if (sig != SIGKILL && sig != SIGSTOP && (set >> (sig - 1) & 1))
-            sigaction(sig, &dfl, NULL); /* fails harmlessly for glibc's own */
+            syscall(SYS_rt_sigaction, sig, dfl, NULL, sizeof(uint64_t));
 }
 
 __attribute__((no_sanitize_address)) static int ns_child(void *arg)
