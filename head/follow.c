@@ -253,24 +253,31 @@ static bool raw_ok(follower_t *f, uint64_t keep, uint64_t size, uint64_t off)
     return cr_conn_can_send_raw(f->conn) && (!keep || size - off <= keep / 2);
 }
 
-/* One chunk the raw way (cr_conn_send_log_file); false when the follower
- * ended. */
-static bool send_raw_chunk(follower_t *f, int worker, int stream, int fd, uint64_t off, size_t len,
-                           uint64_t dropped)
+/* The header of a raw chunk to f, the answer to its request; its bytes
+ * go after it (cr_conn_send_log_file from a file, cr_conn_send_log_bytes
+ * from memory). */
+static void raw_chunk_header(follower_t *f, int worker, int stream, uint64_t off, uint64_t dropped,
+                             Corral__LogChunk *ch, Corral__Envelope *a)
 {
-    Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
-    ch.job_id = f->job_id;
-    ch.worker_index = (uint32_t)(worker < 0 ? 0 : worker);
-    ch.stream = stream ? CORRAL__LOG_STREAM__LOG_STDERR : CORRAL__LOG_STREAM__LOG_STDOUT;
-    ch.offset = off;
-    ch.dropped = dropped;
-    ch.worker_log_max = dropped && F.ops.log_max ? F.ops.log_max(F.arg) : 0;
-    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
-    a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
-    a.log_chunk = &ch;
-    a.reply_to = f->req_id;
-    size_t copied;
-    int err = cr_conn_send_log_file(f->conn, &a, fd, off, len, true, &copied);
+    const Corral__LogChunk ch0 = CORRAL__LOG_CHUNK__INIT;
+    const Corral__Envelope a0 = CORRAL__ENVELOPE__INIT;
+    *ch = ch0;
+    ch->job_id = f->job_id;
+    ch->worker_index = (uint32_t)(worker < 0 ? 0 : worker);
+    ch->stream = stream ? CORRAL__LOG_STREAM__LOG_STDERR : CORRAL__LOG_STREAM__LOG_STDOUT;
+    ch->offset = off;
+    ch->dropped = dropped;
+    ch->worker_log_max = dropped && F.ops.log_max ? F.ops.log_max(F.arg) : 0;
+    *a = a0;
+    a->body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+    a->log_chunk = ch;
+    a->reply_to = f->req_id;
+}
+
+/* After a raw chunk's send: false, the follower ended (said), when it
+ * failed. */
+static bool raw_chunk_sent(follower_t *f, int err)
+{
     if (err < 0) {
         cr_warn("follow: answer to %s: %s; no longer following", cr_conn_peer(f->conn),
                 cr_strerror(err));
@@ -278,6 +285,18 @@ static bool send_raw_chunk(follower_t *f, int worker, int stream, int fd, uint64
         return false;
     }
     return true;
+}
+
+/* One chunk the raw way (cr_conn_send_log_file); false when the follower
+ * ended. */
+static bool send_raw_chunk(follower_t *f, int worker, int stream, int fd, uint64_t off, size_t len,
+                           uint64_t dropped)
+{
+    Corral__LogChunk ch;
+    Corral__Envelope a;
+    raw_chunk_header(f, worker, stream, off, dropped, &ch, &a);
+    size_t copied;
+    return raw_chunk_sent(f, cr_conn_send_log_file(f->conn, &a, fd, off, len, true, &copied));
 }
 
 /* Sends what s->path gained since s->offset, up to *budget bytes.
@@ -442,23 +461,12 @@ void follow_relay(const char *job_id, int worker, int stream, const char *path, 
         if (!s->seen || !s->path || s->offset != off || s->skipped || strcmp(s->path, path) != 0 ||
             !cr_conn_can_send_raw(f->conn) || cr_conn_queued(f->conn) >= QUEUE_HIGH)
             continue;
-        Corral__LogChunk ch = CORRAL__LOG_CHUNK__INIT;
-        ch.job_id = f->job_id;
-        ch.worker_index = (uint32_t)worker;
-        ch.stream = stream ? CORRAL__LOG_STREAM__LOG_STDERR : CORRAL__LOG_STREAM__LOG_STDOUT;
-        ch.offset = off;
-        Corral__Envelope a = CORRAL__ENVELOPE__INIT;
-        a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
-        a.log_chunk = &ch;
-        a.reply_to = f->req_id;
+        Corral__LogChunk ch;
+        Corral__Envelope a;
+        raw_chunk_header(f, worker, stream, off, 0, &ch, &a);
         size_t copied;
-        int err = cr_conn_send_log_bytes(f->conn, &a, data, len, &copied);
-        if (err < 0) {
-            cr_warn("follow: answer to %s: %s; no longer following", cr_conn_peer(f->conn),
-                    cr_strerror(err));
-            f->dead = true;
+        if (!raw_chunk_sent(f, cr_conn_send_log_bytes(f->conn, &a, data, len, &copied)))
             continue;
-        }
         s->offset += len;
         F.relayed += len;
     }

@@ -1504,7 +1504,7 @@ static bool batch_recv_ring(batch_t *b, cr_conn_t **cs, unsigned k)
             continue; /* (a connection an earlier one closed: its bytes go with it) */
         uv_buf_t buf = uv_buf_init((char *)base + i * BATCH_SLICE, BATCH_SLICE);
         read_cb(&c->u.s, res[i] > 0 ? res[i] : res[i] == 0 ? UV_EOF : res[i], &buf);
-        if (res[i] == (int)BATCH_SLICE && c->batched && !c->closing && !c->linger)
+        if (res[i] == (int)BATCH_SLICE && batch_readable(c))
             batch_leave(c);
     }
     return true;
