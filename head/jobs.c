@@ -960,30 +960,26 @@ void req_job_status(cr_conn_t *c, const Corral__Envelope *e)
     send_job_info(c, e->id, j);
 }
 
+static void info_one(const job_t *j, void (*fn)(void *ctx, const Corral__JobInfo *info), void *ctx)
+{
+    Corral__JobInfo info;
+    info_mem_t m;
+    info_fill(j, &info, &m);
+    fn(ctx, &info);
+    info_fini(&m);
+}
+
 void jobs_info_each(const char *only, void (*fn)(void *ctx, const Corral__JobInfo *info), void *ctx)
 {
     number_pending(); /* the queue positions info_fill gives */
     if (only) {       /* one job: found by its id, not by a walk of them all */
         const job_t *j = job_find(only);
-        if (j && strcmp(j->idstr, only) == 0) {
-            Corral__JobInfo info;
-            info_mem_t m;
-            info_fill(j, &info, &m);
-            fn(ctx, &info);
-            info_fini(&m);
-        }
+        if (j && strcmp(j->idstr, only) == 0)
+            info_one(j, fn, ctx);
         return;
     }
-    for (size_t i = 0; i < D.jobs.n; i++) {
-        const job_t *j = D.jobs.v[i];
-        if (only && strcmp(j->idstr, only) != 0)
-            continue;
-        Corral__JobInfo info;
-        info_mem_t m;
-        info_fill(j, &info, &m);
-        fn(ctx, &info);
-        info_fini(&m);
-    }
+    for (size_t i = 0; i < D.jobs.n; i++)
+        info_one(D.jobs.v[i], fn, ctx);
 }
 
 static bool list_wants(const Corral__JobList *q, const job_t *j, const cr_job_scope_t *scope)
