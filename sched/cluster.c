@@ -574,18 +574,16 @@ static void hot_node(sched_cluster_t *c, size_t n)
 {
     const sched_node_t *sn = &c->nodes.v[n];
     sched_hot_t h = {.resmask = sn->resmask, .slowmask = (uint8_t)sn->slowmask, .devres = 0xff};
-    int kinds = 0;
+    uint8_t devs = 0; /* the resources that have devices */
     for (int r = 0; r < SCHED_R_PREDEFINED; r++)
         if (sn->unitmask[r]) {
-            kinds++;
+            devs |= (uint8_t)(1u << r);
             h.devres = (uint8_t)r;
             h.devmask = sn->unitmask[r];
         }
-    if (kinds > 1) {
+    if (devs & (devs - 1)) {
         /* devices of two resources: the general checks take them */
-        for (int r = 0; r < SCHED_R_PREDEFINED; r++)
-            if (sn->unitmask[r])
-                h.slowmask |= (uint8_t)(1u << r);
+        h.slowmask |= devs;
         h.devres = 0xff;
         h.devmask = 0;
     }
