@@ -81,29 +81,8 @@ rm -f "$T/go"
 wantr=$({ echo ready; cat "$T/r64"; } | sha256sum | cut -d' ' -f1)
 id=$("$CORRAL" run --detach --label-selector "corral.io/node-id=$LOCAL" -- \
     sh -c "echo ready; while [ ! -e $T/go ]; do sleep 0.05; done; cat $T/r64")
-fpids=""
-for i in 1 2 3 4; do # two into pipes, two into files
-    if [ $i -le 2 ]; then
-        "$CORRAL" job logs -f "$id" 2>"$T/f$i.err" | cat >"$T/f$i.out" &
-    else
-        "$CORRAL" job logs -f "$id" >"$T/f$i.out" 2>"$T/f$i.err" &
-    fi
-    fpids="$fpids $!"
-done
-WPIDS="$WPIDS $fpids"
-for i in 1 2 3 4; do
-    for _ in $(seq 600); do grep -qx ready "$T/f$i.out" && break; sleep 0.1; done
-done
-touch "$T/go"
-i=0
-for p in $fpids; do
-    i=$((i + 1))
-    wait "$p"
-    rc=$?
-    got=$(sha256sum <"$T/f$i.out" | cut -d' ' -f1)
-    [ $rc -eq 0 ] && [ "$got" = "$wantr" ] && ok "follower $i of 4: 64 MiB whole and in order" ||
-        fail "follower $i of 4: rc=$rc $(wc -c <"$T/f$i.out") bytes $(head -c 300 "$T/f$i.err")"
-done
+start_followers "$id" 4 f # two into pipes, two into files
+check_followers "$wantr" 4 f follower
 [ "$(status "$id" | jq -r .state)" = SUCCEEDED ] && ok "followed job SUCCEEDED" ||
     fail "job $id is $(status "$id" | jq -r .state)"
 

@@ -82,30 +82,9 @@ rm -f "$T/go"
 wantr=$({ echo ready; cat "$T/r64"; } | sha256sum | cut -d' ' -f1)
 fid=$("$CORRAL" run --detach --label-selector corral.io/node-id=far -- \
     sh -c "echo ready; while [ ! -e $T/go ]; do sleep 0.05; done; cat $T/r64")
-fpids=""
-for i in 1 2 3; do # two into pipes, one into a file
-    if [ $i -le 2 ]; then
-        "$CORRAL" job logs -f "$fid" 2>"$T/fl$i.err" | cat >"$T/fl$i.out" &
-    else
-        "$CORRAL" job logs -f "$fid" >"$T/fl$i.out" 2>"$T/fl$i.err" &
-    fi
-    fpids="$fpids $!"
-done
-WPIDS="$WPIDS $fpids"
-for i in 1 2 3; do
-    for _ in $(seq 600); do grep -qx ready "$T/fl$i.out" 2>/dev/null && break; sleep 0.1; done
-done
+start_followers "$fid" 3 fl # two into pipes, one into a file
 h2=$(rl)
-touch "$T/go"
-i=0
-for p in $fpids; do
-    i=$((i + 1))
-    wait "$p"
-    rc=$?
-    got=$(sha256sum <"$T/fl$i.out" | cut -d' ' -f1)
-    [ $rc -eq 0 ] && [ "$got" = "$wantr" ] && ok "remote follower $i of 3: 64 MiB whole and in order" ||
-        fail "remote follower $i of 3: rc=$rc $(wc -c <"$T/fl$i.out") bytes $(head -c 300 "$T/fl$i.err")"
-done
+check_followers "$wantr" 3 fl "remote follower"
 echo "note: $(($(rl) - h2)) bytes relayed to the three followers"
 
 # 4. streams that interleave: two workers each writing 16 MiB to stdout and

@@ -69,3 +69,38 @@ wait_started() {
     done
     return 1
 }
+# Followers of job $1 that runs `echo ready`, waits for $T/go, then writes
+# 64 MiB: $2 of `corral job logs -f`, the first two into pipes, the rest
+# into files ($T/$3N.out, $T/$3N.err), their pids in FPIDS; returns once
+# each saw the first line
+start_followers() {
+    local i
+    FPIDS=""
+    for i in $(seq "$2"); do
+        if [ "$i" -le 2 ]; then
+            "$CORRAL" job logs -f "$1" 2>"$T/$3$i.err" | cat >"$T/$3$i.out" &
+        else
+            "$CORRAL" job logs -f "$1" >"$T/$3$i.out" 2>"$T/$3$i.err" &
+        fi
+        FPIDS="$FPIDS $!"
+    done
+    WPIDS="$WPIDS $FPIDS"
+    for i in $(seq "$2"); do
+        for _ in $(seq 600); do grep -qx ready "$T/$3$i.out" 2>/dev/null && break; sleep 0.1; done
+    done
+}
+# Lets the job of start_followers go and checks that each of its $2
+# followers ($T/$3N.out) got all of it, whole and in order (sha256 $1);
+# $4 names them in what it says
+check_followers() {
+    local i=0 p rc got
+    touch "$T/go"
+    for p in $FPIDS; do
+        i=$((i + 1))
+        wait "$p"
+        rc=$?
+        got=$(sha256sum <"$T/$3$i.out" | cut -d' ' -f1)
+        [ $rc -eq 0 ] && [ "$got" = "$1" ] && ok "$4 $i of $2: 64 MiB whole and in order" ||
+            fail "$4 $i of $2: rc=$rc $(wc -c <"$T/$3$i.out") bytes $(head -c 300 "$T/$3$i.err")"
+    done
+}
