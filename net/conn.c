@@ -836,12 +836,17 @@ static ssize_t send_direct(cr_conn_t *c, const uint8_t *hdr, size_t hlen, size_t
     *hsent = 0;
     if (uv_fileno(&c->u.h, &sfd) < 0)
         return 0;
-    uv_buf_t b = uv_buf_init((char *)hdr, (unsigned)hlen);
-    int w = uv_try_write(&c->u.s, &b, 1);
-    if (w < 0 && w != UV_EAGAIN) {
-        cr_warn("%s: write failed: %s; closing the connection", c->peer, uv_strerror(w));
-        cr_conn_close(c, w);
-        return w;
+    /* MSG_MORE: the header waits for the file's bytes into one segment
+     * (the socket sends without Nagle's wait, conn_start) */
+    ssize_t w;
+    do
+        w = send(sfd, hdr, hlen, MSG_MORE | MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+        int err = -errno;
+        cr_warn("%s: write failed: %s; closing the connection", c->peer, strerror(-err));
+        cr_conn_close(c, err);
+        return err;
     }
     *hsent = w > 0 ? (size_t)w : 0;
     size_t sent = 0;
@@ -1743,8 +1748,15 @@ static void start_deadline(cr_conn_t *c)
     uv_timer_start(&c->timer, handshake_expired, c->net->hs_timeout_ms, 0);
 }
 
+/* A connection reads from here on. Over TCP without Nagle's wait: every
+ * write is a whole message (or the rest of one), and a small one held
+ * until the peer acknowledges the last meets the peer's delayed
+ * acknowledgement, 40 ms here (an agent's worker exit right after its
+ * start waited so, in every remote job). */
 static int conn_start(cr_conn_t *c)
 {
+    if (!c->is_unix)
+        uv_tcp_nodelay(&c->u.tcp, 1);
     return uv_read_start(&c->u.s, alloc_cb, read_cb);
 }
 

@@ -10,6 +10,8 @@
 #include "net/uring.h"
 #include <corral/accel.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -591,6 +593,29 @@ static void raw_handshake(int fd, cr_frame_dec_t *d, Corral__Role role)
 
 /* ---- the tests ---- */
 
+/* The TCP connections of this process to or from port (both ends of
+ * each, the listener left out), each checked to write without Nagle's
+ * wait (conn_start): how many there were. */
+static int tcp_nodelay_checked(int port)
+{
+    int n = 0;
+    for (int fd = 3; fd < 1024; fd++) {
+        struct sockaddr_in me, peer;
+        socklen_t ml = sizeof(me), pl = sizeof(peer);
+        if (getsockname(fd, (struct sockaddr *)&me, &ml) < 0 || me.sin_family != AF_INET ||
+            getpeername(fd, (struct sockaddr *)&peer, &pl) < 0)
+            continue;
+        if (ntohs(me.sin_port) != port && ntohs(peer.sin_port) != port)
+            continue;
+        int on = 0;
+        socklen_t ol = sizeof(on);
+        assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, &ol), 0);
+        assert_int_equal(on, 1);
+        n++;
+    }
+    return n;
+}
+
 static void test_round_trip(void **state)
 {
     char tcp[64];
@@ -602,6 +627,9 @@ static void test_round_trip(void **state)
     cr_conn_t *client = good_client(tcp, CORRAL__ROLE__ROLE_CLIENT);
     assert_int_equal(W->sv.role, CORRAL__ROLE__ROLE_CLIENT);
     assert_non_null(strstr(cr_conn_peer(W->sv.last), "127.0.0.1:"));
+    /* a small message is not held for the peer's delayed acknowledgement
+     * (40 ms: an agent's worker exit waited so behind its start) */
+    assert_int_equal(tcp_nodelay_checked(W->tcp_port), 2);
     /* a host name, looked up without blocking (localhost is in /etc/hosts) */
     char named[64];
     snprintf(named, sizeof(named), "localhost:%d", W->tcp_port);
