@@ -72,18 +72,42 @@ note "$(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed '
 # each worker's MIB MiB is kept whole (the default bound, 64 MiB per file,
 # would drop the oldest part of a file a follower has not read yet)
 LOGMAX=(--worker-log-max "$((MIB * 2 > 64 ? MIB * 2 : 64))M")
-"$CORRAL" start --head --hw-spec "$SRC/specs/cpu-only.yaml" "${LOGMAX[@]}" >&2
-ADDR=$(cat "$CORRAL_HOME/session_latest/address")
-LOCAL=$("$CORRAL" nodes --json | jq -r '.[0].node_id')
-"$CORRAL" start --address "$ADDR" --token-file "$CORRAL_HOME/session_latest/token" \
-    --hw-spec "$SRC/specs/cpu-only.yaml" --node-id bench-remote --node-ip 127.0.0.1 "${LOGMAX[@]}" >&2
-APID=$(cat "$CORRAL_HOME/agent_bench-remote/corrald.pid")
-for _ in $(seq 100); do
-    [ "$("$CORRAL" nodes --json | jq -r '.[] | select(.node_id == "bench-remote") | .state')" = ALIVE ] && break
-    sleep 0.1
-done
-
-HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
+# A head and a second corrald (the remote agent) in an empty CORRAL_HOME,
+# the ones before stopped and their files removed. Each round of
+# measurements starts so (KEEP_FILES=1: one cluster and every file kept
+# to the end): on this VM guest memory that was not touched recently costs
+# a hypervisor fault per page when a file's page cache first takes it
+# (about 500 MB/s against about 5,000 for pages freed a moment before),
+# and with every round's files kept, each later round's writers, corral's
+# and the fresh-file peer's, reached further into such memory while the
+# pipe and TCP peers touch none (docs/benchmarks.md "Job output").
+cluster_up() {
+    if [ -n "$APID" ]; then
+        kill -TERM "$APID" 2>/dev/null || true
+        for _ in $(seq 100); do [ -e "/proc/$APID" ] || break; sleep 0.05; done
+        "$CORRAL" stop >/dev/null 2>&1 || true
+        rm -rf "$CORRAL_HOME"
+        mkdir -p "$CORRAL_HOME"
+    fi
+    "$CORRAL" start --head --hw-spec "$SRC/specs/cpu-only.yaml" "${LOGMAX[@]}" >&2
+    ADDR=$(cat "$CORRAL_HOME/session_latest/address")
+    LOCAL=$("$CORRAL" nodes --json | jq -r '.[0].node_id')
+    "$CORRAL" start --address "$ADDR" --token-file "$CORRAL_HOME/session_latest/token" \
+        --hw-spec "$SRC/specs/cpu-only.yaml" --node-id bench-remote --node-ip 127.0.0.1 "${LOGMAX[@]}" >&2
+    APID=$(cat "$CORRAL_HOME/agent_bench-remote/corrald.pid")
+    for _ in $(seq 100); do
+        [ "$("$CORRAL" nodes --json | jq -r '.[] | select(.node_id == "bench-remote") | .state')" = ALIVE ] && break
+        sleep 0.1
+    done
+    HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
+}
+# before a round: the last round's files gone (KEEP_FILES=1: kept)
+round_start() {
+    [ "${KEEP_FILES:-0}" = 1 ] && return 0
+    rm -f "$TMP"/fresh*
+    cluster_up >/dev/null 2>&1
+}
+cluster_up
 TCK=$(getconf CLK_TCK)
 # CPU seconds so far into CPU: this shell's children (`times`, run here,
 # not in a subshell), the head, the agent
@@ -129,6 +153,7 @@ run_on() {
 
 : >"$TMP/pipe"; : >"$TMP/local"; : >"$TMP/tcp"; : >"$TMP/remote"; : >"$TMP/fwrite"; : >"$TMP/fixed"
 for r in $(seq 0 "$RUNS"); do # run 0 warms up
+    [ "$r" = 0 ] || round_start
     cpu_mark
     t0=$EPOCHREALTIME
     "$B" gen "$MIB" | "$B" sink >"$TMP/sink"
@@ -136,8 +161,7 @@ for r in $(seq 0 "$RUNS"); do # run 0 warms up
     cpu_gib
     p="$p $GIB"
     whole "$TMP/sink" pipe
-    # kept to the end, as the workers' files are: pages freed now would be
-    # the next writer's, already touched
+    # kept to the round's end, as the workers' files are
     "$B" gen "$MIB" "$TMP/fw.s" >"$TMP/fresh$r"
     run_on "$LOCAL"
     l=$RES
@@ -188,6 +212,7 @@ awk -v t="$T" -v f="$FXR" 'BEGIN{printf "ratio output_remote_ceiling_vs_tcp %.2f
 # (from offset 0) before its first byte
 : >"$TMP/fol"; : >"$TMP/wk"; : >"$TMP/file"
 for r in $(seq 1 "$RUNS"); do
+    round_start
     # the same worker with no follower: its write time into its log file
     rm -f "$TMP/file.s"
     "$CORRAL" run --detach --label-selector "corral.io/node-id=$LOCAL" -- "$B" gen "$MIB" "$TMP/file.s" >/dev/null

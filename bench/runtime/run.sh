@@ -17,6 +17,9 @@
 #      with /work/shared/peers/09_slurm_setup.sh and 09_slurm_stop.sh
 #      (they install slurm-wlm and munge with apt when missing, run daemons
 #      as root);
+#      and the same runs on a second corrald on this machine (an agent
+#      joined over TCP loopback, as tests/cluster runs them): the head's
+#      dispatch to an agent, the agent's spawn and its reports;
 #   then a read-only request's round trip against a raw Unix-socket
 #      ping-pong on the same CPU placement (bench_runtime_rtt);
 #   3. the idle head: CPU% over IDLE_S seconds (utime+stime of
@@ -43,6 +46,7 @@ SPAWN="$BUILD/bench/bench_runtime_spawn"
 # spawner, which the sequential runs need (seq --setsid)
 [ "$BUILD" != "$SRC/build" ] && [ -x "$SRC/build/bench/bench_runtime_spawn" ] &&
     SPAWN="$SRC/build/bench/bench_runtime_spawn"
+command -v jq >/dev/null || { echo "bench/runtime: needs jq (scripts/deps.sh)" >&2; exit 2; }
 PY=/usr/bin/python3
 for f in "$CORRAL" "$BUILD/corrald" "$STAMP" "$SPAWN" "$BUILD/bench/bench_runtime_pg"; do
     [ -x "$f" ] || { echo "bench/runtime: no $f; run make build first" >&2; exit 2; }
@@ -52,7 +56,9 @@ TMP="$(mktemp -d /tmp/bench-runtime.XXXXXX)"
 export CORRAL_HOME="$TMP/home"
 mkdir -p "$CORRAL_HOME"
 slurm_up=0
+APID=""
 cleanup() {
+    [ -n "$APID" ] && kill -TERM "$APID" 2>/dev/null || true
     "$CORRAL" stop >/dev/null 2>&1 || true
     if [ "$slurm_up" = 1 ]; then "$PEERS/09_slurm_stop.sh" >&2 || true; fi
     rm -rf "$TMP"
@@ -144,7 +150,20 @@ SEQ_ROUNDS="${SEQ_ROUNDS:-5}"
 FLOOR_N="${FLOOR_N:-200}"
 TRUE=/bin/true   # corral runs `true` through PATH; the floor needs a path
 seq_of() { setsid -w "$SPAWN" seq "$@"; } # prints N SECONDS PER_SECOND P50_MS
-for _ in 1 2 3; do "$CORRAL" run -- true; done
+# the remote side: an agent of its own on loopback; each side's runs are
+# pinned to their node
+LOCAL=$("$CORRAL" nodes --json | jq -r '.[0].node_id')
+"$CORRAL" start --address "$(cat "$CORRAL_HOME/session_latest/address")" \
+    --token-file "$CORRAL_HOME/session_latest/token" --hw-spec "$SRC/specs/cpu-only.yaml" \
+    --node-id bench-remote --node-ip 127.0.0.1 >&2
+APID=$(cat "$CORRAL_HOME/agent_bench-remote/corrald.pid")
+for _ in $(seq 100); do
+    [ "$("$CORRAL" nodes --json | jq -r '.[] | select(.node_id == "bench-remote") | .state')" = ALIVE ] && break
+    sleep 0.1
+done
+ON_LOCAL=(--label-selector "corral.io/node-id=$LOCAL")
+ON_REMOTE=(--label-selector corral.io/node-id=bench-remote)
+for _ in 1 2 3; do "$CORRAL" run "${ON_LOCAL[@]}" -- true; "$CORRAL" run "${ON_REMOTE[@]}" -- true; done
 if [ "${BENCH_SLURM:-0}" = 1 ]; then
     slurm_up=1
     "$PEERS/09_slurm_setup.sh" >&2
@@ -153,12 +172,13 @@ if [ "${BENCH_SLURM:-0}" = 1 ]; then
 else
     note "srun skipped: set BENCH_SLURM=1 to start a one-node Slurm here (installs slurm-wlm and munge with apt, runs daemons as root)"
 fi
-: > "$TMP/seq_floor"; : > "$TMP/seq_corral"; : > "$TMP/seq_srun"
+: > "$TMP/seq_floor"; : > "$TMP/seq_corral"; : > "$TMP/seq_srun"; : > "$TMP/seq_remote"
 for r in $(seq "$SEQ_ROUNDS"); do
     seq_of "$FLOOR_N" --setsid "$TRUE" >> "$TMP/seq_floor"
-    seq_of "$SEQ" "$CORRAL" run -- true >> "$TMP/seq_corral"
+    seq_of "$SEQ" "$CORRAL" run "${ON_LOCAL[@]}" -- true >> "$TMP/seq_corral"
+    seq_of "$SEQ" "$CORRAL" run "${ON_REMOTE[@]}" -- true >> "$TMP/seq_remote"
     [ "$slurm_up" = 1 ] && seq_of "$SRUN_RUNS" srun -n1 true >> "$TMP/seq_srun"
-    note "sequential round $r: floor $(tail -1 "$TMP/seq_floor" | cut -d' ' -f3)/s, corral $(tail -1 "$TMP/seq_corral" | cut -d' ' -f3)/s$([ "$slurm_up" = 1 ] && echo ", srun $(tail -1 "$TMP/seq_srun" | cut -d' ' -f3)/s"), load $(cut -d' ' -f1 /proc/loadavg)"
+    note "sequential round $r: floor $(tail -1 "$TMP/seq_floor" | cut -d' ' -f3)/s, corral $(tail -1 "$TMP/seq_corral" | cut -d' ' -f3)/s, on the agent $(tail -1 "$TMP/seq_remote" | cut -d' ' -f3)/s$([ "$slurm_up" = 1 ] && echo ", srun $(tail -1 "$TMP/seq_srun" | cut -d' ' -f3)/s"), load $(cut -d' ' -f1 /proc/loadavg)"
 done
 rate=$(awk '{print $3}' "$TMP/seq_corral" | median)
 lat=$(awk '{print $4}' "$TMP/seq_corral" | median)
@@ -168,6 +188,13 @@ echo "figure seq_run_true_corral_latency_p50 $lat ms"
 echo "figure seq_posix_spawn_true $floor runs/s"
 echo "figure seq_posix_spawn_true_latency_p50 $(awk '{print $4}' "$TMP/seq_floor" | median) ms"
 ratio seq_posix_spawn_true "$rate" "$floor"
+rrate=$(awk '{print $3}' "$TMP/seq_remote" | median)
+echo "figure seq_run_true_remote $rrate runs/s"
+echo "figure seq_run_true_remote_latency_p50 $(awk '{print $4}' "$TMP/seq_remote" | median) ms"
+ratio seq_posix_spawn_true_remote "$rrate" "$floor"
+kill -TERM "$APID" 2>/dev/null || true
+for _ in $(seq 100); do [ -e "/proc/$APID" ] || break; sleep 0.05; done
+APID=""
 if [ "$slurm_up" = 1 ]; then
     "$PEERS/09_slurm_stop.sh" >&2; slurm_up=0
     s50=$(awk '{print $4}' "$TMP/seq_srun" | median)
