@@ -19,8 +19,8 @@ static const char start_usage[] =
     "[--suspect-after-ms N] "
     "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] "
     "[--dashboard-port N|any|0] [--dashboard-host IP|off] "
-    "[--keep-finished-jobs N] [--keep-finished-for DURATION] [--max-frame BYTES] "
-    "[--log-file PATH] [--worker-log-max BYTES] [--block]\n"
+    "[--keep-finished-jobs N] [--keep-finished-for DURATION] [--keep-events N] "
+    "[--max-frame BYTES] [--log-file PATH] [--worker-log-max BYTES] [--block]\n"
     "       corral start --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | --tls-ca F] "
     "[--metrics-port N|any] [--metrics-host IP] [--tls-cert F --tls-key F] [--log-file PATH] "
@@ -46,6 +46,8 @@ static const char start_usage[] =
     "  --keep-finished-for D   and each for at most D (90s, 15m, 24h, 7d; default 24h); an\n"
     "                          agent keeps its output files of finished workers by the same\n"
     "                          two bounds, counted in workers\n"
+    "  --keep-events N         the newest events the head keeps for 'corral events'\n"
+    "                          (default 100000); older ones are removed once a second\n"
     "  --max-frame BYTES       the largest message the head takes or sends (default 16 MiB;\n"
     "                          at least 512 KiB); listings are paged to fit\n"
     "  --log-file PATH         corrald's log (default: logs/corrald.log in its session), a\n"
@@ -302,6 +304,7 @@ int cli_start(int argc, char **argv)
         CLI_CALL("dead-after-ms", opt_pass, &p),
         CLI_CALL("keep-finished-jobs", opt_pass, &p),
         CLI_CALL("keep-finished-for", opt_pass, &p),
+        CLI_CALL("keep-events", opt_pass, &p),
         CLI_CALL("max-frame", opt_pass, &p),
         CLI_CALL("log-file", opt_pass, &p),
         CLI_CALL("dashboard-port", opt_pass, &p),

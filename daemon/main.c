@@ -17,8 +17,8 @@ static const char usage_line[] =
     "[--suspect-after-ms N] "
     "[--dead-after-ms N] [--tls | --no-tls] [--tls-cert F --tls-key F] "
     "[--dashboard-port N|any|0] [--dashboard-host IP|off] "
-    "[--keep-finished-jobs N] [--keep-finished-for DURATION] [--max-frame BYTES] "
-    "[--log-file PATH] [--worker-log-max BYTES] [--block]\n"
+    "[--keep-finished-jobs N] [--keep-finished-for DURATION] [--keep-events N] "
+    "[--max-frame BYTES] [--log-file PATH] [--worker-log-max BYTES] [--block]\n"
     "       corrald --address HEAD:PORT [--token-file F] [--hw-spec FILE] [--node-ip IP] "
     "[--node-id ID] [--resources ...] [--labels ...] [--tls-fingerprint sha256:HEX | "
     "--tls-ca F] [--metrics-port N|any] [--metrics-host IP] [--tls-cert F --tls-key F] "
@@ -209,6 +209,7 @@ int main(int argc, char **argv)
         {"max-frame", required_argument, 0, 'M'},
         {"keep-finished-jobs", required_argument, 0, 'J'},
         {"keep-finished-for", required_argument, 0, 'G'},
+        {"keep-events", required_argument, 0, 'E'},
         {"log-file", required_argument, 0, 'F'},
         {"worker-log-max", required_argument, 0, 'W'},
         {"block", no_argument, 0, 'b'},
@@ -333,6 +334,10 @@ int main(int argc, char **argv)
             if (parse_duration("--keep-finished-for", optarg, &ho.keep_finished_ms))
                 return 2;
             ao.keep_finished_ms = ho.keep_finished_ms;
+            break;
+        case 'E':
+            if (parse_u32("--keep-events", optarg, 100, 100000000, &ho.keep_events))
+                return 2;
             break;
         case 'F':
             ho.log_file = ao.log_file = optarg;

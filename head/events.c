@@ -20,8 +20,11 @@ void event_v(const char *kind, int64_t job_id, const char *node, const char *fmt
                            .job_id = job_id,
                            .node_id = (char *)node,
                            .message = msg};
-    if (D.st && cr_state_event_append(D.st, &ev, NULL) < 0)
+    int64_t id = 0;
+    if (D.st && cr_state_event_append(D.st, &ev, &id) < 0)
         cr_warn("events: %s", cr_state_errmsg(D.st));
+    else if (id > D.event_last_id)
+        D.event_last_id = id;
     if (job_id)
         cr_info("%s job %lld: %s", kind, (long long)job_id, msg);
     else
@@ -42,6 +45,23 @@ void event_node(const char *kind, const node_t *n, const char *fmt, ...)
     va_start(ap, fmt);
     event_v(kind, 0, n->id, fmt, ap);
     va_end(ap);
+}
+
+/* Ids are given in order (AUTOINCREMENT), so the newest keep are those
+ * above the newest id less keep; fewer when job retention took some. One
+ * range delete on the primary key per tick that has anything to take:
+ * the first after a start takes what an earlier head left over. */
+void events_retention(void)
+{
+    int64_t keep = D.keep_events ? D.keep_events : CR_KEEP_EVENTS_DEFAULT;
+    int64_t upto = D.event_last_id - keep;
+    if (!D.st || upto <= D.event_trimmed_to)
+        return;
+    if (cr_state_event_trim(D.st, upto) < 0) {
+        cr_warn("events: %s", cr_state_errmsg(D.st));
+        return;
+    }
+    D.event_trimmed_to = upto;
 }
 
 void req_events(cr_conn_t *c, const Corral__Envelope *e)
@@ -79,7 +99,7 @@ void req_events(cr_conn_t *c, const Corral__Envelope *e)
         ev->node_id = v[i].node_id ? v[i].node_id : "";
         ev->message = v[i].message ? v[i].message : "";
         size_t cost = page_item_cost(corral__event__get_packed_size(ev));
-        if ((used + cost > budget || (q->page_limit && i - first == q->page_limit)) && i > first)
+        if ((used + cost > budget || i - first == page_items(q->page_limit)) && i > first)
             break; /* (events are bounded far below a frame: the first always fits) */
         used += cost;
         p[i - first] = ev;

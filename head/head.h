@@ -154,6 +154,10 @@ typedef struct head {
     uint32_t keep_finished;   /* retention.c: finished jobs kept */
     int64_t keep_finished_ms; /* and for how long after they finished */
     int64_t retention_last_ms;
+    /* events.c: the event log keeps the newest keep_events (0: the
+     * default); the newest id appended, and the id trimmed up to */
+    uint32_t keep_events;
+    int64_t event_last_id, event_trimmed_to;
     /* logs.c: bytes each worker output file keeps, the local agent's and
      * the head's copy of remote output (cr_output_bound); 0 unbounded */
     uint64_t worker_log_max;
@@ -195,13 +199,16 @@ void head_store_retry(void);
 /* ------------------------------------------------------------- page.c */
 /* Paged listings (docs/protocol.md "Paged listings"). page_budget: the
  * bytes the items of one reply may take (the frame limit less room for
- * the rest); page_item_cost: what an item of packed bytes costs in it.
+ * the rest); page_items: the items one reply may hold, those asked for
+ * (0: no number asked) and never more than a message may carry
+ * (CR_MSG_MAX_LIST); page_item_cost: what an item of packed bytes costs.
  * page_token writes the continue token of listing kind whose next page
  * starts at key; page_parse reads one back into key ("" for no token: from
  * the start), or fails with CR_EINVAL and why in msg for a malformed
  * token, one of another listing or one of an earlier head (expired).
  * page_parse_id: the same for a numeric key (job, group, event ids). */
 size_t page_budget(void);
+size_t page_items(uint32_t asked);
 size_t page_item_cost(size_t packed);
 void page_token(const char *kind, const char *key, char *buf, size_t size);
 int page_parse(const char *token, const char *kind, char *key, size_t keysize, char *msg,
@@ -218,6 +225,9 @@ void event_node(const char *kind, const node_t *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 const char *node_name(void);
 void req_events(cr_conn_t *c, const Corral__Envelope *e);
+/* The event log's bound (docs/runtime.md "Retention"): the events older
+ * than the newest D.keep_events go from state.db, at the tick. */
+void events_retention(void);
 /* Each event after since_seq handed to emit; how many. */
 size_t events_each_since(uint64_t since_seq, void (*emit)(void *ctx, const Corral__Event *ev),
                          void *ctx);
@@ -365,6 +375,7 @@ void jobs_info_each(const char *only, void (*fn)(void *ctx, const Corral__JobInf
 void jobs_node_lost(node_t *n, const char *why);
 #define CR_KEEP_FINISHED_DEFAULT 10000u
 #define CR_KEEP_FINISHED_MS_DEFAULT (24 * 3600 * 1000LL) /* a day */
+#define CR_KEEP_EVENTS_DEFAULT 100000u
 /* Retention (retention.c, docs/runtime.md "Retention"): once a second at
  * most, removes the finished jobs beyond D.keep_finished (the oldest
  * first) and those finished more than D.keep_finished_ms ago, with their
@@ -411,6 +422,7 @@ typedef struct head_opts {
     uint32_t max_frame;         /* 0: CR_FRAME_MAX_DEFAULT */
     uint32_t keep_finished;     /* finished jobs kept (retention.c); 0: the default */
     int64_t keep_finished_ms;   /* how long each is kept; 0: the default */
+    uint32_t keep_events;       /* newest events kept (events.c); 0: the default */
     const char *dashboard_host; /* --dashboard-host; NULL: 127.0.0.1 */
     int dashboard_port;         /* --dashboard-port: -1 off, 0 any, else that port */
     bool dashboard_required;    /* given: failing to serve it fails the start */

@@ -803,7 +803,7 @@ void req_node_list(cr_conn_t *c, const Corral__Envelope *e)
     while (i < m->n && strcmp(m->nip[i]->node_id, from) < 0)
         i++;
     Corral__NodeInfo **page = m->nip + i;
-    for (; i < m->n && (!q->limit || k < q->limit); i++, k++) {
+    for (; i < m->n && k < page_items(q->limit); i++, k++) {
         size_t cost = page_item_cost(corral__node_info__get_packed_size(m->nip[i]));
         if (used + cost > budget)
             break;

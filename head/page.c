@@ -29,6 +29,11 @@ size_t page_budget(void)
     return max > 2 * ENVELOPE_ROOM ? max - ENVELOPE_ROOM : max / 2;
 }
 
+size_t page_items(uint32_t asked)
+{
+    return asked && asked < CR_MSG_MAX_LIST ? asked : CR_MSG_MAX_LIST;
+}
+
 size_t page_item_cost(size_t packed)
 {
     size_t varint = 1;

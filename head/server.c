@@ -64,6 +64,7 @@ static void on_tick(uv_timer_t *t)
     pgs_tick();
     jobs_tick();
     jobs_retention(cr_wall_ms());
+    events_retention();
 }
 
 void head_conn_closed(cr_conn_t *c)
@@ -319,6 +320,7 @@ int head_main(const head_opts_t *o)
         goto out;
     D.keep_finished = o->keep_finished;
     D.keep_finished_ms = o->keep_finished_ms;
+    D.keep_events = o->keep_events;
     D.worker_log_max = !o->worker_log_max                             ? CR_WORKER_LOG_MAX_DEFAULT
                        : o->worker_log_max == CR_WORKER_LOG_UNBOUNDED ? 0
                                                                       : o->worker_log_max;

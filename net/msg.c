@@ -8,9 +8,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#define MAX_LIST 100000       /* elements in one repeated field */
-#define MAX_STRING (4u << 20) /* bytes in one string (node JSON is the big one) */
-#define MAX_WORKERS 100000    /* in one job */
+#define MAX_LIST CR_MSG_MAX_LIST /* elements in one repeated field */
+#define MAX_STRING (4u << 20)    /* bytes in one string (node JSON is the big one) */
+#define MAX_WORKERS 100000       /* in one job */
 
 #define MAX_DEPTH 32 /* field names kept for a message's path */
 

@@ -32,6 +32,9 @@
 
 #define CR_FRAME_HDR 4
 #define CR_FRAME_MAX_DEFAULT (16u << 20) /* 16 MiB */
+/* Elements one repeated field of a message may hold (validation): a
+ * paged listing's page holds no more. */
+#define CR_MSG_MAX_LIST 100000
 /* Before a peer has proved it holds the token, a frame is at most this:
  * the largest handshake message (a Hello with its 128-byte name, a Proof,
  * a Welcome) is a few hundred bytes. A larger one closes the connection
