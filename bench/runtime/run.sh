@@ -17,13 +17,15 @@
 #      with /work/shared/peers/09_slurm_setup.sh and 09_slurm_stop.sh
 #      (they install slurm-wlm and munge with apt when missing, run daemons
 #      as root);
-#      and the same runs on a second corrald on this machine (an agent
-#      joined over TCP loopback, as tests/cluster runs them): the head's
-#      dispatch to an agent, the agent's spawn and its reports;
 #   then a read-only request's round trip against a raw Unix-socket
 #      ping-pong on the same CPU placement (bench_runtime_rtt);
 #   3. the idle head: CPU% over IDLE_S seconds (utime+stime of
-#      /proc/PID/stat) and VmRSS, after the runs above.
+#      /proc/PID/stat) and VmRSS, after the runs above;
+#   4. the sequential runs on a second corrald on this machine (an agent
+#      joined over TCP loopback, as tests/cluster runs them: the head's
+#      dispatch to an agent, its spawn and its reports), taking turns with
+#      the floor as in 2.; last, since a node that stays in the cluster
+#      changes what the sections above measure.
 # Timing: bash's $EPOCHREALTIME around the command (no fork in the timed
 # window), medians. Prints `figure NAME VALUE UNIT` and `ratio NAME VALUE`
 # lines (ratio: corral over the peer named in NAME); notes go to stderr.
@@ -150,20 +152,7 @@ SEQ_ROUNDS="${SEQ_ROUNDS:-5}"
 FLOOR_N="${FLOOR_N:-200}"
 TRUE=/bin/true   # corral runs `true` through PATH; the floor needs a path
 seq_of() { setsid -w "$SPAWN" seq "$@"; } # prints N SECONDS PER_SECOND P50_MS
-# the remote side: an agent of its own on loopback; each side's runs are
-# pinned to their node
-LOCAL=$("$CORRAL" nodes --json | jq -r '.[0].node_id')
-"$CORRAL" start --address "$(cat "$CORRAL_HOME/session_latest/address")" \
-    --token-file "$CORRAL_HOME/session_latest/token" --hw-spec "$SRC/specs/cpu-only.yaml" \
-    --node-id bench-remote --node-ip 127.0.0.1 >&2
-APID=$(cat "$CORRAL_HOME/agent_bench-remote/corrald.pid")
-for _ in $(seq 100); do
-    [ "$("$CORRAL" nodes --json | jq -r '.[] | select(.node_id == "bench-remote") | .state')" = ALIVE ] && break
-    sleep 0.1
-done
-ON_LOCAL=(--label-selector "corral.io/node-id=$LOCAL")
-ON_REMOTE=(--label-selector corral.io/node-id=bench-remote)
-for _ in 1 2 3; do "$CORRAL" run "${ON_LOCAL[@]}" -- true; "$CORRAL" run "${ON_REMOTE[@]}" -- true; done
+for _ in 1 2 3; do "$CORRAL" run -- true; done
 if [ "${BENCH_SLURM:-0}" = 1 ]; then
     slurm_up=1
     "$PEERS/09_slurm_setup.sh" >&2
@@ -172,13 +161,12 @@ if [ "${BENCH_SLURM:-0}" = 1 ]; then
 else
     note "srun skipped: set BENCH_SLURM=1 to start a one-node Slurm here (installs slurm-wlm and munge with apt, runs daemons as root)"
 fi
-: > "$TMP/seq_floor"; : > "$TMP/seq_corral"; : > "$TMP/seq_srun"; : > "$TMP/seq_remote"
+: > "$TMP/seq_floor"; : > "$TMP/seq_corral"; : > "$TMP/seq_srun"
 for r in $(seq "$SEQ_ROUNDS"); do
     seq_of "$FLOOR_N" --setsid "$TRUE" >> "$TMP/seq_floor"
-    seq_of "$SEQ" "$CORRAL" run "${ON_LOCAL[@]}" -- true >> "$TMP/seq_corral"
-    seq_of "$SEQ" "$CORRAL" run "${ON_REMOTE[@]}" -- true >> "$TMP/seq_remote"
+    seq_of "$SEQ" "$CORRAL" run -- true >> "$TMP/seq_corral"
     [ "$slurm_up" = 1 ] && seq_of "$SRUN_RUNS" srun -n1 true >> "$TMP/seq_srun"
-    note "sequential round $r: floor $(tail -1 "$TMP/seq_floor" | cut -d' ' -f3)/s, corral $(tail -1 "$TMP/seq_corral" | cut -d' ' -f3)/s, on the agent $(tail -1 "$TMP/seq_remote" | cut -d' ' -f3)/s$([ "$slurm_up" = 1 ] && echo ", srun $(tail -1 "$TMP/seq_srun" | cut -d' ' -f3)/s"), load $(cut -d' ' -f1 /proc/loadavg)"
+    note "sequential round $r: floor $(tail -1 "$TMP/seq_floor" | cut -d' ' -f3)/s, corral $(tail -1 "$TMP/seq_corral" | cut -d' ' -f3)/s$([ "$slurm_up" = 1 ] && echo ", srun $(tail -1 "$TMP/seq_srun" | cut -d' ' -f3)/s"), load $(cut -d' ' -f1 /proc/loadavg)"
 done
 rate=$(awk '{print $3}' "$TMP/seq_corral" | median)
 lat=$(awk '{print $4}' "$TMP/seq_corral" | median)
@@ -188,13 +176,6 @@ echo "figure seq_run_true_corral_latency_p50 $lat ms"
 echo "figure seq_posix_spawn_true $floor runs/s"
 echo "figure seq_posix_spawn_true_latency_p50 $(awk '{print $4}' "$TMP/seq_floor" | median) ms"
 ratio seq_posix_spawn_true "$rate" "$floor"
-rrate=$(awk '{print $3}' "$TMP/seq_remote" | median)
-echo "figure seq_run_true_remote $rrate runs/s"
-echo "figure seq_run_true_remote_latency_p50 $(awk '{print $4}' "$TMP/seq_remote" | median) ms"
-ratio seq_posix_spawn_true_remote "$rrate" "$floor"
-kill -TERM "$APID" 2>/dev/null || true
-for _ in $(seq 100); do [ -e "/proc/$APID" ] || break; sleep 0.05; done
-APID=""
 if [ "$slurm_up" = 1 ]; then
     "$PEERS/09_slurm_stop.sh" >&2; slurm_up=0
     s50=$(awk '{print $4}' "$TMP/seq_srun" | median)
@@ -263,3 +244,25 @@ sleep "$IDLE_S"
 k1=$(cpu_ticks); t1=$EPOCHREALTIME
 echo "figure idle_head_cpu $(awk -v a="$k0" -v b="$k1" -v s="$t0" -v e="$t1" -v hz="$HZ" 'BEGIN{printf "%.3f", (b-a)/hz/(e-s)*100}') %"
 echo "figure idle_head_rss $(awk '/^VmRSS/{printf "%.1f", $2/1024}' "/proc/$PID/status") MiB"
+
+# --- 4. sequential runs on an agent -----------------------------------------
+"$CORRAL" start --address "$(cat "$CORRAL_HOME/session_latest/address")" \
+    --token-file "$CORRAL_HOME/session_latest/token" --hw-spec "$SRC/specs/cpu-only.yaml" \
+    --node-id bench-remote --node-ip 127.0.0.1 >&2
+APID=$(cat "$CORRAL_HOME/agent_bench-remote/corrald.pid")
+for _ in $(seq 100); do
+    [ "$("$CORRAL" nodes --json | jq -r '.[] | select(.node_id == "bench-remote") | .state')" = ALIVE ] && break
+    sleep 0.1
+done
+ON_REMOTE=(--label-selector corral.io/node-id=bench-remote)
+for _ in 1 2 3; do "$CORRAL" run "${ON_REMOTE[@]}" -- true; done
+: > "$TMP/rseq_floor"; : > "$TMP/rseq_corral"
+for r in $(seq "$SEQ_ROUNDS"); do
+    seq_of "$FLOOR_N" --setsid "$TRUE" >> "$TMP/rseq_floor"
+    seq_of "$SEQ" "$CORRAL" run "${ON_REMOTE[@]}" -- true >> "$TMP/rseq_corral"
+    note "sequential round $r on the agent: floor $(tail -1 "$TMP/rseq_floor" | cut -d' ' -f3)/s, corral $(tail -1 "$TMP/rseq_corral" | cut -d' ' -f3)/s, load $(cut -d' ' -f1 /proc/loadavg)"
+done
+rrate=$(awk '{print $3}' "$TMP/rseq_corral" | median)
+echo "figure seq_run_true_remote $rrate runs/s"
+echo "figure seq_run_true_remote_latency_p50 $(awk '{print $4}' "$TMP/rseq_corral" | median) ms"
+ratio seq_posix_spawn_true_remote "$rrate" "$(awk '{print $3}' "$TMP/rseq_floor" | median)"
