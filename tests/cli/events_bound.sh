@@ -10,13 +10,6 @@ set -u
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" events_bound
 SPEC=$CORRAL_SOURCE_DIR/specs/cpu-only.yaml
 command -v sqlite3 >/dev/null || { fail "no sqlite3 (scripts/deps.sh installs it)"; finish; }
-kill_head() {
-    local h
-    h=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
-    kill -KILL "$h"
-    for _ in $(seq 100); do gone "$h" && break; sleep 0.05; done
-    gone "$h" || fail "head $h survived kill -9"
-}
 rows() { sqlite3 "$CORRAL_HOME/session_latest/state.db" 'SELECT count(*) FROM events'; }
 
 out=$("$CORRAL" start --head --hw-spec "$SPEC" --keep-events 50 2>&1)

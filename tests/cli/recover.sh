@@ -17,13 +17,6 @@ running_pids() {
     done
     echo ""
 }
-kill_head() {
-    local h
-    h=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
-    kill -KILL "$h"
-    for _ in $(seq 50); do gone "$h" && break; sleep 0.05; done
-    gone "$h" || fail "head $h survived kill -9"
-}
 wait_final() {
     for _ in $(seq 600); do # 30 s: a loaded machine
         case $(status "$1" | jq -r .state) in SUCCEEDED | FAILED | STOPPED) return ;; esac

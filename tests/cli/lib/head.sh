@@ -41,6 +41,14 @@ gone() {
     [ -z "$st" ] || [ "$st" = Z ] || [ "$st" = X ]
 }
 status() { "$CORRAL" job status "$1" --json; }
+# kill -9 of this session's head, waited for (its pid from the session)
+kill_head() {
+    local h
+    h=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
+    kill -KILL "$h"
+    for _ in $(seq 100); do gone "$h" && break; sleep 0.05; done
+    gone "$h" || fail "head $h survived kill -9"
+}
 # PY_ENV: what a Python process that loads corral._core needs, for `env
 # "${PY_ENV[@]}" ...`: nothing, or under the sanitizer build (whose _core
 # links libasan) the sanitizer runtimes preloaded, as an uninstrumented
