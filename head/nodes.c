@@ -363,6 +363,7 @@ node_t *nodes_register(cr_conn_t *c, const Corral__Envelope *e, bool *fresh_out)
         adv = peer;
     n->address = cr_strdup(adv);
     n->conn = c;
+    sched_node_cordon(D.cluster, n->sn, false);
     n->state = CORRAL__NODE_STATE__NODE_ALIVE;
     n->waiting = false;
     free(n->rfree); /* until its first beat on this connection */
@@ -526,6 +527,8 @@ void nodes_conn_closed(cr_conn_t *c)
     if (!n || n->conn != c)
         return;
     n->conn = NULL;
+    /* nothing new goes where nothing can be sent (what it holds stays) */
+    sched_node_cordon(D.cluster, n->sn, true);
     port_answer(n, 0, 0, 0, "its agent disconnected");
     if (D.watch.node_disconnected)
         D.watch.node_disconnected(n);
@@ -638,6 +641,7 @@ void nodes_recover(void)
         } else {
             nd->state = CORRAL__NODE_STATE__NODE_SUSPECT;
             nd->waiting = true;
+            sched_node_cordon(D.cluster, nd->sn, true); /* until its agent is back */
             event_node("node_waiting", nd, "node %s: waiting for its agent after a head restart",
                        nd->id);
         }

@@ -116,8 +116,8 @@ static bool place_strict_pack(gctx_t *g)
         else
             for (size_t i = 0; i < cnt; i++) {
                 int n = g->within ? g->within[i] : (int)i;
-                if (!c->alive[n] || c->mark[n] || !sched__fits_now(c, n, &sum, g->use_hold) ||
-                    !all_selectors(c, g->req, n))
+                if (c->alive[n] != SCHED_ALIVE || c->mark[n] ||
+                    !sched__fits_now(c, n, &sum, g->use_hold) || !all_selectors(c, g->req, n))
                     continue;
                 int sc = sched__score(c, g->cfg, SCORE_HYBRID, n, &sum);
                 if (sc > bests) {
@@ -404,7 +404,9 @@ static int place_domains(gctx_t *g, sched_result_t *out)
                     continue;
                 if (__builtin_add_overflow(tot[k], TOT(c, r, n), &tot[k]))
                     tot[k] = INT64_MAX;
-                int64_t a = AV(c, r, n) - (g->use_hold ? HELD(c, r, n) : 0);
+                int64_t a = c->alive[n] != SCHED_ALIVE
+                                ? 0 /* cordoned: nothing now */
+                                : AV(c, r, n) - (g->use_hold ? HELD(c, r, n) : 0);
                 if (a > 0 && __builtin_add_overflow(av[k], a, &av[k]))
                     av[k] = INT64_MAX;
             }
@@ -576,7 +578,7 @@ int sched__place_tpu(sched_cluster_t *c, const sched_config_t *cfg, const sched_
         int nfree = 0;
         for (int w = 0; w < hosts; w++) {
             int n = sl->worker_node[w];
-            if (n >= 0 && c->alive[n] && sched__fits_now(c, n, &q, use_hold))
+            if (n >= 0 && c->alive[n] == SCHED_ALIVE && sched__fits_now(c, n, &q, use_hold))
                 nfree++;
         }
         if (nfree == hosts)

@@ -438,6 +438,15 @@ int sched_node_restore(sched_cluster_t *c, int node)
     return 0;
 }
 
+int sched_node_cordon(sched_cluster_t *c, int node, bool on)
+{
+    sched_cluster_sync(c);
+    if (node < 0 || (size_t)node >= c->nnodes || !c->alive[node])
+        return CR_EINVAL;
+    c->alive[node] = on ? SCHED_CORDONED : SCHED_ALIVE;
+    return 0;
+}
+
 /* ---- candidates ---- */
 
 /* The nodes a selector can match, from the label index: the smallest list
@@ -690,8 +699,14 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
             continue;
         }
         const sched_hot_t *hn = &c->hot[n];
-        if ((rm & ~hn->resmask) || !c->alive[n] || (exclude && exclude[n]))
+        if ((rm & ~hn->resmask) || c->alive[n] != SCHED_ALIVE || (exclude && exclude[n])) {
+            /* cordoned: not now, but it may take it again */
+            if (c->alive[n] == SCHED_CORDONED && !(rm & ~hn->resmask) && !(exclude && exclude[n]) &&
+                (!b->sel.n || sched_selector_match(c, &b->sel, n)) &&
+                sched__fits_ever(c, n, &b->req))
+                (*ever)++;
             continue;
+        }
         if (b->sel.n && !sched_selector_match(c, &b->sel, n))
             continue;
         int s;
@@ -809,8 +824,8 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
             return;
         }
     }
-    size_t match = 0;
-    int closest = -1, closest_k = 0;
+    size_t match = 0, cordoned = 0;
+    int closest = -1, closest_k = 0, a_cordoned = -1;
     int64_t best_ratio = -1;
     int64_t maxtot[SCHED_REQ_MAX];
     int maxnode[SCHED_REQ_MAX];
@@ -829,7 +844,10 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
                 maxnode[k] = (int)n;
             }
         }
-        if (now && sched__fits_ever(c, (int)n, &b->req)) {
+        if (now && c->alive[n] == SCHED_CORDONED && sched__fits_ever(c, (int)n, &b->req)) {
+            if (!cordoned++)
+                a_cordoned = (int)n;
+        } else if (now && sched__fits_ever(c, (int)n, &b->req)) {
             /* closeness: the worst requested resource's free share */
             int64_t ratio = INT64_MAX;
             int worst = 0;
@@ -901,6 +919,20 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
         cr_buf_free(&all);
         goto out;
     }
+    if (closest < 0 && cordoned == 1) {
+        sched__fmt(out, size,
+                   "the node that could take it, %s, is cordoned: its agent is not connected (it "
+                   "takes work again once back)",
+                   sched_node_name(c, a_cordoned));
+        goto out;
+    }
+    if (closest < 0 && cordoned) {
+        sched__fmt(out, size,
+                   "the %zu nodes that could take it (%s, ...) are cordoned: their agents are not "
+                   "connected (they take work again once back)",
+                   cordoned, sched_node_name(c, a_cordoned));
+        goto out;
+    }
     if (closest < 0) {
         sched__fmt(out, size, "no node can take it now");
         goto out;
@@ -968,8 +1000,13 @@ int sched__schedule_one(sched_cluster_t *c, const sched_config_t *cfg, const sch
                 }
                 return result(out, SCHED_INFEASIBLE);
             }
-        } else if (sched__fits_now(c, a, &b->req, use_hold)) {
+        } else if (c->alive[a] == SCHED_ALIVE && sched__fits_now(c, a, &b->req, use_hold)) {
             n = a;
+        } else if (!req->affinity_soft && c->alive[a] == SCHED_CORDONED) {
+            sched__fmt(out->reason, sizeof(out->reason),
+                       "node affinity to %s: it is cordoned (its agent is not connected)",
+                       sched_node_name(c, a));
+            return result(out, SCHED_RETRY);
         } else if (!req->affinity_soft) {
             char why[200];
             sched_bundle_t one = *b;

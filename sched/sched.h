@@ -250,6 +250,8 @@ typedef struct sched_cluster {
     sched_hot_t *hot;   /* per node: what the scan reads of its description */
     int32_t *devfree;   /* per device, fixed point, 0..CR_QTY_ONE */
     uint64_t *freemask; /* per node: devices fully free */
+    /* per node: 0 lost, SCHED_ALIVE, or SCHED_CORDONED (sched_node_cordon):
+     * counted as alive everywhere but in what is placed now */
     uint8_t *alive;
     /* cluster-wide sums per resource over alive nodes: memory in fixed
      * point over 10,000 nodes does not fit 64 bits */
@@ -411,6 +413,15 @@ int sched_take_exact(sched_cluster_t *c, uint32_t nallocs, const sched_exact_t *
 size_t sched_node_lost(sched_cluster_t *c, int node, uint64_t *ids, size_t max);
 /* Brings a lost node back, all free. */
 int sched_node_restore(sched_cluster_t *c, int node);
+/* on: nothing new is placed on the node, as Kubernetes taints an
+ * unreachable node NoSchedule; what it holds stays, and it still counts
+ * for whether a request could ever fit (such a request waits rather than
+ * being refused). The head cordons a node while its agent is not
+ * connected. off: it takes work again. A lost node is not cordoned
+ * (restored, it comes back open); CR_EINVAL for one unknown or lost. */
+#define SCHED_ALIVE 1
+#define SCHED_CORDONED 2
+int sched_node_cordon(sched_cluster_t *c, int node, bool on);
 
 /* ---- the queue ---- */
 typedef struct sched_qentry {

@@ -19,7 +19,7 @@ static bool tpu_slice_free(const sched_cluster_t *c, const sched_request_t *r, i
         .n = 1, .id = {SCHED_R_TPU}, .qty = {(int64_t)r->tpu.chips_per_host * CR_QTY_ONE}};
     for (int w = 0; w < hosts; w++) {
         int n = sl->worker_node[w];
-        if (n < 0 || !c->alive[n] || !sched__fits_now(c, n, &q, false))
+        if (n < 0 || c->alive[n] != SCHED_ALIVE || !sched__fits_now(c, n, &q, false))
             return false;
     }
     return true;

@@ -624,13 +624,78 @@ static void test_replace_tpu(void **state)
     sched_cluster_free(c);
 }
 
+/* A cordoned node (its agent is not connected) takes nothing new, single
+ * bundles, groups or node affinity, while what it holds stays and is
+ * given back; requests only it could take wait (RETRY, saying why)
+ * rather than being refused; uncordoned, it takes work again. */
+static void test_cordon(void **state)
+{
+    sched_cluster_t *c = sched_cluster_new();
+    gpu(c, "a", 8, "zone=z1");
+    gpu(c, "b", 8, "zone=z2");
+    sched_cluster_finalize(c);
+    sched_result_t held = one(c, "GPU=2", "corral.io/node-id=b");
+    assert_int_equal(held.status, SCHED_OK);
+    int64_t sum = c->sumavail[SCHED_R_GPU];
+    assert_int_equal(sched_node_cordon(c, 1, true), 0);
+    assert_int_equal(c->alive[1], SCHED_CORDONED);
+    assert_true(c->sumavail[SCHED_R_GPU] == sum); /* still counted */
+    check(c);
+    /* nothing new on b: eight single GPUs all go to a, the ninth waits */
+    uint64_t ids[8];
+    for (int i = 0; i < 8; i++) {
+        sched_result_t r = one(c, "GPU=1", NULL);
+        assert_int_equal(r.status, SCHED_OK);
+        assert_int_equal(node_of(c, r.placement, 0), 0);
+        ids[i] = r.placement;
+    }
+    sched_result_t w = one(c, "GPU=1", NULL);
+    assert_int_equal(w.status, SCHED_RETRY);
+    w = one(c, "GPU=1", "corral.io/node-id=b");
+    assert_int_equal(w.status, SCHED_RETRY);
+    assert_non_null(strstr(w.reason, "b, is cordoned: its agent is not connected"));
+    assert_int_equal(group(c, SCHED_STRICT_SPREAD, 2, "GPU=1", NULL).status, SCHED_RETRY);
+    assert_int_equal(group(c, SCHED_PACK, 2, "GPU=1", "zone").status, SCHED_RETRY);
+    /* node affinity to it: waits, and says so */
+    sched_bundle_t b = bundle(c, "GPU=1", NULL);
+    sched_request_t r = {.nbundles = 1,
+                         .bundles = &b,
+                         .policy = SCHED_NODE_AFFINITY,
+                         .affinity_node = 1,
+                         .domain_key = -1};
+    sched_config_t cfg = {.top_k = 1};
+    sched_rng_t rng = {1};
+    sched_schedule(c, &cfg, &r, &rng, &w);
+    assert_int_equal(w.status, SCHED_RETRY);
+    assert_non_null(strstr(w.reason, "cordoned"));
+    /* what it held is given back */
+    assert_int_equal(sched_release(c, held.placement), 0);
+    check(c);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(sched_release(c, ids[i]), 0);
+    /* open again: it takes work; a lost node cannot be cordoned, and
+     * comes back open */
+    assert_int_equal(sched_node_cordon(c, 1, false), 0);
+    held = one(c, "GPU=8", "corral.io/node-id=b");
+    assert_int_equal(held.status, SCHED_OK);
+    assert_int_equal(sched_release(c, held.placement), 0);
+    assert_int_equal(sched_node_cordon(c, 1, true), 0);
+    assert_int_equal(sched_node_lost(c, 1, NULL, 0), 0);
+    assert_int_equal(sched_node_cordon(c, 1, true), CR_EINVAL);
+    assert_int_equal(sched_node_cordon(c, 7, true), CR_EINVAL);
+    assert_int_equal(sched_node_restore(c, 1), 0);
+    assert_int_equal(c->alive[1], SCHED_ALIVE);
+    check(c);
+    sched_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_join_after_finalize), cmocka_unit_test(test_join_into_empty),
         cmocka_unit_test(test_property_joins),      cmocka_unit_test(test_tpu_slice_joins),
         cmocka_unit_test(test_domain_joins),        cmocka_unit_test(test_replace),
-        cmocka_unit_test(test_replace_tpu),
+        cmocka_unit_test(test_replace_tpu),         cmocka_unit_test(test_cordon),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
