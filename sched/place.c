@@ -610,6 +610,14 @@ static inline int score_thr(int thr, int mode, int u)
     }
 }
 
+/* A cordoned node in the scan: 1 when it could ever take b (so that b
+ * waits rather than being refused), out of the scan's loop. */
+__attribute__((noinline, cold)) static int cordoned_ever(sched_cluster_t *c, int n,
+                                                         const sched_bundle_t *b)
+{
+    return (!b->sel.n || sched_selector_match(c, &b->sel, n)) && sched__fits_ever(c, n, &b->req);
+}
+
 int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
                 const sched_bundle_t *b, int mode, bool use_hold, const uint8_t *exclude,
                 const int32_t *within, size_t nwithin, int *ever)
@@ -699,12 +707,10 @@ int sched__pick(sched_cluster_t *c, const sched_config_t *cfg, sched_rng_t *rng,
             continue;
         }
         const sched_hot_t *hn = &c->hot[n];
-        if ((rm & ~hn->resmask) || c->alive[n] != SCHED_ALIVE || (exclude && exclude[n])) {
-            /* cordoned: not now, but it may take it again */
-            if (c->alive[n] == SCHED_CORDONED && !(rm & ~hn->resmask) && !(exclude && exclude[n]) &&
-                (!b->sel.n || sched_selector_match(c, &b->sel, n)) &&
-                sched__fits_ever(c, n, &b->req))
-                (*ever)++;
+        if ((rm & ~hn->resmask) || !c->alive[n] || (exclude && exclude[n]))
+            continue;
+        if (__builtin_expect(c->alive[n] != SCHED_ALIVE, 0)) {
+            *ever += cordoned_ever(c, n, b); /* not now, but it may take it again */
             continue;
         }
         if (b->sel.n && !sched_selector_match(c, &b->sel, n))
