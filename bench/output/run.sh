@@ -31,6 +31,7 @@
 #   MIB=64 RUNS=5 FOLLOWERS=8 bench/output/run.sh
 set -euo pipefail
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+. "$SRC/bench/lib-agent.sh"
 BUILD="${CORRAL_BUILD_DIR:-$SRC/build}"
 MIB="${MIB:-256}"
 RUNS="${RUNS:-3}"
@@ -90,15 +91,8 @@ cluster_up() {
         mkdir -p "$CORRAL_HOME"
     fi
     "$CORRAL" start --head --hw-spec "$SRC/specs/cpu-only.yaml" "${LOGMAX[@]}" >&2
-    ADDR=$(cat "$CORRAL_HOME/session_latest/address")
     LOCAL=$("$CORRAL" nodes --json | jq -r '.[0].node_id')
-    "$CORRAL" start --address "$ADDR" --token-file "$CORRAL_HOME/session_latest/token" \
-        --hw-spec "$SRC/specs/cpu-only.yaml" --node-id bench-remote --node-ip 127.0.0.1 "${LOGMAX[@]}" >&2
-    APID=$(cat "$CORRAL_HOME/agent_bench-remote/corrald.pid")
-    for _ in $(seq 100); do
-        [ "$("$CORRAL" nodes --json | jq -r '.[] | select(.node_id == "bench-remote") | .state')" = ALIVE ] && break
-        sleep 0.1
-    done
+    bench_agent_up bench-remote "${LOGMAX[@]}"
     HPID=$(cat "$CORRAL_HOME/session_latest/corrald.pid")
 }
 # before a round: the last round's files gone (KEEP_FILES=1: kept)

@@ -34,6 +34,7 @@
 #   RUNS=30 SEQ=50 IDLE_S=10 BENCH_SLURM=1 bench/runtime/run.sh
 set -euo pipefail
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+. "$SRC/bench/lib-agent.sh"
 BUILD="${CORRAL_BUILD_DIR:-$SRC/build}"
 RUNS="${RUNS:-30}"
 SEQ="${SEQ:-50}"
@@ -246,14 +247,7 @@ echo "figure idle_head_cpu $(awk -v a="$k0" -v b="$k1" -v s="$t0" -v e="$t1" -v 
 echo "figure idle_head_rss $(awk '/^VmRSS/{printf "%.1f", $2/1024}' "/proc/$PID/status") MiB"
 
 # --- 4. sequential runs on an agent -----------------------------------------
-"$CORRAL" start --address "$(cat "$CORRAL_HOME/session_latest/address")" \
-    --token-file "$CORRAL_HOME/session_latest/token" --hw-spec "$SRC/specs/cpu-only.yaml" \
-    --node-id bench-remote --node-ip 127.0.0.1 >&2
-APID=$(cat "$CORRAL_HOME/agent_bench-remote/corrald.pid")
-for _ in $(seq 100); do
-    [ "$("$CORRAL" nodes --json | jq -r '.[] | select(.node_id == "bench-remote") | .state')" = ALIVE ] && break
-    sleep 0.1
-done
+bench_agent_up bench-remote
 ON_REMOTE=(--label-selector corral.io/node-id=bench-remote)
 for _ in 1 2 3; do "$CORRAL" run "${ON_REMOTE[@]}" -- true; done
 : > "$TMP/rseq_floor"; : > "$TMP/rseq_corral"
