@@ -850,27 +850,29 @@ void sched__explain(sched_cluster_t *c, const sched_bundle_t *b, bool now, bool 
                 maxnode[k] = (int)n;
             }
         }
-        if (now && c->alive[n] == SCHED_CORDONED && sched__fits_ever(c, (int)n, &b->req)) {
+        if (!now || !sched__fits_ever(c, (int)n, &b->req))
+            continue;
+        if (c->alive[n] == SCHED_CORDONED) {
             if (!cordoned++)
                 a_cordoned = (int)n;
-        } else if (now && sched__fits_ever(c, (int)n, &b->req)) {
-            /* closeness: the worst requested resource's free share */
-            int64_t ratio = INT64_MAX;
-            int worst = 0;
-            for (int k = 0; k < b->req.n; k++) {
-                int r = b->req.id[k];
-                int64_t a = AV(c, r, n) - (use_hold ? HELD(c, r, n) : 0);
-                int64_t v = (int64_t)((sched_sum_t)(a < 0 ? 0 : a) * 1000 / b->req.qty[k]);
-                if (v < ratio) {
-                    ratio = v;
-                    worst = k;
-                }
+            continue;
+        }
+        /* closeness: the worst requested resource's free share */
+        int64_t ratio = INT64_MAX;
+        int worst = 0;
+        for (int k = 0; k < b->req.n; k++) {
+            int r = b->req.id[k];
+            int64_t a = AV(c, r, n) - (use_hold ? HELD(c, r, n) : 0);
+            int64_t v = (int64_t)((sched_sum_t)(a < 0 ? 0 : a) * 1000 / b->req.qty[k]);
+            if (v < ratio) {
+                ratio = v;
+                worst = k;
             }
-            if (ratio > best_ratio) {
-                best_ratio = ratio;
-                closest = (int)n;
-                closest_k = worst;
-            }
+        }
+        if (ratio > best_ratio) {
+            best_ratio = ratio;
+            closest = (int)n;
+            closest_k = worst;
         }
     }
     cr_buf_t sel = {0};
