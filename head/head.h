@@ -147,6 +147,9 @@ typedef struct head {
     node_t *self; /* the head's own node (NULL in a harness without one) */
     CR_VEC(node_t *) nodes;
     uint32_t heartbeat_ms, suspect_ms, dead_ms;
+    /* a node is between its old incarnation's death and its return: no
+     * pending job is refused as unplaceable until it is back (jobs.c) */
+    bool rejoining;
     int64_t last_tick_ms; /* the last nodes_tick (cr_mono_ms): a late one is a stall */
     /* jobs.c */
     CR_VEC(job_t *) jobs;

@@ -460,6 +460,10 @@ void try_pending(void)
                      "that can hold it to rejoin (%.150s)",
                      D.dead_ms + REJOIN_WINDOW_MS, was);
         }
+        if (st == SCHED_INFEASIBLE && D.rejoining) {
+            D.pending.v[keep++] = j; /* asked again once the node is back */
+            continue;
+        }
         if (st == SCHED_RETRY) {
             if (!j->reason || strcmp(j->reason, why))
                 job_set_state(j, CR_JOB_PENDING, why);

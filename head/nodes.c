@@ -335,12 +335,19 @@ node_t *nodes_register(cr_conn_t *c, const Corral__Envelope *e, bool *fresh_out)
     } else if (n->state != CORRAL__NODE_STATE__NODE_DEAD && n->incarnation == r->incarnation) {
         hw_node_free(desc); /* the same agent, reconnecting */
     } else {
-        /* a new incarnation: whatever the old one ran is gone */
+        /* a new incarnation: whatever the old one ran is gone. The node is
+         * dead to the scheduler until restored below, and a job that only
+         * it could take must not be refused for that moment: what runs
+         * while it is dead (a job ending, a gang queued again) tries the
+         * queue; the register's head_retry tries it again after */
+        D.rejoining = true;
         if (n->state != CORRAL__NODE_STATE__NODE_DEAD)
             node_dead(n, "its agent restarted (new incarnation)");
         D.sched_freed++;
         if (sched_cluster_replace(D.cluster, n->sn, desc, why, sizeof(why)) < 0) {
+            D.rejoining = false;
             reg_refuse(c, e, CR_EINVAL, "node %s cannot rejoin: %s", id, why);
+            head_retry(); /* what waited for it is told now */
             hw_node_free(desc);
             return NULL;
         }
@@ -349,6 +356,7 @@ node_t *nodes_register(cr_conn_t *c, const Corral__Envelope *e, bool *fresh_out)
         n->slim = false; /* whole again until it is written */
         sched_node_restore(D.cluster, n->sn);
         D.sched_freed++;
+        D.rejoining = false;
         rejoin = true;
     }
     bool was_waiting = n->waiting;

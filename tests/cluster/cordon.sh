@@ -5,7 +5,8 @@
 # cordoned, so a job only it could take waits and says why, and a batch of
 # placement groups goes to the head's node at once, where before each was
 # reserved on the gone node, failed for want of a connection and tried
-# there again until the node was dead. An agent that joins again opens it.
+# there again until the node was dead. An agent that joins again opens it,
+# and the job that waited for it runs there.
 . "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" ccordon
 head_up "$SPECS/cpu-only.yaml"
 agent_up r "$SPECS/cpu-only.yaml" 127.0.0.2
@@ -32,10 +33,19 @@ onhead=$(jq --arg h "$HEADNODE" '[.[] | select(.bundles[0].node_id == $h)] | len
 [ "$created" -eq 20 ] && [ "$onhead" -eq 20 ] && [ "$(node_state r)" = SUSPECT ] &&
     ok "20 groups created on $HEADNODE while r is SUSPECT" ||
     fail "groups: $created created, $onhead on $HEADNODE, r $(node_state r): $(jq -c '.[0]' <<<"$list")"
-"$CORRAL" job stop "$id" >/dev/null || fail "job stop $id"
-# an agent for r joins again: r takes work
+# a new agent for r joins (a new incarnation): the old one's share is given
+# back while r is dead for a moment, and the job that waited for r is not
+# refused in that moment; it runs on r
 agent_up r "$SPECS/cpu-only.yaml" 127.0.0.2
 wait_node r 30 ALIVE || fail "r again: $(node_state r)"
+for _ in $(seq 300); do
+    st=$(status "$id" | jq -r .state)
+    case $st in SUCCEEDED | FAILED | STOPPED) break ;; esac
+    sleep 0.05
+done
+js=$(status "$id")
+[ "$(jq -r .state <<<"$js")" = SUCCEEDED ] && ok "the job that waited for r ran on it after r came back" ||
+    fail "job for r after r came back: $(jq -c '{state,reason}' <<<"$js")"
 "$CORRAL" run --label-selector corral.io/node-id=r -- true >/dev/null && ok "r takes a job again" ||
     fail "a job on r after it joined again"
 finish
