@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #define FWD_CHUNK (1024 * 1024) /* bytes per LogChunk */
-#define FWD_MS 50               /* looking again at files that were caught up */
+#define FWD_MS 50               /* looking again at files that were caught up, at most */
+#define FWD_MIN_MS 1            /* and at least: after a worker starts, or a bulk moved */
+#define FWD_BULK (64u << 10)    /* bytes one look must move to look again at FWD_MIN_MS */
 #define FWD_HIGH (4u << 20)     /* bytes queued to the head before forwarding waits */
 #define MAX_BACKOFF_MS 5000
 
@@ -86,7 +88,9 @@ static struct {
     int64_t free_acked[SCHED_MAX_RES], free_sent[SCHED_MAX_RES];
     uint64_t free_acked_seq, free_sent_seq;
     CR_VEC(fwd_t) fwd;
-    size_t fwd_next; /* the one pumped first next time */
+    size_t fwd_next;   /* the one pumped first next time */
+    uint32_t pump_ms;  /* the pump timer's next interval (on_pump) */
+    uint64_t fwd_sent; /* output bytes forwarded so far: a pump that moved some */
     CR_VEC(resv_t) resv;
     /* telemetry (docs/cluster.md "Telemetry"): what was last sent of each
      * device on this connection (tel_have false: nothing yet), and when */
@@ -191,6 +195,7 @@ static bool pump_one(fwd_t *f)
                         break;
                     }
                     f->off[s] = start + want;
+                    A.fwd_sent += want;
                     continue;
                 }
             }
@@ -216,6 +221,7 @@ static bool pump_one(fwd_t *f)
             e.log_chunk = &ch;
             send_msg(&e);
             f->off[s] += (uint64_t)got;
+            A.fwd_sent += (uint64_t)got;
         }
         close(fd);
     }
@@ -275,9 +281,28 @@ static void fwd_pump_all(bool flush)
     }
 }
 
+/* The timer looks at the files soon after a worker started or a look
+ * moved at least FWD_BULK bytes (FWD_MIN_MS), and otherwise less often,
+ * doubling to FWD_MS: a worker's first bytes, and a fast writer that the
+ * forwarding caught up with, wait about a millisecond rather than half
+ * the period on average, while a worker that prints a line now and then
+ * (or nothing) is looked at 20 times a second, as before, not a
+ * thousand. */
+static void on_pump(uv_timer_t *t);
+
+static void pump_after(uint32_t ms)
+{
+    A.pump_ms = ms;
+    uv_timer_start(&A.pump, on_pump, ms, 0);
+}
+
 static void on_pump(uv_timer_t *t)
 {
+    uint64_t sent = A.fwd_sent;
     fwd_pump_all(!A.conn || !A.registered || A.stopping);
+    pump_after(A.fwd_sent - sent >= FWD_BULK ? FWD_MIN_MS
+               : A.pump_ms * 2 < FWD_MS      ? A.pump_ms * 2
+                                             : FWD_MS);
 }
 
 static void on_drain(cr_conn_t *c, void *data)
@@ -534,6 +559,7 @@ static void fwd_add(const char *worker_id, const char *out, const char *err, boo
     f->index = w ? (uint32_t)strtoul(w + 2, NULL, 10) : 0;
     f->path[0] = out ? cr_strdup(out) : NULL;
     f->path[1] = err ? cr_strdup(err) : NULL;
+    pump_after(FWD_MIN_MS);                   /* its first bytes soon */
     for (int k = 0; k < 2 && from_end; k++) { /* what the head already has */
         struct stat sb;
         if (f->path[k] && stat(f->path[k], &sb) == 0)
@@ -1172,11 +1198,12 @@ int agent_main(const agent_opts_t *o)
     free(mkey);
     free(mcert);
     memset(token, 0, sizeof(token));
+    uv_timer_init(&A.loop, &A.pump); /* before load_table: adopted workers' output pumps */
     load_table();
     uv_timer_init(&A.loop, &A.hb);
     uv_timer_init(&A.loop, &A.retry);
-    uv_timer_init(&A.loop, &A.pump);
-    uv_timer_start(&A.pump, on_pump, FWD_MS, FWD_MS);
+    if (!uv_is_active((uv_handle_t *)&A.pump))
+        pump_after(FWD_MS);
     A.keep = agent_keep_new(&A.loop, A.logs, (const agent_t *const *)&A.agent, o->keep_finished,
                             o->keep_finished_ms);
     uv_signal_init(&A.loop, &A.sig_term);

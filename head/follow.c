@@ -58,6 +58,7 @@ static struct {
     uv_loop_t *loop;
     uv_timer_t *timer;
     uv_check_t *soon; /* follow_pump_soon: once, after this turn's reads */
+    uv_idle_t *again; /* pump_logs: a follower with more to send and room */
     follow_ops_t ops;
     void *arg;
     follower_t *list;
@@ -83,6 +84,12 @@ static void on_soon(uv_check_t *h)
     follow_pump();
 }
 
+static void on_again(uv_idle_t *h)
+{
+    uv_idle_stop(h);
+    follow_pump();
+}
+
 void follow_pump_soon(void)
 {
     if (F.soon && F.list)
@@ -99,6 +106,8 @@ void follow_init(uv_loop_t *loop, const follow_ops_t *ops, void *arg)
     uv_timer_init(loop, F.timer);
     F.soon = cr_malloc(sizeof(*F.soon));
     uv_check_init(loop, F.soon);
+    F.again = cr_malloc(sizeof(*F.again));
+    uv_idle_init(loop, F.again);
 }
 
 static void follower_free(follower_t *f)
@@ -148,6 +157,11 @@ void follow_fini(void)
         uv_check_stop(F.soon);
         uv_close((uv_handle_t *)F.soon, timer_closed);
         F.soon = NULL;
+    }
+    if (F.again) {
+        uv_idle_stop(F.again);
+        uv_close((uv_handle_t *)F.again, timer_closed);
+        F.again = NULL;
     }
 }
 
@@ -242,6 +256,18 @@ static void send_eof(follower_t *f)
     f->dead = true;
 }
 
+/* Whether more may be sent to f now. A connection that takes raw chunks
+ * by sendfile (cr_conn_set_sendfile, set for every follower) gets them so
+ * only while nothing is queued to it: once its socket is full, the rest
+ * of a chunk is read into the queue, and the next ones would be too,
+ * copied where the drain would let them go by reference. Others take
+ * chunks while the queue is under QUEUE_HIGH. */
+static bool has_room(follower_t *f)
+{
+    size_t queued = cr_conn_queued(f->conn);
+    return cr_conn_can_sendfile(f->conn) ? queued == 0 : queued < QUEUE_HIGH;
+}
+
 /* Whether the bytes from off of a file of size bounded to keep may go
  * raw: they are read into the write buffer with no check after, so a
  * bound must not punch them meanwhile. It punches only what is older than
@@ -333,6 +359,10 @@ static bool read_file(follower_t *f, int worker, int stream, bool first, size_t 
     uint64_t skipped = s->skipped + (first ? cr_output_dropped(fd, s->offset, old) : 0), start, end;
     int retries = 0;
     while (*budget > 0 && s->offset < size) {
+        if (!has_room(f)) { /* the socket is full: the drain brings it back */
+            *budget = 0;
+            break;
+        }
         if (!cr_output_next(fd, s->offset, size, old, &start, &end)) {
             skipped += size - s->offset; /* holes to the end: data comes later */
             s->offset = size;
@@ -429,7 +459,7 @@ static void pump_logs(follower_t *f)
      * is read below is all there will ever be */
     bool final = F.ops.is_final(F.arg, f->job_id);
     size_t queued = cr_conn_queued(f->conn);
-    size_t budget = queued < QUEUE_HIGH ? QUEUE_HIGH - queued : 0;
+    size_t budget = has_room(f) ? QUEUE_HIGH - queued : 0, budget0 = budget;
     bool more = false;
     for (int k = 0; k < n; k++) { /* from the next worker each time: none starves */
         int i = (f->rr + k) % n;
@@ -443,10 +473,15 @@ static void pump_logs(follower_t *f)
     f->rr = n ? (f->rr + 1) % n : 0;
     if (final && !more)
         send_eof(f);
+    /* its budget spent and the socket took it all (by sendfile nothing
+     * is queued, so no drain will come): on at the loop's next turn,
+     * after what else waits, rather than at the timer */
+    if (more && budget < budget0 && has_room(f) && F.again)
+        uv_idle_start(F.again, on_again);
 }
 
-void follow_relay(const char *job_id, int worker, int stream, const char *path, uint64_t off,
-                  const uint8_t *data, size_t len)
+void follow_relay(const char *job_id, int worker, int stream, const char *path, int fd,
+                  uint64_t off, const uint8_t *data, size_t len)
 {
     if (!len || worker < 0 || stream < 0 || stream > 1)
         return;
@@ -459,13 +494,19 @@ void follow_relay(const char *job_id, int worker, int stream, const char *path, 
         /* only a follower caught up on this very file, with no gap to tell:
          * the pump sends anything else, from the file */
         if (!s->seen || !s->path || s->offset != off || s->skipped || strcmp(s->path, path) != 0 ||
-            !cr_conn_can_send_raw(f->conn) || cr_conn_queued(f->conn) >= QUEUE_HIGH)
+            !cr_conn_can_send_raw(f->conn) || !has_room(f))
             continue;
-        Corral__LogChunk ch;
-        Corral__Envelope a;
-        raw_chunk_header(f, worker, stream, off, 0, &ch, &a);
-        size_t copied;
-        if (!raw_chunk_sent(f, cr_conn_send_log_bytes(f->conn, &a, data, len, &copied)))
+        bool ok;
+        if (fd >= 0 && cr_conn_can_sendfile(f->conn)) {
+            ok = send_raw_chunk(f, worker, stream, fd, off, len, 0); /* by reference */
+        } else {
+            Corral__LogChunk ch;
+            Corral__Envelope a;
+            raw_chunk_header(f, worker, stream, off, 0, &ch, &a);
+            size_t copied;
+            ok = raw_chunk_sent(f, cr_conn_send_log_bytes(f->conn, &a, data, len, &copied));
+        }
+        if (!ok)
             continue;
         s->offset += len;
         F.relayed += len;
@@ -497,7 +538,7 @@ static void emit_event(void *ctx, const Corral__Event *ev)
 
 static void pump_one(follower_t *f)
 {
-    if (f->dead || cr_conn_queued(f->conn) >= QUEUE_HIGH)
+    if (f->dead || !has_room(f))
         return; /* a slow reader: its drain brings it back */
     if (f->job_id) {
         pump_logs(f);
@@ -547,6 +588,7 @@ int follow_add(cr_conn_t *c, uint64_t req_id, const char *job_id, int worker_ind
     follower_t *f = add(c, req_id);
     f->job_id = cr_strdup(job_id);
     cr_conn_set_send_buffer(c, SOCK_BUF); /* fewer wakeups of the reader per MiB */
+    cr_conn_set_sendfile(c, true);        /* raw chunks by reference (has_room) */
     f->worker = worker_index;
     f->start = offset;
     f->whole = whole;

@@ -79,13 +79,15 @@ int follow_events_add(cr_conn_t *c, uint64_t req_id, uint64_t since_seq);
  * worker exits) to answer sooner. */
 void follow_pump(void);
 /* Remote output just written at off into the head's copy path of a job's
- * worker and stream (0 stdout, 1 stderr), in memory (data, len): sent at
- * once to each follower caught up on that file at off (no gap to tell,
- * raw chunks, its queue under its bound), straight from data
- * (cr_conn_send_log_bytes), so the pump need not read it back from the
- * file; every other follower gets it from the file as before. */
-void follow_relay(const char *job_id, int worker, int stream, const char *path, uint64_t off,
-                  const uint8_t *data, size_t len);
+ * worker and stream (0 stdout, 1 stderr), open as fd (readable; -1: not
+ * given), in memory (data, len): sent at once to each follower caught up
+ * on that file at off (no gap to tell, raw chunks, room in its queue):
+ * from fd by sendfile where the follower's connection takes it (the
+ * page cache's pages by reference), else straight from data
+ * (cr_conn_send_log_bytes); either way the pump need not read it back.
+ * Every other follower gets it from the file as before. */
+void follow_relay(const char *job_id, int worker, int stream, const char *path, int fd,
+                  uint64_t off, const uint8_t *data, size_t len);
 /* Bytes follow_relay sent so far (the head's /metrics). */
 uint64_t follow_relayed(void);
 /* follow_pump once this turn of the loop has handled what it read (a

@@ -217,7 +217,8 @@ static copy_slot_t *copy_open(const wk_t *w, int stream, const char *path)
         free_slot = &copies[copy_next++ % COPY_SLOTS];
         slot_close(free_slot);
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    /* readable too: follow_relay sends from it by sendfile */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         cr_warn("output of %s: %s: %s", w->id, path, strerror(errno));
         return NULL;
@@ -260,7 +261,7 @@ void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch)
         w->out_gap[si] = ch->offset;
     ssize_t wrote = pwrite(fd, ch->data.data, ch->data.len, (off_t)ch->offset);
     if (wrote == (ssize_t)ch->data.len) /* in the copy: its caught-up followers get it now */
-        follow_relay(j->idstr, w->index, si, *path, ch->offset, ch->data.data, ch->data.len);
+        follow_relay(j->idstr, w->index, si, *path, fd, ch->offset, ch->data.data, ch->data.len);
     if (wrote < 0) {
         cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
         cs->end = UINT64_MAX; /* not known: the next piece asks */

@@ -953,6 +953,10 @@ static void get_metrics(void *ctx, const web_req_t *rq, web_out_t *out)
     double rv[] = {(double)rs.sent, (double)rs.received};
     for (size_t i = 0; i < 2; i++)
         web_prom_sample(b, "corral_output_raw_bytes_total", rl[i], 1, rv[i]);
+    metric1(b, "corral_output_sendfile_bytes_total", "counter",
+            "of the raw bytes sent, those sent to followers by sendfile(2) from the head's files, "
+            "never copied by the head",
+            (double)rs.sent_kernel);
     metric1(b, "corral_output_relayed_bytes_total", "counter",
             "remote job output sent to followers as it arrived, not read back from the head's copy",
             (double)follow_relayed());

@@ -817,11 +817,12 @@ bool cr_conn_can_sendfile(const cr_conn_t *c)
 
 /* Whether bytes written to c's socket now go out after everything sent
  * before them: nothing waits in libuv's queue or among the turn's held
- * frames, and nothing is to be encrypted. */
+ * frames, and nothing is to be encrypted. Job output is all that goes
+ * this way, and output is not held behind the turn's commit while no
+ * frame of c is (queue_frame), so a held net does not stop it. */
 static bool can_write_now(cr_conn_t *c)
 {
-    return cr_conn_can_sendfile(c) && !(c->net->hold && c->ready) && !c->held.len &&
-           uv_stream_get_write_queue_size(&c->u.s) == 0;
+    return cr_conn_can_sendfile(c) && !c->held.len && uv_stream_get_write_queue_size(&c->u.s) == 0;
 }
 
 /* The kernel's way, while nothing is queued: the header frame written,

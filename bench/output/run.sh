@@ -170,6 +170,8 @@ for r in $(seq 0 "$RUNS"); do # run 0 warms up
     fixed_on bench-remote
     fx="$fx $FIX"
     [ "$r" = 0 ] && continue
+    # each round's seconds, CPU s/GiB, worker and stream seconds
+    note "round $r: pipe $p | local $l | tcp $t | remote $m | fixed $fx"
     echo "$fx" >>"$TMP/fixed"
     echo "$p" >>"$TMP/pipe"; echo "$l" >>"$TMP/local"; echo "$t" >>"$TMP/tcp"; echo "$m" >>"$TMP/remote"
     cat "$TMP/fw.s" >>"$TMP/fwrite"

@@ -10,7 +10,8 @@
 # output interleaves (stdout and stderr, two workers at once) arrive whole
 # too, each stream in order. The head relays what it writes into its copy
 # straight to a follower that is caught up (head/follow.c follow_relay):
-# its /metrics counts those bytes. No timings.
+# its /metrics counts those bytes, and the bytes it sent to followers by
+# sendfile from its copy. No timings.
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" cluster-output-sendfile
 command -v curl >/dev/null || { echo "SKIP: no curl (scripts/deps.sh installs it)"; exit 77; }
@@ -33,6 +34,7 @@ AUTH="Authorization: Bearer $(cat "$TOKEN")"
 am() { curl -sf -H "$AUTH" "http://$MA/metrics" | sed -n "s/^$1{node=\"far\"[^}]*} //p"; }
 sf() { am corral_output_sendfile_bytes_total; }
 rl() { curl -sf -H "$AUTH" "$HURL" | sed -n "s/^corral_output_relayed_bytes_total //p"; }
+hs() { curl -sf -H "$AUTH" "$HURL" | sed -n "s/^corral_output_sendfile_bytes_total //p"; }
 [ -n "$(sf)" ] && ok "the agent's /metrics counts output sent by sendfile" ||
     { fail "no corral_output_sendfile_bytes_total in the agent's /metrics"; finish; }
 
@@ -43,7 +45,7 @@ want=$(sha256sum <"$T/r64" | cut -d' ' -f1)
     { fail "no corral_output_relayed_bytes_total in the head's /metrics"; finish; }
 
 # 1. into a pipe (the client splices) and into a file
-s0=$(sf) h0=$(rl)
+s0=$(sf) h0=$(rl) k0=$(hs)
 "$CORRAL" run --label-selector corral.io/node-id=far -- cat "$T/r64" 2>"$T/run.err" | cat >"$T/p.out"
 rc=${PIPESTATUS[0]}
 got=$(sha256sum <"$T/p.out" | cut -d' ' -f1)
@@ -54,11 +56,16 @@ rc=$?
 got=$(sha256sum <"$T/f.out" | cut -d' ' -f1)
 [ "$rc" = 0 ] && [ "$got" = "$want" ] && ok "remote run into a file: 64 MiB whole and in order" ||
     fail "remote run into a file: rc=$rc $(wc -c <"$T/f.out") bytes $(head -c 300 "$T/run.err")"
-s1=$(sf) h1=$(rl)
+s1=$(sf) h1=$(rl) k1=$(hs)
 # the head reads what the socket holds at its pace: most chunks find the
 # queue empty, so at least half of the 128 MiB went by sendfile
 [ $((s1 - s0)) -ge $((64 * MIB)) ] && ok "the agent sent $((s1 - s0)) of 128 MiB by sendfile" ||
     fail "the agent sent $((s1 - s0)) bytes by sendfile ($s0 -> $s1), want at least 64 MiB"
+
+# and the head sends them on to its follower (the CLI) by sendfile from its
+# copy, whether relayed as they came or pumped from the file
+[ $((k1 - k0)) -ge $((64 * MIB)) ] && ok "the head sent $((k1 - k0)) of 128 MiB to its follower by sendfile" ||
+    fail "the head sent $((k1 - k0)) bytes by sendfile ($k0 -> $k1), want at least 64 MiB"
 
 # the follower is caught up whenever the head's read of the agent finds
 # its queue under its bound: some of the bytes went so, not all
