@@ -74,21 +74,32 @@ void req_events(cr_conn_t *c, const Corral__Envelope *e)
         cr_conn_reply_error(c, e->id, err, "%s", msg);
         return;
     }
-    int64_t after = from ? from - 1 : (int64_t)q->since_seq;
+    int64_t after = from ? from - 1 : (int64_t)q->since_seq, newest;
+    /* the newest limit (a later page, a token, goes on to the end): only
+     * those, and at most a page of them, are read, not the whole log
+     * after the cursor (100,000 events by default: 50 ms of the head's
+     * loop for `corral events --limit 5`) */
+    if (!from && q->limit) {
+        if ((err = cr_state_event_newest(D.st, (size_t)q->limit + 1, &newest)) < 0) {
+            cr_conn_reply_error(c, e->id, err, "%s", cr_state_errmsg(D.st));
+            return;
+        }
+        if (newest > after)
+            after = newest;
+    }
+    size_t want = page_items(q->page_limit);
     cr_state_event_t *v = NULL;
     size_t n = 0;
-    if ((err = cr_state_event_list(D.st, after, 0, &v, &n)) < 0) {
+    if ((err = cr_state_event_list(D.st, after, want, &v, &n)) < 0) {
         cr_conn_reply_error(c, e->id, err, "%s", cr_state_errmsg(D.st));
         return;
     }
-    /* the newest limit; a later page (a token) goes on to the end */
-    size_t first = !from && q->limit && n > q->limit ? n - q->limit : 0;
     Corral__Event *evs = cr_calloc(n + 1, sizeof(*evs));
     Corral__Event **p = cr_calloc(n + 1, sizeof(*p));
     char(*ids)[24] = cr_calloc(n + 1, sizeof(*ids));
     size_t budget = page_budget(), used = 0, i;
-    for (i = first; i < n; i++) {
-        Corral__Event *ev = &evs[i - first];
+    for (i = 0; i < n; i++) {
+        Corral__Event *ev = &evs[i];
         corral__event__init(ev);
         ev->seq = (uint64_t)v[i].id;
         ev->time_ms = v[i].time_ms;
@@ -99,21 +110,25 @@ void req_events(cr_conn_t *c, const Corral__Envelope *e)
         ev->node_id = v[i].node_id ? v[i].node_id : "";
         ev->message = v[i].message ? v[i].message : "";
         size_t cost = page_item_cost(corral__event__get_packed_size(ev));
-        if ((used + cost > budget || i - first == page_items(q->page_limit)) && i > first)
+        if (used + cost > budget && i > 0)
             break; /* (events are bounded far below a frame: the first always fits) */
         used += cost;
-        p[i - first] = ev;
+        p[i] = ev;
     }
-    if (i < n && !q->follow) {
+    /* a full read may have left some: counted, not read */
+    size_t total = n;
+    if (n == want && !q->follow && cr_state_event_count(D.st, after, &total) < 0)
+        total = n;
+    if (i < total && !q->follow) {
         char key[24];
-        snprintf(key, sizeof(key), "%lld", (long long)v[i].id);
+        snprintf(key, sizeof(key), "%lld", (long long)(i < n ? v[i].id : v[n - 1].id + 1));
         page_token("events", key, token, sizeof(token));
     }
     Corral__EventList r = CORRAL__EVENT_LIST__INIT;
     r.events = p;
-    r.n_events = i - first;
+    r.n_events = i;
     r.continue_token = token;
-    r.remaining = q->follow ? 0 : (uint32_t)(n - i);
+    r.remaining = q->follow ? 0 : (uint32_t)(total - i);
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_EVENT_LIST;
     a.event_list = &r;
@@ -126,6 +141,14 @@ void req_events(cr_conn_t *c, const Corral__Envelope *e)
     free(p);
     free(evs);
     cr_state_event_list_free(v, n);
+}
+
+uint64_t events_newest(size_t k)
+{
+    int64_t id = 0;
+    if (!D.st || cr_state_event_newest(D.st, k, &id) < 0)
+        return 0;
+    return id > 0 ? (uint64_t)id : 0;
 }
 
 size_t events_each_since(uint64_t since_seq, void (*emit)(void *ctx, const Corral__Event *ev),

@@ -231,6 +231,10 @@ void req_events(cr_conn_t *c, const Corral__Envelope *e);
 /* The event log's bound (docs/runtime.md "Retention"): the events older
  * than the newest D.keep_events go from state.db, at the tick. */
 void events_retention(void);
+/* The seq of the k-th newest event (1: the newest); 0 when there are
+ * fewer, or it cannot be read: a listing of the newest k starts after
+ * it, and reads only those. */
+uint64_t events_newest(size_t k);
 /* Each event after since_seq handed to emit; how many. */
 size_t events_each_since(uint64_t since_seq, void (*emit)(void *ctx, const Corral__Event *ev),
                          void *ctx);

@@ -222,6 +222,8 @@ enum stmt_id {
     S_EVENT_INSERT,
     S_EVENT_LIST,
     S_EVENT_TRIM,
+    S_EVENT_NEWEST,
+    S_EVENT_COUNT,
     S_EVENT_DELETE_ORPHANS,
     S__COUNT
 };
@@ -293,6 +295,8 @@ static const char *const stmt_sql[S__COUNT] = {
                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [S_EVENT_LIST] = "SELECT " EVENT_COLS " FROM events WHERE id > ?1 ORDER BY id LIMIT ?2",
     [S_EVENT_TRIM] = "DELETE FROM events WHERE id <= ?1",
+    [S_EVENT_NEWEST] = "SELECT id FROM events ORDER BY id DESC LIMIT 1 OFFSET ?1",
+    [S_EVENT_COUNT] = "SELECT count(*) FROM events WHERE id > ?1",
     [S_EVENT_DELETE_ORPHANS] = "DELETE FROM events WHERE job_id IS NOT NULL AND job_id NOT IN "
                                "(SELECT id FROM jobs)",
 };
@@ -1586,6 +1590,45 @@ int cr_state_event_list(cr_state_t *st, int64_t after_id, size_t limit, cr_state
     sqlite3_bind_int64(s, 1, after_id);
     sqlite3_bind_int64(s, 2, limit && limit <= (size_t)INT64_MAX ? (int64_t)limit : -1);
     return query(st, s, "listing events", event_row, event_fini, sizeof(**out), (void **)out, n);
+}
+
+/* The first column of s's one row into *out (0: no row). */
+static int query_int64(cr_state_t *st, sqlite3_stmt *s, const char *what, int64_t *out)
+{
+    int rc = sqlite3_step(s), err = 0;
+    *out = 0;
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(s, 0);
+    else if (rc != SQLITE_DONE)
+        err = fail(st, rc, "%s", what);
+    finish(s);
+    return err;
+}
+
+int cr_state_event_newest(cr_state_t *st, size_t k, int64_t *id)
+{
+    sqlite3_stmt *s = NULL;
+    *id = 0;
+    if (!k)
+        return 0;
+    int err = prepare(st, S_EVENT_NEWEST, &s);
+    if (err)
+        return err;
+    sqlite3_bind_int64(s, 1, k - 1 <= (size_t)INT64_MAX ? (int64_t)(k - 1) : INT64_MAX);
+    return query_int64(st, s, "listing events", id);
+}
+
+int cr_state_event_count(cr_state_t *st, int64_t after_id, size_t *n)
+{
+    sqlite3_stmt *s = NULL;
+    int64_t v = 0;
+    int err = prepare(st, S_EVENT_COUNT, &s);
+    if (!err) {
+        sqlite3_bind_int64(s, 1, after_id);
+        err = query_int64(st, s, "counting events", &v);
+    }
+    *n = err ? 0 : (size_t)v;
+    return err;
 }
 
 int cr_state_event_trim(cr_state_t *st, int64_t up_to_id)

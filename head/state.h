@@ -269,6 +269,11 @@ void cr_state_pg_list_free(cr_state_pg_t *v, size_t n);
 /* ---- events ---- */
 /* Appends ev (its id is ignored; the new one goes to *id if not NULL). */
 int cr_state_event_append(cr_state_t *st, const cr_state_event_t *ev, int64_t *id);
+/* The id of the k-th newest event (1: the newest), 0 when there are
+ * fewer than k (or k is 0): O(k), for a listing of the newest k. */
+int cr_state_event_newest(cr_state_t *st, size_t k, int64_t *id);
+/* How many events have id > after_id (counted, not read). */
+int cr_state_event_count(cr_state_t *st, int64_t after_id, size_t *n);
 /* Events with id > after_id, oldest first, at most limit (0: all). */
 int cr_state_event_list(cr_state_t *st, int64_t after_id, size_t limit, cr_state_event_t **out,
                         size_t *n);

@@ -754,8 +754,6 @@ static void add_event(void *ctx, const Corral__Event *e)
     if (c->job && strcmp(c->job, e->job_id) != 0)
         return;
     json_array_append_new(c->a, event_json(e));
-    while (c->limit && json_array_size(c->a) > c->limit) /* the newest */
-        json_array_remove(c->a, 0);
 }
 
 static int since_of(const web_req_t *rq, uint64_t *since, web_out_t *out)
@@ -786,8 +784,19 @@ static void get_events(void *ctx, const web_req_t *rq, web_out_t *out)
     }
     if (since_of(rq, &since, out) < 0)
         return;
+    /* the newest limit: only those are read (a job's own are found among
+     * all, with no index on the job) */
+    uint64_t from = c.job ? 0 : events_newest((size_t)c.limit + 1);
     c.a = json_array();
-    events_each_since(since, add_event, &c);
+    events_each_since(from > since ? from : since, add_event, &c);
+    size_t n = json_array_size(c.a);
+    if (n > c.limit) { /* a job's: its newest limit, kept in one pass */
+        json_t *tail = json_array();
+        for (size_t i = n - c.limit; i < n; i++)
+            json_array_append(tail, json_array_get(c.a, i));
+        json_decref(c.a);
+        c.a = tail;
+    }
     json_t *o = json_object();
     json_object_set_new(o, "events", c.a);
     web_out_json(out, 200, o);
@@ -867,8 +876,8 @@ static void get_stream(void *ctx, const web_req_t *rq, web_out_t *out)
         return;
     sse_t *s = cr_calloc(1, sizeof(*s));
     s->seq = since;
-    if (!web_query(rq->in, "since")) /* from now on */
-        events_each_since(0, sse_event, s), s->pending.len = s->off = 0;
+    if (!web_query(rq->in, "since")) /* from now on: after the newest, none read */
+        s->seq = events_newest(1);
     if (rq->who == WEB_WHO_JOB)
         snprintf(s->job, sizeof(s->job), "%s", rq->job_id);
     cr_buf_printf(&s->pending, ": corral events from seq %llu\n\n", (unsigned long long)s->seq);

@@ -3,7 +3,8 @@
 # docs/protocol.md "Paged listings"): 120,000 events an earlier head left
 # in state.db are listed by `corral events` in pages of at most
 # CR_MSG_MAX_LIST (100,000) items, where one answer of small events was
-# refused as an invalid message; a head started with --keep-events 100
+# refused as an invalid message; `--limit N` gives the newest N, in two
+# pages too where N is above one; a head started with --keep-events 100
 # trims them to the newest 100 at its first tick, and keeps trimming as
 # jobs add more; a bound below 100 is a usage error.
 set -u
@@ -24,7 +25,8 @@ N=120000
 sqlite3 "$CORRAL_HOME/session_latest/state.db" "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $N)
     INSERT INTO events (time_ms, kind, node_id, message) SELECT 1, 'test', 'x', 'e' || i FROM n;" ||
     fail "filling state.db"
-out=$("$CORRAL" start --head --hw-spec "$SPEC" --keep-events 1000000 2>&1) || { fail "restart: $out"; finish; }
+out=$("$CORRAL" start --head --hw-spec "$SPEC" --keep-events 1000000 --dashboard-port any 2>&1) ||
+    { fail "restart: $out"; finish; }
 have=$(rows)
 [ "$have" -gt "$N" ] || fail "state.db holds $have events"
 json=$("$CORRAL" events --json 2>"$CORRAL_HOME/err") || fail "events --json: $(cat "$CORRAL_HOME/err")"
@@ -32,6 +34,32 @@ got=$(jq length <<<"$json" 2>/dev/null || echo 0)
 [ "$got" -ge "$have" ] && [ "$(jq '[.[] | select(.kind == "test")] | length' <<<"$json")" -eq $N ] &&
     ok "events --json: all $got events (the $N added), over two pages" ||
     fail "events --json: $got of $have"
+# the newest N: read alone (not the whole log), and over two pages where
+# N is above a page's 100,000
+newest() { jq -r --argjson k "$1" '[.[-$k:][].seq] | join(" ")' <<<"$json"; }
+got5=$("$CORRAL" events --limit 5 --json | jq -r '[.[].seq] | join(" ")')
+[ -n "$got5" ] && [ "$got5" = "$(newest 5)" ] && ok "events --limit 5: the newest 5 ($got5)" ||
+    fail "events --limit 5: $got5, want $(newest 5)"
+big=$("$CORRAL" events --limit 110000 --json | jq -r '[length, .[0].seq, .[-1].seq] | join(" ")')
+want=$(jq -r '.[-110000:] | [length, .[0].seq, .[-1].seq] | join(" ")' <<<"$json")
+[ "$big" = "$want" ] && ok "events --limit 110000: the newest 110000 over two pages ($big)" ||
+    fail "events --limit 110000: $big, want $want"
+# the event stream from now on (no since): none of the old ones, where it
+# once read the whole log to find the newest and, past 1 MiB of them,
+# stopped short and then sent the rest
+if command -v curl >/dev/null; then
+    L=$("$CORRAL" dashboard)
+    B=${L%%\?*}
+    curl -sN --max-time 3 -H "Authorization: Bearer $(tr -d '\n' <"$CORRAL_HOME/session_latest/token")" \
+        "${B%/}/api/v1/events/stream" >"$CORRAL_HOME/sse" 2>/dev/null &
+    sp=$!
+    sleep 1
+    "$CORRAL" run --name after-stream -- true >/dev/null || fail "a job during the stream"
+    wait "$sp"
+    grep -q after-stream "$CORRAL_HOME/sse" && ! grep -q '"kind":"test"' "$CORRAL_HOME/sse" &&
+        ok "events/stream from now on: the new job's events, none of the $N old ones" ||
+        fail "events/stream: $(grep -c '^id:' "$CORRAL_HOME/sse") events: $(head -c 300 "$CORRAL_HOME/sse")"
+fi
 grep -q "not sending an invalid event_list" "$CORRAL_HOME"/session_latest/logs/corrald.log &&
     fail "the head refused its own answer: $(grep -m1 'invalid event_list' "$CORRAL_HOME"/session_latest/logs/corrald.log)"
 

@@ -97,7 +97,22 @@ NODE=$("$CORRAL" nodes --json | jq -r '.[0].node_id')
 same "hw" "$("$CORRAL" hw --spec "$SPEC" --json)" "$(api /api/v1/nodes/$NODE)"
 same "topo" "$("$CORRAL" topo --spec "$SPEC" --json)" "$(api /api/v1/nodes/$NODE/topology)"
 same "events" "$("$CORRAL" events --json | jq -s flatten)" "$(api /api/v1/events | jq .events)"
+same "the newest 3 events" "$("$CORRAL" events --limit 3 --json | jq -s flatten)" "$(api '/api/v1/events?limit=3' | jq .events)"
 [ "$(api /api/v1/cluster | jq .pending_groups)" = 0 ] && ok "cluster: pending_groups" || fail "pending_groups"
+# a job's credential: its own events only, the newest 2 of them (it has
+# at least submitted, placed and started by then: not the first)
+jid=$("$CORRAL" run --detach -- sh -c 'curl -sf --max-time 10 -H "Authorization: Bearer $CORRAL_JOB_TOKEN" "$1"' sh \
+    "$B/api/v1/events?limit=2")
+for _ in $(seq 200); do
+    case $(status "$jid" | jq -r .state) in SUCCEEDED | FAILED | STOPPED) break ;; esac
+    sleep 0.05
+done
+got=$("$CORRAL" job logs "$jid" --no-prefix | jq -c '[.events[] | [.seq, .job_id]]')
+first=$("$CORRAL" events --json | jq -s flatten | jq --arg j "$jid" '[.[] | select(.job_id == $j)][0].seq')
+[ "$(jq length <<<"$got")" = 2 ] && [ "$(jq -c '[.[][1]] | unique' <<<"$got")" = "[\"$jid\"]" ] &&
+    [ "$(jq --argjson f "$first" '[.[][0] | select(. > $f)] | length' <<<"$got")" = 2 ] &&
+    ok "events with a job's credential: its own, the newest 2 ($got)" ||
+    fail "events with a job's credential: $got (its first event $first)"
 
 # nodes, paged (one node here; tests/cluster/prometheus.sh pages three)
 [ "$(api '/api/v1/nodes?limit=1' | jq -c '[.total, (.nodes | length), .continue]')" = '[1,1,null]' ] &&

@@ -509,6 +509,22 @@ static void test_events(void **state)
     assert_int_equal(n, 0);
     cr_state_event_list_free(v, n);
 
+    /* the k-th newest, for a listing of the newest k; counted after an id */
+    int64_t kth;
+    size_t cnt;
+    assert_int_equal(cr_state_event_newest(st, 1, &kth), 0);
+    assert_int_equal(kth, ids[4]);
+    assert_int_equal(cr_state_event_newest(st, 3, &kth), 0);
+    assert_int_equal(kth, ids[2]);
+    assert_int_equal(cr_state_event_newest(st, 6, &kth), 0);
+    assert_int_equal(kth, 0); /* fewer than 6 */
+    assert_int_equal(cr_state_event_newest(st, 0, &kth), 0);
+    assert_int_equal(kth, 0);
+    assert_int_equal(cr_state_event_count(st, ids[1], &cnt), 0);
+    assert_int_equal(cnt, 3);
+    assert_int_equal(cr_state_event_count(st, 0, &cnt), 0);
+    assert_int_equal(cnt, 5);
+
     /* trimmed ids are never handed out again (a client reading
      * list-since(id) must not miss or repeat one) */
     assert_int_equal(cr_state_event_trim(st, ids[4]), 0);
