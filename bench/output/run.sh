@@ -9,7 +9,9 @@
 #      forwarding over TCP, the head's copy and the follow to the client;
 #      against one TCP loopback stream of MIB MiB (bench_output tcp);
 #   the fixed part of each (a run of 1 MiB: the job's start, exit and
-#   follow), and the most each ratio could be with it (ceiling);
+#   follow), and the most each ratio could be with it (ceiling); the
+#   remote stream alone (the sink's first byte to its last) against the
+#   TCP stream, whose own figure runs from its accept to its last byte;
 #   and the limit corral's design sets on both: the same writer into a
 #   fresh file (`gen MIB > FILE`, its own write time), since a worker
 #   writes its output to a file (on a VM that backs guest memory when it is
@@ -201,6 +203,10 @@ echo "figure output_local_fixed $FXL s"
 echo "figure output_remote_fixed $FXR s"
 echo "figure output_local_stream $(mbs "$(col local 4)") MB/s"
 echo "figure output_remote_stream $(mbs "$(col remote 4)") MB/s"
+# stream against stream: the TCP peer's seconds run from its accept to its
+# last byte (no process start, no connect), the sink's from its first byte
+# to its last (no submission, start or exit of the job)
+ratio output_remote_stream_vs_tcp "$(col remote 4)" "$T"
 awk -v p="$P" -v f="$FXL" 'BEGIN{printf "ratio output_local_ceiling_vs_pipe %.2f\n", p/(p+f)}'
 awk -v t="$T" -v f="$FXR" 'BEGIN{printf "ratio output_remote_ceiling_vs_tcp %.2f\n", t/(t+f)}'
 
