@@ -28,6 +28,16 @@
  * then mostly arrives whole in one read, handed on without the frame
  * decoder's copy (the buffer is one per net, touched only as far as used) */
 #define READ_BUF (1024 * 1024)
+/* a client's reads start at this much of it, and double (up to READ_BUF)
+ * after CLIENT_GROW reads that each filled the window: every page of the
+ * buffer a read first touches is a page fault (about 10 µs each on the VM
+ * of issue 18), and a client is mostly a short-lived command: `corral run`
+ * of 1 MiB of output into a file read it into all 256 pages of the
+ * buffer, 2.5 ms of its 6 ms of CPU. A long stream grows the window after
+ * 1 MiB, where the faults are nothing beside it (a stream into a pipe
+ * goes by splice anyway: raw_splice) */
+#define CLIENT_READ (64 * 1024)
+#define CLIENT_GROW 16
 #define DEFAULT_HS_TIMEOUT_MS 5000
 #define DEFAULT_MAX_QUEUE (64u << 20)
 #define LINGER_MS 1000 /* how long a Refused may take to leave before we close */
@@ -165,6 +175,8 @@ struct cr_net {
     uint32_t batch_ms;   /* cr_net_config_t.batch_ms */
     batch_t *batch;      /* made with the first connection read in batches */
     char rbuf[READ_BUF]; /* one loop, one read at a time: shared */
+    size_t rwin;         /* how much of it a client's read takes (CLIENT_READ) */
+    unsigned rwin_full;  /* reads that filled rwin since it last grew */
     char pbuf[16384];    /* TLS: one record's plaintext at a time, also shared */
 };
 
@@ -1271,7 +1283,10 @@ static bool handle_frame(cr_conn_t *c, const uint8_t *frame, size_t len)
 static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     cr_conn_t *c = h->data;
-    *buf = uv_buf_init(c->net->rbuf, sizeof(c->net->rbuf));
+    cr_net_t *n = c->net;
+    if (!n->rwin)
+        n->rwin = CLIENT_READ;
+    *buf = uv_buf_init(n->rbuf, c->server ? sizeof(n->rbuf) : n->rwin);
 }
 
 /* Frames from plaintext bytes; false when the connection is going away. */
@@ -1431,6 +1446,12 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     size_t left = (size_t)nread;
     if (!left)
         return;
+    cr_net_t *n = c->net;
+    if (!c->server && left == n->rwin && n->rwin < sizeof(n->rbuf) &&
+        ++n->rwin_full >= CLIENT_GROW) { /* bulk: a larger window (alloc_cb) */
+        n->rwin *= 2;
+        n->rwin_full = 0;
+    }
     if (!c->rx_any && c->server && !c->is_unix) {
         c->rx_any = true;
         if (c->tls && p[0] != TLS_HANDSHAKE_RECORD) {
