@@ -151,12 +151,12 @@ uint64_t events_newest(size_t k)
     return id > 0 ? (uint64_t)id : 0;
 }
 
-size_t events_each_since(uint64_t since_seq, void (*emit)(void *ctx, const Corral__Event *ev),
-                         void *ctx)
+size_t events_each_since(uint64_t since_seq, size_t limit,
+                         void (*emit)(void *ctx, const Corral__Event *ev), void *ctx)
 {
     cr_state_event_t *v = NULL;
     size_t n = 0;
-    if (cr_state_event_list(D.st, (int64_t)since_seq, 0, &v, &n) < 0)
+    if (cr_state_event_list(D.st, (int64_t)since_seq, limit, &v, &n) < 0)
         return 0;
     for (size_t i = 0; i < n; i++) {
         char id[24] = "";

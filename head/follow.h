@@ -36,7 +36,8 @@ typedef struct follow_ops {
     /* The job has ended: no worker will write any more. */
     bool (*is_final)(void *arg, const char *job_id);
     /* Optional (events following): calls emit for each event after
-     * since_seq, oldest first; returns how many. */
+     * since_seq, oldest first, at most a pump's worth (the next pump goes
+     * on); returns how many. */
     size_t (*events_since)(void *arg, uint64_t since_seq,
                            void (*emit)(void *ctx, const Corral__Event *ev), void *ctx);
     /* Optional: the bound on each worker output file (cr_output_bound),

@@ -231,13 +231,18 @@ void req_events(cr_conn_t *c, const Corral__Envelope *e);
 /* The event log's bound (docs/runtime.md "Retention"): the events older
  * than the newest D.keep_events go from state.db, at the tick. */
 void events_retention(void);
+/* The events a follower (follow.c, the API's event stream) is handed at
+ * most per pump: one that lags far behind catches up a pump at a time,
+ * not the whole log (up to --keep-events) read and queued at once. */
+#define EVENTS_PUMP_MAX 4096
 /* The seq of the k-th newest event (1: the newest); 0 when there are
  * fewer, or it cannot be read: a listing of the newest k starts after
  * it, and reads only those. */
 uint64_t events_newest(size_t k);
-/* Each event after since_seq handed to emit; how many. */
-size_t events_each_since(uint64_t since_seq, void (*emit)(void *ctx, const Corral__Event *ev),
-                         void *ctx);
+/* Each event after since_seq, at most limit of them (0: all), handed to
+ * emit, oldest first; how many. */
+size_t events_each_since(uint64_t since_seq, size_t limit,
+                         void (*emit)(void *ctx, const Corral__Event *ev), void *ctx);
 
 /* -------------------------------------------------------- placement.c */
 /* Device indices as state.db keeps them: "0,3,5" appended to out, and

@@ -137,7 +137,7 @@ static bool fo_is_final(void *arg, const char *job_id)
 static size_t fo_events_since(void *arg, uint64_t since_seq,
                               void (*emit)(void *ctx, const Corral__Event *ev), void *ctx)
 {
-    return events_each_since(since_seq, emit, ctx);
+    return events_each_since(since_seq, EVENTS_PUMP_MAX, emit, ctx);
 }
 
 static uint64_t fo_log_max(void *arg)

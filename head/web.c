@@ -788,7 +788,7 @@ static void get_events(void *ctx, const web_req_t *rq, web_out_t *out)
      * all, with no index on the job) */
     uint64_t from = c.job ? 0 : events_newest((size_t)c.limit + 1);
     c.a = json_array();
-    events_each_since(from > since ? from : since, add_event, &c);
+    events_each_since(from > since ? from : since, 0, add_event, &c);
     size_t n = json_array_size(c.a);
     if (n > c.limit) { /* a job's: its newest limit, kept in one pass */
         json_t *tail = json_array();
@@ -846,7 +846,7 @@ static ssize_t sse_read(void *ctx, char *buf, size_t size)
     if (s->off == s->pending.len) {
         s->off = s->pending.len = 0;
         if (D.st)
-            events_each_since(s->seq, sse_event, s);
+            events_each_since(s->seq, EVENTS_PUMP_MAX, sse_event, s);
         int64_t now = cr_mono_ms();
         if (!s->pending.len && now - s->last_ms >= SSE_KEEPALIVE_MS)
             cr_buf_printf(&s->pending, ": keepalive\n\n");
