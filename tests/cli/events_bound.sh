@@ -36,14 +36,7 @@ got=$(jq length <<<"$json" 2>/dev/null || echo 0)
     fail "events --json: $got of $have"
 # following from the start: a first page of 100,000, then the other
 # 20,008 pushed a pump (EVENTS_PUMP_MAX, 4096) at a time, in order, each once
-"$CORRAL" events -f --json >"$CORRAL_HOME/follow" 2>&1 &
-fpid=$!
-for _ in $(seq 300); do
-    [ "$(wc -l <"$CORRAL_HOME/follow")" -ge "$have" ] && break
-    sleep 0.1
-done
-kill "$fpid" 2>/dev/null
-wait "$fpid" 2>/dev/null
+follow_events "$have" "$CORRAL_HOME/follow"
 fseq=$(jq -r .seq "$CORRAL_HOME/follow" 2>/dev/null | head -n "$have")
 [ "$(wc -l <<<"$fseq")" -eq "$have" ] && [ "$fseq" = "$(jq -r '.[].seq' <<<"$json" | head -n "$have")" ] &&
     ok "events -f: all $have, the last $((have - 100000)) pushed after the first page, in order, each once" ||

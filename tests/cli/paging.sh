@@ -73,15 +73,7 @@ n=$(jq '[.[] | select(.kind == "submitted")] | length' <<<"$ev")
     fail "events: $n submissions of $((N + 3))"
 # following: the first page, then the rest of the backlog pushed, each once
 nev=$(jq length <<<"$ev")
-"$CORRAL" events -f --json >"$CORRAL_HOME/follow" 2>&1 &
-fpid=$!
-WPIDS="$WPIDS $fpid"
-for _ in $(seq 600); do
-    [ "$(wc -l <"$CORRAL_HOME/follow")" -ge "$nev" ] && break
-    sleep 0.1
-done
-kill "$fpid" 2>/dev/null
-wait "$fpid" 2>/dev/null
+follow_events "$nev" "$CORRAL_HOME/follow"
 seqs=$(jq -r .seq "$CORRAL_HOME/follow" 2>/dev/null | head -n "$nev")
 [ "$(wc -l <<<"$seqs")" -eq "$nev" ] && [ "$(sort -un <<<"$seqs" | wc -l)" -eq "$nev" ] &&
     [ "$seqs" = "$(jq -r '.[].seq' <<<"$ev")" ] &&

@@ -49,6 +49,19 @@ kill_head() {
     for _ in $(seq 100); do gone "$h" && break; sleep 0.05; done
     gone "$h" || fail "head $h survived kill -9"
 }
+# `corral events -f --json` into FILE until it holds N lines (60 s at
+# most), then stopped by its pid: follow_events N FILE
+follow_events() {
+    "$CORRAL" events -f --json >"$2" 2>&1 &
+    local fpid=$!
+    WPIDS="$WPIDS $fpid"
+    for _ in $(seq 600); do
+        [ "$(wc -l <"$2")" -ge "$1" ] && break
+        sleep 0.1
+    done
+    kill "$fpid" 2>/dev/null
+    wait "$fpid" 2>/dev/null
+}
 # PY_ENV: what a Python process that loads corral._core needs, for `env
 # "${PY_ENV[@]}" ...`: nothing, or under the sanitizer build (whose _core
 # links libasan) the sanitizer runtimes preloaded, as an uninstrumented
