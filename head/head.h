@@ -204,7 +204,8 @@ void head_store_retry(void);
  * bytes the items of one reply may take (the frame limit less room for
  * the rest); page_items: the items one reply may hold, those asked for
  * (0: no number asked) and never more than a message may carry
- * (CR_MSG_MAX_LIST); page_item_cost: what an item of packed bytes costs.
+ * (CR_MSG_MAX_LIST), and page_cap no more than the left that remain;
+ * page_item_cost: what an item of packed bytes costs.
  * page_token writes the continue token of listing kind whose next page
  * starts at key; page_parse reads one back into key ("" for no token: from
  * the start), or fails with CR_EINVAL and why in msg for a malformed
@@ -212,6 +213,7 @@ void head_store_retry(void);
  * page_parse_id: the same for a numeric key (job, group, event ids). */
 size_t page_budget(void);
 size_t page_items(uint32_t asked);
+size_t page_cap(uint32_t asked, size_t left);
 size_t page_item_cost(size_t packed);
 void page_token(const char *kind, const char *key, char *buf, size_t size);
 int page_parse(const char *token, const char *kind, char *key, size_t keysize, char *msg,

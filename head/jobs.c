@@ -1013,9 +1013,7 @@ void req_job_list(cr_conn_t *c, const Corral__Envelope *e)
     size_t n = D.jobs.n, i = 0;
     while (i < n && D.jobs.v[i]->id < from) /* D.jobs is in id order */
         i++;
-    size_t cap = page_items(q->limit);
-    if (cap > n - i)
-        cap = n - i;
+    size_t cap = page_cap(q->limit, n - i);
     Corral__JobInfo *infos = cr_calloc(cap + 1, sizeof(*infos));
     Corral__JobInfo **ptrs = cr_calloc(cap + 1, sizeof(*ptrs));
     info_mem_t *mem = cr_calloc(cap + 1, sizeof(*mem));

@@ -811,11 +811,11 @@ void req_node_list(cr_conn_t *c, const Corral__Envelope *e)
     }
     status_mem_t *m = fill_all(q->with_json);
     qsort(m->nip, m->n, sizeof(*m->nip), by_node_id);
-    size_t i = 0, k = 0, budget = page_budget(), used = 0;
+    size_t i = 0, k = 0, budget = page_budget(), used = 0, cap = page_items(q->limit);
     while (i < m->n && strcmp(m->nip[i]->node_id, from) < 0)
         i++;
     Corral__NodeInfo **page = m->nip + i;
-    for (; i < m->n && k < page_items(q->limit); i++, k++) {
+    for (; i < m->n && k < cap; i++, k++) {
         size_t cost = page_item_cost(corral__node_info__get_packed_size(m->nip[i]));
         if (used + cost > budget)
             break;

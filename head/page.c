@@ -34,6 +34,12 @@ size_t page_items(uint32_t asked)
     return asked && asked < CR_MSG_MAX_LIST ? asked : CR_MSG_MAX_LIST;
 }
 
+size_t page_cap(uint32_t asked, size_t left)
+{
+    size_t cap = page_items(asked);
+    return cap < left ? cap : left;
+}
+
 size_t page_item_cost(size_t packed)
 {
     size_t varint = 1;

@@ -923,9 +923,7 @@ static void h_list(cr_conn_t *c, const Corral__Envelope *e)
     uint32_t qpos = 0; /* a pending group's place counts the pages before too */
     for (size_t x = 0; x < i; x++)
         qpos += is_pending(D.pgs.v[x]);
-    size_t cap = page_items(q->limit);
-    if (cap > n - i)
-        cap = n - i;
+    size_t cap = page_cap(q->limit, n - i);
     Corral__PgInfo *infos = cr_calloc(cap + 1, sizeof(*infos));
     Corral__PgInfo **ptrs = cr_calloc(cap + 1, sizeof(*ptrs));
     info_mem_t *mem = cr_calloc(cap + 1, sizeof(*mem));

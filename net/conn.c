@@ -283,6 +283,7 @@ cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_c
     }
     cr_net_t *n = cr_calloc(1, sizeof(*n));
     n->loop = loop;
+    n->rwin = CLIENT_READ;
     memcpy(n->token, cfg->token, CR_TOKEN_LEN);
     if (cfg->job) {
         n->job = true;
@@ -1284,8 +1285,6 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     cr_conn_t *c = h->data;
     cr_net_t *n = c->net;
-    if (!n->rwin)
-        n->rwin = CLIENT_READ;
     *buf = uv_buf_init(n->rbuf, c->server ? sizeof(n->rbuf) : n->rwin);
 }
 
