@@ -1474,6 +1474,133 @@ static void test_raw_log_chunk_refused(void **state)
     }
 }
 
+/* ---- raw chunks into files (cr_net_set_raw_file: the head's copies of
+ * remote output) ---- */
+
+static struct {
+    int fd, ro;      /* where "raw" chunks go; where "ro" ones go (read-only) */
+    uint64_t next;   /* the next "raw" piece's offset: pieces come in order */
+    uint64_t bytes;  /* "raw" bytes in the file */
+    uint64_t memory; /* of them, read into the process first (data given) */
+    uint64_t failed; /* "ro" bytes whose write failed */
+    uint64_t framed; /* "msg" bytes handed to on_message instead */
+    int ready;
+} RF;
+
+static int rf_to(cr_conn_t *c, const Corral__LogChunk *ch, void *arg)
+{
+    if (strcmp(ch->job_id, "ro") == 0)
+        return RF.ro;
+    return strcmp(ch->job_id, "raw") == 0 ? RF.fd : -1;
+}
+
+static void rf_wrote(cr_conn_t *c, const Corral__LogChunk *ch, const uint8_t *data, size_t len,
+                     int err, void *arg)
+{
+    if (err) {
+        assert_string_equal(ch->job_id, "ro");
+        assert_int_equal(err, -EBADF);
+        RF.failed += len;
+        return;
+    }
+    assert_string_equal(ch->job_id, "raw");
+    assert_int_equal(ch->offset, RF.next);
+    if (data) {
+        for (size_t i = 0; i < len; i++)
+            if (data[i] != raw_byte(ch->offset + i))
+                fail_msg("byte %llu handed on is wrong", (unsigned long long)(ch->offset + i));
+        RF.memory += len;
+    }
+    RF.next += len;
+    RF.bytes += len;
+}
+
+static void rf_ready(cr_conn_t *c, void *data)
+{
+    RF.ready++;
+}
+
+static void rf_message(cr_conn_t *c, const Corral__Envelope *e, void *data)
+{
+    if (e->body_case != CORRAL__ENVELOPE__BODY_LOG_CHUNK)
+        return;
+    assert_string_equal(e->log_chunk->job_id, "msg");
+    RF.framed += e->log_chunk->data.len;
+}
+
+static void rf_send(cr_conn_t *ag, const char *job, uint64_t off)
+{
+    Corral__LogChunk r = CORRAL__LOG_CHUNK__INIT;
+    r.job_id = (char *)job;
+    r.offset = off;
+    Corral__Envelope a = CORRAL__ENVELOPE__INIT;
+    a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
+    a.log_chunk = &r;
+    size_t copied;
+    assert_int_equal(cr_conn_send_log_file(ag, &a, raw_fd, off, 65536, true, &copied), 0);
+}
+
+/* An agent's raw chunks to a server with cr_net_set_raw_file go into the
+ * file its to names, at each chunk's offset, every byte where it belongs,
+ * most of them moved by splice (never in the process: data NULL); a chunk
+ * to is not asked for comes to on_message as before; one whose file
+ * cannot be written is told as failed, and the chunks after it still
+ * arrive whole (the pipe was emptied). */
+static void test_raw_chunks_into_file(void **state)
+{
+    raw_file();
+    char path[700];
+    snprintf(path, sizeof(path), "%s/copy.out", dir);
+    RF = (typeof(RF)){0};
+    RF.fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    RF.ro = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(RF.fd >= 0 && RF.ro >= 0);
+    static const cr_net_callbacks_t rf_cb = {.on_ready = rf_ready, .on_message = rf_message};
+    cr_net_t *n = cr_net_new(&W->loop, &(cr_net_config_t){.token = token}, &rf_cb, NULL);
+    cr_net_set_raw_file(n, &(cr_raw_file_ops_t){.to = rf_to, .wrote = rf_wrote});
+    int port = 0;
+    assert_int_equal(cr_net_listen_tcp(n, NULL, 0, &port), 0);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    cr_conn_t *ag = NULL;
+    assert_int_equal(cr_net_connect(W->client, addr, CORRAL__ROLE__ROLE_AGENT, &ag), 0);
+    RUN_UNTIL(RF.ready == 1 && cr_conn_is_ready(ag));
+    cr_raw_stats_t s0, s1;
+    cr_net_raw_stats(&s0);
+
+    rf_send(ag, "ro", 0);  /* its writes fail */
+    rf_send(ag, "msg", 0); /* no file: on_message */
+    for (uint64_t k = 0; k < RAW_CHUNKS; k++)
+        rf_send(ag, "raw", k * 65536);
+    RUN_UNTIL(RF.bytes == RAW_CHUNKS * 65536ull && RF.failed == 65536 && RF.framed == 65536);
+    cr_net_raw_stats(&s1);
+    assert_true(s1.received - s0.received >= (RAW_CHUNKS + 2) * 65536ull);
+    /* the reads after the first took headers, splice the bytes behind them */
+    assert_true(RF.memory < RF.bytes / 2);
+
+    static uint8_t got[65536];
+    for (uint64_t k = 0; k < RAW_CHUNKS; k++) {
+        assert_int_equal(pread(RF.fd, got, sizeof(got), (off_t)(k * sizeof(got))),
+                         (ssize_t)sizeof(got));
+        for (size_t i = 0; i < sizeof(got); i++)
+            if (got[i] != raw_byte(k * sizeof(got) + i))
+                fail_msg("byte %llu of the file is wrong", (unsigned long long)(k * 65536 + i));
+    }
+    struct stat sb;
+    assert_int_equal(fstat(RF.fd, &sb), 0);
+    assert_int_equal(sb.st_size, RAW_CHUNKS * 65536);
+
+    /* the connection goes on: a beat still gets through */
+    send_beat(ag, 1);
+    cr_net_close(n, net_done, NULL);
+    RUN_UNTIL(W->nets_done == 1);
+    W->nets_done = 0;
+    close(RF.fd);
+    close(RF.ro);
+    close(raw_fd);
+    raw_fd = -1;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1492,6 +1619,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_raw_log_chunks_old_client, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_log_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_log_chunk_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_raw_chunks_into_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_not_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_not_held_framed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_reads_batched, setup, teardown),
