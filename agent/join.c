@@ -613,6 +613,8 @@ static void worker_ended(const Corral__WorkerReport *r)
     send_msg(&e);
     if (A.stopping && agent_running(A.agent) == 0)
         uv_stop(&A.loop);
+    else
+        cr_worker_spares_fill(); /* for the next workers, now the exit is told */
 }
 
 /* ---------------------------------------------------------- reservations */

@@ -2,6 +2,7 @@
  * libuv loop (see launch.h for the contract). */
 #include "agent/launch.h"
 #include "agent/ns_guard.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -383,10 +384,134 @@ static void binding_fini(binding_t *b)
 
 /* ---- log files ---- */
 
+/* Files made ahead of time for workers' first attempts (cr_worker_spares_fill),
+ * open for appending, in the directory the last worker's logs went to:
+ * renamed into place at a worker's start, where creating its two files
+ * would allocate two inodes on the path the caller waits on. */
+#define SPARES 8
+#define SPARE_PREFIX ".spare-"
+
+static struct {
+    char *dir;
+    int fd[SPARES];
+    char *path[SPARES];
+    unsigned n, seq;
+} spares;
+
+/* A spare renamed to path (nothing of that name there: RENAME_NOREPLACE),
+ * its descriptor; -1 when there is none or the rename failed (the old
+ * way then says what is wrong). */
+static int spare_take(const char *dir, const char *path)
+{
+    if (!spares.n || strcmp(spares.dir, dir) != 0)
+        return -1;
+    unsigned i = spares.n - 1;
+    if (renameat2(AT_FDCWD, spares.path[i], AT_FDCWD, path, RENAME_NOREPLACE) < 0) {
+        if (errno == ENOENT) { /* removed behind our back: forgotten */
+            close(spares.fd[i]);
+            free(spares.path[i]);
+            spares.n--;
+        }
+        return -1;
+    }
+    int fd = spares.fd[i];
+    free(spares.path[i]);
+    spares.n--;
+    (void)futimens(fd, NULL); /* its times are the worker's start, as a fresh file's */
+    return fd;
+}
+
+/* Removes the spares other processes of this directory left: those of a
+ * process that is gone (or of an earlier process with this pid). Regular
+ * files of ours only. */
+static void spares_sweep(const char *dir)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, SPARE_PREFIX, strlen(SPARE_PREFIX)) != 0)
+            continue;
+        int64_t pid;
+        const char *p = e->d_name + strlen(SPARE_PREFIX);
+        char num[24];
+        size_t len = strcspn(p, "-");
+        if (len == 0 || len >= sizeof(num) || p[len] != '-')
+            continue;
+        memcpy(num, p, len);
+        num[len] = '\0';
+        if (cr_parse_i64(num, 10, &pid) != 0 || pid <= 0 || pid > INT_MAX)
+            continue;
+        if (pid != getpid() && !(kill((pid_t)pid, 0) < 0 && errno == ESRCH))
+            continue; /* a live process's */
+        struct stat sb;
+        if (fstatat(dfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
+            sb.st_uid == geteuid())
+            (void)unlinkat(dfd, e->d_name, 0);
+    }
+    closedir(d);
+}
+
+void cr_worker_spares_drop(void)
+{
+    for (unsigned i = 0; i < spares.n; i++) {
+        (void)unlink(spares.path[i]);
+        close(spares.fd[i]);
+        free(spares.path[i]);
+    }
+    spares.n = 0;
+    free(spares.dir);
+    spares.dir = NULL;
+}
+
+void cr_worker_spares_fill(void)
+{
+    for (unsigned tries = 0; spares.dir && spares.n < SPARES && tries < 2 * SPARES; tries++) {
+        char *p = cr_asprintf("%s/" SPARE_PREFIX "%d-%u", spares.dir, (int)getpid(), spares.seq++);
+        int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            free(p);
+            if (errno == EEXIST)
+                continue; /* (a name an earlier process of this pid left) */
+            return;       /* full, or no permission: workers create their own */
+        }
+        spares.fd[spares.n] = fd;
+        spares.path[spares.n++] = p;
+    }
+}
+
+unsigned cr_worker_spares(void)
+{
+    return spares.n;
+}
+
+/* dir is where workers' logs go now: spares are made there from now on
+ * (those of another directory dropped, and the old ones of dead
+ * processes there removed, once). */
+static void spares_dir(const char *dir)
+{
+    if (spares.dir && strcmp(spares.dir, dir) == 0)
+        return;
+    cr_worker_spares_drop();
+    spares.dir = cr_strdup(dir);
+    spares_sweep(dir);
+}
+
 static int open_log(const char *dir, const char *id, const char *ext, bool fresh, char **path,
                     char **errmsg)
 {
     *path = cr_asprintf("%s/%s.%s", dir, id, ext);
+    if (fresh) {
+        spares_dir(dir);
+        int fd = spare_take(dir, *path);
+        if (fd >= 0)
+            return fd;
+    }
     int fd =
         open(*path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | (fresh ? O_TRUNC : 0),
              0644);

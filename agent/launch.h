@@ -120,6 +120,20 @@ typedef void (*cr_worker_exit_cb)(cr_worker_t *w, const cr_worker_exit_t *exit, 
 int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exit_cb cb, void *arg,
                     cr_worker_t **out, char **errmsg);
 
+/* Spare log files: a worker's first attempt (log_fresh) takes its two
+ * files from up to 8 made ahead of time in its log directory (named
+ * .spare-PID-N) and renamed into place, when no file of its name is there;
+ * creating a file allocates an inode, which ext4 without a journal makes
+ * slow after many deletions (docs/benchmarks.md "Runtime"). fill makes
+ * them, in the directory the last worker's logs went to (none before the
+ * first worker: it creates its own); call it where nobody waits (the
+ * head after a turn's answers went out). drop removes them (and a new
+ * directory's first fill removes the spares of processes that are gone).
+ * spares says how many are ready. */
+void cr_worker_spares_fill(void);
+void cr_worker_spares_drop(void);
+unsigned cr_worker_spares(void);
+
 /* The agent's periodic look at the workers' mount namespace: when the
  * agent's mounts changed since it was made, it is let go now rather than
  * at the next worker's start, so that a filesystem the host unmounted is

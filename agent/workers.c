@@ -657,6 +657,7 @@ void agent_free(agent_t *a)
     free(a->home);
     free(a->token_file);
     free(a);
+    cr_worker_spares_drop(); /* one agent a process */
 }
 
 uint32_t agent_free_port(uint32_t *second)

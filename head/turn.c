@@ -137,6 +137,9 @@ static void batch_end(uv_prepare_t *h)
         if (D.watch.committed)
             D.watch.committed(err == 0);
     }
+    /* the answers are out: the files the next workers take are made now,
+     * not while a client waits for its worker to start */
+    cr_worker_spares_fill();
 }
 
 bool head_refuse_write(cr_conn_t *c, const Corral__Envelope *e)

@@ -1015,6 +1015,137 @@ static void test_logs(void **state)
     remove_tmpdir(dir);
 }
 
+/* The spare files in dir, as inode numbers (at most 16): how many. */
+static int spare_inodes(const char *dir, ino_t *ino)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, ".spare-", 7) == 0) {
+            struct stat sb;
+            char *p = cr_asprintf("%s/%s", dir, e->d_name);
+            assert_int_equal(lstat(p, &sb), 0);
+            free(p);
+            assert_true(n < 16);
+            ino[n++] = sb.st_ino;
+        }
+    closedir(d);
+    return n;
+}
+
+static ino_t ino_of(const char *dir, const char *name)
+{
+    struct stat sb;
+    char *p = cr_asprintf("%s/%s", dir, name);
+    assert_int_equal(lstat(p, &sb), 0);
+    free(p);
+    return sb.st_ino;
+}
+
+static bool has_ino(const ino_t *v, int n, ino_t x)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i] == x)
+            return true;
+    return false;
+}
+
+/* Runs worker wid of argv with its logs in dir (fresh: a first attempt)
+ * to its end. */
+static void run_logged(uv_loop_t *loop, const char *dir, const char *wid, bool fresh)
+{
+    const char *argv[] = {"/bin/sh", "-c", "echo out-$CORRAL_WORKER_ID; echo err >&2", NULL};
+    rec_t rec = {0};
+    cr_worker_t *w;
+    cr_worker_spec_t s = base_spec(argv, dir, wid);
+    s.log_fresh = fresh;
+    assert_int_equal(cr_worker_start(loop, &s, on_exit_rec, &rec, &w, NULL), 0);
+    assert_true(run_until(loop, one_exited, &rec, 3000));
+    assert_int_equal(rec.exit.code, 0);
+    cr_worker_release(w);
+}
+
+/* Spare log files: none before a first worker says where logs go; then
+ * fill makes 8 there, and a first attempt's two files are two of them,
+ * renamed into place (the same inodes), with the worker's output; a name
+ * already there is emptied as before (its spare kept); a later attempt
+ * appends and takes none; a new directory drops the old one's spares and
+ * removes those a gone process left there; drop removes them all. */
+static void test_log_spares(void **state)
+{
+    char *dir = make_tmpdir();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    ino_t sp[16];
+    cr_worker_spares_fill();
+    assert_int_equal(cr_worker_spares(), 0); /* no directory yet */
+    run_logged(&loop, dir, "a", true);
+    assert_int_equal(spare_inodes(dir, sp), 0);
+    cr_worker_spares_fill();
+    assert_int_equal(cr_worker_spares(), 8);
+    assert_int_equal(spare_inodes(dir, sp), 8);
+
+    run_logged(&loop, dir, "b", true);
+    assert_int_equal(cr_worker_spares(), 6);
+    assert_true(has_ino(sp, 8, ino_of(dir, "b.out")));
+    assert_true(has_ino(sp, 8, ino_of(dir, "b.err")));
+    char *p = cr_asprintf("%s/b.out", dir);
+    char *out = slurp(p);
+    free(p);
+    assert_string_equal(out, "out-b\n");
+    free(out);
+
+    /* c.out is there already (an earlier head's job of the same id) */
+    p = cr_asprintf("%s/c.out", dir);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("old output\n", f);
+    fclose(f);
+    ino_t old = ino_of(dir, "c.out");
+    run_logged(&loop, dir, "c", true);
+    assert_int_equal(ino_of(dir, "c.out"), old);
+    out = slurp(p);
+    assert_string_equal(out, "out-c\n");
+    free(out);
+    assert_int_equal(cr_worker_spares(), 5); /* c.err took one */
+    run_logged(&loop, dir, "c", false);      /* a second attempt appends */
+    out = slurp(p);
+    free(p);
+    assert_string_equal(out, "out-c\nout-c\n");
+    free(out);
+    assert_int_equal(cr_worker_spares(), 5);
+
+    /* another directory, with a spare a gone process left and one of a
+     * live process (this one's parent) */
+    char *dir2 = make_tmpdir();
+    int gone = 0;
+    for (int pid = 4000000; pid > 300000 && !gone; pid -= 7919)
+        if (kill(pid, 0) < 0 && errno == ESRCH)
+            gone = pid;
+    assert_true(gone > 0);
+    char *stale = cr_asprintf("%s/.spare-%d-3", dir2, gone);
+    char *live = cr_asprintf("%s/.spare-%d-3", dir2, (int)getppid());
+    assert_true(close(open(stale, O_WRONLY | O_CREAT, 0644)) == 0);
+    assert_true(close(open(live, O_WRONLY | O_CREAT, 0644)) == 0);
+    run_logged(&loop, dir2, "d", true);
+    assert_int_equal(cr_worker_spares(), 0);
+    assert_int_equal(spare_inodes(dir, sp), 0); /* the old directory's: removed */
+    assert_int_equal(access(stale, F_OK), -1);
+    assert_int_equal(access(live, F_OK), 0);
+    cr_worker_spares_fill();
+    assert_int_equal(spare_inodes(dir2, sp), 9); /* 8 and the live one's */
+    cr_worker_spares_drop();
+    assert_int_equal(cr_worker_spares(), 0);
+    assert_int_equal(spare_inodes(dir2, sp), 1);
+    free(stale);
+    free(live);
+    loop_finish(&loop);
+    remove_tmpdir(dir2);
+    remove_tmpdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1034,6 +1165,7 @@ int main(void)
         cmocka_unit_test(test_exec_failure),
         cmocka_unit_test(test_bad_spec),
         cmocka_unit_test(test_logs),
+        cmocka_unit_test(test_log_spares),
     };
     int failed = cmocka_run_group_tests_name("pidfd", tests, NULL, NULL);
     /* again on the path of kernels without pidfd_open: SIGCHLD */
