@@ -499,8 +499,6 @@ void follow_relay(const char *job_id, int worker, int stream, const char *path, 
         bool ok;
         if (fd >= 0 && cr_conn_can_sendfile(f->conn)) {
             ok = send_raw_chunk(f, worker, stream, fd, off, len, 0); /* by reference */
-        } else if (!data) {
-            continue; /* the pump reads it from the file */
         } else {
             Corral__LogChunk ch;
             Corral__Envelope a;

@@ -81,13 +81,11 @@ int follow_events_add(cr_conn_t *c, uint64_t req_id, uint64_t since_seq);
 void follow_pump(void);
 /* Remote output just written at off into the head's copy path of a job's
  * worker and stream (0 stdout, 1 stderr), open as fd (readable; -1: not
- * given), in memory (data, len; data NULL: never read into the head, it
- * came by splice): sent at once to each follower caught up
+ * given), in memory (data, len): sent at once to each follower caught up
  * on that file at off (no gap to tell, raw chunks, room in its queue):
  * from fd by sendfile where the follower's connection takes it (the
  * page cache's pages by reference), else straight from data
- * (cr_conn_send_log_bytes; with no data, such a follower is left to the
- * pump); either way the pump need not read it back.
+ * (cr_conn_send_log_bytes); either way the pump need not read it back.
  * Every other follower gets it from the file as before. */
 void follow_relay(const char *job_id, int worker, int stream, const char *path, int fd,
                   uint64_t off, const uint8_t *data, size_t len);

@@ -408,9 +408,6 @@ void workers_heartbeat(node_t *n, const Corral__Heartbeat *hb);
  * a reconnected one's reconciled with what the head believes. */
 void workers_registered(node_t *n, const Corral__Register *r, bool fresh);
 void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch);
-/* Raw chunks of remote output go from the agents' sockets into the
- * head's copies by splice, not through on_message (cr_net_set_raw_file). */
-void logs_raw_setup(cr_net_t *net);
 /* Closes the head's copies of j's remote output that logs_chunk_msg
  * keeps open (job_free calls it). */
 void logs_forget_job(const job_t *j);

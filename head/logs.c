@@ -232,58 +232,43 @@ static copy_slot_t *copy_open(const wk_t *w, int stream, const char *path)
     return free_slot;
 }
 
-/* Where a chunk of w's output an agent forwards goes: the open copy of
- * its stream, the path named (and stored) with its first chunk. NULL:
- * nowhere (no such job or worker, a worker of another node, or a copy
- * that cannot be opened, said). */
-static copy_slot_t *chunk_copy(node_t *n, const Corral__LogChunk *ch, job_t **jp, wk_t **wp)
+/* Output an agent forwards: written at its offset into the head's copy. */
+void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch)
 {
     job_t *j = job_find(ch->job_id);
     if (!j || ch->worker_index >= (uint32_t)j->n)
-        return NULL;
+        return;
     wk_t *w = &j->wk[ch->worker_index];
     if (w->node != n)
-        return NULL;
-    bool err = ch->stream == CORRAL__LOG_STREAM__LOG_STDERR;
-    char **path = err ? &w->err_path : &w->out_path;
+        return;
+    char **path = ch->stream == CORRAL__LOG_STREAM__LOG_STDERR ? &w->err_path : &w->out_path;
     if (!*path) {
-        *path = cr_asprintf("%s/%s.%s", D.logs, w->id, err ? "err" : "out");
+        *path = cr_asprintf("%s/%s.%s", D.logs, w->id,
+                            ch->stream == CORRAL__LOG_STREAM__LOG_STDERR ? "err" : "out");
         db_worker(w);
     }
-    *jp = j;
-    *wp = w;
-    return copy_open(w, err, *path);
-}
-
-/* Before a chunk is written at off: output is forwarded in order, and a
- * gap is what the agent's own bound dropped before it could send it
- * (ch->dropped), a hole here too. An agent can so grow the file's size at
- * will, never its disk use. */
-static void chunk_gap(wk_t *w, const copy_slot_t *cs, uint64_t off)
-{
+    int si = ch->stream == CORRAL__LOG_STREAM__LOG_STDERR;
+    copy_slot_t *cs = copy_open(w, si, *path);
+    if (!cs)
+        return;
+    int fd = cs->fd;
+    /* Output is forwarded in order; a gap is what the agent's own bound
+     * dropped before it could send it (ch->dropped), a hole here too. An
+     * agent can so grow the file's size at will, never its disk use. */
     struct stat sb;
-    if (off != cs->end && fstat(cs->fd, &sb) == 0 && off > (uint64_t)sb.st_size &&
-        off > w->out_gap[cs->stream])
-        w->out_gap[cs->stream] = off;
-}
-
-/* A piece of len bytes written (err 0) at ch->offset into w's copy cs, or
- * not: its caught-up followers get it now (from the copy, or data when
- * not NULL), the copy's end moves, and the bound applies. */
-static void chunk_wrote(job_t *j, wk_t *w, copy_slot_t *cs, const Corral__LogChunk *ch,
-                        const uint8_t *data, size_t len, int err)
-{
-    int si = cs->stream;
-    if (!err)
-        follow_relay(j->idstr, w->index, si, cs->path, cs->fd, ch->offset, data, len);
-    struct stat sb;
-    if (err) {
-        cr_warn("output of %s: %s: %s", w->id, cs->path, cr_strerror(err));
+    if (ch->offset != cs->end && fstat(fd, &sb) == 0 && ch->offset > (uint64_t)sb.st_size &&
+        ch->offset > w->out_gap[si])
+        w->out_gap[si] = ch->offset;
+    ssize_t wrote = pwrite(fd, ch->data.data, ch->data.len, (off_t)ch->offset);
+    if (wrote == (ssize_t)ch->data.len) /* in the copy: its caught-up followers get it now */
+        follow_relay(j->idstr, w->index, si, *path, fd, ch->offset, ch->data.data, ch->data.len);
+    if (wrote < 0) {
+        cr_warn("output of %s: %s: %s", w->id, *path, strerror(errno));
         cs->end = UINT64_MAX; /* not known: the next piece asks */
     } else if (cs->end == UINT64_MAX) {
-        cs->end = fstat(cs->fd, &sb) == 0 ? (uint64_t)sb.st_size : UINT64_MAX;
-    } else if (ch->offset + len > cs->end) {
-        cs->end = ch->offset + len;
+        cs->end = fstat(fd, &sb) == 0 ? (uint64_t)sb.st_size : UINT64_MAX;
+    } else if (ch->offset + ch->data.len > cs->end) {
+        cs->end = ch->offset + ch->data.len;
     }
     /* the bound punches only a file grown past it and its slack
      * (cr_output_bound): below that, no need to ask */
@@ -292,65 +277,12 @@ static void chunk_wrote(job_t *j, wk_t *w, copy_slot_t *cs, const Corral__LogChu
         follow_pump_soon();
         return;
     }
-    int e = cr_output_bound(cs->fd, keep, NULL);
-    if (e < 0 && !D.worker_log_unbounded_told) {
+    int err = cr_output_bound(fd, keep, NULL);
+    if (err < 0 && !D.worker_log_unbounded_told) {
         cr_warn("output of %s: %s cannot be bounded to %llu bytes: %s; the head's copy of remote "
                 "output grows without limit",
-                w->id, cs->path, (unsigned long long)D.worker_log_max, cr_strerror(e));
+                w->id, *path, (unsigned long long)D.worker_log_max, cr_strerror(err));
         D.worker_log_unbounded_told = true;
     }
     follow_pump_soon(); /* once for every piece this read brought */
-}
-
-/* Output an agent forwards in a message: written at its offset into the
- * head's copy. */
-void logs_chunk_msg(node_t *n, const Corral__LogChunk *ch)
-{
-    job_t *j;
-    wk_t *w;
-    copy_slot_t *cs = chunk_copy(n, ch, &j, &w);
-    if (!cs)
-        return;
-    chunk_gap(w, cs, ch->offset);
-    ssize_t wrote = pwrite(cs->fd, ch->data.data, ch->data.len, (off_t)ch->offset);
-    int err = wrote < 0 ? -errno : wrote != (ssize_t)ch->data.len ? -EIO : 0;
-    chunk_wrote(j, w, cs, ch, ch->data.data, ch->data.len, err);
-}
-
-/* A raw chunk an agent forwards (cr_net_set_raw_file): the copy it goes
- * to, which the net writes (what is still in the socket by splice, never
- * read into the head); -1: none, the chunk then comes as a message and
- * logs_chunk_msg drops it as it would. */
-static int raw_to(cr_conn_t *c, const Corral__LogChunk *ch, void *arg)
-{
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
-    if (!cr_conn_data(c))
-        return -1; /* before Register: the message's way says so */
-    head_batch();
-    node_t *n = node_of_agent(c, &e); /* alive, as any message of its makes it */
-    job_t *j;
-    wk_t *w;
-    copy_slot_t *cs = n ? chunk_copy(n, ch, &j, &w) : NULL;
-    if (!cs)
-        return -1;
-    chunk_gap(w, cs, ch->offset);
-    return cs->fd;
-}
-
-static void raw_wrote(cr_conn_t *c, const Corral__LogChunk *ch, const uint8_t *data, size_t len,
-                      int err, void *arg)
-{
-    node_t *n = cr_conn_data(c);
-    head_batch();
-    job_t *j;
-    wk_t *w;
-    copy_slot_t *cs = n ? chunk_copy(n, ch, &j, &w) : NULL;
-    if (cs) /* (gone: a job freed while its chunk was on the way) */
-        chunk_wrote(j, w, cs, ch, data, len, err);
-}
-
-void logs_raw_setup(cr_net_t *net)
-{
-    cr_net_set_raw_file(net, &(cr_raw_file_ops_t){.to = raw_to, .wrote = raw_wrote});
 }

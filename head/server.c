@@ -366,7 +366,6 @@ int head_main(const head_opts_t *o)
         fprintf(stderr, "corrald: cannot set up the transport\n");
         goto loop_out;
     }
-    logs_raw_setup(D.net);
     if (listen_all(o->port, tls) < 0)
         goto loop_out;
     head_core_start(&core);

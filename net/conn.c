@@ -37,11 +37,6 @@
  * 1 MiB, where the faults are nothing beside it (a stream into a pipe
  * goes by splice anyway: raw_splice) */
 #define CLIENT_READ (64 * 1024)
-/* a server's reads while raw chunks go to files (cr_net_set_raw_file):
- * enough for their headers and the messages between them; the chunks'
- * bytes stay in the socket for splice */
-#define RAW_FILE_READ (16 * 1024)
-#define RAW_PIPE_SIZE (1024 * 1024) /* a whole chunk of an agent's at once */
 #define CLIENT_GROW 16
 #define DEFAULT_HS_TIMEOUT_MS 5000
 #define DEFAULT_MAX_QUEUE (64u << 20)
@@ -128,14 +123,8 @@ struct cr_conn {
     void *raw_pick_arg;
     int raw_out;
     bool raw_spliced; /* raw_splice moved a chunk's rest whole: raw_splice_more */
-    /* cr_net_set_raw_file: the current chunk's file (a dup of what to named,
-     * -1 none); raw_bulk: this read or the last one went there, so reads take
-     * RAW_FILE_READ; rx_spliced: bytes spliced in this read's callback */
-    int raw_file;
-    bool raw_bulk, raw_seen;
-    uint64_t rx_spliced;
-    bool sendfile; /* cr_conn_set_sendfile: raw chunks' bytes by sendfile(2) */
-    bool batched;  /* read in batches: in the batch's epoll set, not libuv's reading */
+    bool sendfile;    /* cr_conn_set_sendfile: raw chunks' bytes by sendfile(2) */
+    bool batched;     /* read in batches: in the batch's epoll set, not libuv's reading */
 };
 
 /* The connections read in batches: an epoll set of their sockets apart
@@ -183,15 +172,12 @@ struct cr_net {
     void *done_data;
     const cr_tls_ops_t *tls; /* the shim, loaded when a context was made */
     cr_tls_ctx_t *tls_server, *tls_client;
-    uint32_t batch_ms;          /* cr_net_config_t.batch_ms */
-    batch_t *batch;             /* made with the first connection read in batches */
-    char rbuf[READ_BUF];        /* one loop, one read at a time: shared */
-    size_t rwin;                /* how much of it a client's read takes (CLIENT_READ) */
-    unsigned rwin_full;         /* reads that filled rwin since it last grew */
-    char pbuf[16384];           /* TLS: one record's plaintext at a time, also shared */
-    cr_raw_file_ops_t raw_file; /* cr_net_set_raw_file */
-    int rpipe[2];               /* the pipe raw chunks are spliced through (-1: none yet) */
-    size_t rpipe_cap;
+    uint32_t batch_ms;   /* cr_net_config_t.batch_ms */
+    batch_t *batch;      /* made with the first connection read in batches */
+    char rbuf[READ_BUF]; /* one loop, one read at a time: shared */
+    size_t rwin;         /* how much of it a client's read takes (CLIENT_READ) */
+    unsigned rwin_full;  /* reads that filled rwin since it last grew */
+    char pbuf[16384];    /* TLS: one record's plaintext at a time, also shared */
 };
 
 /* Raw log chunks' bytes in this process (cr_net_raw_stats): one loop per
@@ -251,10 +237,6 @@ static void net_maybe_free(cr_net_t *n)
     }
     free(n->name);
     free(n->scratch);
-    if (n->rpipe[0] >= 0) {
-        close(n->rpipe[0]);
-        close(n->rpipe[1]);
-    }
     free(n);
     if (done)
         done(done_data);
@@ -326,7 +308,6 @@ cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_c
     n->cb = *cb;
     n->data = data;
     n->batch_ms = cfg->batch_ms;
-    n->rpipe[0] = n->rpipe[1] = -1;
     if (tls_setup(n, cfg) < 0) {
         cr_wipe(n->token, sizeof(n->token));
         free(n->name);
@@ -343,10 +324,6 @@ cr_net_t *cr_net_new(uv_loop_t *loop, const cr_net_config_t *cfg, const cr_net_c
 static void raw_end(cr_conn_t *c)
 {
     c->raw_out = -1;
-    if (c->raw_file >= 0) {
-        close(c->raw_file);
-        c->raw_file = -1;
-    }
     if (!c->raw_env)
         return;
     c->raw_env->log_chunk->data.data = NULL;
@@ -829,11 +806,6 @@ static void read_full(int fd, uint8_t *buf, size_t len, uint64_t off)
     memset(buf + have, 0, len - have);
 }
 
-void cr_net_set_raw_file(cr_net_t *n, const cr_raw_file_ops_t *ops)
-{
-    n->raw_file = ops ? *ops : (cr_raw_file_ops_t){0};
-}
-
 void cr_conn_set_raw_fd(cr_conn_t *c, int (*pick)(void *arg, const Corral__LogChunk *ch), void *arg)
 {
     c->raw_pick = pick;
@@ -1145,132 +1117,7 @@ static bool raw_start(cr_conn_t *c, Corral__Envelope *e)
     c->raw_out = c->raw_pick ? c->raw_pick(c->raw_pick_arg, e->log_chunk) : -1;
     if (c->raw_out >= 0 && e->log_chunk->dropped && c->net->cb.on_message)
         c->net->cb.on_message(c, e, c->net->data); /* the gap is told, with no data */
-    const cr_raw_file_ops_t *rf = &c->net->raw_file;
-    if (c->raw_out < 0 && c->server && !c->tls && rf->to) {
-        int fd = rf->to(c, e->log_chunk, rf->arg);
-        /* its own descriptor: the chunk may outlive the caller's (a job
-         * freed while the rest of its chunk is on the way) */
-        c->raw_file = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
-        if (fd >= 0 && c->raw_file < 0)
-            cr_warn("%s: output file: %s; handed on instead", c->peer, strerror(errno));
-        if (c->raw_file >= 0)
-            c->raw_seen = true;
-    }
     return !c->closing && !c->linger;
-}
-
-/* The piece of len bytes of the current raw chunk (from its offset) went
- * to its file (err 0) or not: told to cr_net_set_raw_file's wrote, then
- * the chunk moves on past it. */
-static void raw_file_told(cr_conn_t *c, const uint8_t *data, size_t len, int err)
-{
-    Corral__LogChunk *ch = c->raw_env->log_chunk;
-    const cr_raw_file_ops_t *rf = &c->net->raw_file;
-    c->raw_left -= len;
-    raw_stats.received += len;
-    if (rf->wrote)
-        rf->wrote(c, ch, data, len, err, rf->arg);
-    ch->offset += len;
-    ch->dropped = 0; /* said with the first piece */
-    ch->worker_log_max = 0;
-    if (!c->raw_left)
-        raw_end(c);
-}
-
-/* A piece of the current raw chunk that was read into memory, written at
- * its offset into the chunk's file. */
-static void raw_file_put(cr_conn_t *c, const uint8_t *p, size_t n)
-{
-    uint64_t off = c->raw_env->log_chunk->offset;
-    size_t done = 0;
-    int err = 0;
-    while (done < n) {
-        ssize_t w = pwrite(c->raw_file, p + done, n - done, (off_t)(off + done));
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            err = w < 0 ? -errno : -EIO;
-            break;
-        }
-        done += (size_t)w;
-    }
-    raw_file_told(c, p, n, err);
-}
-
-/* The pipe raw chunks are spliced through on their way from a socket to
- * a file (one per net: each splice empties it before the loop goes on);
- * false when there is none. */
-static bool raw_pipe(cr_net_t *n)
-{
-    if (n->rpipe[0] >= 0)
-        return true;
-    if (pipe2(n->rpipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-        n->rpipe[0] = n->rpipe[1] = -1;
-        return false;
-    }
-    (void)fcntl(n->rpipe[1], F_SETPIPE_SZ, RAW_PIPE_SIZE); /* else the default's 64 KiB */
-    int cap = fcntl(n->rpipe[1], F_GETPIPE_SZ);
-    n->rpipe_cap = cap > 0 ? (size_t)cap : 65536;
-    return true;
-}
-
-/* Empties the pipe of the len bytes a failed write into a file left
- * there (they are lost, as a failed pwrite's are); a pipe that cannot
- * be emptied is closed, and the next splice makes another. */
-static void raw_pipe_drain(cr_net_t *n, size_t len)
-{
-    while (len) {
-        ssize_t r = read(n->rpipe[0], n->pbuf, len < sizeof(n->pbuf) ? len : sizeof(n->pbuf));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            close(n->rpipe[0]);
-            close(n->rpipe[1]);
-            n->rpipe[0] = n->rpipe[1] = -1;
-            return;
-        }
-        len -= (size_t)r;
-    }
-}
-
-/* The rest of a raw chunk that goes to a file: moved from the socket into
- * the pipe and from the pipe into the file at the chunk's offset by
- * splice(2), never read into this process, as far as the socket has it
- * now (the loop's reads bring the rest, and this goes on from there). */
-static void raw_splice_file(cr_conn_t *c)
-{
-    cr_net_t *n = c->net;
-    uv_os_fd_t sfd;
-    if (uv_fileno(&c->u.h, &sfd) < 0 || !raw_pipe(n))
-        return;
-    while (c->raw_left && c->raw_file >= 0 && !c->closing) {
-        size_t want = c->raw_left < n->rpipe_cap ? (size_t)c->raw_left : n->rpipe_cap;
-        ssize_t r = splice(sfd, NULL, n->rpipe[1], NULL, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return; /* none now (EAGAIN), EOF or an error: the loop's read says which */
-        c->rx_spliced += (uint64_t)r;
-        loff_t off = (loff_t)c->raw_env->log_chunk->offset;
-        size_t moved = 0;
-        int err = 0;
-        while (moved < (size_t)r) {
-            ssize_t w =
-                splice(n->rpipe[0], NULL, c->raw_file, &off, (size_t)r - moved, SPLICE_F_MOVE);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0) {
-                err = w < 0 ? -errno : -EIO;
-                break;
-            }
-            moved += (size_t)w;
-        }
-        if (moved < (size_t)r)
-            raw_pipe_drain(n, (size_t)r - moved);
-        raw_file_told(c, NULL, (size_t)r, err);
-        if (n->rpipe[0] < 0)
-            return;
-    }
 }
 
 /* Bytes of a raw chunk that go to raw_out: written whole (a blocking
@@ -1296,10 +1143,6 @@ static bool raw_write_out(cr_conn_t *c, const uint8_t *p, size_t n)
 static void raw_splice(cr_conn_t *c)
 {
     uv_os_fd_t sfd;
-    if (c->raw_file >= 0 && c->raw_left && !c->closing) {
-        raw_splice_file(c);
-        return;
-    }
     if (c->raw_out < 0 || !c->raw_left || c->closing || uv_fileno(&c->u.h, &sfd) < 0)
         return;
     while (c->raw_left) {
@@ -1367,10 +1210,6 @@ static void raw_splice_more(cr_conn_t *c)
 /* n bytes of the raw LogChunk being received. */
 static void raw_piece(cr_conn_t *c, const uint8_t *p, size_t n)
 {
-    if (c->raw_file >= 0) {
-        raw_file_put(c, p, n);
-        return;
-    }
     if (c->raw_out >= 0) {
         if (raw_write_out(c, p, n)) {
             c->raw_left -= n;
@@ -1446,9 +1285,7 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     cr_conn_t *c = h->data;
     cr_net_t *n = c->net;
-    *buf = uv_buf_init(n->rbuf, !c->server    ? n->rwin
-                                : c->raw_bulk ? RAW_FILE_READ
-                                              : sizeof(n->rbuf));
+    *buf = uv_buf_init(n->rbuf, c->server ? sizeof(n->rbuf) : n->rwin);
 }
 
 /* Frames from plaintext bytes; false when the connection is going away. */
@@ -1628,18 +1465,13 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             return;
         }
     }
-    c->rx_spliced = 0;
-    c->raw_seen = false;
     if (c->tls) {
         tls_input(c, p, left);
     } else if (feed_plain(c, p, left)) {
         raw_splice_more(c);
     }
     c->raw_spliced = false;
-    /* a chunk to a file in this read, or one still coming: the next read
-     * takes its header, not its bytes (alloc_cb) */
-    c->raw_bulk = c->raw_seen || c->raw_file >= 0;
-    batch_policy(c, nread + (ssize_t)c->rx_spliced);
+    batch_policy(c, nread);
 }
 
 /* ------------------------------------------------------- batched reads */
@@ -1920,7 +1752,6 @@ static cr_conn_t *conn_new(cr_net_t *n, bool is_unix, bool server)
     c->timer.data = c;
     c->open_handles = 2;
     c->raw_out = -1;
-    c->raw_file = -1;
     cr_frame_dec_init(&c->dec, CR_FRAME_MAX_HANDSHAKE); /* until the handshake is done */
     c->next = n->conns;
     if (c->next)
@@ -2454,7 +2285,6 @@ cr_conn_t *cr_conn_new_detached(Corral__Role role,
     cr_conn_t *c = cr_calloc(1, sizeof(*c));
     c->detached = true;
     c->raw_out = -1;
-    c->raw_file = -1;
     c->server = true; /* our side serves the peer: sends are the head's */
     c->ready = true;
     c->announced = true;

@@ -391,25 +391,6 @@ int cr_conn_send_log_file(cr_conn_t *c, Corral__Envelope *e, int fd, uint64_t of
  * only: the loop waits on it. */
 void cr_conn_set_raw_fd(cr_conn_t *c, int (*pick)(void *arg, const Corral__LogChunk *ch),
                         void *arg);
-/* Receiving side, a server's (the head's, for its copies of remote
- * output): to is asked at each raw chunk's header for a regular file its
- * bytes go to, at the chunk's offset, instead of on_message (-1: on_message
- * as usual; the descriptor stays the caller's, the net writes through a
- * copy of it). What is still in the socket is moved into the file by
- * splice(2) through a pipe, never read into this process, and a server's
- * reads then take 16 KiB, a header and not the bytes that follow it (what
- * was read with the header is written from memory). wrote is told each
- * piece once it is in the file: ch at the piece's offset, data its bytes
- * (NULL when they were never in memory), err 0 or the write's error (the
- * piece is then lost from the file, as a failed write's). Plaintext only:
- * a TLS connection's chunks go to on_message. ops NULL: none. */
-typedef struct cr_raw_file_ops {
-    int (*to)(cr_conn_t *c, const Corral__LogChunk *ch, void *arg);
-    void (*wrote)(cr_conn_t *c, const Corral__LogChunk *ch, const uint8_t *data, size_t len,
-                  int err, void *arg);
-    void *arg;
-} cr_raw_file_ops_t;
-void cr_net_set_raw_file(cr_net_t *n, const cr_raw_file_ops_t *ops);
 /* A raw log chunk e (a LogChunk with no data) of len bytes from memory:
  * while nothing is queued or held for c, its header and data are written
  * in one writev as far as the socket takes them, and only the rest is
