@@ -219,18 +219,10 @@ static void send_eof_with(void *ctx, const Corral__JobInfo *info)
     /* the job without its workers' environment: the caller's whole one
      * when corral run submitted it (about 2 KiB, most of the answer),
      * which a follower that sent it has and none reads back */
-    Corral__JobInfo brief = *info;
+    Corral__JobInfo brief;
     Corral__JobSpec spec;
     Corral__WorkerSpec worker;
-    if (info->spec && info->spec->worker && info->spec->worker->n_env) {
-        spec = *info->spec;
-        worker = *spec.worker;
-        worker.n_env = 0;
-        worker.env = NULL;
-        spec.worker = &worker;
-        brief.spec = &spec;
-    }
-    ch.job = &brief;
+    ch.job = (Corral__JobInfo *)cr_msg_job_info_brief(info, &brief, &spec, &worker);
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_LOG_CHUNK;
     a.log_chunk = &ch;

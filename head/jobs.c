@@ -930,20 +930,33 @@ static void info_fini(info_mem_t *m)
     free(m->devs);
 }
 
-/* The JobInfo answer to request id; also a parked JobStatus's answer
- * (daemon/waiters.c), key being the job. */
-static void send_job_info(cr_conn_t *c, uint64_t id, void *key)
+/* The JobInfo answer to request id, with its workers' environment or
+ * without (JobStatusRequest with_env); also a parked JobStatus's answer
+ * (head/waiters.c), key being the job. */
+static void job_info_answer(cr_conn_t *c, uint64_t id, const job_t *j, bool with_env)
 {
-    const job_t *j = key;
-    Corral__JobInfo info;
+    Corral__JobInfo info, brief;
+    Corral__JobSpec spec;
+    Corral__WorkerSpec worker;
     info_mem_t m;
     number_pending();
     info_fill(j, &info, &m);
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_JOB_INFO;
-    a.job_info = &info;
+    a.job_info =
+        with_env ? &info : (Corral__JobInfo *)cr_msg_job_info_brief(&info, &brief, &spec, &worker);
     reply_to(c, id, &a);
     info_fini(&m);
+}
+
+static void send_job_info(cr_conn_t *c, uint64_t id, void *key)
+{
+    job_info_answer(c, id, key, false);
+}
+
+static void send_job_info_env(cr_conn_t *c, uint64_t id, void *key)
+{
+    job_info_answer(c, id, key, true);
 }
 
 #define MAX_STATUS_WAIT_MS 30000 /* under the client's CORRAL_CALL_TIMEOUT_MS */
@@ -958,10 +971,10 @@ void req_job_status(cr_conn_t *c, const Corral__Envelope *e)
     uint32_t wait = e->job_status->wait_ms;
     if (wait && !cr_job_state_is_final(j->state)) { /* answered by job_check_done */
         cr_waiters_add(&D.loop, c, e->id, j, wait < MAX_STATUS_WAIT_MS ? wait : MAX_STATUS_WAIT_MS,
-                       send_job_info);
+                       e->job_status->with_env ? send_job_info_env : send_job_info);
         return;
     }
-    send_job_info(c, e->id, j);
+    job_info_answer(c, e->id, j, e->job_status->with_env);
 }
 
 static void info_one(const job_t *j, void (*fn)(void *ctx, const Corral__JobInfo *info), void *ctx)

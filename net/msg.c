@@ -479,6 +479,21 @@ static const struct msg_row *row_of(Corral__Envelope__BodyCase body)
     return NULL;
 }
 
+const Corral__JobInfo *cr_msg_job_info_brief(const Corral__JobInfo *info, Corral__JobInfo *brief,
+                                             Corral__JobSpec *spec, Corral__WorkerSpec *worker)
+{
+    if (!info->spec || !info->spec->worker || !info->spec->worker->n_env)
+        return info;
+    *brief = *info;
+    *spec = *info->spec;
+    *worker = *spec->worker;
+    worker->n_env = 0;
+    worker->env = NULL;
+    spec->worker = worker;
+    brief->spec = spec;
+    return brief;
+}
+
 const char *cr_msg_name(Corral__Envelope__BodyCase body)
 {
     if (body == CORRAL__ENVELOPE__BODY__NOT_SET)

@@ -153,6 +153,13 @@ int cr_job_token_parse(const char *text, cr_job_scope_t *s, uint8_t cred[CR_TOKE
 
 /* The payload case's name ("hello", "job_submit"); "none" or "unknown". */
 const char *cr_msg_name(Corral__Envelope__BodyCase c);
+/* info without its workers' environment (spec.worker.env: the submitter's
+ * whole environment for corral run, most of a JobInfo), for answers whose
+ * readers have no use for it: *brief, sharing the rest with info, with the
+ * spec and worker spec copied into *spec and *worker; info itself when it
+ * has none. */
+const Corral__JobInfo *cr_msg_job_info_brief(const Corral__JobInfo *info, Corral__JobInfo *brief,
+                                             Corral__JobSpec *spec, Corral__WorkerSpec *worker);
 
 /* Who may send a message: bits of CR_FROM_*. */
 enum { CR_FROM_CLIENT = 1, CR_FROM_AGENT = 2, CR_FROM_HEAD = 4 };

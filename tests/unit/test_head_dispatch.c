@@ -702,6 +702,60 @@ static void test_oversized_answer_is_an_error(void **state)
     cr_conn_free_detached(c);
 }
 
+/* A JobStatusRequest's answer leaves the workers' environment out (the
+ * submitter's whole one for corral run, which no reader of the answer
+ * uses) unless it asks with_env; the rest of the spec is there either way,
+ * and a parked request (wait_ms) answers the same way. */
+static void test_job_status_env_on_request(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *c = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    submit_msg_t m;
+    Corral__Envelope *e = submit_msg(&m, "GPU", CR_QTY_ONE, NULL);
+    Corral__KeyValue kv[2] = {CORRAL__KEY_VALUE__INIT, CORRAL__KEY_VALUE__INIT};
+    kv[0].key = "HOME";
+    kv[0].value = "/root";
+    kv[1].key = "LANG";
+    kv[1].value = "C.UTF-8";
+    Corral__KeyValue *kvs[2] = {&kv[0], &kv[1]};
+    m.ws.env = kvs;
+    m.ws.n_env = 2;
+    const Corral__Envelope *a = send_got(f, c, e, 1);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
+    char id[32];
+    cr_strlcpy(id, a->job_submitted->job_id, sizeof(id));
+    for (int with = 0; with < 2; with++) {
+        for (int wait = 0; wait < 2; wait++) {
+            got_clear(&f->got);
+            Corral__JobStatusRequest sr = CORRAL__JOB_STATUS_REQUEST__INIT;
+            sr.job_id = id;
+            sr.with_env = with;
+            sr.wait_ms = wait ? 50 : 0; /* the job runs on: answered when the wait ends */
+            Corral__Envelope s = CORRAL__ENVELOPE__INIT;
+            s.body_case = CORRAL__ENVELOPE__BODY_JOB_STATUS;
+            s.job_status = &sr;
+            s.id = 10 + with * 2 + wait;
+            head_dispatch(c, &s);
+            const Corral__Envelope *r = NULL;
+            for (int i = 0; i < 400 && !(r = answer(&f->got, s.id)); i++) {
+                head_harness_run();
+                usleep(1000);
+            }
+            assert_non_null(r);
+            assert_int_equal(r->body_case, CORRAL__ENVELOPE__BODY_JOB_INFO);
+            const Corral__WorkerSpec *w = r->job_info->spec->worker;
+            assert_string_equal(w->argv[0], "true");
+            assert_int_equal(w->n_resources, 1);
+            assert_int_equal(w->n_env, with ? 2 : 0);
+            if (with)
+                assert_string_equal(w->env[1]->value, "C.UTF-8");
+        }
+    }
+    got_clear(&f->got);
+    head_harness_conn_closed(c);
+    cr_conn_free_detached(c);
+}
+
 static void test_pg_refused_reservation(void **state)
 {
     fx_t *f = *state;
@@ -930,6 +984,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pg_refused_reservation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_paged_lists, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oversized_answer_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_job_status_env_on_request, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
