@@ -139,13 +139,10 @@ static int by_id(const void *a, const void *b)
  * of ours named <worker>.out or .err, each worker aged by its newer file. */
 static void scan(agent_keep_t *k)
 {
-    int dfd = open(k->logs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (!d) {
-        if (dfd >= 0)
-            close(dfd);
+    DIR *d = cr_opendir_nofollow(k->logs);
+    if (!d)
         return;
-    }
+    int dfd = dirfd(d);
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);

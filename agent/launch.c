@@ -426,13 +426,10 @@ static int spare_take(const char *dir, const char *path)
  * files of ours only. */
 static void spares_sweep(const char *dir)
 {
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (!d) {
-        if (dfd >= 0)
-            close(dfd);
+    DIR *d = cr_opendir_nofollow(dir);
+    if (!d)
         return;
-    }
+    int dfd = dirfd(d);
     struct dirent *e;
     while ((e = readdir(d))) {
         if (strncmp(e->d_name, SPARE_PREFIX, strlen(SPARE_PREFIX)) != 0)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <corral/error.h>
+#include <dirent.h>
 
 #define CR_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define CR_UNUSED(x) ((void)(x))
@@ -113,6 +114,9 @@ const char *cr_corral_home(void);
 bool cr_dir_is_private(const char *path, char *why, size_t size);
 /* mkdir 0700 when missing, then cr_dir_is_private: 0 or a negative code. */
 int cr_mkdir_private(const char *path, char *why, size_t size);
+/* dir opened to read its entries (its descriptor: dirfd()), dir itself no
+ * symlink (O_NOFOLLOW); NULL with errno set when it cannot be. */
+DIR *cr_opendir_nofollow(const char *dir);
 /* open(2) with O_NOFOLLOW (mode 0600 when O_CREAT) of a regular file the
  * effective user owns: the descriptor, or a negative code and why. */
 int cr_open_private(const char *path, int flags, char *why, size_t size);

@@ -100,6 +100,18 @@ int cr_mkdir_private(const char *path, char *why, size_t size)
     return cr_dir_is_private(path, why, size) ? 0 : CR_EACCES;
 }
 
+DIR *cr_opendir_nofollow(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return d;
+}
+
 int cr_open_private(const char *path, int flags, char *why, size_t size)
 {
     int fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
