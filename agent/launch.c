@@ -267,11 +267,21 @@ static int build_env(const cr_worker_spec_t *s, cr_envlist_t *env, char **errmsg
     return 0;
 }
 
+/* KEY=VALUE for execve, joined by hand: cr_asprintf's formatting was a
+ * third of a worker's start in the agent (about 2,000 instructions a
+ * variable, 50 variables for a corral run carrying its caller's). */
 static char **env_flatten(const cr_envlist_t *env)
 {
     char **v = cr_calloc(env->vars.n + 1, sizeof(char *));
-    for (size_t i = 0; i < env->vars.n; i++)
-        v[i] = cr_asprintf("%s=%s", env->vars.v[i].key, env->vars.v[i].value);
+    for (size_t i = 0; i < env->vars.n; i++) {
+        const char *k = env->vars.v[i].key, *val = env->vars.v[i].value;
+        size_t kl = strlen(k), vl = strlen(val);
+        char *s = cr_malloc(kl + vl + 2);
+        memcpy(s, k, kl);
+        s[kl] = '=';
+        memcpy(s + kl + 1, val, vl + 1);
+        v[i] = s;
+    }
     return v;
 }
 
