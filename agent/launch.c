@@ -408,12 +408,12 @@ static struct {
     unsigned n, seq;
 } spares;
 
-/* A spare renamed to path (nothing of that name there: RENAME_NOREPLACE),
- * its descriptor; -1 when there is none or the rename failed (the old
- * way then says what is wrong). */
-static int spare_take(const char *dir, const char *path)
+/* A spare renamed to path, in spares.dir (spares_dir), when nothing of
+ * that name is there (RENAME_NOREPLACE): its descriptor; -1 when there is
+ * none or the rename failed (the old way then says what is wrong). */
+static int spare_take(const char *path)
 {
-    if (!spares.n || strcmp(spares.dir, dir) != 0)
+    if (!spares.n)
         return -1;
     unsigned i = spares.n - 1;
     if (renameat2(AT_FDCWD, spares.path[i], AT_FDCWD, path, RENAME_NOREPLACE) < 0) {
@@ -515,7 +515,7 @@ static int open_log(const char *dir, const char *id, const char *ext, bool fresh
     *path = cr_asprintf("%s/%s.%s", dir, id, ext);
     if (fresh) {
         spares_dir(dir);
-        int fd = spare_take(dir, *path);
+        int fd = spare_take(*path);
         if (fd >= 0)
             return fd;
     }

@@ -588,6 +588,8 @@ static char *spec_json(const Corral__JobSpec *s)
     json_object_set_new(o, "num_workers", json_integer(s->num_workers ? s->num_workers : 1));
     char *rest = json_dumps(o, JSON_COMPACT);
     json_decref(o);
+    if (!rest)
+        return NULL; /* (as jansson's dump of the whole was: the row is then refused) */
     /* the whole spec, packed, in hex: what a restarted head reads back, as
      * the object's last member "pb". Written here, not by jansson, whose
      * dump looks at every character of a string for escapes: for the
