@@ -26,9 +26,14 @@ hpid=$(cat $CORRAL_HOME/session_latest/corrald.pid)
 for i in $(seq 5); do "$CORRAL" run --detach -- true >>/tmp/acks || fail "submit before the disk fills"; done
 dd if=/dev/zero of=/tmp/full/filler bs=64k 2>/dev/null
 refused=0
+: >/tmp/sleeps
 for i in $(seq 400); do
-    if out=$("$CORRAL" run --detach -- true 2>/tmp/err); then
+    # a job on the head's own node starts in its submit's turn: one whose
+    # turn cannot commit must not live on (the STORE_FULL_MARK of its
+    # environment finds it below)
+    if out=$(STORE_FULL_MARK=1 "$CORRAL" run --detach -- sleep 600 2>/tmp/err); then
         echo "$out" >>/tmp/acks
+        echo "$out" >>/tmp/sleeps
     else
         out=$(cat /tmp/err)
         refused=$((refused + 1))
@@ -45,6 +50,21 @@ grep -q "serves reads only until it can commit" <<<"${last:-}" && ok "writes ref
     fail "later refusal: ${last:-none}"
 kill -0 "$hpid" && "$CORRAL" job list >/dev/null && ok "the head stays up and serves reads" ||
     fail "the head after the full disk: $(kill -0 "$hpid" 2>&1)"
+# the workers of jobs never acknowledged that still run (this namespace's
+# processes carrying STORE_FULL_MARK and a job id not in /tmp/acks)
+unacked_workers() {
+    local p id
+    for p in /proc/[0-9]*; do
+        gone "${p#/proc/}" && continue
+        tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx STORE_FULL_MARK=1 || continue
+        id=$(tr '\0' '\n' <"$p/environ" 2>/dev/null | sed -n 's/^CORRAL_JOB_ID=//p')
+        [ -n "$id" ] && ! grep -qx "$id" /tmp/acks && echo "pid ${p#/proc/} job $id"
+    done
+}
+for _ in $(seq 50); do [ -z "$(unacked_workers)" ] && break; sleep 0.1; done
+left=$(unacked_workers)
+[ -z "$left" ] && ok "no worker of a refused submission runs on" ||
+    fail "workers of refused submissions still run: $left"
 
 # --- space returns: it resumes by itself, every acknowledged id recorded once
 rm -f /tmp/full/filler
@@ -54,6 +74,7 @@ for _ in $(seq 100); do
 done
 grep -Eq '^[0-9]+$' <<<"$out" && echo "$out" >>/tmp/acks &&
     ok "writes are served again once space returns" || fail "after space returned: $out"
+while read -r id; do "$CORRAL" job stop "$id" --grace 0 >/dev/null; done </tmp/sleeps
 "$CORRAL" job list --json >/tmp/list 2>&1 || fail "job list: $(cat /tmp/list)"
 jq -r '.[].job_id' </tmp/list | sort >/tmp/listed
 [ -z "$(sort /tmp/acks | uniq -d)" ] && [ -z "$(uniq -d /tmp/listed)" ] && ok "no id handed out twice" ||
