@@ -842,8 +842,7 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
         snprintf(j->idstr, sizeof(j->idstr), "%lld", (long long)j->id);
         for (int i = 0; i < j->n; i++) {
             snprintf(j->wk[i].id, sizeof(j->wk[i].id), "job%s-w%d", j->idstr, i);
-            cr_state_worker_t wr = {.job_id = j->id, .index = i, .state = CR_WORKER_PENDING};
-            db_check(cr_state_worker_create(D.st, &wr, j->submitted_ms));
+            db_worker_create(&j->wk[i], st == SCHED_OK);
         }
         err = cr_state_commit(D.st);
     }

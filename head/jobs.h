@@ -108,6 +108,9 @@ void start_one(job_t *j, wk_t *w);
  * the address other nodes reach its node at. */
 void worker_gang_slot(const wk_t *w, sched_gang_slot_t *out, char *addr, size_t size);
 void db_worker(const wk_t *w);
+/* w's first row, at the submit: its node and devices when it was placed
+ * then (placed), so that its start updates the row as on the same node */
+void db_worker_create(const wk_t *w, bool placed);
 void worker_started(wk_t *w, const agent_started_t *s);
 void worker_ended(wk_t *w, const Corral__WorkerReport *r);
 /* its node died, or it was not found again: reason */

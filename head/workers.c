@@ -26,13 +26,16 @@ static cr_worker_state_t db_worker_state(Corral__WorkerState s)
     }
 }
 
-void db_worker(const wk_t *w)
+/* w's row in state.db, written as a new row (create) or over its row;
+ * its node and devices left out unless placed */
+static void db_worker_write(const wk_t *w, bool create, bool placed)
 {
     cr_buf_t devs = {0};
-    devs_format(w->devs, w->ndevs, &devs);
+    if (placed)
+        devs_format(w->devs, w->ndevs, &devs);
     cr_state_worker_t r = {.job_id = w->job->id,
                            .index = w->index,
-                           .node_id = w->node ? w->node->id : NULL,
+                           .node_id = placed && w->node ? w->node->id : NULL,
                            .devices = devs.s,
                            .pid = w->pid,
                            .pgid = w->pid,
@@ -44,8 +47,21 @@ void db_worker(const wk_t *w)
                            .stdout_path = w->out_path,
                            .stderr_path = w->err_path,
                            .output_lost = w->output_lost};
-    db_check(cr_state_worker_update(D.st, &r, cr_wall_ms()));
+    if (create)
+        db_check(cr_state_worker_create(D.st, &r, w->job->submitted_ms));
+    else
+        db_check(cr_state_worker_update(D.st, &r, cr_wall_ms()));
     cr_buf_free(&devs);
+}
+
+void db_worker(const wk_t *w)
+{
+    db_worker_write(w, false, true);
+}
+
+void db_worker_create(const wk_t *w, bool placed)
+{
+    db_worker_write(w, true, placed);
 }
 
 /* The unit resource name of worker w's devices ("GPU", "TPU"), "" when
@@ -450,8 +466,13 @@ void start_one(job_t *j, wk_t *w)
 {
     w->state = CORRAL__WORKER_STATE__WORKER_STARTING;
     D.running_workers++;
-    db_worker(w);
     start_on_node(w); /* may report back at once (local agent) */
+    /* STARTING is recorded while the start is under way (a remote
+     * agent's); a local start already recorded what it came to (RUNNING,
+     * or its failure) in this turn, and STARTING before it would only be
+     * a write the same commit overwrites */
+    if (w->state == CORRAL__WORKER_STATE__WORKER_STARTING)
+        db_worker(w);
 }
 
 static void send_stop(cr_conn_t *c, const char *worker_id, const char *why)
