@@ -134,12 +134,6 @@ static void env_unset(cr_envlist_t *env, const char *key)
         }
 }
 
-static void env_merge(cr_envlist_t *dst, const cr_envlist_t *src)
-{
-    for (size_t i = 0; src && i < src->vars.n; i++)
-        cr_envlist_set(dst, src->vars.v[i].key, src->vars.v[i].value);
-}
-
 static const cr_nic_t *find_nic(const cr_node_t *node, const char *name)
 {
     for (size_t i = 0; i < node->nics.n; i++)
@@ -224,7 +218,7 @@ static int build_env(const cr_worker_spec_t *s, cr_envlist_t *env, char **errmsg
             if (v)
                 cr_envlist_set(env, inherited_vars[i], v);
         }
-    env_merge(env, s->env);
+    (void)cr_envlist_merge(env, s->env);
     /* a worker proves its job credential, never the cluster token: a
      * token file the submitter's environment names is not passed on */
     env_unset(env, "CORRAL_TOKEN_FILE");
@@ -240,9 +234,9 @@ static int build_env(const cr_worker_spec_t *s, cr_envlist_t *env, char **errmsg
             cr_envlist_free(&iso);
             return err;
         }
-        env_merge(env, &iso);
+        (void)cr_envlist_merge(env, &iso);
         cr_envlist_free(&iso);
-        env_merge(env, s->gang_env);
+        (void)cr_envlist_merge(env, s->gang_env);
         cr_envlist_set(env, "CORRAL_NODE_ID", s->node->id);
     }
     char index[24];

@@ -190,6 +190,70 @@ int cr_envlist_set(cr_envlist_t *env, const char *key, const char *value)
     return 0;
 }
 
+/* FNV-1a of a variable's name */
+static uint64_t key_hash(const char *k)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *k; k++)
+        h = (h ^ (unsigned char)*k) * 1099511628211ull;
+    return h;
+}
+
+/* The slot of key in an open-addressed table of cap (a power of two)
+ * slots holding dst's indices + 1 (0: free): the one holding key, or the
+ * free one where it goes. */
+static size_t key_slot(const size_t *slot, size_t cap, const cr_envlist_t *dst, const char *key)
+{
+    size_t i = (size_t)key_hash(key) & (cap - 1);
+    while (slot[i] && strcmp(dst->vars.v[slot[i] - 1].key, key) != 0)
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+int cr_envlist_merge(cr_envlist_t *dst, const cr_envlist_t *src)
+{
+    if (!src || !src->vars.n)
+        return 0;
+    size_t total = dst->vars.n + src->vars.n;
+    if (total <= 16) { /* a few: scanning costs less than a table */
+        int err = 0;
+        for (size_t i = 0; i < src->vars.n; i++)
+            if (cr_envlist_set(dst, src->vars.v[i].key, src->vars.v[i].value) < 0)
+                err = CR_EINVAL;
+        return err;
+    }
+    size_t cap = 32;
+    while (cap < 2 * total)
+        cap *= 2;
+    size_t *slot = cr_calloc(cap, sizeof(*slot));
+    for (size_t i = 0; i < dst->vars.n; i++) {
+        size_t k = key_slot(slot, cap, dst, dst->vars.v[i].key);
+        if (!slot[k]) /* (a name twice in dst: cr_envlist_set finds the first) */
+            slot[k] = i + 1;
+    }
+    int err = 0;
+    for (size_t i = 0; i < src->vars.n; i++) {
+        const char *key = src->vars.v[i].key, *value = src->vars.v[i].value;
+        if (!key || !*key || strchr(key, '=') || !value) {
+            err = CR_EINVAL;
+            continue;
+        }
+        size_t k = key_slot(slot, cap, dst, key);
+        if (slot[k]) {
+            cr_kv_t *kv = &dst->vars.v[slot[k] - 1];
+            free(kv->value);
+            kv->value = cr_strdup(value);
+            continue;
+        }
+        cr_kv_t *kv = CR_VEC_PUSH(&dst->vars);
+        kv->key = cr_strdup(key);
+        kv->value = cr_strdup(value);
+        slot[k] = dst->vars.n;
+    }
+    free(slot);
+    return err;
+}
+
 int cr_isolate_ids(cr_envlist_t *out, const char *var, const cr_node_t *node, const int *devs,
                    size_t ndevs)
 {

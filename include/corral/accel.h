@@ -240,6 +240,12 @@ const char *cr_node_get_label(const cr_node_t *node, const char *key);
 void cr_node_add_resource(cr_node_t *node, const char *name, int64_t amount);
 void cr_node_warn(cr_node_t *node, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int cr_envlist_set(cr_envlist_t *env, const char *key, const char *value);
+/* cr_envlist_set of each of src's variables in order (a later one wins),
+ * in time linear in both lists (a submitter's environment may hold tens
+ * of thousands: set one by one, each looking through the list, that was
+ * seconds of the head's loop a worker). A bad name or a NULL value is
+ * left out, and the result is then CR_EINVAL. */
+int cr_envlist_merge(cr_envlist_t *dst, const cr_envlist_t *src);
 /* The common isolate: sets var to the isolation ids of devs[0..ndevs)
  * joined with ',' (a device without one by its index; "" for no device).
  * Returns CR_ENODEV for an index out of range, CR_EINVAL for an id that

@@ -1067,6 +1067,66 @@ static void run_logged(uv_loop_t *loop, const char *dir, const char *wid, bool f
     cr_worker_release(w);
 }
 
+/* cr_envlist_merge gives what cr_envlist_set of each variable in turn
+ * gives (a later one wins, the order of first appearance kept), small and
+ * large (its table), and leaves out a bad name or a NULL value with
+ * CR_EINVAL. */
+static void test_envlist_merge(void **state)
+{
+    CR_UNUSED(state);
+    for (int big = 0; big < 2; big++) {
+        int n = big ? 5000 : 6;
+        cr_envlist_t a = {0}, b = {0}, src = {0};
+        for (int i = 0; i < n; i += 2) { /* dst: the even names */
+            char k[32], v[32];
+            snprintf(k, sizeof(k), "K%d", i);
+            snprintf(v, sizeof(v), "dst%d", i);
+            cr_envlist_set(&a, k, v);
+            cr_envlist_set(&b, k, v);
+        }
+        for (int i = 0; i < n; i++) { /* src: all, some twice (pushed as a spec's are) */
+            for (int rep = 0; rep < 1 + (i % 3 == 0); rep++) {
+                cr_kv_t *kv = CR_VEC_PUSH(&src.vars);
+                kv->key = cr_asprintf("K%d", i);
+                kv->value = cr_asprintf("src%d-%d", i, rep);
+            }
+        }
+        for (size_t i = 0; i < src.vars.n; i++)
+            cr_envlist_set(&a, src.vars.v[i].key, src.vars.v[i].value);
+        assert_int_equal(cr_envlist_merge(&b, &src), 0);
+        assert_int_equal(a.vars.n, b.vars.n);
+        assert_int_equal(b.vars.n, (size_t)n);
+        for (size_t i = 0; i < a.vars.n; i++) {
+            assert_string_equal(a.vars.v[i].key, b.vars.v[i].key);
+            assert_string_equal(a.vars.v[i].value, b.vars.v[i].value);
+        }
+        assert_string_equal(cr_envlist_get(&b, "K0"), "src0-1");
+        cr_envlist_free(&a);
+        cr_envlist_free(&b);
+        cr_envlist_free(&src);
+    }
+    cr_envlist_t d = {0}, bad = {0};
+    cr_envlist_set(&d, "A", "1");
+    for (int i = 0; i < 20; i++) { /* past the few that are scanned: the table's path */
+        char k[16];
+        snprintf(k, sizeof(k), "Z%d", i);
+        cr_envlist_set(&d, k, "z");
+    }
+    const char *keys[] = {"B", "", "C=D", "E"};
+    for (size_t i = 0; i < 4; i++) {
+        cr_kv_t *kv = CR_VEC_PUSH(&bad.vars);
+        kv->key = cr_strdup(keys[i]);
+        kv->value = i == 3 ? NULL : cr_strdup("v");
+    }
+    assert_int_equal(cr_envlist_merge(&d, &bad), CR_EINVAL);
+    assert_int_equal(d.vars.n, 22);
+    assert_string_equal(cr_envlist_get(&d, "B"), "v");
+    assert_null(cr_envlist_get(&d, "E"));
+    assert_int_equal(cr_envlist_merge(&d, NULL), 0);
+    cr_envlist_free(&d);
+    cr_envlist_free(&bad);
+}
+
 /* cr_worker_spares_fill, and the loop run until its thread's files are
  * handed over (nothing else is active on loop then) */
 static void fill(uv_loop_t *loop)
@@ -1169,6 +1229,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gang_env_dgx),
+        cmocka_unit_test(test_envlist_merge),
         cmocka_unit_test(test_env_multi_device),
         cmocka_unit_test(test_tpu_env),
         cmocka_unit_test(test_env_mixed_vendors),
