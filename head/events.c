@@ -151,13 +151,10 @@ uint64_t events_newest(size_t k)
     return id > 0 ? (uint64_t)id : 0;
 }
 
-size_t events_each_since(uint64_t since_seq, size_t limit,
-                         void (*emit)(void *ctx, const Corral__Event *ev), void *ctx)
+/* v's events to emit, as Corral__Events borrowing v's strings; frees v */
+static size_t emit_all(cr_state_event_t *v, size_t n,
+                       void (*emit)(void *ctx, const Corral__Event *ev), void *ctx)
 {
-    cr_state_event_t *v = NULL;
-    size_t n = 0;
-    if (cr_state_event_list(D.st, (int64_t)since_seq, limit, &v, &n) < 0)
-        return 0;
     for (size_t i = 0; i < n; i++) {
         char id[24] = "";
         if (v[i].job_id)
@@ -173,4 +170,26 @@ size_t events_each_since(uint64_t since_seq, size_t limit,
     }
     cr_state_event_list_free(v, n);
     return n;
+}
+
+size_t events_each_since(uint64_t since_seq, size_t limit,
+                         void (*emit)(void *ctx, const Corral__Event *ev), void *ctx)
+{
+    cr_state_event_t *v = NULL;
+    size_t n = 0;
+    if (cr_state_event_list(D.st, (int64_t)since_seq, limit, &v, &n) < 0)
+        return 0;
+    return emit_all(v, n, emit, ctx);
+}
+
+size_t events_each_of_job(const char *job_id, uint64_t since_seq, size_t limit,
+                          void (*emit)(void *ctx, const Corral__Event *ev), void *ctx)
+{
+    int64_t id;
+    cr_state_event_t *v = NULL;
+    size_t n = 0;
+    if (!D.st || cr_parse_i64(job_id, 10, &id) != 0 || id <= 0 ||
+        cr_state_event_list_job(D.st, id, (int64_t)since_seq, limit, &v, &n) < 0)
+        return 0;
+    return emit_all(v, n, emit, ctx);
 }

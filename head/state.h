@@ -34,7 +34,7 @@
 
 /* The schema version this code writes; older databases are migrated at
  * open, newer ones refused. */
-#define CR_STATE_SCHEMA_VERSION 3
+#define CR_STATE_SCHEMA_VERSION 4
 /* cr_state_open refuses a file system with less free space than this. */
 #define CR_STATE_MIN_FREE_BYTES (1024 * 1024)
 /* Enough for any message of cr_state_open's err buffer. */
@@ -277,12 +277,16 @@ int cr_state_event_count(cr_state_t *st, int64_t after_id, size_t *n);
 /* Events with id > after_id, oldest first, at most limit (0: all). */
 int cr_state_event_list(cr_state_t *st, int64_t after_id, size_t limit, cr_state_event_t **out,
                         size_t *n);
+/* Job job_id's newest events with id > after_id, at most limit (0: all),
+ * oldest first: through the index on the job, whatever the log holds. */
+int cr_state_event_list_job(cr_state_t *st, int64_t job_id, int64_t after_id, size_t limit,
+                            cr_state_event_t **out, size_t *n);
 /* Deletes events with id <= up_to_id (the log is trimmed by the caller's
  * retention policy, never here). */
 int cr_state_event_trim(cr_state_t *st, int64_t up_to_id);
 /* Removes the events of jobs no longer in the jobs table (head/retention.c,
- * once after removing a batch of jobs: one pass over the events, which
- * have no index on job_id, rather than one per job). */
+ * once after removing a batch of jobs: one pass over the events rather
+ * than one per job). */
 int cr_state_event_delete_orphans(cr_state_t *st);
 void cr_state_event_list_free(cr_state_event_t *v, size_t n);
 

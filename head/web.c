@@ -751,8 +751,6 @@ typedef struct ev_ctx {
 static void add_event(void *ctx, const Corral__Event *e)
 {
     ev_ctx_t *c = ctx;
-    if (c->job && strcmp(c->job, e->job_id) != 0)
-        return;
     json_array_append_new(c->a, event_json(e));
 }
 
@@ -784,18 +782,14 @@ static void get_events(void *ctx, const web_req_t *rq, web_out_t *out)
     }
     if (since_of(rq, &since, out) < 0)
         return;
-    /* the newest limit: only those are read (a job's own are found among
-     * all, with no index on the job) */
-    uint64_t from = c.job ? 0 : events_newest((size_t)c.limit + 1);
+    /* the newest limit: only those are read (a job credential's, its
+     * job's newest through state.db's index on the job) */
     c.a = json_array();
-    events_each_since(from > since ? from : since, 0, add_event, &c);
-    size_t n = json_array_size(c.a);
-    if (n > c.limit) { /* a job's: its newest limit, kept in one pass */
-        json_t *tail = json_array();
-        for (size_t i = n - c.limit; i < n; i++)
-            json_array_append(tail, json_array_get(c.a, i));
-        json_decref(c.a);
-        c.a = tail;
+    if (c.job) {
+        events_each_of_job(c.job, since, c.limit, add_event, &c);
+    } else {
+        uint64_t from = events_newest((size_t)c.limit + 1);
+        events_each_since(from > since ? from : since, 0, add_event, &c);
     }
     json_t *o = json_object();
     json_object_set_new(o, "events", c.a);

@@ -509,6 +509,37 @@ static void test_events(void **state)
     assert_int_equal(n, 0);
     cr_state_event_list_free(v, n);
 
+    /* a job's own events (ids 0..2), its newest after an id, oldest
+     * first, read through the index on the job (the plan says so) */
+    assert_int_equal(cr_state_event_list_job(st, job, 0, 0, &v, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(v[0].id, ids[0]);
+    assert_int_equal(v[2].id, ids[2]);
+    cr_state_event_list_free(v, n);
+    assert_int_equal(cr_state_event_list_job(st, job, 0, 2, &v, &n), 0);
+    assert_int_equal(n, 2); /* the newest 2 */
+    assert_int_equal(v[0].id, ids[1]);
+    assert_int_equal(v[1].id, ids[2]);
+    cr_state_event_list_free(v, n);
+    assert_int_equal(cr_state_event_list_job(st, job, ids[1], 0, &v, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0].id, ids[2]);
+    cr_state_event_list_free(v, n);
+    assert_int_equal(cr_state_event_list_job(st, job + 1, 0, 0, &v, &n), 0);
+    assert_int_equal(n, 0);
+    cr_state_event_list_free(v, n);
+    sqlite3_stmt *plan;
+    assert_int_equal(sqlite3_prepare_v2(cr__state_db(st),
+                                        "EXPLAIN QUERY PLAN SELECT id FROM events WHERE job_id = 1 "
+                                        "AND id > 0 ORDER BY id DESC LIMIT 5",
+                                        -1, &plan, NULL),
+                     SQLITE_OK);
+    bool indexed = false;
+    while (sqlite3_step(plan) == SQLITE_ROW)
+        indexed |= strstr((const char *)sqlite3_column_text(plan, 3), "INDEX events_job") != NULL;
+    sqlite3_finalize(plan);
+    assert_true(indexed);
+
     /* the k-th newest, for a listing of the newest k; counted after an id */
     int64_t kth;
     size_t cnt;
@@ -1195,8 +1226,10 @@ static void test_run_commits_write_few_pages(void **state)
     assert_int_equal(cr_state_event_append(st, &ev, NULL), 0);
     assert_int_equal(cr_state_commit(st), 0);
     long start = wal_frames(&t) - f0;
-    /* the end on the same node: the jobs, workers and events leaves and
-     * the events' sequence, nothing of an index */
+    /* the end on the same node: the jobs, workers and events leaves, the
+     * events' sequence and the leaf of the index of a job's events (a
+     * job credential's listing reads through it: migration 4), nothing
+     * of another index */
     w.state = CR_WORKER_EXITED;
     w.exit_code = 3;
     ev.kind = "failed";
@@ -1206,8 +1239,8 @@ static void test_run_commits_write_few_pages(void **state)
     assert_int_equal(cr_state_worker_update(st, &w, 3), 0);
     assert_int_equal(cr_state_event_append(st, &ev, NULL), 0);
     assert_int_equal(cr_state_commit(st), 0);
-    assert_int_equal(wal_frames(&t) - f0, 4);
-    assert_int_equal(start, 5); /* the same and the node index */
+    assert_int_equal(wal_frames(&t) - f0, 5);
+    assert_int_equal(start, 6); /* the same and the node index */
     cr_state_worker_t g;
     assert_int_equal(cr_state_worker_get(st, a, 0, &g), 0);
     assert_string_equal(g.node_id, "n1");
@@ -1249,6 +1282,9 @@ static void test_run_commits_write_few_pages(void **state)
     assert_int_equal(sql_int(st, "SELECT version FROM schema_version"), CR_STATE_SCHEMA_VERSION);
     assert_int_equal(sql_int(st, "SELECT count(*) FROM sqlite_schema WHERE name = 'jobs_state'"),
                      0);
+    /* and from version 3 on, a job's events by the job (version 4) */
+    assert_int_equal(sql_int(st, "SELECT count(*) FROM sqlite_schema WHERE name = 'events_job'"),
+                     1);
     cr_state_job_t *jv = NULL;
     assert_int_equal(cr_state_job_list(st, true, &jv, &n), 0);
     assert_int_equal(n, 0); /* a is FAILED: not active */
