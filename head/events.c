@@ -182,14 +182,14 @@ size_t events_each_since(uint64_t since_seq, size_t limit,
     return emit_all(v, n, emit, ctx);
 }
 
-size_t events_each_of_job(const char *job_id, uint64_t since_seq, size_t limit,
+size_t events_each_of_job(const char *job_id, uint64_t since_seq, size_t limit, bool newest,
                           void (*emit)(void *ctx, const Corral__Event *ev), void *ctx)
 {
     int64_t id;
     cr_state_event_t *v = NULL;
     size_t n = 0;
     if (!D.st || cr_parse_i64(job_id, 10, &id) != 0 || id <= 0 ||
-        cr_state_event_list_job(D.st, id, (int64_t)since_seq, limit, &v, &n) < 0)
+        cr_state_event_list_job(D.st, id, (int64_t)since_seq, limit, newest, &v, &n) < 0)
         return 0;
     return emit_all(v, n, emit, ctx);
 }

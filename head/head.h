@@ -245,10 +245,10 @@ uint64_t events_newest(size_t k);
  * emit, oldest first; how many. */
 size_t events_each_since(uint64_t since_seq, size_t limit,
                          void (*emit)(void *ctx, const Corral__Event *ev), void *ctx);
-/* The same for job job_id's events only, its newest limit (0: all) after
- * since_seq: read through state.db's index on the job, whatever else the
- * log holds (a job credential's listing). */
-size_t events_each_of_job(const char *job_id, uint64_t since_seq, size_t limit,
+/* The same for job job_id's events only, its newest limit (newest) or
+ * its oldest after since_seq: read through state.db's index on the job,
+ * whatever else the log holds (a job credential's listing and stream). */
+size_t events_each_of_job(const char *job_id, uint64_t since_seq, size_t limit, bool newest,
                           void (*emit)(void *ctx, const Corral__Event *ev), void *ctx);
 
 /* -------------------------------------------------------- placement.c */

@@ -232,6 +232,7 @@ enum stmt_id {
     S_EVENT_COUNT,
     S_EVENT_DELETE_ORPHANS,
     S_EVENT_LIST_JOB_NEWEST,
+    S_EVENT_LIST_JOB,
     S__COUNT
 };
 
@@ -306,6 +307,8 @@ static const char *const stmt_sql[S__COUNT] = {
     /* through events_job: the rows read are the ones returned */
     [S_EVENT_LIST_JOB_NEWEST] = "SELECT " EVENT_COLS " FROM events WHERE job_id = ?1 AND id > ?2 "
                                 "ORDER BY id DESC LIMIT ?3",
+    [S_EVENT_LIST_JOB] = "SELECT " EVENT_COLS " FROM events WHERE job_id = ?1 AND id > ?2 "
+                         "ORDER BY id LIMIT ?3",
     [S_EVENT_COUNT] = "SELECT count(*) FROM events WHERE id > ?1",
     [S_EVENT_DELETE_ORPHANS] = "DELETE FROM events WHERE job_id IS NOT NULL AND job_id NOT IN "
                                "(SELECT id FROM jobs)",
@@ -1603,10 +1606,10 @@ int cr_state_event_list(cr_state_t *st, int64_t after_id, size_t limit, cr_state
 }
 
 int cr_state_event_list_job(cr_state_t *st, int64_t job_id, int64_t after_id, size_t limit,
-                            cr_state_event_t **out, size_t *n)
+                            bool newest, cr_state_event_t **out, size_t *n)
 {
     sqlite3_stmt *s = NULL;
-    int err = prepare(st, S_EVENT_LIST_JOB_NEWEST, &s);
+    int err = prepare(st, newest ? S_EVENT_LIST_JOB_NEWEST : S_EVENT_LIST_JOB, &s);
     if (err)
         return err;
     sqlite3_bind_int64(s, 1, job_id);
@@ -1614,7 +1617,7 @@ int cr_state_event_list_job(cr_state_t *st, int64_t job_id, int64_t after_id, si
     sqlite3_bind_int64(s, 3, limit && limit <= (size_t)INT64_MAX ? (int64_t)limit : -1);
     err = query(st, s, "listing a job's events", event_row, event_fini, sizeof(**out), (void **)out,
                 n);
-    for (size_t i = 0; err == 0 && i < *n / 2; i++) { /* oldest first */
+    for (size_t i = 0; err == 0 && newest && i < *n / 2; i++) { /* oldest first */
         cr_state_event_t t = (*out)[i];
         (*out)[i] = (*out)[*n - 1 - i];
         (*out)[*n - 1 - i] = t;

@@ -277,10 +277,11 @@ int cr_state_event_count(cr_state_t *st, int64_t after_id, size_t *n);
 /* Events with id > after_id, oldest first, at most limit (0: all). */
 int cr_state_event_list(cr_state_t *st, int64_t after_id, size_t limit, cr_state_event_t **out,
                         size_t *n);
-/* Job job_id's newest events with id > after_id, at most limit (0: all),
- * oldest first: through the index on the job, whatever the log holds. */
+/* Job job_id's events with id > after_id, at most limit (0: all): its
+ * newest limit (newest) or its oldest, oldest first either way; through
+ * the index on the job, whatever the log holds. */
 int cr_state_event_list_job(cr_state_t *st, int64_t job_id, int64_t after_id, size_t limit,
-                            cr_state_event_t **out, size_t *n);
+                            bool newest, cr_state_event_t **out, size_t *n);
 /* Deletes events with id <= up_to_id (the log is trimmed by the caller's
  * retention policy, never here). */
 int cr_state_event_trim(cr_state_t *st, int64_t up_to_id);

@@ -786,7 +786,7 @@ static void get_events(void *ctx, const web_req_t *rq, web_out_t *out)
      * job's newest through state.db's index on the job) */
     c.a = json_array();
     if (c.job) {
-        events_each_of_job(c.job, since, c.limit, add_event, &c);
+        events_each_of_job(c.job, since, c.limit, true, add_event, &c);
     } else {
         uint64_t from = events_newest((size_t)c.limit + 1);
         events_each_since(from > since ? from : since, 0, add_event, &c);
@@ -839,7 +839,9 @@ static ssize_t sse_read(void *ctx, char *buf, size_t size)
         return -1;
     if (s->off == s->pending.len) {
         s->off = s->pending.len = 0;
-        if (D.st)
+        if (D.st && s->job[0]) /* a job credential's: its job's, through the index */
+            events_each_of_job(s->job, s->seq, EVENTS_PUMP_MAX, false, sse_event, s);
+        else if (D.st)
             events_each_since(s->seq, EVENTS_PUMP_MAX, sse_event, s);
         int64_t now = cr_mono_ms();
         if (!s->pending.len && now - s->last_ms >= SSE_KEEPALIVE_MS)

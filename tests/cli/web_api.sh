@@ -216,6 +216,13 @@ grep -q '^event: submitted' "$TMP/sse" && grep -q '"message":"streamed' "$TMP/ss
     ok "events/stream: new events as they happen, none from before" || fail "stream: $(cat "$TMP/sse")"
 timeout 5 curl -sN -H "$AUTH" "$B/api/v1/events/stream?since=0" >"$TMP/sse0" 2>/dev/null
 grep -q '"message":"head on' "$TMP/sse0" && ok "events/stream?since=0 replays from the start" || fail "since=0: $(head -c 300 "$TMP/sse0")"
+if [ -n "${JOB_CRED:-}" ]; then # (its job still runs)
+    timeout 3 curl -sN -H "$JOB_CRED" "$B/api/v1/events/stream?since=0" >"$TMP/ssej" 2>/dev/null
+    ids=$(sed -n 's/^data: //p' "$TMP/ssej" | jq -r .job_id | sort -u | tr '\n' ' ')
+    grep -q '^event: submitted' "$TMP/ssej" && [ "$ids" = "$JOB " ] &&
+        ok "events/stream?since=0 with a job credential: its job's events only" ||
+        fail "job credential's stream: job ids '$ids': $(head -c 300 "$TMP/ssej")"
+fi
 curl -s -H "$AUTH" -D "$TMP/h" -o /dev/null --max-time 1 "$B/api/v1/events/stream"
 grep -qi '^Content-Type: text/event-stream' "$TMP/h" && ok "the stream is text/event-stream" || fail "stream type: $(cat "$TMP/h")"
 

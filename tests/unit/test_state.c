@@ -511,21 +511,26 @@ static void test_events(void **state)
 
     /* a job's own events (ids 0..2), its newest after an id, oldest
      * first, read through the index on the job (the plan says so) */
-    assert_int_equal(cr_state_event_list_job(st, job, 0, 0, &v, &n), 0);
+    assert_int_equal(cr_state_event_list_job(st, job, 0, 0, true, &v, &n), 0);
     assert_int_equal(n, 3);
     assert_int_equal(v[0].id, ids[0]);
     assert_int_equal(v[2].id, ids[2]);
     cr_state_event_list_free(v, n);
-    assert_int_equal(cr_state_event_list_job(st, job, 0, 2, &v, &n), 0);
+    assert_int_equal(cr_state_event_list_job(st, job, 0, 2, true, &v, &n), 0);
     assert_int_equal(n, 2); /* the newest 2 */
     assert_int_equal(v[0].id, ids[1]);
     assert_int_equal(v[1].id, ids[2]);
     cr_state_event_list_free(v, n);
-    assert_int_equal(cr_state_event_list_job(st, job, ids[1], 0, &v, &n), 0);
+    assert_int_equal(cr_state_event_list_job(st, job, ids[1], 0, true, &v, &n), 0);
     assert_int_equal(n, 1);
     assert_int_equal(v[0].id, ids[2]);
     cr_state_event_list_free(v, n);
-    assert_int_equal(cr_state_event_list_job(st, job + 1, 0, 0, &v, &n), 0);
+    assert_int_equal(cr_state_event_list_job(st, job, 0, 2, false, &v, &n), 0);
+    assert_int_equal(n, 2); /* the oldest 2 (a stream's next) */
+    assert_int_equal(v[0].id, ids[0]);
+    assert_int_equal(v[1].id, ids[1]);
+    cr_state_event_list_free(v, n);
+    assert_int_equal(cr_state_event_list_job(st, job + 1, 0, 0, true, &v, &n), 0);
     assert_int_equal(n, 0);
     cr_state_event_list_free(v, n);
     sqlite3_stmt *plan;
