@@ -532,6 +532,7 @@ void job_free(job_t *j)
     if (j->timer) /* its memory goes in the close callback */
         uv_close((uv_handle_t *)j->timer, free_handle);
     free(j->bundles);
+    free(j->spec_pb);
     free(j->name);
     free(j->reason);
     if (j->spec)
@@ -596,7 +597,8 @@ bool jobs_scope_current(const cr_job_scope_t *s, char *why, size_t size)
     return true;
 }
 
-static char *spec_json(const Corral__JobSpec *s)
+/* pb: s packed (len bytes) */
+static char *spec_json(const Corral__JobSpec *s, const uint8_t *pb, size_t len)
 {
     json_t *o = json_object(), *argv = json_array(), *res = json_object();
     for (size_t i = 0; i < s->worker->n_argv; i++)
@@ -616,9 +618,7 @@ static char *spec_json(const Corral__JobSpec *s)
      * dump looks at every character of a string for escapes: for the
      * caller's environment that corral run sends, 240,000 instructions a
      * submit (callgrind), on the way to its answer. Hex needs none. */
-    size_t len = corral__job_spec__get_packed_size(s), rl = strlen(rest);
-    uint8_t *pb = cr_malloc(len ? len : 1);
-    corral__job_spec__pack(s, pb);
+    size_t rl = strlen(rest);
     char *out = cr_malloc(rl + 2 * len + 9), *p = out;
     memcpy(p, rest, rl - 1); /* without its closing brace */
     p += rl - 1;
@@ -628,7 +628,6 @@ static char *spec_json(const Corral__JobSpec *s)
     p += 2 * len;
     memcpy(p, "\"}", 3);
     free(rest);
-    free(pb);
     return out;
 }
 
@@ -663,16 +662,21 @@ int job_bundles(job_t *j, char *why, size_t size)
     return 0;
 }
 
-static job_t *job_new(const Corral__JobSpec *s)
+/* A job of spec s whose parent is parent ("" for none), with a private
+ * copy of the spec (it outlives the borrowed envelope) unpacked from
+ * j->spec_pb: packed once, those bytes are also what state.db keeps
+ * (spec_json). */
+static job_t *job_new(const Corral__JobSpec *s, const char *parent)
 {
     job_t *j = cr_calloc(1, sizeof(*j));
     j->n = s->num_workers ? (int)s->num_workers : 1;
-    /* a private copy of the spec outlives the borrowed envelope */
-    size_t len = corral__job_spec__get_packed_size(s);
-    uint8_t *buf = cr_malloc(len ? len : 1);
-    corral__job_spec__pack(s, buf);
-    j->spec = corral__job_spec__unpack(NULL, len, buf);
-    free(buf);
+    Corral__JobSpec t = *s; /* shallow: only parent_job differs */
+    t.parent_job = (char *)parent;
+    size_t len = corral__job_spec__get_packed_size(&t);
+    j->spec_pb = cr_malloc(len ? len : 1);
+    j->spec_pb_len = len;
+    corral__job_spec__pack(&t, j->spec_pb);
+    j->spec = corral__job_spec__unpack(NULL, len, j->spec_pb);
     j->name = cr_strdup(s->name && s->name[0] ? s->name : s->worker->argv[0]);
     return j;
 }
@@ -768,13 +772,10 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
         cr_conn_reply_error(c, e->id, CR_EINVAL, "strategy %d: expected 0 to 3", (int)s->strategy);
         return;
     }
-    job_t *j = job_new(s);
     /* a worker's job credential submits children of its job; a client
      * cannot claim a parent */
     const cr_job_scope_t *scope = cr_conn_job_scope(c);
-    if (j->spec->parent_job != protobuf_c_empty_string) /* unpacked: "" is shared */
-        free(j->spec->parent_job);
-    j->spec->parent_job = cr_strdup(scope ? scope->job_id : "");
+    job_t *j = job_new(s, scope ? scope->job_id : "");
     if (scope) {
         job_t *parent = job_find(scope->job_id);
         if (parent)
@@ -828,7 +829,9 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
         job_free(j);
         return;
     }
-    char *sj = spec_json(j->spec);
+    char *sj = spec_json(j->spec, j->spec_pb, j->spec_pb_len);
+    free(j->spec_pb); /* recorded: not needed again */
+    j->spec_pb = NULL;
     cr_state_job_t row = {.name = j->name,
                           .spec_json = sj,
                           .state = CR_JOB_PENDING,

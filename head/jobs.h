@@ -36,6 +36,8 @@ struct job {
     char idstr[24];
     char *name;
     Corral__JobSpec *spec; /* a copy, packed and unpacked */
+    uint8_t *spec_pb;      /* at the submit: spec packed, until it is recorded */
+    size_t spec_pb_len;
     cr_job_state_t state;
     char *reason;
     int exit_code;
