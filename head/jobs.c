@@ -381,27 +381,6 @@ static void start_workers(job_t *j)
     start_gang_now(j);
 }
 
-/* A job placed at submit whose workers all run on the head's own node,
- * outside a placement group and a rendezvous, starts in its submit's turn:
- * one commit records the job and its start, and the submit's answer, held
- * until that commit, goes out after the spawn (a second turn and commit
- * on the way to every `corral run`'s worker: docs/benchmarks.md). A
- * failed commit kills what started (jobs_committed, workers_abandon); a
- * head killed before it commits leaves orphans its restart stops (they
- * carry its session's id: recover.c sweep_orphans), as for any turn. A
- * remote worker's start is a message, which a failed commit would not
- * take back (cr_net_flush_failed sends all that is not an answer): such a
- * job starts at the commit, as does one in a group or a rendezvous. */
-static bool starts_in_turn(const job_t *j)
-{
-    if (j->pg || j->spec->distributed)
-        return false;
-    for (int i = 0; i < j->n; i++)
-        if (!j->wk[i].node || !j->wk[i].node->local)
-            return false;
-    return true;
-}
-
 /* RETRY keeps the job pending; INFEASIBLE is refused before it gets here
  * (or fails a job that waited). */
 static sched_status_t place(job_t *j, char *reason, size_t size)
@@ -714,9 +693,8 @@ void jobs_committed(bool ok)
         j->uncommitted = false;
         if (!ok) {
             /* its id was rolled back with it and its answer is an error: it
-             * is forgotten, so the id is not handed out twice; what it
-             * started in the turn (starts_in_turn) is killed first */
-            workers_abandon(j);
+             * is forgotten, so the id is not handed out twice; none of its
+             * workers ran (they start at the commit) */
             cr_waiters_drop_key(j);
             remove_pending(j);
             jobs_remove(j);
@@ -876,7 +854,7 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
     a.job_submitted = &r;
     reply(c, e, &a);
 
-    if (st == SCHED_OK && later && !starts_in_turn(j)) {
+    if (st == SCHED_OK && later) {
         j->start_on_commit = true; /* its placement held meanwhile */
     } else if (st == SCHED_OK) {
         placed(j);

@@ -63,8 +63,7 @@ struct job {
     cr_conn_t *owner;     /* a bound submit's connection: stopped when it closes */
     bool has_children;    /* a job was submitted with this one as its parent */
     /* submitted in this turn and recorded in its open transaction, not yet
-     * committed: nothing of it starts before the commit (jobs_committed),
-     * unless it starts in the turn (starts_in_turn in jobs.c) */
+     * committed: nothing of it starts before the commit (jobs_committed) */
     bool uncommitted;
     bool start_on_commit; /* placed at submit: its workers start at the commit */
     /* a gang placed again after losing a node, when no node left can hold
@@ -100,11 +99,6 @@ wk_t *worker_find(const char *worker_id);
 bool wk_alive(const wk_t *w);
 void wk_reset(wk_t *w);
 void wk_stop(wk_t *w, uint64_t grace_ms);
-/* The workers a job forgotten with its failed turn had started (it
- * started in that turn: starts_in_turn in jobs.c) are killed at once,
- * their whole group, and count as running no more; their exits then
- * find no job. */
-void workers_abandon(job_t *j);
 void start_one(job_t *j, wk_t *w);
 /* Worker w where it was placed, for sched/gang.c; addr (size bytes) holds
  * the address other nodes reach its node at. */

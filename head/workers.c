@@ -450,18 +450,6 @@ void wk_stop(wk_t *w, uint64_t grace_ms)
         stop_on_node(w, (uint32_t)grace_ms);
 }
 
-void workers_abandon(job_t *j)
-{
-    for (int i = 0; i < j->n; i++) {
-        wk_t *w = &j->wk[i];
-        if (!wk_alive(w))
-            continue;
-        stop_on_node(w, 0); /* grace 0: SIGKILL to its group (agent/workers.c) */
-        worker_gone(w);
-        w->state = CORRAL__WORKER_STATE__WORKER_STOPPED;
-    }
-}
-
 void start_one(job_t *j, wk_t *w)
 {
     w->state = CORRAL__WORKER_STATE__WORKER_STARTING;

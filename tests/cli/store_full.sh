@@ -28,9 +28,9 @@ dd if=/dev/zero of=/tmp/full/filler bs=64k 2>/dev/null
 refused=0
 : >/tmp/sleeps
 for i in $(seq 400); do
-    # a job on the head's own node starts in its submit's turn: one whose
-    # turn cannot commit must not live on (the STORE_FULL_MARK of its
-    # environment finds it below)
+    # a job whose turn cannot commit must run nothing (its workers start
+    # at the commit): the STORE_FULL_MARK of their environment finds any
+    # that does below
     if out=$(STORE_FULL_MARK=1 "$CORRAL" run --detach -- sleep 600 2>/tmp/err); then
         echo "$out" >>/tmp/acks
         echo "$out" >>/tmp/sleeps
