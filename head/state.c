@@ -169,8 +169,10 @@ static const char *const migrations[] = {
      * job) lists its own events: without this every such request read
      * the whole log, 100,000 events by default and 80 ms of the head's
      * loop, and any worker could repeat it. One page of it more in a
-     * commit that appends a job's events. */
-    "CREATE INDEX IF NOT EXISTS events_job ON events (job_id, id);",
+     * commit that appends a job's events; partial, so a node's events
+     * (no job) cost it nothing (job_id = ? implies IS NOT NULL, so
+     * SQLite uses it for a job's). */
+    "CREATE INDEX IF NOT EXISTS events_job ON events (job_id, id) WHERE job_id IS NOT NULL;",
 };
 _Static_assert(CR_ARRAY_SIZE(migrations) == CR_STATE_SCHEMA_VERSION,
                "one migration step per schema version");
