@@ -614,7 +614,7 @@ static void worker_ended(const Corral__WorkerReport *r)
     if (A.stopping && agent_running(A.agent) == 0)
         uv_stop(&A.loop);
     else
-        cr_worker_spares_fill(&A.loop); /* for the next workers, now the exit is told */
+        cr_worker_spares_fill(); /* for the next workers, now the exit is told */
 }
 
 /* ---------------------------------------------------------- reservations */

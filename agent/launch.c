@@ -395,22 +395,11 @@ static void binding_fini(binding_t *b)
 #define SPARES 8
 #define SPARE_PREFIX ".spare-"
 
-/* One fill in a thread of libuv's pool (cr_worker_spares_fill): the files
- * it made, handed to spares on the loop's thread (fill_done). */
-typedef struct spare_fill {
-    uv_work_t req;
-    char *dir;
-    unsigned want, seq, n;
-    int fd[SPARES];
-    char *path[SPARES];
-} spare_fill_t;
-
 static struct {
     char *dir;
     int fd[SPARES];
     char *path[SPARES];
     unsigned n, seq;
-    spare_fill_t *busy; /* the fill under way, at most one */
 } spares;
 
 /* A spare renamed to path, in spares.dir (spares_dir), when nothing of
@@ -471,8 +460,6 @@ static void spares_sweep(const char *dir)
 
 void cr_worker_spares_drop(void)
 {
-    if (spares.busy) /* its files are removed when it is done (fill_done) */
-        uv_cancel((uv_req_t *)&spares.busy->req);
     for (unsigned i = 0; i < spares.n; i++) {
         (void)unlink(spares.path[i]);
         close(spares.fd[i]);
@@ -483,12 +470,10 @@ void cr_worker_spares_drop(void)
     spares.dir = NULL;
 }
 
-/* In a thread of the pool: nothing but f is touched. */
-static void fill_work(uv_work_t *req)
+void cr_worker_spares_fill(void)
 {
-    spare_fill_t *f = req->data;
-    for (unsigned tries = 0; f->n < f->want && tries < 2 * SPARES; tries++) {
-        char *p = cr_asprintf("%s/" SPARE_PREFIX "%d-%u", f->dir, (int)getpid(), f->seq++);
+    for (unsigned tries = 0; spares.dir && spares.n < SPARES && tries < 2 * SPARES; tries++) {
+        char *p = cr_asprintf("%s/" SPARE_PREFIX "%d-%u", spares.dir, (int)getpid(), spares.seq++);
         int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0) {
             free(p);
@@ -496,49 +481,9 @@ static void fill_work(uv_work_t *req)
                 continue; /* (a name an earlier process of this pid left) */
             return;       /* full, or no permission: workers create their own */
         }
-        f->fd[f->n] = fd;
-        f->path[f->n++] = p;
+        spares.fd[spares.n] = fd;
+        spares.path[spares.n++] = p;
     }
-}
-
-/* On the loop's thread: the files join the spares, or are removed when
- * the spares were dropped or moved to another directory meanwhile. */
-static void fill_done(uv_work_t *req, int status)
-{
-    spare_fill_t *f = req->data;
-    if (spares.busy == f)
-        spares.busy = NULL;
-    bool keep = status == 0 && spares.dir && strcmp(spares.dir, f->dir) == 0;
-    for (unsigned i = 0; i < f->n; i++) {
-        if (keep && spares.n < SPARES) {
-            spares.fd[spares.n] = f->fd[i];
-            spares.path[spares.n++] = f->path[i];
-            continue;
-        }
-        (void)unlink(f->path[i]);
-        close(f->fd[i]);
-        free(f->path[i]);
-    }
-    free(f->dir);
-    free(f);
-}
-
-void cr_worker_spares_fill(uv_loop_t *loop)
-{
-    if (!spares.dir || spares.busy || spares.n >= SPARES)
-        return;
-    spare_fill_t *f = cr_calloc(1, sizeof(*f));
-    f->req.data = f;
-    f->dir = cr_strdup(spares.dir);
-    f->want = SPARES - spares.n;
-    f->seq = spares.seq;
-    spares.seq += 2 * SPARES; /* the names it may try */
-    if (uv_queue_work(loop, &f->req, fill_work, fill_done) < 0) {
-        free(f->dir);
-        free(f);
-        return;
-    }
-    spares.busy = f;
 }
 
 unsigned cr_worker_spares(void)

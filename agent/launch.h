@@ -124,16 +124,13 @@ int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exi
  * files from up to 8 made ahead of time in its log directory (named
  * .spare-PID-N) and renamed into place, when no file of its name is there;
  * creating a file allocates an inode, which ext4 without a journal makes
- * slow after many deletions (0.1 to 1 ms a file: docs/benchmarks.md
- * "Runtime"). fill makes them in a thread of libuv's pool of loop (one
- * fill at a time; they are ready when the loop has run its completion),
- * in the directory the last worker's logs went to (none before the first
- * worker: it creates its own); call it where nobody waits (the head after
- * a turn's answers went out). drop removes them, and those of a fill
- * under way when it completes (and a new directory's first fill removes
- * the spares of processes that are gone). spares says how many are
- * ready. */
-void cr_worker_spares_fill(uv_loop_t *loop);
+ * slow after many deletions (docs/benchmarks.md "Runtime"). fill makes
+ * them, in the directory the last worker's logs went to (none before the
+ * first worker: it creates its own); call it where nobody waits (the
+ * head after a turn's answers went out). drop removes them (and a new
+ * directory's first fill removes the spares of processes that are gone).
+ * spares says how many are ready. */
+void cr_worker_spares_fill(void);
 void cr_worker_spares_drop(void);
 unsigned cr_worker_spares(void);
 

@@ -139,7 +139,7 @@ static void batch_end(uv_prepare_t *h)
     }
     /* the answers are out: the files the next workers take are made now,
      * not while a client waits for its worker to start */
-    cr_worker_spares_fill(&D.loop);
+    cr_worker_spares_fill();
 }
 
 bool head_refuse_write(cr_conn_t *c, const Corral__Envelope *e)

@@ -1127,16 +1127,8 @@ static void test_envlist_merge(void **state)
     cr_envlist_free(&bad);
 }
 
-/* cr_worker_spares_fill, and the loop run until its thread's files are
- * handed over (nothing else is active on loop then) */
-static void fill(uv_loop_t *loop)
-{
-    cr_worker_spares_fill(loop);
-    uv_run(loop, UV_RUN_DEFAULT);
-}
-
 /* Spare log files: none before a first worker says where logs go; then
- * fill makes 8 there (in a thread of libuv's pool), and a first attempt's two files are two of
+ * fill makes 8 there, and a first attempt's two files are two of
  * them, renamed into place (the same inodes), with the worker's output; a name already there is
  * emptied as before (its spare kept); a later attempt appends and takes none; a new directory drops
  * the old one's spares and removes those a gone process left there; drop removes them all. */
@@ -1146,11 +1138,11 @@ static void test_log_spares(void **state)
     uv_loop_t loop;
     uv_loop_init(&loop);
     ino_t sp[16];
-    fill(&loop);
+    cr_worker_spares_fill();
     assert_int_equal(cr_worker_spares(), 0); /* no directory yet */
     run_logged(&loop, dir, "a", true);
     assert_int_equal(spare_inodes(dir, sp), 0);
-    fill(&loop);
+    cr_worker_spares_fill();
     assert_int_equal(cr_worker_spares(), 8);
     assert_int_equal(spare_inodes(dir, sp), 8);
 
@@ -1201,23 +1193,11 @@ static void test_log_spares(void **state)
     assert_int_equal(spare_inodes(dir, sp), 0); /* the old directory's: removed */
     assert_int_equal(access(stale, F_OK), -1);
     assert_int_equal(access(live, F_OK), 0);
-    fill(&loop);
+    cr_worker_spares_fill();
     assert_int_equal(spare_inodes(dir2, sp), 9); /* 8 and the live one's */
     cr_worker_spares_drop();
     assert_int_equal(cr_worker_spares(), 0);
     assert_int_equal(spare_inodes(dir2, sp), 1);
-    /* dropped while a fill is under way (its thread may have made files
-     * already or not): none of them is kept or left behind */
-    for (int i = 0; i < 20; i++) {
-        run_logged(&loop, dir2, "e", true); /* the directory is known again */
-        cr_worker_spares_fill(&loop);
-        if (i % 2)
-            usleep(200); /* sometimes after the thread began */
-        cr_worker_spares_drop();
-        uv_run(&loop, UV_RUN_DEFAULT);
-        assert_int_equal(cr_worker_spares(), 0);
-        assert_int_equal(spare_inodes(dir2, sp), 1);
-    }
     free(stale);
     free(live);
     loop_finish(&loop);
