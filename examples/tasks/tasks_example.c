@@ -555,6 +555,20 @@ static int retry(corral_tasks_t *t, const char *dir)
     return 0;
 }
 
+/* A task that runs until it is killed (die_once, no retry), held until
+ * the driver itself is killed (tests/cluster/tasks_c.sh: a driver's
+ * leased workers end with it); 1 if it ever returns. */
+static int hold(corral_tasks_t *t, const char *dir)
+{
+    corral_ref_t *r;
+    corral_task_opts_t o = {.max_retries = 0};
+    corral_task_submit(t, "die_once", dir, strlen(dir), &o, &r);
+    int rc = corral_get(t, r, 300000, NULL, NULL);
+    fprintf(stderr, "hold: the task ended: %s\n", rc ? corral_ref_error(r) : "without error");
+    corral_ref_free(r);
+    return 1;
+}
+
 static bool exists(const char *dir, const char *name)
 {
     char p[600];
@@ -900,7 +914,7 @@ int main(int argc, char **argv)
 
     if (argc < 2) {
         fprintf(stderr,
-                "usage: %s demo | tpu DIR N | retry DIR | restart | cancel DIR | named NAME DIR | "
+                "usage: %s demo | tpu DIR N | retry DIR | hold DIR | restart | cancel DIR | named NAME DIR | "
                 "lookup NAME | lookup-refused NAME | crossnode NODE\n",
                 argv[0]);
         return 2;
@@ -921,6 +935,8 @@ int main(int argc, char **argv)
         rc = tpu(t, argv[2], atoi(argv[3]));
     else if (!strcmp(argv[1], "retry") && argc > 2)
         rc = retry(t, argv[2]);
+    else if (!strcmp(argv[1], "hold") && argc > 2)
+        rc = hold(t, argv[2]);
     else if (!strcmp(argv[1], "restart"))
         rc = restart(t);
     else if (!strcmp(argv[1], "refargs"))

@@ -131,16 +131,21 @@ CORRAL_EXAMPLE_TCP=1 CORRAL_TASK_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 
     REFUSED=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n') named_lookup nc2 lookup-tcp
 
 # a driver's workers are its lease jobs, bound to its connection: they end
-# when it does, even killed -9 while a task runs
+# when it does, even killed -9 while a task runs. The driver holds a task
+# that runs until killed (hold: its worker writes DIR/died by a rename,
+# then sleeps); it once ran the retry scenario, which kills that worker
+# itself and removes DIR/died, so the file could go between this loop's
+# look and its read (a failure under load)
 D=$(mktemp -d "$TDATA/bound-XXXXXX")
 # (started from a subshell: not this shell's job, whose kill bash would report)
-drv=$( (cd /tmp && exec "$EX" retry "$D") >"$CORRAL_HOME/driver.out" 2>&1 & echo $!)
+drv=$( (cd /tmp && exec "$EX" hold "$D") >"$CORRAL_HOME/driver.out" 2>&1 & echo $!)
 WPIDS="$WPIDS $drv"
+wpid=""
 for _ in $(seq 900); do
-    [ -s "$D/died" ] && break
+    wpid=$(cat "$D/died" 2>/dev/null)
+    [ -n "$wpid" ] && break
     sleep 0.1
 done
-wpid=$(cat "$D/died" 2>/dev/null)
 [ -n "$wpid" ] && ok "the driver's task runs in worker $wpid" ||
     fail "the task did not start: $(cat "$CORRAL_HOME/driver.out"; "$CORRAL" job list)"
 WPIDS="$WPIDS $wpid"
