@@ -173,20 +173,35 @@ void cr_node_warn(cr_node_t *node, const char *fmt, ...)
     *CR_VEC_PUSH(&node->warnings) = cr_strdup(line);
 }
 
-int cr_envlist_set(cr_envlist_t *env, const char *key, const char *value)
+/* Whether key=value may be set: a name, without '=', and a value. */
+static bool kv_ok(const char *key, const char *value)
 {
-    if (!key || !*key || strchr(key, '=') || !value)
-        return CR_EINVAL;
-    for (size_t i = 0; i < env->vars.n; i++) {
-        if (strcmp(env->vars.v[i].key, key) == 0) {
-            free(env->vars.v[i].value);
-            env->vars.v[i].value = cr_strdup(value);
-            return 0;
-        }
+    return key && *key && !strchr(key, '=') && value;
+}
+
+/* value as env's variable i, or, when i is past the end, as a new last
+ * variable key; i then. */
+static size_t kv_put(cr_envlist_t *env, size_t i, const char *key, const char *value)
+{
+    if (i < env->vars.n) {
+        free(env->vars.v[i].value);
+        env->vars.v[i].value = cr_strdup(value);
+        return i;
     }
     cr_kv_t *kv = CR_VEC_PUSH(&env->vars);
     kv->key = cr_strdup(key);
     kv->value = cr_strdup(value);
+    return env->vars.n - 1;
+}
+
+int cr_envlist_set(cr_envlist_t *env, const char *key, const char *value)
+{
+    if (!kv_ok(key, value))
+        return CR_EINVAL;
+    size_t i = 0;
+    while (i < env->vars.n && strcmp(env->vars.v[i].key, key) != 0)
+        i++;
+    kv_put(env, i, key, value);
     return 0;
 }
 
@@ -234,21 +249,12 @@ int cr_envlist_merge(cr_envlist_t *dst, const cr_envlist_t *src)
     int err = 0;
     for (size_t i = 0; i < src->vars.n; i++) {
         const char *key = src->vars.v[i].key, *value = src->vars.v[i].value;
-        if (!key || !*key || strchr(key, '=') || !value) {
+        if (!kv_ok(key, value)) {
             err = CR_EINVAL;
             continue;
         }
         size_t k = key_slot(slot, cap, dst, key);
-        if (slot[k]) {
-            cr_kv_t *kv = &dst->vars.v[slot[k] - 1];
-            free(kv->value);
-            kv->value = cr_strdup(value);
-            continue;
-        }
-        cr_kv_t *kv = CR_VEC_PUSH(&dst->vars);
-        kv->key = cr_strdup(key);
-        kv->value = cr_strdup(value);
-        slot[k] = dst->vars.n;
+        slot[k] = kv_put(dst, slot[k] ? slot[k] - 1 : dst->vars.n, key, value) + 1;
     }
     free(slot);
     return err;
