@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include "daemon/harness.h"
+#include "head/jobs.h"
 #include <ftw.h>
 #include <jansson.h>
 #include <sqlite3.h>
@@ -453,6 +454,92 @@ static void test_heartbeat_changes_and_free(void **state)
     head_harness_conn_closed(cl);
     cr_conn_free_detached(ag);
     cr_conn_free_detached(cl);
+}
+
+/* A one-CPU job on remote-1 submitted on c, bound to c or not: its id and
+ * its worker's from the WorkerStart the head sent the agent. */
+static void submit_remote(fx_t *f, cr_conn_t *c, uint64_t id, bool bound, char job_id[32],
+                          char worker_id[48])
+{
+    submit_msg_t m;
+    Corral__Envelope *e = submit_msg(&m, "CPU", CR_QTY_ONE, "corral.io/node-id=remote-1");
+    m.js.bound = bound;
+    got_clear(&f->got);
+    const Corral__Envelope *a = send_got(f, c, e, id);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
+    cr_strlcpy(job_id, a->job_submitted->job_id, 32);
+    worker_id[0] = '\0';
+    for (size_t i = 0; i < f->got.n; i++)
+        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_START)
+            cr_strlcpy(worker_id, f->got.v[i]->worker_start->worker_id, 48);
+    assert_true(worker_id[0]);
+}
+
+/* whether the head sent a WorkerStop for worker_id since the last clear */
+static bool stop_sent(const fx_t *f, const char *worker_id)
+{
+    for (size_t i = 0; i < f->got.n; i++)
+        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_STOP &&
+            strcmp(f->got.v[i]->worker_stop->worker_id, worker_id) == 0)
+            return true;
+    return false;
+}
+
+/* A bound submit's job (corral run's) stops when its connection closes,
+ * and only its: another connection's bound job and the same connection's
+ * unbound one run on. A bound job that ended and was removed by retention
+ * while its connection stayed is forgotten with it (the close after finds
+ * nothing of it; ASan sees a use after free if it did not). */
+static void test_bound_jobs_stop_with_their_connection(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *c1 = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    cr_conn_t *c2 = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+    register_remote(f, ag, 1);
+    char j1[32], w1[48], j2[32], w2[48], j3[32], w3[48], j4[32], w4[48];
+    submit_remote(f, c1, 2, true, j1, w1);
+    submit_remote(f, c2, 3, true, j2, w2);
+    submit_remote(f, c1, 4, false, j3, w3);
+    submit_remote(f, c2, 5, true, j4, w4);
+
+    /* j4 ends and retention removes it, c2 still open */
+    Corral__WorkerReport end = CORRAL__WORKER_REPORT__INIT;
+    end.worker_id = w4;
+    end.job_id = j4;
+    end.state = CORRAL__WORKER_STATE__WORKER_EXITED;
+    end.pid = 4242;
+    beat(f, ag, 1, &end, SAME);
+    D.keep_finished_ms = 1;
+    D.retention_last_ms = 0;
+    assert_int_equal(jobs_retention(cr_wall_ms() + 60000), 1);
+    assert_null(job_find(j4));
+
+    got_clear(&f->got);
+    head_harness_conn_closed(c1);
+    cr_conn_free_detached(c1);
+    for (int i = 0; i < 4; i++)
+        head_harness_run();
+    assert_true(stop_sent(f, w1));
+    assert_false(stop_sent(f, w2));
+    assert_false(stop_sent(f, w3));
+    assert_true(job_find(j1)->stopping);
+    assert_false(job_find(j2)->stopping);
+    assert_false(job_find(j3)->stopping);
+    assert_int_equal(events_of(f, c2, "client_gone", 6), 1);
+
+    got_clear(&f->got);
+    head_harness_conn_closed(c2);
+    cr_conn_free_detached(c2);
+    for (int i = 0; i < 4; i++)
+        head_harness_run();
+    assert_true(stop_sent(f, w2));
+    assert_false(stop_sent(f, w3));
+    assert_true(job_find(j2)->stopping);
+    assert_false(job_find(j3)->stopping);
+
+    head_harness_conn_closed(ag);
+    cr_conn_free_detached(ag);
 }
 
 /* Pins dead-node detection (daemon/nodes.c nodes_tick): a node is dead
@@ -989,6 +1076,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_paged_lists, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oversized_answer_is_an_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_job_status_env_on_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bound_jobs_stop_with_their_connection, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
