@@ -121,16 +121,20 @@ static void net_done(void *data)
 }
 
 /* A file of the session session_latest names, once the corral home and
- * the link have been checked (base/trust.c): NULL and why when not. */
-static char *session_file(const char *name, char *why, size_t size)
+ * the link have been checked (base/trust.c): NULL and why when not. dir
+ * (4096 bytes, "" at first) keeps the session found, so the socket and the
+ * token come from the same one, checked once. */
+static char *session_file(char *dir, const char *name, char *why, size_t size)
 {
-    char home[4096], dir[4096];
-    if (cr_home_path(home, sizeof(home)) < 0) {
+    char home[4096];
+    if (!dir[0] && cr_home_path(home, sizeof(home)) < 0) {
         snprintf(why, size, "CORRAL_HOME is too long");
         return NULL;
     }
-    if (cr_session_latest(home, dir, sizeof(dir), why, size) < 0)
+    if (!dir[0] && cr_session_latest(home, dir, 4096, why, size) < 0) {
+        dir[0] = '\0';
         return NULL;
+    }
     return cr_asprintf("%s/%s", dir, name);
 }
 
@@ -187,11 +191,11 @@ int corral_connect(const char *address, const char *token_path, corral_t **out, 
     *out = NULL;
     if (errmsg)
         *errmsg = NULL;
-    char *addr = NULL, *tok = NULL, why[1024] = "";
+    char *addr = NULL, *tok = NULL, why[1024] = "", session[4096] = "";
     if (!address || !address[0])
         address = getenv("CORRAL_ADDRESS");
-    addr =
-        address && address[0] ? cr_strdup(address) : session_file("corrald.sock", why, sizeof(why));
+    addr = address && address[0] ? cr_strdup(address)
+                                 : session_file(session, "corrald.sock", why, sizeof(why));
     if (!token_path || !token_path[0])
         token_path = getenv("CORRAL_TOKEN_FILE");
     /* inside a worker: its job credential, which its agent gave it in
@@ -200,7 +204,7 @@ int corral_connect(const char *address, const char *token_path, corral_t **out, 
     bool use_job = !(token_path && token_path[0]) && job_token && job_token[0];
     if (addr && !use_job)
         tok = token_path && token_path[0] ? cr_strdup(token_path)
-                                          : session_file("token", why, sizeof(why));
+                                          : session_file(session, "token", why, sizeof(why));
 
     corral_t *c = cr_calloc(1, sizeof(*c));
     c->log_fd = -1;
