@@ -35,7 +35,8 @@ static void remove_job(job_t *j)
 {
     for (int i = 0; D.logs && i < j->n; i++)
         remove_output(&j->wk[i]);
-    db_check(cr_state_job_delete(D.st, j->id)); /* its workers cascade, events below */
+    db_check(cr_state_job_delete(D.st, j->id)); /* its workers cascade */
+    db_check(cr_state_event_delete_job(D.st, j->id));
     job_free(j);
 }
 
@@ -63,8 +64,6 @@ size_t jobs_retention(int64_t now_ms)
         D.jobs.v[kept++] = j;
     }
     D.jobs.n = kept;
-    if (gone)
-        db_check(cr_state_event_delete_orphans(D.st));
     if (gone)
         cr_info("retention: %zu finished job(s) removed (keeping %u, each for %lld s)", gone, keep,
                 (long long)(age / 1000));

@@ -232,7 +232,7 @@ enum stmt_id {
     S_EVENT_TRIM,
     S_EVENT_NEWEST,
     S_EVENT_COUNT,
-    S_EVENT_DELETE_ORPHANS,
+    S_EVENT_DELETE_JOB,
     S_EVENT_LIST_JOB_NEWEST,
     S_EVENT_LIST_JOB,
     S__COUNT
@@ -312,8 +312,12 @@ static const char *const stmt_sql[S__COUNT] = {
     [S_EVENT_LIST_JOB] = "SELECT " EVENT_COLS " FROM events WHERE job_id = ?1 AND id > ?2 "
                          "ORDER BY id LIMIT ?3",
     [S_EVENT_COUNT] = "SELECT count(*) FROM events WHERE id > ?1",
-    [S_EVENT_DELETE_ORPHANS] = "DELETE FROM events WHERE job_id IS NOT NULL AND job_id NOT IN "
-                               "(SELECT id FROM jobs)",
+    /* through events_job: the rows read are the job's. Not one pass of
+     * "job_id NOT IN jobs" after a batch, which (with the index, schema 4)
+     * looked up every event's job: at 10,000 jobs kept and 50,000 events,
+     * 150 page reads a run and 20 ms or more of the loop once a second
+     * while retention removed jobs */
+    [S_EVENT_DELETE_JOB] = "DELETE FROM events WHERE job_id = ?1",
 };
 
 struct cr_state {
@@ -1676,13 +1680,14 @@ int cr_state_event_trim(cr_state_t *st, int64_t up_to_id)
     return run(st, s, false, "trimming the event log");
 }
 
-int cr_state_event_delete_orphans(cr_state_t *st)
+int cr_state_event_delete_job(cr_state_t *st, int64_t job_id)
 {
     sqlite3_stmt *s = NULL;
     int err = writable(st);
-    if (err || (err = prepare_w(st, S_EVENT_DELETE_ORPHANS, &s)))
+    if (err || (err = prepare_w(st, S_EVENT_DELETE_JOB, &s)))
         return err;
-    return run(st, s, false, "removing the events of removed jobs");
+    sqlite3_bind_int64(s, 1, job_id);
+    return run(st, s, false, "removing the events of a removed job");
 }
 
 void cr_state_event_list_free(cr_state_event_t *v, size_t n)

@@ -285,10 +285,9 @@ int cr_state_event_list_job(cr_state_t *st, int64_t job_id, int64_t after_id, si
 /* Deletes events with id <= up_to_id (the log is trimmed by the caller's
  * retention policy, never here). */
 int cr_state_event_trim(cr_state_t *st, int64_t up_to_id);
-/* Removes the events of jobs no longer in the jobs table (head/retention.c,
- * once after removing a batch of jobs: one pass over the events rather
- * than one per job). */
-int cr_state_event_delete_orphans(cr_state_t *st);
+/* Removes the events of job job_id (head/retention.c, with the job), read
+ * through the index events_job: the cost of the job's events only. */
+int cr_state_event_delete_job(cr_state_t *st, int64_t job_id);
 void cr_state_event_list_free(cr_state_event_t *v, size_t n);
 
 /* For tests and benchmarks only: the underlying connection (to shrink

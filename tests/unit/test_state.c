@@ -561,6 +561,27 @@ static void test_events(void **state)
     assert_int_equal(cr_state_event_count(st, 0, &cnt), 0);
     assert_int_equal(cnt, 5);
 
+    /* a removed job's events go through the same index (retention), the
+     * others stay */
+    assert_int_equal(sqlite3_prepare_v2(cr__state_db(st),
+                                        "EXPLAIN QUERY PLAN DELETE FROM events WHERE job_id = 1",
+                                        -1, &plan, NULL),
+                     SQLITE_OK);
+    indexed = false;
+    while (sqlite3_step(plan) == SQLITE_ROW)
+        indexed |= strstr((const char *)sqlite3_column_text(plan, 3), "INDEX events_job") != NULL;
+    sqlite3_finalize(plan);
+    assert_true(indexed);
+    assert_int_equal(cr_state_event_delete_job(st, job + 1), 0);
+    assert_int_equal(cr_state_event_count(st, 0, &cnt), 0);
+    assert_int_equal(cnt, 5);
+    assert_int_equal(cr_state_event_delete_job(st, job), 0);
+    assert_int_equal(cr_state_event_list(st, 0, 0, &v, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(v[0].id, ids[3]);
+    assert_int_equal(v[1].id, ids[4]);
+    cr_state_event_list_free(v, n);
+
     /* trimmed ids are never handed out again (a client reading
      * list-since(id) must not miss or repeat one) */
     assert_int_equal(cr_state_event_trim(st, ids[4]), 0);
