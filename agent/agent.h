@@ -138,7 +138,8 @@ int64_t agent_proc_stat(int pid, char *state);
  * files of the newest keep finished workers are kept, each for keep_ms
  * after it ended (0: these defaults, the head's --keep-finished-jobs and
  * --keep-finished-for defaults, CR_KEEP_FINISHED_DEFAULT in head.h); the
- * rest are removed, at most a batch a second. Files an earlier agent
+ * rest are removed, a batch a second (512 workers), or a batch every
+ * 100 ms while a sweep leaves some over the bounds. Files an earlier agent
  * process left in logs are found at start, aged by their mtime; a worker
  * running again is never touched. */
 #define AGENT_KEEP_FINISHED_DEFAULT 10000u
@@ -149,8 +150,12 @@ agent_keep_t *agent_keep_new(uv_loop_t *loop, const char *logs, const agent_t *c
                              uint32_t keep, int64_t keep_ms);
 /* worker_id's files are a finished worker's from ended_ms (wall clock). */
 void agent_keep_ended(agent_keep_t *k, const char *worker_id, int64_t ended_ms);
-/* Removes what is over the bounds now; returns how many workers' files. */
+/* Removes what is over the bounds now, a batch at most; returns how many
+ * workers' files. */
 size_t agent_keep_sweep(agent_keep_t *k, int64_t now_ms);
+/* Whether the last sweep removed a whole batch, so the next is due in
+ * 100 ms rather than a second. */
+bool agent_keep_behind(const agent_keep_t *k);
 /* Closes the timer; the rest is freed from its close callback. */
 void agent_keep_free(agent_keep_t *k);
 

@@ -21,6 +21,10 @@
 
 #define KEEP_EVERY_MS 1000
 #define KEEP_BATCH 512 /* workers' files removed per sweep at most: a turn stays short */
+/* after a sweep that removed a whole batch (more are over): the next one
+ * this soon, so the files kept stay at their bound while workers end
+ * faster than a batch a second, as the head's retention does */
+#define KEEP_BEHIND_MS 100
 
 typedef struct kept {
     char *worker_id;
@@ -34,6 +38,7 @@ struct agent_keep {
     uint32_t keep;
     int64_t keep_ms;
     CR_VEC(kept_t) v; /* oldest end first */
+    bool behind;      /* the last sweep dropped a whole batch */
 };
 
 static void on_closed(uv_handle_t *h)
@@ -72,6 +77,7 @@ size_t agent_keep_sweep(agent_keep_t *k, int64_t now_ms)
     while (drop < k->v.n && drop < KEEP_BATCH &&
            (drop < over || now_ms - k->v.v[drop].ended_ms > k->keep_ms))
         drop++;
+    k->behind = drop == KEEP_BATCH;
     if (!drop)
         return 0;
     int dfd = open(k->logs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -95,9 +101,17 @@ size_t agent_keep_sweep(agent_keep_t *k, int64_t now_ms)
     return gone;
 }
 
+bool agent_keep_behind(const agent_keep_t *k)
+{
+    return k->behind;
+}
+
 static void on_timer(uv_timer_t *t)
 {
-    agent_keep_sweep(t->data, cr_wall_ms());
+    agent_keep_t *k = t->data;
+    agent_keep_sweep(k, cr_wall_ms());
+    if (k->behind)
+        uv_timer_start(t, on_timer, KEEP_BEHIND_MS, KEEP_EVERY_MS);
 }
 
 static void forget(agent_keep_t *k, const char *worker_id)

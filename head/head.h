@@ -157,6 +157,7 @@ typedef struct head {
     uint32_t keep_finished;   /* retention.c: finished jobs kept */
     int64_t keep_finished_ms; /* and for how long after they finished */
     int64_t retention_last_ms;
+    bool retention_behind; /* the last sweep removed a whole batch: the next tick sweeps */
     /* events.c: the event log keeps the newest keep_events (0: the
      * default); the newest id appended, and the id trimmed up to */
     uint32_t keep_events;

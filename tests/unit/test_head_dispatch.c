@@ -542,6 +542,44 @@ static void test_bound_jobs_stop_with_their_connection(void **state)
     cr_conn_free_detached(ag);
 }
 
+/* Finished jobs over the count kept go 256 a sweep; while a sweep removes
+ * a whole batch the next one runs at the next tick, not a second later, so
+ * jobs that end faster than 256 a second do not pile up without bound. */
+static void test_retention_catches_up(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *c = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    for (uint64_t i = 0; i < 600; i++) { /* each fails at once in the harness: finished */
+        submit_msg_t m;
+        head_dispatch(c, submit_msg(&m, "GPU", CR_QTY_ONE, NULL));
+        head_harness_run();
+        got_clear(&f->got);
+    }
+    for (int i = 0; i < 4; i++)
+        head_harness_run();
+    assert_int_equal(D.jobs.n, 600);
+    D.keep_finished = 10;
+    D.retention_last_ms = 0;
+    int64_t t = cr_wall_ms();
+    assert_int_equal(jobs_retention(t), 256);
+    assert_int_equal(jobs_retention(t + 100), 256); /* behind: the next tick */
+    assert_int_equal(jobs_retention(t + 200), 78);
+    assert_int_equal(D.jobs.n, 10);
+    assert_int_equal(jobs_retention(t + 300), 0); /* caught up: a second apart again */
+    /* a second after the last sweep: the count's bound holds as before */
+    for (uint64_t i = 0; i < 3; i++) {
+        submit_msg_t m;
+        head_dispatch(c, submit_msg(&m, "GPU", CR_QTY_ONE, NULL));
+        head_harness_run();
+    }
+    assert_int_equal(jobs_retention(t + 700), 0);
+    assert_int_equal(jobs_retention(t + 1300), 3);
+    assert_int_equal(D.jobs.n, 10);
+    got_clear(&f->got);
+    head_harness_conn_closed(c);
+    cr_conn_free_detached(c);
+}
+
 /* Pins dead-node detection (daemon/nodes.c nodes_tick): a node is dead
  * once dead_ms passed without word from its agent (dead_ms, not suspect_ms
  * + dead_ms), and a node known from state.db after a head restart, whose
@@ -1078,6 +1116,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_job_status_env_on_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bound_jobs_stop_with_their_connection, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_retention_catches_up, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

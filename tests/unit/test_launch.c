@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include "agent/agent.h"
 #include "agent/launch.h"
 #include <dirent.h>
 #include <fcntl.h>
@@ -1205,6 +1206,57 @@ static void test_log_spares(void **state)
     remove_tmpdir(dir);
 }
 
+static size_t files_in(const char *d)
+{
+    DIR *dir = opendir(d);
+    assert_non_null(dir);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)))
+        n += e->d_name[0] != '.';
+    closedir(dir);
+    return n;
+}
+
+/* An agent's files of finished workers over its count go a batch (512
+ * workers) a sweep, the oldest first; a sweep that removed a whole batch
+ * says the next is due soon (agent_keep_behind: 100 ms, not a second),
+ * so workers that end faster than a batch a second do not pile up. */
+static void test_keep_catches_up(void **state)
+{
+    CR_UNUSED(state);
+    char *dir = make_tmpdir();
+    time_t t0 = time(NULL) - 1000; /* ended in the last 1,000 s, a second apart */
+    for (int i = 0; i < 600; i++)
+        for (int x = 0; x < 2; x++) {
+            char *p = cr_asprintf("%s/job%d-w0.%s", dir, i, x ? "err" : "out");
+            assert_true(close(open(p, O_WRONLY | O_CREAT | O_EXCL, 0644)) == 0);
+            struct timespec ts[2] = {{.tv_sec = t0 + i}, {.tv_sec = t0 + i}};
+            assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0);
+            free(p);
+        }
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    const agent_t *none = NULL;
+    agent_keep_t *k = agent_keep_new(&loop, dir, &none, 10, 24 * 3600 * 1000LL);
+    int64_t now = cr_wall_ms();
+    assert_int_equal(agent_keep_sweep(k, now), 512);
+    assert_true(agent_keep_behind(k));
+    assert_int_equal(files_in(dir), 2 * 88);
+    char first[96];
+    snprintf(first, sizeof(first), "%s/job511-w0.out", dir); /* the oldest went */
+    assert_int_equal(access(first, F_OK), -1);
+    snprintf(first, sizeof(first), "%s/job512-w0.out", dir);
+    assert_int_equal(access(first, F_OK), 0);
+    assert_int_equal(agent_keep_sweep(k, now), 78);
+    assert_false(agent_keep_behind(k));
+    assert_int_equal(files_in(dir), 2 * 10);
+    assert_int_equal(agent_keep_sweep(k, now), 0);
+    agent_keep_free(k);
+    loop_finish(&loop);
+    remove_tmpdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1226,6 +1278,7 @@ int main(void)
         cmocka_unit_test(test_bad_spec),
         cmocka_unit_test(test_logs),
         cmocka_unit_test(test_log_spares),
+        cmocka_unit_test(test_keep_catches_up),
     };
     int failed = cmocka_run_group_tests_name("pidfd", tests, NULL, NULL);
     /* again on the path of kernels without pidfd_open: SIGCHLD */
