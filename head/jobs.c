@@ -105,6 +105,7 @@ void job_check_done(job_t *j)
     event("finished", j, "%s (exit code %d)", cr_job_state_name(j->state), j->exit_code);
     stop_children(j);
     cr_waiters_wake(j); /* JobStatus requests waiting for this end */
+    job_drop_env(j);
     release_placement(j);
     follow_pump();
     try_pending();
@@ -619,6 +620,39 @@ static char *spec_json(const Corral__JobSpec *s, const uint8_t *pb, size_t len)
     return out;
 }
 
+/* spec_json's reader: the spec from its "pb" (recover.c, and a with_env
+ * answer about a job that has ended, job_drop_env). */
+Corral__JobSpec *job_spec_load(const char *sj)
+{
+    json_t *o = sj ? json_loads(sj, 0, NULL) : NULL;
+    const char *hex = json_string_value(json_object_get(o, "pb"));
+    Corral__JobSpec *spec = NULL;
+    size_t len = hex ? strlen(hex) / 2 : 0;
+    uint8_t *pb = cr_malloc(len + 1);
+    if (hex && cr_hex_decode(hex, strlen(hex), pb))
+        spec = corral__job_spec__unpack(NULL, len, pb);
+    if (spec && (!spec->worker || spec->worker->n_argv == 0)) {
+        corral__job_spec__free_unpacked(spec, NULL);
+        spec = NULL;
+    }
+    free(pb);
+    json_decref(o);
+    return spec;
+}
+
+void job_drop_env(job_t *j)
+{
+    Corral__WorkerSpec *w = j->spec ? j->spec->worker : NULL;
+    if (!w || !w->n_env)
+        return;
+    for (size_t i = 0; i < w->n_env; i++)
+        corral__key_value__free_unpacked(w->env[i], NULL);
+    free(w->env);
+    w->env = NULL;
+    w->n_env = 0;
+    j->env_dropped = true;
+}
+
 static const cr_restart_policy_t restart_policy_db[] = {
     [CORRAL__RESTART_POLICY__RESTART_NONE] = CR_RESTART_NONE,
     [CORRAL__RESTART_POLICY__RESTART_WORKER] = CR_RESTART_WORKER,
@@ -960,15 +994,41 @@ static void job_info_answer(cr_conn_t *c, uint64_t id, const job_t *j, bool with
     Corral__JobInfo info, brief;
     Corral__JobSpec spec;
     Corral__WorkerSpec worker;
+    Corral__JobSpec *stored = NULL; /* a job that has ended: its environment from state.db */
+    if (with_env && j->env_dropped) {
+        cr_state_job_t row;
+        int err = cr_state_job_get(D.st, j->id, &row);
+        if (!err) {
+            stored = job_spec_load(row.spec_json);
+            cr_state_job_free(&row);
+        }
+        if (!stored) {
+            cr_conn_reply_error(c, id, err < 0 ? err : CR_EIO,
+                                "job %s has ended and its environment cannot be read back from "
+                                "state.db (%s): ask without it",
+                                j->idstr, err < 0 ? cr_state_errmsg(D.st) : "its spec is damaged");
+            return;
+        }
+    }
     info_mem_t m;
     number_pending();
     info_fill(j, &info, &m);
+    if (stored) { /* the kept spec, but the stored environment */
+        spec = *info.spec;
+        worker = *spec.worker;
+        worker.env = stored->worker->env;
+        worker.n_env = stored->worker->n_env;
+        spec.worker = &worker;
+        info.spec = &spec;
+    }
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_JOB_INFO;
     a.job_info =
         with_env ? &info : (Corral__JobInfo *)cr_msg_job_info_brief(&info, &brief, &spec, &worker);
     reply_to(c, id, &a);
     info_fini(&m);
+    if (stored)
+        corral__job_spec__free_unpacked(stored, NULL);
 }
 
 static void send_job_info(cr_conn_t *c, uint64_t id, void *key)

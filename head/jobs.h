@@ -62,6 +62,9 @@ struct job {
     uint32_t qpos;        /* its place in D.pending, as number_pending last counted */
     cr_conn_t *owner;     /* a bound submit's connection: stopped when it closes */
     bool has_children;    /* a job was submitted with this one as its parent */
+    /* ended: its workers' environment left memory (job_drop_env); state.db
+     * keeps it, read back for a JobStatus with_env */
+    bool env_dropped;
     /* submitted in this turn and recorded in its open transaction, not yet
      * committed: nothing of it starts before the commit (jobs_committed) */
     bool uncommitted;
@@ -80,6 +83,13 @@ void job_fail(job_t *j, int code, const char *fmt, ...) __attribute__((format(pr
 void job_check_done(job_t *j);
 void job_set_state(job_t *j, cr_job_state_t s, const char *reason);
 void job_free(job_t *j);
+/* A spec as state.db keeps it (jobs.spec_json, its "pb"): NULL when it is
+ * missing or damaged. */
+Corral__JobSpec *job_spec_load(const char *spec_json);
+/* Frees the workers' environment of a job that has ended (a submitter's
+ * whole one for corral run: most of what a finished job holds, 10,000
+ * of them kept by default). */
+void job_drop_env(job_t *j);
 /* Its bundles from its spec (0, or an error with why), its worker table. */
 int job_bundles(job_t *j, char *why, size_t size);
 void job_workers(job_t *j);

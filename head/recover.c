@@ -5,30 +5,9 @@
  * jobs module (jobs.h). */
 #include "head/jobs.h"
 #include <dirent.h>
-#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
-
-/* The spec stored by spec_json ("pb": the packed spec in hex); NULL when
- * it is missing or damaged. */
-static Corral__JobSpec *spec_load(const char *sj)
-{
-    json_t *o = sj ? json_loads(sj, 0, NULL) : NULL;
-    const char *hex = json_string_value(json_object_get(o, "pb"));
-    Corral__JobSpec *spec = NULL;
-    size_t len = hex ? strlen(hex) / 2 : 0;
-    uint8_t *pb = cr_malloc(len + 1);
-    if (hex && cr_hex_decode(hex, strlen(hex), pb))
-        spec = corral__job_spec__unpack(NULL, len, pb);
-    if (spec && (!spec->worker || spec->worker->n_argv == 0)) {
-        corral__job_spec__free_unpacked(spec, NULL);
-        spec = NULL;
-    }
-    free(pb);
-    json_decref(o);
-    return spec;
-}
 
 static const Corral__WorkerState worker_state_proto[] = {
     [CR_WORKER_PENDING] = CORRAL__WORKER_STATE__WORKER_UNSPECIFIED,
@@ -43,7 +22,7 @@ static const Corral__WorkerState worker_state_proto[] = {
  * be read (an active one is then failed in the database). */
 static job_t *job_load(const cr_state_job_t *r)
 {
-    Corral__JobSpec *spec = spec_load(r->spec_json);
+    Corral__JobSpec *spec = job_spec_load(r->spec_json);
     if (!spec) {
         cr_warn("state: job %lld: its spec cannot be read back; left out", (long long)r->id);
         if (!cr_job_state_is_final(r->state))
@@ -62,6 +41,8 @@ static job_t *job_load(const cr_state_job_t *r)
     j->restarts = r->restarts;
     j->submitted_ms = r->created_ms;
     j->finished_ms = cr_job_state_is_final(r->state) ? r->updated_ms : 0;
+    if (cr_job_state_is_final(r->state))
+        job_drop_env(j);
     j->n = spec->num_workers ? (int)spec->num_workers : 1;
     if (spec->placement_group && spec->placement_group[0])
         j->pg = pg_find(spec->placement_group);

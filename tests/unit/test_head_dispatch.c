@@ -542,6 +542,89 @@ static void test_bound_jobs_stop_with_their_connection(void **state)
     cr_conn_free_detached(ag);
 }
 
+/* with_env asked about this connection's job id: its workers' environment */
+static const Corral__WorkerSpec *status_with_env(fx_t *f, cr_conn_t *c, const char *id,
+                                                 uint64_t rid, bool with)
+{
+    Corral__JobStatusRequest sr = CORRAL__JOB_STATUS_REQUEST__INIT;
+    sr.job_id = (char *)id;
+    sr.with_env = with;
+    Corral__Envelope s = CORRAL__ENVELOPE__INIT;
+    s.body_case = CORRAL__ENVELOPE__BODY_JOB_STATUS;
+    s.job_status = &sr;
+    const Corral__Envelope *a = send_got(f, c, &s, rid);
+    if (a->body_case == CORRAL__ENVELOPE__BODY_ERROR)
+        return NULL;
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_INFO);
+    return a->job_info->spec->worker;
+}
+
+/* A job that has ended lets go of its workers' environment (a corral run
+ * sends the submitter's whole one, and 10,000 ended jobs are kept); a
+ * with_env answer reads it back from state.db, the same variables, and
+ * one that cannot is an error that says so, not an empty environment. */
+static void test_ended_job_env_from_state_db(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+    register_remote(f, ag, 1);
+    submit_msg_t m;
+    Corral__Envelope *e = submit_msg(&m, "CPU", CR_QTY_ONE, "corral.io/node-id=remote-1");
+    Corral__KeyValue kv[2] = {CORRAL__KEY_VALUE__INIT, CORRAL__KEY_VALUE__INIT};
+    kv[0].key = "HOME";
+    kv[0].value = "/root";
+    kv[1].key = "LANG";
+    kv[1].value = "C.UTF-8";
+    Corral__KeyValue *kvs[2] = {&kv[0], &kv[1]};
+    m.ws.env = kvs;
+    m.ws.n_env = 2;
+    got_clear(&f->got);
+    const Corral__Envelope *a = send_got(f, cl, e, 2);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
+    char id[32], wid[48] = "";
+    cr_strlcpy(id, a->job_submitted->job_id, sizeof(id));
+    for (size_t i = 0; i < f->got.n; i++)
+        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_START)
+            cr_strlcpy(wid, f->got.v[i]->worker_start->worker_id, sizeof(wid));
+    const Corral__WorkerSpec *w = status_with_env(f, cl, id, 3, true);
+    assert_int_equal(w->n_env, 2); /* running: from memory */
+    assert_false(job_find(id)->env_dropped);
+
+    Corral__WorkerReport end = CORRAL__WORKER_REPORT__INIT;
+    end.worker_id = wid;
+    end.job_id = id;
+    end.state = CORRAL__WORKER_STATE__WORKER_EXITED;
+    end.pid = 4242;
+    beat(f, ag, 1, &end, SAME);
+    job_t *j = job_find(id);
+    assert_true(cr_job_state_is_final(j->state));
+    assert_true(j->env_dropped);
+    assert_int_equal(j->spec->worker->n_env, 0);
+    w = status_with_env(f, cl, id, 4, true);
+    assert_non_null(w);
+    assert_int_equal(w->n_env, 2);
+    assert_string_equal(w->env[0]->key, "HOME");
+    assert_string_equal(w->env[1]->value, "C.UTF-8");
+    assert_string_equal(w->argv[0], "true"); /* the rest as kept */
+    assert_int_equal(status_with_env(f, cl, id, 5, false)->n_env, 0);
+
+    /* a stored spec that cannot be read: said */
+    char sql[128];
+    snprintf(sql, sizeof(sql), "UPDATE jobs SET spec_json = '{}' WHERE id = %s", id);
+    assert_int_equal(sqlite3_exec(cr__state_db(D.st), sql, NULL, NULL, NULL), SQLITE_OK);
+    got_clear(&f->got);
+    assert_null(status_with_env(f, cl, id, 6, true));
+    a = answer(&f->got, 6);
+    assert_non_null(strstr(a->error->message, "cannot be read back from state.db"));
+    assert_int_equal(status_with_env(f, cl, id, 7, false)->n_env, 0);
+
+    head_harness_conn_closed(ag);
+    head_harness_conn_closed(cl);
+    cr_conn_free_detached(ag);
+    cr_conn_free_detached(cl);
+}
+
 /* Finished jobs over the count kept go 256 a sweep; while a sweep removes
  * a whole batch the next one runs at the next tick, not a second later, so
  * jobs that end faster than 256 a second do not pile up without bound. */
@@ -1117,6 +1200,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bound_jobs_stop_with_their_connection, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_retention_catches_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ended_job_env_from_state_db, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
