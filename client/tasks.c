@@ -2507,6 +2507,22 @@ int corral_actor_get(corral_tasks_t *t, const char *name, corral_actor_t **out)
         free(job);
         return sock;
     }
+    /* from here the I/O thread's (and a waiting caller's) conn_readable
+     * reads it until EAGAIN, under t->lock: the handshake's blocking
+     * socket, with its 10 s timeouts, made that last read wait for the
+     * next answer, or 10 s, with the lock held (each looked-up actor's
+     * last answer cost 10 s, and under load the calls behind it stalled) */
+    int fl = fcntl(sock, F_GETFL);
+    struct timeval none = {0, 0};
+    if (fl < 0 || fcntl(sock, F_SETFL, fl | O_NONBLOCK) < 0 ||
+        setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none)) < 0 ||
+        setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none)) < 0) {
+        int e = -errno;
+        close(sock);
+        fail(e, "actor %s (job %s): its connection: %s", name, job, cr_strerror(e));
+        free(job);
+        return e;
+    }
     corral_actor_t *a = cr_calloc(1, sizeof(*a));
     a->t = t;
     a->cls = cr_strdup(cls);
