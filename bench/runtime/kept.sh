@@ -5,9 +5,9 @@
 # posix_spawn floor; rounds take turns (floor, fresh, kept). A cost the
 # head pays per job it keeps shows as the kept rate falling below the
 # fresh one; the ratio kept/fresh should be 1. Each head in a CORRAL_HOME
-# of its own under /root when it is writable (creating files under a /tmp
-# that benches and tests just emptied costs up to 1 ms on this VM's disk:
-# bench/runtime/run.sh seq_log_dir_file_create_p50), else under /tmp.
+# of its own under BENCH_DIR (default /tmp); what creating a file there
+# costs is printed too (create_p50.py: 10 us, or up to 1 ms on this VM's
+# disk after a cleanup nearby).
 #
 #   bench/runtime/kept.sh                          (KEPT=10000 SEQ=200 ROUNDS=5)
 #   CORRAL_BUILD_DIR=/some/old/build bench/runtime/kept.sh   (a before figure)
@@ -23,8 +23,7 @@ SPAWN="$SRC/build/bench/bench_runtime_spawn"
 for f in "$CORRAL" "$BUILD/corrald" "$SPAWN"; do
     [ -x "$f" ] || { echo "bench/runtime/kept: no $f; run make build first" >&2; exit 2; }
 done
-base=/tmp
-[ -w /root ] && base=/root
+base="${BENCH_DIR:-/tmp}"
 TMP="$(mktemp -d "$base/bench-kept.XXXXXX")"
 homes=("$TMP/fresh" "$TMP/kept")
 cleanup() {
@@ -59,6 +58,7 @@ done
 hz=$(getconf CLK_TCK)
 cf=$(awk -v a="$t0f" -v b="$(head_ticks "$TMP/fresh")" -v n=$((SEQ * ROUNDS)) -v hz="$hz" 'BEGIN{printf "%.3f", (b - a) * 1000 / hz / n}')
 ck=$(awk -v a="$t0k" -v b="$(head_ticks "$TMP/kept")" -v n=$((SEQ * ROUNDS)) -v hz="$hz" 'BEGIN{printf "%.3f", (b - a) * 1000 / hz / n}')
+python3 "$SRC/bench/runtime/create_p50.py" "$TMP/kept/session_latest/logs" kept_log_dir_file_create_p50
 f=$(awk '{print $3}' "$TMP/floor" | median)
 a=$(awk '{print $3}' "$TMP/fresh.r" | median)
 b=$(awk '{print $3}' "$TMP/kept.r" | median)

@@ -179,25 +179,8 @@ echo "figure seq_posix_spawn_true_latency_p50 $(awk '{print $4}' "$TMP/seq_floor
 ratio seq_posix_spawn_true "$rate" "$floor"
 # Each run's worker gets two new files in the session's logs/ (its .out and
 # .err, renamed from spares made ahead: docs/workers.md "Logs"), which the
-# floor does not pay. On ext4 without a journal the inode allocator looks
-# past every inode the directory's block group freed in the last 30 s (330
-# s until the inode table is written back), so the same creation costs 10
-# us or over 1 ms depending on what was deleted nearby just before (a
-# benchmark's cleanup, a build's): the median creation of a file there,
-# measured now, says which this run met.
-"$PY" - "$CORRAL_HOME/session_latest/logs" <<'PY'
-import os, sys, time
-d = os.path.join(sys.argv[1], ".bench-create")
-os.mkdir(d)
-t = []
-for i in range(64):
-    p = os.path.join(d, str(i))
-    a = time.perf_counter()
-    os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    t.append(time.perf_counter() - a)
-t.sort()
-print("figure seq_log_dir_file_create_p50 %.1f us" % (t[len(t) // 2] * 1e6))
-PY
+# floor does not pay; what a creation there costs now (create_p50.py)
+"$PY" "$SRC/bench/runtime/create_p50.py" "$CORRAL_HOME/session_latest/logs" seq_log_dir_file_create_p50
 if [ "$slurm_up" = 1 ]; then
     "$PEERS/09_slurm_stop.sh" >&2; slurm_up=0
     s50=$(awk '{print $4}' "$TMP/seq_srun" | median)
