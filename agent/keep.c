@@ -31,6 +31,16 @@ typedef struct kept {
     int64_t ended_ms; /* wall clock */
 } kept_t;
 
+/* The ids in the vector, for agent_keep_ended's look for an earlier end of
+ * the same worker: an open-addressed table of pointers to the vector's
+ * strings (linear probing, deletion by backward shift), at most half
+ * full. Without it that look compared the id with every one kept: 50 us
+ * a worker's end at the default 10,000. */
+typedef struct idset {
+    const char **slot;
+    size_t cap, n; /* cap: 0 or a power of two */
+} idset_t;
+
 struct agent_keep {
     uv_timer_t timer;
     const agent_t *const *agent;
@@ -38,8 +48,63 @@ struct agent_keep {
     uint32_t keep;
     int64_t keep_ms;
     CR_VEC(kept_t) v; /* oldest end first */
+    idset_t ids;      /* v's worker ids */
     bool behind;      /* the last sweep dropped a whole batch */
 };
+
+/* The slot holding id, or the free one where it would go (cap > 0). */
+static size_t idset_at(const idset_t *s, const char *id)
+{
+    size_t i = (size_t)cr_hash_str(id) & (s->cap - 1);
+    while (s->slot[i] && strcmp(s->slot[i], id) != 0)
+        i = (i + 1) & (s->cap - 1);
+    return i;
+}
+
+static bool idset_has(const idset_t *s, const char *id)
+{
+    return s->cap && s->slot[idset_at(s, id)];
+}
+
+/* id: a string the vector owns, which stays put while it is there */
+static void idset_add(idset_t *s, const char *id)
+{
+    if (2 * (s->n + 1) > s->cap) {
+        idset_t g = {.cap = s->cap ? 2 * s->cap : 64, .n = s->n};
+        g.slot = cr_calloc(g.cap, sizeof(*g.slot));
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->slot[i])
+                g.slot[idset_at(&g, s->slot[i])] = s->slot[i];
+        free(s->slot);
+        *s = g;
+    }
+    size_t i = idset_at(s, id);
+    if (!s->slot[i]) {
+        s->slot[i] = id;
+        s->n++;
+    }
+}
+
+static void idset_del(idset_t *s, const char *id)
+{
+    if (!s->cap)
+        return;
+    size_t i = idset_at(s, id), mask = s->cap - 1;
+    if (!s->slot[i])
+        return;
+    s->slot[i] = NULL;
+    s->n--;
+    /* the entries after the hole in its run move back into it unless
+     * their home slot lies cyclically in (hole, their slot] */
+    for (size_t j = (i + 1) & mask; s->slot[j]; j = (j + 1) & mask) {
+        size_t h = (size_t)cr_hash_str(s->slot[j]) & mask;
+        if (i <= j ? (h > i && h <= j) : (h > i || h <= j))
+            continue;
+        s->slot[i] = s->slot[j];
+        s->slot[j] = NULL;
+        i = j;
+    }
+}
 
 static void on_closed(uv_handle_t *h)
 {
@@ -47,6 +112,7 @@ static void on_closed(uv_handle_t *h)
     for (size_t i = 0; i < k->v.n; i++)
         free(k->v.v[i].worker_id);
     CR_VEC_FREE(&k->v);
+    free(k->ids.slot);
     free(k->logs);
     free(k);
 }
@@ -86,6 +152,7 @@ size_t agent_keep_sweep(agent_keep_t *k, int64_t now_ms)
             remove_files(k, dfd, k->v.v[i].worker_id);
             gone++;
         }
+        idset_del(&k->ids, k->v.v[i].worker_id);
         free(k->v.v[i].worker_id);
     }
     if (dfd >= 0)
@@ -116,8 +183,11 @@ static void on_timer(uv_timer_t *t)
 
 static void forget(agent_keep_t *k, const char *worker_id)
 {
+    if (!idset_has(&k->ids, worker_id))
+        return; /* the common case: its first end */
     for (size_t i = 0; i < k->v.n; i++)
         if (strcmp(k->v.v[i].worker_id, worker_id) == 0) {
+            idset_del(&k->ids, k->v.v[i].worker_id);
             free(k->v.v[i].worker_id);
             memmove(k->v.v + i, k->v.v + i + 1, (k->v.n - i - 1) * sizeof(*k->v.v));
             k->v.n--;
@@ -136,6 +206,7 @@ void agent_keep_ended(agent_keep_t *k, const char *worker_id, int64_t ended_ms)
     CR_VEC_PUSH(&k->v);
     memmove(k->v.v + at + 1, k->v.v + at, (k->v.n - 1 - at) * sizeof(*k->v.v));
     k->v.v[at] = (kept_t){.worker_id = cr_strdup(worker_id), .ended_ms = ended_ms};
+    idset_add(&k->ids, k->v.v[at].worker_id);
 }
 
 static int by_end(const void *a, const void *b)
@@ -186,6 +257,8 @@ static void scan(agent_keep_t *k)
     }
     k->v.n = w;
     qsort(k->v.v, k->v.n, sizeof(*k->v.v), by_end);
+    for (size_t i = 0; i < k->v.n; i++)
+        idset_add(&k->ids, k->v.v[i].worker_id);
 }
 
 agent_keep_t *agent_keep_new(uv_loop_t *loop, const char *logs, const agent_t *const *agent,

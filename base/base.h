@@ -145,6 +145,9 @@ char *cr_strtrim(char *s);
 bool cr_str_has_prefix(const char *s, const char *prefix);
 /* n bytes as 2n lowercase hex digits in out (room for 2n + 1), terminated. */
 void cr_hex_encode(const uint8_t *b, size_t n, char *out);
+/* FNV-1a (64 bits) of a string, for the open-addressed tables of names
+ * (hw/node.c's environment merge, agent/keep.c's worker ids). */
+uint64_t cr_hash_str(const char *s);
 /* len hex digits (either case) as len / 2 bytes in out; false when len is
  * odd or a character is no hex digit (out then holds garbage). */
 bool cr_hex_decode(const char *hex, size_t len, uint8_t *out);

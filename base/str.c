@@ -169,6 +169,14 @@ void cr_hex_encode(const uint8_t *b, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
+uint64_t cr_hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 int cr_hex_digit(char c)
 {
     if (c >= '0' && c <= '9')

@@ -205,21 +205,12 @@ int cr_envlist_set(cr_envlist_t *env, const char *key, const char *value)
     return 0;
 }
 
-/* FNV-1a of a variable's name */
-static uint64_t key_hash(const char *k)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *k; k++)
-        h = (h ^ (unsigned char)*k) * 1099511628211ull;
-    return h;
-}
-
 /* The slot of key in an open-addressed table of cap (a power of two)
  * slots holding dst's indices + 1 (0: free): the one holding key, or the
  * free one where it goes. */
 static size_t key_slot(const size_t *slot, size_t cap, const cr_envlist_t *dst, const char *key)
 {
-    size_t i = (size_t)key_hash(key) & (cap - 1);
+    size_t i = (size_t)cr_hash_str(key) & (cap - 1);
     while (slot[i] && strcmp(dst->vars.v[slot[i] - 1].key, key) != 0)
         i = (i + 1) & (cap - 1);
     return i;

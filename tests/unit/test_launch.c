@@ -1257,6 +1257,83 @@ static void test_keep_catches_up(void **state)
     remove_tmpdir(dir);
 }
 
+static void touch_worker(const char *dir, const char *id)
+{
+    for (int x = 0; x < 2; x++) {
+        char *p = cr_asprintf("%s/%s.%s", dir, id, x ? "err" : "out");
+        int fd = open(p, O_WRONLY | O_CREAT, 0644);
+        assert_true(fd >= 0);
+        close(fd);
+        free(p);
+    }
+}
+
+static bool worker_files(const char *dir, const char *id)
+{
+    char *p = cr_asprintf("%s/%s.out", dir, id);
+    bool there = access(p, F_OK) == 0;
+    free(p);
+    return there;
+}
+
+/* A worker that ends again (a restart on this node appends to the same
+ * files) counts once, at its newest end: found among the ids kept through
+ * their table, also after many came and went (its deletions keep every
+ * other id findable). */
+static void test_keep_restart_counts_once(void **state)
+{
+    CR_UNUSED(state);
+    char *dir = make_tmpdir();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    const agent_t *none = NULL;
+    agent_keep_t *k = agent_keep_new(&loop, dir, &none, 3, 24 * 3600 * 1000LL);
+    int64_t t = cr_wall_ms();
+    const char *ids[] = {"jobA-w0", "jobB-w0", "jobC-w0", "jobD-w0"};
+    for (int i = 0; i < 4; i++)
+        touch_worker(dir, ids[i]);
+    agent_keep_ended(k, ids[0], t);
+    agent_keep_ended(k, ids[1], t + 1);
+    agent_keep_ended(k, ids[2], t + 2);
+    agent_keep_ended(k, ids[0], t + 3); /* A again: 3 workers, not 4 */
+    assert_int_equal(agent_keep_sweep(k, t + 4), 0);
+    agent_keep_ended(k, ids[3], t + 5);
+    assert_int_equal(agent_keep_sweep(k, t + 6), 1); /* the oldest end now: B's */
+    assert_false(worker_files(dir, ids[1]));
+    assert_true(worker_files(dir, ids[0]));
+    assert_true(worker_files(dir, ids[2]));
+    assert_true(worker_files(dir, ids[3]));
+    agent_keep_free(k);
+
+    /* many: 3,000 end, the oldest swept a batch at a time down to 100;
+     * then each of those ends again, some twice, and they still count
+     * 100 (an id the table lost would count twice and one would go) */
+    remove_tmpdir(dir);
+    dir = make_tmpdir();
+    k = agent_keep_new(&loop, dir, &none, 100, 24 * 3600 * 1000LL);
+    char id[32];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(id, sizeof(id), "job%d-w%d", i / 4, i % 4);
+        agent_keep_ended(k, id, t + i);
+    }
+    size_t gone = 0;
+    for (int i = 0; i < 8; i++)
+        gone += agent_keep_sweep(k, t + 3000);
+    assert_int_equal(gone, 2900);
+    for (int again = 0; again < 2; again++)
+        for (int i = 2900; i < 3000; i += again ? 7 : 1) {
+            snprintf(id, sizeof(id), "job%d-w%d", i / 4, i % 4);
+            agent_keep_ended(k, id, t + 4000 + again * 1000 + i);
+        }
+    assert_int_equal(agent_keep_sweep(k, t + 6000), 0);
+    agent_keep_ended(k, "job750-w0", t + 7000); /* one more than 100: one goes */
+    assert_int_equal(agent_keep_sweep(k, t + 7001), 1);
+    assert_int_equal(agent_keep_sweep(k, t + 7002), 0);
+    agent_keep_free(k);
+    loop_finish(&loop);
+    remove_tmpdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1279,6 +1356,7 @@ int main(void)
         cmocka_unit_test(test_logs),
         cmocka_unit_test(test_log_spares),
         cmocka_unit_test(test_keep_catches_up),
+        cmocka_unit_test(test_keep_restart_counts_once),
     };
     int failed = cmocka_run_group_tests_name("pidfd", tests, NULL, NULL);
     /* again on the path of kernels without pidfd_open: SIGCHLD */
