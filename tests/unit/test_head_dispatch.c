@@ -114,11 +114,26 @@ static const Corral__JobInfo *job_info(fx_t *f, cr_conn_t *c, const char *job_id
 typedef struct submit_msg {
     char *argv[1];
     Corral__Quantity q, *qs[1];
+    Corral__KeyValue kv[2], *kvs[2];
     Corral__WorkerSpec ws;
     Corral__JobSpec spec;
     Corral__JobSubmit js;
     Corral__Envelope e;
 } submit_msg_t;
+
+/* m's workers get an environment: HOME=/root, LANG=C.UTF-8 */
+static void submit_env(submit_msg_t *m)
+{
+    static const char *const kv[2][2] = {{"HOME", "/root"}, {"LANG", "C.UTF-8"}};
+    for (int i = 0; i < 2; i++) {
+        m->kv[i] = (Corral__KeyValue)CORRAL__KEY_VALUE__INIT;
+        m->kv[i].key = (char *)kv[i][0];
+        m->kv[i].value = (char *)kv[i][1];
+        m->kvs[i] = &m->kv[i];
+    }
+    m->ws.env = m->kvs;
+    m->ws.n_env = 2;
+}
 
 /* A one-worker job running `true` with amount of resource res, on nodes
  * matching selector (NULL: any). */
@@ -456,14 +471,17 @@ static void test_heartbeat_changes_and_free(void **state)
     cr_conn_free_detached(cl);
 }
 
-/* A one-CPU job on remote-1 submitted on c, bound to c or not: its id and
- * its worker's from the WorkerStart the head sent the agent. */
-static void submit_remote(fx_t *f, cr_conn_t *c, uint64_t id, bool bound, char job_id[32],
+/* A one-CPU job on remote-1 submitted on c, bound to c or not, with
+ * submit_env's environment or none: its id and its worker's from the
+ * WorkerStart the head sent the agent. */
+static void submit_remote(fx_t *f, cr_conn_t *c, uint64_t id, bool bound, bool env, char job_id[32],
                           char worker_id[48])
 {
     submit_msg_t m;
     Corral__Envelope *e = submit_msg(&m, "CPU", CR_QTY_ONE, "corral.io/node-id=remote-1");
     m.js.bound = bound;
+    if (env)
+        submit_env(&m);
     got_clear(&f->got);
     const Corral__Envelope *a = send_got(f, c, e, id);
     assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
@@ -498,10 +516,10 @@ static void test_bound_jobs_stop_with_their_connection(void **state)
     cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
     register_remote(f, ag, 1);
     char j1[32], w1[48], j2[32], w2[48], j3[32], w3[48], j4[32], w4[48];
-    submit_remote(f, c1, 2, true, j1, w1);
-    submit_remote(f, c2, 3, true, j2, w2);
-    submit_remote(f, c1, 4, false, j3, w3);
-    submit_remote(f, c2, 5, true, j4, w4);
+    submit_remote(f, c1, 2, true, false, j1, w1);
+    submit_remote(f, c2, 3, true, false, j2, w2);
+    submit_remote(f, c1, 4, false, false, j3, w3);
+    submit_remote(f, c2, 5, true, false, j4, w4);
 
     /* j4 ends and retention removes it, c2 still open */
     Corral__WorkerReport end = CORRAL__WORKER_REPORT__INIT;
@@ -569,24 +587,8 @@ static void test_ended_job_env_from_state_db(void **state)
     cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
     cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
     register_remote(f, ag, 1);
-    submit_msg_t m;
-    Corral__Envelope *e = submit_msg(&m, "CPU", CR_QTY_ONE, "corral.io/node-id=remote-1");
-    Corral__KeyValue kv[2] = {CORRAL__KEY_VALUE__INIT, CORRAL__KEY_VALUE__INIT};
-    kv[0].key = "HOME";
-    kv[0].value = "/root";
-    kv[1].key = "LANG";
-    kv[1].value = "C.UTF-8";
-    Corral__KeyValue *kvs[2] = {&kv[0], &kv[1]};
-    m.ws.env = kvs;
-    m.ws.n_env = 2;
-    got_clear(&f->got);
-    const Corral__Envelope *a = send_got(f, cl, e, 2);
-    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
-    char id[32], wid[48] = "";
-    cr_strlcpy(id, a->job_submitted->job_id, sizeof(id));
-    for (size_t i = 0; i < f->got.n; i++)
-        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_START)
-            cr_strlcpy(wid, f->got.v[i]->worker_start->worker_id, sizeof(wid));
+    char id[32], wid[48];
+    submit_remote(f, cl, 2, false, true, id, wid);
     const Corral__WorkerSpec *w = status_with_env(f, cl, id, 3, true);
     assert_int_equal(w->n_env, 2); /* running: from memory */
     assert_false(job_find(id)->env_dropped);
@@ -615,7 +617,7 @@ static void test_ended_job_env_from_state_db(void **state)
     assert_int_equal(sqlite3_exec(cr__state_db(D.st), sql, NULL, NULL, NULL), SQLITE_OK);
     got_clear(&f->got);
     assert_null(status_with_env(f, cl, id, 6, true));
-    a = answer(&f->got, 6);
+    const Corral__Envelope *a = answer(&f->got, 6);
     assert_non_null(strstr(a->error->message, "cannot be read back from state.db"));
     assert_int_equal(status_with_env(f, cl, id, 7, false)->n_env, 0);
 
@@ -926,14 +928,7 @@ static void test_job_status_env_on_request(void **state)
     cr_conn_t *c = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
     submit_msg_t m;
     Corral__Envelope *e = submit_msg(&m, "GPU", CR_QTY_ONE, NULL);
-    Corral__KeyValue kv[2] = {CORRAL__KEY_VALUE__INIT, CORRAL__KEY_VALUE__INIT};
-    kv[0].key = "HOME";
-    kv[0].value = "/root";
-    kv[1].key = "LANG";
-    kv[1].value = "C.UTF-8";
-    Corral__KeyValue *kvs[2] = {&kv[0], &kv[1]};
-    m.ws.env = kvs;
-    m.ws.n_env = 2;
+    submit_env(&m);
     char id[32];
     submit_id(f, c, e, id, sizeof(id));
     for (int with = 0; with < 2; with++) {
