@@ -20,6 +20,7 @@ ROUNDS="${ROUNDS:-5}"
 FLOOR_N="${FLOOR_N:-500}"
 CORRAL="$BUILD/corral"
 SPAWN="$SRC/build/bench/bench_runtime_spawn"
+command -v jq >/dev/null || { echo "bench/runtime/kept: needs jq (scripts/deps.sh)" >&2; exit 2; }
 for f in "$CORRAL" "$BUILD/corrald" "$SPAWN"; do
     [ -x "$f" ] || { echo "bench/runtime/kept: no $f; run make build first" >&2; exit 2; }
 done
