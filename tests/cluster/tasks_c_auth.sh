@@ -32,9 +32,12 @@ fake_owner() {
     PORT=$(cat "$pf" 2>/dev/null)
     [ -n "$PORT" ] || fail "the fake owner did not listen: $(cat "$OUT.err")"
 }
+# fake_result: waits for the fake (in this shell: a $(...) subshell's wait
+# does not wait for its parent's child, and then read the file while the
+# fake was still writing it, empty under load); sets RES to what it saw
 fake_result() {
     wait "$FPID"
-    cat "$OUT" 2>/dev/null || echo "no result: $(cat "$OUT.err")"
+    RES=$(cat "$OUT" 2>/dev/null || echo "no result: $(cat "$OUT.err")")
 }
 
 # ---- the C worker ----
@@ -43,7 +46,8 @@ for mode in wrong missing reflect good; do
     err=$(cd /tmp && env CORRAL_TASK_LEASE=L1 CORRAL_TASK_OWNER="tcp:127.0.0.1:$PORT" \
         CORRAL_TASK_SECRET="$SECRET" timeout 120 "$EX" 2>&1)
     rc=$?
-    res=$(fake_result)
+    fake_result
+    res=$RES
     if [ $mode = good ]; then
         # 7 squared, little-endian int64
         [ $rc -eq 0 ] && [ "$res" = "returned 0 3100000000000000" ] &&
@@ -70,7 +74,8 @@ for mode in wrong reflect good; do
     err=$(cd /tmp && env "${PY_ENV[@]}" CORRAL_TASK_LEASE=L1 CORRAL_TASK_OWNER="tcp:127.0.0.1:$PORT" \
         CORRAL_TASK_SECRET="$SECRET" timeout 120 "$PY" -m corral._worker 2>&1)
     rc=$?
-    res=$(fake_result)
+    fake_result
+    res=$RES
     if [ $mode = good ]; then
         [ "${res%% *}" = returned ] && [ "$(cut -d' ' -f2 <<<"$res")" = 0 ] &&
             ok "Python worker: an owner with the right WELCOME mac is served" ||
@@ -96,7 +101,8 @@ print("connected")
 while not c.closed:  # the fake owner asks for INFO, then says BYE
     time.sleep(0.05)
 ' "$PORT" 2>&1)
-    res=$(fake_result)
+    fake_result
+    res=$RES
     if [ $mode = good ]; then
         [ "$(head -1 <<<"$out")" = connected ] && [ "${res%% *}" = returned ] &&
             ok "Python caller: a peer with the right WELCOME mac is taken" ||
