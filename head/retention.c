@@ -12,12 +12,6 @@
 
 #define RETENTION_EVERY_MS 1000
 #define RETENTION_BATCH 256 /* jobs removed per sweep at most: a turn stays short */
-/* A sweep that removed a whole batch leaves more behind: the next runs on
- * the next tick (100 ms), not a second later, so the finished jobs kept
- * stay at their bound while jobs end faster than 256 a second (a
- * sequential corral run here ends 500 to 800 a second; at one sweep a
- * second the count grew by the difference without end):
- * D.retention_behind. */
 
 /* The output files the head's session holds for w: those in logs/ under
  * the worker's id (the local agent's and the forwarded copies; never a
@@ -71,6 +65,11 @@ size_t jobs_retention(int64_t now_ms)
         D.jobs.v[kept++] = j;
     }
     D.jobs.n = kept;
+    /* a whole batch leaves more behind: the next sweep runs on the next
+     * tick (100 ms), not a second later, so the finished jobs kept stay at
+     * their bound while jobs end faster than 256 a second (a sequential
+     * corral run here ends 500 to 800 a second; at one sweep a second the
+     * count grew by the difference without end) */
     D.retention_behind = gone == RETENTION_BATCH;
     if (gone)
         cr_info("retention: %zu finished job(s) removed (keeping %u, each for %lld s)", gone, keep,

@@ -98,14 +98,23 @@ static const Corral__Envelope *send_got(fx_t *f, cr_conn_t *c, Corral__Envelope 
     return answer(&f->got, id);
 }
 
-static const Corral__JobInfo *job_info(fx_t *f, cr_conn_t *c, const char *job_id, uint64_t id)
+/* A JobStatusRequest for job_id (with its workers' environment or not):
+ * the head's answer. */
+static const Corral__Envelope *job_status(fx_t *f, cr_conn_t *c, const char *job_id, uint64_t id,
+                                          bool with_env)
 {
     Corral__JobStatusRequest sr = CORRAL__JOB_STATUS_REQUEST__INIT;
     sr.job_id = (char *)job_id;
+    sr.with_env = with_env;
     Corral__Envelope s = CORRAL__ENVELOPE__INIT;
     s.body_case = CORRAL__ENVELOPE__BODY_JOB_STATUS;
     s.job_status = &sr;
-    const Corral__Envelope *a = send_got(f, c, &s, id);
+    return send_got(f, c, &s, id);
+}
+
+static const Corral__JobInfo *job_info(fx_t *f, cr_conn_t *c, const char *job_id, uint64_t id)
+{
+    const Corral__Envelope *a = job_status(f, c, job_id, id, false);
     assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_INFO);
     return a->job_info;
 }
@@ -564,13 +573,7 @@ static void test_bound_jobs_stop_with_their_connection(void **state)
 static const Corral__WorkerSpec *status_with_env(fx_t *f, cr_conn_t *c, const char *id,
                                                  uint64_t rid, bool with)
 {
-    Corral__JobStatusRequest sr = CORRAL__JOB_STATUS_REQUEST__INIT;
-    sr.job_id = (char *)id;
-    sr.with_env = with;
-    Corral__Envelope s = CORRAL__ENVELOPE__INIT;
-    s.body_case = CORRAL__ENVELOPE__BODY_JOB_STATUS;
-    s.job_status = &sr;
-    const Corral__Envelope *a = send_got(f, c, &s, rid);
+    const Corral__Envelope *a = job_status(f, c, id, rid, with);
     if (a->body_case == CORRAL__ENVELOPE__BODY_ERROR)
         return NULL;
     assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_INFO);
@@ -630,16 +633,21 @@ static void test_ended_job_env_from_state_db(void **state)
 /* Finished jobs over the count kept go 256 a sweep; while a sweep removes
  * a whole batch the next one runs at the next tick, not a second later, so
  * jobs that end faster than 256 a second do not pile up without bound. */
-static void test_retention_catches_up(void **state)
+static void submit_finished(fx_t *f, cr_conn_t *c, int n)
 {
-    fx_t *f = *state;
-    cr_conn_t *c = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
-    for (uint64_t i = 0; i < 600; i++) { /* each fails at once in the harness: finished */
+    for (int i = 0; i < n; i++) { /* each fails at once in the harness: finished */
         submit_msg_t m;
         head_dispatch(c, submit_msg(&m, "GPU", CR_QTY_ONE, NULL));
         head_harness_run();
         got_clear(&f->got);
     }
+}
+
+static void test_retention_catches_up(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *c = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    submit_finished(f, c, 600);
     for (int i = 0; i < 4; i++)
         head_harness_run();
     assert_int_equal(D.jobs.n, 600);
@@ -652,15 +660,10 @@ static void test_retention_catches_up(void **state)
     assert_int_equal(D.jobs.n, 10);
     assert_int_equal(jobs_retention(t + 300), 0); /* caught up: a second apart again */
     /* a second after the last sweep: the count's bound holds as before */
-    for (uint64_t i = 0; i < 3; i++) {
-        submit_msg_t m;
-        head_dispatch(c, submit_msg(&m, "GPU", CR_QTY_ONE, NULL));
-        head_harness_run();
-    }
+    submit_finished(f, c, 3);
     assert_int_equal(jobs_retention(t + 700), 0);
     assert_int_equal(jobs_retention(t + 1300), 3);
     assert_int_equal(D.jobs.n, 10);
-    got_clear(&f->got);
     head_harness_conn_closed(c);
     cr_conn_free_detached(c);
 }

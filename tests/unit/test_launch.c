@@ -1218,6 +1218,19 @@ static size_t files_in(const char *d)
     return n;
 }
 
+/* A worker's output files in dir, new, modified at mtime (0: now). */
+static void touch_worker(const char *dir, const char *id, time_t mtime)
+{
+    for (int x = 0; x < 2; x++) {
+        char *p = cr_asprintf("%s/%s.%s", dir, id, x ? "err" : "out");
+        assert_true(close(open(p, O_WRONLY | O_CREAT | O_EXCL, 0644)) == 0);
+        struct timespec ts[2] = {{.tv_sec = mtime}, {.tv_sec = mtime}};
+        if (mtime)
+            assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0);
+        free(p);
+    }
+}
+
 /* An agent's files of finished workers over its count go a batch (512
  * workers) a sweep, the oldest first; a sweep that removed a whole batch
  * says the next is due soon (agent_keep_behind: 100 ms, not a second),
@@ -1227,14 +1240,11 @@ static void test_keep_catches_up(void **state)
     CR_UNUSED(state);
     char *dir = make_tmpdir();
     time_t t0 = time(NULL) - 1000; /* ended in the last 1,000 s, a second apart */
-    for (int i = 0; i < 600; i++)
-        for (int x = 0; x < 2; x++) {
-            char *p = cr_asprintf("%s/job%d-w0.%s", dir, i, x ? "err" : "out");
-            assert_true(close(open(p, O_WRONLY | O_CREAT | O_EXCL, 0644)) == 0);
-            struct timespec ts[2] = {{.tv_sec = t0 + i}, {.tv_sec = t0 + i}};
-            assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0);
-            free(p);
-        }
+    for (int i = 0; i < 600; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "job%d-w0", i);
+        touch_worker(dir, id, t0 + i);
+    }
     uv_loop_t loop;
     uv_loop_init(&loop);
     const agent_t *none = NULL;
@@ -1255,17 +1265,6 @@ static void test_keep_catches_up(void **state)
     agent_keep_free(k);
     loop_finish(&loop);
     remove_tmpdir(dir);
-}
-
-static void touch_worker(const char *dir, const char *id)
-{
-    for (int x = 0; x < 2; x++) {
-        char *p = cr_asprintf("%s/%s.%s", dir, id, x ? "err" : "out");
-        int fd = open(p, O_WRONLY | O_CREAT, 0644);
-        assert_true(fd >= 0);
-        close(fd);
-        free(p);
-    }
 }
 
 static bool worker_files(const char *dir, const char *id)
@@ -1291,7 +1290,7 @@ static void test_keep_restart_counts_once(void **state)
     int64_t t = cr_wall_ms();
     const char *ids[] = {"jobA-w0", "jobB-w0", "jobC-w0", "jobD-w0"};
     for (int i = 0; i < 4; i++)
-        touch_worker(dir, ids[i]);
+        touch_worker(dir, ids[i], 0);
     agent_keep_ended(k, ids[0], t);
     agent_keep_ended(k, ids[1], t + 1);
     agent_keep_ended(k, ids[2], t + 2);
