@@ -31,6 +31,16 @@ class ExecQueue:
         self.cancelled = set()
         self.running = {}  # (conn id, ident) -> thread id
         self.lock = threading.Lock()
+        # the main thread's call now (set and cleared by that thread, inside
+        # the region that takes KeyboardInterrupt as the call's cancel), and
+        # the one a cancel asked to interrupt there (on_interrupt)
+        self.main_ident = threading.main_thread().ident
+        self.current = None
+        self.interrupt = None
+        # SIGINTs sent by cancel, and those on_interrupt took as theirs (one
+        # writer each, so no lock; two sent at once arrive as one)
+        self.kills_sent = 0
+        self.kills_seen = 0
 
     def put(self, item):
         self.q.put(item)
@@ -45,8 +55,32 @@ class ExecQueue:
             if tid is None:
                 self.cancelled.add(key)
                 return
-        # a running task: KeyboardInterrupt in its thread (as Ray's cancel)
+            if tid == self.main_ident:
+                self.interrupt = key  # cleared with running[key]
+                self.kills_sent += 1
+        # a running task: KeyboardInterrupt in its thread (as Ray's cancel).
+        # In the main thread, by a real SIGINT: it also ends a blocking wait
+        # (time.sleep, a lock, a socket read), which an exception set for the
+        # thread would meet only once the wait is over. on_interrupt raises
+        # it there only while this very call still runs.
+        if tid == self.main_ident:
+            signal.pthread_kill(tid, signal.SIGINT)
+            return
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(KeyboardInterrupt))
+
+    def on_interrupt(self, signum, frame):
+        """SIGINT in the main thread: a cancel's, raised only while the call it
+        cancels runs (one that ended meanwhile ignores it); without a cancel
+        asked, KeyboardInterrupt as Python's own handler. No lock here: the
+        main thread may hold one when the handler runs."""
+        sent = self.kills_sent
+        if sent == self.kills_seen:
+            signal.default_int_handler(signum, frame)  # not a cancel's
+        self.kills_seen = sent
+        key = self.interrupt
+        if key is not None and key == self.current:
+            self.interrupt = None
+            raise KeyboardInterrupt
 
 
 class Runner:
@@ -124,7 +158,10 @@ class Runner:
                 self._reply(conn, ident, W.SYS_ERROR, "the call did not decode: %s" % e)
                 return
             kind = call[0]
+            main = threading.get_ident() == self.q.main_ident
             try:
+                if main:
+                    self.q.current = key
                 if kind == "task":
                     status, out = self._task(call)
                 elif kind == "create":
@@ -133,11 +170,17 @@ class Runner:
                     status, out = self._method(call)
                 else:
                     status, out = W.SYS_ERROR, "unknown call %r" % (kind,)
+                if main:
+                    self.q.current = None
             except KeyboardInterrupt:
+                if main:
+                    self.q.current = None
                 status, out = W.APP_ERROR, _error_info(*sys.exc_info(), cancelled=True)
         finally:
             with self.q.lock:
                 self.q.running.pop(key, None)
+                if self.q.interrupt == key:
+                    self.q.interrupt = None
         self._reply(conn, ident, status, out)
 
     def _reply(self, conn, ident, status, out):
@@ -304,6 +347,7 @@ def main():
     signal.signal(signal.SIGTERM, on_term)
     core.detached = os.environ.get("CORRAL_TASK_DETACHED") == "1"
     core.exec_q = ExecQueue()
+    signal.signal(signal.SIGINT, core.exec_q.on_interrupt)
     core.rwake_r, core.rwake_w = os.pipe()
     os.set_blocking(core.rwake_r, False)
     os.set_blocking(core.rwake_w, False)

@@ -227,7 +227,9 @@ class Tasks(unittest.TestCase):
 
     def test_wait_timeout_cancel(self):
         fast = [add.remote(i) for i in range(3)]
-        slow = sleeper.remote(30)
+        # an hour: only the cancel's interruption of the sleep ends it within
+        # the 30 s the last get waits
+        slow = sleeper.remote(3600)
         ready, rest = corral.wait(fast + [slow], num_returns=3, timeout=30)
         self.assertEqual(set(ready), set(fast))
         self.assertEqual(rest, [slow])
