@@ -59,7 +59,8 @@ struct cr_worker {
     char *cpus;
     char *warning;
     char *out_path, *err_path;
-    bool hidden; /* in hidden_ws: ns_mend_all mends its namespace until its leader is reaped */
+    int logfd[2]; /* the files the worker was given, until cr_worker_take_log_fd */
+    bool hidden;  /* in hidden_ws: ns_mend_all mends its namespace until its leader is reaped */
 };
 
 /* The running workers started in a namespace (spawn_hidden), whose
@@ -534,6 +535,9 @@ static void on_close(uv_handle_t *h)
     hidden_remove(w);
     if (w->pidfd >= 0)
         close(w->pidfd);
+    for (int s = 0; s < 2; s++)
+        if (w->logfd[s] >= 0)
+            close(w->logfd[s]);
     free(w->cpus);
     free(w->warning);
     free(w->out_path);
@@ -1477,6 +1481,7 @@ int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exi
     w->loop = loop;
     w->cb = cb;
     w->arg = arg;
+    w->logfd[0] = w->logfd[1] = -1;
     if ((err = build_env(spec, &env, &why)))
         goto out_free_worker;
     envp = env_flatten(&env);
@@ -1555,6 +1560,9 @@ int cr_worker_start(uv_loop_t *loop, const cr_worker_spec_t *spec, cr_worker_exi
         cr_warn("worker %s of job %s: %s", spec->worker_id, spec->job_id, w->warning);
     if (spec->hide && spec->hide[0])
         hidden_add(w);
+    w->logfd[0] = outfd; /* kept for cr_worker_take_log_fd */
+    w->logfd[1] = errfd;
+    outfd = errfd = -1;
     *out = w;
     goto out_close_logs;
 
@@ -1640,6 +1648,13 @@ const char *cr_worker_cpus(const cr_worker_t *w)
 const char *cr_worker_warning(const cr_worker_t *w)
 {
     return w->warning;
+}
+
+int cr_worker_take_log_fd(cr_worker_t *w, int stream)
+{
+    int fd = w->logfd[stream];
+    w->logfd[stream] = -1;
+    return fd;
 }
 
 const char *cr_worker_stdout_path(const cr_worker_t *w)

@@ -160,5 +160,10 @@ const char *cr_worker_warning(const cr_worker_t *w);
 /* Its log files, NULL without a log directory. */
 const char *cr_worker_stdout_path(const cr_worker_t *w);
 const char *cr_worker_stderr_path(const cr_worker_t *w);
+/* The descriptor of its log file of stream (0 stdout, 1 stderr) that the
+ * worker was started with (write-only, appending), handed to the caller
+ * (who closes it); -1 when there is none or it was taken. One not taken
+ * is closed with the worker. */
+int cr_worker_take_log_fd(cr_worker_t *w, int stream);
 
 #endif

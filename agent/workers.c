@@ -102,15 +102,23 @@ static void on_bound(uv_timer_t *t)
 
 /* Opens w's output files for bounding; a filesystem that cannot punch
  * holes leaves them unbounded, and *why (malloc'ed) says so for the
- * worker's start event. */
-static void bound_open(agent_t *a, aw_t *w, char **why)
+ * worker's start event. A worker started here (started: its launch) is
+ * bounded through the very descriptors it was given, not its files opened
+ * again by name: no lookup, and nothing put at the path since is bounded
+ * in its place; one adopted after a restart (started NULL) has its files
+ * opened by name. */
+static void bound_open(agent_t *a, aw_t *w, cr_worker_t *started, char **why)
 {
     const char *paths[2] = {w->out_path, w->err_path};
     for (int s = 0; s < 2; s++) {
         w->outfd[s] = -1;
-        if (!a->cfg.output_max || !paths[s])
+        int given = started ? cr_worker_take_log_fd(started, s) : -1;
+        if (!a->cfg.output_max || !paths[s]) {
+            if (given >= 0)
+                close(given);
             continue;
-        w->outfd[s] = open(paths[s], O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        w->outfd[s] = given >= 0 ? given : open(paths[s], O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
         if (w->outfd[s] < 0)
             continue;
         int err = cr_output_probe(w->outfd[s]);
@@ -433,7 +441,7 @@ bool agent_adopt(agent_t *a, const Corral__WorkerReport *rep, int64_t start_time
     w->start_time = start_time;
     w->out_path = out_path ? cr_strdup(out_path) : NULL;
     w->err_path = err_path ? cr_strdup(err_path) : NULL;
-    bound_open(a, w, NULL);
+    bound_open(a, w, NULL, NULL);
     w->ad = ad;
     ad->w = w;
     uv_poll_start(&ad->poll, UV_READABLE, on_adopt_exit);
@@ -573,7 +581,7 @@ void agent_start(agent_t *a, const Corral__WorkerStart *ws)
     if (cr_worker_stderr_path(w->w))
         w->err_path = cr_strdup(cr_worker_stderr_path(w->w));
     char *unbounded = NULL, *warning = NULL;
-    bound_open(a, w, &unbounded);
+    bound_open(a, w, w->w, &unbounded);
     const char *launch_warning = cr_worker_warning(w->w);
     if (unbounded)
         warning = launch_warning ? cr_asprintf("%s; %s", launch_warning, unbounded)

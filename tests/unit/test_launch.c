@@ -969,6 +969,20 @@ static void test_logs(void **state)
         char *want_out = cr_asprintf("%s/log.out", dir);
         assert_string_equal(cr_worker_stdout_path(w), want_out);
         free(want_out);
+        /* the descriptors it was given, once: the files at its paths,
+         * write-only and appending (the agent bounds through them) */
+        const char *paths[2] = {cr_worker_stdout_path(w), cr_worker_stderr_path(w)};
+        for (int st = 0; st < 2; st++) {
+            int fd = cr_worker_take_log_fd(w, st);
+            assert_true(fd > 2);
+            assert_int_equal(cr_worker_take_log_fd(w, st), -1);
+            struct stat a, b;
+            assert_int_equal(fstat(fd, &a), 0);
+            assert_int_equal(stat(paths[st], &b), 0);
+            assert_true(a.st_ino == b.st_ino && a.st_dev == b.st_dev);
+            assert_int_equal(fcntl(fd, F_GETFL) & (O_ACCMODE | O_APPEND), O_WRONLY | O_APPEND);
+            close(fd);
+        }
         cr_worker_release(w);
     }
     char *p = cr_asprintf("%s/log.out", dir);
