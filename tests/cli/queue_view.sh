@@ -56,10 +56,10 @@ p2=$("$CORRAL" run --gpus 1 --detach --name second -- true)
 [ "$(status "$p1" | jq .queue_position)" = 1 ] && [ "$(status "$p2" | jq .queue_position)" = 2 ] &&
     [ "$(status "$busy" | jq .queue_position)" = 0 ] && ok "job status: queue positions 1, 2, and 0 when running" ||
     fail "positions: $(status "$p1" | jq .queue_position) $(status "$p2" | jq .queue_position)"
-out=$(timeout -s INT 4 "$CORRAL" run --gpus 1 -- true 2>&1)
+out=$(signal_when_pending INT "$CORRAL" run --gpus 1 -- true)
 grep -q "^corral run: job [0-9]* pending, 3rd in queue: no node has GPU=1 free now" <<<"$out" &&
     ok "run: pending, 3rd in queue" || fail "run while two wait: $out"
-out=$(timeout -s INT 4 "$CORRAL" pg create g --bundles GPU=1 2>&1)
+out=$(signal_when_pending INT "$CORRAL" pg create g --bundles GPU=1)
 grep -q "^corral pg create: group g pending, 1st in queue: .*GPU=1 free now" <<<"$out" &&
     grep -q "interrupted: group g removed" <<<"$out" && ok "pg create: 1st in queue, removed on SIGINT" ||
     fail "pg create while busy: $out"
@@ -99,7 +99,7 @@ grep -q "^  GPU=8 by group g1 (pg[0-9]*), CREATED, 1 job(s) running in it" <<<"$
     grep -q "^    job $jg (ingroup), RUNNING, in it" <<<"$out" && ! grep -q "by job $jg" <<<"$out" &&
     ok "status: the job in g1 is shown in it, holding nothing of its own" || fail "status, a job in g1: $out"
 "$CORRAL" job stop "$jg" >/dev/null
-timeout 3 "$CORRAL" pg create g2 --bundles 'GPU=1' >/dev/null 2>&1
+signal_when_pending TERM "$CORRAL" pg create g2 --bundles 'GPU=1' >/dev/null
 names=$("$CORRAL" pg list --json | jq -r '[.[].name] | join(",")')
 [ "$names" = g1 ] && ! "$CORRAL" status | grep -q "group.*g2" && ok "a pg create that timed out (SIGTERM) left nothing" ||
     fail "after the timeout: $names $("$CORRAL" status)"
@@ -112,7 +112,7 @@ kill -KILL $pc
 wait_until '! "$CORRAL" pg list --json | jq -e "any(.[]; .name == \"g3\")" >/dev/null' &&
     ok "pg create killed (SIGKILL): the head removed its group" || fail "g3 left: $("$CORRAL" pg list)"
 # --detach: the group outlives an interrupted pg create
-timeout -s INT 3 "$CORRAL" pg create g4 --detach --bundles 'GPU=1' >/dev/null 2>&1
+signal_when_pending INT "$CORRAL" pg create g4 --detach --bundles 'GPU=1' >/dev/null
 "$CORRAL" pg list --json | jq -e 'any(.[]; .name == "g4" and .state == "PENDING")' >/dev/null &&
     ok "pg create --detach: the group stays PENDING" || fail "g4: $("$CORRAL" pg list)"
 "$CORRAL" pg remove g4 >/dev/null

@@ -38,13 +38,13 @@ for _ in $(seq 100); do [ "$(status "$busy" | jq -r .state)" = RUNNING ] && brea
 line=$("$CORRAL" job list | awk -v id="$busy" '$1 == id')
 [[ "$line" =~ ^$busy\ +RUNNING\ +1\ +[0-9]+s\ +dgx-h100-01\ +sleep\ *$ ]] && ok "job list: RUNNING with its node" ||
     fail "job list running: [$line]"
-out=$(timeout -s INT 4 "$CORRAL" run --gpus 1 -- true 2>&1)
+out=$(signal_when_pending INT "$CORRAL" run --gpus 1 -- true)
 grep -q "^corral run: job [0-9]* pending, 1st in queue: no node has GPU=1 free now" <<<"$out" &&
     ok "run says why it waits" || fail "run while busy: $out"
-out=$(timeout -s INT 4 "$CORRAL" pg create g --bundles GPU=1 2>&1)
+out=$(signal_when_pending INT "$CORRAL" pg create g --bundles GPU=1)
 grep -q "^corral pg create: group g pending, 1st in queue: .*GPU=1 free now" <<<"$out" && ! grep -q "no answer" <<<"$out" &&
     ok "pg create says why it waits" || fail "pg create while busy: $out"
-out=$(timeout -s INT 4 "$CORRAL" train --workers 1 -- true 2>&1)
+out=$(signal_when_pending INT "$CORRAL" train --workers 1 -- true)
 grep -q "^corral train: group train-.* pending, 1st in queue: .*GPU=1 free now" <<<"$out" &&
     grep -q "removing group" <<<"$out" && ok "train says why it waits, and removes its group when interrupted" ||
     fail "train while busy: $out"

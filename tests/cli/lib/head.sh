@@ -41,6 +41,24 @@ gone() {
     [ -z "$st" ] || [ "$st" = Z ] || [ "$st" = X ]
 }
 status() { "$CORRAL" job status "$1" --json; }
+# signal_when_pending SIGNAL CMD...: runs CMD with its output in
+# $TDATA/said and sends it SIGNAL once it says it is pending (within 10 s),
+# then prints what it said: the interruption a person makes, without a
+# fixed wait. The pid is its own unreaped child until the wait, so the
+# signals reach no other process; one that outlives the signal by 10 s is
+# killed.
+signal_when_pending() {
+    local sig=$1
+    shift
+    "$@" >"$TDATA/said" 2>&1 &
+    local p=$!
+    for _ in $(seq 100); do grep -q " pending" "$TDATA/said" && break; sleep 0.1; done
+    kill -"$sig" "$p" 2>/dev/null
+    for _ in $(seq 100); do gone "$p" && break; sleep 0.1; done
+    gone "$p" || kill -KILL "$p" 2>/dev/null
+    wait "$p"
+    cat "$TDATA/said"
+}
 # kill -9 of this session's head, waited for (its pid from the session)
 kill_head() {
     local h
