@@ -999,7 +999,15 @@ class Core:
         deadline = time.monotonic() + LEASE_TIMEOUT
         while True:
             with self.lock:
-                if lease in self.workers or self.closed:
+                # connected (in self.workers), or connected and already gone
+                # again (its lease dropped by _worker_lost or _reap_idle,
+                # which dealt with its end): not this thread's to fail. A
+                # worker that ran a task killing itself (die_always) could
+                # connect, die and be dropped before this thread looked, and
+                # its end then failed the tasks queued for the next worker
+                # ("ended before it connected") and took one off leasing
+                # twice.
+                if lease in self.workers or lease not in self.leases or self.closed:
                     return
                 if self.cond.wait(0.25) and lease in self.workers:
                     return
