@@ -456,6 +456,10 @@ static void holders_print(const corral_status_t *s)
     }
     if (!any)
         printf("held: nothing\n");
+    if (s->holders_not_listed)
+        printf("and %u more job(s) and group(s) not listed here (the oldest 100 of each kind are): "
+               "'corral job list' and 'corral pg list' show them all\n",
+               s->holders_not_listed);
 }
 
 static json_t *holders_json(const corral_status_t *s)
@@ -515,6 +519,7 @@ static int status_or_nodes(int argc, char **argv, bool nodes)
             json_object_set_new(o, "pending_jobs", json_integer(s.pending_jobs));
             json_object_set_new(o, "running_jobs", json_integer(s.running_jobs));
             json_object_set_new(o, "holders", holders_json(&s));
+            json_object_set_new(o, "holders_not_listed", json_integer(s.holders_not_listed));
             cli_print_json(o);
         }
         json_decref(o);

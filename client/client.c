@@ -1070,6 +1070,7 @@ static int got_status(corral_t *c, const Corral__Envelope *e, void *arg)
         node_from(&s->nodes[i], r->nodes[i]);
     s->holders = cr_calloc(r->n_holders + 1, sizeof(*s->holders));
     s->nholders = r->n_holders;
+    s->holders_not_listed = r->holders_not_listed;
     for (size_t i = 0; i < r->n_holders; i++) {
         const Corral__Holder *h = r->holders[i];
         struct corral_holder *o = &s->holders[i];

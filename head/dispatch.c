@@ -78,6 +78,7 @@ static void req_status(cr_conn_t *c, const Corral__Envelope *e)
     pgs_holders(&h);
     s.holders = h.v.v;
     s.n_holders = h.v.n;
+    s.holders_not_listed = h.not_listed;
     Corral__Envelope a = CORRAL__ENVELOPE__INIT;
     a.body_case = CORRAL__ENVELOPE__BODY_CLUSTER_STATUS;
     a.cluster_status = &s;

@@ -272,9 +272,15 @@ void bundles_held(const sched_bundle_t *b, int n, cr_buf_t *out);
 
 /* What waits and what holds resources, for the status (ClusterStatus
  * holders): each module adds its own with holder_new (strings copied;
- * the caller sets the rest, malloc'ed), holders_free frees them all. */
+ * the caller sets the rest, malloc'ed), holders_free frees them all.
+ * Bounded, as a status is read often and a queue can be deep: at most
+ * HOLDERS_EACH pending jobs, HOLDERS_EACH jobs holding resources and
+ * HOLDERS_EACH groups, the oldest of each; not_listed counts the rest
+ * (the job and group lists page through them all). */
+#define HOLDERS_EACH 100
 typedef struct holders {
     CR_VEC(Corral__Holder *) v;
+    uint32_t not_listed;
 } holders_t;
 Corral__Holder *holder_new(holders_t *h, const char *kind, const char *id, const char *name,
                            const char *state, const char *reason);

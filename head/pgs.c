@@ -269,15 +269,20 @@ void pgs_client_gone(cr_conn_t *c)
 
 void pgs_holders(holders_t *h)
 {
-    uint32_t qpos = 0;
+    uint32_t qpos = 0, listed = 0;
     for (size_t i = 0; i < D.pgs.n; i++) {
         const pg_t *g = D.pgs.v[i];
         if (g->state != CORRAL__PG_STATE__PG_PENDING &&
             g->state != CORRAL__PG_STATE__PG_PREPARING && g->state != CORRAL__PG_STATE__PG_CREATED)
             continue;
+        qpos += is_pending(g);
+        if (listed >= HOLDERS_EACH) {
+            h->not_listed++;
+            continue;
+        }
+        listed++;
         Corral__Holder *o = holder_new(h, "group", g->idstr, pg_name(g), state_name(g->state),
                                        is_pending(g) ? g->reason : "");
-        qpos += is_pending(g);
         o->queue_position = is_pending(g) ? qpos : 0;
         for (int b = 0; b < g->nb; b++) {
             bool first = g->bjob[b][0] != '\0';

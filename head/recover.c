@@ -279,7 +279,7 @@ void recover(void)
         active++;
         if (j->state == CR_JOB_PENDING || j->state == CR_JOB_PLACING) {
             event("recovered", j, "pending again after a head restart");
-            *CR_VEC_PUSH(&D.pending) = j;
+            jobs_pending_push(j);
         } else {
             job_recover(j);
         }

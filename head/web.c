@@ -304,7 +304,7 @@ static void fill_counts(Corral__ClusterStatus *s)
 
 /* What holds resources and what waits, as corral status --json's
  * "holders" (dispatch.c's Status gathers the same). */
-static json_t *holders_json(void)
+static json_t *holders_json(uint32_t *not_listed)
 {
     holders_t h = {0};
     jobs_holders(&h);
@@ -325,6 +325,7 @@ static json_t *holders_json(void)
             json_object_set_new(o, "jobs", json_integer(x->jobs));
         json_array_append_new(a, o);
     }
+    *not_listed = h.not_listed;
     holders_free(&h);
     return a;
 }
@@ -344,7 +345,9 @@ static void get_cluster(void *ctx, const web_req_t *rq, web_out_t *out)
     json_object_set_new(o, "pending_jobs", json_integer(s.pending_jobs));
     json_object_set_new(o, "running_jobs", json_integer(s.running_jobs));
     json_object_set_new(o, "pending_groups", json_integer(s.pending_groups));
-    json_object_set_new(o, "holders", holders_json());
+    uint32_t holders_more;
+    json_object_set_new(o, "holders", holders_json(&holders_more));
+    json_object_set_new(o, "holders_not_listed", json_integer(holders_more));
     nodes_status_free(&s, mem);
     web_out_json(out, 200, o);
 }
@@ -465,7 +468,9 @@ static void get_summary(void *ctx, const web_req_t *rq, web_out_t *out)
     json_object_set_new(o, "pending_jobs", json_integer(s.pending_jobs));
     json_object_set_new(o, "running_jobs", json_integer(s.running_jobs));
     json_object_set_new(o, "pending_groups", json_integer(s.pending_groups));
-    json_object_set_new(o, "holders", holders_json());
+    uint32_t holders_more;
+    json_object_set_new(o, "holders", holders_json(&holders_more));
+    json_object_set_new(o, "holders_not_listed", json_integer(holders_more));
     free(acc);
     free(sl);
     nodes_status_free(&s, mem);

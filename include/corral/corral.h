@@ -335,6 +335,10 @@ typedef struct corral_status {
         char *group;             /* a job: the group it runs in; "" */
         unsigned jobs;           /* a group: the jobs running in it */
     } * holders;
+    /* holders is bounded (the oldest 100 pending jobs, 100 jobs holding
+     * resources, 100 groups): how many were left out
+     * (corral_job_list and corral_pg_list give them all) */
+    unsigned holders_not_listed;
 } corral_status_t;
 
 int corral_status(corral_t *c, corral_status_t *out);

@@ -889,6 +889,113 @@ static void submit_id(fx_t *f, cr_conn_t *c, Corral__Envelope *e, char *id, size
     cr_strlcpy(id, a->job_submitted->job_id, size);
 }
 
+/* Queue positions stay right as the queue changes: a pending job stopped,
+ * the others move up; a new one goes to the end; the blocker's end places
+ * the first and the rest move up again. */
+static void test_queue_positions_follow_the_queue(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+    register_remote(f, ag, 1);
+    submit_msg_t m;
+    char blocker[32], id[4][32];
+    got_clear(&f->got); /* submit_id's answer is to request 1 */
+    submit_id(f, cl, submit_msg(&m, "CPU", 16 * CR_QTY_ONE, "corral.io/node-id=remote-1"), blocker,
+              sizeof(blocker));
+    for (int i = 0; i < 3; i++) {
+        got_clear(&f->got);
+        submit_id(f, cl, submit_msg(&m, "CPU", CR_QTY_ONE, "corral.io/node-id=remote-1"), id[i],
+                  sizeof(id[i]));
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(job_info(f, cl, id[i], 10 + (uint64_t)i)->queue_position, i + 1);
+    assert_int_equal(job_info(f, cl, blocker, 13)->queue_position, 0);
+
+    Corral__JobStop js = CORRAL__JOB_STOP__INIT;
+    js.job_id = id[0];
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_STOP;
+    e.job_stop = &js;
+    send_got(f, cl, &e, 14);
+    assert_int_equal(job_info(f, cl, id[0], 15)->queue_position, 0);
+    assert_int_equal(job_info(f, cl, id[1], 16)->queue_position, 1);
+    assert_int_equal(job_info(f, cl, id[2], 17)->queue_position, 2);
+    got_clear(&f->got);
+    submit_id(f, cl, submit_msg(&m, "CPU", CR_QTY_ONE, "corral.io/node-id=remote-1"), id[3],
+              sizeof(id[3]));
+    assert_int_equal(job_info(f, cl, id[3], 18)->queue_position, 3);
+
+    /* the blocker ends: its CPUs go to the pending ones, in order */
+    js.job_id = blocker;
+    got_clear(&f->got);
+    send_got(f, cl, &e, 19);
+    char wid[48] = "";
+    for (size_t i = 0; i < f->got.n; i++)
+        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_STOP)
+            cr_strlcpy(wid, f->got.v[i]->worker_stop->worker_id, sizeof(wid));
+    assert_true(wid[0]);
+    Corral__WorkerReport end = CORRAL__WORKER_REPORT__INIT;
+    end.worker_id = wid;
+    end.job_id = blocker;
+    end.state = CORRAL__WORKER_STATE__WORKER_EXITED;
+    end.pid = 4242;
+    beat(f, ag, 1, &end, SAME);
+    for (int i = 0; i < 4; i++)
+        head_harness_run();
+    for (int i = 1; i < 4; i++)
+        assert_int_equal(job_info(f, cl, id[i], 20 + (uint64_t)i)->queue_position, 0);
+    head_harness_conn_closed(cl);
+    cr_conn_free_detached(cl);
+    head_harness_conn_closed(ag);
+    cr_conn_free_detached(ag);
+}
+
+/* The status lists the oldest HOLDERS_EACH pending jobs and says how many
+ * more wait (a deep queue made every status, read often, as long as the
+ * queue: 1 MiB and 19 ms of the head's loop at 10,000 pending). */
+static void test_status_holders_bounded(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+    register_remote(f, ag, 1);
+    submit_msg_t m;
+    char id[32];
+    got_clear(&f->got);
+    submit_id(f, cl, submit_msg(&m, "CPU", 16 * CR_QTY_ONE, "corral.io/node-id=remote-1"), id,
+              sizeof(id));
+    for (int i = 0; i < HOLDERS_EACH + 5; i++) {
+        got_clear(&f->got);
+        submit_id(f, cl, submit_msg(&m, "CPU", CR_QTY_ONE, "corral.io/node-id=remote-1"), id,
+                  sizeof(id));
+    }
+    Corral__StatusRequest sr = CORRAL__STATUS_REQUEST__INIT;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_STATUS_REQUEST;
+    e.status_request = &sr;
+    got_clear(&f->got);
+    const Corral__Envelope *a = send_got(f, cl, &e, 2);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_CLUSTER_STATUS);
+    const Corral__ClusterStatus *st = a->cluster_status;
+    assert_int_equal(st->pending_jobs, HOLDERS_EACH + 5);
+    assert_int_equal(st->n_holders, HOLDERS_EACH + 1); /* the running one, the oldest pending */
+    assert_int_equal(st->holders_not_listed, 5);
+    uint32_t last = 0;
+    for (size_t i = 0; i < st->n_holders; i++) {
+        const Corral__Holder *h = st->holders[i];
+        if (strcmp(h->state, "PENDING"))
+            continue;
+        assert_int_equal(h->queue_position, last + 1); /* the first ones, in order */
+        last = h->queue_position;
+    }
+    assert_int_equal(last, HOLDERS_EACH);
+    head_harness_conn_closed(cl);
+    cr_conn_free_detached(cl);
+    head_harness_conn_closed(ag);
+    cr_conn_free_detached(ag);
+}
+
 static void test_oversized_answer_is_an_error(void **state)
 {
     fx_t *f = *state;
@@ -1197,6 +1304,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_job_status_env_on_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bound_jobs_stop_with_their_connection, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_queue_positions_follow_the_queue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_holders_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retention_catches_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ended_job_env_from_state_db, setup, teardown),
     };
