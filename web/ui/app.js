@@ -53,7 +53,8 @@ async function overview(cont) {
       (c.slices_not_listed ? '<p>' + c.slices_not_listed + ' more slice(s) not listed</p>' : '');
   h += '<h3>Holders and pending demand</h3>' + table(['kind', 'id', 'name', 'state', 'holds', 'reason'],
     c.holders.map(x => ({cls: x.state === 'PENDING' ? 'held' : '',
-      cells: [esc(x.kind), esc(x.id), esc(x.name), esc(x.state), esc(x.held), esc(x.reason || (x.queue_position ? 'queue #' + x.queue_position : ''))]})));
+      cells: [esc(x.kind), esc(x.id), esc(x.name), esc(x.state), esc(x.held), esc(x.reason || (x.queue_position ? 'queue #' + x.queue_position : ''))]}))) +
+    (c.holders_not_listed ? '<p>' + c.holders_not_listed + ' more job(s) and group(s) not listed (the oldest 100 of each kind are)</p>' : '');
   main.innerHTML = h;
   window.corral.overview = {from, nodes_shown: np.nodes.length, nodes_total: np.total, next: np.continue};
 }
