@@ -459,9 +459,60 @@ void jobs_pending_push(job_t *j)
     j->qpos = (uint32_t)D.pending.n;
 }
 
+/* Whether two bundles ask the same (the parts in use compared). */
+static bool bundle_same(const sched_bundle_t *a, const sched_bundle_t *b)
+{
+    if (a->req.n != b->req.n || a->sel.n != b->sel.n)
+        return false;
+    for (int k = 0; k < a->req.n; k++)
+        if (a->req.id[k] != b->req.id[k] || a->req.qty[k] != b->req.qty[k])
+            return false;
+    for (int k = 0; k < a->sel.n; k++) {
+        const sched_term_t *x = &a->sel.t[k], *y = &b->sel.t[k];
+        if (x->key != y->key || x->op != y->op || x->nvals != y->nvals ||
+            memcmp(x->vals, y->vals, x->nvals * sizeof(x->vals[0])))
+            return false;
+    }
+    return true;
+}
+
+/* The single-worker requests (no group) a pass found no room for now, up
+ * to PASS_MISSES of them. A pass only places, so free capacity only falls
+ * in it, and a request the scheduler refused for now is refused again
+ * later in the same pass: a job that asks the same gets that answer
+ * without the scheduler. A queue of 10,000 alike jobs costs one decision
+ * a pass, not 10,000 (each job's end passes over the queue: draining such
+ * a queue took 5.6 ms of the head a job). Anything freed meanwhile
+ * (D.sched_freed moves: a job placed in the pass that ended at once)
+ * forgets them. */
+#define PASS_MISSES 8
+typedef struct pass_miss {
+    const job_t *j;
+    char why[256];
+} pass_miss_t;
+
+static bool missable(const job_t *j)
+{
+    return j->n == 1 && !j->pg && j->bundles;
+}
+
+static const pass_miss_t *pass_missed(const pass_miss_t *m, int n, const job_t *j)
+{
+    for (int i = 0; i < n; i++)
+        if (m[i].j->spec->strategy == j->spec->strategy &&
+            !strcmp(m[i].j->spec->domain ? m[i].j->spec->domain : "",
+                    j->spec->domain ? j->spec->domain : "") &&
+            bundle_same(&m[i].j->bundles[0], &j->bundles[0]))
+            return &m[i];
+    return NULL;
+}
+
 void try_pending(void)
 {
     size_t keep = 0;
+    pass_miss_t miss[PASS_MISSES];
+    int nmiss = 0;
+    uint64_t freed = D.sched_freed;
     for (size_t i = 0; i < D.pending.n; i++) {
         job_t *j = D.pending.v[i];
         char why[256];
@@ -469,7 +520,21 @@ void try_pending(void)
             D.pending.v[keep++] = j;
             continue;
         }
-        sched_status_t st = place(j, why, sizeof(why));
+        if (D.sched_freed != freed) {
+            nmiss = 0;
+            freed = D.sched_freed;
+        }
+        const pass_miss_t *seen = missable(j) ? pass_missed(miss, nmiss, j) : NULL;
+        sched_status_t st = SCHED_RETRY;
+        if (seen) {
+            cr_strlcpy(why, seen->why, sizeof(why));
+        } else {
+            st = place(j, why, sizeof(why));
+            if (st == SCHED_RETRY && missable(j) && nmiss < PASS_MISSES) {
+                miss[nmiss].j = j;
+                cr_strlcpy(miss[nmiss++].why, why, sizeof(miss[0].why));
+            }
+        }
         if (st == SCHED_INFEASIBLE && j->spec->wait_for_nodes) {
             st = SCHED_RETRY;
             wait_reason(why, sizeof(why));

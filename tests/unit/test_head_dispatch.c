@@ -996,6 +996,84 @@ static void test_status_holders_bounded(void **state)
     cr_conn_free_detached(ag);
 }
 
+static const char *job_state_of(fx_t *f, cr_conn_t *c, const char *id, uint64_t rid)
+{
+    static char st[32];
+    const Corral__JobInfo *ji = job_info(f, c, id, rid);
+    snprintf(st, sizeof(st), "%s",
+             ji->state == CORRAL__JOB_STATE__JOB_PENDING   ? "PENDING"
+             : ji->state == CORRAL__JOB_STATE__JOB_RUNNING ? "RUNNING"
+                                                           : "other");
+    return st;
+}
+
+/* A pass over the queue asks the scheduler once for alike requests it has
+ * no room for (try_pending's pass_missed), and still places a different
+ * one that fits behind them, and the alike ones once room is freed. */
+static void end_job(fx_t *f, cr_conn_t *cl, cr_conn_t *ag, const char *id, uint64_t rid)
+{
+    Corral__JobStop js = CORRAL__JOB_STOP__INIT;
+    js.job_id = (char *)id;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_STOP;
+    e.job_stop = &js;
+    got_clear(&f->got);
+    send_got(f, cl, &e, rid);
+    char wid[48] = "";
+    for (size_t i = 0; i < f->got.n; i++)
+        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_STOP)
+            cr_strlcpy(wid, f->got.v[i]->worker_stop->worker_id, sizeof(wid));
+    assert_true(wid[0]);
+    Corral__WorkerReport end = CORRAL__WORKER_REPORT__INIT;
+    end.worker_id = wid;
+    end.job_id = (char *)id;
+    end.state = CORRAL__WORKER_STATE__WORKER_EXITED;
+    end.pid = 4242;
+    beat(f, ag, rid, &end, SAME);
+    for (int i = 0; i < 4; i++)
+        head_harness_run();
+}
+
+/* A pass over the queue asks the scheduler once for alike requests it has
+ * no room for (try_pending's pass_missed), still places a different one
+ * behind them that fits, and the alike ones once room is freed. */
+static void test_queue_pass_alike_and_different(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+    register_remote(f, ag, 1);
+    submit_msg_t m;
+    char big[32], small[32], a1[32], a2[32], b[32];
+    const char *sel = "corral.io/node-id=remote-1";
+    const struct {
+        char *id;
+        int cpus;
+    } subs[] = {{big, 10}, {small, 4}, {a1, 8}, {a2, 8}, {b, 4}};
+    for (size_t i = 0; i < 5; i++) { /* 16 CPUs: 2 left after the first two */
+        got_clear(&f->got);
+        submit_id(f, cl, submit_msg(&m, "CPU", subs[i].cpus * CR_QTY_ONE, sel), subs[i].id, 32);
+    }
+    assert_string_equal(job_state_of(f, cl, a1, 10), "PENDING");
+    assert_string_equal(job_state_of(f, cl, a2, 11), "PENDING");
+    assert_string_equal(job_state_of(f, cl, b, 12), "PENDING");
+    /* 6 free: the alike ones still wait, the different one behind them fits */
+    end_job(f, cl, ag, small, 13);
+    assert_string_equal(job_state_of(f, cl, a1, 14), "PENDING");
+    assert_string_equal(job_state_of(f, cl, a2, 15), "PENDING");
+    assert_string_equal(job_state_of(f, cl, b, 16), "RUNNING");
+    assert_string_equal(job_info(f, cl, a2, 17)->reason, job_info(f, cl, a1, 18)->reason);
+    /* 12 free: the first alike one is placed, the second waits (4 left) */
+    end_job(f, cl, ag, big, 19);
+    assert_string_equal(job_state_of(f, cl, a1, 20), "RUNNING");
+    assert_string_equal(job_state_of(f, cl, a2, 21), "PENDING");
+    assert_int_equal(job_info(f, cl, a2, 22)->queue_position, 1);
+    head_harness_conn_closed(cl);
+    cr_conn_free_detached(cl);
+    head_harness_conn_closed(ag);
+    cr_conn_free_detached(ag);
+}
+
 static void test_oversized_answer_is_an_error(void **state)
 {
     fx_t *f = *state;
@@ -1306,6 +1384,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_queue_positions_follow_the_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_holders_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_pass_alike_and_different, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retention_catches_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ended_job_env_from_state_db, setup, teardown),
     };
