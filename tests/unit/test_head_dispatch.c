@@ -889,15 +889,64 @@ static void submit_id(fx_t *f, cr_conn_t *c, Corral__Envelope *e, char *id, size
     cr_strlcpy(id, a->job_submitted->job_id, size);
 }
 
+/* A client connection, and an agent's with remote-1 registered. */
+static void pair_open(fx_t *f, cr_conn_t **cl, cr_conn_t **ag)
+{
+    *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+    register_remote(f, *ag, 1);
+}
+
+static void pair_close(cr_conn_t *cl, cr_conn_t *ag)
+{
+    head_harness_conn_closed(cl);
+    cr_conn_free_detached(cl);
+    head_harness_conn_closed(ag);
+    cr_conn_free_detached(ag);
+}
+
+/* id's state as a JobInfo answer gives it: PENDING, RUNNING or other */
+static const char *job_state_of(fx_t *f, cr_conn_t *c, const char *id, uint64_t rid)
+{
+    Corral__JobState st = job_info(f, c, id, rid)->state;
+    return st == CORRAL__JOB_STATE__JOB_PENDING   ? "PENDING"
+           : st == CORRAL__JOB_STATE__JOB_RUNNING ? "RUNNING"
+                                                  : "other";
+}
+
+/* Stops job id (one worker on remote-1) and reports its worker's end. */
+static void end_job(fx_t *f, cr_conn_t *cl, cr_conn_t *ag, const char *id, uint64_t rid)
+{
+    Corral__JobStop js = CORRAL__JOB_STOP__INIT;
+    js.job_id = (char *)id;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_JOB_STOP;
+    e.job_stop = &js;
+    got_clear(&f->got);
+    send_got(f, cl, &e, rid);
+    char wid[48] = "";
+    for (size_t i = 0; i < f->got.n; i++)
+        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_STOP)
+            cr_strlcpy(wid, f->got.v[i]->worker_stop->worker_id, sizeof(wid));
+    assert_true(wid[0]);
+    Corral__WorkerReport end = CORRAL__WORKER_REPORT__INIT;
+    end.worker_id = wid;
+    end.job_id = (char *)id;
+    end.state = CORRAL__WORKER_STATE__WORKER_EXITED;
+    end.pid = 4242;
+    beat(f, ag, rid, &end, SAME);
+    for (int i = 0; i < 4; i++)
+        head_harness_run();
+}
+
 /* Queue positions stay right as the queue changes: a pending job stopped,
  * the others move up; a new one goes to the end; the blocker's end places
  * the first and the rest move up again. */
 static void test_queue_positions_follow_the_queue(void **state)
 {
     fx_t *f = *state;
-    cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
-    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
-    register_remote(f, ag, 1);
+    cr_conn_t *cl, *ag;
+    pair_open(f, &cl, &ag);
     submit_msg_t m;
     char blocker[32], id[4][32];
     got_clear(&f->got); /* submit_id's answer is to request 1 */
@@ -927,28 +976,10 @@ static void test_queue_positions_follow_the_queue(void **state)
     assert_int_equal(job_info(f, cl, id[3], 18)->queue_position, 3);
 
     /* the blocker ends: its CPUs go to the pending ones, in order */
-    js.job_id = blocker;
-    got_clear(&f->got);
-    send_got(f, cl, &e, 19);
-    char wid[48] = "";
-    for (size_t i = 0; i < f->got.n; i++)
-        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_STOP)
-            cr_strlcpy(wid, f->got.v[i]->worker_stop->worker_id, sizeof(wid));
-    assert_true(wid[0]);
-    Corral__WorkerReport end = CORRAL__WORKER_REPORT__INIT;
-    end.worker_id = wid;
-    end.job_id = blocker;
-    end.state = CORRAL__WORKER_STATE__WORKER_EXITED;
-    end.pid = 4242;
-    beat(f, ag, 1, &end, SAME);
-    for (int i = 0; i < 4; i++)
-        head_harness_run();
+    end_job(f, cl, ag, blocker, 19);
     for (int i = 1; i < 4; i++)
         assert_int_equal(job_info(f, cl, id[i], 20 + (uint64_t)i)->queue_position, 0);
-    head_harness_conn_closed(cl);
-    cr_conn_free_detached(cl);
-    head_harness_conn_closed(ag);
-    cr_conn_free_detached(ag);
+    pair_close(cl, ag);
 }
 
 /* The status lists the oldest HOLDERS_EACH pending jobs and says how many
@@ -957,9 +988,8 @@ static void test_queue_positions_follow_the_queue(void **state)
 static void test_status_holders_bounded(void **state)
 {
     fx_t *f = *state;
-    cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
-    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
-    register_remote(f, ag, 1);
+    cr_conn_t *cl, *ag;
+    pair_open(f, &cl, &ag);
     submit_msg_t m;
     char id[32];
     got_clear(&f->got);
@@ -990,48 +1020,7 @@ static void test_status_holders_bounded(void **state)
         last = h->queue_position;
     }
     assert_int_equal(last, HOLDERS_EACH);
-    head_harness_conn_closed(cl);
-    cr_conn_free_detached(cl);
-    head_harness_conn_closed(ag);
-    cr_conn_free_detached(ag);
-}
-
-static const char *job_state_of(fx_t *f, cr_conn_t *c, const char *id, uint64_t rid)
-{
-    static char st[32];
-    const Corral__JobInfo *ji = job_info(f, c, id, rid);
-    snprintf(st, sizeof(st), "%s",
-             ji->state == CORRAL__JOB_STATE__JOB_PENDING   ? "PENDING"
-             : ji->state == CORRAL__JOB_STATE__JOB_RUNNING ? "RUNNING"
-                                                           : "other");
-    return st;
-}
-
-/* A pass over the queue asks the scheduler once for alike requests it has
- * no room for (try_pending's pass_missed), and still places a different
- * one that fits behind them, and the alike ones once room is freed. */
-static void end_job(fx_t *f, cr_conn_t *cl, cr_conn_t *ag, const char *id, uint64_t rid)
-{
-    Corral__JobStop js = CORRAL__JOB_STOP__INIT;
-    js.job_id = (char *)id;
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_JOB_STOP;
-    e.job_stop = &js;
-    got_clear(&f->got);
-    send_got(f, cl, &e, rid);
-    char wid[48] = "";
-    for (size_t i = 0; i < f->got.n; i++)
-        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_STOP)
-            cr_strlcpy(wid, f->got.v[i]->worker_stop->worker_id, sizeof(wid));
-    assert_true(wid[0]);
-    Corral__WorkerReport end = CORRAL__WORKER_REPORT__INIT;
-    end.worker_id = wid;
-    end.job_id = (char *)id;
-    end.state = CORRAL__WORKER_STATE__WORKER_EXITED;
-    end.pid = 4242;
-    beat(f, ag, rid, &end, SAME);
-    for (int i = 0; i < 4; i++)
-        head_harness_run();
+    pair_close(cl, ag);
 }
 
 /* A pass over the queue asks the scheduler once for alike requests it has
@@ -1040,9 +1029,8 @@ static void end_job(fx_t *f, cr_conn_t *cl, cr_conn_t *ag, const char *id, uint6
 static void test_queue_pass_alike_and_different(void **state)
 {
     fx_t *f = *state;
-    cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
-    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
-    register_remote(f, ag, 1);
+    cr_conn_t *cl, *ag;
+    pair_open(f, &cl, &ag);
     submit_msg_t m;
     char big[32], small[32], a1[32], a2[32], b[32];
     const char *sel = "corral.io/node-id=remote-1";
@@ -1068,10 +1056,7 @@ static void test_queue_pass_alike_and_different(void **state)
     assert_string_equal(job_state_of(f, cl, a1, 20), "RUNNING");
     assert_string_equal(job_state_of(f, cl, a2, 21), "PENDING");
     assert_int_equal(job_info(f, cl, a2, 22)->queue_position, 1);
-    head_harness_conn_closed(cl);
-    cr_conn_free_detached(cl);
-    head_harness_conn_closed(ag);
-    cr_conn_free_detached(ag);
+    pair_close(cl, ag);
 }
 
 static void test_oversized_answer_is_an_error(void **state)
