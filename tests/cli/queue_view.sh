@@ -82,7 +82,25 @@ grep -q "^pending:" <<<"$out" && grep -q "^  job $p1 (first), 1st in queue: no n
     fail "status pending: $out"
 grep -q "^held:" <<<"$out" && grep -q "^  .*GPU=8.* by job $busy (sleep), RUNNING" <<<"$out" &&
     ok "status: GPU=8 held by the running job" || fail "status held: $out"
-for j in $busy $p1 $p2; do "$CORRAL" job stop "$j" >/dev/null 2>&1; done
+# a deep queue: the status lists the oldest 100 pending jobs and counts the
+# rest, in the CLI, its JSON and the web API's summary
+more=
+for _ in $(seq 100); do more="$more $("$CORRAL" run --gpus 1 --detach -- true)"; done
+out=$("$CORRAL" status)
+[ "$(grep -c " in queue: " <<<"$out")" = 100 ] && grep -q "^  job $p1 (first), 1st in queue" <<<"$out" &&
+    grep -q "^and 2 more job(s) and group(s) not listed here (the oldest 100 of each kind are): 'corral job list'" <<<"$out" &&
+    ok "status with 102 pending: the oldest 100, and 2 more not listed" || fail "status, 102 pending: $(tail -3 <<<"$out")"
+"$CORRAL" status --json | jq -e '.pending_jobs == 102 and .holders_not_listed == 2 and
+    ([.holders[] | select(.state == "PENDING")] | length) == 100' >/dev/null &&
+    ok "status --json: holders_not_listed 2" || fail "status --json: $("$CORRAL" status --json | jq -c '{pending_jobs, holders_not_listed}')"
+if command -v curl >/dev/null; then
+    L=$("$CORRAL" dashboard)
+    B=${L%%\?*}
+    curl -s -H "Authorization: Bearer $(tr -d '\n' <"$CORRAL_HOME/session_latest/token")" "${B%/}/api/v1/summary" |
+        jq -e '.holders_not_listed == 2 and (.holders | length) == 101' >/dev/null &&
+        ok "/api/v1/summary: 101 holders and holders_not_listed 2" || fail "/api/v1/summary: not bounded"
+fi
+for j in $busy $p1 $p2 $more; do "$CORRAL" job stop "$j" >/dev/null 2>&1; done
 
 # a group that holds the node: shown as held; a pg create that gives up holds nothing
 out=$(timeout 20 "$CORRAL" pg create g1 --bundles 'GPU=8' 2>&1) || fail "pg create g1: $out"
