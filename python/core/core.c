@@ -368,15 +368,22 @@ static PyObject *head_cluster(PyObject *self, PyObject *noargs)
 }
 
 /* The jobs not yet final, every page: [(job_id, name)]. The runtime finds
- * named actors by their lease job's name (docs/actors.md "Named actors"). */
-static PyObject *head_jobs(PyObject *self, PyObject *noargs)
+ * named actors by their lease job's name (docs/actors.md "Named actors").
+ * jobs(True): the running and placing ones only (a worker may connect
+ * before the head has its agent's word that it started), which is what
+ * the owner's monitor asks each second about its connected workers' jobs:
+ * a deep queue of pending jobs is not read again and again. */
+static PyObject *head_jobs(PyObject *self, PyObject *args)
 {
-    (void)noargs;
+    int running_only = 0;
+    if (!PyArg_ParseTuple(args, "|p", &running_only))
+        return NULL;
     corral_t *c = head_of(self);
     if (!c)
         return NULL;
-    static const corral_job_state_t live[] = {CORRAL_JOB_PENDING, CORRAL_JOB_PLACING,
-                                              CORRAL_JOB_RUNNING};
+    static const corral_job_state_t live[] = {CORRAL_JOB_RUNNING, CORRAL_JOB_PLACING,
+                                              CORRAL_JOB_PENDING};
+    size_t nlive = running_only ? 2 : 3;
     PyObject *out = PyList_New(0);
     if (!out)
         return NULL;
@@ -386,7 +393,7 @@ static PyObject *head_jobs(PyObject *self, PyObject *noargs)
         corral_job_t *v = NULL;
         size_t n = 0;
         int rc;
-        Py_BEGIN_ALLOW_THREADS rc = corral_job_list_page(c, live, 3, &page, &v, &n);
+        Py_BEGIN_ALLOW_THREADS rc = corral_job_list_page(c, live, nlive, &page, &v, &n);
         Py_END_ALLOW_THREADS free(token);
         token = NULL;
         if (rc < 0) {
@@ -439,7 +446,8 @@ static PyMethodDef head_methods[] = {
     {"pg_get", head_pg_get, METH_VARARGS, "pg_get(id_or_name) -> dict"},
     {"pg_remove", head_pg_remove, METH_VARARGS, "pg_remove(id_or_name)"},
     {"cluster", head_cluster, METH_NOARGS, "the nodes: list of dict"},
-    {"jobs", head_jobs, METH_NOARGS, "the jobs not yet final: list of (job_id, name)"},
+    {"jobs", head_jobs, METH_VARARGS,
+     "the jobs not yet final (jobs(True): the running ones): list of (job_id, name)"},
     {"close", head_close, METH_NOARGS, "close the connection"},
     {NULL, NULL, 0, NULL},
 };

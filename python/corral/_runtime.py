@@ -925,7 +925,10 @@ class Core:
             if not held:
                 continue
             try:
-                live = {jid for jid, _ in self.head_call("jobs")}
+                # a connected worker's lease job is RUNNING (or PLACING,
+                # its start not yet reported): the queue's pending jobs
+                # (10,000 of them, maybe) are not listed each second
+                live = {jid for jid, _ in self.head_call("jobs", True)}
             except Exception:
                 continue
             for w, job in held:
