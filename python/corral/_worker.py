@@ -41,6 +41,7 @@ class ExecQueue:
         # writer each, so no lock; two sent at once arrive as one)
         self.kills_sent = 0
         self.kills_seen = 0
+        self.raised = None  # the call on_interrupt interrupted: once only
 
     def put(self, item):
         self.q.put(item)
@@ -78,8 +79,11 @@ class ExecQueue:
             signal.default_int_handler(signum, frame)  # not a cancel's
         self.kills_seen = sent
         key = self.interrupt
-        if key is not None and key == self.current:
+        if key is not None and key == self.current and key != self.raised:
+            # a second cancel of the same call is not raised again: it could
+            # land in the handler of the first, outside the call
             self.interrupt = None
+            self.raised = key
             raise KeyboardInterrupt
 
 

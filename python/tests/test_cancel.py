@@ -65,6 +65,20 @@ class CancelTest(unittest.TestCase):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.01)
 
+    def test_a_second_cancel_of_the_same_call_is_not_raised(self):
+        self.running(14)
+        t = self.cancel_soon(14)
+        with self.assertRaises(KeyboardInterrupt):
+            time.sleep(30)
+        t.join()
+        # still in its handler (current not cleared yet): a second cancel
+        try:
+            self.q.cancel(14, CONN)
+            time.sleep(0.01)  # its SIGINT is handled here: nothing is raised
+        except KeyboardInterrupt:
+            self.fail("a second cancel of the same call raised KeyboardInterrupt again")
+        self.assertEqual(self.q.kills_seen, self.q.kills_sent)
+
     def test_a_queued_call_is_marked_not_signalled(self):
         self.q.cancel(12, CONN)
         self.assertIn((id(CONN), 12), self.q.cancelled)
