@@ -524,13 +524,14 @@ void try_pending(void)
             nmiss = 0;
             freed = D.sched_freed;
         }
-        const pass_miss_t *seen = missable(j) ? pass_missed(miss, nmiss, j) : NULL;
+        bool memo = missable(j);
+        const pass_miss_t *seen = memo ? pass_missed(miss, nmiss, j) : NULL;
         sched_status_t st = SCHED_RETRY;
         if (seen) {
             cr_strlcpy(why, seen->why, sizeof(why));
         } else {
             st = place(j, why, sizeof(why));
-            if (st == SCHED_RETRY && missable(j) && nmiss < PASS_MISSES) {
+            if (st == SCHED_RETRY && memo && nmiss < PASS_MISSES) {
                 miss[nmiss].j = j;
                 cr_strlcpy(miss[nmiss++].why, why, sizeof(miss[0].why));
             }

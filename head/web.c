@@ -303,8 +303,9 @@ static void fill_counts(Corral__ClusterStatus *s)
 }
 
 /* What holds resources and what waits, as corral status --json's
- * "holders" (dispatch.c's Status gathers the same). */
-static json_t *holders_json(uint32_t *not_listed)
+ * "holders" and "holders_not_listed", set on into (dispatch.c's Status
+ * gathers the same). */
+static void holders_set(json_t *into)
 {
     holders_t h = {0};
     jobs_holders(&h);
@@ -325,9 +326,9 @@ static json_t *holders_json(uint32_t *not_listed)
             json_object_set_new(o, "jobs", json_integer(x->jobs));
         json_array_append_new(a, o);
     }
-    *not_listed = h.not_listed;
+    json_object_set_new(into, "holders", a);
+    json_object_set_new(into, "holders_not_listed", json_integer(h.not_listed));
     holders_free(&h);
-    return a;
 }
 
 static void get_cluster(void *ctx, const web_req_t *rq, web_out_t *out)
@@ -345,9 +346,7 @@ static void get_cluster(void *ctx, const web_req_t *rq, web_out_t *out)
     json_object_set_new(o, "pending_jobs", json_integer(s.pending_jobs));
     json_object_set_new(o, "running_jobs", json_integer(s.running_jobs));
     json_object_set_new(o, "pending_groups", json_integer(s.pending_groups));
-    uint32_t holders_more;
-    json_object_set_new(o, "holders", holders_json(&holders_more));
-    json_object_set_new(o, "holders_not_listed", json_integer(holders_more));
+    holders_set(o);
     nodes_status_free(&s, mem);
     web_out_json(out, 200, o);
 }
@@ -468,9 +467,7 @@ static void get_summary(void *ctx, const web_req_t *rq, web_out_t *out)
     json_object_set_new(o, "pending_jobs", json_integer(s.pending_jobs));
     json_object_set_new(o, "running_jobs", json_integer(s.running_jobs));
     json_object_set_new(o, "pending_groups", json_integer(s.pending_groups));
-    uint32_t holders_more;
-    json_object_set_new(o, "holders", holders_json(&holders_more));
-    json_object_set_new(o, "holders_not_listed", json_integer(holders_more));
+    holders_set(o);
     free(acc);
     free(sl);
     nodes_status_free(&s, mem);
