@@ -12,11 +12,6 @@ T=$TDATA
 mkdir -p "$T"
 MIB=$((1024 * 1024))
 
-# waits (up to $2 s, default 60) until command $1 succeeds
-wait_until() {
-    for _ in $(seq $((${2:-60} * 10))); do eval "$1" && return 0; sleep 0.1; done
-    return 1
-}
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 # where file $1 differs from $2 (the bytes that should be), and whether
 # worker file $3 (what the head read from) had them right: a transport

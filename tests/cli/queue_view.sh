@@ -9,8 +9,6 @@
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" queueview
 SPECS=$CORRAL_SOURCE_DIR/specs
-# gone within 10 s (a condition polled, not a time measured)
-wait_until() { for _ in $(seq 100); do eval "$1" && return 0; sleep 0.1; done; return 1; }
 out=$("$CORRAL" start --head --hw-spec "$SPECS/dgx-h100.yaml" 2>&1) || { fail "start: $out"; exit 1; }
 
 # resource strings: 64GiB-style memory, a wrong case named, --gpus added to --resources

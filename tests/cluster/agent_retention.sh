@@ -8,10 +8,6 @@
 # worker's files are never removed. Each step waits for a state.
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cluster/lib/cluster.sh" cluster-agent-retention
-wait_until() { # CMD [secs]
-    for _ in $(seq $((${2:-60} * 10))); do eval "$1" && return 0; sleep 0.1; done
-    return 1
-}
 head_up "$SPECS/cpu-only.yaml" --keep-finished-for 3s
 agent_up far "$SPECS/cpu-only.yaml" 127.0.0.2 --keep-finished-for 3s
 agent_up near "$SPECS/cpu-only.yaml" 127.0.0.3 --keep-finished-jobs 2 --keep-finished-for 1h

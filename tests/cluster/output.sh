@@ -11,10 +11,6 @@ SUSPECT=30000 DEAD=60000 # the head is stopped for a while below
 T=$TDATA
 mkdir -p "$T"
 MIB=$((1024 * 1024))
-wait_until() { # CMD [secs]
-    for _ in $(seq $((${2:-60} * 10))); do eval "$1" && return 0; sleep 0.1; done
-    return 1
-}
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
 # 128 MiB per worker must arrive whole: above the default bound on worker

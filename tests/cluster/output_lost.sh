@@ -13,10 +13,6 @@ set -u
 T=$TDATA
 mkdir -p "$T"
 MIB=$((1024 * 1024))
-wait_until() { # CMD [secs]
-    for _ in $(seq $((${2:-60} * 10))); do eval "$1" && return 0; sleep 0.1; done
-    return 1
-}
 head_up "$SPECS/cpu-only.yaml"
 agent_up far "$SPECS/cpu-only.yaml" 127.0.0.2
 wait_node far 10 ALIVE || fail "agent far not ALIVE: $(node_state far)"

@@ -41,6 +41,13 @@ gone() {
     [ -z "$st" ] || [ "$st" = Z ] || [ "$st" = X ]
 }
 status() { "$CORRAL" job status "$1" --json; }
+# wait_until CMD [SECS]: polls CMD (eval'ed) every 0.1 s until it succeeds,
+# for at most SECS seconds (default 10); fails after (a condition polled,
+# not a time measured)
+wait_until() {
+    for _ in $(seq $((${2:-10} * 10))); do eval "$1" && return 0; sleep 0.1; done
+    return 1
+}
 # signal_when_pending SIGNAL CMD...: runs CMD with its output in
 # $TDATA/said and sends it SIGNAL once it says it is pending (within 10 s),
 # then prints what it said: the interruption a person makes, without a
@@ -52,10 +59,9 @@ signal_when_pending() {
     shift
     "$@" >"$TDATA/said" 2>&1 &
     local p=$!
-    for _ in $(seq 100); do grep -q " pending" "$TDATA/said" && break; sleep 0.1; done
+    wait_until 'grep -q " pending" "$TDATA/said"'
     kill -"$sig" "$p" 2>/dev/null
-    for _ in $(seq 100); do gone "$p" && break; sleep 0.1; done
-    gone "$p" || kill -KILL "$p" 2>/dev/null
+    wait_until 'gone $p' || kill -KILL "$p" 2>/dev/null
     wait "$p"
     cat "$TDATA/said"
 }
