@@ -28,49 +28,50 @@ class CancelTest(unittest.TestCase):
         self.q.current = key
         return key
 
+    def signal_left_alone(self, key):
+        """A cancel's SIGINT for key arrives: nothing is raised here."""
+        self.q.interrupt = key
+        self.q.kills_sent += 1
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)  # the handler runs
+        except KeyboardInterrupt:
+            self.fail("a cancel's SIGINT raised KeyboardInterrupt in a call it does not cancel")
+        self.assertEqual(self.q.kills_seen, self.q.kills_sent)
+
     def cancel_soon(self, ident):
         t = threading.Thread(target=lambda: (time.sleep(0.05), self.q.cancel(ident, CONN)))
         t.start()
         return t
 
-    def test_ends_a_blocking_sleep(self):
-        self.running(7)
-        t = self.cancel_soon(7)
-        # not interrupted, the sleep returns after 30 s and the test fails
+    def assert_interrupted(self, ident, wait):
+        """Call ident, running here, is cancelled from another thread while
+        in wait(30): KeyboardInterrupt ends the wait (not interrupted, it
+        returns after 30 s and the test fails)."""
+        self.running(ident)
+        t = self.cancel_soon(ident)
         with self.assertRaises(KeyboardInterrupt):
-            time.sleep(30)
+            wait(30)
         t.join()
+
+    def test_ends_a_blocking_sleep(self):
+        self.assert_interrupted(7, time.sleep)
         self.assertIsNone(self.q.interrupt)
 
     def test_ends_a_blocking_wait_on_an_event(self):
-        self.running(8)
-        t = self.cancel_soon(8)
-        with self.assertRaises(KeyboardInterrupt):
-            threading.Event().wait(30)
-        t.join()
+        self.assert_interrupted(8, threading.Event().wait)
 
     def test_a_call_that_ended_meanwhile_is_left_alone(self):
         key = self.running(9)
-        self.q.interrupt = key
-        self.q.kills_sent += 1
         self.q.current = None  # the call returned before the signal came
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.01)  # the handler runs: nothing is raised
-        self.assertEqual(self.q.kills_seen, self.q.kills_sent)
+        self.signal_left_alone(key)
 
     def test_another_calls_cancel_is_not_raised_in_this_one(self):
         self.running(10)
-        self.q.interrupt = (id(CONN), 11)
-        self.q.kills_sent += 1
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.01)
+        self.signal_left_alone((id(CONN), 11))
 
     def test_a_second_cancel_of_the_same_call_is_not_raised(self):
-        self.running(14)
-        t = self.cancel_soon(14)
-        with self.assertRaises(KeyboardInterrupt):
-            time.sleep(30)
-        t.join()
+        self.assert_interrupted(14, time.sleep)
         # still in its handler (current not cleared yet): a second cancel
         try:
             self.q.cancel(14, CONN)

@@ -64,6 +64,16 @@ typedef struct fx {
     got_t got;
 } fx_t;
 
+/* The last message of kind b the head sent since the last clear; NULL none. */
+static const Corral__Envelope *last_sent(const fx_t *f, Corral__Envelope__BodyCase b)
+{
+    const Corral__Envelope *found = NULL;
+    for (size_t i = 0; i < f->got.n; i++)
+        if (f->got.v[i]->body_case == b)
+            found = f->got.v[i];
+    return found;
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     return remove(path);
@@ -311,6 +321,18 @@ static void beat(fx_t *f, cr_conn_t *a, uint64_t seq, Corral__WorkerReport *chan
     assert_int_equal(a2->heartbeat_ack->seq, seq);
 }
 
+/* A beat of agent a saying worker_id of job_id exited (code 0). */
+static void beat_exited(fx_t *f, cr_conn_t *a, uint64_t seq, const char *job_id,
+                        const char *worker_id)
+{
+    Corral__WorkerReport end = CORRAL__WORKER_REPORT__INIT;
+    end.worker_id = (char *)worker_id;
+    end.job_id = (char *)job_id;
+    end.state = CORRAL__WORKER_STATE__WORKER_EXITED;
+    end.pid = 4242;
+    beat(f, a, seq, &end, SAME);
+}
+
 /* how many events of this kind the head has logged */
 static int events_of(fx_t *f, cr_conn_t *c, const char *kind, uint64_t id)
 {
@@ -411,11 +433,9 @@ static void test_heartbeat_changes_and_free(void **state)
     assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
     char job_id[32];
     cr_strlcpy(job_id, a->job_submitted->job_id, sizeof(job_id));
-    const Corral__WorkerStart *start = NULL;
-    for (size_t i = 0; i < f->got.n; i++)
-        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_START)
-            start = f->got.v[i]->worker_start;
-    assert_non_null(start);
+    const Corral__Envelope *sent = last_sent(f, CORRAL__ENVELOPE__BODY_WORKER_START);
+    assert_non_null(sent);
+    const Corral__WorkerStart *start = sent->worker_start;
     char worker_id[48];
     cr_strlcpy(worker_id, start->worker_id, sizeof(worker_id));
     uint32_t attempt = start->attempt;
@@ -495,11 +515,9 @@ static void submit_remote(fx_t *f, cr_conn_t *c, uint64_t id, bool bound, bool e
     const Corral__Envelope *a = send_got(f, c, e, id);
     assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_JOB_SUBMITTED);
     cr_strlcpy(job_id, a->job_submitted->job_id, 32);
-    worker_id[0] = '\0';
-    for (size_t i = 0; i < f->got.n; i++)
-        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_START)
-            cr_strlcpy(worker_id, f->got.v[i]->worker_start->worker_id, 48);
-    assert_true(worker_id[0]);
+    const Corral__Envelope *start = last_sent(f, CORRAL__ENVELOPE__BODY_WORKER_START);
+    assert_non_null(start);
+    cr_strlcpy(worker_id, start->worker_start->worker_id, 48);
 }
 
 /* whether the head sent a WorkerStop for worker_id since the last clear */
@@ -531,12 +549,7 @@ static void test_bound_jobs_stop_with_their_connection(void **state)
     submit_remote(f, c2, 5, true, false, j4, w4);
 
     /* j4 ends and retention removes it, c2 still open */
-    Corral__WorkerReport end = CORRAL__WORKER_REPORT__INIT;
-    end.worker_id = w4;
-    end.job_id = j4;
-    end.state = CORRAL__WORKER_STATE__WORKER_EXITED;
-    end.pid = 4242;
-    beat(f, ag, 1, &end, SAME);
+    beat_exited(f, ag, 1, j4, w4);
     D.keep_finished_ms = 1;
     D.retention_last_ms = 0;
     assert_int_equal(jobs_retention(cr_wall_ms() + 60000), 1);
@@ -596,12 +609,7 @@ static void test_ended_job_env_from_state_db(void **state)
     assert_int_equal(w->n_env, 2); /* running: from memory */
     assert_false(job_find(id)->env_dropped);
 
-    Corral__WorkerReport end = CORRAL__WORKER_REPORT__INIT;
-    end.worker_id = wid;
-    end.job_id = id;
-    end.state = CORRAL__WORKER_STATE__WORKER_EXITED;
-    end.pid = 4242;
-    beat(f, ag, 1, &end, SAME);
+    beat_exited(f, ag, 1, id, wid);
     job_t *j = job_find(id);
     assert_true(cr_job_state_is_final(j->state));
     assert_true(j->env_dropped);
@@ -914,8 +922,18 @@ static const char *job_state_of(fx_t *f, cr_conn_t *c, const char *id, uint64_t 
                                                   : "other";
 }
 
-/* Stops job id (one worker on remote-1) and reports its worker's end. */
-static void end_job(fx_t *f, cr_conn_t *cl, cr_conn_t *ag, const char *id, uint64_t rid)
+/* A one-worker job asking cpus CPUs of remote-1, submitted: its id in
+ * id[32]. */
+static void submit_cpus(fx_t *f, cr_conn_t *cl, int cpus, char *id)
+{
+    submit_msg_t m;
+    got_clear(&f->got); /* submit_id's answer is to request 1 */
+    submit_id(f, cl, submit_msg(&m, "CPU", cpus * CR_QTY_ONE, "corral.io/node-id=remote-1"), id,
+              32);
+}
+
+/* A JobStop of id, as request rid (what was sent since cleared first). */
+static void stop_job(fx_t *f, cr_conn_t *cl, const char *id, uint64_t rid)
 {
     Corral__JobStop js = CORRAL__JOB_STOP__INIT;
     js.job_id = (char *)id;
@@ -924,17 +942,17 @@ static void end_job(fx_t *f, cr_conn_t *cl, cr_conn_t *ag, const char *id, uint6
     e.job_stop = &js;
     got_clear(&f->got);
     send_got(f, cl, &e, rid);
-    char wid[48] = "";
-    for (size_t i = 0; i < f->got.n; i++)
-        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_STOP)
-            cr_strlcpy(wid, f->got.v[i]->worker_stop->worker_id, sizeof(wid));
-    assert_true(wid[0]);
-    Corral__WorkerReport end = CORRAL__WORKER_REPORT__INIT;
-    end.worker_id = wid;
-    end.job_id = (char *)id;
-    end.state = CORRAL__WORKER_STATE__WORKER_EXITED;
-    end.pid = 4242;
-    beat(f, ag, rid, &end, SAME);
+}
+
+/* Stops job id (one worker on remote-1) and reports its worker's end. */
+static void end_job(fx_t *f, cr_conn_t *cl, cr_conn_t *ag, const char *id, uint64_t rid)
+{
+    stop_job(f, cl, id, rid);
+    const Corral__Envelope *stop = last_sent(f, CORRAL__ENVELOPE__BODY_WORKER_STOP);
+    assert_non_null(stop);
+    char wid[48];
+    cr_strlcpy(wid, stop->worker_stop->worker_id, sizeof(wid));
+    beat_exited(f, ag, rid, id, wid);
     for (int i = 0; i < 4; i++)
         head_harness_run();
 }
@@ -947,32 +965,19 @@ static void test_queue_positions_follow_the_queue(void **state)
     fx_t *f = *state;
     cr_conn_t *cl, *ag;
     pair_open(f, &cl, &ag);
-    submit_msg_t m;
     char blocker[32], id[4][32];
-    got_clear(&f->got); /* submit_id's answer is to request 1 */
-    submit_id(f, cl, submit_msg(&m, "CPU", 16 * CR_QTY_ONE, "corral.io/node-id=remote-1"), blocker,
-              sizeof(blocker));
-    for (int i = 0; i < 3; i++) {
-        got_clear(&f->got);
-        submit_id(f, cl, submit_msg(&m, "CPU", CR_QTY_ONE, "corral.io/node-id=remote-1"), id[i],
-                  sizeof(id[i]));
-    }
+    submit_cpus(f, cl, 16, blocker);
+    for (int i = 0; i < 3; i++)
+        submit_cpus(f, cl, 1, id[i]);
     for (int i = 0; i < 3; i++)
         assert_int_equal(job_info(f, cl, id[i], 10 + (uint64_t)i)->queue_position, i + 1);
     assert_int_equal(job_info(f, cl, blocker, 13)->queue_position, 0);
 
-    Corral__JobStop js = CORRAL__JOB_STOP__INIT;
-    js.job_id = id[0];
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_JOB_STOP;
-    e.job_stop = &js;
-    send_got(f, cl, &e, 14);
+    stop_job(f, cl, id[0], 14);
     assert_int_equal(job_info(f, cl, id[0], 15)->queue_position, 0);
     assert_int_equal(job_info(f, cl, id[1], 16)->queue_position, 1);
     assert_int_equal(job_info(f, cl, id[2], 17)->queue_position, 2);
-    got_clear(&f->got);
-    submit_id(f, cl, submit_msg(&m, "CPU", CR_QTY_ONE, "corral.io/node-id=remote-1"), id[3],
-              sizeof(id[3]));
+    submit_cpus(f, cl, 1, id[3]);
     assert_int_equal(job_info(f, cl, id[3], 18)->queue_position, 3);
 
     /* the blocker ends: its CPUs go to the pending ones, in order */
@@ -990,16 +995,10 @@ static void test_status_holders_bounded(void **state)
     fx_t *f = *state;
     cr_conn_t *cl, *ag;
     pair_open(f, &cl, &ag);
-    submit_msg_t m;
     char id[32];
-    got_clear(&f->got);
-    submit_id(f, cl, submit_msg(&m, "CPU", 16 * CR_QTY_ONE, "corral.io/node-id=remote-1"), id,
-              sizeof(id));
-    for (int i = 0; i < HOLDERS_EACH + 5; i++) {
-        got_clear(&f->got);
-        submit_id(f, cl, submit_msg(&m, "CPU", CR_QTY_ONE, "corral.io/node-id=remote-1"), id,
-                  sizeof(id));
-    }
+    submit_cpus(f, cl, 16, id);
+    for (int i = 0; i < HOLDERS_EACH + 5; i++)
+        submit_cpus(f, cl, 1, id);
     Corral__StatusRequest sr = CORRAL__STATUS_REQUEST__INIT;
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_STATUS_REQUEST;
@@ -1031,17 +1030,12 @@ static void test_queue_pass_alike_and_different(void **state)
     fx_t *f = *state;
     cr_conn_t *cl, *ag;
     pair_open(f, &cl, &ag);
-    submit_msg_t m;
     char big[32], small[32], a1[32], a2[32], b[32];
-    const char *sel = "corral.io/node-id=remote-1";
-    const struct {
-        char *id;
-        int cpus;
-    } subs[] = {{big, 10}, {small, 4}, {a1, 8}, {a2, 8}, {b, 4}};
-    for (size_t i = 0; i < 5; i++) { /* 16 CPUs: 2 left after the first two */
-        got_clear(&f->got);
-        submit_id(f, cl, submit_msg(&m, "CPU", subs[i].cpus * CR_QTY_ONE, sel), subs[i].id, 32);
-    }
+    submit_cpus(f, cl, 10, big); /* 16 CPUs: 2 left after these two */
+    submit_cpus(f, cl, 4, small);
+    submit_cpus(f, cl, 8, a1);
+    submit_cpus(f, cl, 8, a2);
+    submit_cpus(f, cl, 4, b);
     assert_string_equal(job_state_of(f, cl, a1, 10), "PENDING");
     assert_string_equal(job_state_of(f, cl, a2, 11), "PENDING");
     assert_string_equal(job_state_of(f, cl, b, 12), "PENDING");
@@ -1158,11 +1152,10 @@ static void test_pg_refused_reservation(void **state)
     e.body_case = CORRAL__ENVELOPE__BODY_PG_CREATE;
     e.pg_create = &pc;
     send_got(f, cl, &e, 2);
-    char txn[64] = "";
-    for (size_t i = 0; i < f->got.n; i++)
-        if (f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_PREPARE)
-            cr_strlcpy(txn, f->got.v[i]->prepare->txn_id, sizeof(txn));
-    assert_true(txn[0]);
+    const Corral__Envelope *prep = last_sent(f, CORRAL__ENVELOPE__BODY_PREPARE);
+    assert_non_null(prep);
+    char txn[64];
+    cr_strlcpy(txn, prep->prepare->txn_id, sizeof(txn));
 
     Corral__PrepareReply pr = CORRAL__PREPARE_REPLY__INIT;
     pr.txn_id = txn;
