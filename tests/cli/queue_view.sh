@@ -98,6 +98,22 @@ if command -v curl >/dev/null; then
         jq -e '.holders_not_listed == 2 and (.holders | length) == 101' >/dev/null &&
         ok "/api/v1/summary: 101 holders and holders_not_listed 2" || fail "/api/v1/summary: not bounded"
 fi
+# the dashboard's overview says so too, in Debian's headless chromium
+CHROMIUM=${CORRAL_CHROMIUM:-/usr/bin/chromium}
+NM=""
+[ -x "$CHROMIUM" ] && NM=$("$CORRAL_SOURCE_DIR/scripts/node-web.sh" 2>/dev/null)
+if [ -n "$NM" ]; then
+    O=$(CORRAL_WEB_NODE_MODULES=$NM CORRAL_CHROMIUM=$CHROMIUM node "$CORRAL_SOURCE_DIR/tests/cli/lib/overview.mjs" \
+        "$("$CORRAL" dashboard)" 2>&1)
+    T=$(jq -r .pages.first.text <<<"$O" 2>/dev/null)
+    [ "$(jq '.errors | length' <<<"$O" 2>/dev/null)" = 0 ] &&
+        grep -qx "2 more job(s) and group(s) not listed (the oldest 100 of each kind are)" <<<"$T" &&
+        [ "$(grep -c "PENDING" <<<"$T")" = 100 ] &&
+        ok "the dashboard's overview: 100 pending jobs and 2 more not listed" ||
+        fail "the dashboard's overview, 102 pending: $(jq -c .errors <<<"$O" 2>/dev/null || tail -3 <<<"$O") $(grep -c PENDING <<<"$T") $(tail -2 <<<"$T")"
+else
+    echo "note: no chromium or playwright-core: the dashboard's overview is not checked"
+fi
 for j in $busy $p1 $p2 $more; do "$CORRAL" job stop "$j" >/dev/null 2>&1; done
 
 # a group that holds the node: shown as held; a pg create that gives up holds nothing

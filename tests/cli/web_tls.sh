@@ -117,7 +117,7 @@ if [ -n "$NM" ]; then
     WPIDS="$WPIDS $LGPID"
     for _ in $(seq 600); do grep -q '^registered' "$TMP/lg.out" && break; sleep 0.1; done
     grep -q '^registered 150 ' "$TMP/lg.out" || fail "the load generator: $(cat "$TMP/lg.out" "$TMP/lg.err")"
-    CORRAL_WEB_NODE_MODULES=$NM CORRAL_CHROMIUM=$CHROMIUM node "$CORRAL_SOURCE_DIR/tests/cli/lib/overview_tls.mjs" \
+    CORRAL_WEB_NODE_MODULES=$NM CORRAL_CHROMIUM=$CHROMIUM node "$CORRAL_SOURCE_DIR/tests/cli/lib/overview.mjs" \
         "$LOGIN" "${PIN#sha256//}" >"$TMP/b.json" 2>"$TMP/b.err" || fail "the browser run: $(tail -3 "$TMP/b.err")"
     O=$(cat "$TMP/b.json")
     [ "$(jq '.errors | length' <<<"$O")" = 0 ] && [[ "$(jq -r .landed <<<"$O")" == https://* ]] &&
