@@ -56,6 +56,13 @@ typedef struct job job_t;
 typedef struct wk wk_t;
 typedef struct pg pg_t;
 
+/* A waiting job's entry in D.pending (jobs.c "the queue"). */
+typedef struct pending {
+    job_t *j;
+    struct shape *shape; /* NULL: not shared */
+    uint64_t ticket;     /* grows along the queue */
+} pending_t;
+
 /* A node of the cluster: the head's own (local, its agent in-process) or
  * one whose agent joined over TCP. Written by nodes.c only. */
 typedef struct node_free {
@@ -153,9 +160,9 @@ typedef struct head {
     int64_t last_tick_ms; /* the last nodes_tick (cr_mono_ms): a late one is a stall */
     /* jobs.c */
     CR_VEC(job_t *) jobs;
-    CR_VEC(job_t *) pending;  /* waiting for resources, in arrival order */
-    uint32_t keep_finished;   /* retention.c: finished jobs kept */
-    int64_t keep_finished_ms; /* and for how long after they finished */
+    CR_VEC(pending_t) pending; /* waiting for resources, in arrival order (jobs.c) */
+    uint32_t keep_finished;    /* retention.c: finished jobs kept */
+    int64_t keep_finished_ms;  /* and for how long after they finished */
     int64_t retention_last_ms;
     bool retention_behind; /* the last sweep removed a whole batch: the next tick sweeps */
     /* events.c: the event log keeps the newest keep_events (0: the

@@ -25,13 +25,28 @@
  * or a reboot of its agent is there in time. */
 #define REJOIN_WINDOW_MS 6000
 
-void job_set_state(job_t *j, cr_job_state_t s, const char *reason)
+/* Whether a waiting job may have its rejoin window open: most ticks do
+ * not visit every waiting job. */
+static bool rejoin_windows;
+
+/* When a job's reason or a waiting shape's was set (jobs.c "the queue"):
+ * the newer one is what a waiting job waits for. */
+static uint64_t reason_seq;
+
+/* j's reason is r (a copy; r may be j->reason), newer than its shape's. */
+static void set_reason(job_t *j, const char *r)
 {
-    char *copy = reason ? cr_strdup(reason) : NULL; /* reason may be j->reason */
-    j->state = s;
+    char *copy = r ? cr_strdup(r) : NULL;
     free(j->reason);
     j->reason = copy;
-    db_check(cr_state_job_set_state(D.st, j->id, s, copy, cr_wall_ms()));
+    j->reason_seq = ++reason_seq;
+}
+
+void job_set_state(job_t *j, cr_job_state_t s, const char *reason)
+{
+    j->state = s;
+    set_reason(j, reason);
+    db_check(cr_state_job_set_state(D.st, j->id, s, j->reason, cr_wall_ms()));
 }
 
 static void release_placement(job_t *j)
@@ -142,8 +157,7 @@ void job_fail(job_t *j, int code, const char *fmt, ...)
     j->failed = true;
     j->port_wait = false;
     j->exit_code = code;
-    free(j->reason);
-    j->reason = cr_strdup(msg);
+    set_reason(j, msg);
     if (j->replace) {
         j->replace = false;
         remove_pending(j);
@@ -223,6 +237,7 @@ void restart_check(job_t *j)
             j->wk[i].restart_due = false;
         release_placement(j);
         j->rejoin_until_ms = cr_mono_ms() + D.dead_ms + REJOIN_WINDOW_MS;
+        rejoin_windows = true;
         job_set_state(j, CR_JOB_PENDING, "placing the gang again: a node of it was lost");
         jobs_pending_push(j);
         try_pending();
@@ -429,34 +444,75 @@ static void placed(job_t *j)
 
 void jobs_tick(void)
 {
+    if (!rejoin_windows)
+        return;
     int64_t now = cr_mono_ms();
-    bool due = false;
+    bool due = false, open = false;
     for (size_t i = 0; i < D.pending.n; i++) {
-        job_t *j = D.pending.v[i];
-        if (j->rejoin_until_ms && now >= j->rejoin_until_ms) {
+        job_t *j = D.pending.v[i].j;
+        if (!j->rejoin_until_ms)
+            continue;
+        if (now >= j->rejoin_until_ms) {
             j->rejoin_until_ms = 0; /* the window is over: placed now or never */
             due = true;
+        } else {
+            open = true;
         }
     }
+    rejoin_windows = open;
     if (due)
         try_pending();
 }
 
-/* Each pending job's place in the queue (try_pending's order, from 1) is
- * kept current where D.pending changes, so an answer that gives it costs
- * nothing: counting them for each JobStatus wrote every pending job, 70 us
- * a request at 10,000 pending. From index i on, as a removal shifted
- * them. */
-static void renumber_pending(size_t i)
-{
-    for (; i < D.pending.n; i++)
-        D.pending.v[i]->qpos = (uint32_t)(i + 1);
-}
+/* ------------------------------------------------------------ the queue */
 
-void jobs_pending_push(job_t *j)
+/* D.pending holds the waiting jobs in arrival order. Each entry carries
+ * its ticket, which grows: a job's place is found by bisection, and
+ * nothing is renumbered when the queue moves. A one-worker request outside
+ * a group also carries its shape: what it asks (resources, selector,
+ * strategy, domain), shared by every waiting job that asks the same.
+ *
+ * A pass (try_pending) only places, so free capacity only falls in it,
+ * and a shape the scheduler refused is refused again later in the same
+ * pass. The later jobs of a refused shape are passed over without being
+ * read, and what they wait for is the shape's reason (job_reason).
+ * Anything freed meanwhile (D.sched_freed moves: a job placed in the pass
+ * that ended at once) starts a new generation, in which every shape is
+ * asked again. A queue of 10,000 alike jobs costs one decision a pass,
+ * and no visit of each job: each job's end visited them all, 1.6 ms of
+ * the head a job at 10,000 waiting. */
+typedef struct shape {
+    struct shape *next; /* in its hash bucket */
+    uint64_t hash;
+    Corral__Strategy strategy;
+    char *domain; /* "" for none */
+    sched_bundle_t b;
+    size_t refs;      /* the waiting jobs of this shape */
+    uint64_t missed;  /* the pass generation in which the scheduler refused it */
+    uint64_t why_seq; /* when why was set (reason_seq), against a job's own */
+    char why[256];
+} shape_t;
+
+static struct {
+    shape_t **tab;
+    size_t cap, n; /* cap: a power of two */
+} shapes;
+
+static uint64_t pass_gen, last_ticket;
+
+/* A pass is not entered again from inside (a job it refuses for good
+ * ends there, and its end asks for a pass): that one runs after it. A job
+ * that leaves the queue meanwhile leaves a hole in its entry. */
+static bool in_pass, pass_again;
+static size_t pass_keep, pass_at; /* D.pending: [0, keep) kept, [at, n) not yet seen */
+static size_t pass_holes;         /* in [0, keep) */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
-    *CR_VEC_PUSH(&D.pending) = j;
-    j->qpos = (uint32_t)D.pending.n;
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
 }
 
 /* Whether two bundles ask the same (the parts in use compared). */
@@ -476,65 +532,212 @@ static bool bundle_same(const sched_bundle_t *a, const sched_bundle_t *b)
     return true;
 }
 
-/* The single-worker requests (no group) a pass found no room for now, up
- * to PASS_MISSES of them. A pass only places, so free capacity only falls
- * in it, and a request the scheduler refused for now is refused again
- * later in the same pass: a job that asks the same gets that answer
- * without the scheduler. A queue of 10,000 alike jobs costs one decision
- * a pass, not 10,000 (each job's end passes over the queue: draining such
- * a queue took 5.6 ms of the head a job). Anything freed meanwhile
- * (D.sched_freed moves: a job placed in the pass that ended at once)
- * forgets them. */
-#define PASS_MISSES 8
-typedef struct pass_miss {
-    const job_t *j;
-    char why[256];
-} pass_miss_t;
+static uint64_t shape_hash(Corral__Strategy strategy, const char *domain, const sched_bundle_t *b)
+{
+    int32_t s = (int32_t)strategy;
+    uint64_t h = fnv(0xcbf29ce484222325ULL, &s, sizeof(s));
+    h = fnv(h, domain, strlen(domain) + 1);
+    h = fnv(h, &b->req.n, sizeof(b->req.n));
+    for (int k = 0; k < b->req.n; k++) {
+        h = fnv(h, &b->req.id[k], sizeof(b->req.id[k]));
+        h = fnv(h, &b->req.qty[k], sizeof(b->req.qty[k]));
+    }
+    h = fnv(h, &b->sel.n, sizeof(b->sel.n));
+    for (int k = 0; k < b->sel.n; k++) {
+        const sched_term_t *t = &b->sel.t[k];
+        h = fnv(h, &t->key, sizeof(t->key));
+        h = fnv(h, &t->op, sizeof(t->op));
+        h = fnv(h, &t->nvals, sizeof(t->nvals));
+        h = fnv(h, t->vals, t->nvals * sizeof(t->vals[0]));
+    }
+    return h;
+}
 
+/* Jobs that can share a shape: one worker, no group. */
 static bool missable(const job_t *j)
 {
     return j->n == 1 && !j->pg && j->bundles;
 }
 
-static const pass_miss_t *pass_missed(const pass_miss_t *m, int n, const job_t *j)
+static void shapes_grow(void)
 {
-    for (int i = 0; i < n; i++)
-        if (m[i].j->spec->strategy == j->spec->strategy &&
-            !strcmp(m[i].j->spec->domain ? m[i].j->spec->domain : "",
-                    j->spec->domain ? j->spec->domain : "") &&
-            bundle_same(&m[i].j->bundles[0], &j->bundles[0]))
-            return &m[i];
-    return NULL;
+    size_t cap = shapes.cap ? shapes.cap * 2 : 64;
+    shape_t **tab = cr_calloc(cap, sizeof(*tab));
+    for (size_t i = 0; i < shapes.cap; i++)
+        for (shape_t *s = shapes.tab[i], *next; s; s = next) {
+            next = s->next;
+            s->next = tab[s->hash & (cap - 1)];
+            tab[s->hash & (cap - 1)] = s;
+        }
+    free(shapes.tab);
+    shapes.tab = tab;
+    shapes.cap = cap;
 }
 
-void try_pending(void)
+/* j's shape, shared (its count taken). */
+static shape_t *shape_get(const job_t *j)
+{
+    const char *domain = j->spec->domain ? j->spec->domain : "";
+    const sched_bundle_t *b = &j->bundles[0];
+    uint64_t h = shape_hash(j->spec->strategy, domain, b);
+    for (shape_t *s = shapes.cap ? shapes.tab[h & (shapes.cap - 1)] : NULL; s; s = s->next)
+        if (s->hash == h && s->strategy == j->spec->strategy && !strcmp(s->domain, domain) &&
+            bundle_same(&s->b, b)) {
+            s->refs++;
+            return s;
+        }
+    if (shapes.n >= shapes.cap)
+        shapes_grow();
+    shape_t *s = cr_calloc(1, sizeof(*s));
+    s->hash = h;
+    s->strategy = j->spec->strategy;
+    s->domain = cr_strdup(domain);
+    s->b = *b;
+    s->refs = 1;
+    s->next = shapes.tab[h & (shapes.cap - 1)];
+    shapes.tab[h & (shapes.cap - 1)] = s;
+    shapes.n++;
+    return s;
+}
+
+static void shape_put(shape_t *s)
+{
+    if (--s->refs)
+        return;
+    shape_t **p = &shapes.tab[s->hash & (shapes.cap - 1)];
+    while (*p != s)
+        p = &(*p)->next;
+    *p = s->next;
+    shapes.n--;
+    free(s->domain);
+    free(s);
+}
+
+const char *job_reason(const job_t *j)
+{
+    if (j->shape && j->state == CR_JOB_PENDING && j->shape->why_seq > j->reason_seq)
+        return j->shape->why;
+    return j->reason;
+}
+
+void jobs_pending_push(job_t *j)
+{
+    pending_t *e = CR_VEC_PUSH(&D.pending);
+    e->j = j;
+    e->ticket = j->ticket = ++last_ticket;
+    e->shape = j->shape = missable(j) && j->state == CR_JOB_PENDING ? shape_get(j) : NULL;
+}
+
+/* j's entry has left D.pending: what it waits for becomes its own. */
+static void pending_left(job_t *j)
+{
+    if (j->shape) {
+        if (j->shape->why_seq > j->reason_seq)
+            set_reason(j, j->shape->why);
+        shape_put(j->shape);
+        j->shape = NULL;
+    }
+    j->ticket = 0;
+}
+
+/* The index of ticket in D.pending[lo, hi) (sorted), or hi. */
+static size_t ticket_find(size_t lo, size_t hi, uint64_t ticket)
+{
+    size_t end = hi;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (D.pending.v[mid].ticket < ticket)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < end && D.pending.v[lo].ticket == ticket ? lo : end;
+}
+
+/* A pending job's place in the queue (the pass's order, from 1), 0 for
+ * any other. In a pass, the kept part and the part not yet seen are
+ * looked in. */
+static uint32_t queue_position(const job_t *j)
+{
+    if (j->state != CR_JOB_PENDING || !j->ticket)
+        return 0;
+    size_t kept = in_pass ? pass_keep : D.pending.n;
+    size_t i = ticket_find(0, kept, j->ticket);
+    if (i < kept)
+        return (uint32_t)(i + 1);
+    if (!in_pass)
+        return 0;
+    i = ticket_find(pass_at, D.pending.n, j->ticket);
+    return i < D.pending.n ? (uint32_t)(kept + i - pass_at + 1) : 0;
+}
+
+static void remove_pending(job_t *j)
+{
+    if (!j->ticket)
+        return; /* not waiting */
+    size_t kept = in_pass ? pass_keep : D.pending.n;
+    size_t i = ticket_find(0, kept, j->ticket);
+    if (i == kept && in_pass)
+        i = ticket_find(pass_at, D.pending.n, j->ticket);
+    if (i < D.pending.n && in_pass) {
+        D.pending.v[i].j = NULL; /* a hole: the pass drops it */
+        D.pending.v[i].shape = NULL;
+        pass_holes += i < kept;
+    } else if (i < D.pending.n) {
+        memmove(&D.pending.v[i], &D.pending.v[i + 1],
+                (D.pending.n - i - 1) * sizeof(D.pending.v[0]));
+        D.pending.n--;
+    }
+    pending_left(j);
+}
+
+/* What a waiting job waits for, as this pass found it. Its move to
+ * PENDING is recorded; what it waits for after is kept in memory only
+ * (recovery asks the scheduler again): the reason names free amounts,
+ * which move with every start and end, and writing every waiting job's
+ * row each time cost 10 us a job a pass, 21 ms of the head for each run
+ * beside 1,000 waiting jobs. */
+static void pending_reason(job_t *j, const char *why)
+{
+    if (j->state != CR_JOB_PENDING) {
+        job_set_state(j, CR_JOB_PENDING, why);
+    } else if (!j->reason || strcmp(job_reason(j), why)) {
+        set_reason(j, why);
+    }
+}
+
+/* One pass over the queue, in order; D.pending may grow meanwhile (a job
+ * queued again), never shrink. */
+static void pass_once(void)
 {
     size_t keep = 0;
-    pass_miss_t miss[PASS_MISSES];
-    int nmiss = 0;
     uint64_t freed = D.sched_freed;
+    pass_gen++;
     for (size_t i = 0; i < D.pending.n; i++) {
-        job_t *j = D.pending.v[i];
-        char why[256];
-        if (D.shutting_down || j->stopping || j->failed || j->uncommitted) {
-            D.pending.v[keep++] = j;
+        pending_t e = D.pending.v[i];
+        pass_keep = keep;
+        pass_at = i;
+        if (!e.j)
+            continue; /* left the queue in this pass */
+        if (D.sched_freed != freed) {
+            freed = D.sched_freed;
+            pass_gen++;
+        }
+        if (e.shape && e.shape->missed == pass_gen) {
+            D.pending.v[keep++] = e; /* refused in this pass already: not read */
             continue;
         }
-        if (D.sched_freed != freed) {
-            nmiss = 0;
-            freed = D.sched_freed;
+        job_t *j = e.j;
+        char why[256];
+        if (D.shutting_down || j->stopping || j->failed || j->uncommitted) {
+            D.pending.v[keep++] = e;
+            continue;
         }
-        bool memo = missable(j);
-        const pass_miss_t *seen = memo ? pass_missed(miss, nmiss, j) : NULL;
-        sched_status_t st = SCHED_RETRY;
-        if (seen) {
-            cr_strlcpy(why, seen->why, sizeof(why));
-        } else {
-            st = place(j, why, sizeof(why));
-            if (st == SCHED_RETRY && memo && nmiss < PASS_MISSES) {
-                miss[nmiss].j = j;
-                cr_strlcpy(miss[nmiss++].why, why, sizeof(miss[0].why));
-            }
+        sched_status_t st = place(j, why, sizeof(why));
+        if (st == SCHED_RETRY && e.shape) {
+            e.shape->missed = pass_gen;
+            cr_strlcpy(e.shape->why, why, sizeof(e.shape->why));
+            e.shape->why_seq = ++reason_seq;
         }
         if (st == SCHED_INFEASIBLE && j->spec->wait_for_nodes) {
             st = SCHED_RETRY;
@@ -551,15 +754,16 @@ void try_pending(void)
                      D.dead_ms + REJOIN_WINDOW_MS, was);
         }
         if (st == SCHED_INFEASIBLE && D.rejoining) {
-            D.pending.v[keep++] = j; /* asked again once the node is back */
+            D.pending.v[keep++] = e; /* asked again once the node is back */
             continue;
         }
         if (st == SCHED_RETRY) {
-            if (!j->reason || strcmp(j->reason, why))
-                job_set_state(j, CR_JOB_PENDING, why);
-            D.pending.v[keep++] = j;
+            pending_reason(j, why);
+            if (j->ticket)
+                D.pending.v[keep++] = e;
             continue;
         }
+        pending_left(j); /* placed or refused for good: out of the queue */
         if (st == SCHED_INFEASIBLE) {
             j->replace = false;
             job_fail(j, 1, "cannot be placed any more: %s", why);
@@ -569,19 +773,28 @@ void try_pending(void)
         placed(j);
     }
     D.pending.n = keep;
-    renumber_pending(0);
+    if (pass_holes) {
+        keep = 0;
+        for (size_t i = 0; i < D.pending.n; i++)
+            if (D.pending.v[i].j)
+                D.pending.v[keep++] = D.pending.v[i];
+        D.pending.n = keep;
+        pass_holes = 0;
+    }
 }
 
-static void remove_pending(job_t *j)
+void try_pending(void)
 {
-    for (size_t i = 0; i < D.pending.n; i++)
-        if (D.pending.v[i] == j) {
-            memmove(&D.pending.v[i], &D.pending.v[i + 1],
-                    (D.pending.n - i - 1) * sizeof(*D.pending.v));
-            D.pending.n--;
-            renumber_pending(i);
-            return;
-        }
+    if (in_pass) {
+        pass_again = true;
+        return;
+    }
+    in_pass = true;
+    do {
+        pass_again = false;
+        pass_once();
+    } while (pass_again);
+    in_pass = false;
 }
 
 /* ------------------------------------------------------------------ jobs */
@@ -593,6 +806,9 @@ static void free_handle(uv_handle_t *h)
 
 void job_free(job_t *j)
 {
+    remove_pending(j);
+    if (j->shape) /* jobs_free: the queue let go of at once */
+        shape_put(j->shape);
     for (size_t i = 0; j->owner && i < bound.n; i++)
         if (bound.v[i] == j)
             unbind(i);
@@ -618,10 +834,17 @@ void jobs_free(void)
 {
     CR_VEC_FREE(&bound);
     CR_VEC_FREE(&fresh);
+    for (size_t i = 0; i < D.pending.n; i++) /* each job's shape goes with it */
+        if (D.pending.v[i].j)
+            D.pending.v[i].j->ticket = 0;
+    D.pending.n = 0;
     for (size_t i = 0; i < D.jobs.n; i++)
         job_free(D.jobs.v[i]);
     CR_VEC_FREE(&D.jobs);
     CR_VEC_FREE(&D.pending);
+    free(shapes.tab);
+    shapes.tab = NULL;
+    shapes.cap = shapes.n = 0;
 }
 
 /* D.jobs is in id order (ids grow; retention and removal keep the order):
@@ -848,7 +1071,7 @@ int jobs_resync(void)
     int64_t now = cr_wall_ms();
     for (size_t i = 0; i < D.jobs.n; i++) {
         job_t *j = D.jobs.v[i];
-        int err = cr_state_job_set_state(D.st, j->id, j->state, j->reason, now);
+        int err = cr_state_job_set_state(D.st, j->id, j->state, job_reason(j), now);
         if (err == 0)
             err = cr_state_job_set_restarts(D.st, j->id, j->restarts, now);
         if (err < 0)
@@ -1010,18 +1233,13 @@ typedef struct info_mem {
     uint32_t *devs;
 } info_mem_t;
 
-static uint32_t queue_position(const job_t *j)
-{
-    return j->state == CR_JOB_PENDING ? j->qpos : 0;
-}
-
 static void info_fill(const job_t *j, Corral__JobInfo *info, info_mem_t *m)
 {
     corral__job_info__init(info);
     info->job_id = (char *)j->idstr;
     info->name = j->name;
     info->state = job_state_proto[j->state];
-    info->reason = j->reason ? j->reason : "";
+    info->reason = (char *)(job_reason(j) ? job_reason(j) : "");
     info->exit_code = j->exit_code;
     info->submitted_ms = j->submitted_ms;
     info->finished_ms = j->finished_ms;
@@ -1358,7 +1576,7 @@ void jobs_holders(holders_t *h)
         }
         (*n)++;
         Corral__Holder *o =
-            holder_new(h, "job", j->idstr, j->name, cr_job_state_name(j->state), j->reason);
+            holder_new(h, "job", j->idstr, j->name, cr_job_state_name(j->state), job_reason(j));
         o->queue_position = queue_position(j);
         if (j->pg) {
             free(o->group);

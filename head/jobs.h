@@ -59,7 +59,9 @@ struct job {
     uint32_t master_port; /* distributed jobs: the rendezvous port of this start */
     uint32_t jax_port;    /* and JAX's coordinator's, another one */
     bool port_wait;       /* waiting for the port before starting the gang */
-    uint32_t qpos;        /* its place in D.pending (from 1), kept current there */
+    uint64_t ticket;      /* its entry in D.pending (arrival order), 0 when not there */
+    struct shape *shape;  /* waiting, one worker: what it asks, shared (jobs.c "the queue") */
+    uint64_t reason_seq;  /* when reason was set, against its shape's */
     cr_conn_t *owner;     /* a bound submit's connection: stopped when it closes */
     bool has_children;    /* a job was submitted with this one as its parent */
     /* ended: its workers' environment left memory (job_drop_env); state.db
@@ -81,8 +83,11 @@ job_t *job_find(const char *id);
 void job_stop(job_t *j, uint32_t grace_ms);
 void job_fail(job_t *j, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void job_check_done(job_t *j);
-/* Appends j to D.pending, its place in the queue counted (qpos). */
+/* Appends j to D.pending (its ticket, its shape). */
 void jobs_pending_push(job_t *j);
+/* What j waits for or why it ended: a waiting job's shape's reason when
+ * that is newer than its own. */
+const char *job_reason(const job_t *j);
 void job_set_state(job_t *j, cr_job_state_t s, const char *reason);
 void job_free(job_t *j);
 /* A spec as state.db keeps it (jobs.spec_json, its "pb"): NULL when it is

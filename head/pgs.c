@@ -607,8 +607,9 @@ void pgs_try_pending(void)
         }
         if (infeasible && g->spec->wait_for_nodes)
             wait_reason(why, sizeof(why));
-        if (!g->reason || strcmp(g->reason, why)) {
-            set_state(g, CORRAL__PG_STATE__PG_PENDING, why);
+        if (!g->reason || strcmp(g->reason, why)) { /* still PENDING: nothing to record */
+            free(g->reason);
+            g->reason = cr_strdup(why);
         }
     }
 }

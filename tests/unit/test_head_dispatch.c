@@ -348,10 +348,13 @@ static int events_of(fx_t *f, cr_conn_t *c, const char *kind, uint64_t id)
     return n;
 }
 
-/* The description of a CPU-only node named id, as its agent sends it. */
-static char *node_json(const char *id)
+/* The description of a node named id from specs/SPEC, as its agent sends
+ * it. */
+static char *node_json_of(const char *id, const char *spec)
 {
-    hw_options_t o = {.spec_path = CORRAL_SOURCE_DIR "/specs/cpu-only.yaml"};
+    char path[512];
+    snprintf(path, sizeof(path), "%s/specs/%s", CORRAL_SOURCE_DIR, spec);
+    hw_options_t o = {.spec_path = path};
     cr_node_t *node = NULL;
     char *msg = NULL;
     assert_int_equal(hw_discover(&o, &node, &msg), 0);
@@ -368,19 +371,32 @@ static char *node_json(const char *id)
     return njs;
 }
 
-/* remote-1 registers through the agent connection ag. */
-static void register_remote(fx_t *f, cr_conn_t *ag, uint64_t id)
+/* A CPU-only node named id (16 CPUs). */
+static char *node_json(const char *id)
 {
-    char *njs = node_json("remote-1");
+    return node_json_of(id, "cpu-only.yaml");
+}
+
+/* Node id (specs/SPEC) registers through the agent connection ag. */
+static void register_node(fx_t *f, cr_conn_t *ag, const char *id, const char *spec,
+                          uint64_t incarnation, uint64_t rid)
+{
+    char *njs = node_json_of(id, spec);
     Corral__Register r = CORRAL__REGISTER__INIT;
     r.node_json = njs;
-    r.incarnation = 1;
+    r.incarnation = incarnation;
     r.address = "10.0.0.2";
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
     e.body_case = CORRAL__ENVELOPE__BODY_REGISTER;
     e.register_ = &r;
-    assert_int_equal(send_got(f, ag, &e, id)->body_case, CORRAL__ENVELOPE__BODY_REGISTERED);
+    assert_int_equal(send_got(f, ag, &e, rid)->body_case, CORRAL__ENVELOPE__BODY_REGISTERED);
     free(njs);
+}
+
+/* remote-1 registers through the agent connection ag. */
+static void register_remote(fx_t *f, cr_conn_t *ag, uint64_t id)
+{
+    register_node(f, ag, "remote-1", "cpu-only.yaml", 1, id);
 }
 
 /* CPU free of remote-1 as the head counts it and as its agent reported it
@@ -1023,8 +1039,8 @@ static void test_status_holders_bounded(void **state)
 }
 
 /* A pass over the queue asks the scheduler once for alike requests it has
- * no room for (try_pending's pass_missed), still places a different one
- * behind them that fits, and the alike ones once room is freed. */
+ * no room for (jobs.c "the queue": their shape), still places a different
+ * one behind them that fits, and the alike ones once room is freed. */
 static void test_queue_pass_alike_and_different(void **state)
 {
     fx_t *f = *state;
@@ -1039,18 +1055,90 @@ static void test_queue_pass_alike_and_different(void **state)
     assert_string_equal(job_state_of(f, cl, a1, 10), "PENDING");
     assert_string_equal(job_state_of(f, cl, a2, 11), "PENDING");
     assert_string_equal(job_state_of(f, cl, b, 12), "PENDING");
-    /* 6 free: the alike ones still wait, the different one behind them fits */
+    /* 6 free: the alike ones still wait, the different one behind them
+     * fits; the scheduler was asked for a1 and b, not a2 (its shape was
+     * refused in the pass already) */
+    uint64_t asked = head_counters.place_count;
     end_job(f, cl, ag, small, 13);
+    assert_int_equal(head_counters.place_count - asked, 2);
     assert_string_equal(job_state_of(f, cl, a1, 14), "PENDING");
     assert_string_equal(job_state_of(f, cl, a2, 15), "PENDING");
     assert_string_equal(job_state_of(f, cl, b, 16), "RUNNING");
     assert_string_equal(job_info(f, cl, a2, 17)->reason, job_info(f, cl, a1, 18)->reason);
+    /* a2 was passed over, a1 asked: a2 waits for what a1's answer says
+     * now; its row keeps the reason it was queued with (what a job waits
+     * for is not written at every pass) */
+    assert_string_equal(job_info(f, cl, a2, 30)->reason,
+                        "no node has CPU=8 free now: the closest, remote-1, has CPU=6 free");
+    cr_state_job_t row;
+    assert_int_equal(cr_state_job_get(D.st, strtoll(a2, NULL, 10), &row), 0);
+    assert_string_equal(row.reason,
+                        "no node has CPU=8 free now: the closest, remote-1, has CPU=2 free");
+    cr_state_job_free(&row);
     /* 12 free: the first alike one is placed, the second waits (4 left) */
     end_job(f, cl, ag, big, 19);
     assert_string_equal(job_state_of(f, cl, a1, 20), "RUNNING");
     assert_string_equal(job_state_of(f, cl, a2, 21), "PENDING");
     assert_int_equal(job_info(f, cl, a2, 22)->queue_position, 1);
     pair_close(cl, ag);
+}
+
+/* A one-worker job asking amount of res on node (its id in id[32]). */
+static void submit_on(fx_t *f, cr_conn_t *cl, const char *res, int64_t amount, const char *node,
+                      char *id)
+{
+    submit_msg_t m;
+    char sel[64];
+    snprintf(sel, sizeof(sel), "corral.io/node-id=%s", node);
+    got_clear(&f->got);
+    submit_id(f, cl, submit_msg(&m, res, amount * CR_QTY_ONE, sel), id, 32);
+}
+
+/* A pass over the queue is not entered again from inside: a job refused
+ * for good in a pass ends there, and its end's own pass used to run over
+ * the queue half compacted, where a job the outer pass had just placed
+ * was still listed, and placed it a second time (two WorkerStarts, its
+ * first placement leaked). Here remote-2 comes back as a new incarnation
+ * without GPUs: its pass places a (4 of its 16 CPUs) and refuses b (a
+ * GPU) for good. */
+static void test_queue_pass_not_reentered(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *cl = cr_conn_new_detached(CORRAL__ROLE__ROLE_CLIENT, sink, &f->got);
+    cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+    register_node(f, ag, "remote-2", "dgx-h100.yaml", 1, 1);
+    char cpus[32], gpus[32], a[32], b[32];
+    submit_on(f, cl, "CPU", 224, "remote-2", cpus);
+    submit_on(f, cl, "GPU", 8, "remote-2", gpus);
+    submit_on(f, cl, "CPU", 4, "remote-2", a);
+    submit_on(f, cl, "GPU", 1, "remote-2", b);
+    assert_string_equal(job_state_of(f, cl, a, 2), "PENDING");
+    assert_string_equal(job_state_of(f, cl, b, 3), "PENDING");
+
+    head_harness_conn_closed(ag); /* its agent restarts, on a smaller node */
+    cr_conn_free_detached(ag);
+    got_clear(&f->got);
+    cr_conn_t *ag2 = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
+    register_node(f, ag2, "remote-2", "cpu-only.yaml", 2, 4);
+    for (int i = 0; i < 4; i++)
+        head_harness_run();
+    int starts = 0;
+    for (size_t i = 0; i < f->got.n; i++)
+        starts += f->got.v[i]->body_case == CORRAL__ENVELOPE__BODY_WORKER_START &&
+                  !strcmp(f->got.v[i]->worker_start->job_id, a);
+    assert_int_equal(starts, 1);
+    assert_string_equal(job_state_of(f, cl, a, 5), "RUNNING");
+    assert_int_equal(job_info(f, cl, b, 6)->state, CORRAL__JOB_STATE__JOB_FAILED);
+    /* 12 of its 16 CPUs free: one CPU=4 placement, not two */
+    char c12[32], c1[32];
+    submit_on(f, cl, "CPU", 12, "remote-2", c12);
+    assert_string_equal(job_state_of(f, cl, c12, 7), "RUNNING");
+    submit_on(f, cl, "CPU", 1, "remote-2", c1);
+    assert_string_equal(job_state_of(f, cl, c1, 8), "PENDING");
+    head_harness_conn_closed(cl);
+    cr_conn_free_detached(cl);
+    head_harness_conn_closed(ag2);
+    cr_conn_free_detached(ag2);
 }
 
 static void test_oversized_answer_is_an_error(void **state)
@@ -1363,6 +1451,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_queue_positions_follow_the_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_holders_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_pass_alike_and_different, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_pass_not_reentered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retention_catches_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ended_job_env_from_state_db, setup, teardown),
     };
