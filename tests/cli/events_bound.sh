@@ -85,7 +85,7 @@ for _ in $(seq 100); do [ "$(rows)" -le 100 ] && break; sleep 0.05; done
 have=$(rows)
 json=$("$CORRAL" events --json)
 [ "$have" -le 100 ] && [ "$(jq length <<<"$json")" -le 100 ] &&
-    jq -e '[.[] | select(.message | test("late-40"))] | length > 0' <<<"$json" >/dev/null &&
+    jq_true '[.[] | select(.message | test("late-40"))] | length > 0' <<<"$json" &&
     [ "$(jq '[.[] | select(.kind == "test")] | length' <<<"$json")" -eq 0 ] &&
     ok "40 jobs later: $have events, the last job's among them, none of the old ones" ||
     fail "40 jobs later: $have events: $(jq -c '[.[-3:][] | .message]' <<<"$json")"

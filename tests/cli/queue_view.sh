@@ -9,7 +9,7 @@
 set -u
 . "$CORRAL_SOURCE_DIR/tests/cli/lib/head.sh" queueview
 SPECS=$CORRAL_SOURCE_DIR/specs
-out=$("$CORRAL" start --head --hw-spec "$SPECS/dgx-h100.yaml" 2>&1) || { fail "start: $out"; exit 1; }
+out=$("$CORRAL" start --head --hw-spec "$SPECS/dgx-h100.yaml" --dashboard-port any 2>&1) || { fail "start: $out"; exit 1; }
 
 # resource strings: 64GiB-style memory, a wrong case named, --gpus added to --resources
 out=$("$CORRAL" run --resources CPU=1,memory=1GiB -- true 2>&1); rc=$?
@@ -67,7 +67,7 @@ grep -q "^corral pg create: group g pending, 1st in queue: .*GPU=1 free now" <<<
 "$CORRAL" train --workers 1 -- true >/dev/null 2>&1 &
 pt=$!
 WPIDS="$WPIDS $pt"
-wait_until '"$CORRAL" pg list --json | jq -e "any(.[]; .name | startswith(\"train-\"))" >/dev/null' ||
+wait_until '"$CORRAL" pg list --json | jq_true "any(.[]; .name | startswith(\"train-\"))"' ||
     fail "train's group never queued"
 kill -KILL $pt
 wait_until '[ "$("$CORRAL" pg list --json | jq length)" = 0 ]' &&
@@ -88,14 +88,14 @@ out=$("$CORRAL" status)
 [ "$(grep -c " in queue: " <<<"$out")" = 100 ] && grep -q "^  job $p1 (first), 1st in queue" <<<"$out" &&
     grep -q "^and 2 more job(s) and group(s) not listed here (the oldest 100 of each kind are): 'corral job list'" <<<"$out" &&
     ok "status with 102 pending: the oldest 100, and 2 more not listed" || fail "status, 102 pending: $(tail -3 <<<"$out")"
-"$CORRAL" status --json | jq -e '.pending_jobs == 102 and .holders_not_listed == 2 and
-    ([.holders[] | select(.state == "PENDING")] | length) == 100' >/dev/null &&
+"$CORRAL" status --json | jq_true '.pending_jobs == 102 and .holders_not_listed == 2 and
+    ([.holders[] | select(.state == "PENDING")] | length) == 100' &&
     ok "status --json: holders_not_listed 2" || fail "status --json: $("$CORRAL" status --json | jq -c '{pending_jobs, holders_not_listed}')"
 if command -v curl >/dev/null; then
     L=$("$CORRAL" dashboard)
     B=${L%%\?*}
     curl -s -H "Authorization: Bearer $(tr -d '\n' <"$CORRAL_HOME/session_latest/token")" "${B%/}/api/v1/summary" |
-        jq -e '.holders_not_listed == 2 and (.holders | length) == 101' >/dev/null &&
+        jq_true '.holders_not_listed == 2 and (.holders | length) == 101' &&
         ok "/api/v1/summary: 101 holders and holders_not_listed 2" || fail "/api/v1/summary: not bounded"
 fi
 # the dashboard's overview says so too, in Debian's headless chromium
@@ -121,8 +121,8 @@ out=$(timeout 20 "$CORRAL" pg create g1 --bundles 'GPU=8' 2>&1) || fail "pg crea
 out=$("$CORRAL" status)
 grep -q "^  GPU=8 by group g1 (pg[0-9]*), CREATED, 0 job(s) running in it" <<<"$out" &&
     ok "status: GPU=8 held by group g1, 0 jobs in it" || fail "status held by a group: $out"
-"$CORRAL" status --json | jq -e '[.holders[] | select(.kind == "group")] | length == 1 and
-    .[0].name == "g1" and .[0].held == "GPU=8" and .[0].jobs == 0 and .[0].state == "CREATED"' >/dev/null &&
+"$CORRAL" status --json | jq_true '[.holders[] | select(.kind == "group")] | length == 1 and
+    .[0].name == "g1" and .[0].held == "GPU=8" and .[0].jobs == 0 and .[0].state == "CREATED"' &&
     ok "status --json: holders" || fail "status --json holders: $("$CORRAL" status --json | jq -c .holders)"
 jg=$(timeout 20 "$CORRAL" run --pg g1 --detach --name ingroup -- sleep 60)
 wait_until '[ "$(status "$jg" | jq -r .state)" = RUNNING ]'
@@ -139,23 +139,23 @@ names=$("$CORRAL" pg list --json | jq -r '[.[].name] | join(",")')
 "$CORRAL" pg create g3 --bundles 'GPU=1' >/dev/null 2>&1 &
 pc=$!
 WPIDS="$WPIDS $pc"
-wait_until '"$CORRAL" pg list --json | jq -e "any(.[]; .name == \"g3\")" >/dev/null' || fail "g3 never queued"
+wait_until '"$CORRAL" pg list --json | jq_true "any(.[]; .name == \"g3\")"' || fail "g3 never queued"
 kill -KILL $pc
-wait_until '! "$CORRAL" pg list --json | jq -e "any(.[]; .name == \"g3\")" >/dev/null' &&
+wait_until '"$CORRAL" pg list --json | jq_true "all(.[]; .name != \"g3\")"' &&
     ok "pg create killed (SIGKILL): the head removed its group" || fail "g3 left: $("$CORRAL" pg list)"
 # --detach: the group outlives an interrupted pg create
 signal_when_pending INT "$CORRAL" pg create g4 --detach --bundles 'GPU=1' >/dev/null
-"$CORRAL" pg list --json | jq -e 'any(.[]; .name == "g4" and .state == "PENDING")' >/dev/null &&
+"$CORRAL" pg list --json | jq_true 'any(.[]; .name == "g4" and .state == "PENDING")' &&
     ok "pg create --detach: the group stays PENDING" || fail "g4: $("$CORRAL" pg list)"
 "$CORRAL" pg remove g4 >/dev/null
 # a corral run killed while it waits: the head stops its job
 "$CORRAL" run --gpus 1 --name orphan -- true >/dev/null 2>&1 &
 pr=$!
 WPIDS="$WPIDS $pr"
-wait_until '"$CORRAL" job list --json | jq -e "any(.[]; .name == \"orphan\" and .state == \"PENDING\")" >/dev/null' ||
+wait_until '"$CORRAL" job list --json | jq_true "any(.[]; .name == \"orphan\" and .state == \"PENDING\")"' ||
     fail "orphan never queued"
 kill -KILL $pr
-wait_until '"$CORRAL" job list --json | jq -e "any(.[]; .name == \"orphan\" and .state == \"STOPPED\")" >/dev/null' &&
+wait_until '"$CORRAL" job list --json | jq_true "any(.[]; .name == \"orphan\" and .state == \"STOPPED\")"' &&
     ok "run killed (SIGKILL) while pending: the head stopped its job" || fail "orphan: $("$CORRAL" job list)"
 
 # pg list: columns as wide as the longest name

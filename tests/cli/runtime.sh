@@ -147,7 +147,7 @@ n=$("$CORRAL" job list --json | jq length)
 "$CORRAL" job list | grep -q "FAILED" || fail "job list shows no FAILED job"
 ev=$("$CORRAL" events --json)
 for k in submitted placed started exited infeasible finished stopping; do
-    jq -e --arg k "$k" 'map(select(.kind == $k)) | length > 0' <<<"$ev" >/dev/null || fail "no $k event"
+    jq_true 'map(select(.kind == $k)) | length > 0' --arg k "$k" <<<"$ev" || fail "no $k event"
 done
 ok "events recorded"
 

@@ -49,7 +49,7 @@ got=$(stat -c %s "$CORRAL_HOME/session_latest/logs/job$id-w0.out" 2>/dev/null ||
     fail "output_lost $lost, received $got, written $full"
 "$CORRAL" job status "$id" | grep -q "output lost: .* ($lost bytes) its agent wrote never reached the head" &&
     ok "job status: $("$CORRAL" job status "$id" | grep 'output lost')" || fail "job status: $("$CORRAL" job status "$id")"
-"$CORRAL" events --json | jq -e --arg j "$id" '.[] | select(.kind == "output_lost" and .job_id == $j)' >/dev/null &&
+"$CORRAL" events --json | jq_true '.[] | select(.kind == "output_lost" and .job_id == $j)' --arg j "$id" &&
     ok "an output_lost event" || fail "no output_lost event"
 
 # the count is the job's record, kept in state.db with the worker: a head

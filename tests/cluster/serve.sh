@@ -98,11 +98,11 @@ r=$(OAI "$U/v1" no-such-model unknown)
     [ "$(jq -r .name <<<"$r")" = NotFoundError ] && jq -r .message <<<"$r" | grep -q "no-such-model" &&
     ok "openai client: unknown model is a 404 NotFoundError, code model_not_found" || fail "unknown: $r"
 out=$(curl -s -w '\n%{http_code}' "$U/v1/chat/completions" -d '{"messages":[]}')
-[ "$(tail -1 <<<"$out")" = 400 ] && head -1 <<<"$out" | jq -e '.error.code == "missing_model"' >/dev/null &&
+[ "$(tail -1 <<<"$out")" = 400 ] && head -1 <<<"$out" | jq_true '.error.code == "missing_model"' &&
     ok "curl: no model is a 400 in OpenAI's shape" || fail "no model: $out"
 head -c $((17 << 20)) /dev/zero | tr '\0' ' ' >"$T/big"
 out=$(curl -s -w '\n%{http_code}' "$U/v1/completions" --data-binary @"$T/big")
-[ "$(tail -1 <<<"$out")" = 413 ] && head -1 <<<"$out" | jq -e '.error.code == "request_too_large"' >/dev/null &&
+[ "$(tail -1 <<<"$out")" = 413 ] && head -1 <<<"$out" | jq_true '.error.code == "request_too_large"' &&
     ok "curl: a body over 16 MiB is a 413" || fail "big body: $(tail -c 300 <<<"$out")"
 rm -f "$T/big"
 out=$(curl -sN "$U/v1/completions" -d '{"model":"canned","prompt":"x","stream":true,"max_tokens":3}')
@@ -205,7 +205,7 @@ out=$(timeout 120 "$CORRAL" serve deploy "$T/keyed.yaml" --api-key-file "$T/keys
 WPIDS="$WPIDS $(router_pid keyed)"
 K=$(url keyed)
 code=$(curl -s -o "$T/401" -w '%{http_code}' "$K/v1/models")
-[ "$code" = 401 ] && jq -e '.error.code == "invalid_api_key"' "$T/401" >/dev/null &&
+[ "$code" = 401 ] && jq_true '.error.code == "invalid_api_key"' <"$T/401" &&
     [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer wrong' "$K/v1/models")" = 401 ] &&
     ok "API keys: none or a wrong one is a 401" || fail "401: $code $(cat "$T/401")"
 r=$(OAI "$K/v1" canned chat secret-2)

@@ -137,6 +137,6 @@ mport=$(sed -n 's/^\[rank 0\] jax .* \([0-9]*\)$/\1/p' <<<"$out")
 [ $rc -eq 0 ] && [ -n "$coord" ] && [ -z "$bad" ] && [ "${coord##*:}" != "$mport" ] &&
     ok "corral.train.jax.initialize_args(): one coordinator ($coord, not MASTER_PORT $mport), 4 processes, id = RANK" ||
     fail "jax args: rc=$rc $out"
-"$CORRAL" pg list --json | jq -e 'length == 0' >/dev/null && ok "every train group removed" ||
+"$CORRAL" pg list --json | jq_true 'length == 0' && ok "every train group removed" ||
     fail "groups left: $("$CORRAL" pg list)"
 finish

@@ -48,6 +48,15 @@ wait_until() {
     for _ in $(seq $((${2:-10} * 10))); do eval "$1" && return 0; sleep 0.1; done
     return 1
 }
+# jq_true FILTER [JQ OPTIONS...]: the JSON on stdin makes FILTER's last
+# output neither false nor null, as jq -e says, except that no input at all
+# (a command that failed and printed nothing) is false: Debian's jq 1.6
+# exits 0 then with -e
+jq_true() {
+    local f=$1
+    shift
+    jq -en "$@" "[inputs | ($f)] | length > 0 and (last | . != false and . != null)" >/dev/null
+}
 # signal_when_pending SIGNAL CMD...: runs CMD with its output in
 # $TDATA/said and sends it SIGNAL once it says it is pending (within 10 s),
 # then prints what it said: the interruption a person makes, without a

@@ -9,8 +9,8 @@ join_token_file() {
     "$CORRAL" start --address "$(cat "$H"/session_latest/address)" --token-file "$2" --hw-spec "$3" \
         --node-id "$1" --node-ip 127.0.0.1 >/dev/null || { fail "agent $1 did not start"; return 1; }
     for _ in $(seq 100); do
-        "$CORRAL" nodes --json | jq -e --arg n "$1" '.[] | select(.node_id == $n and .state == "ALIVE")' \
-            >/dev/null && return 0
+        [ "$("$CORRAL" nodes --json | jq --arg n "$1" '[.[] | select(.node_id == $n and .state == "ALIVE")] | length')" = 1 ] &&
+            return 0
         sleep 0.1
     done
 }
