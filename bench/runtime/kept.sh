@@ -12,32 +12,11 @@
 #   bench/runtime/kept.sh                          (KEPT=10000 SEQ=200 ROUNDS=5)
 #   CORRAL_BUILD_DIR=/some/old/build bench/runtime/kept.sh   (a before figure)
 set -euo pipefail
-SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-BUILD="${CORRAL_BUILD_DIR:-$SRC/build}"
+. "$(dirname "${BASH_SOURCE[0]}")/two_heads.sh" kept fresh kept
 KEPT="${KEPT:-10000}"
 SEQ="${SEQ:-200}"
 ROUNDS="${ROUNDS:-5}"
 FLOOR_N="${FLOOR_N:-500}"
-CORRAL="$BUILD/corral"
-SPAWN="$SRC/build/bench/bench_runtime_spawn"
-command -v jq >/dev/null || { echo "bench/runtime/kept: needs jq (scripts/deps.sh)" >&2; exit 2; }
-for f in "$CORRAL" "$BUILD/corrald" "$SPAWN"; do
-    [ -x "$f" ] || { echo "bench/runtime/kept: no $f; run make build first" >&2; exit 2; }
-done
-base="${BENCH_DIR:-/tmp}"
-TMP="$(mktemp -d "$base/bench-kept.XXXXXX")"
-homes=("$TMP/fresh" "$TMP/kept")
-cleanup() {
-    for h in "${homes[@]}"; do CORRAL_HOME="$h" "$CORRAL" stop >/dev/null 2>&1 || true; done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-note() { echo "note: $*" >&2; }
-median() { sort -g | awk '{a[NR]=$1} END{if(NR==0){print "NA";exit} if(NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-seq_of() { setsid -w "$SPAWN" seq "$@"; } # prints N SECONDS PER_SECOND P50_MS
-# the CPU time (user + system, in clock ticks) the head of CORRAL_HOME $1 has used
-head_ticks() { awk '{print $14 + $15}' "/proc/$(cat "$1/session_latest/corrald.pid")/stat"; }
 
 note "$(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); KEPT=$KEPT SEQ=$SEQ ROUNDS=$ROUNDS, homes under $base"
 for h in "${homes[@]}"; do
@@ -48,17 +27,9 @@ done
 fill=$(CORRAL_HOME="$TMP/kept" seq_of "$KEPT" "$CORRAL" run -- true)
 kept=$(CORRAL_HOME="$TMP/kept" "$CORRAL" job list --json | jq length)
 note "filled: $fill (N SECONDS PER_SECOND P50_MS); the head keeps $kept jobs"
-: > "$TMP/floor"; : > "$TMP/fresh.r"; : > "$TMP/kept.r"
-t0f=$(head_ticks "$TMP/fresh"); t0k=$(head_ticks "$TMP/kept")
-for r in $(seq "$ROUNDS"); do
-    seq_of "$FLOOR_N" --setsid /bin/true >> "$TMP/floor"
-    CORRAL_HOME="$TMP/fresh" seq_of "$SEQ" "$CORRAL" run -- true >> "$TMP/fresh.r"
-    CORRAL_HOME="$TMP/kept" seq_of "$SEQ" "$CORRAL" run -- true >> "$TMP/kept.r"
-    note "round $r: floor $(tail -1 "$TMP/floor" | cut -d' ' -f3)/s, fresh $(tail -1 "$TMP/fresh.r" | cut -d' ' -f3)/s, kept $(tail -1 "$TMP/kept.r" | cut -d' ' -f3)/s"
-done
-hz=$(getconf CLK_TCK)
-cf=$(awk -v a="$t0f" -v b="$(head_ticks "$TMP/fresh")" -v n=$((SEQ * ROUNDS)) -v hz="$hz" 'BEGIN{printf "%.3f", (b - a) * 1000 / hz / n}')
-ck=$(awk -v a="$t0k" -v b="$(head_ticks "$TMP/kept")" -v n=$((SEQ * ROUNDS)) -v hz="$hz" 'BEGIN{printf "%.3f", (b - a) * 1000 / hz / n}')
+take_turns run -- true
+cf=$(cat "$TMP/fresh.cpu")
+ck=$(cat "$TMP/kept.cpu")
 python3 "$SRC/bench/runtime/create_p50.py" "$TMP/kept/session_latest/logs" kept_log_dir_file_create_p50
 f=$(awk '{print $3}' "$TMP/floor" | median)
 a=$(awk '{print $3}' "$TMP/fresh.r" | median)
