@@ -10,10 +10,13 @@ Exits 1 when the all-reduce is wrong or the loss did not fall.
 
 Environment: CORRAL_TRAIN_STEPS (default 8); fault injection:
 CORRAL_TRAIN_FAIL_RANK=2 CORRAL_TRAIN_FAIL_STEP=3 makes rank 2 exit 1 at the
-start of step 3, only when CORRAL_RESTART_COUNT is 0 (the first attempt).
+start of step 3, once rank 0's checkpoint of step 2 is written (so the
+restart resumes at step 3 however the ranks are scheduled), only when
+CORRAL_RESTART_COUNT is 0 (the first attempt).
 """
 import os
 import sys
+import time
 
 try:
     import corral.train
@@ -76,6 +79,14 @@ def main():
 
     for step in range(start, steps):
         if R == fail_rank and step == fail_step and ctx.restart_count == 0:
+            # rank 0 saves a step after its all-reduce, so it may still be
+            # writing the last step's checkpoint when this rank gets here
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and step > 0 and os.environ.get("CORRAL_CHECKPOINT_DIR"):
+                c = corral.train.load_checkpoint()
+                if c is not None and c["step"] >= step - 1:
+                    break
+                time.sleep(0.02)
             print("rank %d failing at step %d (CORRAL_TRAIN_FAIL_RANK)" % (R, step), flush=True)
             leave(1)
         opt.zero_grad()
