@@ -515,23 +515,6 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-/* Whether two bundles ask the same (the parts in use compared). */
-static bool bundle_same(const sched_bundle_t *a, const sched_bundle_t *b)
-{
-    if (a->req.n != b->req.n || a->sel.n != b->sel.n)
-        return false;
-    for (int k = 0; k < a->req.n; k++)
-        if (a->req.id[k] != b->req.id[k] || a->req.qty[k] != b->req.qty[k])
-            return false;
-    for (int k = 0; k < a->sel.n; k++) {
-        const sched_term_t *x = &a->sel.t[k], *y = &b->sel.t[k];
-        if (x->key != y->key || x->op != y->op || x->nvals != y->nvals ||
-            memcmp(x->vals, y->vals, x->nvals * sizeof(x->vals[0])))
-            return false;
-    }
-    return true;
-}
-
 static uint64_t shape_hash(Corral__Strategy strategy, const char *domain, const sched_bundle_t *b)
 {
     int32_t s = (int32_t)strategy;
@@ -582,7 +565,7 @@ static shape_t *shape_get(const job_t *j)
     uint64_t h = shape_hash(j->spec->strategy, domain, b);
     for (shape_t *s = shapes.cap ? shapes.tab[h & (shapes.cap - 1)] : NULL; s; s = s->next)
         if (s->hash == h && s->strategy == j->spec->strategy && !strcmp(s->domain, domain) &&
-            bundle_same(&s->b, b)) {
+            sched_bundle_same(&s->b, b)) {
             s->refs++;
             return s;
         }

@@ -570,3 +570,19 @@ bool sched_tpu_submesh(int k, int *dx, int *dy)
         }
     return false;
 }
+
+bool sched_bundle_same(const sched_bundle_t *a, const sched_bundle_t *b)
+{
+    if (a->req.n != b->req.n || a->sel.n != b->sel.n)
+        return false;
+    for (int k = 0; k < a->req.n; k++)
+        if (a->req.id[k] != b->req.id[k] || a->req.qty[k] != b->req.qty[k])
+            return false;
+    for (int k = 0; k < a->sel.n; k++) {
+        const sched_term_t *x = &a->sel.t[k], *y = &b->sel.t[k];
+        if (x->key != y->key || x->op != y->op || x->nvals != y->nvals ||
+            memcmp(x->vals, y->vals, x->nvals * sizeof(x->vals[0])))
+            return false;
+    }
+    return true;
+}

@@ -343,6 +343,9 @@ typedef struct sched_bundle {
     sched_resreq_t req;
     sched_selector_t sel;
 } sched_bundle_t;
+/* Whether two bundles ask the same (the parts in use compared: a queue's
+ * alike requests, head/jobs.c and head/pgs.c). */
+bool sched_bundle_same(const sched_bundle_t *a, const sched_bundle_t *b);
 
 typedef struct sched_request {
     uint32_t nbundles; /* 1 for a single bundle */

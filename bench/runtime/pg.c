@@ -12,7 +12,11 @@
  * groups at once (e.g. CPU=0.01).
  * Prints "pg_cycles N" and "pg_seconds S" on stdout; then, for the same
  * time, the round trips of a request that changes nothing (PgList of no
- * groups): "rt_calls N", "rt_seconds S", the transport's floor. */
+ * groups): "rt_calls N", "rt_seconds S", the transport's floor.
+ *   bench_runtime_pg queue N RESOURCES
+ * leaves N groups of one bundle of RESOURCES queued (not waited on, one
+ * write), each of which must be PENDING: a deep queue of groups for
+ * bench/runtime/queue.sh; prints "queued N". */
 #include <corral/corral.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -77,8 +81,47 @@ static bool cycle_many(corral_t *c, const corral_pg_spec_t *specs, size_t n, cor
     return ok;
 }
 
+/* n groups of res left queued: every one must be PENDING */
+static int queue_many(long n, const char *res)
+{
+    corral_t *c;
+    char *why = NULL;
+    if (n < 1 || n > 1000000 || corral_connect(NULL, NULL, &c, &why) < 0) {
+        fprintf(stderr, "bench_runtime_pg: %s\n",
+                n < 1 || n > 1000000 ? "queue N: N from 1 to 1000000"
+                : why                ? why
+                                     : "cannot connect");
+        return n < 1 || n > 1000000 ? 2 : 1;
+    }
+    corral_bundle_spec_t b = {.resources = res};
+    corral_pg_spec_t *specs = calloc((size_t)n, sizeof(*specs));
+    corral_pg_t *pgs = calloc((size_t)n, sizeof(*pgs));
+    for (long i = 0; i < n; i++)
+        specs[i] = (corral_pg_spec_t){.bundles = &b, .nbundles = 1};
+    int rc = corral_pg_create_many(c, specs, (size_t)n, pgs, NULL) < 0;
+    if (rc)
+        fprintf(stderr, "bench_runtime_pg: create: %s\n", corral_errmsg(c));
+    long pending = 0;
+    for (long i = 0; i < n; i++) {
+        pending += pgs[i].state && !strcmp(pgs[i].state, "PENDING");
+        corral_pg_free(&pgs[i]);
+    }
+    if (!rc && pending != n) {
+        fprintf(stderr, "bench_runtime_pg: %ld of %ld groups are PENDING\n", pending, n);
+        rc = 1;
+    }
+    free(specs);
+    free(pgs);
+    corral_disconnect(c);
+    if (!rc)
+        printf("queued %ld\n", n);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "queue"))
+        return queue_many(argc > 2 ? atol(argv[2]) : 0, argc > 3 ? argv[3] : "GPU=1");
     double secs = argc > 1 ? atof(argv[1]) : 3;
     const char *res = argc > 2 ? argv[2] : "GPU=1";
     long batch = argc > 3 ? atol(argv[3]) : 1;

@@ -1083,6 +1083,51 @@ static void test_queue_pass_alike_and_different(void **state)
     pair_close(cl, ag);
 }
 
+/* A group named name of one bundle of cpus CPUs on remote-1, created
+ * without waiting (answered PENDING or on its way). */
+static void pg_cpus(fx_t *f, cr_conn_t *cl, const char *name, int cpus, uint64_t rid)
+{
+    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
+    q.name = "CPU";
+    q.amount = cpus * CR_QTY_ONE;
+    Corral__Bundle b = CORRAL__BUNDLE__INIT, *bs[] = {&b};
+    b.resources = qs;
+    b.n_resources = 1;
+    b.selector = "corral.io/node-id=remote-1";
+    Corral__PgCreate pc = CORRAL__PG_CREATE__INIT;
+    pc.name = (char *)name;
+    pc.bundles = bs;
+    pc.n_bundles = 1;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_PG_CREATE;
+    e.pg_create = &pc;
+    got_clear(&f->got);
+    assert_int_equal(send_got(f, cl, &e, rid)->body_case, CORRAL__ENVELOPE__BODY_PG_CREATED);
+}
+
+/* The pass over pending groups asks the scheduler once for alike groups
+ * it has no room for, and still reserves a different one behind them
+ * that fits (pgs_try_pending's pass_miss). */
+static void test_pg_pass_alike_and_different(void **state)
+{
+    fx_t *f = *state;
+    cr_conn_t *cl, *ag;
+    pair_open(f, &cl, &ag);
+    char big[32], small[32];
+    submit_cpus(f, cl, 10, big); /* 16 CPUs: 2 left after these two */
+    submit_cpus(f, cl, 4, small);
+    pg_cpus(f, cl, "a1", 8, 2);
+    pg_cpus(f, cl, "a2", 8, 3);
+    pg_cpus(f, cl, "b", 4, 4);
+    uint64_t asked = head_counters.place_count;
+    end_job(f, cl, ag, small, 5);                           /* 6 free */
+    assert_int_equal(head_counters.place_count - asked, 2); /* a1 and b, not a2 */
+    const Corral__Envelope *prep = last_sent(f, CORRAL__ENVELOPE__BODY_PREPARE);
+    assert_non_null(prep); /* b's reservation, on remote-1 */
+    assert_non_null(strstr(prep->prepare->txn_id, "pg"));
+    pair_close(cl, ag);
+}
+
 /* A one-worker job asking amount of res on node (its id in id[32]). */
 static void submit_on(fx_t *f, cr_conn_t *cl, const char *res, int64_t amount, const char *node,
                       char *id)
@@ -1452,6 +1497,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_holders_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_pass_alike_and_different, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_pass_not_reentered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pg_pass_alike_and_different, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retention_catches_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ended_job_env_from_state_db, setup, teardown),
     };
