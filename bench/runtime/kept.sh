@@ -31,9 +31,9 @@ take_turns run -- true
 cf=$(cat "$TMP/fresh.cpu")
 ck=$(cat "$TMP/kept.cpu")
 python3 "$SRC/bench/runtime/create_p50.py" "$TMP/kept/session_latest/logs" kept_log_dir_file_create_p50
-f=$(awk '{print $3}' "$TMP/floor" | median)
-a=$(awk '{print $3}' "$TMP/fresh.r" | median)
-b=$(awk '{print $3}' "$TMP/kept.r" | median)
+f=$(rate_of "$TMP/floor")
+a=$(rate_of "$TMP/fresh.r")
+b=$(rate_of "$TMP/kept.r")
 echo "figure seq_posix_spawn_true $f runs/s"
 echo "figure seq_run_true_fresh_head $a runs/s"
 echo "figure seq_run_true_kept_$KEPT $b runs/s"

@@ -45,9 +45,9 @@ note "filled: $fill; $waiting $KIND wait"
 take_turns run --gpus 1 -- true
 ci=$(cat "$TMP/idle.cpu")
 cq=$(cat "$TMP/queued.cpu")
-f=$(awk '{print $3}' "$TMP/floor" | median)
-a=$(awk '{print $3}' "$TMP/idle.r" | median)
-b=$(awk '{print $3}' "$TMP/queued.r" | median)
+f=$(rate_of "$TMP/floor")
+a=$(rate_of "$TMP/idle.r")
+b=$(rate_of "$TMP/queued.r")
 echo "figure seq_posix_spawn_true $f runs/s"
 echo "figure seq_run_gpu1_none_waiting $a runs/s"
 echo "figure seq_run_gpu1_${PENDING}_${KIND}_waiting $b runs/s"

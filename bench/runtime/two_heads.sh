@@ -5,7 +5,7 @@
 #   . "$(dirname "${BASH_SOURCE[0]}")/two_heads.sh" NAME HOME_A HOME_B
 # sets SRC, BUILD (CORRAL_BUILD_DIR, default build/), CORRAL, SPAWN, base,
 # TMP and homes (TMP/HOME_A, TMP/HOME_B); gives note, median, seq_of,
-# head_ticks and cpu_per_run.
+# head_ticks, cpu_per_run, take_turns and rate_of.
 BENCH_NAME=$1
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${CORRAL_BUILD_DIR:-$SRC/build}"
@@ -54,3 +54,5 @@ take_turns() {
     cpu_per_run "${homes[0]}" "${t0[0]}" $((SEQ * ROUNDS)) >"${homes[0]}.cpu"
     cpu_per_run "${homes[1]}" "${t0[1]}" $((SEQ * ROUNDS)) >"${homes[1]}.cpu"
 }
+# rate_of FILE: the median PER_SECOND of seq_of's lines in FILE
+rate_of() { awk '{print $3}' "$1" | median; }

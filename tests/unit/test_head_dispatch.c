@@ -739,6 +739,30 @@ static void test_dead_node_detection(void **state)
  * pgs_prepare_reply): an agent that refuses to reserve its bundle is sent
  * no Commit, and the group is not CREATED but rolled back (nothing held,
  * tried again later). */
+/* A group named name of one bundle of cpus CPUs on nodes matching
+ * selector (NULL: any), created without waiting for it: answered as
+ * queued or on its way (what was sent since cleared first). */
+static void pg_create_cpus(fx_t *f, cr_conn_t *cl, const char *name, int cpus, const char *selector,
+                           uint64_t rid)
+{
+    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
+    q.name = "CPU";
+    q.amount = cpus * CR_QTY_ONE;
+    Corral__Bundle b = CORRAL__BUNDLE__INIT, *bs[] = {&b};
+    b.resources = qs;
+    b.n_resources = 1;
+    b.selector = (char *)(selector ? selector : "");
+    Corral__PgCreate pc = CORRAL__PG_CREATE__INIT;
+    pc.name = (char *)name;
+    pc.bundles = bs;
+    pc.n_bundles = 1;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_PG_CREATE;
+    e.pg_create = &pc;
+    got_clear(&f->got);
+    assert_int_equal(send_got(f, cl, &e, rid)->body_case, CORRAL__ENVELOPE__BODY_PG_CREATED);
+}
+
 /* One JobList page: its job ids into ids ("1,2"), its token into tok. */
 static const Corral__JobListReply *job_page(fx_t *f, cr_conn_t *c, uint64_t id, uint32_t limit,
                                             const char *token, char *ids, size_t size)
@@ -855,24 +879,9 @@ static void test_paged_lists(void **state)
     assert_int_equal(seen, last); /* every event, none twice: seq 1..last */
 
     /* groups: two a page */
-    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
-    q.name = "CPU";
-    q.amount = CR_QTY_ONE;
-    Corral__Bundle b = CORRAL__BUNDLE__INIT, *bs[] = {&b};
-    b.resources = qs;
-    b.n_resources = 1;
     const char *names[] = {"g1", "g2", "g3"};
-    for (size_t i = 0; i < 3; i++) {
-        Corral__PgCreate pc = CORRAL__PG_CREATE__INIT;
-        pc.name = (char *)names[i];
-        pc.bundles = bs;
-        pc.n_bundles = 1;
-        Corral__Envelope pe = CORRAL__ENVELOPE__INIT;
-        pe.body_case = CORRAL__ENVELOPE__BODY_PG_CREATE;
-        pe.pg_create = &pc;
-        got_clear(&f->got);
-        assert_int_equal(send_got(f, c, &pe, 60 + i)->body_case, CORRAL__ENVELOPE__BODY_PG_CREATED);
-    }
+    for (size_t i = 0; i < 3; i++)
+        pg_create_cpus(f, c, names[i], 1, NULL, 60 + i);
     tok[0] = '\0';
     char got_names[64] = "";
     for (int page = 0; page < 2; page++) {
@@ -1083,28 +1092,6 @@ static void test_queue_pass_alike_and_different(void **state)
     pair_close(cl, ag);
 }
 
-/* A group named name of one bundle of cpus CPUs on remote-1, created
- * without waiting (answered PENDING or on its way). */
-static void pg_cpus(fx_t *f, cr_conn_t *cl, const char *name, int cpus, uint64_t rid)
-{
-    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
-    q.name = "CPU";
-    q.amount = cpus * CR_QTY_ONE;
-    Corral__Bundle b = CORRAL__BUNDLE__INIT, *bs[] = {&b};
-    b.resources = qs;
-    b.n_resources = 1;
-    b.selector = "corral.io/node-id=remote-1";
-    Corral__PgCreate pc = CORRAL__PG_CREATE__INIT;
-    pc.name = (char *)name;
-    pc.bundles = bs;
-    pc.n_bundles = 1;
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_PG_CREATE;
-    e.pg_create = &pc;
-    got_clear(&f->got);
-    assert_int_equal(send_got(f, cl, &e, rid)->body_case, CORRAL__ENVELOPE__BODY_PG_CREATED);
-}
-
 /* The pass over pending groups asks the scheduler once for alike groups
  * it has no room for, and still reserves a different one behind them
  * that fits (pgs_try_pending's pass_miss). */
@@ -1116,9 +1103,9 @@ static void test_pg_pass_alike_and_different(void **state)
     char big[32], small[32];
     submit_cpus(f, cl, 10, big); /* 16 CPUs: 2 left after these two */
     submit_cpus(f, cl, 4, small);
-    pg_cpus(f, cl, "a1", 8, 2);
-    pg_cpus(f, cl, "a2", 8, 3);
-    pg_cpus(f, cl, "b", 4, 4);
+    pg_create_cpus(f, cl, "a1", 8, "corral.io/node-id=remote-1", 2);
+    pg_create_cpus(f, cl, "a2", 8, "corral.io/node-id=remote-1", 3);
+    pg_create_cpus(f, cl, "b", 4, "corral.io/node-id=remote-1", 4);
     uint64_t asked = head_counters.place_count;
     end_job(f, cl, ag, small, 5);                           /* 6 free */
     assert_int_equal(head_counters.place_count - asked, 2); /* a1 and b, not a2 */
@@ -1270,21 +1257,7 @@ static void test_pg_refused_reservation(void **state)
     cr_conn_t *ag = cr_conn_new_detached(CORRAL__ROLE__ROLE_AGENT, sink, &f->got);
     register_remote(f, ag, 1);
 
-    Corral__Quantity q = CORRAL__QUANTITY__INIT, *qs[] = {&q};
-    q.name = "CPU";
-    q.amount = CR_QTY_ONE;
-    Corral__Bundle b = CORRAL__BUNDLE__INIT, *bs[] = {&b};
-    b.resources = qs;
-    b.n_resources = 1;
-    b.selector = "corral.io/node-id=remote-1";
-    Corral__PgCreate pc = CORRAL__PG_CREATE__INIT;
-    pc.name = "g";
-    pc.bundles = bs;
-    pc.n_bundles = 1;
-    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
-    e.body_case = CORRAL__ENVELOPE__BODY_PG_CREATE;
-    e.pg_create = &pc;
-    send_got(f, cl, &e, 2);
+    pg_create_cpus(f, cl, "g", 1, "corral.io/node-id=remote-1", 2);
     const Corral__Envelope *prep = last_sent(f, CORRAL__ENVELOPE__BODY_PREPARE);
     assert_non_null(prep);
     char txn[64];
