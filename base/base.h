@@ -147,7 +147,12 @@ bool cr_str_has_prefix(const char *s, const char *prefix);
 void cr_hex_encode(const uint8_t *b, size_t n, char *out);
 /* FNV-1a (64 bits) of a string, for the open-addressed tables of names
  * (hw/node.c's environment merge, agent/keep.c's worker ids). */
+#define CR_HASH_SEED 1469598103934665603ull
 uint64_t cr_hash_str(const char *s);
+/* The same over n bytes at p, going on from h (CR_HASH_SEED to start):
+ * a key of several fields hashed one after another (head/jobs.c's
+ * shapes). */
+uint64_t cr_hash_bytes(uint64_t h, const void *p, size_t n);
 /* len hex digits (either case) as len / 2 bytes in out; false when len is
  * odd or a character is no hex digit (out then holds garbage). */
 bool cr_hex_decode(const char *hex, size_t len, uint8_t *out);

@@ -171,9 +171,17 @@ void cr_hex_encode(const uint8_t *b, size_t n, char *out)
 
 uint64_t cr_hash_str(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = CR_HASH_SEED;
     for (; *s; s++)
         h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+uint64_t cr_hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
     return h;
 }
 

@@ -507,31 +507,23 @@ static bool in_pass, pass_again;
 static size_t pass_keep, pass_at; /* D.pending: [0, keep) kept, [at, n) not yet seen */
 static size_t pass_holes;         /* in [0, keep) */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 static uint64_t shape_hash(Corral__Strategy strategy, const char *domain, const sched_bundle_t *b)
 {
     int32_t s = (int32_t)strategy;
-    uint64_t h = fnv(0xcbf29ce484222325ULL, &s, sizeof(s));
-    h = fnv(h, domain, strlen(domain) + 1);
-    h = fnv(h, &b->req.n, sizeof(b->req.n));
+    uint64_t h = cr_hash_bytes(CR_HASH_SEED, &s, sizeof(s));
+    h = cr_hash_bytes(h, domain, strlen(domain) + 1);
+    h = cr_hash_bytes(h, &b->req.n, sizeof(b->req.n));
     for (int k = 0; k < b->req.n; k++) {
-        h = fnv(h, &b->req.id[k], sizeof(b->req.id[k]));
-        h = fnv(h, &b->req.qty[k], sizeof(b->req.qty[k]));
+        h = cr_hash_bytes(h, &b->req.id[k], sizeof(b->req.id[k]));
+        h = cr_hash_bytes(h, &b->req.qty[k], sizeof(b->req.qty[k]));
     }
-    h = fnv(h, &b->sel.n, sizeof(b->sel.n));
+    h = cr_hash_bytes(h, &b->sel.n, sizeof(b->sel.n));
     for (int k = 0; k < b->sel.n; k++) {
         const sched_term_t *t = &b->sel.t[k];
-        h = fnv(h, &t->key, sizeof(t->key));
-        h = fnv(h, &t->op, sizeof(t->op));
-        h = fnv(h, &t->nvals, sizeof(t->nvals));
-        h = fnv(h, t->vals, t->nvals * sizeof(t->vals[0]));
+        h = cr_hash_bytes(h, &t->key, sizeof(t->key));
+        h = cr_hash_bytes(h, &t->op, sizeof(t->op));
+        h = cr_hash_bytes(h, &t->nvals, sizeof(t->nvals));
+        h = cr_hash_bytes(h, t->vals, t->nvals * sizeof(t->vals[0]));
     }
     return h;
 }
