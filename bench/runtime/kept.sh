@@ -28,8 +28,7 @@ fill=$(CORRAL_HOME="$TMP/kept" seq_of "$KEPT" "$CORRAL" run -- true)
 kept=$(CORRAL_HOME="$TMP/kept" "$CORRAL" job list --json | jq length)
 note "filled: $fill (N SECONDS PER_SECOND P50_MS); the head keeps $kept jobs"
 take_turns run -- true
-cf=$(cat "$TMP/fresh.cpu")
-ck=$(cat "$TMP/kept.cpu")
+cf=${cpu[0]} ck=${cpu[1]}
 python3 "$SRC/bench/runtime/create_p50.py" "$TMP/kept/session_latest/logs" kept_log_dir_file_create_p50
 f=$(rate_of "$TMP/floor")
 a=$(rate_of "$TMP/fresh.r")

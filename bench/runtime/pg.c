@@ -84,14 +84,15 @@ static bool cycle_many(corral_t *c, const corral_pg_spec_t *specs, size_t n, cor
 /* n groups of res left queued: every one must be PENDING */
 static int queue_many(long n, const char *res)
 {
+    if (n < 1 || n > 1000000) {
+        fprintf(stderr, "bench_runtime_pg: queue N: N from 1 to 1000000\n");
+        return 2;
+    }
     corral_t *c;
     char *why = NULL;
-    if (n < 1 || n > 1000000 || corral_connect(NULL, NULL, &c, &why) < 0) {
-        fprintf(stderr, "bench_runtime_pg: %s\n",
-                n < 1 || n > 1000000 ? "queue N: N from 1 to 1000000"
-                : why                ? why
-                                     : "cannot connect");
-        return n < 1 || n > 1000000 ? 2 : 1;
+    if (corral_connect(NULL, NULL, &c, &why) < 0) {
+        fprintf(stderr, "bench_runtime_pg: %s\n", why ? why : "cannot connect");
+        return 1;
     }
     corral_bundle_spec_t b = {.resources = res};
     corral_pg_spec_t *specs = calloc((size_t)n, sizeof(*specs));

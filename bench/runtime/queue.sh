@@ -43,8 +43,7 @@ esac
 [ "$waiting" -ge "$PENDING" ] || { echo "bench/runtime/queue: $waiting $KIND wait, not $PENDING" >&2; exit 1; }
 note "filled: $fill; $waiting $KIND wait"
 take_turns run --gpus 1 -- true
-ci=$(cat "$TMP/idle.cpu")
-cq=$(cat "$TMP/queued.cpu")
+ci=${cpu[0]} cq=${cpu[1]}
 f=$(rate_of "$TMP/floor")
 a=$(rate_of "$TMP/idle.r")
 b=$(rate_of "$TMP/queued.r")

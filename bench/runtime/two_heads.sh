@@ -38,7 +38,7 @@ cpu_per_run() {
 }
 # take_turns ARGS...: ROUNDS rounds of FLOOR_N `true`s (TMP/floor), then
 # SEQ `corral ARGS` on each head (TMP/HOME.r), each line N SECONDS
-# PER_SECOND P50_MS; the heads' CPU a run in TMP/HOME.cpu
+# PER_SECOND P50_MS; the heads' CPU a run in cpu (an array, A then B)
 take_turns() {
     local h r t0=()
     : >"$TMP/floor"
@@ -51,8 +51,8 @@ take_turns() {
         for h in "${homes[@]}"; do CORRAL_HOME="$h" seq_of "$SEQ" "$CORRAL" "$@" >>"$h.r"; done
         note "round $r: floor $(tail -1 "$TMP/floor" | cut -d' ' -f3)/s, $(basename "${homes[0]}") $(tail -1 "${homes[0]}.r" | cut -d' ' -f3)/s, $(basename "${homes[1]}") $(tail -1 "${homes[1]}.r" | cut -d' ' -f3)/s"
     done
-    cpu_per_run "${homes[0]}" "${t0[0]}" $((SEQ * ROUNDS)) >"${homes[0]}.cpu"
-    cpu_per_run "${homes[1]}" "${t0[1]}" $((SEQ * ROUNDS)) >"${homes[1]}.cpu"
+    cpu=("$(cpu_per_run "${homes[0]}" "${t0[0]}" $((SEQ * ROUNDS)))"
+        "$(cpu_per_run "${homes[1]}" "${t0[1]}" $((SEQ * ROUNDS)))")
 }
 # rate_of FILE: the median PER_SECOND of seq_of's lines in FILE
 rate_of() { awk '{print $3}' "$1" | median; }
