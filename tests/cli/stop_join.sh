@@ -48,7 +48,7 @@ echo $decoy >"$CORRAL_HOME/agent_fake/corrald.pid"
 out=$("$CORRAL" stop 2>&1)
 kill -0 $decoy 2>/dev/null && grep -q "nothing was running" <<<"$out" &&
     ok "a pid file naming a process that is not a corrald is not obeyed" || fail "decoy: $out"
-kill $decoy
+kill -KILL $decoy
 
 # a join that cannot work: at once, the reason, nothing left
 t0=$(date +%s)

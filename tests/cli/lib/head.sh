@@ -57,22 +57,25 @@ jq_true() {
     shift
     jq -en "$@" "[inputs | ($f)] | length > 0 and (last | . != false and . != null)" >/dev/null
 }
-# signal_when_pending SIGNAL CMD...: runs CMD with its output in
-# $TDATA/said and sends it SIGNAL once it says it is pending (within 10 s),
-# then prints what it said: the interruption a person makes, without a
-# fixed wait. The pid is its own unreaped child until the wait, so the
-# signals reach no other process; one that outlives the signal by 10 s is
-# killed.
+# signal_when_pending SIGNAL CMD...: runs CMD with its output in a new file
+# and sends it SIGNAL once it says it is pending (within 10 s), then prints
+# what it said: the interruption a person makes, without a fixed wait. The
+# pid is its own unreaped child until the wait, so the signals reach no
+# other process; one that outlives the signal by 10 s is killed. The file
+# is new each time: a call that read an earlier call's words could signal
+# the child before it became CMD, and a forked bash that gets SIGTERM runs
+# this script's EXIT trap (cleanup: the head stopped, CORRAL_HOME removed).
 signal_when_pending() {
-    local sig=$1
+    local sig=$1 said
     shift
-    "$@" >"$TDATA/said" 2>&1 &
+    said=$(mktemp "$TDATA/said-XXXXXX")
+    "$@" >"$said" 2>&1 &
     local p=$!
-    wait_until 'grep -q " pending" "$TDATA/said"'
+    wait_until 'grep -q " pending" "$said"'
     kill -"$sig" "$p" 2>/dev/null
     wait_until 'gone $p' || kill -KILL "$p" 2>/dev/null
     wait "$p"
-    cat "$TDATA/said"
+    cat "$said"
 }
 # kill -9 of this session's head, waited for (its pid from the session)
 kill_head() {
