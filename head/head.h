@@ -277,6 +277,42 @@ int build_request(const Corral__WorkerSpec *ws, sched_resreq_t *req, char *why, 
 /* The sum of n bundles' requests, "GPU=8,CPU=8", appended to out. */
 void bundles_held(const sched_bundle_t *b, int n, cr_buf_t *out);
 
+/* Shapes: what a waiting request asks (its bundles, strategy and domain),
+ * shared by every request of a queue that asks the same (jobs.c "the
+ * queue", pgs.c "the pending groups"). A pass over a queue only places,
+ * so free capacity only falls in it: a shape the scheduler refused in a
+ * pass (shape_refused, with that pass's generation) is refused again
+ * later in it, and the later requests of that shape are passed over
+ * without being read. What they wait for is the shape's why, when that
+ * is newer (why_seq) than their own reason. */
+typedef struct shape {
+    struct shape *next; /* in its hash bucket */
+    uint64_t hash;
+    Corral__Strategy strategy;
+    char *domain; /* "" for none */
+    int nb;
+    sched_bundle_t *b;
+    size_t refs;      /* the waiting requests of this shape */
+    uint64_t missed;  /* the pass generation in which the scheduler refused it */
+    uint64_t why_seq; /* when why was set (reason_seq_next), against a request's own */
+    char why[256];
+} shape_t;
+typedef struct shapes {
+    shape_t **tab;
+    size_t cap, n; /* cap: a power of two */
+} shapes_t;
+/* The shape of t asking this (domain NULL: none), shared (its count taken). */
+shape_t *shape_get(shapes_t *t, Corral__Strategy strategy, const char *domain, int nb,
+                   const sched_bundle_t *bundles);
+void shape_put(shapes_t *t, shape_t *s);
+/* The scheduler refused s in pass generation gen (why). */
+void shape_refused(shape_t *s, uint64_t gen, const char *why);
+/* Frees t and whatever shapes it still holds. */
+void shapes_free(shapes_t *t);
+/* When a waiting request's reason or a shape's was set: the newer one is
+ * what it waits for. */
+uint64_t reason_seq_next(void);
+
 /* What waits and what holds resources, for the status (ClusterStatus
  * holders): each module adds its own with holder_new (strings copied;
  * the caller sets the rest, malloc'ed), holders_free frees them all.

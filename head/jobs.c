@@ -29,17 +29,13 @@
  * not visit every waiting job. */
 static bool rejoin_windows;
 
-/* When a job's reason or a waiting shape's was set (jobs.c "the queue"):
- * the newer one is what a waiting job waits for. */
-static uint64_t reason_seq;
-
 /* j's reason is r (a copy; r may be j->reason), newer than its shape's. */
 static void set_reason(job_t *j, const char *r)
 {
     char *copy = r ? cr_strdup(r) : NULL;
     free(j->reason);
     j->reason = copy;
-    j->reason_seq = ++reason_seq;
+    j->reason_seq = reason_seq_next();
 }
 
 void job_set_state(job_t *j, cr_job_state_t s, const char *reason)
@@ -469,34 +465,18 @@ void jobs_tick(void)
 /* D.pending holds the waiting jobs in arrival order. Each entry carries
  * its ticket, which grows: a job's place is found by bisection, and
  * nothing is renumbered when the queue moves. A one-worker request outside
- * a group also carries its shape: what it asks (resources, selector,
- * strategy, domain), shared by every waiting job that asks the same.
+ * a group also carries its shape (head.h, placement.c): what it asks,
+ * shared by every waiting job that asks the same.
  *
- * A pass (try_pending) only places, so free capacity only falls in it,
- * and a shape the scheduler refused is refused again later in the same
- * pass. The later jobs of a refused shape are passed over without being
- * read, and what they wait for is the shape's reason (job_reason).
- * Anything freed meanwhile (D.sched_freed moves: a job placed in the pass
- * that ended at once) starts a new generation, in which every shape is
- * asked again. A queue of 10,000 alike jobs costs one decision a pass
- * and a walk of its entries, not a read of each job (each job's end read
- * them all: 1.6 ms of the head a job at 10,000 waiting). */
-typedef struct shape {
-    struct shape *next; /* in its hash bucket */
-    uint64_t hash;
-    Corral__Strategy strategy;
-    char *domain; /* "" for none */
-    sched_bundle_t b;
-    size_t refs;      /* the waiting jobs of this shape */
-    uint64_t missed;  /* the pass generation in which the scheduler refused it */
-    uint64_t why_seq; /* when why was set (reason_seq), against a job's own */
-    char why[256];
-} shape_t;
-
-static struct {
-    shape_t **tab;
-    size_t cap, n; /* cap: a power of two */
-} shapes;
+ * In a pass (try_pending) the later jobs of a shape the scheduler
+ * refused are passed over without being read, and what they wait for is
+ * the shape's reason (job_reason). Anything freed meanwhile
+ * (D.sched_freed moves: a job placed in the pass that ended at once)
+ * starts a new generation, in which every shape is asked again. A queue
+ * of 10,000 alike jobs costs one decision a pass and a walk of its
+ * entries, not a read of each job (each job's end read them all: 1.6 ms
+ * of the head a job at 10,000 waiting). */
+static shapes_t shapes;
 
 static uint64_t pass_gen, last_ticket;
 
@@ -507,85 +487,16 @@ static bool in_pass, pass_again;
 static size_t pass_keep, pass_at; /* D.pending: [0, keep) kept, [at, n) not yet seen */
 static size_t pass_holes;         /* in [0, keep) */
 
-static uint64_t shape_hash(Corral__Strategy strategy, const char *domain, const sched_bundle_t *b)
-{
-    int32_t s = (int32_t)strategy;
-    uint64_t h = cr_hash_bytes(CR_HASH_SEED, &s, sizeof(s));
-    h = cr_hash_bytes(h, domain, strlen(domain) + 1);
-    h = cr_hash_bytes(h, &b->req.n, sizeof(b->req.n));
-    for (int k = 0; k < b->req.n; k++) {
-        h = cr_hash_bytes(h, &b->req.id[k], sizeof(b->req.id[k]));
-        h = cr_hash_bytes(h, &b->req.qty[k], sizeof(b->req.qty[k]));
-    }
-    h = cr_hash_bytes(h, &b->sel.n, sizeof(b->sel.n));
-    for (int k = 0; k < b->sel.n; k++) {
-        const sched_term_t *t = &b->sel.t[k];
-        h = cr_hash_bytes(h, &t->key, sizeof(t->key));
-        h = cr_hash_bytes(h, &t->op, sizeof(t->op));
-        h = cr_hash_bytes(h, &t->nvals, sizeof(t->nvals));
-        h = cr_hash_bytes(h, t->vals, t->nvals * sizeof(t->vals[0]));
-    }
-    return h;
-}
-
 /* Jobs that can share a shape: one worker, no group. */
 static bool missable(const job_t *j)
 {
     return j->n == 1 && !j->pg && j->bundles;
 }
 
-static void shapes_grow(void)
-{
-    size_t cap = shapes.cap ? shapes.cap * 2 : 64;
-    shape_t **tab = cr_calloc(cap, sizeof(*tab));
-    for (size_t i = 0; i < shapes.cap; i++)
-        for (shape_t *s = shapes.tab[i], *next; s; s = next) {
-            next = s->next;
-            s->next = tab[s->hash & (cap - 1)];
-            tab[s->hash & (cap - 1)] = s;
-        }
-    free(shapes.tab);
-    shapes.tab = tab;
-    shapes.cap = cap;
-}
-
 /* j's shape, shared (its count taken). */
-static shape_t *shape_get(const job_t *j)
+static shape_t *job_shape(const job_t *j)
 {
-    const char *domain = j->spec->domain ? j->spec->domain : "";
-    const sched_bundle_t *b = &j->bundles[0];
-    uint64_t h = shape_hash(j->spec->strategy, domain, b);
-    for (shape_t *s = shapes.cap ? shapes.tab[h & (shapes.cap - 1)] : NULL; s; s = s->next)
-        if (s->hash == h && s->strategy == j->spec->strategy && !strcmp(s->domain, domain) &&
-            sched_bundle_same(&s->b, b)) {
-            s->refs++;
-            return s;
-        }
-    if (shapes.n >= shapes.cap)
-        shapes_grow();
-    shape_t *s = cr_calloc(1, sizeof(*s));
-    s->hash = h;
-    s->strategy = j->spec->strategy;
-    s->domain = cr_strdup(domain);
-    s->b = *b;
-    s->refs = 1;
-    s->next = shapes.tab[h & (shapes.cap - 1)];
-    shapes.tab[h & (shapes.cap - 1)] = s;
-    shapes.n++;
-    return s;
-}
-
-static void shape_put(shape_t *s)
-{
-    if (--s->refs)
-        return;
-    shape_t **p = &shapes.tab[s->hash & (shapes.cap - 1)];
-    while (*p != s)
-        p = &(*p)->next;
-    *p = s->next;
-    shapes.n--;
-    free(s->domain);
-    free(s);
+    return shape_get(&shapes, j->spec->strategy, j->spec->domain, 1, &j->bundles[0]);
 }
 
 const char *job_reason(const job_t *j)
@@ -600,7 +511,7 @@ void jobs_pending_push(job_t *j)
     pending_t *e = CR_VEC_PUSH(&D.pending);
     e->j = j;
     e->ticket = j->ticket = ++last_ticket;
-    e->shape = j->shape = missable(j) && j->state == CR_JOB_PENDING ? shape_get(j) : NULL;
+    e->shape = j->shape = missable(j) && j->state == CR_JOB_PENDING ? job_shape(j) : NULL;
 }
 
 /* j's entry has left D.pending: what it waits for becomes its own. */
@@ -609,7 +520,7 @@ static void pending_left(job_t *j)
     if (j->shape) {
         if (j->shape->why_seq > j->reason_seq)
             set_reason(j, j->shape->why);
-        shape_put(j->shape);
+        shape_put(&shapes, j->shape);
         j->shape = NULL;
     }
     j->ticket = 0;
@@ -709,11 +620,8 @@ static void pass_once(void)
             continue;
         }
         sched_status_t st = place(j, why, sizeof(why));
-        if (st == SCHED_RETRY && e.shape) {
-            e.shape->missed = pass_gen;
-            cr_strlcpy(e.shape->why, why, sizeof(e.shape->why));
-            e.shape->why_seq = ++reason_seq;
-        }
+        if (st == SCHED_RETRY && e.shape)
+            shape_refused(e.shape, pass_gen, why);
         if (st == SCHED_INFEASIBLE && j->spec->wait_for_nodes) {
             st = SCHED_RETRY;
             wait_reason(why, sizeof(why));
@@ -784,7 +692,7 @@ void job_free(job_t *j)
 {
     remove_pending(j);
     if (j->shape) /* jobs_free: the queue let go of at once */
-        shape_put(j->shape);
+        shape_put(&shapes, j->shape);
     for (size_t i = 0; j->owner && i < bound.n; i++)
         if (bound.v[i] == j)
             unbind(i);
@@ -818,9 +726,7 @@ void jobs_free(void)
         job_free(D.jobs.v[i]);
     CR_VEC_FREE(&D.jobs);
     CR_VEC_FREE(&D.pending);
-    free(shapes.tab);
-    shapes.tab = NULL;
-    shapes.cap = shapes.n = 0;
+    shapes_free(&shapes);
 }
 
 /* D.jobs is in id order (ids grow; retention and removal keep the order):

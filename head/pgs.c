@@ -38,6 +38,10 @@ struct pg {
     })
     waiters;
     cr_conn_t *owner; /* spec->bound: removed when this connection closes */
+    /* pending: its entry in the queue ("the pending groups" below) */
+    bool queued;
+    shape_t *shape;
+    uint64_t reason_seq; /* when reason was set, against its shape's */
 };
 
 /* The groups created in this turn, recorded in its open transaction and
@@ -155,19 +159,92 @@ static bool is_pending(const pg_t *g)
     return g->state == CORRAL__PG_STATE__PG_PENDING;
 }
 
+/* ------------------------------------------------- the pending groups */
+
+/* The pending groups in id order, the order a pass tries them (and D.pgs
+ * keeps them), each entry with the group's shape (head.h): a pass skips
+ * the later groups of a shape refused in it without reading them (10,000
+ * pending groups cost each run 0.3 ms of the head in reads of every group
+ * and a copy of the new reason into each). A group enters when it becomes
+ * PENDING (set_state) and leaves when it stops being pending or goes; in
+ * a pass, leaving makes a hole the pass removes at its end. */
+typedef struct pg_wait {
+    pg_t *g; /* NULL: a hole */
+    shape_t *shape;
+    int64_t id;
+    int64_t retry_at; /* g's, not tried before (a rolled-back reservation) */
+} pg_wait_t;
+
+static CR_VEC(pg_wait_t) waiting;
+static shapes_t shapes;
+static uint64_t pass_gen;
+static bool in_pass, pass_again;
+static size_t holes;
+
+/* The first entry whose id is not below id (waiting.n when none). */
+static size_t wait_find(int64_t id)
+{
+    size_t lo = 0, hi = waiting.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (waiting.v[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void wait_enter(pg_t *g)
+{
+    size_t i = wait_find(g->id);
+    if (i < waiting.n && waiting.v[i].id == g->id) {
+        holes--; /* it left in this pass and is back: its hole again */
+    } else {
+        CR_VEC_PUSH(&waiting);
+        memmove(&waiting.v[i + 1], &waiting.v[i], (waiting.n - 1 - i) * sizeof(waiting.v[0]));
+    }
+    g->shape = shape_get(&shapes, g->spec->strategy, g->spec->domain, g->nb, g->bundles);
+    waiting.v[i] = (pg_wait_t){.g = g, .shape = g->shape, .id = g->id, .retry_at = g->retry_at};
+    g->queued = true;
+}
+
+static void wait_leave(pg_t *g)
+{
+    size_t i = wait_find(g->id);
+    if (i < waiting.n && waiting.v[i].g == g) {
+        if (in_pass) {
+            waiting.v[i].g = NULL;
+            waiting.v[i].shape = NULL;
+            holes++;
+        } else {
+            memmove(&waiting.v[i], &waiting.v[i + 1], (waiting.n - i - 1) * sizeof(waiting.v[0]));
+            waiting.n--;
+        }
+    }
+    shape_put(&shapes, g->shape);
+    g->shape = NULL;
+    g->queued = false;
+}
+
+/* What g waits for: its shape's reason when that is newer than its own. */
+static const char *pg_reason(const pg_t *g)
+{
+    if (g->shape && g->shape->why_seq > g->reason_seq)
+        return g->shape->why;
+    return g->reason;
+}
+
 /* g's place among the pending groups, in the order pgs_try_pending tries
  * them (1 first), 0 when it is not pending. */
 static uint32_t queue_position(const pg_t *g)
 {
-    if (!is_pending(g))
+    if (!g->queued)
         return 0;
-    uint32_t pos = 0;
-    for (size_t i = 0; i < D.pgs.n; i++) {
-        pos += is_pending(D.pgs.v[i]);
-        if (D.pgs.v[i] == g)
-            break;
-    }
-    return pos;
+    size_t i = wait_find(g->id), pos = i + 1;
+    for (size_t k = 0; holes && k < i; k++)
+        pos -= !waiting.v[k].g;
+    return (uint32_t)pos;
 }
 
 /* qpos: g's queue_position (counted by the caller, which may list many) */
@@ -178,7 +255,7 @@ static void info_fill(const pg_t *g, Corral__PgInfo *info, info_mem_t *m, uint32
     info->pg_id = (char *)g->idstr;
     info->name = g->name ? g->name : "";
     info->state = g->state;
-    info->reason = g->reason ? g->reason : "";
+    info->reason = (char *)(pg_reason(g) ? pg_reason(g) : "");
     info->strategy = g->spec->strategy;
     info->domain = g->spec->domain;
     info->bundles = g->spec->bundles;
@@ -282,7 +359,7 @@ void pgs_holders(holders_t *h)
         }
         listed++;
         Corral__Holder *o = holder_new(h, "group", g->idstr, pg_name(g), state_name(g->state),
-                                       is_pending(g) ? g->reason : "");
+                                       is_pending(g) ? pg_reason(g) : "");
         o->queue_position = is_pending(g) ? qpos : 0;
         for (int b = 0; b < g->nb; b++) {
             bool first = g->bjob[b][0] != '\0';
@@ -302,12 +379,22 @@ void pgs_holders(holders_t *h)
 
 /* ----------------------------------------------------------------- state */
 
-static void set_state(pg_t *g, Corral__PgState s, const char *reason)
+static void set_reason(pg_t *g, const char *reason)
 {
     char *copy = reason ? cr_strdup(reason) : NULL;
-    g->state = s;
     free(g->reason);
     g->reason = copy;
+    g->reason_seq = reason_seq_next();
+}
+
+static void set_state(pg_t *g, Corral__PgState s, const char *reason)
+{
+    g->state = s;
+    set_reason(g, reason);
+    if (is_pending(g) && !g->queued)
+        wait_enter(g);
+    else if (!is_pending(g) && g->queued)
+        wait_leave(g);
     if (g->id)
         db_check(cr_state_pg_set_state(D.st, g->id, db_state(s), cr_wall_ms()));
 }
@@ -592,64 +679,62 @@ void pgs_node_lost(node_t *n)
     }
 }
 
-/* A pass over the pending groups only reserves, so free capacity only
- * falls in it: a group the scheduler had no room for is not asked again
- * in that pass for a later group that asks the same (its bundles,
- * strategy and domain), as for jobs (jobs.c "the queue"). Up to
- * PASS_MISSES such requests are kept a pass, forgotten when anything is
- * freed meanwhile (D.sched_freed moves). 10,000 pending groups cost each
- * run 13.7 ms of the head in scheduler calls. */
-#define PASS_MISSES 8
-typedef struct pass_miss {
-    const pg_t *g;
-    char why[256];
-} pass_miss_t;
-
-static bool pg_asks_same(const pg_t *a, const pg_t *b)
-{
-    if (a->nb != b->nb || a->spec->strategy != b->spec->strategy ||
-        strcmp(a->spec->domain ? a->spec->domain : "", b->spec->domain ? b->spec->domain : ""))
-        return false;
-    for (int i = 0; i < a->nb; i++)
-        if (!sched_bundle_same(&a->bundles[i], &b->bundles[i]))
-            return false;
-    return true;
-}
-
-void pgs_try_pending(void)
+/* One pass over the pending groups, in order. Reserving a group calls
+ * out (a group created at once starts the jobs waiting for it), so its
+ * place is found again after: the queue may have moved meanwhile. */
+static void pass_once(void)
 {
     int64_t now = cr_mono_ms();
-    pass_miss_t miss[PASS_MISSES];
-    int nmiss = 0;
     uint64_t freed = D.sched_freed;
-    for (size_t i = 0; i < D.pgs.n; i++) {
-        pg_t *g = D.pgs.v[i];
-        if (g->state != CORRAL__PG_STATE__PG_PENDING || D.shutting_down || now < g->retry_at)
+    pass_gen++;
+    for (size_t i = 0; i < waiting.n && !D.shutting_down; i++) {
+        pg_wait_t e = waiting.v[i];
+        if (!e.g || now < e.retry_at)
             continue;
         if (D.sched_freed != freed) {
             freed = D.sched_freed;
-            nmiss = 0;
+            pass_gen++;
         }
+        if (e.shape->missed == pass_gen)
+            continue; /* refused in this pass already: not read */
+        pg_t *g = e.g;
         bool infeasible = false;
         char why[256];
-        int m = 0;
-        while (m < nmiss && !pg_asks_same(miss[m].g, g))
-            m++;
-        if (m < nmiss) {
-            cr_strlcpy(why, miss[m].why, sizeof(why)); /* refused in this pass already */
-        } else if (try_place(g, &infeasible, why, sizeof(why))) {
+        if (try_place(g, &infeasible, why, sizeof(why))) {
             reserve(g);
+            i = wait_find(e.id);
             continue;
-        } else if (!infeasible && nmiss < PASS_MISSES) {
-            miss[nmiss].g = g;
-            cr_strlcpy(miss[nmiss++].why, why, sizeof(miss[0].why));
         }
-        if (infeasible && g->spec->wait_for_nodes)
+        if (!infeasible)
+            shape_refused(e.shape, pass_gen, why);
+        else if (g->spec->wait_for_nodes)
             wait_reason(why, sizeof(why));
-        if (!g->reason || strcmp(g->reason, why)) { /* still PENDING: nothing to record */
-            free(g->reason);
-            g->reason = cr_strdup(why);
-        }
+        if (!pg_reason(g) || strcmp(pg_reason(g), why)) /* still PENDING: nothing to record */
+            set_reason(g, why);
+    }
+}
+
+/* A pass is not entered again from inside (a group created in it starts
+ * jobs, and a job's end asks for a pass): that one runs after it. */
+void pgs_try_pending(void)
+{
+    if (in_pass) {
+        pass_again = true;
+        return;
+    }
+    in_pass = true;
+    do {
+        pass_again = false;
+        pass_once();
+    } while (pass_again);
+    in_pass = false;
+    if (holes) {
+        size_t keep = 0;
+        for (size_t i = 0; i < waiting.n; i++)
+            if (waiting.v[i].g)
+                waiting.v[keep++] = waiting.v[i];
+        waiting.n = keep;
+        holes = 0;
     }
 }
 
@@ -675,6 +760,8 @@ void pgs_tick(void)
 
 static void pg_free(pg_t *g)
 {
+    if (g->queued)
+        wait_leave(g);
     free(g->name);
     free(g->reason);
     if (g->spec)
@@ -695,6 +782,8 @@ void pgs_free(void)
     for (size_t i = 0; i < D.pgs.n; i++)
         pg_free(D.pgs.v[i]);
     CR_VEC_FREE(&D.pgs);
+    CR_VEC_FREE(&waiting);
+    shapes_free(&shapes);
 }
 
 static char *hex_of(const uint8_t *b, size_t n)

@@ -167,3 +167,125 @@ void holders_free(holders_t *h)
         corral__holder__free_unpacked(h->v.v[i], NULL);
     CR_VEC_FREE(&h->v);
 }
+
+/* ------------------------------------------------------------ shapes */
+
+static uint64_t last_reason_seq;
+
+uint64_t reason_seq_next(void)
+{
+    return ++last_reason_seq;
+}
+
+static uint64_t shape_hash(Corral__Strategy strategy, const char *domain, int nb,
+                           const sched_bundle_t *bundles)
+{
+    int32_t s = (int32_t)strategy;
+    uint64_t h = cr_hash_bytes(CR_HASH_SEED, &s, sizeof(s));
+    h = cr_hash_bytes(h, domain, strlen(domain) + 1);
+    h = cr_hash_bytes(h, &nb, sizeof(nb));
+    for (int i = 0; i < nb; i++) {
+        const sched_bundle_t *b = &bundles[i];
+        h = cr_hash_bytes(h, &b->req.n, sizeof(b->req.n));
+        for (int k = 0; k < b->req.n; k++) {
+            h = cr_hash_bytes(h, &b->req.id[k], sizeof(b->req.id[k]));
+            h = cr_hash_bytes(h, &b->req.qty[k], sizeof(b->req.qty[k]));
+        }
+        h = cr_hash_bytes(h, &b->sel.n, sizeof(b->sel.n));
+        for (int k = 0; k < b->sel.n; k++) {
+            const sched_term_t *t = &b->sel.t[k];
+            h = cr_hash_bytes(h, &t->key, sizeof(t->key));
+            h = cr_hash_bytes(h, &t->op, sizeof(t->op));
+            h = cr_hash_bytes(h, &t->nvals, sizeof(t->nvals));
+            h = cr_hash_bytes(h, t->vals, t->nvals * sizeof(t->vals[0]));
+        }
+    }
+    return h;
+}
+
+static bool shape_is(const shape_t *s, uint64_t h, Corral__Strategy strategy, const char *domain,
+                     int nb, const sched_bundle_t *bundles)
+{
+    if (s->hash != h || s->strategy != strategy || s->nb != nb || strcmp(s->domain, domain))
+        return false;
+    for (int i = 0; i < nb; i++)
+        if (!sched_bundle_same(&s->b[i], &bundles[i]))
+            return false;
+    return true;
+}
+
+static void shapes_grow(shapes_t *t)
+{
+    size_t cap = t->cap ? t->cap * 2 : 64;
+    shape_t **tab = cr_calloc(cap, sizeof(*tab));
+    for (size_t i = 0; i < t->cap; i++)
+        for (shape_t *s = t->tab[i], *next; s; s = next) {
+            next = s->next;
+            s->next = tab[s->hash & (cap - 1)];
+            tab[s->hash & (cap - 1)] = s;
+        }
+    free(t->tab);
+    t->tab = tab;
+    t->cap = cap;
+}
+
+shape_t *shape_get(shapes_t *t, Corral__Strategy strategy, const char *domain, int nb,
+                   const sched_bundle_t *bundles)
+{
+    domain = domain ? domain : "";
+    uint64_t h = shape_hash(strategy, domain, nb, bundles);
+    for (shape_t *s = t->cap ? t->tab[h & (t->cap - 1)] : NULL; s; s = s->next)
+        if (shape_is(s, h, strategy, domain, nb, bundles)) {
+            s->refs++;
+            return s;
+        }
+    if (t->n >= t->cap)
+        shapes_grow(t);
+    shape_t *s = cr_calloc(1, sizeof(*s));
+    s->hash = h;
+    s->strategy = strategy;
+    s->domain = cr_strdup(domain);
+    s->nb = nb;
+    s->b = cr_malloc((size_t)nb * sizeof(*s->b));
+    memcpy(s->b, bundles, (size_t)nb * sizeof(*s->b));
+    s->refs = 1;
+    s->next = t->tab[h & (t->cap - 1)];
+    t->tab[h & (t->cap - 1)] = s;
+    t->n++;
+    return s;
+}
+
+void shape_put(shapes_t *t, shape_t *s)
+{
+    if (--s->refs)
+        return;
+    shape_t **p = &t->tab[s->hash & (t->cap - 1)];
+    while (*p != s)
+        p = &(*p)->next;
+    *p = s->next;
+    t->n--;
+    free(s->domain);
+    free(s->b);
+    free(s);
+}
+
+void shape_refused(shape_t *s, uint64_t gen, const char *why)
+{
+    s->missed = gen;
+    cr_strlcpy(s->why, why, sizeof(s->why));
+    s->why_seq = reason_seq_next();
+}
+
+void shapes_free(shapes_t *t)
+{
+    for (size_t i = 0; i < t->cap; i++)
+        for (shape_t *s = t->tab[i], *next; s; s = next) {
+            next = s->next;
+            free(s->domain);
+            free(s->b);
+            free(s);
+        }
+    free(t->tab);
+    t->tab = NULL;
+    t->cap = t->n = 0;
+}

@@ -1092,9 +1092,27 @@ static void test_queue_pass_alike_and_different(void **state)
     pair_close(cl, ag);
 }
 
+/* Group name as PgList shows it (NULL when there is none). */
+static const Corral__PgInfo *pg_info_of(fx_t *f, cr_conn_t *cl, const char *name, uint64_t rid)
+{
+    got_clear(&f->got);
+    Corral__PgList pl = CORRAL__PG_LIST__INIT;
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_PG_LIST;
+    e.pg_list = &pl;
+    const Corral__Envelope *a = send_got(f, cl, &e, rid);
+    assert_int_equal(a->body_case, CORRAL__ENVELOPE__BODY_PG_LIST_REPLY);
+    for (size_t i = 0; i < a->pg_list_reply->n_groups; i++)
+        if (!strcmp(a->pg_list_reply->groups[i]->name, name))
+            return a->pg_list_reply->groups[i];
+    return NULL;
+}
+
 /* The pass over pending groups asks the scheduler once for alike groups
- * it has no room for, and still reserves a different one behind them
- * that fits (pgs_try_pending's pass_miss). */
+ * it has no room for (their shape, pgs.c "the pending groups"), and still
+ * reserves a different one behind them that fits; the one passed over
+ * waits for what the shape's answer says now, and the queue's places
+ * follow removals. */
 static void test_pg_pass_alike_and_different(void **state)
 {
     fx_t *f = *state;
@@ -1112,6 +1130,24 @@ static void test_pg_pass_alike_and_different(void **state)
     const Corral__Envelope *prep = last_sent(f, CORRAL__ENVELOPE__BODY_PREPARE);
     assert_non_null(prep); /* b's reservation, on remote-1 */
     assert_non_null(strstr(prep->prepare->txn_id, "pg"));
+    const char *now = "no node has CPU=8 free now: the closest, remote-1, has CPU=6 free";
+    const Corral__PgInfo *g = pg_info_of(f, cl, "a2", 6);
+    assert_non_null(g);
+    assert_int_equal(g->state, CORRAL__PG_STATE__PG_PENDING);
+    assert_string_equal(g->reason, now);
+    assert_int_equal(g->queue_position, 2);
+    assert_string_equal(pg_info_of(f, cl, "a1", 7)->reason, now);
+    assert_int_equal(pg_info_of(f, cl, "a1", 8)->queue_position, 1);
+    assert_int_equal(pg_info_of(f, cl, "b", 9)->queue_position, 0); /* reserving */
+    Corral__PgRemove rm = CORRAL__PG_REMOVE__INIT;
+    rm.name = "a1";
+    Corral__Envelope e = CORRAL__ENVELOPE__INIT;
+    e.body_case = CORRAL__ENVELOPE__BODY_PG_REMOVE;
+    e.pg_remove = &rm;
+    got_clear(&f->got);
+    send_got(f, cl, &e, 10);
+    assert_null(pg_info_of(f, cl, "a1", 11));
+    assert_int_equal(pg_info_of(f, cl, "a2", 12)->queue_position, 1);
     pair_close(cl, ag);
 }
 
