@@ -38,6 +38,7 @@ struct pg {
     })
     waiters;
     cr_conn_t *owner; /* spec->bound: removed when this connection closes */
+    bool tied;        /* in tied: an owner or waiters */
     /* pending: its entry in the queue ("the pending groups" below) */
     bool queued;
     shape_t *shape;
@@ -318,11 +319,36 @@ static void answer_waiters(pg_t *g, int err, const char *why)
 
 static void pg_remove(pg_t *g, const char *why);
 
+/* The groups tied to a client's connection (an owner, or a waiter for the
+ * creation): a connection's close looks through these, not through every
+ * group (10,000 pending ones cost every `corral run` 0.17 ms). A group
+ * tied no more leaves at the next close. */
+static CR_VEC(pg_t *) tied;
+
+static void tie(pg_t *g)
+{
+    if (!g->tied)
+        *CR_VEC_PUSH(&tied) = g;
+    g->tied = true;
+}
+
+static void untie(size_t i)
+{
+    tied.v[i]->tied = false;
+    tied.v[i] = tied.v[--tied.n];
+}
+
+static int by_id(const void *a, const void *b)
+{
+    int64_t x = (*(pg_t *const *)a)->id, y = (*(pg_t *const *)b)->id;
+    return (x > y) - (x < y);
+}
+
 void pgs_client_gone(cr_conn_t *c)
 {
-    bool removed = false;
-    for (size_t i = 0; i < D.pgs.n;) {
-        pg_t *g = D.pgs.v[i];
+    CR_VEC(pg_t *) gone = {0};
+    for (size_t i = 0; i < tied.n;) {
+        pg_t *g = tied.v[i];
         size_t keep = 0;
         for (size_t k = 0; k < g->waiters.n; k++)
             if (g->waiters.v[k].c != c)
@@ -332,16 +358,21 @@ void pgs_client_gone(cr_conn_t *c)
             g->owner = NULL;
             /* the one who waited on it is gone: nobody would use it */
             if (g->spec->bound == CORRAL__PG_BOUND__BOUND_ALWAYS ||
-                g->state != CORRAL__PG_STATE__PG_CREATED) {
-                pg_remove(g, "removed: the client that created it and waited on it is gone");
-                removed = true;
-                continue; /* D.pgs.v[i] is the next one now */
-            }
+                g->state != CORRAL__PG_STATE__PG_CREATED)
+                *CR_VEC_PUSH(&gone) = g;
         }
-        i++;
+        if (!g->owner && !g->waiters.n)
+            untie(i);
+        else
+            i++;
     }
-    if (removed)
+    if (gone.n > 1)
+        qsort(gone.v, gone.n, sizeof(gone.v[0]), by_id); /* in the order they were made */
+    for (size_t i = 0; i < gone.n; i++)
+        pg_remove(gone.v[i], "removed: the client that created it and waited on it is gone");
+    if (gone.n)
         head_retry();
+    CR_VEC_FREE(&gone);
 }
 
 void pgs_holders(holders_t *h)
@@ -691,6 +722,8 @@ static void pass_once(void)
         pg_wait_t e = waiting.v[i];
         if (!e.g || now < e.retry_at)
             continue;
+        if (e.retry_at) /* its wait is over: pgs_tick asks no more passes for it */
+            e.g->retry_at = waiting.v[i].retry_at = 0;
         if (D.sched_freed != freed) {
             freed = D.sched_freed;
             pass_gen++;
@@ -762,6 +795,9 @@ static void pg_free(pg_t *g)
 {
     if (g->queued)
         wait_leave(g);
+    for (size_t i = 0; g->tied && i < tied.n; i++)
+        if (tied.v[i] == g)
+            untie(i);
     free(g->name);
     free(g->reason);
     if (g->spec)
@@ -783,6 +819,7 @@ void pgs_free(void)
         pg_free(D.pgs.v[i]);
     CR_VEC_FREE(&D.pgs);
     CR_VEC_FREE(&waiting);
+    CR_VEC_FREE(&tied);
     shapes_free(&shapes);
 }
 
@@ -974,6 +1011,8 @@ static void h_create(cr_conn_t *c, const Corral__Envelope *e)
         wt->c = c;
         wt->req = e->id;
     }
+    if (g->owner || g->waiters.n)
+        tie(g);
     if (ok) {
         reserve(g); /* may answer the waiter at once */
     } else {
