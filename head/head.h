@@ -6,7 +6,8 @@
  *   turn.c       the server struct D, answers, the group commit of a loop
  *                turn, the end of a shutdown (every module uses it)
  *   events.c     the event log
- *   placement.c  the head's use of sched/: requests, bundles, strategies
+ *   placement.c  the head's use of sched/: requests, bundles, strategies,
+ *                the shapes of requests that wait alike
  *   nodes.c      membership: the node table, agents registering and
  *                beating, ALIVE -> SUSPECT -> DEAD, ports of an agent
  *   pgs.c        placement groups and their two-phase reservation

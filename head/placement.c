@@ -1,7 +1,7 @@
 /* The head's use of the scheduler (sched/): a worker spec as a resource
  * request, a gang's or a group's bundles placed on the cluster view, the
- * strategies, and device lists as state.db keeps them. Shared by jobs.c
- * and pgs.c. */
+ * strategies, device lists as state.db keeps them, and the shapes of the
+ * requests that wait (head.h). Shared by jobs.c and pgs.c. */
 #include "head/head.h"
 #include <time.h>
 #include <stdio.h>
