@@ -313,6 +313,14 @@ void shapes_free(shapes_t *t);
 /* When a waiting request's reason or a shape's was set: the newer one is
  * what it waits for. */
 uint64_t reason_seq_next(void);
+/* A queue's pass, not entered again from inside (a request it refuses
+ * for good ends there, and an end asks for a pass): pass_run runs once()
+ * unless a pass is under way (in), in which case that pass runs once()
+ * again after (again). */
+typedef struct pass {
+    bool in, again;
+} pass_t;
+void pass_run(pass_t *p, void (*once)(void));
 
 /* What waits and what holds resources, for the status (ClusterStatus
  * holders): each module adds its own with holder_new (strings copied;

@@ -480,10 +480,9 @@ static shapes_t shapes;
 
 static uint64_t pass_gen, last_ticket;
 
-/* A pass is not entered again from inside (a job it refuses for good
- * ends there, and its end asks for a pass): that one runs after it. A job
- * that leaves the queue meanwhile leaves a hole in its entry. */
-static bool in_pass, pass_again;
+/* A pass is not entered again from inside (pass_run). A job that leaves
+ * the queue meanwhile leaves a hole in its entry. */
+static pass_t pass;
 static size_t pass_keep, pass_at; /* D.pending: [0, keep) kept, [at, n) not yet seen */
 static size_t pass_holes;         /* in [0, keep) */
 
@@ -547,11 +546,11 @@ static uint32_t queue_position(const job_t *j)
 {
     if (j->state != CR_JOB_PENDING || !j->ticket)
         return 0;
-    size_t kept = in_pass ? pass_keep : D.pending.n;
+    size_t kept = pass.in ? pass_keep : D.pending.n;
     size_t i = ticket_find(0, kept, j->ticket);
     if (i < kept)
         return (uint32_t)(i + 1);
-    if (!in_pass)
+    if (!pass.in)
         return 0;
     i = ticket_find(pass_at, D.pending.n, j->ticket);
     return i < D.pending.n ? (uint32_t)(kept + i - pass_at + 1) : 0;
@@ -561,11 +560,11 @@ static void remove_pending(job_t *j)
 {
     if (!j->ticket)
         return; /* not waiting */
-    size_t kept = in_pass ? pass_keep : D.pending.n;
+    size_t kept = pass.in ? pass_keep : D.pending.n;
     size_t i = ticket_find(0, kept, j->ticket);
-    if (i == kept && in_pass)
+    if (i == kept && pass.in)
         i = ticket_find(pass_at, D.pending.n, j->ticket);
-    if (i < D.pending.n && in_pass) {
+    if (i < D.pending.n && pass.in) {
         D.pending.v[i].j = NULL; /* a hole: the pass drops it */
         D.pending.v[i].shape = NULL;
         pass_holes += i < kept;
@@ -669,16 +668,7 @@ static void pass_once(void)
 
 void try_pending(void)
 {
-    if (in_pass) {
-        pass_again = true;
-        return;
-    }
-    in_pass = true;
-    do {
-        pass_again = false;
-        pass_once();
-    } while (pass_again);
-    in_pass = false;
+    pass_run(&pass, pass_once);
 }
 
 /* ------------------------------------------------------------------ jobs */

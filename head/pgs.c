@@ -179,7 +179,7 @@ typedef struct pg_wait {
 static CR_VEC(pg_wait_t) waiting;
 static shapes_t shapes;
 static uint64_t pass_gen;
-static bool in_pass, pass_again;
+static pass_t pass;
 static size_t holes;
 
 /* The first entry whose id is not below id (waiting.n when none). */
@@ -214,7 +214,7 @@ static void wait_leave(pg_t *g)
 {
     size_t i = wait_find(g->id);
     if (i < waiting.n && waiting.v[i].g == g) {
-        if (in_pass) {
+        if (pass.in) {
             waiting.v[i].g = NULL;
             waiting.v[i].shape = NULL;
             holes++;
@@ -745,22 +745,6 @@ static void pass_once(void)
         if (!pg_reason(g) || strcmp(pg_reason(g), why)) /* still PENDING: nothing to record */
             set_reason(g, why);
     }
-}
-
-/* A pass is not entered again from inside (a group created in it starts
- * jobs, and a job's end asks for a pass): that one runs after it. */
-void pgs_try_pending(void)
-{
-    if (in_pass) {
-        pass_again = true;
-        return;
-    }
-    in_pass = true;
-    do {
-        pass_again = false;
-        pass_once();
-    } while (pass_again);
-    in_pass = false;
     if (holes) {
         size_t keep = 0;
         for (size_t i = 0; i < waiting.n; i++)
@@ -769,6 +753,13 @@ void pgs_try_pending(void)
         waiting.n = keep;
         holes = 0;
     }
+}
+
+/* A pass is not entered again from inside (pass_run: a group created in
+ * it starts jobs, and a job's end asks for a pass). */
+void pgs_try_pending(void)
+{
+    pass_run(&pass, pass_once);
 }
 
 void pgs_tick(void)

@@ -276,6 +276,20 @@ void shape_refused(shape_t *s, uint64_t gen, const char *why)
     s->why_seq = reason_seq_next();
 }
 
+void pass_run(pass_t *p, void (*once)(void))
+{
+    if (p->in) {
+        p->again = true;
+        return;
+    }
+    p->in = true;
+    do {
+        p->again = false;
+        once();
+    } while (p->again);
+    p->in = false;
+}
+
 void shapes_free(shapes_t *t)
 {
     for (size_t i = 0; i < t->cap; i++)
