@@ -38,8 +38,73 @@ static void set_reason(job_t *j, const char *r)
     j->reason_seq = reason_seq_next();
 }
 
+/* The jobs of D.jobs by state, and those not final in id order: what a
+ * status reads (counts, holders), where D.jobs also keeps the finished
+ * ones (10,000 by default, each status walked them three times). */
+static size_t by_state[CR_JOB_STOPPED + 1];
+static CR_VEC(job_t *) live;
+
+/* The first entry of live whose id is not below id. */
+static size_t live_find(int64_t id)
+{
+    size_t lo = 0, hi = live.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (live.v[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void live_in(job_t *j)
+{
+    size_t i = live_find(j->id);
+    CR_VEC_PUSH(&live);
+    memmove(&live.v[i + 1], &live.v[i], (live.n - 1 - i) * sizeof(live.v[0]));
+    live.v[i] = j;
+}
+
+static void live_out(job_t *j)
+{
+    size_t i = live_find(j->id);
+    if (i < live.n && live.v[i] == j) {
+        memmove(&live.v[i], &live.v[i + 1], (live.n - i - 1) * sizeof(live.v[0]));
+        live.n--;
+    }
+}
+
+void jobs_add(job_t *j)
+{
+    *CR_VEC_PUSH(&D.jobs) = j;
+    j->listed = true;
+    by_state[j->state]++;
+    if (!cr_job_state_is_final(j->state))
+        live_in(j);
+}
+
+/* j leaves D.jobs (its caller takes it out). */
+static void unlisted(job_t *j)
+{
+    if (!j->listed)
+        return;
+    j->listed = false;
+    by_state[j->state]--;
+    if (!cr_job_state_is_final(j->state))
+        live_out(j);
+}
+
 void job_set_state(job_t *j, cr_job_state_t s, const char *reason)
 {
+    if (j->listed) {
+        by_state[j->state]--;
+        by_state[s]++;
+        if (!cr_job_state_is_final(j->state) && cr_job_state_is_final(s))
+            live_out(j);
+        else if (cr_job_state_is_final(j->state) && !cr_job_state_is_final(s))
+            live_in(j);
+    }
     j->state = s;
     set_reason(j, reason);
     db_check(cr_state_job_set_state(D.st, j->id, s, j->reason, cr_wall_ms()));
@@ -680,6 +745,7 @@ static void free_handle(uv_handle_t *h)
 
 void job_free(job_t *j)
 {
+    unlisted(j);
     remove_pending(j);
     if (j->shape) /* jobs_free: the queue let go of at once */
         shape_put(&shapes, j->shape);
@@ -712,6 +778,10 @@ void jobs_free(void)
         if (D.pending.v[i].j)
             D.pending.v[i].j->ticket = 0;
     D.pending.n = 0;
+    for (size_t i = 0; i < D.jobs.n; i++) /* all go: not one by one from live */
+        D.jobs.v[i]->listed = false;
+    CR_VEC_FREE(&live);
+    memset(by_state, 0, sizeof(by_state));
     for (size_t i = 0; i < D.jobs.n; i++)
         job_free(D.jobs.v[i]);
     CR_VEC_FREE(&D.jobs);
@@ -1056,7 +1126,7 @@ void req_job_submit(cr_conn_t *c, const Corral__Envelope *e)
         job_free(j);
         return;
     }
-    *CR_VEC_PUSH(&D.jobs) = j;
+    jobs_add(j);
     if (e->job_submit->bound) {
         j->owner = c;
         *CR_VEC_PUSH(&bound) = j;
@@ -1371,10 +1441,7 @@ void jobs_stop_all(uint32_t grace_ms)
 
 size_t jobs_count(cr_job_state_t s)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < D.jobs.n; i++)
-        n += D.jobs.v[i]->state == s;
-    return n;
+    return by_state[s];
 }
 
 void job_leave_group(job_t *j)
@@ -1437,10 +1504,8 @@ void jobs_client_gone(cr_conn_t *c)
 void jobs_holders(holders_t *h)
 {
     uint32_t listed[2] = {0, 0}; /* pending, the others */
-    for (size_t i = 0; i < D.jobs.n; i++) {
-        const job_t *j = D.jobs.v[i];
-        if (cr_job_state_is_final(j->state))
-            continue;
+    for (size_t i = 0; i < live.n; i++) {
+        const job_t *j = live.v[i];
         uint32_t *n = &listed[j->state == CR_JOB_PENDING ? 0 : 1];
         if (*n >= HOLDERS_EACH) {
             h->not_listed++;

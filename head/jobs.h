@@ -64,6 +64,7 @@ struct job {
     uint64_t reason_seq;  /* when reason was set, against its shape's */
     cr_conn_t *owner;     /* a bound submit's connection: stopped when it closes */
     bool has_children;    /* a job was submitted with this one as its parent */
+    bool listed;          /* in D.jobs (jobs_add): counted by state, in live while not final */
     /* ended: its workers' environment left memory (job_drop_env); state.db
      * keeps it, read back for a JobStatus with_env */
     bool env_dropped;
@@ -89,6 +90,8 @@ void jobs_pending_push(job_t *j);
  * that is newer than its own. */
 const char *job_reason(const job_t *j);
 void job_set_state(job_t *j, cr_job_state_t s, const char *reason);
+/* Appends j to D.jobs (its id the newest, or in id order at recovery). */
+void jobs_add(job_t *j);
 void job_free(job_t *j);
 /* A spec as state.db keeps it (jobs.spec_json, its "pb"): NULL when it is
  * missing or damaged. */

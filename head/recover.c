@@ -263,7 +263,7 @@ void recover(void)
     for (size_t i = 0; i < n; i++) {
         job_t *j = job_load(&v[i]);
         if (j)
-            *CR_VEC_PUSH(&D.jobs) = j;
+            jobs_add(j);
     }
     cr_state_job_list_free(v, n);
     for (size_t i = 0; i < D.jobs.n; i++) { /* what stop_children looks at */

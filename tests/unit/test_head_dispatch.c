@@ -89,9 +89,28 @@ static int setup(void **state)
     return 0;
 }
 
+/* What a status reads (counts by state, the jobs not final as holders),
+ * kept as jobs change, agrees with a walk of every job the head keeps:
+ * checked at the end of every test here. */
+static void check_status_counts(void)
+{
+    size_t n[CR_JOB_STOPPED + 1] = {0}, live = 0;
+    for (size_t i = 0; i < D.jobs.n; i++) {
+        n[D.jobs.v[i]->state]++;
+        live += !cr_job_state_is_final(D.jobs.v[i]->state);
+    }
+    for (int s = 0; s <= CR_JOB_STOPPED; s++)
+        assert_int_equal(jobs_count((cr_job_state_t)s), n[s]);
+    holders_t h = {0};
+    jobs_holders(&h);
+    assert_int_equal(h.v.n + h.not_listed, live);
+    holders_free(&h);
+}
+
 static int teardown(void **state)
 {
     fx_t *f = *state;
+    check_status_counts();
     head_harness_fini();
     got_clear(&f->got);
     assert_int_equal(nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
