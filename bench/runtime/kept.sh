@@ -4,7 +4,9 @@
 # for a while sits), against the same on a fresh head, both beside the
 # posix_spawn floor; rounds take turns (floor, fresh, kept). A cost the
 # head pays per job it keeps shows as the kept rate falling below the
-# fresh one; the ratio kept/fresh should be 1. Each head in a CORRAL_HOME
+# fresh one; the ratio kept/fresh should be 1. Then the same for
+# sequential `corral status --json` (what a dashboard or a script polls),
+# with the head's CPU a status. Each head in a CORRAL_HOME
 # of its own under BENCH_DIR (default /tmp); what creating a file there
 # costs is printed too (create_p50.py: 10 us, or up to 1 ms on this VM's
 # disk after a cleanup nearby).
@@ -45,3 +47,14 @@ awk -v a="$a" -v b="$b" -v f="$f" -v k="$KEPT" 'BEGIN{
     printf "ratio seq_posix_spawn_true_kept_%s %.3f\n", k, b / f
     printf "ratio seq_posix_spawn_true_fresh_head %.3f\n", a / f }'
 awk -v a="$cf" -v b="$ck" -v k="$KEPT" 'BEGIN{if (a > 0) printf "ratio head_cpu_per_run_kept_%s_vs_fresh_head %.3f\n", k, b / a}'
+# a status: its counts and holders should not read every job kept
+take_turns --quiet status --json
+cf=${cpu[0]} ck=${cpu[1]}
+a=$(rate_of "$TMP/fresh.r")
+b=$(rate_of "$TMP/kept.r")
+echo "figure seq_status_fresh_head $a per s"
+echo "figure seq_status_kept_$KEPT $b per s"
+echo "figure head_cpu_per_status_fresh_head $cf ms"
+echo "figure head_cpu_per_status_kept_$KEPT $ck ms"
+awk -v a="$a" -v b="$b" -v k="$KEPT" 'BEGIN{printf "ratio seq_status_kept_%s_vs_fresh_head %.3f\n", k, b / a}'
+awk -v a="$cf" -v b="$ck" -v k="$KEPT" 'BEGIN{if (a > 0) printf "ratio head_cpu_per_status_kept_%s_vs_fresh_head %.3f\n", k, b / a}'

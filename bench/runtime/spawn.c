@@ -9,6 +9,10 @@
  *   bench_runtime_spawn seq N --setsid PROG... the same, each child in a
  *                                              session of its own, as
  *                                              corral's workers are
+ *   bench_runtime_spawn seq N --quiet PROG...  each child's stdout to
+ *                                              /dev/null (a command that
+ *                                              prints, as corral status);
+ *                                              before or after --setsid
  *
  * The sequential mode is also how bench/runtime/run.sh starts `corral run
  * -- true` and `srun -n1 true` (PROG), so that the floor and its peers pay
@@ -20,6 +24,7 @@
  * The gang's timing is taken by the caller (bash's $EPOCHREALTIME before
  * this program, each worker's own start stamp), the same way as for
  * `corral run`, so both sides pay for starting their launcher. */
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -39,11 +44,12 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static posix_spawnattr_t *attr; /* --setsid */
+static posix_spawnattr_t *attr;             /* --setsid */
+static posix_spawn_file_actions_t *actions; /* --quiet */
 
 static int spawn(char **argv, pid_t *pid)
 {
-    int rc = posix_spawnp(pid, argv[0], NULL, attr, argv, environ);
+    int rc = posix_spawnp(pid, argv[0], actions, attr, argv, environ);
     if (rc != 0)
         fprintf(stderr, "bench_runtime_spawn: %s: %s\n", argv[0], strerror(rc));
     return rc == 0 ? 0 : -1;
@@ -85,11 +91,21 @@ static int run_seq(int n, char **argv)
 {
     pid_t pid;
     posix_spawnattr_t at;
-    if (argv[0] && strcmp(argv[0], "--setsid") == 0) {
-        posix_spawnattr_init(&at);
-        posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
-        attr = &at;
-        argv++;
+    posix_spawn_file_actions_t fa;
+    for (; argv[0] && argv[0][0] == '-'; argv++) {
+        if (strcmp(argv[0], "--setsid") == 0 && !attr) {
+            posix_spawnattr_init(&at);
+            posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
+            attr = &at;
+        } else if (strcmp(argv[0], "--quiet") == 0 && !actions) {
+            posix_spawn_file_actions_init(&fa);
+            posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+            actions = &fa;
+        } else {
+            fprintf(stderr, "bench_runtime_spawn: seq: unknown option %s (--setsid, --quiet)\n",
+                    argv[0]);
+            return -1;
+        }
     }
     if (!argv[0])
         return -1;

@@ -36,11 +36,16 @@ cpu_per_run() {
     awk -v a="$2" -v b="$(head_ticks "$1")" -v n="$3" -v hz="$(getconf CLK_TCK)" \
         'BEGIN{printf "%.3f", (b - a) * 1000 / hz / n}'
 }
-# take_turns ARGS...: ROUNDS rounds of FLOOR_N `true`s (TMP/floor), then
-# SEQ `corral ARGS` on each head (TMP/HOME.r), each line N SECONDS
-# PER_SECOND P50_MS; the heads' CPU a run in cpu (an array, A then B)
+# take_turns [--quiet] ARGS...: ROUNDS rounds of FLOOR_N `true`s
+# (TMP/floor), then SEQ `corral ARGS` on each head (TMP/HOME.r; --quiet:
+# their stdout to /dev/null), each line N SECONDS PER_SECOND P50_MS; the
+# heads' CPU a run in cpu (an array, A then B)
 take_turns() {
-    local h r t0=()
+    local h r t0=() q=()
+    if [ "$1" = --quiet ]; then
+        q=(--quiet)
+        shift
+    fi
     : >"$TMP/floor"
     for h in "${homes[@]}"; do
         : >"$h.r"
@@ -48,7 +53,7 @@ take_turns() {
     done
     for r in $(seq "$ROUNDS"); do
         seq_of "$FLOOR_N" --setsid /bin/true >>"$TMP/floor"
-        for h in "${homes[@]}"; do CORRAL_HOME="$h" seq_of "$SEQ" "$CORRAL" "$@" >>"$h.r"; done
+        for h in "${homes[@]}"; do CORRAL_HOME="$h" seq_of "$SEQ" "${q[@]}" "$CORRAL" "$@" >>"$h.r"; done
         note "round $r: floor $(tail -1 "$TMP/floor" | cut -d' ' -f3)/s, $(basename "${homes[0]}") $(tail -1 "${homes[0]}.r" | cut -d' ' -f3)/s, $(basename "${homes[1]}") $(tail -1 "${homes[1]}.r" | cut -d' ' -f3)/s"
     done
     cpu=("$(cpu_per_run "${homes[0]}" "${t0[0]}" $((SEQ * ROUNDS)))"
