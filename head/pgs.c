@@ -138,13 +138,15 @@ int64_t pg_id(const pg_t *g)
     return g->id;
 }
 
+/* Groups PREPARING (set_state, pg_free): with the queue's length, what a
+ * status counts without a walk of every group. */
+static size_t npreparing;
+
+static size_t queued_n(void);
+
 size_t pgs_pending(void)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < D.pgs.n; i++)
-        n += D.pgs.v[i]->state == CORRAL__PG_STATE__PG_PENDING ||
-             D.pgs.v[i]->state == CORRAL__PG_STATE__PG_PREPARING;
-    return n;
+    return queued_n() + npreparing;
 }
 
 /* ------------------------------------------------------------------ info */
@@ -226,6 +228,11 @@ static void wait_leave(pg_t *g)
     shape_put(&shapes, g->shape);
     g->shape = NULL;
     g->queued = false;
+}
+
+static size_t queued_n(void)
+{
+    return waiting.n - holes;
 }
 
 /* What g waits for: its shape's reason when that is newer than its own. */
@@ -385,8 +392,8 @@ void pgs_holders(holders_t *h)
             continue;
         qpos += is_pending(g);
         if (listed >= HOLDERS_EACH) {
-            h->not_listed++;
-            continue;
+            h->not_listed += (uint32_t)(D.pgs.n - i); /* D.pgs holds no other state */
+            break;
         }
         listed++;
         Corral__Holder *o = holder_new(h, "group", g->idstr, pg_name(g), state_name(g->state),
@@ -420,6 +427,8 @@ static void set_reason(pg_t *g, const char *reason)
 
 static void set_state(pg_t *g, Corral__PgState s, const char *reason)
 {
+    npreparing +=
+        (s == CORRAL__PG_STATE__PG_PREPARING) - (g->state == CORRAL__PG_STATE__PG_PREPARING);
     g->state = s;
     set_reason(g, reason);
     if (is_pending(g) && !g->queued)
@@ -786,6 +795,7 @@ static void pg_free(pg_t *g)
 {
     if (g->queued)
         wait_leave(g);
+    npreparing -= g->state == CORRAL__PG_STATE__PG_PREPARING;
     for (size_t i = 0; g->tied && i < tied.n; i++)
         if (tied.v[i] == g)
             untie(i);
@@ -1026,6 +1036,7 @@ static void pg_remove(pg_t *g, const char *why)
     release_remote(g, preparing, "the group was removed");
     unplace(g);
     answer_waiters(g, CR_EAGAIN, "the placement group was removed before it was created");
+    npreparing -= preparing;
     g->state = CORRAL__PG_STATE__PG_REMOVED;
     pg_event("pg_removed", g, "%s", why);
     db_check(cr_state_pg_delete(D.st, g->id));

@@ -89,11 +89,28 @@ static int setup(void **state)
     return 0;
 }
 
-/* What a status reads (counts by state, the jobs not final as holders),
- * kept as jobs change, agrees with a walk of every job the head keeps:
- * checked at the end of every test here. */
+static void count_pg(void *ctx, const Corral__PgInfo *info)
+{
+    size_t *n = ctx;
+    n[0] += info->state == CORRAL__PG_STATE__PG_PENDING ||
+            info->state == CORRAL__PG_STATE__PG_PREPARING;
+    n[1]++;
+}
+
+/* What a status reads (counts by state, the jobs not final and the
+ * groups as holders), kept as jobs and groups change, agrees with a walk
+ * of every job and group the head keeps: checked at the end of every
+ * test here. */
 static void check_status_counts(void)
 {
+    size_t pg[2] = {0, 0};
+    pgs_info_each(count_pg, pg);
+    assert_int_equal(pgs_pending(), pg[0]);
+    holders_t hg = {0};
+    pgs_holders(&hg);
+    assert_int_equal(hg.v.n + hg.not_listed, pg[1]);
+    holders_free(&hg);
+
     size_t n[CR_JOB_STOPPED + 1] = {0}, live = 0;
     for (size_t i = 0; i < D.jobs.n; i++) {
         n[D.jobs.v[i]->state]++;
@@ -1158,6 +1175,7 @@ static void test_pg_pass_alike_and_different(void **state)
     assert_string_equal(pg_info_of(f, cl, "a1", 7)->reason, now);
     assert_int_equal(pg_info_of(f, cl, "a1", 8)->queue_position, 1);
     assert_int_equal(pg_info_of(f, cl, "b", 9)->queue_position, 0); /* reserving */
+    check_status_counts(); /* b PREPARING */
     Corral__PgRemove rm = CORRAL__PG_REMOVE__INIT;
     rm.name = "a1";
     Corral__Envelope e = CORRAL__ENVELOPE__INIT;
