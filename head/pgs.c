@@ -347,13 +347,27 @@ static void untie(size_t i)
 
 static int by_id(const void *a, const void *b)
 {
-    int64_t x = (*(pg_t *const *)a)->id, y = (*(pg_t *const *)b)->id;
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
+}
+
+/* The group of that id, NULL when there is none (D.pgs is in id order). */
+static pg_t *pg_by_id(int64_t id)
+{
+    size_t lo = 0, hi = D.pgs.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (D.pgs.v[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < D.pgs.n && D.pgs.v[lo]->id == id ? D.pgs.v[lo] : NULL;
 }
 
 void pgs_client_gone(cr_conn_t *c)
 {
-    CR_VEC(pg_t *) gone = {0};
+    CR_VEC(int64_t) gone = {0}; /* ids: a removal may take another group with it */
     for (size_t i = 0; i < tied.n;) {
         pg_t *g = tied.v[i];
         size_t keep = 0;
@@ -366,7 +380,7 @@ void pgs_client_gone(cr_conn_t *c)
             /* the one who waited on it is gone: nobody would use it */
             if (g->spec->bound == CORRAL__PG_BOUND__BOUND_ALWAYS ||
                 g->state != CORRAL__PG_STATE__PG_CREATED)
-                *CR_VEC_PUSH(&gone) = g;
+                *CR_VEC_PUSH(&gone) = g->id;
         }
         if (!g->owner && !g->waiters.n)
             untie(i);
@@ -375,8 +389,11 @@ void pgs_client_gone(cr_conn_t *c)
     }
     if (gone.n > 1)
         qsort(gone.v, gone.n, sizeof(gone.v[0]), by_id); /* in the order they were made */
-    for (size_t i = 0; i < gone.n; i++)
-        pg_remove(gone.v[i], "removed: the client that created it and waited on it is gone");
+    for (size_t i = 0; i < gone.n; i++) {
+        pg_t *g = pg_by_id(gone.v[i]);
+        if (g)
+            pg_remove(g, "removed: the client that created it and waited on it is gone");
+    }
     if (gone.n)
         head_retry();
     CR_VEC_FREE(&gone);
