@@ -46,9 +46,8 @@ size_t jobs_retention(int64_t now_ms)
         !D.retention_behind)
         return 0;
     D.retention_last_ms = now_ms;
-    size_t finished = 0;
-    for (size_t i = 0; i < D.jobs.n; i++)
-        finished += cr_job_state_is_final(D.jobs.v[i]->state);
+    size_t finished =
+        jobs_count(CR_JOB_SUCCEEDED) + jobs_count(CR_JOB_FAILED) + jobs_count(CR_JOB_STOPPED);
     uint32_t keep = D.keep_finished ? D.keep_finished : CR_KEEP_FINISHED_DEFAULT;
     int64_t age = D.keep_finished_ms ? D.keep_finished_ms : CR_KEEP_FINISHED_MS_DEFAULT;
     size_t over = finished > keep ? finished - keep : 0, gone = 0, kept = 0;
