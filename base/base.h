@@ -150,7 +150,7 @@ void cr_hex_encode(const uint8_t *b, size_t n, char *out);
 #define CR_HASH_SEED 1469598103934665603ull
 uint64_t cr_hash_str(const char *s);
 /* The same over n bytes at p, going on from h (CR_HASH_SEED to start):
- * a key of several fields hashed one after another (head/jobs.c's
+ * a key of several fields hashed one after another (head/placement.c's
  * shapes). */
 uint64_t cr_hash_bytes(uint64_t h, const void *p, size_t n);
 /* len hex digits (either case) as len / 2 bytes in out; false when len is

@@ -44,18 +44,24 @@ static void set_reason(job_t *j, const char *r)
 static size_t by_state[CR_JOB_STOPPED + 1];
 static CR_VEC(job_t *) live;
 
-/* The first entry of live whose id is not below id. */
-static size_t live_find(int64_t id)
+/* The first of v[0, n) (in id order) whose id is not below id, or n:
+ * D.jobs (job_find) and live. */
+static size_t id_bisect(job_t *const *v, size_t n, int64_t id)
 {
-    size_t lo = 0, hi = live.n;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (live.v[mid]->id < id)
+        if (v[mid]->id < id)
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+static size_t live_find(int64_t id)
+{
+    return id_bisect(live.v, live.n, id);
 }
 
 static void live_in(job_t *j)
@@ -797,14 +803,7 @@ job_t *job_find(const char *id)
     errno = 0;
     long long want = id[0] >= '1' && id[0] <= '9' ? strtoll(id, &end, 10) : 0;
     if (want > 0 && !errno && !*end) {
-        size_t lo = 0, hi = D.jobs.n;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (D.jobs.v[mid]->id < want)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo = id_bisect(D.jobs.v, D.jobs.n, want);
         if (lo < D.jobs.n && D.jobs.v[lo]->id == want)
             return D.jobs.v[lo];
     }

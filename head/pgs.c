@@ -138,17 +138,6 @@ int64_t pg_id(const pg_t *g)
     return g->id;
 }
 
-/* Groups PREPARING (set_state, pg_free): with the queue's length, what a
- * status counts without a walk of every group. */
-static size_t npreparing;
-
-static size_t queued_n(void);
-
-size_t pgs_pending(void)
-{
-    return queued_n() + npreparing;
-}
-
 /* ------------------------------------------------------------------ info */
 
 typedef struct info_mem {
@@ -230,9 +219,13 @@ static void wait_leave(pg_t *g)
     g->queued = false;
 }
 
-static size_t queued_n(void)
+/* Groups PREPARING (set_state, pg_free): with the queue's length, what a
+ * status counts without a walk of every group. */
+static size_t npreparing;
+
+size_t pgs_pending(void)
 {
-    return waiting.n - holes;
+    return waiting.n - holes + npreparing;
 }
 
 /* What g waits for: its shape's reason when that is newer than its own. */

@@ -81,6 +81,20 @@ static bool cycle_many(corral_t *c, const corral_pg_spec_t *specs, size_t n, cor
     return ok;
 }
 
+/* A connection to the head of CORRAL_HOME, NULL (said why) when there is
+ * none. */
+static corral_t *connect_head(void)
+{
+    corral_t *c;
+    char *why = NULL;
+    if (corral_connect(NULL, NULL, &c, &why) < 0) {
+        fprintf(stderr, "bench_runtime_pg: %s\n", why ? why : "cannot connect");
+        free(why);
+        return NULL;
+    }
+    return c;
+}
+
 /* n groups of res left queued: every one must be PENDING */
 static int queue_many(long n, const char *res)
 {
@@ -88,12 +102,9 @@ static int queue_many(long n, const char *res)
         fprintf(stderr, "bench_runtime_pg: queue N: N from 1 to 1000000\n");
         return 2;
     }
-    corral_t *c;
-    char *why = NULL;
-    if (corral_connect(NULL, NULL, &c, &why) < 0) {
-        fprintf(stderr, "bench_runtime_pg: %s\n", why ? why : "cannot connect");
+    corral_t *c = connect_head();
+    if (!c)
         return 1;
-    }
     corral_bundle_spec_t b = {.resources = res};
     corral_pg_spec_t *specs = calloc((size_t)n, sizeof(*specs));
     corral_pg_t *pgs = calloc((size_t)n, sizeof(*pgs));
@@ -130,12 +141,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_runtime_pg SECONDS [RESOURCES] [BATCH 1..100000]\n");
         return 2;
     }
-    corral_t *c;
-    char *why = NULL;
-    if (corral_connect(NULL, NULL, &c, &why) < 0) {
-        fprintf(stderr, "bench_runtime_pg: %s\n", why ? why : "cannot connect");
+    corral_t *c = connect_head();
+    if (!c)
         return 1;
-    }
     corral_bundle_spec_t b = {.resources = res};
     char name[32];
     snprintf(name, sizeof(name), "bench-%d", (int)getpid());
